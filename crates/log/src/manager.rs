@@ -1,0 +1,563 @@
+//! The log manager: concurrent appends into the ring, the commit protocol of each mode, group
+//! commit, the background writer, and fail-stop.
+//!
+//! Three watermarks, all LSNs, only ever growing (docs/design/log.md has the argument):
+//!
+//! * `reserved` — the next LSN to hand out. An appender claims `[start, end)` with one
+//!   `fetch_add`; no lock is held while it copies its record.
+//! * `filled`   — every byte below it has been copied into the ring (and, when the ring is in
+//!   PMEM, flushed and fenced). Appenders publish in LSN order, so `filled` is always a record
+//!   boundary and everything below it is complete.
+//! * `hardened` — every byte below it is in the log file and covered by an `fdatasync`.
+//!
+//! A ring slot holding LSN `l` may be overwritten only once `l < floor()`, where the floor is
+//! `hardened` (or, for `pmem-log`, the prefix the user released).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use tailstore_media::{File, MediaError, Medium};
+
+use crate::config::CommitMode;
+use crate::counters::{Counters, LogCounters};
+use crate::error::{LogError, Result};
+use crate::format::PMEM_START_WORD;
+use crate::record::{parse_header, record_size, RECORD_HEADER};
+use crate::ring::Ring;
+use crate::scan::{FileReader, Records, Scanner, Source};
+
+/// The durable, concurrent log. Cheap to share: wrap it in an `Arc`.
+pub struct LogManager {
+    pub(crate) shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) struct Shared {
+    pub mode: CommitMode,
+    pub salt: u32,
+    pub ring: Ring,
+    /// The log file (all modes but `pmem-log`).
+    pub file: Option<Arc<dyn File>>,
+    /// First LSN of the log file (`pmem-log`: of the log as created).
+    pub start_lsn: u64,
+    pub block_bytes: u64,
+    /// Largest record an append accepts: half the ring, so two records always fit.
+    pub max_record: u64,
+    pub async_interval: Duration,
+    pub harden_age: Duration,
+    /// `filled` when the log was opened, for the bytes counter.
+    pub opened_at: u64,
+
+    reserved: CachePadded<AtomicU64>,
+    filled: CachePadded<AtomicU64>,
+    hardened: CachePadded<AtomicU64>,
+    released: CachePadded<AtomicU64>,
+
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    /// Whether a hardening round is in progress; its end is announced on `flush_done`.
+    flushing: Mutex<bool>,
+    flush_done: Condvar,
+    scratch: Mutex<Vec<u8>>,
+    space: Mutex<()>,
+    space_freed: Condvar,
+    space_waiters: AtomicUsize,
+    release_lock: Mutex<()>,
+    writer: OnceLock<Thread>,
+    stopping: AtomicBool,
+    pub counters: Counters,
+}
+
+/// The watermarks a recovered (or new) log starts from.
+pub(crate) struct Start {
+    pub end: u64,
+    pub released: u64,
+}
+
+/// Spin briefly, then give the core away: with more threads than cores, the thread we wait
+/// for may need our core to finish.
+fn backoff(spins: &mut u32) {
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        thread::yield_now();
+    }
+    *spins += 1;
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mode: CommitMode,
+        salt: u32,
+        ring: Ring,
+        file: Option<Arc<dyn File>>,
+        start_lsn: u64,
+        block_bytes: u64,
+        config: &crate::LogConfig,
+        start: Start,
+    ) -> Self {
+        let max_record = ring.capacity() / 2;
+        Self {
+            mode,
+            salt,
+            ring,
+            file,
+            start_lsn,
+            block_bytes,
+            max_record,
+            async_interval: config.async_interval,
+            harden_age: config.harden_age,
+            opened_at: start.end,
+            reserved: CachePadded::new(AtomicU64::new(start.end)),
+            filled: CachePadded::new(AtomicU64::new(start.end)),
+            hardened: CachePadded::new(AtomicU64::new(start.end)),
+            released: CachePadded::new(AtomicU64::new(start.released)),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            flushing: Mutex::new(false),
+            flush_done: Condvar::new(),
+            scratch: Mutex::new(Vec::new()),
+            space: Mutex::new(()),
+            space_freed: Condvar::new(),
+            space_waiters: AtomicUsize::new(0),
+            release_lock: Mutex::new(()),
+            writer: OnceLock::new(),
+            stopping: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            let cause = self.failure.lock().clone().unwrap_or_default();
+            return Err(LogError::Stopped { cause });
+        }
+        Ok(())
+    }
+
+    /// Enters the fail-stop state: the medium's state is unknown, so nothing more is accepted.
+    fn fail_stop(&self, err: MediaError) -> LogError {
+        let cause = err.to_string();
+        self.failure.lock().get_or_insert(cause.clone());
+        self.failed.store(true, Ordering::Release);
+        self.flush_done.notify_all();
+        self.wake_space_waiters();
+        LogError::Stopped { cause }
+    }
+
+    /// Below this LSN ring slots may be reused.
+    fn floor(&self) -> u64 {
+        match self.mode {
+            CommitMode::PmemLog => self.released.load(Ordering::Acquire),
+            _ => self.hardened.load(Ordering::Acquire),
+        }
+    }
+
+    fn persistent_ring(&self) -> bool {
+        self.mode.uses_pmem()
+    }
+
+    fn append(&self, payload: &[u8]) -> Result<u64> {
+        self.check()?;
+        let size = record_size(payload.len());
+        if size > self.max_record {
+            return Err(LogError::RecordTooLarge {
+                len: payload.len(),
+                max: (self.max_record as usize).saturating_sub(RECORD_HEADER),
+            });
+        }
+        let start = self.reserved.fetch_add(size, Ordering::Relaxed);
+        let end = start + size;
+        self.wait_for_space(end)?;
+        self.ring.write_record(self.salt, start, payload);
+        if self.persistent_ring() {
+            self.persist_ring(start, size as usize)?;
+        }
+        self.publish(start, end)?;
+        Ok(end)
+    }
+
+    fn persist_ring(&self, lsn: u64, len: usize) -> Result<()> {
+        self.ring.flush(lsn, len).map_err(|e| self.fail_stop(e))?;
+        if !cfg!(feature = "planted-missing-fence") {
+            self.ring.fence().map_err(|e| self.fail_stop(e))?;
+        }
+        Ok(())
+    }
+
+    /// Makes `[start, end)` part of the filled prefix, after every earlier reservation.
+    fn publish(&self, start: u64, end: u64) -> Result<()> {
+        let mut spins = 0;
+        while self.filled.load(Ordering::Acquire) != start {
+            self.check()?;
+            backoff(&mut spins);
+        }
+        assert!(end > start && end <= self.reserved.load(Ordering::Relaxed));
+        self.filled.store(end, Ordering::Release);
+        if self.mode == CommitMode::Buffer && start / self.block_bytes != end / self.block_bytes {
+            self.wake_writer();
+        }
+        Ok(())
+    }
+
+    fn wait_for_space(&self, end: u64) -> Result<()> {
+        let capacity = self.ring.capacity();
+        if end <= self.floor() + capacity {
+            return Ok(());
+        }
+        let began = Instant::now();
+        let mut spins = 0;
+        loop {
+            self.check()?;
+            let floor = self.floor();
+            if end <= floor + capacity {
+                break;
+            }
+            match self.mode {
+                CommitMode::Fsync | CommitMode::Async => {
+                    let filled = self.filled.load(Ordering::Acquire);
+                    if filled > floor {
+                        self.harden_to((end - capacity).min(filled), false)?;
+                    } else {
+                        backoff(&mut spins);
+                    }
+                }
+                CommitMode::Buffer | CommitMode::PmemLog => {
+                    self.wake_writer();
+                    self.sleep_until_space_freed(end);
+                }
+            }
+        }
+        self.counters
+            .ring_full_wait(began.elapsed().as_nanos() as u64);
+        Ok(())
+    }
+
+    fn sleep_until_space_freed(&self, end: u64) {
+        self.space_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.space.lock();
+        if end > self.floor() + self.ring.capacity() && !self.failed.load(Ordering::Acquire) {
+            // The timeout only bounds a missed wake-up; the floor moves on its own schedule.
+            self.space_freed
+                .wait_for(&mut guard, Duration::from_millis(1));
+        }
+        drop(guard);
+        self.space_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn wake_space_waiters(&self) {
+        if self.space_waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.space.lock();
+            self.space_freed.notify_all();
+        }
+    }
+
+    fn wake_writer(&self) {
+        if let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
+    }
+
+    /// Returns once `hardened >= lsn`. Group commit: whoever finds no round in progress leads
+    /// one that covers everything filled so far; the others wait for it and share its fsync.
+    /// `whole_blocks` makes the leader stop at a block boundary (the `buffer` writer).
+    fn harden_to(&self, lsn: u64, whole_blocks: bool) -> Result<()> {
+        let mut flushing = self.flushing.lock();
+        loop {
+            self.check()?;
+            if self.hardened.load(Ordering::Acquire) >= lsn {
+                return Ok(());
+            }
+            if *flushing {
+                self.flush_done.wait(&mut flushing);
+                continue;
+            }
+            *flushing = true;
+            let round = MutexGuard::unlocked(&mut flushing, || {
+                let filled = self.filled.load(Ordering::Acquire);
+                let target = if whole_blocks {
+                    (filled / self.block_bytes * self.block_bytes).max(lsn)
+                } else {
+                    filled
+                };
+                self.harden_round(target.min(filled))
+            });
+            *flushing = false;
+            self.flush_done.notify_all();
+            round?;
+        }
+    }
+
+    /// One hardening round: write `[hardened, target)` to the log file, `fdatasync`, then (PMEM
+    /// ring) persist the new hardened LSN before any slot below it can be reused.
+    fn harden_round(&self, target: u64) -> Result<()> {
+        let from = self.hardened.load(Ordering::Acquire);
+        if target <= from {
+            return Ok(());
+        }
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let len = (target - from) as usize;
+        let mut scratch = self.scratch.lock();
+        scratch.resize(len, 0);
+        self.ring.read(from, &mut scratch);
+        file.write_at(from, &scratch)
+            .map_err(|e| self.fail_stop(e))?;
+        self.counters.disk_write(len);
+        file.sync_data().map_err(|e| self.fail_stop(e))?;
+        self.counters.flush();
+        if self.persistent_ring() {
+            let region = self.ring.region();
+            region.store_u64(PMEM_START_WORD, target);
+            region
+                .persist(PMEM_START_WORD, 8)
+                .map_err(|e| self.fail_stop(e))?;
+        }
+        self.hardened.store(target, Ordering::Release);
+        self.wake_space_waiters();
+        Ok(())
+    }
+
+    fn wait_durable(&self, lsn: u64) -> Result<()> {
+        self.check()?;
+        if self.mode != CommitMode::Fsync || self.hardened.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let began = Instant::now();
+        let result = self.harden_to(lsn, false);
+        self.counters.flush_wait(began.elapsed().as_nanos() as u64);
+        result
+    }
+
+    /// The background writer of `buffer` (whole blocks, or a block older than the age limit)
+    /// and `async` (everything, every interval).
+    fn run_writer(&self) {
+        let mut partial_since: Option<Instant> = None;
+        loop {
+            let stopping = self.stopping.load(Ordering::Acquire);
+            let hardened = self.hardened.load(Ordering::Acquire);
+            let filled = self.filled.load(Ordering::Acquire);
+            let round = match self.mode {
+                CommitMode::Buffer => {
+                    self.buffer_writer_target(hardened, filled, stopping, &mut partial_since)
+                }
+                _ => (filled > hardened).then_some((filled, false)),
+            };
+            if let Some((target, whole_blocks)) = round {
+                if self.harden_to(target, whole_blocks).is_err() {
+                    return; // fail-stop already recorded; committers see it
+                }
+                if self.mode == CommitMode::Buffer {
+                    continue;
+                }
+            }
+            if stopping {
+                return;
+            }
+            thread::park_timeout(match self.mode {
+                CommitMode::Buffer => self.harden_age,
+                _ => self.async_interval,
+            });
+        }
+    }
+
+    fn buffer_writer_target(
+        &self,
+        hardened: u64,
+        filled: u64,
+        stopping: bool,
+        partial_since: &mut Option<Instant>,
+    ) -> Option<(u64, bool)> {
+        if filled <= hardened {
+            *partial_since = None;
+            return None;
+        }
+        let whole = filled / self.block_bytes * self.block_bytes;
+        if whole > hardened {
+            return Some((whole, true));
+        }
+        let since = *partial_since.get_or_insert_with(Instant::now);
+        if stopping || since.elapsed() >= self.harden_age {
+            *partial_since = None;
+            return Some((filled, false));
+        }
+        None
+    }
+
+    fn durable_lsn(&self) -> u64 {
+        match self.mode {
+            CommitMode::Buffer | CommitMode::PmemLog => self.filled.load(Ordering::Acquire),
+            CommitMode::Fsync | CommitMode::Async => self.hardened.load(Ordering::Acquire),
+        }
+    }
+
+    fn release(&self, lsn: u64) -> Result<()> {
+        self.check()?;
+        if self.mode != CommitMode::PmemLog {
+            return Ok(());
+        }
+        let _serial = self.release_lock.lock();
+        let current = self.released.load(Ordering::Acquire);
+        if lsn <= current {
+            return Ok(());
+        }
+        let filled = self.filled.load(Ordering::Acquire);
+        if lsn > filled || !(lsn == filled || self.record_starts_at(lsn)) {
+            return Err(LogError::NotARecordBoundary {
+                lsn,
+                start: current,
+                end: filled,
+            });
+        }
+        let region = self.ring.region();
+        region.store_u64(PMEM_START_WORD, lsn);
+        region
+            .persist(PMEM_START_WORD, 8)
+            .map_err(|e| self.fail_stop(e))?;
+        self.released.store(lsn, Ordering::Release);
+        self.wake_space_waiters();
+        Ok(())
+    }
+
+    fn record_starts_at(&self, lsn: u64) -> bool {
+        let mut header = [0u8; RECORD_HEADER];
+        self.ring.read(lsn, &mut header);
+        parse_header(&header, lsn).is_some()
+    }
+}
+
+impl LogManager {
+    pub(crate) fn start(shared: Shared) -> Result<Self> {
+        let shared = Arc::new(shared);
+        let writer = match shared.mode {
+            CommitMode::Buffer | CommitMode::Async => {
+                let worker = Arc::clone(&shared);
+                let handle = thread::Builder::new()
+                    .name(format!("log-writer-{}", shared.mode))
+                    .spawn(move || worker.run_writer())
+                    .map_err(|source| {
+                        LogError::Media(MediaError::Io {
+                            op: "spawn log writer",
+                            path: String::new(),
+                            source,
+                        })
+                    })?;
+                let _ = shared.writer.set(handle.thread().clone());
+                Some(handle)
+            }
+            _ => None,
+        };
+        Ok(Self {
+            shared,
+            writer: Mutex::new(writer),
+        })
+    }
+
+    /// Appends one record without waiting for durability. Returns the LSN just past it, which
+    /// [`LogManager::wait_durable`] takes. Records become durable in LSN order.
+    pub fn append(&self, payload: &[u8]) -> Result<u64> {
+        self.shared.append(payload)
+    }
+
+    /// Appends a commit record and returns once it is durable in this log's commit mode
+    /// (`async`: at once, not durable).
+    pub fn commit(&self, payload: &[u8]) -> Result<u64> {
+        let end = self.shared.append(payload)?;
+        self.shared.wait_durable(end)?;
+        self.shared.counters.commit();
+        Ok(end)
+    }
+
+    /// Waits until every record below `lsn` is durable (in `async` mode: returns at once).
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        self.shared.wait_durable(lsn)
+    }
+
+    /// Everything below this LSN survives a crash the medium survives.
+    pub fn durable_lsn(&self) -> u64 {
+        self.shared.durable_lsn()
+    }
+
+    /// The prefix of the log below `lsn` (a record boundary) is no longer needed. `pmem-log`
+    /// reuses its space; the file-backed modes keep their file (truncation comes with
+    /// checkpoints in the storage engine).
+    pub fn release(&self, lsn: u64) -> Result<()> {
+        self.shared.release(lsn)
+    }
+
+    pub fn mode(&self) -> CommitMode {
+        self.shared.mode
+    }
+
+    /// The medium of the ring for the PMEM modes; `None` when the ring is in DRAM.
+    pub fn pmem_medium(&self) -> Option<Medium> {
+        self.shared
+            .persistent_ring()
+            .then(|| self.shared.ring.medium())
+    }
+
+    /// The flush instruction used on the PMEM ring.
+    pub fn pmem_flush_kind(&self) -> Option<tailstore_media::FlushKind> {
+        self.shared
+            .persistent_ring()
+            .then(|| self.shared.ring.region().flush_kind())
+    }
+
+    pub fn counters(&self) -> LogCounters {
+        let filled = self.shared.filled.load(Ordering::Acquire);
+        self.shared
+            .counters
+            .snapshot(filled - self.shared.opened_at)
+    }
+
+    /// The records of the log from its start up to the durable end. Meant for replay after
+    /// opening, before new appends (concurrent appends may end the walk early).
+    pub fn records(&self) -> Records<'_> {
+        let s = &self.shared;
+        let limit = s.durable_lsn();
+        let source = match (&s.file, s.mode) {
+            (_, CommitMode::PmemLog) | (None, _) => Source::Ring {
+                ring: &s.ring,
+                floor: s.released.load(Ordering::Acquire),
+            },
+            (Some(file), CommitMode::Buffer) => Source::Stitched {
+                file: FileReader::new(file.as_ref()),
+                ring: &s.ring,
+                boundary: s.hardened.load(Ordering::Acquire),
+            },
+            (Some(file), _) => Source::File(FileReader::new(file.as_ref())),
+        };
+        let start = match s.mode {
+            CommitMode::PmemLog => s.released.load(Ordering::Acquire),
+            _ => s.start_lsn,
+        };
+        Records::new(Scanner::new(source, s.salt, start), limit)
+    }
+
+    /// Stops the background writer and hardens everything appended (a clean shutdown).
+    /// Appends racing with `close` are the caller's bug.
+    pub fn close(&self) -> Result<()> {
+        let s = &self.shared;
+        s.stopping.store(true, Ordering::Release);
+        s.wake_writer();
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+        if s.file.is_some() {
+            s.harden_to(s.filled.load(Ordering::Acquire), false)?;
+        }
+        s.check()
+    }
+}
+
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

@@ -1,0 +1,450 @@
+//! Opening a log: create it, or validate what is on the media, find the longest valid prefix,
+//! and repair the media so that nothing beyond that prefix can ever be mistaken for a record.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tailstore_media::{File, MediaError, OpenMode, Region, Storage};
+
+use crate::config::{CommitMode, LogConfig};
+use crate::error::{LogError, Result};
+use crate::format::{LogFileHeader, PmemHeader, HEADER_BYTES, LOG_START_LSN, PMEM_START_WORD};
+use crate::manager::{LogManager, Shared, Start};
+use crate::record::salt;
+use crate::ring::Ring;
+use crate::scan::{FileReader, Scanner, Source};
+
+/// What opening the log found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// Whether the log was created by this open.
+    pub created: bool,
+    /// First LSN of the live log and the end of its valid prefix.
+    pub start_lsn: u64,
+    pub end_lsn: u64,
+    /// Records in the valid prefix.
+    pub records: u64,
+    /// Bytes of the valid prefix that were still only in the PMEM ring.
+    pub pmem_bytes: u64,
+    pub elapsed: Duration,
+}
+
+impl Recovery {
+    pub fn bytes(&self) -> u64 {
+        self.end_lsn - self.start_lsn
+    }
+}
+
+/// The pieces found (or made) on the media before scanning.
+struct Layout {
+    db_id: u64,
+    block_bytes: usize,
+    file: Option<Arc<dyn File>>,
+    file_start: u64,
+    pmem: Option<Arc<dyn Region>>,
+    ring_bytes: usize,
+}
+
+impl LogManager {
+    /// Opens the log described by `config`, creating it if neither its file nor its PMEM region
+    /// exists, and recovers the longest valid prefix of what was there.
+    pub fn open(storage: Arc<dyn Storage>, config: &LogConfig) -> Result<(Self, Recovery)> {
+        let began = Instant::now();
+        config.validate().map_err(LogError::Config)?;
+        let (layout, created) = match probe(storage.as_ref(), config)? {
+            Some(layout) => (layout, false),
+            None => (create(storage.as_ref(), config)?, true),
+        };
+        let ring = match &layout.pmem {
+            Some(region) => Ring::new(region.clone(), HEADER_BYTES, layout.ring_bytes),
+            None => Ring::new(
+                storage.volatile_region(layout.ring_bytes)?,
+                0,
+                layout.ring_bytes,
+            ),
+        };
+        let (start, mut recovery) = recover(config.mode, &layout, &ring)?;
+        recovery.created = created;
+        let shared = Shared::new(
+            config.mode,
+            salt(layout.db_id),
+            ring,
+            layout.file,
+            layout.file_start,
+            layout.block_bytes as u64,
+            config,
+            start,
+        );
+        let manager = LogManager::start(shared)?;
+        recovery.elapsed = began.elapsed();
+        Ok((manager, recovery))
+    }
+}
+
+fn corrupt(path: &str, detail: impl Into<String>) -> LogError {
+    LogError::Corrupt {
+        path: path.to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// Reads the log file's header. `None` for a file whose creation never finished: creation
+/// writes the header region (zero-padded) before any record, so such a file is no longer than
+/// the header region and its header is absent or all zero. A longer file without a header is
+/// corrupt, never silently re-created.
+fn read_log_header(file: &dyn File) -> Result<Option<LogFileHeader>> {
+    let mut bytes = [0u8; 48];
+    let complete = file.read_exact_at(0, &mut bytes)?;
+    let unfinished = file.len()? <= HEADER_BYTES as u64 && bytes.iter().all(|b| *b == 0);
+    if unfinished {
+        return Ok(None);
+    }
+    if !complete {
+        return Err(corrupt(file.path(), "log file is shorter than its header"));
+    }
+    if bytes.iter().all(|b| *b == 0) {
+        return Err(corrupt(
+            file.path(),
+            "log file header is zeroed, but the file holds data",
+        ));
+    }
+    LogFileHeader::decode(&bytes)
+        .map(Some)
+        .map_err(|problem| corrupt(file.path(), problem.to_string()))
+}
+
+fn read_pmem_header(region: &dyn Region, path: &str) -> Result<Option<PmemHeader>> {
+    if region.len() < HEADER_BYTES {
+        return Err(LogError::Media(MediaError::TooSmall {
+            path: path.to_string(),
+            actual: region.len() as u64,
+            needed: HEADER_BYTES as u64,
+        }));
+    }
+    let mut bytes = [0u8; 56];
+    region.read(0, &mut bytes);
+    if bytes[..8].iter().all(|b| *b == 0) {
+        // Creation writes the magic last, before any record: a region without one is either
+        // an unfinished creation (ring still all zero) or damaged.
+        return if ring_area_is_zero(region) {
+            Ok(None)
+        } else {
+            Err(corrupt(
+                path,
+                "PMEM header is missing (zeroed?), but the ring holds data",
+            ))
+        };
+    }
+    let header =
+        PmemHeader::decode(&bytes).map_err(|problem| corrupt(path, problem.to_string()))?;
+    if (region.len() as u64) < header.region_bytes() {
+        return Err(LogError::Media(MediaError::TooSmall {
+            path: path.to_string(),
+            actual: region.len() as u64,
+            needed: header.region_bytes(),
+        }));
+    }
+    Ok(Some(header))
+}
+
+fn ring_area_is_zero(region: &dyn Region) -> bool {
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut at = HEADER_BYTES;
+    while at < region.len() {
+        let n = chunk.len().min(region.len() - at);
+        region.read(at, &mut chunk[..n]);
+        if chunk[..n].iter().any(|b| *b != 0) {
+            return false;
+        }
+        at += n;
+    }
+    true
+}
+
+fn check_mode(path: &str, found: CommitMode, requested: CommitMode) -> Result<()> {
+    if found != requested {
+        return Err(LogError::ModeMismatch {
+            path: path.to_string(),
+            found: found.to_string(),
+            requested: requested.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn check_log_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    if !storage.is_dir(dir) {
+        return Err(LogError::Media(MediaError::MissingDirectory(
+            dir.display().to_string(),
+        )));
+    }
+    Ok(())
+}
+
+/// Finds an existing log; `None` when there is none (nothing, or a creation that never
+/// finished) and a new one should be made.
+fn probe(storage: &dyn Storage, config: &LogConfig) -> Result<Option<Layout>> {
+    let mode = config.mode;
+    let mut file = None;
+    let mut file_header = None;
+    if mode.uses_log_file() {
+        check_log_dir(storage, &config.log_dir)?;
+        let path = config.log_file();
+        if storage.exists(&path) {
+            let f = storage.open_file(&path, OpenMode::Existing)?;
+            file_header = read_log_header(f.as_ref())?;
+            file = Some(f);
+        }
+    }
+    let mut pmem = None;
+    let mut pmem_header = None;
+    if let Some(path) = config.pmem_path.as_deref().filter(|_| mode.uses_pmem()) {
+        if storage.exists(path) {
+            let region = storage.map_region(path, 0, OpenMode::Existing)?;
+            pmem_header = read_pmem_header(region.as_ref(), &path.display().to_string())?;
+            pmem = Some(region);
+        }
+    }
+    let pmem_name = || {
+        config
+            .pmem_path
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    let file_name = || config.log_file().display().to_string();
+    match (mode, file_header, pmem_header) {
+        (CommitMode::Fsync | CommitMode::Async, None, _) => Ok(None),
+        (CommitMode::PmemLog, _, None) => Ok(None),
+        (CommitMode::Buffer, None, None) => Ok(None),
+        (CommitMode::Buffer, None, Some(p)) => {
+            // A crash between initialising the PMEM region and writing the log file's header
+            // leaves an empty ring behind; anything else means the log file was lost.
+            let region = pmem
+                .as_ref()
+                .ok_or_else(|| corrupt(&pmem_name(), "region vanished"))?;
+            if ring_is_empty(region, &p) {
+                Ok(None)
+            } else {
+                Err(LogError::MissingCompanion {
+                    present: pmem_name(),
+                    missing: file_name(),
+                    why: "the PMEM buffer holds log records whose earlier part was in the missing log file",
+                })
+            }
+        }
+        (CommitMode::Buffer, Some(_), None) => Err(LogError::MissingCompanion {
+            present: file_name(),
+            missing: pmem_name(),
+            why: "the PMEM buffer may hold acknowledged commits that are not in the log file yet \
+                  (emulated PMEM in /dev/shm does not survive a reboot); restore it, or move the \
+                  log away to start a new database",
+        }),
+        (_, Some(h), p) => {
+            check_mode(&file_name(), h.commit_mode(), mode)?;
+            let mut layout = Layout {
+                db_id: h.db_id,
+                block_bytes: h.block_bytes as usize,
+                file,
+                file_start: h.start_lsn,
+                pmem: None,
+                ring_bytes: config.ring_bytes,
+            };
+            if let Some(p) = p {
+                check_mode(&pmem_name(), p.commit_mode(), mode)?;
+                if p.db_id != h.db_id {
+                    return Err(LogError::ForeignDatabase {
+                        path: pmem_name(),
+                        found: p.db_id,
+                        expected: h.db_id,
+                    });
+                }
+                layout.pmem = pmem;
+                layout.ring_bytes = p.ring_bytes as usize;
+            }
+            Ok(Some(layout))
+        }
+        (CommitMode::PmemLog, None, Some(p)) => {
+            check_mode(&pmem_name(), p.commit_mode(), mode)?;
+            Ok(Some(Layout {
+                db_id: p.db_id,
+                block_bytes: p.block_bytes as usize,
+                file: None,
+                file_start: LOG_START_LSN,
+                pmem,
+                ring_bytes: p.ring_bytes as usize,
+            }))
+        }
+    }
+}
+
+fn ring_is_empty(region: &Arc<dyn Region>, header: &PmemHeader) -> bool {
+    let start = region.load_u64(PMEM_START_WORD);
+    let ring = Ring::new(region.clone(), HEADER_BYTES, header.ring_bytes as usize);
+    let mut scanner = Scanner::new(
+        Source::Ring {
+            ring: &ring,
+            floor: start,
+        },
+        salt(header.db_id),
+        start,
+    );
+    start == LOG_START_LSN && matches!(scanner.next_record(&mut Vec::new()), Ok(None))
+}
+
+/// Creates a new log: the PMEM region first (magic last), then the log file's header, made
+/// durable before the log is used.
+fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
+    let db_id: u64 = rand::random();
+    let ring_bytes = config.ring_capacity();
+    let mut pmem = None;
+    if let Some(path) = config
+        .pmem_path
+        .as_deref()
+        .filter(|_| config.mode.uses_pmem())
+    {
+        let region =
+            storage.map_region(path, HEADER_BYTES + ring_bytes, OpenMode::CreateIfMissing)?;
+        let header = PmemHeader::new(config.mode, db_id, ring_bytes, config.block_bytes).encode();
+        region.write(8, &header[8..]);
+        region.store_u64(PMEM_START_WORD, LOG_START_LSN);
+        region.persist(0, HEADER_BYTES)?;
+        region.write(0, &header[..8]);
+        region.persist(0, 8)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            storage.sync_dir(dir)?;
+        }
+        pmem = Some(region);
+    }
+    let mut file = None;
+    if config.mode.uses_log_file() {
+        let f = storage.open_file(&config.log_file(), OpenMode::CreateIfMissing)?;
+        let mut header = vec![0u8; HEADER_BYTES];
+        header[..48]
+            .copy_from_slice(&LogFileHeader::new(config.mode, db_id, config.block_bytes).encode());
+        f.set_len(0)?;
+        f.write_at(0, &header)?;
+        f.sync_data()?;
+        storage.sync_dir(&config.log_dir)?;
+        file = Some(f);
+    }
+    Ok(Layout {
+        db_id,
+        block_bytes: config.block_bytes,
+        file,
+        file_start: LOG_START_LSN,
+        pmem,
+        ring_bytes,
+    })
+}
+
+/// Scans the valid prefix and repairs the media around it. Returns the watermarks to start
+/// from.
+fn recover(mode: CommitMode, layout: &Layout, ring: &Ring) -> Result<(Start, Recovery)> {
+    let salt = salt(layout.db_id);
+    let mut recovery = Recovery {
+        created: false,
+        start_lsn: layout.file_start,
+        end_lsn: layout.file_start,
+        records: 0,
+        pmem_bytes: 0,
+        elapsed: Duration::ZERO,
+    };
+    let pmem_start = layout.pmem.as_ref().map(|r| r.load_u64(PMEM_START_WORD));
+    if let Some(start) = pmem_start {
+        if start < LOG_START_LSN || !start.is_multiple_of(8) {
+            return Err(corrupt("PMEM buffer", format!("invalid start LSN {start}")));
+        }
+    }
+    let source = match (mode, &layout.file, pmem_start) {
+        (CommitMode::PmemLog, _, Some(start)) => {
+            recovery.start_lsn = start;
+            Source::Ring { ring, floor: start }
+        }
+        (CommitMode::Buffer, Some(file), Some(hardened)) => {
+            let file_end = file.len()?;
+            if file_end < hardened {
+                return Err(LogError::LogFileTruncated {
+                    path: file.path().to_string(),
+                    file_end,
+                    hardened,
+                });
+            }
+            Source::Stitched {
+                file: FileReader::new(file.as_ref()),
+                ring,
+                boundary: hardened,
+            }
+        }
+        (_, Some(file), _) => Source::File(FileReader::new(file.as_ref())),
+        _ => {
+            return Err(corrupt(
+                "log",
+                "neither a log file nor a PMEM buffer to recover from",
+            ))
+        }
+    };
+    let mut scanner = Scanner::new(source, salt, recovery.start_lsn);
+    let mut payload = Vec::new();
+    while scanner.next_record(&mut payload)?.is_some() {
+        recovery.records += 1;
+    }
+    let end = scanner.position();
+    recovery.end_lsn = end;
+    repair(mode, layout, ring, end, pmem_start, &mut recovery)?;
+    Ok((
+        Start {
+            end,
+            released: recovery.start_lsn,
+        },
+        recovery,
+    ))
+}
+
+/// Makes the media hold exactly the valid prefix: bytes beyond it (a torn record, or complete
+/// records that followed a hole and were never acknowledged) must not reappear when new records
+/// of other sizes are written at the same positions. Each step is idempotent, and no new record
+/// is appended before all are done, so a crash during repair is recovered the same way.
+fn repair(
+    mode: CommitMode,
+    layout: &Layout,
+    ring: &Ring,
+    end: u64,
+    pmem_start: Option<u64>,
+    recovery: &mut Recovery,
+) -> Result<()> {
+    let capacity = ring.capacity();
+    match (mode, &layout.file, pmem_start) {
+        (CommitMode::Buffer, Some(file), Some(hardened)) => {
+            if end < hardened {
+                return Err(corrupt(
+                    file.path(),
+                    format!("record at LSN {end} is damaged, but the log was hardened to {hardened}: the log file is corrupt"),
+                ));
+            }
+            recovery.pmem_bytes = end - hardened;
+            let mut tail = vec![0u8; (end - hardened) as usize];
+            ring.read(hardened, &mut tail);
+            file.write_at(hardened, &tail)?;
+            file.sync_data()?;
+            file.set_len(end)?;
+            let region = ring.region();
+            region.store_u64(PMEM_START_WORD, end);
+            region.persist(PMEM_START_WORD, 8)?;
+            ring.zero(0, capacity as usize);
+            ring.flush(0, capacity as usize)?;
+            ring.fence()?;
+        }
+        (CommitMode::PmemLog, _, Some(start)) => {
+            recovery.pmem_bytes = end - start;
+            let stale = (start + capacity - end) as usize;
+            ring.zero(end, stale);
+            ring.flush(end, stale)?;
+            ring.fence()?;
+        }
+        (_, Some(file), _) => file.set_len(end)?,
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Reading records back: the byte sources a log can be read from, and the scanner that finds the
+//! longest valid prefix. Used by recovery and by replay.
+
+use tailstore_media::File;
+
+use crate::error::Result;
+use crate::record::{parse_header, record_size, RECORD_HEADER};
+use crate::ring::Ring;
+
+/// Where the bytes of the log stream come from.
+pub(crate) enum Source<'a> {
+    /// Only the log file (`fsync`, `async`).
+    File(FileReader<'a>),
+    /// Only the ring, which holds `[floor, floor + capacity)` (`pmem-log`).
+    Ring { ring: &'a Ring, floor: u64 },
+    /// The log file below `boundary` (hardened), the PMEM ring from there on (`buffer`).
+    Stitched {
+        file: FileReader<'a>,
+        ring: &'a Ring,
+        boundary: u64,
+    },
+}
+
+impl Source<'_> {
+    /// Fills `buf` with the stream's bytes at `lsn`; `false` if they are not (all) available.
+    fn read(&mut self, lsn: u64, buf: &mut [u8]) -> Result<bool> {
+        match self {
+            Source::File(file) => file.read(lsn, buf),
+            Source::Ring { ring, floor } => Ok(read_ring(ring, *floor, lsn, buf)),
+            Source::Stitched {
+                file,
+                ring,
+                boundary,
+            } => {
+                let below = (boundary.saturating_sub(lsn) as usize).min(buf.len());
+                let (disk_part, ring_part) = buf.split_at_mut(below);
+                if !disk_part.is_empty() && !file.read(lsn, disk_part)? {
+                    return Ok(false);
+                }
+                Ok(ring_part.is_empty()
+                    || read_ring(ring, *boundary, lsn + below as u64, ring_part))
+            }
+        }
+    }
+}
+
+fn read_ring(ring: &Ring, floor: u64, lsn: u64, buf: &mut [u8]) -> bool {
+    let available = lsn >= floor && lsn + buf.len() as u64 <= floor + ring.capacity();
+    if available {
+        ring.read(lsn, buf);
+    }
+    available
+}
+
+/// Positioned reads of the log file through a read-ahead window, so that scanning a large log
+/// costs one system call per window rather than two per record.
+pub(crate) struct FileReader<'a> {
+    file: &'a dyn File,
+    window: Vec<u8>,
+    window_start: u64,
+}
+
+const READ_AHEAD: usize = 1 << 20;
+
+impl<'a> FileReader<'a> {
+    pub fn new(file: &'a dyn File) -> Self {
+        Self {
+            file,
+            window: Vec::new(),
+            window_start: 0,
+        }
+    }
+
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<bool> {
+        let window_end = self.window_start + self.window.len() as u64;
+        if offset < self.window_start || offset + buf.len() as u64 > window_end {
+            self.refill(offset, buf.len())?;
+        }
+        let at = (offset - self.window_start) as usize;
+        match self.window.get(at..at + buf.len()) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn refill(&mut self, offset: u64, at_least: usize) -> Result<()> {
+        self.window.resize(READ_AHEAD.max(at_least), 0);
+        let mut filled = 0;
+        while filled < self.window.len() {
+            let n = self
+                .file
+                .read_at(offset + filled as u64, &mut self.window[filled..])?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        self.window.truncate(filled);
+        self.window_start = offset;
+        Ok(())
+    }
+}
+
+/// Walks records from a starting LSN until the first one that does not verify.
+pub(crate) struct Scanner<'a> {
+    source: Source<'a>,
+    salt: u32,
+    next: u64,
+}
+
+impl<'a> Scanner<'a> {
+    pub fn new(source: Source<'a>, salt: u32, start: u64) -> Self {
+        Self {
+            source,
+            salt,
+            next: start,
+        }
+    }
+
+    /// The LSN just past the last record returned: the end of the valid prefix once
+    /// [`Scanner::next_record`] has returned `None`.
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+
+    /// Reads the next record's payload into `payload` and returns its LSN, or `None` at the end
+    /// of the valid prefix (missing bytes, wrong LSN, implausible length or bad checksum).
+    pub fn next_record(&mut self, payload: &mut Vec<u8>) -> Result<Option<u64>> {
+        let lsn = self.next;
+        let mut header = [0u8; RECORD_HEADER];
+        if !self.source.read(lsn, &mut header)? {
+            return Ok(None);
+        }
+        let Some(candidate) = parse_header(&header, lsn) else {
+            return Ok(None);
+        };
+        payload.resize(candidate.len, 0);
+        if !self.source.read(lsn + RECORD_HEADER as u64, payload)?
+            || !candidate.verifies(self.salt, payload)
+        {
+            return Ok(None);
+        }
+        self.next = lsn + record_size(candidate.len);
+        Ok(Some(lsn))
+    }
+}
+
+/// A record read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// LSN of the record's first byte.
+    pub lsn: u64,
+    /// LSN just past the record: what `append` returned for it.
+    pub end: u64,
+    pub payload: Vec<u8>,
+}
+
+/// Iterator over the records of a log, from its start to the durable end at the time it was made.
+pub struct Records<'a> {
+    scanner: Scanner<'a>,
+    limit: u64,
+    done: bool,
+}
+
+impl<'a> Records<'a> {
+    pub(crate) fn new(scanner: Scanner<'a>, limit: u64) -> Self {
+        Self {
+            scanner,
+            limit,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done || self.scanner.position() >= self.limit {
+            return None;
+        }
+        let mut payload = Vec::new();
+        match self.scanner.next_record(&mut payload) {
+            Ok(Some(lsn)) => Some(Ok(Record {
+                lsn,
+                end: self.scanner.position(),
+                payload,
+            })),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The one narrow interface through which tailstore touches persistent media.
+//!
+//! Everything the log manager (and, later, the storage engine) stores goes through three traits:
+//!
+//! * [`Storage`] — a tiny file system: open a file, map a PMEM region, sync a directory;
+//! * [`File`] — positioned reads and writes plus `fdatasync`;
+//! * [`Region`] — a byte-addressable persistent region: stores, cache-line write-back and fences.
+//!
+//! Two backends implement them: [`real`] (Linux files, `mmap` with CLWB/CLFLUSHOPT/SFENCE) and
+//! [`sim`] (in-memory, with fault injection and simulated power cuts that keep or drop every
+//! unpersisted 8-byte piece). Code above this crate never knows which one it runs on.
+//!
+//! All `unsafe` code of the project lives in [`pmem`], the mapped-memory backend.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+pub mod pmem;
+pub mod real;
+pub mod sim;
+
+/// Cache-line size assumed by every flush computation (all x86-64 parts with CLWB use 64).
+pub const CACHE_LINE: usize = 64;
+
+/// Size of the unit that PMEM writes atomically: an aligned 8-byte store is failure-atomic.
+pub const ATOMIC_UNIT: usize = 8;
+
+/// Errors from the media layer. They carry the path so that a user sees *which* file failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("directory does not exist: {0}")]
+    MissingDirectory(String),
+    #[error("file does not exist: {0}")]
+    MissingFile(String),
+    #[error("{path} is {actual} bytes, need at least {needed}")]
+    TooSmall {
+        path: String,
+        actual: u64,
+        needed: u64,
+    },
+    #[error("persist of {path} failed: {reason}")]
+    Persist { path: String, reason: String },
+    #[error("simulated power cut: the medium is gone")]
+    PowerCut,
+    #[error("injected fault: {0}")]
+    Injected(&'static str),
+}
+
+pub type Result<T> = std::result::Result<T, MediaError>;
+
+/// Whether an open may create the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing file; fail with [`MediaError::MissingFile`] if it is absent.
+    Existing,
+    /// Open the file, creating it (empty, or zero-filled for regions) if it is absent.
+    CreateIfMissing,
+}
+
+/// How the bytes of a [`Region`] are made persistent; printed in every report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Medium {
+    /// A DAX mapping (MAP_SYNC accepted): CPU cache write-back makes data persistent.
+    DaxPmem,
+    /// A shared mapping of a file on tmpfs or another non-DAX file system, flushed with CPU
+    /// instructions: survives a process crash, not a power cut.
+    EmulatedPmem,
+    /// A mapping that is made persistent with `msync` (CPUs without CLWB/CLFLUSHOPT/CLFLUSH).
+    MsyncMapped,
+    /// Ordinary process memory: nothing survives.
+    Volatile,
+    /// The simulated backend used by tests.
+    Simulated,
+}
+
+impl fmt::Display for Medium {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Medium::DaxPmem => "PMEM (DAX, MAP_SYNC)",
+            Medium::EmulatedPmem => "emulated PMEM (survives a process crash, not a power cut)",
+            Medium::MsyncMapped => "mapped file persisted with msync",
+            Medium::Volatile => "volatile memory (nothing survives)",
+            Medium::Simulated => "simulated media (tests)",
+        })
+    }
+}
+
+/// The CPU instruction (or system call) that writes a cache line back to the medium.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushKind {
+    Clwb,
+    Clflushopt,
+    Clflush,
+    Msync,
+    /// Volatile and simulated regions need no instruction.
+    None,
+}
+
+impl fmt::Display for FlushKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FlushKind::Clwb => "CLWB+SFENCE",
+            FlushKind::Clflushopt => "CLFLUSHOPT+SFENCE",
+            FlushKind::Clflush => "CLFLUSH",
+            FlushKind::Msync => "msync",
+            FlushKind::None => "none",
+        })
+    }
+}
+
+/// A file on a block device (or tmpfs), accessed with positioned I/O.
+///
+/// Durability contract: bytes written with [`File::write_at`] are durable once a later
+/// [`File::sync_data`] returns `Ok`. A process crash keeps every completed write; a power cut
+/// keeps only what was synced (plus an arbitrary subset of the rest, in sectors).
+#[allow(clippy::len_without_is_empty)] // `len` is fallible; emptiness is never asked
+pub trait File: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (short at EOF).
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Writes all of `data` at `offset`, extending the file if needed.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// `fdatasync`: makes every completed write durable.
+    fn sync_data(&self) -> Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> Result<u64>;
+    /// Truncates or extends the file, then makes the new length durable.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// The path, for messages.
+    fn path(&self) -> &str;
+
+    /// Reads exactly `buf.len()` bytes or reports how many were missing.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<bool> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_at(offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                return Ok(false);
+            }
+            done += n;
+        }
+        Ok(true)
+    }
+}
+
+/// A byte-addressable region that lives in persistent memory (or emulates it).
+///
+/// Stores become visible to other threads at once but persistent only after [`Region::flush`]
+/// of their cache lines *and* a later [`Region::fence`] by the same thread. Aligned 8-byte
+/// stores ([`Region::store_u64`]) are failure-atomic; nothing larger is.
+///
+/// Callers must not write one byte range from two threads at once (the log manager hands out
+/// disjoint ranges); concurrent reads of a range being written see unspecified bytes.
+pub trait Region: Send + Sync {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `data` into the region at `offset`.
+    fn write(&self, offset: usize, data: &[u8]);
+    /// Copies bytes out of the region.
+    fn read(&self, offset: usize, buf: &mut [u8]);
+    /// Sets a range to zero (used to wipe stale log bytes after recovery).
+    fn zero(&self, offset: usize, len: usize);
+    /// Atomic, failure-atomic 8-byte store at an 8-aligned offset.
+    fn store_u64(&self, offset: usize, value: u64);
+    /// Atomic 8-byte load at an 8-aligned offset.
+    fn load_u64(&self, offset: usize) -> u64;
+    /// Starts write-back of every cache line that overlaps `[offset, offset + len)`.
+    fn flush(&self, offset: usize, len: usize) -> Result<()>;
+    /// Waits until every flush issued by *this thread* has reached the persistence domain.
+    fn fence(&self) -> Result<()>;
+    /// How persistence is achieved, for reports.
+    fn medium(&self) -> Medium;
+    /// Which instruction [`Region::flush`] uses.
+    fn flush_kind(&self) -> FlushKind;
+
+    /// `flush` then `fence`: after `Ok`, the range is persistent.
+    fn persist(&self, offset: usize, len: usize) -> Result<()> {
+        self.flush(offset, len)?;
+        self.fence()
+    }
+}
+
+/// A minimal file system: everything the log manager needs and nothing more.
+pub trait Storage: Send + Sync {
+    /// Opens (or creates) a regular file. The parent directory must exist.
+    fn open_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>>;
+    /// Maps a persistent region backed by the file at `path`. A new file is created with
+    /// `len` zero bytes; an existing file must be at least `len` bytes long (pass `len = 0` to
+    /// map an existing file whatever its size).
+    fn map_region(&self, path: &Path, len: usize, mode: OpenMode) -> Result<Arc<dyn Region>>;
+    /// A region in ordinary memory, for commit modes that keep the log buffer in DRAM.
+    fn volatile_region(&self, len: usize) -> Result<Arc<dyn Region>>;
+    /// Whether a file exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Whether a directory exists.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Makes a directory's entries (newly created files) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+}
+
+/// Rounds `[offset, offset + len)` out to whole cache lines.
+pub fn cache_lines(offset: usize, len: usize) -> std::ops::Range<usize> {
+    let start = offset / CACHE_LINE * CACHE_LINE;
+    if len == 0 {
+        return start..start;
+    }
+    let end = (offset + len).div_ceil(CACHE_LINE) * CACHE_LINE;
+    start..end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_lines_round_out() {
+        assert_eq!(cache_lines(0, 1), 0..64);
+        assert_eq!(cache_lines(63, 2), 0..128);
+        assert_eq!(cache_lines(64, 64), 64..128);
+        assert_eq!(cache_lines(100, 0), 64..64);
+    }
+}

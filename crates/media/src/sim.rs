@@ -1,0 +1,1170 @@
+//! The simulated backend: every file and region lives in memory, with a precise model of what
+//! is persistent, so that tests can cut the power (or crash the process) at any instant and
+//! look at what a restart would find.
+//!
+//! # Persistence model
+//!
+//! A **region** keeps what the CPU sees (`current`), what is certainly persistent (`media`),
+//! the set of *dirty* 8-byte words (stored, never flushed since) and, per thread, the *in-flight*
+//! words (flushed by that thread — with the value the word had at flush time — but not yet
+//! fenced by it). [`Region::fence`] persists the in-flight words of the calling thread only, as
+//! SFENCE orders only the write-backs of the core that issues it.
+//!
+//! A **file** keeps the page-cache view (`current`) and what is on disk (`durable`);
+//! [`File::sync_data`] and [`File::set_len`] make `current` durable.
+//!
+//! # Crashes and faults
+//!
+//! * [`SimStorage::process_crash`] keeps every completed store and write;
+//! * [`SimStorage::power_cut`] keeps what was persisted plus a seeded random subset of the rest:
+//!   each pending 8-byte word of a region and each differing 512-byte sector of a file
+//!   independently;
+//! * [`SimStorage::crash_after`] kills the medium at a chosen mutating operation;
+//! * [`SimStorage::fail_nth_write`], [`SimStorage::fail_nth_sync`] and
+//!   [`SimStorage::fail_region_fences_after`] inject fail-stop errors.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::ThreadId;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::{cache_lines, File, FlushKind, MediaError, Medium, OpenMode, Region, Result, Storage};
+
+/// Size of the unit a file survives a power cut in: a whole sector or nothing of it.
+const SECTOR: usize = 512;
+
+/// Size of the unit a region survives a power cut in (aligned, failure-atomic stores).
+const WORD: usize = crate::ATOMIC_UNIT;
+
+/// A simulated storage: files and PMEM regions in memory, with crash and fault injection.
+///
+/// Cloning is cheap and every clone (and every file or region handle it returned) refers to
+/// the same state. All state sits behind one mutex, so that runs are deterministic.
+#[derive(Clone)]
+pub struct SimStorage {
+    shared: Arc<Mutex<State>>,
+}
+
+/// A word flushed by a thread and not yet fenced by it.
+#[derive(Clone, Copy, Debug)]
+struct Snapshot {
+    /// Order of the flush among all flushes of the region (newer is larger).
+    seq: u64,
+    /// The word's value when it was flushed.
+    bytes: [u8; WORD],
+}
+
+struct RegionState {
+    /// Length in bytes; `current` and `media` are padded with zeros to whole words.
+    len: usize,
+    current: Vec<u8>,
+    media: Vec<u8>,
+    /// Word indices stored to since their last flush.
+    dirty: BTreeSet<usize>,
+    /// Per thread: word index → value at flush time, for flushes not yet fenced.
+    in_flight: HashMap<ThreadId, BTreeMap<usize, Snapshot>>,
+    next_seq: u64,
+}
+
+impl RegionState {
+    fn zeroed(len: usize) -> Self {
+        Self::from_image(vec![0; len])
+    }
+
+    /// A region whose visible and persistent contents are both `image`, with nothing pending.
+    fn from_image(mut image: Vec<u8>) -> Self {
+        let len = image.len();
+        image.resize(len.div_ceil(WORD) * WORD, 0);
+        RegionState {
+            len,
+            media: image.clone(),
+            current: image,
+            dirty: BTreeSet::new(),
+            in_flight: HashMap::new(),
+            next_seq: 0,
+        }
+    }
+
+    fn word(bytes: &[u8], index: usize) -> [u8; WORD] {
+        let mut word = [0; WORD];
+        word.copy_from_slice(&bytes[index * WORD..(index + 1) * WORD]);
+        word
+    }
+
+    fn check_range(&self, offset: usize, len: usize, what: &str) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "{what} of [{offset}, +{len}) outside a region of {} bytes",
+            self.len
+        );
+    }
+
+    fn mark_dirty(&mut self, offset: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let first = offset / WORD;
+        let last = (offset + len - 1) / WORD;
+        self.dirty.extend(first..=last);
+    }
+
+    fn write(&mut self, offset: usize, data: &[u8]) {
+        self.check_range(offset, data.len(), "write");
+        self.current[offset..offset + data.len()].copy_from_slice(data);
+        self.mark_dirty(offset, data.len());
+    }
+
+    fn zero(&mut self, offset: usize, len: usize) {
+        self.check_range(offset, len, "zero");
+        self.current[offset..offset + len].fill(0);
+        self.mark_dirty(offset, len);
+    }
+
+    fn flush(&mut self, offset: usize, len: usize, thread: ThreadId) {
+        self.check_range(offset, len, "flush");
+        let lines = cache_lines(offset, len);
+        let words = lines.start / WORD..lines.end / WORD;
+        let flushed: Vec<usize> = self.dirty.range(words).copied().collect();
+        if flushed.is_empty() {
+            return;
+        }
+        let mine = self.in_flight.entry(thread).or_default();
+        for index in flushed {
+            self.dirty.remove(&index);
+            let snapshot = Snapshot {
+                seq: self.next_seq,
+                bytes: Self::word(&self.current, index),
+            };
+            self.next_seq += 1;
+            mine.insert(index, snapshot);
+        }
+    }
+
+    fn fence(&mut self, thread: ThreadId) {
+        let Some(mine) = self.in_flight.remove(&thread) else {
+            return;
+        };
+        for (&index, snapshot) in &mine {
+            self.media[index * WORD..(index + 1) * WORD].copy_from_slice(&snapshot.bytes);
+        }
+        // Older write-backs of the same words by other threads are superseded: once a newer
+        // value of a line is persistent, an older one can no longer land on top of it.
+        for theirs in self.in_flight.values_mut() {
+            theirs.retain(
+                |index, snapshot| !matches!(mine.get(index), Some(m) if snapshot.seq < m.seq),
+            );
+        }
+        self.in_flight.retain(|_, words| !words.is_empty());
+    }
+
+    /// What survives a power cut: `media`, and for every pending word one of its possible
+    /// values chosen at random (the persisted one, any in-flight snapshot, the current one if
+    /// the word is dirty).
+    fn power_cut_image(&self, rng: &mut StdRng) -> Vec<u8> {
+        let mut pending: BTreeMap<usize, Vec<Snapshot>> = BTreeMap::new();
+        for words in self.in_flight.values() {
+            for (&index, &snapshot) in words {
+                pending.entry(index).or_default().push(snapshot);
+            }
+        }
+        for &index in &self.dirty {
+            pending.entry(index).or_default();
+        }
+        let mut image = self.media.clone();
+        for (index, mut snapshots) in pending {
+            // Sorting by flush order makes the choice independent of hash-map order.
+            snapshots.sort_by_key(|s| s.seq);
+            let mut candidates = Vec::with_capacity(snapshots.len() + 2);
+            candidates.push(Self::word(&self.media, index));
+            candidates.extend(snapshots.iter().map(|s| s.bytes));
+            if self.dirty.contains(&index) {
+                candidates.push(Self::word(&self.current, index));
+            }
+            let pick = candidates[rng.gen_range(0..candidates.len())];
+            image[index * WORD..(index + 1) * WORD].copy_from_slice(&pick);
+        }
+        image.truncate(self.len);
+        image
+    }
+
+    /// The same region after a process crash: the stores are all there, and whatever was not
+    /// yet persistent stays pending (the threads that flushed it are gone, so it counts as
+    /// dirty again).
+    fn after_process_crash(&self) -> Self {
+        let mut dirty = self.dirty.clone();
+        for words in self.in_flight.values() {
+            dirty.extend(words.keys().copied());
+        }
+        RegionState {
+            len: self.len,
+            current: self.current.clone(),
+            media: self.media.clone(),
+            dirty,
+            in_flight: HashMap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+struct FileState {
+    /// The page-cache view, which defines the length.
+    current: Vec<u8>,
+    /// What is on disk.
+    durable: Vec<u8>,
+}
+
+impl FileState {
+    fn from_image(image: Vec<u8>) -> Self {
+        FileState {
+            durable: image.clone(),
+            current: image,
+        }
+    }
+
+    /// What survives a power cut: `durable`, each 512-byte sector that differs from `current`
+    /// replaced by the current one with probability 1/2, cut to either length.
+    fn power_cut_image(&self, rng: &mut StdRng) -> Vec<u8> {
+        let max = self.current.len().max(self.durable.len());
+        let mut durable = self.durable.clone();
+        durable.resize(max, 0);
+        let mut current = self.current.clone();
+        current.resize(max, 0);
+        let mut image = durable.clone();
+        for start in (0..max).step_by(SECTOR) {
+            let end = (start + SECTOR).min(max);
+            if current[start..end] != durable[start..end] && rng.gen_bool(0.5) {
+                image[start..end].copy_from_slice(&current[start..end]);
+            }
+        }
+        let len = if self.current.len() == self.durable.len() || rng.gen_bool(0.5) {
+            self.durable.len()
+        } else {
+            self.current.len()
+        };
+        image.truncate(len);
+        image
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum RegionKey {
+    /// A region kept across crashes, identified by its path.
+    Path(usize),
+    /// A volatile region, dropped by every crash.
+    Volatile(u64),
+}
+
+#[derive(Default)]
+struct State {
+    files: BTreeMap<PathBuf, FileState>,
+    /// Persistent regions by path; the value is the index into `regions`.
+    region_paths: BTreeMap<PathBuf, usize>,
+    regions: Vec<RegionState>,
+    volatile: HashMap<u64, RegionState>,
+    next_volatile: u64,
+
+    /// Mutating operations that took effect.
+    ops_done: u64,
+    /// The ordinal (counting from the storage's creation, 1-based) of the op that dies.
+    crash_at: Option<u64>,
+    dead: bool,
+
+    writes_seen: u64,
+    fail_write_at: Option<u64>,
+    syncs_seen: u64,
+    fail_sync_at: Option<u64>,
+    fences_seen: u64,
+    fail_fences_from: Option<u64>,
+}
+
+impl State {
+    /// Accounts one mutating operation. Returns `false` when the medium is (or just became)
+    /// dead, in which case the operation must change nothing.
+    fn tick(&mut self) -> bool {
+        if self.dead {
+            return false;
+        }
+        let ordinal = self.ops_done + 1;
+        if self.crash_at.is_some_and(|limit| ordinal >= limit) {
+            self.dead = true;
+            return false;
+        }
+        self.ops_done = ordinal;
+        true
+    }
+
+    fn region(&self, key: RegionKey) -> &RegionState {
+        match key {
+            RegionKey::Path(index) => &self.regions[index],
+            RegionKey::Volatile(id) => self
+                .volatile
+                .get(&id)
+                .expect("volatile regions are never removed from a live storage"),
+        }
+    }
+
+    fn region_mut(&mut self, key: RegionKey) -> &mut RegionState {
+        match key {
+            RegionKey::Path(index) => &mut self.regions[index],
+            RegionKey::Volatile(id) => self
+                .volatile
+                .get_mut(&id)
+                .expect("volatile regions are never removed from a live storage"),
+        }
+    }
+
+    fn file_mut(&mut self, path: &Path) -> Result<&mut FileState> {
+        self.files
+            .get_mut(path)
+            .ok_or_else(|| MediaError::MissingFile(path.display().to_string()))
+    }
+
+    /// A fresh storage holding the given images, with nothing pending and no fault armed.
+    fn from_images(
+        files: impl IntoIterator<Item = (PathBuf, FileState)>,
+        regions: impl IntoIterator<Item = (PathBuf, RegionState)>,
+    ) -> State {
+        let mut state = State {
+            files: files.into_iter().collect(),
+            ..State::default()
+        };
+        for (path, region) in regions {
+            state.region_paths.insert(path, state.regions.len());
+            state.regions.push(region);
+        }
+        state
+    }
+}
+
+impl SimStorage {
+    /// An empty storage. Every directory exists; no fault is armed.
+    pub fn new() -> Self {
+        SimStorage {
+            shared: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    fn from_state(state: State) -> Self {
+        SimStorage {
+            shared: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// What a restart after a process crash finds: every completed store and write (a process
+    /// crash loses nothing the kernel or the CPU caches hold). What was not persistent stays
+    /// pending — a later [`SimStorage::power_cut`] of the new storage may still drop it.
+    /// Volatile regions are gone; no fault or crash point is armed in the new storage.
+    pub fn process_crash(&self) -> SimStorage {
+        let state = self.shared.lock();
+        let files = state.files.iter().map(|(path, file)| {
+            let file = FileState {
+                current: file.current.clone(),
+                durable: file.durable.clone(),
+            };
+            (path.clone(), file)
+        });
+        let regions = state
+            .region_paths
+            .iter()
+            .map(|(path, &index)| (path.clone(), state.regions[index].after_process_crash()));
+        SimStorage::from_state(State::from_images(files, regions))
+    }
+
+    /// What a restart after a power cut finds, chosen at random (deterministically for a given
+    /// `seed` and history): every persisted byte, plus each pending region word and each
+    /// unsynced file sector independently with probability 1/2. Volatile regions are gone.
+    /// In the new storage nothing is pending and no fault or crash point is armed.
+    pub fn power_cut(&self, seed: u64) -> SimStorage {
+        let state = self.shared.lock();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let regions: Vec<(PathBuf, RegionState)> = state
+            .region_paths
+            .iter()
+            .map(|(path, &index)| {
+                let image = state.regions[index].power_cut_image(&mut rng);
+                (path.clone(), RegionState::from_image(image))
+            })
+            .collect();
+        let files: Vec<(PathBuf, FileState)> = state
+            .files
+            .iter()
+            .map(|(path, file)| {
+                let image = file.power_cut_image(&mut rng);
+                (path.clone(), FileState::from_image(image))
+            })
+            .collect();
+        SimStorage::from_state(State::from_images(files, regions))
+    }
+
+    /// Arms a crash point: counting from now, the `ops`-th mutating operation (region `write`,
+    /// `zero`, `store_u64`, `flush`, `fence`; file `write_at`, `sync_data`, `set_len`;
+    /// `sync_dir`) finds the medium dead and changes nothing, and so does every later one.
+    /// Fallible operations (and `open_file`, `map_region`) then return
+    /// [`MediaError::PowerCut`]; infallible ones are ignored. `crash_after(0)` kills the medium
+    /// at once. On a fresh storage, `crash_after(k)` for `k` in `1..=n` visits every crash
+    /// point of a run that does `n` operations ([`SimStorage::ops_done`] after a clean run).
+    pub fn crash_after(&self, ops: u64) {
+        let mut state = self.shared.lock();
+        if ops == 0 {
+            state.dead = true;
+        } else {
+            state.crash_at = Some(state.ops_done + ops);
+        }
+    }
+
+    /// Whether the medium is dead (a crash point armed by [`SimStorage::crash_after`] was hit).
+    pub fn is_dead(&self) -> bool {
+        self.shared.lock().dead
+    }
+
+    /// How many mutating operations took effect since the storage was created (the one that
+    /// hit a crash point and those after it are not counted).
+    pub fn ops_done(&self) -> u64 {
+        self.shared.lock().ops_done
+    }
+
+    /// Makes the `n`-th [`File::write_at`] call from now (1-based) fail with
+    /// `MediaError::Injected("write")`, changing nothing. `n = 0` disarms.
+    pub fn fail_nth_write(&self, n: u64) {
+        let mut state = self.shared.lock();
+        state.fail_write_at = (n > 0).then(|| state.writes_seen + n);
+    }
+
+    /// Makes the `n`-th [`File::sync_data`] call from now (1-based) fail with
+    /// `MediaError::Injected("sync")`, changing nothing. `n = 0` disarms.
+    pub fn fail_nth_sync(&self, n: u64) {
+        let mut state = self.shared.lock();
+        state.fail_sync_at = (n > 0).then(|| state.syncs_seen + n);
+    }
+
+    /// Makes the `n`-th [`Region::fence`] call from now (1-based, any region) and every later
+    /// one fail with `MediaError::Injected("fence")`, changing nothing. `n = 0` disarms.
+    pub fn fail_region_fences_after(&self, n: u64) {
+        let mut state = self.shared.lock();
+        state.fail_fences_from = (n > 0).then(|| state.fences_seen + n);
+    }
+
+    /// The current (CPU-visible) bytes of the persistent region at `path`.
+    pub fn region_bytes(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+        let state = self.shared.lock();
+        let &index = state.region_paths.get(path.as_ref())?;
+        let region = &state.regions[index];
+        Some(region.current[..region.len].to_vec())
+    }
+
+    /// The current (page-cache) bytes of the file at `path`.
+    pub fn file_bytes(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+        let state = self.shared.lock();
+        state.files.get(path.as_ref()).map(|f| f.current.clone())
+    }
+
+    /// Replaces the file at `path` (creating it if absent): both the current and the durable
+    /// contents become `bytes`. For corruption tests.
+    pub fn set_file_bytes(&self, path: impl AsRef<Path>, bytes: Vec<u8>) {
+        let mut state = self.shared.lock();
+        state
+            .files
+            .insert(path.as_ref().to_path_buf(), FileState::from_image(bytes));
+    }
+
+    /// Replaces the persistent region at `path` (creating it if absent): both the current and
+    /// the persistent contents become `bytes`, nothing is pending, and the region's length
+    /// becomes `bytes.len()` (also for handles already mapped). For corruption tests.
+    pub fn set_region_bytes(&self, path: impl AsRef<Path>, bytes: Vec<u8>) {
+        let mut state = self.shared.lock();
+        let region = RegionState::from_image(bytes);
+        match state.region_paths.get(path.as_ref()) {
+            Some(&index) => state.regions[index] = region,
+            None => {
+                let index = state.regions.len();
+                state.regions.push(region);
+                state
+                    .region_paths
+                    .insert(path.as_ref().to_path_buf(), index);
+            }
+        }
+    }
+}
+
+impl Default for SimStorage {
+    fn default() -> Self {
+        SimStorage::new()
+    }
+}
+
+impl fmt::Debug for SimStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("SimStorage")
+            .field("files", &state.files.keys().collect::<Vec<_>>())
+            .field("regions", &state.region_paths.keys().collect::<Vec<_>>())
+            .field("volatile_regions", &state.volatile.len())
+            .field("ops_done", &state.ops_done)
+            .field("dead", &state.dead)
+            .finish()
+    }
+}
+
+impl Storage for SimStorage {
+    fn open_file(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        let mut state = self.shared.lock();
+        if state.dead {
+            return Err(MediaError::PowerCut);
+        }
+        if !state.files.contains_key(path) {
+            match mode {
+                OpenMode::Existing => {
+                    return Err(MediaError::MissingFile(path.display().to_string()))
+                }
+                OpenMode::CreateIfMissing => {
+                    state
+                        .files
+                        .insert(path.to_path_buf(), FileState::from_image(Vec::new()));
+                }
+            }
+        }
+        Ok(Arc::new(SimFile {
+            shared: Arc::clone(&self.shared),
+            path: path.to_path_buf(),
+            display: path.display().to_string(),
+        }))
+    }
+
+    fn map_region(&self, path: &Path, len: usize, mode: OpenMode) -> Result<Arc<dyn Region>> {
+        let mut state = self.shared.lock();
+        if state.dead {
+            return Err(MediaError::PowerCut);
+        }
+        let display = path.display().to_string();
+        let index = match state.region_paths.get(path) {
+            Some(&index) => {
+                let actual = state.regions[index].len;
+                if actual < len {
+                    return Err(MediaError::TooSmall {
+                        path: display,
+                        actual: actual as u64,
+                        needed: len as u64,
+                    });
+                }
+                index
+            }
+            None if mode == OpenMode::Existing || len == 0 => {
+                return Err(MediaError::MissingFile(display));
+            }
+            None => {
+                let index = state.regions.len();
+                state.regions.push(RegionState::zeroed(len));
+                state.region_paths.insert(path.to_path_buf(), index);
+                index
+            }
+        };
+        Ok(Arc::new(SimRegion {
+            shared: Arc::clone(&self.shared),
+            key: RegionKey::Path(index),
+            medium: Medium::Simulated,
+        }))
+    }
+
+    fn volatile_region(&self, len: usize) -> Result<Arc<dyn Region>> {
+        let mut state = self.shared.lock();
+        let id = state.next_volatile;
+        state.next_volatile += 1;
+        state.volatile.insert(id, RegionState::zeroed(len));
+        Ok(Arc::new(SimRegion {
+            shared: Arc::clone(&self.shared),
+            key: RegionKey::Volatile(id),
+            medium: Medium::Volatile,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let state = self.shared.lock();
+        state.files.contains_key(path) || state.region_paths.contains_key(path)
+    }
+
+    fn is_dir(&self, _path: &Path) -> bool {
+        // The simulated file system has every directory.
+        true
+    }
+
+    fn sync_dir(&self, _dir: &Path) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        Ok(())
+    }
+}
+
+/// A file of a [`SimStorage`].
+pub struct SimFile {
+    shared: Arc<Mutex<State>>,
+    path: PathBuf,
+    display: String,
+}
+
+impl File for SimFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut state = self.shared.lock();
+        let file = state.file_mut(&self.path)?;
+        let len = file.current.len() as u64;
+        if offset >= len {
+            return Ok(0);
+        }
+        let start = offset as usize;
+        let n = buf.len().min(file.current.len() - start);
+        buf[..n].copy_from_slice(&file.current[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        state.writes_seen += 1;
+        if state.fail_write_at == Some(state.writes_seen) {
+            state.fail_write_at = None;
+            return Err(MediaError::Injected("write"));
+        }
+        let file = state.file_mut(&self.path)?;
+        let start = offset as usize;
+        let end = start + data.len();
+        if file.current.len() < end {
+            file.current.resize(end, 0);
+        }
+        file.current[start..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        state.syncs_seen += 1;
+        if state.fail_sync_at == Some(state.syncs_seen) {
+            state.fail_sync_at = None;
+            return Err(MediaError::Injected("sync"));
+        }
+        let file = state.file_mut(&self.path)?;
+        file.durable = file.current.clone();
+        Ok(())
+    }
+
+    fn len(&self) -> Result<u64> {
+        let mut state = self.shared.lock();
+        Ok(state.file_mut(&self.path)?.current.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        let file = state.file_mut(&self.path)?;
+        file.current.resize(len as usize, 0);
+        file.durable = file.current.clone();
+        Ok(())
+    }
+
+    fn path(&self) -> &str {
+        &self.display
+    }
+}
+
+/// A region of a [`SimStorage`]: persistent (kept by crashes) or volatile.
+pub struct SimRegion {
+    shared: Arc<Mutex<State>>,
+    key: RegionKey,
+    medium: Medium,
+}
+
+impl Region for SimRegion {
+    fn len(&self) -> usize {
+        self.shared.lock().region(self.key).len
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) {
+        let mut state = self.shared.lock();
+        if state.tick() {
+            state.region_mut(self.key).write(offset, data);
+        }
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) {
+        let state = self.shared.lock();
+        let region = state.region(self.key);
+        region.check_range(offset, buf.len(), "read");
+        buf.copy_from_slice(&region.current[offset..offset + buf.len()]);
+    }
+
+    fn zero(&self, offset: usize, len: usize) {
+        let mut state = self.shared.lock();
+        if state.tick() {
+            state.region_mut(self.key).zero(offset, len);
+        }
+    }
+
+    fn store_u64(&self, offset: usize, value: u64) {
+        assert_eq!(offset % WORD, 0, "store_u64 at unaligned offset {offset}");
+        let mut state = self.shared.lock();
+        if state.tick() {
+            state
+                .region_mut(self.key)
+                .write(offset, &value.to_le_bytes());
+        }
+    }
+
+    fn load_u64(&self, offset: usize) -> u64 {
+        assert_eq!(offset % WORD, 0, "load_u64 at unaligned offset {offset}");
+        let state = self.shared.lock();
+        let region = state.region(self.key);
+        region.check_range(offset, WORD, "load_u64");
+        u64::from_le_bytes(RegionState::word(&region.current, offset / WORD))
+    }
+
+    fn flush(&self, offset: usize, len: usize) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        let thread = std::thread::current().id();
+        state.region_mut(self.key).flush(offset, len, thread);
+        Ok(())
+    }
+
+    fn fence(&self) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        state.fences_seen += 1;
+        if state
+            .fail_fences_from
+            .is_some_and(|from| state.fences_seen >= from)
+        {
+            return Err(MediaError::Injected("fence"));
+        }
+        let thread = std::thread::current().id();
+        state.region_mut(self.key).fence(thread);
+        Ok(())
+    }
+
+    fn medium(&self) -> Medium {
+        self.medium
+    }
+
+    fn flush_kind(&self) -> FlushKind {
+        FlushKind::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEEDS: u64 = 64;
+
+    fn region(storage: &SimStorage, path: &str, len: usize) -> Arc<dyn Region> {
+        storage
+            .map_region(Path::new(path), len, OpenMode::CreateIfMissing)
+            .unwrap()
+    }
+
+    fn file(storage: &SimStorage, path: &str) -> Arc<dyn File> {
+        storage
+            .open_file(Path::new(path), OpenMode::CreateIfMissing)
+            .unwrap()
+    }
+
+    /// The value of the word at `offset` of region `path` after a power cut with each seed.
+    fn outcomes_u64(storage: &SimStorage, path: &str, offset: usize) -> BTreeSet<u64> {
+        (0..SEEDS)
+            .map(|seed| {
+                let bytes = storage.power_cut(seed).region_bytes(path).unwrap();
+                u64::from_le_bytes(bytes[offset..offset + 8].try_into().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unflushed_store_may_or_may_not_survive_a_power_cut() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 256);
+        r.store_u64(64, 7);
+        assert_eq!(r.load_u64(64), 7);
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 64),
+            BTreeSet::from([0, 7])
+        );
+        // Neighbouring untouched words never change.
+        for seed in 0..SEEDS {
+            let bytes = storage.power_cut(seed).region_bytes("/pmem/log").unwrap();
+            assert!(bytes[..64].iter().chain(&bytes[72..]).all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn flushed_and_fenced_store_always_survives() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 256);
+        r.write(100, b"hello, persistent world");
+        r.persist(100, 23).unwrap();
+        for seed in 0..SEEDS {
+            let after = storage.power_cut(seed);
+            let bytes = after.region_bytes("/pmem/log").unwrap();
+            assert_eq!(&bytes[100..123], b"hello, persistent world");
+            // The new storage has nothing pending: a second cut changes nothing.
+            assert_eq!(
+                after.power_cut(seed + 1).region_bytes("/pmem/log"),
+                Some(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn flush_covers_whole_cache_lines_only() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 256);
+        r.store_u64(0, 1); // line 0
+        r.store_u64(120, 2); // line 1
+        r.store_u64(128, 3); // line 2
+        r.persist(60, 8).unwrap(); // lines 0 and 1
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([1]));
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 120),
+            BTreeSet::from([2])
+        );
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 128),
+            BTreeSet::from([0, 3])
+        );
+    }
+
+    #[test]
+    fn flushed_but_unfenced_store_is_not_guaranteed() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 128);
+        r.store_u64(8, 42);
+        r.flush(8, 8).unwrap();
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 8),
+            BTreeSet::from([0, 42])
+        );
+        // Stored again after the flush: the old media, the flushed and the newest value.
+        r.store_u64(8, 43);
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 8),
+            BTreeSet::from([0, 42, 43])
+        );
+        r.fence().unwrap();
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 8),
+            BTreeSet::from([42, 43])
+        );
+    }
+
+    #[test]
+    fn another_threads_fence_does_not_persist_my_flush() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 128);
+        r.store_u64(0, 9);
+        r.flush(0, 8).unwrap();
+        let other = Arc::clone(&r);
+        std::thread::spawn(move || other.fence().unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 0),
+            BTreeSet::from([0, 9])
+        );
+        r.fence().unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([9]));
+    }
+
+    #[test]
+    fn a_late_fence_of_an_older_flush_does_not_undo_a_newer_persist() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 64);
+        r.store_u64(0, 1);
+        r.flush(0, 8).unwrap(); // in flight for this thread, never fenced yet
+        let other = Arc::clone(&r);
+        std::thread::spawn(move || {
+            other.store_u64(0, 2);
+            other.persist(0, 8).unwrap();
+        })
+        .join()
+        .unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([2]));
+        r.fence().unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([2]));
+    }
+
+    #[test]
+    fn power_cut_is_deterministic_per_seed() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 4096);
+        let f = file(&storage, "/data/f");
+        for i in 0..512 {
+            r.store_u64(i * 8, i as u64 + 1);
+        }
+        f.write_at(0, &[7; 8192]).unwrap();
+        let a = storage.power_cut(5);
+        let b = storage.power_cut(5);
+        assert_eq!(a.region_bytes("/pmem/log"), b.region_bytes("/pmem/log"));
+        assert_eq!(a.file_bytes("/data/f"), b.file_bytes("/data/f"));
+        assert_ne!(
+            storage.power_cut(6).region_bytes("/pmem/log"),
+            a.region_bytes("/pmem/log")
+        );
+    }
+
+    #[test]
+    fn process_crash_keeps_unflushed_stores_and_writes() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 128);
+        let f = file(&storage, "/data/f");
+        r.write(3, b"abc");
+        f.write_at(0, b"unsynced").unwrap();
+        let v = storage.volatile_region(64).unwrap();
+        v.store_u64(0, 1);
+        let after = storage.process_crash();
+        assert_eq!(&after.region_bytes("/pmem/log").unwrap()[3..6], b"abc");
+        assert_eq!(after.file_bytes("/data/f").unwrap(), b"unsynced");
+        // Still not persistent: a power cut after the restart may drop them.
+        let lost = (0..SEEDS).any(|seed| {
+            let cut = after.power_cut(seed);
+            cut.region_bytes("/pmem/log").unwrap()[3..6] != *b"abc"
+                && cut.file_bytes("/data/f").unwrap().is_empty()
+        });
+        assert!(lost);
+    }
+
+    #[test]
+    fn unsynced_file_write_may_be_lost_synced_one_survives() {
+        let storage = SimStorage::new();
+        let f = file(&storage, "/data/f");
+        f.write_at(0, &[1; 512]).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(512, &[2; 100]).unwrap();
+        let mut seen = BTreeSet::new();
+        for seed in 0..SEEDS {
+            let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
+            assert_eq!(&bytes[..512], &[1; 512]);
+            // Length and sector contents are chosen independently.
+            seen.insert((bytes.len(), bytes[512..].contains(&2)));
+        }
+        assert_eq!(
+            seen,
+            BTreeSet::from([(512, false), (612, false), (612, true)])
+        );
+        f.sync_data().unwrap();
+        for seed in 0..SEEDS {
+            let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
+            assert_eq!(bytes.len(), 612);
+            assert_eq!(&bytes[512..], &[2; 100]);
+        }
+    }
+
+    #[test]
+    fn set_len_is_durable() {
+        let storage = SimStorage::new();
+        let f = file(&storage, "/data/f");
+        f.write_at(0, b"0123456789").unwrap();
+        f.set_len(4).unwrap();
+        assert_eq!(f.len().unwrap(), 4);
+        for seed in 0..SEEDS {
+            assert_eq!(
+                storage.power_cut(seed).file_bytes("/data/f").unwrap(),
+                b"0123"
+            );
+        }
+        let mut buf = [0; 8];
+        assert_eq!(f.read_at(2, &mut buf).unwrap(), 2);
+        assert_eq!(&buf[..2], b"23");
+        assert!(!f.read_exact_at(0, &mut buf).unwrap());
+    }
+
+    #[test]
+    fn crash_after_kills_the_nth_op_and_ignores_later_stores() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 128);
+        let f = file(&storage, "/data/f");
+        storage.crash_after(4);
+        r.store_u64(0, 1); // op 1
+        r.persist(0, 8).unwrap(); // ops 2 (flush) and 3 (fence)
+        assert_eq!(storage.ops_done(), 3);
+        assert!(!storage.is_dead());
+        assert!(matches!(f.write_at(0, b"x"), Err(MediaError::PowerCut))); // op 4 dies
+        assert!(storage.is_dead());
+        assert_eq!(storage.ops_done(), 3);
+        r.store_u64(0, 2); // ignored
+        r.write(8, b"late"); // ignored
+        r.zero(0, 8); // ignored
+        assert_eq!(r.load_u64(0), 1);
+        assert!(matches!(r.flush(0, 8), Err(MediaError::PowerCut)));
+        assert!(matches!(r.fence(), Err(MediaError::PowerCut)));
+        assert!(matches!(f.sync_data(), Err(MediaError::PowerCut)));
+        assert!(matches!(f.set_len(0), Err(MediaError::PowerCut)));
+        assert!(matches!(
+            storage.sync_dir(Path::new("/data")),
+            Err(MediaError::PowerCut)
+        ));
+        assert!(matches!(
+            storage.open_file(Path::new("/data/g"), OpenMode::CreateIfMissing),
+            Err(MediaError::PowerCut)
+        ));
+        assert!(matches!(
+            storage.map_region(Path::new("/pmem/log"), 0, OpenMode::Existing),
+            Err(MediaError::PowerCut)
+        ));
+        assert_eq!(f.len().unwrap(), 0);
+        assert_eq!(storage.ops_done(), 3);
+        // The state as of the death: the persisted store always survives.
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([1]));
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([0]));
+        // The restarted storage is alive.
+        let after = storage.power_cut(0);
+        assert!(!after.is_dead());
+        assert_eq!(after.ops_done(), 0);
+    }
+
+    #[test]
+    fn crash_after_counts_from_when_it_is_armed() {
+        let storage = SimStorage::new();
+        let f = file(&storage, "/data/f");
+        f.write_at(0, b"a").unwrap();
+        f.sync_data().unwrap();
+        storage.crash_after(1);
+        assert!(matches!(f.write_at(1, b"b"), Err(MediaError::PowerCut)));
+        assert_eq!(storage.file_bytes("/data/f").unwrap(), b"a");
+
+        let storage = SimStorage::new();
+        storage.crash_after(0);
+        assert!(storage.is_dead());
+    }
+
+    #[test]
+    fn injected_write_and_sync_faults_fire_exactly_once() {
+        let storage = SimStorage::new();
+        let f = file(&storage, "/data/f");
+        f.write_at(0, b"a").unwrap();
+        storage.fail_nth_write(2);
+        storage.fail_nth_sync(1);
+        f.write_at(1, b"b").unwrap();
+        assert!(matches!(
+            f.write_at(2, b"c"),
+            Err(MediaError::Injected("write"))
+        ));
+        assert_eq!(storage.file_bytes("/data/f").unwrap(), b"ab");
+        f.write_at(2, b"d").unwrap();
+        assert!(matches!(f.sync_data(), Err(MediaError::Injected("sync"))));
+        // The failed sync made nothing durable: a power cut may leave an empty file.
+        assert!((0..SEEDS).any(|seed| storage
+            .power_cut(seed)
+            .file_bytes("/data/f")
+            .unwrap()
+            .is_empty()));
+        f.sync_data().unwrap();
+        f.write_at(3, b"e").unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(storage.power_cut(0).file_bytes("/data/f").unwrap(), b"abde");
+        assert!(!storage.is_dead());
+    }
+
+    #[test]
+    fn injected_fence_faults_persist_from_the_nth_on() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 64);
+        storage.fail_region_fences_after(2);
+        r.store_u64(0, 1);
+        r.persist(0, 8).unwrap();
+        r.store_u64(8, 2);
+        r.flush(8, 8).unwrap();
+        assert!(matches!(r.fence(), Err(MediaError::Injected("fence"))));
+        assert!(matches!(r.fence(), Err(MediaError::Injected("fence"))));
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([1]));
+        assert_eq!(
+            outcomes_u64(&storage, "/pmem/log", 8),
+            BTreeSet::from([0, 2])
+        );
+        storage.fail_region_fences_after(0);
+        r.fence().unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([2]));
+    }
+
+    #[test]
+    fn map_region_sizes_and_missing_files() {
+        let storage = SimStorage::new();
+        let path = Path::new("/pmem/log");
+        assert!(matches!(
+            storage.map_region(path, 64, OpenMode::Existing),
+            Err(MediaError::MissingFile(_))
+        ));
+        assert!(matches!(
+            storage.map_region(path, 0, OpenMode::CreateIfMissing),
+            Err(MediaError::MissingFile(_))
+        ));
+        let r = storage
+            .map_region(path, 100, OpenMode::CreateIfMissing)
+            .unwrap();
+        assert_eq!(r.len(), 100);
+        assert_eq!(r.medium(), Medium::Simulated);
+        assert_eq!(r.flush_kind(), FlushKind::None);
+        assert!(storage.exists(path));
+        assert!(matches!(
+            storage.map_region(path, 101, OpenMode::Existing),
+            Err(MediaError::TooSmall {
+                actual: 100,
+                needed: 101,
+                ..
+            })
+        ));
+        let again = storage.map_region(path, 0, OpenMode::Existing).unwrap();
+        assert_eq!(again.len(), 100);
+        // Both handles see the same bytes; the last word is partial.
+        r.write(96, b"wxyz");
+        r.persist(96, 4).unwrap();
+        let mut buf = [0; 4];
+        again.read(96, &mut buf);
+        assert_eq!(&buf, b"wxyz");
+        assert_eq!(
+            &storage.power_cut(1).region_bytes(path).unwrap()[96..],
+            b"wxyz"
+        );
+        assert!(matches!(
+            storage.open_file(Path::new("/data/none"), OpenMode::Existing),
+            Err(MediaError::MissingFile(_))
+        ));
+        assert!(!storage.exists(Path::new("/data/none")));
+    }
+
+    #[test]
+    fn volatile_regions_do_not_survive_and_set_bytes_replaces() {
+        let storage = SimStorage::new();
+        let v = storage.volatile_region(64).unwrap();
+        v.store_u64(0, 5);
+        v.persist(0, 8).unwrap();
+        assert_eq!(v.load_u64(0), 5);
+        assert_eq!(v.medium(), Medium::Volatile);
+        let r = region(&storage, "/pmem/log", 64);
+        r.store_u64(0, 1);
+        storage.set_region_bytes("/pmem/log", vec![0xff; 32]);
+        assert_eq!(r.len(), 32);
+        assert_eq!(r.load_u64(0), u64::MAX);
+        storage.set_file_bytes("/data/f", b"corrupt".to_vec());
+        for seed in 0..8 {
+            let after = storage.power_cut(seed);
+            assert_eq!(after.region_bytes("/pmem/log").unwrap(), vec![0xff; 32]);
+            assert_eq!(after.file_bytes("/data/f").unwrap(), b"corrupt");
+        }
+        let after = storage.process_crash();
+        assert_eq!(after.region_bytes("/pmem/log").unwrap(), vec![0xff; 32]);
+    }
+}
