@@ -26,6 +26,7 @@
 //! Byte formats and the argument for why an acknowledged commit survives a crash:
 //! docs/design/log.md.
 
+mod completion;
 pub mod config;
 mod counters;
 mod error;

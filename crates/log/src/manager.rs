@@ -22,6 +22,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use tailstore_media::{File, MediaError, Medium};
 
+use crate::completion::{Completions, LsnWaiters};
 use crate::config::CommitMode;
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
@@ -57,12 +58,20 @@ pub(crate) struct Shared {
     hardened: CachePadded<AtomicU64>,
     released: CachePadded<AtomicU64>,
 
+    /// Finished appends waiting for their predecessors before `filled` can pass them.
+    completions: Completions,
+    /// Committers waiting for `filled` (PMEM modes; fsync before it hardens).
+    filled_waiters: LsnWaiters,
+    /// `fsync` mode: threads inside `commit`, and those of them that wait for a flush.
+    committing: AtomicUsize,
+    awaiting_flush: AtomicUsize,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     /// Whether a hardening round is in progress; its end is announced on `flush_done`.
     flushing: Mutex<bool>,
     flush_done: Condvar,
-    scratch: Mutex<Vec<u8>>,
+    /// The hardening leader's state (only the leader of a round locks it).
+    harden: Mutex<HardenState>,
     space: Mutex<()>,
     space_freed: Condvar,
     space_waiters: AtomicUsize,
@@ -71,6 +80,21 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     pub counters: Counters,
 }
+
+#[derive(Default)]
+struct HardenState {
+    /// Bytes copied out of the ring for one write.
+    scratch: Vec<u8>,
+    /// The log file's length as last set: the file is extended ahead of the log in large
+    /// steps, so that an `fdatasync` flushes data only, never a new file size.
+    file_len: u64,
+}
+
+/// The longest a group-commit leader waits for committers that are about to append.
+const GATHER_LIMIT: Duration = Duration::from_micros(50);
+
+/// The log file grows in steps of this many bytes.
+const FILE_GROWTH: u64 = 64 << 20;
 
 /// The watermarks a recovered (or new) log starts from.
 pub(crate) struct Start {
@@ -117,11 +141,15 @@ impl Shared {
             filled: CachePadded::new(AtomicU64::new(start.end)),
             hardened: CachePadded::new(AtomicU64::new(start.end)),
             released: CachePadded::new(AtomicU64::new(start.released)),
+            completions: Completions::new(),
+            filled_waiters: LsnWaiters::new(),
+            committing: AtomicUsize::new(0),
+            awaiting_flush: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             flushing: Mutex::new(false),
             flush_done: Condvar::new(),
-            scratch: Mutex::new(Vec::new()),
+            harden: Mutex::new(HardenState::default()),
             space: Mutex::new(()),
             space_freed: Condvar::new(),
             space_waiters: AtomicUsize::new(0),
@@ -147,6 +175,7 @@ impl Shared {
         self.failed.store(true, Ordering::Release);
         self.flush_done.notify_all();
         self.wake_space_waiters();
+        self.filled_waiters.wake(None);
         LogError::Stopped { cause }
     }
 
@@ -178,7 +207,7 @@ impl Shared {
         if self.persistent_ring() {
             self.persist_ring(start, size as usize)?;
         }
-        self.publish(start, end)?;
+        self.publish(start, end);
         Ok(end)
     }
 
@@ -190,19 +219,24 @@ impl Shared {
         Ok(())
     }
 
-    /// Makes `[start, end)` part of the filled prefix, after every earlier reservation.
-    fn publish(&self, start: u64, end: u64) -> Result<()> {
-        let mut spins = 0;
-        while self.filled.load(Ordering::Acquire) != start {
-            self.check()?;
-            backoff(&mut spins);
-        }
+    /// Makes `[start, end)` part of the filled prefix once every earlier reservation is.
+    fn publish(&self, start: u64, end: u64) {
         assert!(end > start && end <= self.reserved.load(Ordering::Relaxed));
-        self.filled.store(end, Ordering::Release);
-        if self.mode == CommitMode::Buffer && start / self.block_bytes != end / self.block_bytes {
-            self.wake_writer();
+        let (from, to) = self.completions.publish(&self.filled, start, end);
+        if to > from {
+            self.filled_waiters.wake(Some(to));
+            if self.mode == CommitMode::Buffer && from / self.block_bytes != to / self.block_bytes {
+                self.wake_writer();
+            }
         }
-        Ok(())
+    }
+
+    fn wait_filled(&self, lsn: u64) -> Result<()> {
+        if self.filled.load(Ordering::Acquire) < lsn {
+            self.filled_waiters
+                .wait(&self.filled, lsn, || self.failed.load(Ordering::Acquire));
+        }
+        self.check()
     }
 
     fn wait_for_space(&self, end: u64) -> Result<()> {
@@ -279,6 +313,9 @@ impl Shared {
             }
             *flushing = true;
             let round = MutexGuard::unlocked(&mut flushing, || {
+                if !whole_blocks {
+                    self.gather_committers();
+                }
                 let filled = self.filled.load(Ordering::Acquire);
                 let target = if whole_blocks {
                     (filled / self.block_bytes * self.block_bytes).max(lsn)
@@ -293,6 +330,20 @@ impl Shared {
         }
     }
 
+    /// Before a group-commit round starts, lets the threads that are inside `commit` but have
+    /// not appended yet (typically those the previous round just woke) join it, for at most
+    /// [`GATHER_LIMIT`]. Without this, committers split into two cohorts that alternate between
+    /// rounds, each round covering half of them. Threads not inside `commit` are never waited
+    /// for, so a lone committer never waits.
+    fn gather_committers(&self) {
+        let deadline = Instant::now() + GATHER_LIMIT;
+        while self.committing.load(Ordering::Acquire) > self.awaiting_flush.load(Ordering::Acquire)
+            && Instant::now() < deadline
+        {
+            thread::yield_now();
+        }
+    }
+
     /// One hardening round: write `[hardened, target)` to the log file, `fdatasync`, then (PMEM
     /// ring) persist the new hardened LSN before any slot below it can be reused.
     fn harden_round(&self, target: u64) -> Result<()> {
@@ -304,10 +355,15 @@ impl Shared {
             return Ok(());
         };
         let len = (target - from) as usize;
-        let mut scratch = self.scratch.lock();
-        scratch.resize(len, 0);
-        self.ring.read(from, &mut scratch);
-        file.write_at(from, &scratch)
+        let mut state = self.harden.lock();
+        if target > state.file_len {
+            let grown = target.div_ceil(FILE_GROWTH) * FILE_GROWTH;
+            file.set_len(grown).map_err(|e| self.fail_stop(e))?;
+            state.file_len = grown;
+        }
+        state.scratch.resize(len, 0);
+        self.ring.read(from, &mut state.scratch);
+        file.write_at(from, &state.scratch)
             .map_err(|e| self.fail_stop(e))?;
         self.counters.disk_write(len);
         file.sync_data().map_err(|e| self.fail_stop(e))?;
@@ -326,13 +382,21 @@ impl Shared {
 
     fn wait_durable(&self, lsn: u64) -> Result<()> {
         self.check()?;
-        if self.mode != CommitMode::Fsync || self.hardened.load(Ordering::Acquire) >= lsn {
-            return Ok(());
+        match self.mode {
+            CommitMode::Async => Ok(()),
+            CommitMode::Buffer | CommitMode::PmemLog => self.wait_filled(lsn),
+            CommitMode::Fsync => {
+                if self.hardened.load(Ordering::Acquire) >= lsn {
+                    return Ok(());
+                }
+                let began = Instant::now();
+                let result = self
+                    .wait_filled(lsn)
+                    .and_then(|()| self.harden_to(lsn, false));
+                self.counters.flush_wait(began.elapsed().as_nanos() as u64);
+                result
+            }
         }
-        let began = Instant::now();
-        let result = self.harden_to(lsn, false);
-        self.counters.flush_wait(began.elapsed().as_nanos() as u64);
-        result
     }
 
     /// The background writer of `buffer` (whole blocks, or a block older than the age limit)
@@ -468,10 +532,21 @@ impl LogManager {
     /// Appends a commit record and returns once it is durable in this log's commit mode
     /// (`async`: at once, not durable).
     pub fn commit(&self, payload: &[u8]) -> Result<u64> {
-        let end = self.shared.append(payload)?;
-        self.shared.wait_durable(end)?;
-        self.shared.counters.commit();
-        Ok(end)
+        let s = &self.shared;
+        let counted = s.mode == CommitMode::Fsync;
+        if counted {
+            s.committing.fetch_add(1, Ordering::AcqRel);
+        }
+        let result = s
+            .append(payload)
+            .and_then(|end| s.wait_durable(end).map(|()| end));
+        if counted {
+            s.committing.fetch_sub(1, Ordering::AcqRel);
+        }
+        if result.is_ok() {
+            s.counters.commit();
+        }
+        result
     }
 
     /// Waits until every record below `lsn` is durable (in `async` mode: returns at once).

@@ -126,9 +126,64 @@ impl Storage for RealStorage {
     }
 }
 
+/// The type of the file system holding `path` ("ext4", "tmpfs", …), from /proc/self/mounts:
+/// the mount point that is the longest prefix of the canonical path.
+pub fn filesystem_type(path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let _device = fields.next()?;
+            let mount_point = unescape_mount_path(fields.next()?);
+            let fs_type = fields.next()?;
+            path.starts_with(&mount_point)
+                .then(|| (mount_point.as_os_str().len(), fs_type.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fs_type)| fs_type)
+}
+
+/// /proc/self/mounts writes spaces and a few other bytes as octal escapes (`\040`).
+fn unescape_mount_path(field: &str) -> std::path::PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .and_then(|d| std::str::from_utf8(d).ok());
+        match (bytes[i], octal.and_then(|d| u8::from_str_radix(d, 8).ok())) {
+            (b'\\', Some(value)) => {
+                out.push(value);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    std::path::PathBuf::from(std::ffi::OsString::from(
+        String::from_utf8_lossy(&out).into_owned(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shm_is_tmpfs_and_mount_escapes_decode() {
+        if Path::new("/dev/shm").is_dir() {
+            assert_eq!(
+                filesystem_type(Path::new("/dev/shm")).as_deref(),
+                Some("tmpfs")
+            );
+        }
+        assert_eq!(unescape_mount_path("/mnt/a\\040b"), Path::new("/mnt/a b"));
+    }
 
     #[test]
     fn file_round_trip_and_missing_paths() {
@@ -152,6 +207,7 @@ mod tests {
         f.set_len(5).expect("truncate");
         assert_eq!(f.len().expect("len"), 5);
         storage.sync_dir(dir.path()).expect("sync dir");
+        assert!(filesystem_type(dir.path()).is_some());
         assert!(matches!(
             storage
                 .open_file(Path::new("/no/such/dir/log"), OpenMode::CreateIfMissing)
