@@ -29,7 +29,7 @@ pub enum LogError {
         requested: String,
     },
 
-    #[error("{present} exists but {missing} does not: {why}")]
+    #[error("{present} holds a log, but {missing} is missing or was never initialised: {why}")]
     MissingCompanion {
         present: String,
         missing: String,

@@ -15,6 +15,41 @@ const LOG_MAGIC: [u8; 8] = *b"TSLOGv01";
 const PMEM_MAGIC: [u8; 8] = *b"TSPMEM01";
 const FORMAT_VERSION: u32 = 1;
 
+/// LSNs stay below 2^56 (64 PiB of log) so that the start word has room for a check byte.
+pub const MAX_LSN: u64 = (1 << 56) - 1;
+
+/// The PMEM start word packs an LSN with a CRC-8 of it in one failure-atomic 8-byte store:
+/// `lsn << 8 | crc8(lsn)`. A damaged word (any single-bit or odd-count flip, for one) is
+/// detected instead of sending recovery to a wrong position.
+pub fn encode_start_word(lsn: u64) -> u64 {
+    assert!(lsn <= MAX_LSN, "LSN {lsn} beyond the format's 56-bit limit");
+    lsn << 8 | u64::from(crc8(&lsn.to_le_bytes()[..7]))
+}
+
+/// The LSN in a start word, or `None` if the word is damaged or names an impossible position.
+pub fn decode_start_word(word: u64) -> Option<u64> {
+    let lsn = word >> 8;
+    let valid = crc8(&lsn.to_le_bytes()[..7]) == word as u8
+        && lsn >= LOG_START_LSN
+        && lsn.is_multiple_of(crate::record::RECORD_ALIGN);
+    valid.then_some(lsn)
+}
+
+/// CRC-8 with polynomial x^8 + x^2 + x + 1: tiny, and detects every single-bit error.
+fn crc8(bytes: &[u8]) -> u8 {
+    bytes.iter().fold(0u8, |mut crc, byte| {
+        crc ^= byte;
+        for _ in 0..8 {
+            crc = if crc & 0x80 != 0 {
+                crc << 1 ^ 0x07
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
 pub fn le_u32(bytes: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&bytes[at..at + 4]);
@@ -217,6 +252,23 @@ impl PmemHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_word_detects_every_single_bit_flip() {
+        for lsn in [LOG_START_LSN, 4096 + 8 * 12345, MAX_LSN & !7] {
+            let word = encode_start_word(lsn);
+            assert_eq!(decode_start_word(word), Some(lsn));
+            for bit in 0..64 {
+                assert_eq!(
+                    decode_start_word(word ^ 1 << bit),
+                    None,
+                    "lsn {lsn} bit {bit}"
+                );
+            }
+        }
+        assert_eq!(decode_start_word(0), None);
+        assert_eq!(decode_start_word(u64::MAX), None);
+    }
 
     #[test]
     fn headers_round_trip_and_reject_damage() {

@@ -30,7 +30,7 @@ mod completion;
 pub mod config;
 mod counters;
 mod error;
-mod format;
+pub mod format;
 mod manager;
 mod record;
 mod recovery;

@@ -26,7 +26,7 @@ use crate::completion::{Completions, LsnWaiters};
 use crate::config::CommitMode;
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
-use crate::format::PMEM_START_WORD;
+use crate::format::{encode_start_word, PMEM_START_WORD};
 use crate::record::{parse_header, record_size, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
@@ -370,7 +370,7 @@ impl Shared {
         self.counters.flush();
         if self.persistent_ring() {
             let region = self.ring.region();
-            region.store_u64(PMEM_START_WORD, target);
+            region.store_u64(PMEM_START_WORD, encode_start_word(target));
             region
                 .persist(PMEM_START_WORD, 8)
                 .map_err(|e| self.fail_stop(e))?;
@@ -480,7 +480,7 @@ impl Shared {
             });
         }
         let region = self.ring.region();
-        region.store_u64(PMEM_START_WORD, lsn);
+        region.store_u64(PMEM_START_WORD, encode_start_word(lsn));
         region
             .persist(PMEM_START_WORD, 8)
             .map_err(|e| self.fail_stop(e))?;

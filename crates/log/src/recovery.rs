@@ -9,7 +9,10 @@ use tailstore_media::{File, MediaError, OpenMode, Region, Storage};
 
 use crate::config::{CommitMode, LogConfig};
 use crate::error::{LogError, Result};
-use crate::format::{LogFileHeader, PmemHeader, HEADER_BYTES, LOG_START_LSN, PMEM_START_WORD};
+use crate::format::{
+    decode_start_word, encode_start_word, LogFileHeader, PmemHeader, HEADER_BYTES, LOG_START_LSN,
+    PMEM_START_WORD,
+};
 use crate::manager::{LogManager, Shared, Start};
 use crate::record::salt;
 use crate::ring::Ring;
@@ -43,6 +46,7 @@ struct Layout {
     file: Option<Arc<dyn File>>,
     file_start: u64,
     pmem: Option<Arc<dyn Region>>,
+    pmem_name: String,
     ring_bytes: usize,
 }
 
@@ -186,34 +190,21 @@ fn check_log_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
 /// finished) and a new one should be made.
 fn probe(storage: &dyn Storage, config: &LogConfig) -> Result<Option<Layout>> {
     let mode = config.mode;
-    let mut file = None;
-    let mut file_header = None;
     if mode.uses_log_file() {
         check_log_dir(storage, &config.log_dir)?;
-        let path = config.log_file();
-        if storage.exists(&path) {
-            let f = storage.open_file(&path, OpenMode::Existing)?;
-            file_header = read_log_header(f.as_ref())?;
-            file = Some(f);
-        }
     }
-    let mut pmem = None;
-    let mut pmem_header = None;
-    if let Some(path) = config.pmem_path.as_deref().filter(|_| mode.uses_pmem()) {
-        if storage.exists(path) {
-            let region = storage.map_region(path, 0, OpenMode::Existing)?;
-            pmem_header = read_pmem_header(region.as_ref(), &path.display().to_string())?;
-            pmem = Some(region);
-        }
-    }
-    let pmem_name = || {
-        config
-            .pmem_path
-            .as_deref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    };
     let file_name = || config.log_file().display().to_string();
+    let pmem_name = || pmem_display(config);
+    // Both files are read whatever the mode, so that a log of another mode is refused rather
+    // than silently ignored next to a new one.
+    let (file, file_header) = read_existing_log_file(storage, config)?;
+    let (pmem, pmem_header) = read_existing_pmem(storage, config)?;
+    if let Some(h) = &file_header {
+        check_mode(&file_name(), h.commit_mode(), mode)?;
+    }
+    if let Some(p) = &pmem_header {
+        check_mode(&pmem_name(), p.commit_mode(), mode)?;
+    }
     match (mode, file_header, pmem_header) {
         (CommitMode::Fsync | CommitMode::Async, None, _) => Ok(None),
         (CommitMode::PmemLog, _, None) => Ok(None),
@@ -221,17 +212,13 @@ fn probe(storage: &dyn Storage, config: &LogConfig) -> Result<Option<Layout>> {
         (CommitMode::Buffer, None, Some(p)) => {
             // A crash between initialising the PMEM region and writing the log file's header
             // leaves an empty ring behind; anything else means the log file was lost.
-            let region = pmem
-                .as_ref()
-                .ok_or_else(|| corrupt(&pmem_name(), "region vanished"))?;
-            if ring_is_empty(region, &p) {
-                Ok(None)
-            } else {
-                Err(LogError::MissingCompanion {
+            match pmem.as_ref() {
+                Some(region) if ring_is_empty(region, &p) => Ok(None),
+                _ => Err(LogError::MissingCompanion {
                     present: pmem_name(),
                     missing: file_name(),
-                    why: "the PMEM buffer holds log records whose earlier part was in the missing log file",
-                })
+                    why: "the PMEM buffer holds log records whose earlier part was in the log file",
+                }),
             }
         }
         (CommitMode::Buffer, Some(_), None) => Err(LogError::MissingCompanion {
@@ -242,17 +229,16 @@ fn probe(storage: &dyn Storage, config: &LogConfig) -> Result<Option<Layout>> {
                   log away to start a new database",
         }),
         (_, Some(h), p) => {
-            check_mode(&file_name(), h.commit_mode(), mode)?;
             let mut layout = Layout {
                 db_id: h.db_id,
                 block_bytes: h.block_bytes as usize,
                 file,
                 file_start: h.start_lsn,
                 pmem: None,
+                pmem_name: pmem_name(),
                 ring_bytes: config.ring_bytes,
             };
             if let Some(p) = p {
-                check_mode(&pmem_name(), p.commit_mode(), mode)?;
                 if p.db_id != h.db_id {
                     return Err(LogError::ForeignDatabase {
                         path: pmem_name(),
@@ -265,22 +251,61 @@ fn probe(storage: &dyn Storage, config: &LogConfig) -> Result<Option<Layout>> {
             }
             Ok(Some(layout))
         }
-        (CommitMode::PmemLog, None, Some(p)) => {
-            check_mode(&pmem_name(), p.commit_mode(), mode)?;
-            Ok(Some(Layout {
-                db_id: p.db_id,
-                block_bytes: p.block_bytes as usize,
-                file: None,
-                file_start: LOG_START_LSN,
-                pmem,
-                ring_bytes: p.ring_bytes as usize,
-            }))
-        }
+        (CommitMode::PmemLog, None, Some(p)) => Ok(Some(Layout {
+            db_id: p.db_id,
+            block_bytes: p.block_bytes as usize,
+            file: None,
+            file_start: LOG_START_LSN,
+            pmem,
+            pmem_name: pmem_name(),
+            ring_bytes: p.ring_bytes as usize,
+        })),
     }
 }
 
+fn pmem_display(config: &LogConfig) -> String {
+    config
+        .pmem_path
+        .as_deref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+type Found<T, H> = (Option<T>, Option<H>);
+
+fn read_existing_log_file(
+    storage: &dyn Storage,
+    config: &LogConfig,
+) -> Result<Found<Arc<dyn File>, LogFileHeader>> {
+    let path = config.log_file();
+    if !storage.is_dir(&config.log_dir) || !storage.exists(&path) {
+        return Ok((None, None));
+    }
+    let file = storage.open_file(&path, OpenMode::Existing)?;
+    let header = read_log_header(file.as_ref())?;
+    Ok((Some(file), header))
+}
+
+fn read_existing_pmem(
+    storage: &dyn Storage,
+    config: &LogConfig,
+) -> Result<Found<Arc<dyn Region>, PmemHeader>> {
+    let Some(path) = config.pmem_path.as_deref().filter(|p| storage.exists(p)) else {
+        return Ok((None, None));
+    };
+    let region = match storage.map_region(path, 0, OpenMode::Existing) {
+        // Creating a region makes the file, then sizes it: a crash in between leaves it empty.
+        Err(MediaError::TooSmall { actual: 0, .. }) => return Ok((None, None)),
+        other => other?,
+    };
+    let header = read_pmem_header(region.as_ref(), &path.display().to_string())?;
+    Ok((Some(region), header))
+}
+
 fn ring_is_empty(region: &Arc<dyn Region>, header: &PmemHeader) -> bool {
-    let start = region.load_u64(PMEM_START_WORD);
+    let Some(start) = decode_start_word(region.load_u64(PMEM_START_WORD)) else {
+        return false;
+    };
     let ring = Ring::new(region.clone(), HEADER_BYTES, header.ring_bytes as usize);
     let mut scanner = Scanner::new(
         Source::Ring {
@@ -308,7 +333,7 @@ fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
             storage.map_region(path, HEADER_BYTES + ring_bytes, OpenMode::CreateIfMissing)?;
         let header = PmemHeader::new(config.mode, db_id, ring_bytes, config.block_bytes).encode();
         region.write(8, &header[8..]);
-        region.store_u64(PMEM_START_WORD, LOG_START_LSN);
+        region.store_u64(PMEM_START_WORD, encode_start_word(LOG_START_LSN));
         region.persist(0, HEADER_BYTES)?;
         region.write(0, &header[..8]);
         region.persist(0, 8)?;
@@ -335,6 +360,7 @@ fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
         file,
         file_start: LOG_START_LSN,
         pmem,
+        pmem_name: pmem_display(config),
         ring_bytes,
     })
 }
@@ -351,12 +377,19 @@ fn recover(mode: CommitMode, layout: &Layout, ring: &Ring) -> Result<(Start, Rec
         pmem_bytes: 0,
         elapsed: Duration::ZERO,
     };
-    let pmem_start = layout.pmem.as_ref().map(|r| r.load_u64(PMEM_START_WORD));
-    if let Some(start) = pmem_start {
-        if start < LOG_START_LSN || !start.is_multiple_of(8) {
-            return Err(corrupt("PMEM buffer", format!("invalid start LSN {start}")));
+    let pmem_start = match &layout.pmem {
+        Some(region) => {
+            let word = region.load_u64(PMEM_START_WORD);
+            let start = decode_start_word(word).ok_or_else(|| {
+                corrupt(
+                    &layout.pmem_name,
+                    format!("the start LSN word ({word:#018x}) is damaged; refusing to guess where the log starts"),
+                )
+            })?;
+            Some(start)
         }
-    }
+        None => None,
+    };
     let source = match (mode, &layout.file, pmem_start) {
         (CommitMode::PmemLog, _, Some(start)) => {
             recovery.start_lsn = start;
@@ -430,7 +463,7 @@ fn repair(
             file.sync_data()?;
             file.set_len(end)?;
             let region = ring.region();
-            region.store_u64(PMEM_START_WORD, end);
+            region.store_u64(PMEM_START_WORD, encode_start_word(end));
             region.persist(PMEM_START_WORD, 8)?;
             ring.zero(0, capacity as usize);
             ring.flush(0, capacity as usize)?;
