@@ -35,6 +35,21 @@ pub fn decode_start_word(word: u64) -> Option<u64> {
     valid.then_some(lsn)
 }
 
+/// Stores `lsn` in the PMEM start word and makes it persistent (one failure-atomic store).
+pub fn persist_start_word(
+    region: &dyn tailstore_media::Region,
+    lsn: u64,
+) -> tailstore_media::Result<()> {
+    region.store_u64(PMEM_START_WORD, encode_start_word(lsn));
+    region.persist(PMEM_START_WORD, 8)
+}
+
+/// The start word's raw value and its LSN (`None` if damaged).
+pub fn read_start_word(region: &dyn tailstore_media::Region) -> (u64, Option<u64>) {
+    let word = region.load_u64(PMEM_START_WORD);
+    (word, decode_start_word(word))
+}
+
 /// CRC-8 with polynomial x^8 + x^2 + x + 1: tiny, and detects every single-bit error.
 fn crc8(bytes: &[u8]) -> u8 {
     bytes.iter().fold(0u8, |mut crc, byte| {

@@ -6,8 +6,8 @@
 //! * `reserved` — the next LSN to hand out. An appender claims `[start, end)` with one
 //!   `fetch_add`; no lock is held while it copies its record.
 //! * `filled`   — every byte below it has been copied into the ring (and, when the ring is in
-//!   PMEM, flushed and fenced). Appenders publish in LSN order, so `filled` is always a record
-//!   boundary and everything below it is complete.
+//!   PMEM, flushed and fenced). It advances over finished records in LSN order (see
+//!   `completion.rs`), so it is always a record boundary and everything below it is complete.
 //! * `hardened` — every byte below it is in the log file and covered by an `fdatasync`.
 //!
 //! A ring slot holding LSN `l` may be overwritten only once `l < floor()`, where the floor is
@@ -26,7 +26,7 @@ use crate::completion::{Completions, LsnWaiters};
 use crate::config::CommitMode;
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
-use crate::format::{encode_start_word, PMEM_START_WORD};
+use crate::format::persist_start_word;
 use crate::record::{parse_header, record_size, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
@@ -369,10 +369,7 @@ impl Shared {
         file.sync_data().map_err(|e| self.fail_stop(e))?;
         self.counters.flush();
         if self.persistent_ring() {
-            let region = self.ring.region();
-            region.store_u64(PMEM_START_WORD, encode_start_word(target));
-            region
-                .persist(PMEM_START_WORD, 8)
+            persist_start_word(self.ring.region().as_ref(), target)
                 .map_err(|e| self.fail_stop(e))?;
         }
         self.hardened.store(target, Ordering::Release);
@@ -479,11 +476,7 @@ impl Shared {
                 end: filled,
             });
         }
-        let region = self.ring.region();
-        region.store_u64(PMEM_START_WORD, encode_start_word(lsn));
-        region
-            .persist(PMEM_START_WORD, 8)
-            .map_err(|e| self.fail_stop(e))?;
+        persist_start_word(self.ring.region().as_ref(), lsn).map_err(|e| self.fail_stop(e))?;
         self.released.store(lsn, Ordering::Release);
         self.wake_space_waiters();
         Ok(())

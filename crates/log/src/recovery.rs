@@ -10,8 +10,7 @@ use tailstore_media::{File, MediaError, OpenMode, Region, Storage};
 use crate::config::{CommitMode, LogConfig};
 use crate::error::{LogError, Result};
 use crate::format::{
-    decode_start_word, encode_start_word, LogFileHeader, PmemHeader, HEADER_BYTES, LOG_START_LSN,
-    PMEM_START_WORD,
+    persist_start_word, read_start_word, LogFileHeader, PmemHeader, HEADER_BYTES, LOG_START_LSN,
 };
 use crate::manager::{LogManager, Shared, Start};
 use crate::record::salt;
@@ -303,7 +302,7 @@ fn read_existing_pmem(
 }
 
 fn ring_is_empty(region: &Arc<dyn Region>, header: &PmemHeader) -> bool {
-    let Some(start) = decode_start_word(region.load_u64(PMEM_START_WORD)) else {
+    let (_, Some(start)) = read_start_word(region.as_ref()) else {
         return false;
     };
     let ring = Ring::new(region.clone(), HEADER_BYTES, header.ring_bytes as usize);
@@ -333,7 +332,7 @@ fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
             storage.map_region(path, HEADER_BYTES + ring_bytes, OpenMode::CreateIfMissing)?;
         let header = PmemHeader::new(config.mode, db_id, ring_bytes, config.block_bytes).encode();
         region.write(8, &header[8..]);
-        region.store_u64(PMEM_START_WORD, encode_start_word(LOG_START_LSN));
+        persist_start_word(region.as_ref(), LOG_START_LSN)?;
         region.persist(0, HEADER_BYTES)?;
         region.write(0, &header[..8]);
         region.persist(0, 8)?;
@@ -379,8 +378,8 @@ fn recover(mode: CommitMode, layout: &Layout, ring: &Ring) -> Result<(Start, Rec
     };
     let pmem_start = match &layout.pmem {
         Some(region) => {
-            let word = region.load_u64(PMEM_START_WORD);
-            let start = decode_start_word(word).ok_or_else(|| {
+            let (word, start) = read_start_word(region.as_ref());
+            let start = start.ok_or_else(|| {
                 corrupt(
                     &layout.pmem_name,
                     format!("the start LSN word ({word:#018x}) is damaged; refusing to guess where the log starts"),
@@ -463,8 +462,7 @@ fn repair(
             file.sync_data()?;
             file.set_len(end)?;
             let region = ring.region();
-            region.store_u64(PMEM_START_WORD, encode_start_word(end));
-            region.persist(PMEM_START_WORD, 8)?;
+            persist_start_word(region.as_ref(), end)?;
             ring.zero(0, capacity as usize);
             ring.flush(0, capacity as usize)?;
             ring.fence()?;
