@@ -1,0 +1,709 @@
+//! A B+tree over the buffer pool: byte-string keys and values, keys in memcmp order.
+//!
+//! * **Semantics:** [`BTree::insert`] fails with [`StorageError::DuplicateKey`] if the key is
+//!   present (a primary key), [`BTree::update`] fails with [`StorageError::KeyNotFound`] if it
+//!   is absent, [`BTree::delete`] says whether it removed something. Key + value may take at
+//!   most [`MAX_ENTRY`] bytes, so that any node holds at least four entries and every split
+//!   produces two non-empty halves that fit.
+//! * **Pages:** slotted leaf and inner nodes (layout in `btree/node.rs`). Leaves have no sibling
+//!   links: scans walk down from the root, holding only the current page, which keeps merges
+//!   simple (no links to repair) and is cheap under the tree-level lock.
+//! * **The root page never moves** (as in SQLite): a full root moves both halves of its
+//!   split to two new pages and becomes their parent; when the root is an inner node with a
+//!   single child, the child's contents move up. A tree is therefore named by its root page.
+//! * **Deletes** merge an underfull node (less than a quarter full) with a sibling when the
+//!   two fit in one page, and free the emptied page; an empty leaf always merges. Underfull
+//!   nodes whose sibling is too full to merge are left as they are (no redistribution yet).
+//! * **Concurrency:** one tree-level `parking_lot::RwLock` (readers share, a writer excludes
+//!   everyone). Page latches are still taken through the pool, in root-to-leaf and
+//!   left-to-right order. The next step is latch coupling and then LeanStore's optimistic
+//!   lock coupling (version-validated reads, restart on conflict), at which point the tree
+//!   lock goes away.
+//!
+//! **Failures.** Every page an operation needs is latched, and every page it allocates is
+//! allocated, before it changes anything, so a failed get, delete, merge or single split
+//! leaves the tree as it was (a failed delete may already have removed its key when a merge
+//! after it fails). The one exception is a split that propagates: once a child has split, a
+//! failure to link the new page into its parent would orphan it. Then the tree becomes
+//! fail-stop ([`StorageError::TreeInconsistent`] from every call), in the spirit of the log
+//! manager's fail-stop rule; logging and recovery (later issues) will make structure
+//! modifications atomic instead.
+//!
+//! Not done yet: page LSNs are not stamped (there is no logging of tree changes yet);
+//! separators are full keys (no suffix truncation or prefix compression); underfull nodes are
+//! not redistributed; node contents are trusted once the page checksum verifies (a logically
+//! corrupt but correctly checksummed node can panic on a bad offset).
+
+mod node;
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::buffer_pool::{BufferPool, PageWriteGuard};
+use crate::error::{Result, StorageError};
+use crate::page::{Page, PageId, PageKind};
+use node::{CHILD, NODE_HEADER, PAYLOAD};
+
+/// A (key, value) pair copied out of the tree.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// Largest key + value, in bytes (about a quarter of a page).
+pub const MAX_ENTRY: usize = 2000;
+
+// Four of the largest inner-node entries (slot + key + child id) fit in one node.
+const _: () = assert!(NODE_HEADER + 4 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYLOAD);
+
+/// A node below this many used bytes is underfull and is merged with a sibling if they fit.
+const UNDERFULL: usize = PAYLOAD / 4;
+
+/// The order of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanDirection {
+    Ascending,
+    Descending,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Insert,
+    Update,
+}
+
+/// Where a key leads in a node.
+enum Route {
+    /// An inner node: follow the child at position `at`.
+    Inner { at: usize, child: PageId },
+    /// A leaf: the slot holding the key, or where it would go.
+    Leaf {
+        slot: std::result::Result<usize, usize>,
+    },
+}
+
+/// Shape of a tree, as found by [`BTree::check`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeShape {
+    /// Levels, the root's included (a lone leaf root has height 1).
+    pub height: usize,
+    pub inner_nodes: usize,
+    pub leaves: usize,
+    pub entries: usize,
+}
+
+/// A B+tree rooted at a fixed page. See the module documentation.
+pub struct BTree {
+    pool: Arc<BufferPool>,
+    root: PageId,
+    /// The tree-level latch (see "Concurrency" above).
+    latch: RwLock<()>,
+    /// Set when an insert failed after a split had changed pages but before the new page was
+    /// linked into its parent. The tree is then fail-stop: every operation returns
+    /// [`StorageError::TreeInconsistent`] until recovery (a later issue) repairs it.
+    broken: AtomicBool,
+}
+
+fn kind_of(page: &Page, id: PageId) -> Result<PageKind> {
+    match page.kind() {
+        Some(kind @ (PageKind::BTreeLeaf | PageKind::BTreeInner)) => Ok(kind),
+        other => Err(StorageError::Corrupt {
+            page_id: id,
+            reason: format!("expected a B+tree node, found {other:?}"),
+        }),
+    }
+}
+
+fn check_entry(key: &[u8], value: &[u8]) -> Result<()> {
+    let size = key.len() + value.len();
+    if size > MAX_ENTRY {
+        return Err(StorageError::EntryTooLarge {
+            size,
+            max: MAX_ENTRY,
+        });
+    }
+    Ok(())
+}
+
+fn child_value(id: PageId) -> Vec<u8> {
+    id.0.to_le_bytes().to_vec()
+}
+
+fn in_upper_bound(key: &[u8], upper: Bound<&[u8]>) -> bool {
+    match upper {
+        Bound::Unbounded => true,
+        Bound::Included(bound) => key <= bound,
+        Bound::Excluded(bound) => key < bound,
+    }
+}
+
+fn in_lower_bound(key: &[u8], lower: Bound<&[u8]>) -> bool {
+    match lower {
+        Bound::Unbounded => true,
+        Bound::Included(bound) => key >= bound,
+        Bound::Excluded(bound) => key > bound,
+    }
+}
+
+impl BTree {
+    /// Creates an empty tree (a root leaf) in a newly allocated page.
+    pub fn create(pool: Arc<BufferPool>) -> Result<BTree> {
+        let (root, mut page) = pool.allocate()?;
+        page.set_kind(PageKind::BTreeLeaf);
+        node::init(page.payload_mut(), PageId(0));
+        drop(page);
+        Ok(BTree {
+            pool,
+            root,
+            latch: RwLock::new(()),
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    /// Opens the tree rooted at `root` (as returned by [`BTree::root`]).
+    pub fn open(pool: Arc<BufferPool>, root: PageId) -> Result<BTree> {
+        kind_of(&*pool.read(root)?, root)?;
+        Ok(BTree {
+            pool,
+            root,
+            latch: RwLock::new(()),
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    /// The root page, which names the tree.
+    pub fn root(&self) -> PageId {
+        self.root
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let _tree = self.latch.read();
+        self.usable()?;
+        let mut id = self.root;
+        loop {
+            let page = self.pool.read(id)?;
+            let p = page.payload();
+            match kind_of(&page, id)? {
+                PageKind::BTreeInner => id = node::child(p, node::child_index(p, key)),
+                _ => {
+                    return Ok(node::search(p, key)
+                        .ok()
+                        .map(|i| node::value(p, i).to_vec()))
+                }
+            }
+        }
+    }
+
+    /// Adds `key`; fails with [`StorageError::DuplicateKey`] if it is present.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.modify(key, value, Mode::Insert)
+    }
+
+    /// Replaces the value of `key`; fails with [`StorageError::KeyNotFound`] if it is absent.
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.modify(key, value, Mode::Update)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        let _tree = self.latch.write();
+        self.usable()?;
+        let found = self.delete_from(self.root, key)?;
+        if found {
+            self.collapse_root()?;
+        }
+        Ok(found)
+    }
+
+    /// Calls `visit(key, value)` for the keys within `(lower, upper)` in `direction`, at most
+    /// `limit` times, stopping early when `visit` returns `false`. Returns how many pairs were
+    /// visited. The tree is read-locked during the scan: `visit` must not call back into the
+    /// tree (a writer waiting for the lock would deadlock with it).
+    pub fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: ScanDirection,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<usize> {
+        let _tree = self.latch.read();
+        self.usable()?;
+        let mut scan = Scan {
+            lower,
+            upper,
+            direction,
+            remaining: limit,
+            visited: 0,
+            visit: &mut visit,
+        };
+        if limit > 0 {
+            self.scan_node(self.root, &mut scan)?;
+        }
+        Ok(scan.visited)
+    }
+
+    /// [`BTree::scan`] collecting copies of the pairs.
+    pub fn range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        self.scan(lower, upper, direction, limit, |key, value| {
+            out.push((key.to_vec(), value.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Walks the whole tree and checks its invariants: node kinds, keys sorted within each
+    /// node and inside the range its parent assigns, all leaves at the same depth. Returns the
+    /// shape; a violation is reported as [`StorageError::Corrupt`].
+    pub fn check(&self) -> Result<TreeShape> {
+        let _tree = self.latch.read();
+        self.usable()?;
+        let mut shape = TreeShape::default();
+        let height = self.check_node(self.root, None, None, &mut shape)?;
+        shape.height = height;
+        Ok(shape)
+    }
+
+    fn modify(&self, key: &[u8], value: &[u8], mode: Mode) -> Result<()> {
+        check_entry(key, value)?;
+        let _tree = self.latch.write();
+        self.usable()?;
+        // The root absorbs its own split (see `split`), so nothing comes back up.
+        self.modify_in(self.root, key, value, mode).map(|_| ())
+    }
+
+    /// Inserts or updates below `id`. If `id` had to split, it keeps the lower half and the
+    /// result is the separator and the new page holding the upper half.
+    fn modify_in(
+        &self,
+        id: PageId,
+        key: &[u8],
+        value: &[u8],
+        mode: Mode,
+    ) -> Result<Option<(Vec<u8>, PageId)>> {
+        let (at, child) = match self.route(id, key)? {
+            Route::Inner { at, child } => (at, child),
+            Route::Leaf { slot } => return self.modify_leaf(id, slot, key, value, mode),
+        };
+        let Some((separator, right)) = self.modify_in(child, key, value, mode)? else {
+            return Ok(None);
+        };
+        // The child has split: failing now would orphan `right` (see `BTree::broken`).
+        self.absorb_split(id, at, child, separator, right)
+            .inspect_err(|_| self.broken.store(true, Ordering::Release))
+    }
+
+    /// Child `child` at position `at` of inner node `id` has split off `right` at
+    /// `separator`: links `right` in, splitting `id` in turn if it is full.
+    fn absorb_split(
+        &self,
+        id: PageId,
+        at: usize,
+        child: PageId,
+        separator: Vec<u8>,
+        right: PageId,
+    ) -> Result<Option<(Vec<u8>, PageId)>> {
+        // `child` kept the keys below `separator`; `right` takes its place for the keys above.
+        let mut page = self.pool.write(id)?;
+        let p = page.payload_mut();
+        if node::fits(p, separator.len(), CHILD) {
+            node::set_child(p, at, right);
+            node::insert_at(p, at, &separator, &child_value(child));
+            return Ok(None);
+        }
+        let upper = if at == node::count(p) {
+            right
+        } else {
+            node::upper(p)
+        };
+        let mut entries = node::entries(p);
+        if at < entries.len() {
+            entries[at].1 = child_value(right);
+        }
+        entries.insert(at, (separator, child_value(child)));
+        self.split(page, PageKind::BTreeInner, entries, upper)
+    }
+
+    /// Inserts or updates in leaf `id`, where `slot` is the result of searching for `key`.
+    fn modify_leaf(
+        &self,
+        id: PageId,
+        slot: std::result::Result<usize, usize>,
+        key: &[u8],
+        value: &[u8],
+        mode: Mode,
+    ) -> Result<Option<(Vec<u8>, PageId)>> {
+        let (at, replaced) = match (slot, mode) {
+            (Ok(_), Mode::Insert) => return Err(StorageError::DuplicateKey),
+            (Err(_), Mode::Update) => return Err(StorageError::KeyNotFound),
+            (Ok(at), Mode::Update) => (at, true),
+            (Err(at), Mode::Insert) => (at, false),
+        };
+        {
+            let mut page = self.pool.write(id)?;
+            let p = page.payload_mut();
+            let freed = if replaced {
+                node::entry_size(node::key(p, at).len(), node::value(p, at).len())
+            } else {
+                0
+            };
+            if node::used(p) - freed + node::entry_size(key.len(), value.len()) <= PAYLOAD {
+                if replaced {
+                    node::remove_at(p, at);
+                }
+                node::insert_at(p, at, key, value);
+                return Ok(None);
+            }
+            let mut entries = node::entries(p);
+            let entry = (key.to_vec(), value.to_vec());
+            if replaced {
+                entries[at] = entry;
+            } else {
+                entries.insert(at, entry);
+            }
+            self.split(page, PageKind::BTreeLeaf, entries, PageId(0))
+        }
+    }
+
+    /// Splits the node in `page`, whose new contents would be `entries` (and `upper` for an
+    /// inner node), into itself and a new right sibling; returns the separator and the
+    /// sibling for the parent. The root instead moves both halves to two new pages and becomes
+    /// their parent (it never moves), so nothing is returned.
+    ///
+    /// Every page is allocated before anything changes, so that a full pool (or a failed
+    /// eviction) leaves the node as it was.
+    fn split(
+        &self,
+        mut page: PageWriteGuard<'_>,
+        kind: PageKind,
+        entries: Vec<Entry>,
+        upper: PageId,
+    ) -> Result<Option<(Vec<u8>, PageId)>> {
+        let is_root = page.page_id() == self.root;
+        let (right_id, mut right) = self.pool.allocate()?;
+        let mut new_left = None;
+        if is_root {
+            match self.pool.allocate() {
+                Ok(allocated) => new_left = Some(allocated),
+                Err(err) => {
+                    drop(right);
+                    self.pool.free(right_id);
+                    return Err(err);
+                }
+            }
+        }
+
+        let total: usize = entries
+            .iter()
+            .map(|(k, v)| node::entry_size(k.len(), v.len()))
+            .sum();
+        let mut mid = 0;
+        let mut left_bytes = 0;
+        while mid < entries.len() && left_bytes < total / 2 {
+            left_bytes += node::entry_size(entries[mid].0.len(), entries[mid].1.len());
+            mid += 1;
+        }
+        // Both halves non-empty (MAX_ENTRY guarantees at least five entries here); an inner
+        // split also pushes `entries[mid]` up, so its right half starts at `mid + 1`.
+        let last = match kind {
+            PageKind::BTreeInner => entries.len().saturating_sub(2),
+            _ => entries.len().saturating_sub(1),
+        };
+        let mid = mid.min(last).max(1);
+        let separator = entries[mid].0.clone();
+        let (left_upper, right_entries) = if kind == PageKind::BTreeInner {
+            let child: [u8; CHILD] = entries[mid]
+                .1
+                .as_slice()
+                .try_into()
+                .map_err(|_| self.corrupt(page.page_id(), "inner value is not a page id"))?;
+            (PageId(u64::from_le_bytes(child)), &entries[mid + 1..])
+        } else {
+            (PageId(0), &entries[mid..])
+        };
+
+        right.set_kind(kind);
+        node::build(right.payload_mut(), upper, right_entries);
+        match new_left {
+            None => {
+                node::build(page.payload_mut(), left_upper, &entries[..mid]);
+                Ok(Some((separator, right_id)))
+            }
+            Some((left_id, mut left)) => {
+                left.set_kind(kind);
+                node::build(left.payload_mut(), left_upper, &entries[..mid]);
+                page.set_kind(PageKind::BTreeInner);
+                node::build(
+                    page.payload_mut(),
+                    right_id,
+                    &[(separator, child_value(left_id))],
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// While the root is an inner node with a single child, moves the child's contents up.
+    fn collapse_root(&self) -> Result<()> {
+        loop {
+            {
+                let root = self.pool.read(self.root)?;
+                if kind_of(&root, self.root)? != PageKind::BTreeInner
+                    || node::count(root.payload()) > 0
+                {
+                    return Ok(());
+                }
+            }
+            let mut root = self.pool.write(self.root)?;
+            let child_id = node::upper(root.payload());
+            let mut child = self.pool.write(child_id)?;
+            let kind = kind_of(&child, child_id)?;
+            root.set_kind(kind);
+            root.payload_mut().copy_from_slice(child.payload());
+            child.set_kind(PageKind::Free);
+            drop(child);
+            drop(root);
+            self.pool.free(child_id);
+        }
+    }
+
+    /// Where `key` leads in node `id`, found under a shared latch (so that an operation that
+    /// turns out to change nothing does not dirty the page).
+    fn route(&self, id: PageId, key: &[u8]) -> Result<Route> {
+        let page = self.pool.read(id)?;
+        let p = page.payload();
+        Ok(match kind_of(&page, id)? {
+            PageKind::BTreeInner => {
+                let at = node::child_index(p, key);
+                Route::Inner {
+                    at,
+                    child: node::child(p, at),
+                }
+            }
+            _ => Route::Leaf {
+                slot: node::search(p, key),
+            },
+        })
+    }
+
+    fn delete_from(&self, id: PageId, key: &[u8]) -> Result<bool> {
+        let (at, child) = match self.route(id, key)? {
+            Route::Inner { at, child } => (at, child),
+            Route::Leaf { slot: Err(_) } => return Ok(false),
+            Route::Leaf { slot: Ok(at) } => {
+                node::remove_at(self.pool.write(id)?.payload_mut(), at);
+                return Ok(true);
+            }
+        };
+        let found = self.delete_from(child, key)?;
+        if found {
+            self.rebalance(id, at)?;
+        }
+        Ok(found)
+    }
+
+    /// If the child at position `at` of inner node `parent` is underfull, merges it with a
+    /// neighbour when both fit in one page, freeing the right one of the pair.
+    fn rebalance(&self, parent_id: PageId, at: usize) -> Result<()> {
+        // Decide under shared latches, so that the common case (nothing to merge) dirties
+        // nothing; the tree lock keeps the decision valid until the exclusive latches below.
+        let (l, left_id, right_id, separator) = {
+            let parent = self.pool.read(parent_id)?;
+            let p = parent.payload();
+            let n = node::count(p);
+            if n == 0 {
+                return Ok(()); // a single child: no sibling to merge with
+            }
+            let child_id = node::child(p, at);
+            if node::used(self.pool.read(child_id)?.payload()) >= UNDERFULL {
+                return Ok(());
+            }
+            // The pair (left, right) at positions (l, l + 1), separated by key l.
+            let l = if at < n { at } else { at - 1 };
+            (
+                l,
+                node::child(p, l),
+                node::child(p, l + 1),
+                node::key(p, l).to_vec(),
+            )
+        };
+        let (entries, upper) = {
+            let left = self.pool.read(left_id)?;
+            let right = self.pool.read(right_id)?;
+            let kind = kind_of(&left, left_id)?;
+            if kind_of(&right, right_id)? != kind {
+                return Err(self.corrupt(right_id, "siblings of different kinds"));
+            }
+            let (lp, rp) = (left.payload(), right.payload());
+            let mut merged_size = node::used(lp) + node::used(rp) - NODE_HEADER;
+            if kind == PageKind::BTreeInner {
+                merged_size += node::entry_size(separator.len(), CHILD);
+            }
+            if merged_size > PAYLOAD {
+                return Ok(()); // no redistribution yet: the node stays underfull
+            }
+            let mut entries = node::entries(lp);
+            if kind == PageKind::BTreeInner {
+                // The separator comes down, pointing at left's old rightmost child.
+                entries.push((separator, child_value(node::upper(lp))));
+            }
+            entries.extend(node::entries(rp));
+            (entries, node::upper(rp))
+        };
+
+        let mut parent = self.pool.write(parent_id)?;
+        let mut left = self.pool.write(left_id)?;
+        let mut right = self.pool.write(right_id)?;
+        node::build(left.payload_mut(), upper, &entries);
+        right.set_kind(PageKind::Free);
+        // Key l and its pointer to `left` go; the pointer that named `right` now names `left`.
+        let p = parent.payload_mut();
+        node::remove_at(p, l);
+        node::set_child(p, l, left_id);
+        drop((right, left, parent));
+        self.pool.free(right_id);
+        Ok(())
+    }
+
+    fn scan_node(&self, id: PageId, scan: &mut Scan<'_, '_>) -> Result<bool> {
+        let page = self.pool.read(id)?;
+        let p = page.payload();
+        if kind_of(&page, id)? == PageKind::BTreeInner {
+            let first = match scan.lower {
+                Bound::Unbounded => 0,
+                Bound::Included(key) | Bound::Excluded(key) => node::child_index(p, key),
+            };
+            let last = match scan.upper {
+                Bound::Unbounded => node::count(p),
+                Bound::Included(key) | Bound::Excluded(key) => node::child_index(p, key),
+            };
+            let mut children: Vec<PageId> = (first..=last).map(|i| node::child(p, i)).collect();
+            drop(page);
+            if scan.direction == ScanDirection::Descending {
+                children.reverse();
+            }
+            for child in children {
+                if !self.scan_node(child, scan)? {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+
+        let n = node::count(p);
+        let mut emit = |i: usize| -> bool {
+            let go_on = (scan.visit)(node::key(p, i), node::value(p, i));
+            scan.visited += 1;
+            scan.remaining -= 1;
+            go_on && scan.remaining > 0
+        };
+        match scan.direction {
+            ScanDirection::Ascending => {
+                let start = match scan.lower {
+                    Bound::Unbounded => 0,
+                    Bound::Included(key) => node::lower_bound(p, key, false),
+                    Bound::Excluded(key) => node::lower_bound(p, key, true),
+                };
+                for i in start..n {
+                    if !in_upper_bound(node::key(p, i), scan.upper) {
+                        return Ok(false);
+                    }
+                    if !emit(i) {
+                        return Ok(false);
+                    }
+                }
+            }
+            ScanDirection::Descending => {
+                let end = match scan.upper {
+                    Bound::Unbounded => n,
+                    Bound::Included(key) => node::lower_bound(p, key, true),
+                    Bound::Excluded(key) => node::lower_bound(p, key, false),
+                };
+                for i in (0..end).rev() {
+                    if !in_lower_bound(node::key(p, i), scan.lower) {
+                        return Ok(false);
+                    }
+                    if !emit(i) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Checks the subtree at `id`, whose keys must lie in `[low, high)`; returns its height.
+    fn check_node(
+        &self,
+        id: PageId,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        shape: &mut TreeShape,
+    ) -> Result<usize> {
+        let page = self.pool.read(id)?;
+        let kind = kind_of(&page, id)?;
+        let p = page.payload();
+        let n = node::count(p);
+        for i in 0..n {
+            let key = node::key(p, i);
+            if i > 0 && node::key(p, i - 1) >= key {
+                return Err(self.corrupt(id, "keys out of order"));
+            }
+            if low.is_some_and(|low| key < low) || high.is_some_and(|high| key >= high) {
+                return Err(self.corrupt(id, "key outside the range its parent assigns"));
+            }
+        }
+        if kind == PageKind::BTreeLeaf {
+            shape.leaves += 1;
+            shape.entries += n;
+            return Ok(1);
+        }
+        shape.inner_nodes += 1;
+        let keys: Vec<Vec<u8>> = (0..n).map(|i| node::key(p, i).to_vec()).collect();
+        let children: Vec<PageId> = (0..=n).map(|i| node::child(p, i)).collect();
+        drop(page);
+        let mut height = None;
+        for (i, child) in children.into_iter().enumerate() {
+            let child_low = if i == 0 { low } else { Some(&keys[i - 1][..]) };
+            let child_high = if i == n { high } else { Some(&keys[i][..]) };
+            let h = self.check_node(child, child_low, child_high, shape)?;
+            if height.is_some_and(|height| height != h) {
+                return Err(self.corrupt(id, "leaves at different depths"));
+            }
+            height = Some(h);
+        }
+        Ok(height.unwrap_or(0) + 1)
+    }
+
+    fn usable(&self) -> Result<()> {
+        if self.broken.load(Ordering::Acquire) {
+            return Err(StorageError::TreeInconsistent { root: self.root });
+        }
+        Ok(())
+    }
+
+    fn corrupt(&self, page_id: PageId, reason: &str) -> StorageError {
+        StorageError::Corrupt {
+            page_id,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The state of a running scan.
+struct Scan<'b, 'v> {
+    lower: Bound<&'b [u8]>,
+    upper: Bound<&'b [u8]>,
+    direction: ScanDirection,
+    remaining: usize,
+    visited: usize,
+    visit: &'v mut dyn FnMut(&[u8], &[u8]) -> bool,
+}

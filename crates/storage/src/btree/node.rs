@@ -1,0 +1,211 @@
+//! The slotted page of a B+tree node, as functions over the page payload.
+//!
+//! # Payload layout (offsets from the end of the page header, integers little-endian)
+//!
+//! ```text
+//!  0  u16  count       number of slots
+//!  2  u16  cell_start  start of the cell area; cells fill [cell_start, PAYLOAD)
+//!  4  u16  garbage     bytes of dead cells inside the cell area (reclaimed by compaction)
+//!  6  u16  reserved
+//!  8  u64  upper       inner node: the rightmost child; leaf: 0
+//! 16       slots       count × 6 bytes: (cell offset u16, key length u16, value length u16),
+//!                      sorted by key in memcmp order
+//!          free space
+//!          cells       key bytes followed by value bytes; grow down from the page end
+//! ```
+//!
+//! A leaf's value is the user's value. An inner node's value is a child page id (u64): the
+//! child of slot `i` holds the keys `k` with `key[i-1] <= k < key[i]`, and `upper` holds the
+//! keys `>= key[count-1]` (so an inner node with `count` slots has `count + 1` children).
+
+use super::Entry;
+use crate::page::{PageId, HEADER_SIZE, PAGE_SIZE};
+
+/// Bytes available to a node.
+pub const PAYLOAD: usize = PAGE_SIZE - HEADER_SIZE;
+/// Size of the node header at the start of the payload.
+pub const NODE_HEADER: usize = 16;
+/// Size of one slot.
+pub const SLOT: usize = 6;
+/// Size of an inner node's value (a child page id).
+pub const CHILD: usize = 8;
+
+fn get_u16(p: &[u8], at: usize) -> usize {
+    usize::from(u16::from_le_bytes([p[at], p[at + 1]]))
+}
+
+fn put_u16(p: &mut [u8], at: usize, value: usize) {
+    debug_assert!(value <= usize::from(u16::MAX));
+    p[at..at + 2].copy_from_slice(&(value as u16).to_le_bytes());
+}
+
+fn get_u64(p: &[u8], at: usize) -> u64 {
+    let mut bytes = [0; 8];
+    bytes.copy_from_slice(&p[at..at + 8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// Makes `p` an empty node.
+pub fn init(p: &mut [u8], upper: PageId) {
+    p.fill(0);
+    put_u16(p, 2, PAYLOAD);
+    set_upper(p, upper);
+}
+
+pub fn count(p: &[u8]) -> usize {
+    get_u16(p, 0)
+}
+
+fn cell_start(p: &[u8]) -> usize {
+    get_u16(p, 2)
+}
+
+fn garbage(p: &[u8]) -> usize {
+    get_u16(p, 4)
+}
+
+pub fn upper(p: &[u8]) -> PageId {
+    PageId(get_u64(p, 8))
+}
+
+fn set_upper(p: &mut [u8], upper: PageId) {
+    p[8..16].copy_from_slice(&upper.0.to_le_bytes());
+}
+
+fn slot(p: &[u8], i: usize) -> (usize, usize, usize) {
+    let at = NODE_HEADER + i * SLOT;
+    (get_u16(p, at), get_u16(p, at + 2), get_u16(p, at + 4))
+}
+
+fn set_slot(p: &mut [u8], i: usize, (offset, key_len, value_len): (usize, usize, usize)) {
+    let at = NODE_HEADER + i * SLOT;
+    put_u16(p, at, offset);
+    put_u16(p, at + 2, key_len);
+    put_u16(p, at + 4, value_len);
+}
+
+pub fn key(p: &[u8], i: usize) -> &[u8] {
+    let (offset, key_len, _) = slot(p, i);
+    &p[offset..offset + key_len]
+}
+
+pub fn value(p: &[u8], i: usize) -> &[u8] {
+    let (offset, key_len, value_len) = slot(p, i);
+    &p[offset + key_len..offset + key_len + value_len]
+}
+
+/// Inner node: the child at position `i` (`i == count` is `upper`).
+pub fn child(p: &[u8], i: usize) -> PageId {
+    if i == count(p) {
+        upper(p)
+    } else {
+        PageId(get_u64(value(p, i), 0))
+    }
+}
+
+/// Inner node: makes position `i` (`i == count` is `upper`) point to `child`.
+pub fn set_child(p: &mut [u8], i: usize, child: PageId) {
+    if i == count(p) {
+        set_upper(p, child);
+    } else {
+        let (offset, key_len, _) = slot(p, i);
+        let at = offset + key_len;
+        p[at..at + CHILD].copy_from_slice(&child.0.to_le_bytes());
+    }
+}
+
+/// `Ok(i)` if slot `i` holds `key`, else `Err(i)` with the slot `key` would be inserted at.
+pub fn search(p: &[u8], key: &[u8]) -> Result<usize, usize> {
+    let (mut lo, mut hi) = (0, count(p));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match self::key(p, mid).cmp(key) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// The first slot whose key is `>= key` (`strict`: `> key`).
+pub fn lower_bound(p: &[u8], key: &[u8], strict: bool) -> usize {
+    match search(p, key) {
+        Ok(i) if strict => i + 1,
+        Ok(i) | Err(i) => i,
+    }
+}
+
+/// Inner node: the position of the child whose key range contains `key`.
+pub fn child_index(p: &[u8], key: &[u8]) -> usize {
+    lower_bound(p, key, true)
+}
+
+/// Bytes a (key, value) pair takes in a node, slot included.
+pub fn entry_size(key_len: usize, value_len: usize) -> usize {
+    SLOT + key_len + value_len
+}
+
+/// Bytes in use: header, slots and live cells.
+pub fn used(p: &[u8]) -> usize {
+    NODE_HEADER + count(p) * SLOT + (PAYLOAD - cell_start(p) - garbage(p))
+}
+
+/// Whether a pair of these sizes fits (possibly after compaction).
+pub fn fits(p: &[u8], key_len: usize, value_len: usize) -> bool {
+    used(p) + entry_size(key_len, value_len) <= PAYLOAD
+}
+
+/// Inserts a pair at slot `i`. The caller has checked [`fits`].
+pub fn insert_at(p: &mut [u8], i: usize, key: &[u8], value: &[u8]) {
+    let n = count(p);
+    let need = key.len() + value.len();
+    if cell_start(p) < NODE_HEADER + (n + 1) * SLOT + need {
+        compact(p);
+    }
+    let offset = cell_start(p) - need;
+    p[offset..offset + key.len()].copy_from_slice(key);
+    p[offset + key.len()..offset + need].copy_from_slice(value);
+    put_u16(p, 2, offset);
+    let from = NODE_HEADER + i * SLOT;
+    p.copy_within(from..NODE_HEADER + n * SLOT, from + SLOT);
+    set_slot(p, i, (offset, key.len(), value.len()));
+    put_u16(p, 0, n + 1);
+}
+
+/// Removes slot `i`; its cell becomes garbage.
+pub fn remove_at(p: &mut [u8], i: usize) {
+    let n = count(p);
+    let (_, key_len, value_len) = slot(p, i);
+    let from = NODE_HEADER + (i + 1) * SLOT;
+    p.copy_within(from..NODE_HEADER + n * SLOT, from - SLOT);
+    put_u16(p, 0, n - 1);
+    let garbage = garbage(p) + key_len + value_len;
+    put_u16(p, 4, garbage);
+    if n == 1 {
+        put_u16(p, 2, PAYLOAD);
+        put_u16(p, 4, 0);
+    }
+}
+
+/// Every pair, in key order.
+pub fn entries(p: &[u8]) -> Vec<Entry> {
+    (0..count(p))
+        .map(|i| (key(p, i).to_vec(), value(p, i).to_vec()))
+        .collect()
+}
+
+/// Rewrites `p` to hold exactly `entries` (sorted, known to fit) and `upper`.
+pub fn build(p: &mut [u8], upper: PageId, entries: &[Entry]) {
+    init(p, upper);
+    for (i, (key, value)) in entries.iter().enumerate() {
+        insert_at(p, i, key, value);
+    }
+}
+
+/// Moves the live cells together at the end of the payload.
+fn compact(p: &mut [u8]) {
+    let entries = entries(p);
+    let upper = upper(p);
+    build(p, upper, &entries);
+}

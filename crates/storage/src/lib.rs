@@ -1,0 +1,31 @@
+//! tailstore's storage engine: the layers under tables, transactions and recovery.
+//!
+//! ```text
+//! btree        B+tree: byte-string keys in memcmp order, slotted leaf/inner pages,
+//!   │            get / insert / update / delete / ordered scans, splits and merges
+//! buffer_pool  a bounded cache of pages: page table, per-frame latches, pins, CLOCK
+//!   │            eviction, the write-ahead hook before every dirty write, counters
+//! page         the 8 KiB page and its on-disk header: CRC32C, page id, page LSN, kind
+//!   │
+//! tailstore_media::File   positioned reads and writes of the data file (real or simulated)
+//! ```
+//!
+//! Each layer only talks to the one below it. The data file is an array of pages: page `n`
+//! lives at byte offset `n * PAGE_SIZE`. Every page is sealed (checksummed) just before it is
+//! written and verified just after it is read, so a torn, misplaced or bit-rotted page is
+//! reported as [`StorageError::Corrupt`] and never handed to the layers above.
+//!
+//! Not yet here (later issues): logging of page changes (the B+tree does not stamp page LSNs
+//! yet), a persistent free-page list, recovery, and latch coupling inside the B+tree.
+
+#![forbid(unsafe_code)]
+
+pub mod btree;
+pub mod buffer_pool;
+pub mod error;
+pub mod page;
+
+pub use btree::{BTree, Entry, ScanDirection, TreeShape, MAX_ENTRY};
+pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
+pub use error::{HookError, Result, StorageError};
+pub use page::{Lsn, Page, PageId, PageKind, PAGE_SIZE};

@@ -1,0 +1,523 @@
+//! B+tree: model-based property tests against `BTreeMap`, a deep tree, errors, persistence.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use tailstore_media::sim::SimStorage;
+use tailstore_media::{OpenMode, Storage};
+use tailstore_storage::btree::MAX_ENTRY;
+use tailstore_storage::{BTree, BufferPool, ScanDirection, StorageError};
+
+const DATA: &str = "/db/data";
+
+fn pool(storage: &SimStorage, capacity: usize) -> Arc<BufferPool> {
+    let file = storage
+        .open_file(Path::new(DATA), OpenMode::CreateIfMissing)
+        .expect("open");
+    Arc::new(BufferPool::new(file, capacity, Box::new(|_| Ok(()))).expect("pool"))
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn model_range(
+    model: &Model,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    direction: ScanDirection,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let lower = lower.map(|k| k.to_vec());
+    let upper = upper.map(|k| k.to_vec());
+    // BTreeMap::range panics on an inverted range; the tree returns nothing.
+    let inverted = match (&lower, &upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => {
+            l >= u
+        }
+        _ => false,
+    };
+    if inverted {
+        return Vec::new();
+    }
+    let range = model
+        .range((lower, upper))
+        .map(|(k, v)| (k.clone(), v.clone()));
+    match direction {
+        ScanDirection::Ascending => range.take(limit).collect(),
+        ScanDirection::Descending => range.rev().take(limit).collect(),
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<u8>, usize),
+    Update(Vec<u8>, usize),
+    Delete(Vec<u8>),
+    Get(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+}
+
+/// A short prefix from a small alphabet (so that operations collide), padded to one of a few
+/// lengths up to 1200 bytes: long keys make long separators, so inner nodes split too and
+/// trees reach height 3 within a few hundred operations.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::collection::vec(0u8..4, 0..5),
+        prop::sample::select(vec![0usize, 1, 40, 400, 1200]),
+        0u8..2,
+    )
+        .prop_map(|(mut key, pad, fill)| {
+            key.resize(key.len() + pad, fill);
+            key
+        })
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Values up to 900 bytes make leaves split after a handful of entries.
+    prop_oneof![
+        6 => (key(), 0usize..900).prop_map(|(k, n)| Op::Insert(k, n)),
+        2 => (key(), 0usize..900).prop_map(|(k, n)| Op::Update(k, n)),
+        4 => key().prop_map(Op::Delete),
+        2 => key().prop_map(Op::Get),
+        2 => (bound(), bound(), any::<bool>(), 0usize..50)
+            .prop_map(|(l, u, desc, limit)| Op::Range(l, u, desc, limit)),
+    ]
+}
+
+fn value_for(key: &[u8], len: usize, salt: usize) -> Vec<u8> {
+    let len = len.min(MAX_ENTRY - key.len());
+    (0..len).map(|i| (i + salt + key.len()) as u8).collect()
+}
+
+fn as_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    bound.as_ref().map(|k| k.as_slice())
+}
+
+fn run_against_model(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, capacity);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    let mut model = Model::new();
+    for (step, op) in ops.iter().enumerate() {
+        match op {
+            Op::Insert(key, len) => {
+                let value = value_for(key, *len, step);
+                let result = tree.insert(key, &value);
+                if model.contains_key(key) {
+                    prop_assert!(matches!(result, Err(StorageError::DuplicateKey)));
+                } else {
+                    prop_assert!(result.is_ok(), "insert: {result:?}");
+                    model.insert(key.clone(), value);
+                }
+            }
+            Op::Update(key, len) => {
+                let value = value_for(key, *len, step);
+                let result = tree.update(key, &value);
+                if let Some(slot) = model.get_mut(key) {
+                    prop_assert!(result.is_ok(), "update: {result:?}");
+                    *slot = value;
+                } else {
+                    prop_assert!(matches!(result, Err(StorageError::KeyNotFound)));
+                }
+            }
+            Op::Delete(key) => {
+                let found = tree.delete(key).expect("delete");
+                prop_assert_eq!(found, model.remove(key).is_some());
+            }
+            Op::Get(key) => {
+                prop_assert_eq!(tree.get(key).expect("get"), model.get(key).cloned());
+            }
+            Op::Range(lower, upper, descending, limit) => {
+                let direction = if *descending {
+                    ScanDirection::Descending
+                } else {
+                    ScanDirection::Ascending
+                };
+                let (lower, upper) = (as_bound(lower), as_bound(upper));
+                let got = tree.range(lower, upper, direction, *limit).expect("range");
+                let want = model_range(&model, lower, upper, direction, *limit);
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+    let shape = tree.check().expect("invariants hold");
+    prop_assert_eq!(shape.entries, model.len());
+    let all = tree
+        .range(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect("full scan");
+    let want: Vec<_> = model.into_iter().collect();
+    prop_assert_eq!(all, want);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Random operation sequences agree with `BTreeMap`, in a pool of 4–10 frames (so pages
+    /// are evicted and read back all the time; the tree pins at most 3 pages at once).
+    #[test]
+    fn btree_matches_a_btreemap(
+        ops in prop::collection::vec(op(), 1..500),
+        capacity in 4usize..10,
+    ) {
+        run_against_model(&ops, capacity)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Bulk load a few hundred long keys (height 3 with long separators), then drain them in a
+    /// random order, checking the invariants and the contents as inner nodes merge.
+    #[test]
+    fn btree_bulk_load_then_drain(
+        keys in prop::collection::btree_set(
+            (prop::collection::vec(any::<u8>(), 1..8), 0usize..1500),
+            150..400,
+        ),
+        seed in any::<u64>(),
+        capacity in 4usize..12,
+    ) {
+        let storage = SimStorage::new();
+        let tree = BTree::create(pool(&storage, capacity)).expect("create");
+        let mut model = Model::new();
+        for (prefix, pad) in keys {
+            let mut key = prefix;
+            key.resize(key.len() + pad, 0xee);
+            if model.contains_key(&key) {
+                continue;
+            }
+            let value = value_for(&key, 300, key.len());
+            tree.insert(&key, &value).expect("insert");
+            model.insert(key, value);
+        }
+        let shape = tree.check().expect("check");
+        prop_assert!(shape.height >= 3, "{:?}", shape);
+        let mut order: Vec<Vec<u8>> = model.keys().cloned().collect();
+        order.shuffle(&mut StdRng::seed_from_u64(seed));
+        for (i, key) in order.iter().enumerate() {
+            prop_assert!(tree.delete(key).expect("delete"));
+            model.remove(key);
+            if i % 25 == 0 {
+                prop_assert_eq!(tree.check().expect("check").entries, model.len());
+                let got = tree
+                    .range(Bound::Unbounded, Bound::Unbounded, ScanDirection::Descending, 7)
+                    .expect("range");
+                let want = model_range(
+                    &model, Bound::Unbounded, Bound::Unbounded, ScanDirection::Descending, 7,
+                );
+                prop_assert_eq!(got, want);
+            }
+        }
+        let empty = tree.check().expect("check");
+        prop_assert_eq!((empty.height, empty.leaves, empty.entries), (1, 1, 0));
+    }
+}
+
+#[test]
+fn concurrent_writers_and_scanners_share_one_tree() {
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 16)).expect("create");
+    std::thread::scope(|s| {
+        for t in 0..3u32 {
+            let tree = &tree;
+            s.spawn(move || {
+                for i in 0..400u32 {
+                    let key = (i * 3 + t).to_be_bytes();
+                    tree.insert(&key, &[t as u8; 150]).expect("insert");
+                    if i % 4 == 0 {
+                        assert!(tree.delete(&key).expect("delete"));
+                    }
+                }
+            });
+        }
+        let tree = &tree;
+        s.spawn(move || {
+            for _ in 0..100 {
+                let mut last: Option<Vec<u8>> = None;
+                tree.scan(
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    ScanDirection::Ascending,
+                    200,
+                    |k, _| {
+                        assert!(last.as_deref() < Some(k), "scan out of order");
+                        last = Some(k.to_vec());
+                        true
+                    },
+                )
+                .expect("scan");
+            }
+        });
+    });
+    let shape = tree.check().expect("check");
+    assert_eq!(shape.entries, 3 * 300);
+}
+
+#[test]
+fn deep_tree_grows_to_height_three_and_shrinks_back() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 32);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut keys: Vec<u32> = (0..6000).collect();
+    keys.shuffle(&mut rng);
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec(); // big-endian: memcmp order = numeric order
+        key.resize(100, b'k');
+        key
+    };
+    for &k in &keys {
+        tree.insert(&key(k), &[k as u8; 100]).expect("insert");
+    }
+    let shape = tree.check().expect("check");
+    assert!(shape.height >= 3, "{shape:?}");
+    assert_eq!(shape.entries, 6000);
+
+    // Ordered scans, both ways, from the middle, with limits.
+    let from = key(2999);
+    let up = tree
+        .range(
+            Bound::Excluded(&from),
+            Bound::Unbounded,
+            ScanDirection::Ascending,
+            5,
+        )
+        .expect("range");
+    let up: Vec<Vec<u8>> = up.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(up, (3000..3005).map(key).collect::<Vec<_>>());
+    let down = tree
+        .range(
+            Bound::Unbounded,
+            Bound::Included(&from),
+            ScanDirection::Descending,
+            3,
+        )
+        .expect("range");
+    let down: Vec<Vec<u8>> = down.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(down, vec![key(2999), key(2998), key(2997)]);
+
+    // Persistence: flush, then reopen over a fresh pool.
+    pool.flush_all().expect("flush");
+    let reopened = BTree::open(self::pool(&storage, 16), tree.root()).expect("open");
+    assert_eq!(
+        reopened.get(&key(4321)).expect("get"),
+        Some(vec![4321u32 as u8; 100])
+    );
+    assert_eq!(reopened.check().expect("check"), shape);
+
+    // Delete everything in another random order: merges shrink the tree back to one leaf.
+    keys.shuffle(&mut rng);
+    for (i, &k) in keys.iter().enumerate() {
+        assert!(tree.delete(&key(k)).expect("delete"));
+        if i % 1000 == 0 {
+            tree.check().expect("check");
+        }
+    }
+    let empty = tree.check().expect("check");
+    assert_eq!(
+        (empty.height, empty.leaves, empty.entries),
+        (1, 1, 0),
+        "{empty:?}"
+    );
+    assert_eq!(tree.get(&key(1)).expect("get"), None);
+}
+
+/// An injected write failure (which surfaces during an eviction) at each of the first writes
+/// of an insert/delete workload: the failed operation either changed nothing visible, or left
+/// the tree fail-stop; never a silently wrong tree.
+#[test]
+fn injected_write_failures_leave_the_tree_intact_or_fail_stop() {
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec();
+        key.resize(300, b'.');
+        key
+    };
+    let (mut intact, mut fail_stop) = (0, 0);
+    for nth in 1..=60u64 {
+        let storage = SimStorage::new();
+        let tree = BTree::create(pool(&storage, 5)).expect("create");
+        let mut model = Model::new();
+        let mut rng = StdRng::seed_from_u64(nth);
+        storage.fail_nth_write(nth);
+        let mut failed = None;
+        for _ in 0..600 {
+            let k = key(rng.gen_range(0..400));
+            if rng.gen_bool(0.7) {
+                match tree.insert(&k, &[7; 200]) {
+                    Ok(()) => assert!(model.insert(k, vec![7; 200]).is_none()),
+                    Err(StorageError::DuplicateKey) => assert!(model.contains_key(&k)),
+                    Err(err) => {
+                        failed = Some((err, k));
+                        break;
+                    }
+                }
+            } else {
+                match tree.delete(&k) {
+                    Ok(found) => assert_eq!(found, model.remove(&k).is_some()),
+                    Err(err) => {
+                        failed = Some((err, k));
+                        break;
+                    }
+                }
+            }
+        }
+        let (err, k) = failed.expect("the injected failure surfaces");
+        match tree.check() {
+            Err(StorageError::TreeInconsistent { .. }) => {
+                fail_stop += 1;
+                assert!(matches!(
+                    tree.get(&k),
+                    Err(StorageError::TreeInconsistent { .. })
+                ));
+            }
+            Ok(_) => {
+                intact += 1;
+                // A failed insert changed nothing; a failed delete may have removed the key
+                // before merging failed.
+                if tree.get(&k).expect("get").is_none() {
+                    model.remove(&k);
+                }
+                let all = tree
+                    .range(
+                        Bound::Unbounded,
+                        Bound::Unbounded,
+                        ScanDirection::Ascending,
+                        usize::MAX,
+                    )
+                    .expect("scan");
+                let want: Vec<_> = model.clone().into_iter().collect();
+                assert!(
+                    all == want,
+                    "after {err}: the tree holds {} entries, the model {}",
+                    all.len(),
+                    want.len()
+                );
+                // The failure was one-shot: the tree keeps working.
+                for k in 0..400 {
+                    let k = key(k);
+                    if model.remove(&k).is_some() {
+                        assert!(tree.delete(&k).expect("delete"));
+                    }
+                }
+                assert_eq!(tree.check().expect("check").entries, 0);
+            }
+            Err(other) => panic!("unexpected {other} after {err}"),
+        }
+    }
+    assert!(intact > 0, "no failure left the tree intact");
+    eprintln!("injected write failures: {intact} left the tree intact, {fail_stop} fail-stop");
+}
+
+/// Operations that change nothing (failed insert or update, delete of an absent key, reads)
+/// dirty no page, so they cause no write; a delete that needs no merge dirties one leaf.
+#[test]
+fn operations_that_change_nothing_write_nothing() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 64);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    for i in 0..500u32 {
+        tree.insert(&i.to_be_bytes(), &[1; 100]).expect("insert");
+    }
+    assert!(tree.check().expect("check").height >= 2);
+    pool.flush_all().expect("flush");
+    let written = pool.stats().pages_written;
+    assert!(matches!(
+        tree.insert(&7u32.to_be_bytes(), b"x"),
+        Err(StorageError::DuplicateKey)
+    ));
+    assert!(matches!(
+        tree.update(&9999u32.to_be_bytes(), b"x"),
+        Err(StorageError::KeyNotFound)
+    ));
+    assert!(!tree.delete(&9999u32.to_be_bytes()).expect("delete"));
+    tree.get(&3u32.to_be_bytes()).expect("get");
+    tree.range(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        ScanDirection::Descending,
+        50,
+    )
+    .expect("range");
+    pool.flush_all().expect("flush");
+    assert_eq!(pool.stats().pages_written, written);
+    assert!(tree.delete(&250u32.to_be_bytes()).expect("delete"));
+    pool.flush_all().expect("flush");
+    assert_eq!(pool.stats().pages_written, written + 1);
+}
+
+#[test]
+fn entry_size_limits_and_key_errors() {
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 8)).expect("create");
+    let big = vec![1u8; MAX_ENTRY];
+    tree.insert(&big[..1000], &big[1000..])
+        .expect("exactly the maximum fits");
+    let err = tree.insert(b"k", &big).expect_err("one byte over");
+    assert!(
+        matches!(err, StorageError::EntryTooLarge { size, max: MAX_ENTRY } if size == MAX_ENTRY + 1),
+        "{err}"
+    );
+    assert!(matches!(
+        tree.update(b"absent", b"v"),
+        Err(StorageError::KeyNotFound)
+    ));
+    tree.insert(b"", b"empty key")
+        .expect("the empty key is a key");
+    assert!(matches!(
+        tree.insert(b"", b"again"),
+        Err(StorageError::DuplicateKey)
+    ));
+    tree.update(b"", b"replaced").expect("update");
+    assert_eq!(tree.get(b"").expect("get"), Some(b"replaced".to_vec()));
+    // Many maximum-size entries force splits with the largest separators.
+    for i in 0..40u8 {
+        let mut key = vec![i; 1500];
+        key[0] = i;
+        tree.insert(&key, &[i; 500]).expect("insert");
+    }
+    let shape = tree.check().expect("check");
+    assert!(shape.height >= 2 && shape.entries == 42, "{shape:?}");
+}
+
+#[test]
+fn a_corrupt_node_is_reported_by_lookups() {
+    let storage = SimStorage::new();
+    let root = {
+        let pool = pool(&storage, 8);
+        let tree = BTree::create(Arc::clone(&pool)).expect("create");
+        let mut rng = StdRng::seed_from_u64(1);
+        for i in 0..300u32 {
+            tree.insert(&i.to_be_bytes(), &[rng.gen(); 200])
+                .expect("insert");
+        }
+        pool.flush_all().expect("flush");
+        tree.root()
+    };
+    let mut bytes = storage.file_bytes(DATA).expect("file");
+    let last_page = bytes.len() / tailstore_storage::PAGE_SIZE - 1;
+    bytes[last_page * tailstore_storage::PAGE_SIZE + 4000] ^= 0xff;
+    storage.set_file_bytes(DATA, bytes);
+    let tree = BTree::open(pool(&storage, 8), root).expect("root is intact");
+    let err = tree.check().expect_err("corruption found");
+    assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
+}

@@ -1,0 +1,382 @@
+//! Buffer pool: eviction, the write-ahead hook, corruption, concurrency, pinning.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tailstore_media::sim::SimStorage;
+use tailstore_media::{File, OpenMode, Storage};
+use tailstore_storage::{BufferPool, Lsn, PageId, StorageError, WriteAheadHook, PAGE_SIZE};
+
+const DATA: &str = "/db/data";
+
+fn data_file(storage: &SimStorage) -> Arc<dyn File> {
+    storage
+        .open_file(Path::new(DATA), OpenMode::CreateIfMissing)
+        .expect("open data file")
+}
+
+fn no_hook() -> WriteAheadHook {
+    Box::new(|_| Ok(()))
+}
+
+fn pool(storage: &SimStorage, capacity: usize) -> BufferPool {
+    BufferPool::new(data_file(storage), capacity, no_hook()).expect("pool")
+}
+
+/// Fills the payload of a page with a pattern derived from `seed`.
+fn pattern(seed: u64) -> Vec<u8> {
+    (0..64).map(|i| (seed.wrapping_mul(31) + i) as u8).collect()
+}
+
+fn allocate_with_pattern(pool: &BufferPool, count: u64) -> Vec<PageId> {
+    (0..count)
+        .map(|i| {
+            let (id, mut page) = pool.allocate().expect("allocate");
+            page.payload_mut()[..64].copy_from_slice(&pattern(id.0));
+            page.set_lsn(1000 + i);
+            id
+        })
+        .collect()
+}
+
+#[test]
+fn pages_read_back_after_eviction_from_a_pool_8x_smaller() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 8);
+    let ids = allocate_with_pattern(&pool, 64);
+    assert!(pool.stats().evictions >= 56, "{:?}", pool.stats());
+    // Scattered order, twice, so that pages go out and come back repeatedly.
+    for round in 0..2u64 {
+        for k in 0..64u64 {
+            let id = ids[((k * 37 + round * 11) % 64) as usize];
+            let page = pool.read(id).expect("read");
+            assert_eq!(page.page_id(), id);
+            assert_eq!(&page.payload()[..64], &pattern(id.0)[..]);
+        }
+    }
+    // Modify through write guards, then read back through a fresh pool after flush_all.
+    for &id in &ids {
+        let mut page = pool.write(id).expect("write");
+        page.payload_mut()[100] = id.0 as u8 ^ 0x5a;
+    }
+    pool.flush_all().expect("flush");
+    let stats = pool.stats();
+    assert!(stats.pages_read > 0 && stats.pages_written >= 64 && stats.misses > 64);
+    let fresh = BufferPool::new(data_file(&storage), 8, no_hook()).expect("pool");
+    for &id in &ids {
+        let page = fresh.read(id).expect("read");
+        assert_eq!(page.payload()[100], id.0 as u8 ^ 0x5a);
+        assert_eq!(&page.payload()[..64], &pattern(id.0)[..]);
+    }
+    assert_eq!(
+        storage.file_bytes(DATA).expect("file").len(),
+        64 * PAGE_SIZE
+    );
+}
+
+#[test]
+fn write_ahead_hook_runs_with_the_page_lsn_before_every_write() {
+    let storage = SimStorage::new();
+    let seen: Arc<Mutex<Vec<Lsn>>> = Arc::default();
+    let hook: WriteAheadHook = {
+        let seen = Arc::clone(&seen);
+        let storage = storage.clone();
+        Box::new(move |lsn| {
+            // Page i carries LSN 1000 + i: when asked, its image must not be on file yet.
+            let page = (lsn - 1000) as usize;
+            let file = storage.file_bytes(DATA).unwrap_or_default();
+            let on_file = file.get(page * PAGE_SIZE + 16..page * PAGE_SIZE + 24);
+            assert_ne!(
+                on_file,
+                Some(&lsn.to_le_bytes()[..]),
+                "written before the hook"
+            );
+            seen.lock().push(lsn);
+            Ok(())
+        })
+    };
+    let pool = BufferPool::new(data_file(&storage), 2, hook).expect("pool");
+    let ids = allocate_with_pattern(&pool, 10); // evictions write pages 0..8
+    pool.flush_all().expect("flush"); // writes the last two
+    let mut lsns = seen.lock().clone();
+    assert_eq!(lsns.len() as u64, pool.stats().pages_written);
+    lsns.sort_unstable();
+    let expected: Vec<Lsn> = ids.iter().map(|id| 1000 + id.0).collect();
+    assert_eq!(lsns, expected);
+    // A clean page is not written again, so the hook is not called again.
+    pool.flush_all().expect("flush");
+    assert_eq!(seen.lock().len(), 10);
+}
+
+#[test]
+fn failing_write_ahead_hook_prevents_the_write_and_propagates() {
+    let storage = SimStorage::new();
+    let durable = Arc::new(AtomicU64::new(0));
+    let hook: WriteAheadHook = {
+        let durable = Arc::clone(&durable);
+        Box::new(move |lsn| {
+            if lsn > durable.load(Ordering::SeqCst) {
+                return Err(
+                    format!("log durable only to {}", durable.load(Ordering::SeqCst)).into(),
+                );
+            }
+            Ok(())
+        })
+    };
+    let pool = BufferPool::new(data_file(&storage), 1, hook).expect("pool");
+    let (a, mut page) = pool.allocate().expect("allocate");
+    page.payload_mut()[0] = 42;
+    page.set_lsn(60);
+    drop(page);
+
+    // Eviction needs to write page a: the hook refuses, nothing is written, a stays cached.
+    let err = pool.allocate().err().expect("eviction must fail");
+    assert!(
+        matches!(err, StorageError::WriteAhead { page_id, lsn: 60, .. } if page_id == a),
+        "{err}"
+    );
+    let err = pool.flush_all().expect_err("flush must fail");
+    assert!(
+        matches!(err, StorageError::WriteAhead { lsn: 60, .. }),
+        "{err}"
+    );
+    assert_eq!(pool.stats().pages_written, 0);
+    assert!(storage.file_bytes(DATA).expect("file").is_empty());
+    assert_eq!(pool.read(a).expect("still cached").payload()[0], 42);
+
+    // Once the log catches up, the same page goes out.
+    durable.store(60, Ordering::SeqCst);
+    pool.flush_all().expect("flush");
+    assert_eq!(pool.stats().pages_written, 1);
+}
+
+#[test]
+fn corrupt_and_misdirected_pages_are_reported_not_returned() {
+    let storage = SimStorage::new();
+    {
+        let pool = pool(&storage, 4);
+        allocate_with_pattern(&pool, 3);
+        pool.flush_all().expect("flush");
+    }
+    let good = storage.file_bytes(DATA).expect("file");
+
+    let mut flipped = good.clone();
+    flipped[PAGE_SIZE + 500] ^= 0x01; // page 1, inside the payload
+    storage.set_file_bytes(DATA, flipped);
+    let pool1 = pool(&storage, 4);
+    pool1.read(PageId(0)).expect("page 0 is intact");
+    let err = pool1.read(PageId(1)).err().expect("page 1 is corrupt");
+    assert!(
+        matches!(&err, StorageError::Corrupt { page_id: PageId(1), reason } if reason.contains("checksum")),
+        "{err}"
+    );
+    // Not cached: asking again reads (and rejects) it again.
+    assert!(pool1.write(PageId(1)).is_err());
+
+    let mut misplaced = good.clone();
+    misplaced.copy_within(0..PAGE_SIZE, 2 * PAGE_SIZE); // page 0's image in page 2's slot
+    storage.set_file_bytes(DATA, misplaced);
+    let err = pool(&storage, 4)
+        .read(PageId(2))
+        .err()
+        .expect("misdirected");
+    assert!(err.to_string().contains("holds page 0"), "{err}");
+
+    let err = pool(&storage, 4)
+        .read(PageId(7))
+        .err()
+        .expect("past the end");
+    assert!(
+        matches!(
+            err,
+            StorageError::Corrupt {
+                page_id: PageId(7),
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn concurrent_readers_and_writers_on_different_pages() {
+    const THREADS: u64 = 4;
+    const PAGES: u64 = 48;
+    const ROUNDS: u64 = 3000;
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 12);
+    let ids = allocate_with_pattern(&pool, PAGES);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (pool, ids) = (&pool, &ids);
+            s.spawn(move || {
+                for round in 0..ROUNDS {
+                    // Write a page owned by this thread: a counter in bytes 200..208.
+                    let own = ids[((round * THREADS + t) % PAGES) as usize];
+                    {
+                        let mut page = pool.write(own).expect("write");
+                        let p = page.payload_mut();
+                        let n = u64::from_le_bytes(p[200..208].try_into().expect("8 bytes"));
+                        p[200..208].copy_from_slice(&(n + 1).to_le_bytes());
+                    }
+                    // Read any page: its pattern must be intact.
+                    let any = ids[((round * 7 + t * 13) % PAGES) as usize];
+                    let page = pool.read(any).expect("read");
+                    assert_eq!(&page.payload()[..64], &pattern(any.0)[..]);
+                }
+            });
+        }
+    });
+    let total: u64 = ids
+        .iter()
+        .map(|&id| {
+            let page = pool.read(id).expect("read");
+            u64::from_le_bytes(page.payload()[200..208].try_into().expect("8 bytes"))
+        })
+        .sum();
+    assert_eq!(total, THREADS * ROUNDS);
+    assert!(pool.stats().evictions > 0);
+}
+
+#[test]
+fn pinned_pages_stay_and_a_fully_pinned_pool_fails_cleanly() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 4);
+    let ids = allocate_with_pattern(&pool, 24);
+    pool.flush_all().expect("flush");
+
+    let pinned: Vec<_> = ids[..3]
+        .iter()
+        .map(|&id| pool.read(id).expect("pin"))
+        .collect();
+    // Cycle many other pages through the one free frame.
+    for &id in &ids[3..] {
+        assert_eq!(pool.read(id).expect("read").page_id(), id);
+    }
+    let before = pool.stats();
+    for &id in &ids[..3] {
+        assert_eq!(
+            &pool.read(id).expect("read").payload()[..64],
+            &pattern(id.0)[..]
+        );
+    }
+    let after = pool.stats();
+    assert_eq!(
+        after.hits - before.hits,
+        3,
+        "pinned pages must still be cached"
+    );
+    assert_eq!(after.misses, before.misses);
+
+    // Pin the fourth frame too: the pool is full of pinned pages.
+    let last = pool.read(ids[3]).expect("pin");
+    let err = pool.read(ids[10]).err().expect("exhausted");
+    assert!(
+        matches!(err, StorageError::PoolExhausted { capacity: 4 }),
+        "{err}"
+    );
+    assert!(matches!(
+        pool.allocate().err(),
+        Some(StorageError::PoolExhausted { .. })
+    ));
+    drop(last);
+    assert_eq!(
+        pool.read(ids[10]).expect("a frame is free").page_id(),
+        ids[10]
+    );
+    drop(pinned);
+}
+
+#[test]
+fn real_file_round_trip_and_bit_flip_detection() {
+    use tailstore_media::real::RealStorage;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("data");
+    let open = || {
+        RealStorage
+            .open_file(&path, OpenMode::CreateIfMissing)
+            .expect("open")
+    };
+    {
+        let pool = BufferPool::new(open(), 2, no_hook()).expect("pool");
+        allocate_with_pattern(&pool, 6);
+        pool.flush_all().expect("flush");
+    }
+    let pool = BufferPool::new(open(), 2, no_hook()).expect("pool");
+    for id in 0..6 {
+        let page = pool.read(PageId(id)).expect("read");
+        assert_eq!(&page.payload()[..64], &pattern(id)[..]);
+    }
+    let file = open();
+    let mut byte = [0u8; 1];
+    let at = 4 * PAGE_SIZE as u64 + 4321;
+    assert!(file.read_exact_at(at, &mut byte).expect("read byte"));
+    file.write_at(at, &[byte[0] ^ 0x10]).expect("flip");
+    let err = BufferPool::new(open(), 2, no_hook())
+        .expect("pool")
+        .read(PageId(4))
+        .err()
+        .expect("corrupt");
+    assert!(
+        matches!(
+            err,
+            StorageError::Corrupt {
+                page_id: PageId(4),
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// While a dirty victim is being written back (the write-ahead hook is blocked), a reader of
+/// that page must wait and then see the new image, never the stale one on disk.
+#[test]
+fn reader_of_a_page_being_written_back_sees_the_new_image() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    const WAIT: Duration = Duration::from_secs(10);
+
+    let storage = SimStorage::new();
+    {
+        let pool = pool(&storage, 4);
+        for n in 0..3u8 {
+            let (_, mut page) = pool.allocate().expect("allocate");
+            page.payload_mut()[0] = n; // "old" images of pages 0 (A), 1 (B), 2 (C)
+        }
+        pool.flush_all().expect("flush");
+    }
+    let (in_hook_tx, in_hook_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (in_hook_tx, go_rx) = (Mutex::new(in_hook_tx), Mutex::new(go_rx));
+    let hook: WriteAheadHook = Box::new(move |lsn| {
+        if lsn == 5 {
+            in_hook_tx.lock().send(()).expect("main is waiting");
+            go_rx.lock().recv_timeout(WAIT).expect("main says go");
+        }
+        Ok(())
+    });
+    let pool = BufferPool::new(data_file(&storage), 2, hook).expect("pool");
+    let (a, b, c) = (PageId(0), PageId(1), PageId(2));
+    drop(pool.read(a).expect("read"));
+    drop(pool.read(b).expect("read"));
+    {
+        let mut page = pool.write(a).expect("write"); // sets A's reference bit
+        page.payload_mut()[0] = 99;
+        page.set_lsn(5);
+    }
+    drop(pool.read(b).expect("read")); // sets B's reference bit: CLOCK will pick A's frame
+    std::thread::scope(|s| {
+        let pool = &pool;
+        s.spawn(move || drop(pool.read(c).expect("read C (evicts A)")));
+        in_hook_rx
+            .recv_timeout(WAIT)
+            .expect("A's write-back reached the hook");
+        let reader = s.spawn(move || pool.read(a).expect("read A").payload()[0]);
+        std::thread::sleep(Duration::from_millis(50)); // let the reader block on A's frame
+        go_tx.send(()).expect("hook is waiting");
+        assert_eq!(reader.join().expect("reader"), 99, "stale image of A");
+    });
+}
