@@ -331,6 +331,10 @@ fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
         let region =
             storage.map_region(path, HEADER_BYTES + ring_bytes, OpenMode::CreateIfMissing)?;
         let header = PmemHeader::new(config.mode, db_id, ring_bytes, config.block_bytes).encode();
+        // Re-creation over a header that survived an unfinished creation: clear the magic
+        // first, so a crash while the fields are rewritten leaves "no header", never a mix.
+        region.write(0, &[0u8; 8]);
+        region.persist(0, 8)?;
         region.write(8, &header[8..]);
         persist_start_word(region.as_ref(), LOG_START_LSN)?;
         region.persist(0, HEADER_BYTES)?;

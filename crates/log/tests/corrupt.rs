@@ -11,7 +11,8 @@
 //! simulated backend's process crash, and the property test uses the simulated backend for
 //! speed, damaging images with `set_file_bytes` / `set_region_bytes`.
 //!
-//! Known bugs are reproduced by tests marked `#[ignore = "bug: ..."]`; run them with
+//! Bugs found here are kept as regression tests (marked "Regression (was a bug)"); new known bugs
+//! would be reproduced by tests marked `#[ignore = "bug: ..."]`, run with
 //! `cargo test -p tailstore-log --test corrupt -- --ignored`.
 
 use std::fs;
