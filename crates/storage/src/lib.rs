@@ -1,6 +1,8 @@
 //! tailstore's storage engine: the layers under tables, transactions and recovery.
 //!
 //! ```text
+//! schema, row, key   table schemas and typed values; the row value format; the
+//!   │                  order-preserving key encoding (primary and secondary index keys)
 //! btree        B+tree: byte-string keys in memcmp order, slotted leaf/inner pages,
 //!   │            get / insert / update / delete / ordered scans, splits and merges
 //! buffer_pool  a bounded cache of pages: page table, per-frame latches, pins, CLOCK
@@ -23,9 +25,14 @@
 pub mod btree;
 pub mod buffer_pool;
 pub mod error;
+pub mod key;
 pub mod page;
+pub mod row;
+pub mod schema;
 
 pub use btree::{BTree, Entry, ScanDirection, TreeShape, MAX_ENTRY};
 pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
 pub use error::{HookError, Result, StorageError};
 pub use page::{Lsn, Page, PageId, PageKind, PAGE_SIZE};
+pub use row::{RowError, Value};
+pub use schema::{Column, ColumnType, IndexDef, Schema, SchemaError};
