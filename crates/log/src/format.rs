@@ -92,6 +92,7 @@ pub struct LogFileHeader {
     pub reserved: u32,
 }
 const _: () = assert!(std::mem::size_of::<LogFileHeader>() == 48);
+const _: () = assert!(crc_offset(2) == std::mem::offset_of!(LogFileHeader, crc));
 
 /// Static header of the PMEM region, at offset 0; the dynamic start-LSN word follows at
 /// [`PMEM_START_WORD`], and the ring's bytes at [`HEADER_BYTES`].
@@ -109,6 +110,7 @@ pub struct PmemHeader {
     pub reserved: u32,
 }
 const _: () = assert!(std::mem::size_of::<PmemHeader>() == 56);
+const _: () = assert!(crc_offset(3) == std::mem::offset_of!(PmemHeader, crc));
 const _: () = assert!(std::mem::size_of::<PmemHeader>() <= PMEM_START_WORD);
 const _: () = assert!(PMEM_START_WORD.is_multiple_of(64) && HEADER_BYTES as u64 == LOG_START_LSN);
 
@@ -132,70 +134,106 @@ impl std::fmt::Display for HeaderProblem {
     }
 }
 
-fn check_common(
+/// Both headers are laid out the same way: magic (8), version (4), mode (4), db_id (8), then
+/// `N` little-endian u64 fields, then a CRC32C of every byte before it.
+const IDENTITY_BYTES: usize = 24;
+
+const fn crc_offset(fields: usize) -> usize {
+    IDENTITY_BYTES + 8 * fields
+}
+
+fn encode_fields<const N: usize>(
     magic: [u8; 8],
-    want: [u8; 8],
-    version: u32,
     mode: u32,
-) -> Result<(), HeaderProblem> {
-    if magic != want {
+    db_id: u64,
+    fields: [u64; N],
+    out: &mut [u8],
+) -> u32 {
+    out[0..8].copy_from_slice(&magic);
+    out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out[12..16].copy_from_slice(&mode.to_le_bytes());
+    out[16..24].copy_from_slice(&db_id.to_le_bytes());
+    for (i, field) in fields.iter().enumerate() {
+        let at = IDENTITY_BYTES + 8 * i;
+        out[at..at + 8].copy_from_slice(&field.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&out[..crc_offset(N)]);
+    out[crc_offset(N)..crc_offset(N) + 4].copy_from_slice(&crc.to_le_bytes());
+    crc
+}
+
+/// Decoded identity and fields: `(mode, db_id, fields, crc)`.
+type Decoded<const N: usize> = (u32, u64, [u64; N], u32);
+
+fn decode_fields<const N: usize>(b: &[u8], want: [u8; 8]) -> Result<Decoded<N>, HeaderProblem> {
+    if b[0..8] != want {
         return Err(HeaderProblem::Magic);
     }
+    let version = le_u32(b, 8);
     if version != FORMAT_VERSION {
         return Err(HeaderProblem::Version(version));
     }
+    let mode = le_u32(b, 12);
     if CommitMode::from_code(mode).is_none() {
         return Err(HeaderProblem::Mode(mode));
     }
-    Ok(())
+    let crc = le_u32(b, crc_offset(N));
+    if crc32c::crc32c(&b[..crc_offset(N)]) != crc {
+        return Err(HeaderProblem::Checksum);
+    }
+    let fields = std::array::from_fn(|i| le_u64(b, IDENTITY_BYTES + 8 * i));
+    Ok((mode, le_u64(b, 16), fields, crc))
 }
 
 impl LogFileHeader {
     pub fn new(mode: CommitMode, db_id: u64, block_bytes: usize) -> Self {
-        let mut h = Self {
+        let mut bytes = [0u8; 48];
+        let crc = encode_fields(
+            LOG_MAGIC,
+            mode.code(),
+            db_id,
+            [LOG_START_LSN, block_bytes as u64],
+            &mut bytes,
+        );
+        Self {
             magic: LOG_MAGIC,
             version: FORMAT_VERSION,
             mode: mode.code(),
             db_id,
             start_lsn: LOG_START_LSN,
             block_bytes: block_bytes as u64,
-            crc: 0,
+            crc,
             reserved: 0,
-        };
-        h.crc = crc32c::crc32c(&h.encode()[..40]);
-        h
+        }
     }
 
     pub fn encode(&self) -> [u8; 48] {
-        let mut b = [0u8; 48];
-        b[0..8].copy_from_slice(&self.magic);
-        b[8..12].copy_from_slice(&self.version.to_le_bytes());
-        b[12..16].copy_from_slice(&self.mode.to_le_bytes());
-        b[16..24].copy_from_slice(&self.db_id.to_le_bytes());
-        b[24..32].copy_from_slice(&self.start_lsn.to_le_bytes());
-        b[32..40].copy_from_slice(&self.block_bytes.to_le_bytes());
-        b[40..44].copy_from_slice(&self.crc.to_le_bytes());
-        b
+        let mut bytes = [0u8; 48];
+        encode_fields(
+            self.magic,
+            self.mode,
+            self.db_id,
+            [self.start_lsn, self.block_bytes],
+            &mut bytes,
+        );
+        bytes
     }
 
     pub fn decode(b: &[u8; 48]) -> Result<Self, HeaderProblem> {
-        let mut magic = [0u8; 8];
-        magic.copy_from_slice(&b[0..8]);
-        let h = Self {
-            magic,
-            version: le_u32(b, 8),
-            mode: le_u32(b, 12),
-            db_id: le_u64(b, 16),
-            start_lsn: le_u64(b, 24),
-            block_bytes: le_u64(b, 32),
-            crc: le_u32(b, 40),
-            reserved: 0,
-        };
-        check_common(magic, LOG_MAGIC, h.version, h.mode)?;
-        if crc32c::crc32c(&b[..40]) != h.crc || h.start_lsn < LOG_START_LSN {
+        let (mode, db_id, [start_lsn, block_bytes], crc) = decode_fields(b, LOG_MAGIC)?;
+        if start_lsn < LOG_START_LSN {
             return Err(HeaderProblem::Checksum);
         }
-        Ok(h)
+        Ok(Self {
+            magic: LOG_MAGIC,
+            version: FORMAT_VERSION,
+            mode,
+            db_id,
+            start_lsn,
+            block_bytes,
+            crc,
+            reserved: 0,
+        })
     }
 
     pub fn commit_mode(&self) -> CommitMode {
@@ -205,53 +243,45 @@ impl LogFileHeader {
 
 impl PmemHeader {
     pub fn new(mode: CommitMode, db_id: u64, ring_bytes: usize, block_bytes: usize) -> Self {
-        let mut h = Self {
+        let fields = [ring_bytes as u64, block_bytes as u64, HEADER_BYTES as u64];
+        let crc = encode_fields(PMEM_MAGIC, mode.code(), db_id, fields, &mut [0u8; 56]);
+        Self {
             magic: PMEM_MAGIC,
             version: FORMAT_VERSION,
             mode: mode.code(),
             db_id,
-            ring_bytes: ring_bytes as u64,
-            block_bytes: block_bytes as u64,
-            data_offset: HEADER_BYTES as u64,
-            crc: 0,
+            ring_bytes: fields[0],
+            block_bytes: fields[1],
+            data_offset: fields[2],
+            crc,
             reserved: 0,
-        };
-        h.crc = crc32c::crc32c(&h.encode()[..48]);
-        h
+        }
     }
 
     pub fn encode(&self) -> [u8; 56] {
-        let mut b = [0u8; 56];
-        b[0..8].copy_from_slice(&self.magic);
-        b[8..12].copy_from_slice(&self.version.to_le_bytes());
-        b[12..16].copy_from_slice(&self.mode.to_le_bytes());
-        b[16..24].copy_from_slice(&self.db_id.to_le_bytes());
-        b[24..32].copy_from_slice(&self.ring_bytes.to_le_bytes());
-        b[32..40].copy_from_slice(&self.block_bytes.to_le_bytes());
-        b[40..48].copy_from_slice(&self.data_offset.to_le_bytes());
-        b[48..52].copy_from_slice(&self.crc.to_le_bytes());
-        b
+        let mut bytes = [0u8; 56];
+        let fields = [self.ring_bytes, self.block_bytes, self.data_offset];
+        encode_fields(self.magic, self.mode, self.db_id, fields, &mut bytes);
+        bytes
     }
 
     pub fn decode(b: &[u8; 56]) -> Result<Self, HeaderProblem> {
-        let mut magic = [0u8; 8];
-        magic.copy_from_slice(&b[0..8]);
-        let h = Self {
-            magic,
-            version: le_u32(b, 8),
-            mode: le_u32(b, 12),
-            db_id: le_u64(b, 16),
-            ring_bytes: le_u64(b, 24),
-            block_bytes: le_u64(b, 32),
-            data_offset: le_u64(b, 40),
-            crc: le_u32(b, 48),
-            reserved: 0,
-        };
-        check_common(magic, PMEM_MAGIC, h.version, h.mode)?;
-        if crc32c::crc32c(&b[..48]) != h.crc || h.data_offset != HEADER_BYTES as u64 {
+        let (mode, db_id, [ring_bytes, block_bytes, data_offset], crc) =
+            decode_fields(b, PMEM_MAGIC)?;
+        if data_offset != HEADER_BYTES as u64 {
             return Err(HeaderProblem::Checksum);
         }
-        Ok(h)
+        Ok(Self {
+            magic: PMEM_MAGIC,
+            version: FORMAT_VERSION,
+            mode,
+            db_id,
+            ring_bytes,
+            block_bytes,
+            data_offset,
+            crc,
+            reserved: 0,
+        })
     }
 
     pub fn commit_mode(&self) -> CommitMode {
