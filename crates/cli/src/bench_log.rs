@@ -52,6 +52,13 @@ pub struct BenchLogArgs {
     /// Size of the whole log in PMEM (pmem-log); the benchmark releases what it has committed.
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     pmem_log_size: ByteSize,
+    /// buffer mode: pending log bytes older than this many milliseconds are hardened anyway.
+    #[arg(long, value_name = "MS", default_value_t = 2)]
+    harden_age: u64,
+    /// buffer mode: the writer hardens once this much is pending. Default: an eighth of the
+    /// ring (at least one block).
+    #[arg(long, value_name = "SIZE")]
+    harden_batch: Option<ByteSize>,
     /// Interval of the async mode's background flush, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10)]
     async_interval: u64,
@@ -214,6 +221,8 @@ fn log_config(args: &BenchLogArgs, mode: CommitMode, dir: &Path, pmem: &Path) ->
     config.ring_bytes = args.ring_size.0;
     config.pmem_log_bytes = args.pmem_log_size.0;
     config.async_interval = Duration::from_millis(args.async_interval);
+    config.harden_age = Duration::from_millis(args.harden_age);
+    config.harden_batch_bytes = args.harden_batch.map(|b| b.0);
     config
 }
 

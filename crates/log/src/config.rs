@@ -100,8 +100,12 @@ pub struct LogConfig {
     pub pmem_log_bytes: usize,
     /// `async` mode: how often the background flush runs.
     pub async_interval: Duration,
-    /// `buffer` mode: a partly filled block older than this is hardened anyway.
+    /// `buffer` mode: pending bytes older than this are hardened anyway (whole blocks first,
+    /// then a partly filled one).
     pub harden_age: Duration,
+    /// `buffer` mode: the writer hardens once this many bytes are pending, so that one
+    /// `fdatasync` covers many blocks. `None`: an eighth of the ring (at least one block).
+    pub harden_batch_bytes: Option<usize>,
 }
 
 pub const KIB: usize = 1024;
@@ -119,6 +123,7 @@ impl LogConfig {
             pmem_log_bytes: 256 * MIB,
             async_interval: Duration::from_millis(10),
             harden_age: Duration::from_millis(2),
+            harden_batch_bytes: None,
         }
     }
 

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub max_record: u64,
     pub async_interval: Duration,
     pub harden_age: Duration,
+    /// `buffer`: bytes pending before the writer hardens without waiting for `harden_age`.
+    pub harden_batch: u64,
     /// `filled` when the log was opened, for the bytes counter.
     pub opened_at: u64,
 
@@ -126,6 +128,10 @@ impl Shared {
         start: Start,
     ) -> Self {
         let max_record = ring.capacity() / 2;
+        let harden_batch = config
+            .harden_batch_bytes
+            .map_or(ring.capacity() / 8, |b| b as u64)
+            .max(block_bytes);
         Self {
             mode,
             salt,
@@ -136,6 +142,7 @@ impl Shared {
             max_record,
             async_interval: config.async_interval,
             harden_age: config.harden_age,
+            harden_batch,
             opened_at: start.end,
             reserved: CachePadded::new(AtomicU64::new(start.end)),
             filled: CachePadded::new(AtomicU64::new(start.end)),
@@ -225,7 +232,17 @@ impl Shared {
         let (from, to) = self.completions.publish(&self.filled, start, end);
         if to > from {
             self.filled_waiters.wake(Some(to));
-            if self.mode == CommitMode::Buffer && from / self.block_bytes != to / self.block_bytes {
+            // Besides its timer (`harden_age` for `buffer`, the interval for `async`), the writer
+            // is woken when an eighth of the ring (`buffer`, at least a block) or a quarter
+            // (`async`) has filled: soon enough that committers do not find the ring full, late
+            // enough that each `fdatasync` covers many blocks — the disk's bandwidth, not its
+            // flush latency, then bounds the log rate.
+            let unit = match self.mode {
+                CommitMode::Buffer => self.harden_batch,
+                CommitMode::Async => self.ring.capacity() / 4,
+                CommitMode::Fsync | CommitMode::PmemLog => 0,
+            };
+            if unit > 0 && from / unit != to / unit {
                 self.wake_writer();
             }
         }
@@ -399,14 +416,14 @@ impl Shared {
     /// The background writer of `buffer` (whole blocks, or a block older than the age limit)
     /// and `async` (everything, every interval).
     fn run_writer(&self) {
-        let mut partial_since: Option<Instant> = None;
+        let mut pending_since: Option<Instant> = None;
         loop {
             let stopping = self.stopping.load(Ordering::Acquire);
             let hardened = self.hardened.load(Ordering::Acquire);
             let filled = self.filled.load(Ordering::Acquire);
             let round = match self.mode {
                 CommitMode::Buffer => {
-                    self.buffer_writer_target(hardened, filled, stopping, &mut partial_since)
+                    self.buffer_writer_target(hardened, filled, stopping, &mut pending_since)
                 }
                 _ => (filled > hardened).then_some((filled, false)),
             };
@@ -428,24 +445,32 @@ impl Shared {
         }
     }
 
+    /// What the `buffer` writer should harden now: whole blocks once a batch is pending or
+    /// the pending bytes have aged; a partly filled block only when it has aged (or on
+    /// shutdown). `None`: sleep.
     fn buffer_writer_target(
         &self,
         hardened: u64,
         filled: u64,
         stopping: bool,
-        partial_since: &mut Option<Instant>,
+        pending_since: &mut Option<Instant>,
     ) -> Option<(u64, bool)> {
         if filled <= hardened {
-            *partial_since = None;
+            *pending_since = None;
             return None;
         }
-        let whole = filled / self.block_bytes * self.block_bytes;
-        if whole > hardened {
+        let since = *pending_since.get_or_insert_with(Instant::now);
+        let aged = stopping || since.elapsed() >= self.harden_age;
+        let block_start = |lsn: u64| lsn / self.block_bytes * self.block_bytes;
+        let whole = block_start(filled);
+        // Pending full blocks, counted from the start of the block `hardened` is in.
+        let batch_ready = whole - block_start(hardened) >= self.harden_batch;
+        if whole > hardened && (aged || batch_ready) {
+            *pending_since = None;
             return Some((whole, true));
         }
-        let since = *partial_since.get_or_insert_with(Instant::now);
-        if stopping || since.elapsed() >= self.harden_age {
-            *partial_since = None;
+        if aged {
+            *pending_since = None;
             return Some((filled, false));
         }
         None

@@ -949,8 +949,10 @@ fn sim_buffer_crash(n: usize, block: usize) -> (SimStorage, LogConfig, Vec<Recor
     let mut cfg = sim_config(CommitMode::Buffer);
     cfg.block_bytes = block;
     cfg.ring_bytes = RING.max(2 * block);
-    // Only whole blocks are hardened; a partial block would wait an hour.
+    // Only whole blocks are hardened, each as soon as it is full; a partial block would wait
+    // an hour.
     cfg.harden_age = Duration::from_secs(3600);
+    cfg.harden_batch_bytes = Some(block);
     let (log, _) = opened(LogManager::open(Arc::new(storage.clone()), &cfg), "sim");
     let written = commit_range(&log, 77, 0..n);
     let end = written.last().map_or(LOG_START_LSN, |r| r.end);
