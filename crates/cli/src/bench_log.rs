@@ -254,7 +254,7 @@ fn run_case(
 /// ~0.1 ms.
 fn settle_disk() {
     let _ = std::process::Command::new("sync").status();
-    thread::sleep(Duration::from_millis(200));
+    thread::sleep(Duration::from_millis(100));
 }
 
 fn measure(args: &BenchLogArgs, config: &LogConfig, threads: usize) -> CliResult<RunResult> {
@@ -274,7 +274,7 @@ fn measure(args: &BenchLogArgs, config: &LogConfig, threads: usize) -> CliResult
         let (log, stop) = (log.clone(), stop.clone());
         thread::spawn(move || release_loop(&log, &stop))
     });
-    thread::sleep(Duration::from_secs_f64((args.seconds / 5.0).min(0.3)));
+    thread::sleep(Duration::from_secs_f64((args.seconds / 5.0).min(0.2)));
     let before = log.counters();
     let began = Instant::now();
     measuring.store(true, Ordering::Release);
