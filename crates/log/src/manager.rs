@@ -210,16 +210,20 @@ impl Shared {
         let start = self.reserved.fetch_add(size, Ordering::Relaxed);
         let end = start + size;
         self.wait_for_space(end)?;
-        self.ring.write_record(self.salt, start, payload);
         if self.persistent_ring() {
-            self.persist_ring(start, size as usize)?;
+            self.persist_record(start, payload)?;
+        } else {
+            self.ring.write_record(self.salt, start, payload);
         }
         self.publish(start, end);
         Ok(end)
     }
 
-    fn persist_ring(&self, lsn: u64, len: usize) -> Result<()> {
-        self.ring.flush(lsn, len).map_err(|e| self.fail_stop(e))?;
+    /// Writes the record into the PMEM ring and makes it persistent before it is published.
+    fn persist_record(&self, lsn: u64, payload: &[u8]) -> Result<()> {
+        self.ring
+            .write_record_streaming(self.salt, lsn, payload)
+            .map_err(|e| self.fail_stop(e))?;
         if !cfg!(feature = "planted-missing-fence") {
             self.ring.fence().map_err(|e| self.fail_stop(e))?;
         }

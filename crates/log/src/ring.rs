@@ -82,6 +82,25 @@ impl Ring {
         self.write(lsn + RECORD_HEADER as u64, payload);
     }
 
+    /// Writes a whole record such that a [`Ring::fence`] by this thread makes it persistent
+    /// (non-temporal stores where the backend has them, else write + flush).
+    pub fn write_record_streaming(
+        &self,
+        salt: u32,
+        lsn: u64,
+        payload: &[u8],
+    ) -> tailstore_media::Result<()> {
+        self.write_streaming(lsn, &encode_header(salt, lsn, payload))?;
+        self.write_streaming(lsn + RECORD_HEADER as u64, payload)
+    }
+
+    fn write_streaming(&self, lsn: u64, data: &[u8]) -> tailstore_media::Result<()> {
+        for (at, from, n) in self.pieces(lsn, data.len()) {
+            self.region.write_streaming(at, &data[from..from + n])?;
+        }
+        Ok(())
+    }
+
     /// Starts write-back of `[lsn, lsn + len)`; a [`Ring::fence`] by the same thread completes it.
     pub fn flush(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
         for (at, _, n) in self.pieces(lsn, len) {

@@ -182,6 +182,14 @@ pub trait Region: Send + Sync {
     /// Which instruction [`Region::flush`] uses.
     fn flush_kind(&self) -> FlushKind;
 
+    /// Copies `data` into the region so that a later [`Region::fence`] by the same thread
+    /// makes it persistent, with no separate flush: what `write` + `flush` achieve, but a
+    /// backend may use non-temporal stores that bypass the cache.
+    fn write_streaming(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.write(offset, data);
+        self.flush(offset, data.len())
+    }
+
     /// `flush` then `fence`: after `Ok`, the range is persistent.
     fn persist(&self, offset: usize, len: usize) -> Result<()> {
         self.flush(offset, len)?;
