@@ -110,14 +110,24 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
     print_header(args, &plan);
     let progress = progress_bar((cases.len() * args.runs) as u64);
     let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); cases.len()];
+    // Logs are deleted only at the end: deleting a large file keeps the file system busy and
+    // would slow whichever case came next.
+    let mut finished_logs = Vec::new();
     for run in 0..args.runs {
-        for (i, &(mode, threads)) in cases.iter().enumerate() {
+        // Each run starts one case later, so that no case always follows the same neighbour
+        // (a disk still busy with the previous case's writes would otherwise bias one mode).
+        for k in 0..cases.len() {
+            let i = (k + run) % cases.len();
+            let (mode, threads) = cases[i];
             progress.set_message(format!("run {}/{}: {mode} x{threads}", run + 1, args.runs));
-            runs[i].push(run_case(args, &plan, mode, threads)?);
+            let (result, log_dir) = run_case(args, &plan, mode, threads)?;
+            runs[i].push(result);
+            finished_logs.push(log_dir);
             progress.inc(1);
         }
     }
     progress.finish_and_clear();
+    drop(finished_logs);
     let reports: Vec<CaseReport> = cases
         .iter()
         .zip(runs)
@@ -231,7 +241,7 @@ fn run_case(
     plan: &Plan,
     mode: CommitMode,
     threads: usize,
-) -> CliResult<RunResult> {
+) -> CliResult<(RunResult, tempfile::TempDir)> {
     settle_disk();
     let dir = tempfile::Builder::new()
         .prefix(mode.name())
@@ -241,11 +251,7 @@ fn run_case(
     if mode.uses_pmem() {
         let _ = std::fs::remove_file(&plan.pmem_path);
     }
-    // Deleting a large log makes the file system journal busy for a while; remove it now and
-    // let `settle_disk` wait that out before the next case, so that no case pays for the
-    // previous one's writes.
-    drop(dir);
-    result
+    Ok((result?, dir))
 }
 
 /// Waits until the disk has written back everything earlier cases left dirty (the `sync`
