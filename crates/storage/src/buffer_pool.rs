@@ -33,6 +33,13 @@
 //! acquire latches of several pages in a consistent order, and must hold no guard while
 //! calling [`BufferPool::flush_all`]. When every frame is pinned, requests fail with
 //! [`StorageError::PoolExhausted`] instead of waiting.
+//!
+//! # Fail-stop
+//!
+//! After a failed write or sync of the data file the pool refuses every later `write`,
+//! `allocate` and `flush_all` with [`StorageError::Stopped`]: after a failed `fsync` Linux may
+//! have dropped the dirty pages, so the file's state is unknown and only recovery from the
+//! log can say what it should be. Reads keep working.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -114,6 +121,8 @@ pub struct BufferPool {
     allocation: Mutex<Allocation>,
     write_ahead: WriteAheadHook,
     counters: Counters,
+    /// Set once a data-file write or sync failed (fail-stop); holds the cause.
+    failure: Mutex<Option<String>>,
 }
 
 /// How to fill a frame that does not hold the requested page.
@@ -154,6 +163,7 @@ impl BufferPool {
             }),
             write_ahead,
             counters: Counters::default(),
+            failure: Mutex::new(None),
         })
     }
 
@@ -176,12 +186,30 @@ impl BufferPool {
 
     /// The page `id` for writing (exclusive latch); the frame is marked dirty.
     pub fn write(&self, id: PageId) -> Result<PageWriteGuard<'_>> {
+        self.check_running()?;
         self.write_with(id, Fill::Read)
+    }
+
+    /// `Err(Stopped)` once a data-file write or sync has failed.
+    fn check_running(&self) -> Result<()> {
+        match self.failure.lock().as_ref() {
+            Some(cause) => Err(StorageError::Stopped {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first I/O failure (fail-stop) and returns it.
+    fn fail_stop(&self, err: tailstore_media::MediaError) -> StorageError {
+        self.failure.lock().get_or_insert_with(|| err.to_string());
+        StorageError::Media(err)
     }
 
     /// A new page, formatted as [`PageKind::Free`] with LSN 0, for writing. Reuses a freed
     /// page if there is one, else grows the file (the page reaches disk when it is flushed).
     pub fn allocate(&self) -> Result<(PageId, PageWriteGuard<'_>)> {
+        self.check_running()?;
         let id = {
             let mut allocation = self.allocation.lock();
             match allocation.free.pop() {
@@ -210,12 +238,12 @@ impl BufferPool {
     /// Writes every dirty page (after the write-ahead hook), then syncs the data file.
     /// The calling thread must hold no guard.
     pub fn flush_all(&self) -> Result<()> {
+        self.check_running()?;
         for frame in self.frames.iter() {
             let mut data = frame.latch.write();
             self.write_back(&mut data)?;
         }
-        self.file.sync_data()?;
-        Ok(())
+        self.file.sync_data().map_err(|e| self.fail_stop(e))
     }
 
     /// The counters so far.
@@ -363,7 +391,9 @@ impl BufferPool {
             source,
         })?;
         data.page.seal();
-        self.file.write_at(id.offset(), data.page.bytes())?;
+        self.file
+            .write_at(id.offset(), data.page.bytes())
+            .map_err(|e| self.fail_stop(e))?;
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         data.dirty = false;
         Ok(())

@@ -38,6 +38,10 @@ pub enum StorageError {
         "B+tree rooted at page {root} is inconsistent after a failed split; it needs recovery"
     )]
     TreeInconsistent { root: PageId },
+    /// Fail-stop: a write or sync of the data file failed, so its state is unknown; the pool
+    /// refuses every later change (reads still work) until the database is reopened.
+    #[error("the storage engine stopped accepting writes after an I/O failure ({cause}); reopen the database to recover")]
+    Stopped { cause: String },
     /// `insert` of a key that is already present.
     #[error("duplicate key")]
     DuplicateKey,

@@ -380,3 +380,40 @@ fn reader_of_a_page_being_written_back_sees_the_new_image() {
         assert_eq!(reader.join().expect("reader"), 99, "stale image of A");
     });
 }
+
+/// A failed data-file write makes the pool fail-stop: every later change is refused with a
+/// message naming the cause, even once the fault is gone; reads of cached and on-disk pages
+/// still work.
+#[test]
+fn a_failed_page_write_stops_all_later_changes() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 4);
+    let ids = allocate_with_pattern(&pool, 4);
+    pool.flush_all().expect("flush");
+    storage.fail_nth_write(1);
+    let err = allocate_with_pattern_result(&pool, 8).expect_err("eviction must hit the fault");
+    assert!(matches!(err, StorageError::Media(_)), "{err}");
+    for attempt in [
+        pool.write(ids[0]).map(drop),
+        pool.allocate().map(drop),
+        pool.flush_all(),
+    ] {
+        match attempt {
+            Err(StorageError::Stopped { cause }) => assert!(cause.contains("injected"), "{cause}"),
+            other => panic!(
+                "a change was accepted after a failed write: {:?}",
+                other.err()
+            ),
+        }
+    }
+    let page = pool.read(ids[1]).expect("reads still work");
+    assert_eq!(&page.payload()[..64], &pattern(ids[1].0)[..]);
+}
+
+fn allocate_with_pattern_result(pool: &BufferPool, count: u64) -> Result<(), StorageError> {
+    for _ in 0..count {
+        let (id, mut page) = pool.allocate()?;
+        page.payload_mut()[..64].copy_from_slice(&pattern(id.0));
+    }
+    Ok(())
+}
