@@ -98,9 +98,17 @@ const GATHER_LIMIT: Duration = Duration::from_micros(50);
 /// The log file grows in steps of this many bytes.
 const FILE_GROWTH: u64 = 64 << 20;
 
-/// The watermarks a recovered (or new) log starts from.
+/// What recovery (or creation) established about the log.
 pub(crate) struct Start {
+    /// Checksum seed of the database.
+    pub salt: u32,
+    /// Block size recorded at creation.
+    pub block_bytes: u64,
+    /// First LSN of the log file.
+    pub file_start: u64,
+    /// End of the valid prefix: where appends continue.
     pub end: u64,
+    /// `pmem-log`: the released prefix.
     pub released: u64,
 }
 
@@ -116,28 +124,24 @@ fn backoff(spins: &mut u32) {
 }
 
 impl Shared {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        mode: CommitMode,
-        salt: u32,
+        config: &crate::LogConfig,
         ring: Ring,
         file: Option<Arc<dyn File>>,
-        start_lsn: u64,
-        block_bytes: u64,
-        config: &crate::LogConfig,
         start: Start,
     ) -> Self {
+        let block_bytes = start.block_bytes;
         let max_record = ring.capacity() / 2;
         let harden_batch = config
             .harden_batch_bytes
             .map_or(ring.capacity() / 8, |b| b as u64)
             .max(block_bytes);
         Self {
-            mode,
-            salt,
+            mode: config.mode,
+            salt: start.salt,
             ring,
             file,
-            start_lsn,
+            start_lsn: start.file_start,
             block_bytes,
             max_record,
             async_interval: config.async_interval,

@@ -69,16 +69,7 @@ impl LogManager {
         };
         let (start, mut recovery) = recover(config.mode, &layout, &ring)?;
         recovery.created = created;
-        let shared = Shared::new(
-            config.mode,
-            salt(layout.db_id),
-            ring,
-            layout.file,
-            layout.file_start,
-            layout.block_bytes as u64,
-            config,
-            start,
-        );
+        let shared = Shared::new(config, ring, layout.file, start);
         let manager = LogManager::start(shared)?;
         recovery.elapsed = began.elapsed();
         Ok((manager, recovery))
@@ -431,6 +422,9 @@ fn recover(mode: CommitMode, layout: &Layout, ring: &Ring) -> Result<(Start, Rec
     repair(mode, layout, ring, end, pmem_start, &mut recovery)?;
     Ok((
         Start {
+            salt,
+            block_bytes: layout.block_bytes as u64,
+            file_start: layout.file_start,
             end,
             released: recovery.start_lsn,
         },
