@@ -9,13 +9,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager};
 use tailstore_media::real::{filesystem_type, RealStorage};
 
 use crate::args::ByteSize;
 use crate::latency::{LatencyRecorder, LatencySummary};
+use crate::report::{case_progress, write_json};
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -108,7 +108,7 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
         .flat_map(|&t| plan.modes.iter().map(move |&m| (m, t)))
         .collect();
     print_header(args, &plan);
-    let progress = progress_bar((cases.len() * args.runs) as u64);
+    let progress = case_progress((cases.len() * args.runs) as u64);
     let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); cases.len()];
     // Logs are deleted only at the end: deleting a large file keeps the file system busy and
     // would slow whichever case came next.
@@ -135,10 +135,7 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
         .collect();
     print_table(&reports);
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&reports)?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        println!("\nJSON written to {}", path.display());
+        write_json(path, &reports)?;
     }
     Ok(())
 }
@@ -207,14 +204,6 @@ fn default_log_parent() -> PathBuf {
     } else {
         std::env::temp_dir()
     }
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} cases  {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar
 }
 
 #[derive(Clone)]
