@@ -204,11 +204,7 @@ impl Schema {
     /// Pass it to [`prefix_bounds`] to scan them all; with every column given it is the
     /// whole key.
     pub fn primary_key_prefix(&self, values: &[Value]) -> Result<Vec<u8>, RowError> {
-        let columns: Vec<&Column> = self
-            .primary_key()
-            .iter()
-            .map(|&c| &self.columns()[c])
-            .collect();
+        let columns = self.columns_at(self.primary_key());
         encode_checked(&columns, values)
     }
 
@@ -252,12 +248,7 @@ impl Schema {
             .indexes()
             .get(index)
             .ok_or(RowError::UnknownIndex(index))?;
-        let columns: Vec<&Column> = def
-            .columns
-            .iter()
-            .chain(self.primary_key())
-            .map(|&c| &self.columns()[c])
-            .collect();
+        let columns = self.columns_at(def.columns.iter().chain(self.primary_key()));
         encode_checked(&columns, values)
     }
 

@@ -256,11 +256,7 @@ impl Schema {
     /// Encodes the non-key part of a full row (one value per column, in column order).
     pub fn encode_value(&self, row: &[Value]) -> Result<Vec<u8>, RowError> {
         arity(self.columns().len(), row.len())?;
-        let columns: Vec<&Column> = self
-            .value_columns()
-            .iter()
-            .map(|&c| &self.columns()[c])
-            .collect();
+        let columns = self.columns_at(self.value_columns());
         let values: Vec<&Value> = self.value_columns().iter().map(|&c| &row[c]).collect();
         encode_fields(&columns, &values)
     }
@@ -268,11 +264,7 @@ impl Schema {
     /// Decodes a row value into the values of the [value columns](Schema::value_columns),
     /// in that order.
     pub fn decode_value(&self, bytes: &[u8]) -> Result<Vec<Value>, RowError> {
-        let columns: Vec<&Column> = self
-            .value_columns()
-            .iter()
-            .map(|&c| &self.columns()[c])
-            .collect();
+        let columns = self.columns_at(self.value_columns());
         decode_fields(&columns, bytes)
     }
 

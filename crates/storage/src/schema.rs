@@ -251,6 +251,14 @@ impl Schema {
         &self.value_columns
     }
 
+    /// The columns at `positions` (indices into [`Schema::columns`]), in that order.
+    pub fn columns_at<'a>(
+        &'a self,
+        positions: impl IntoIterator<Item = &'a usize>,
+    ) -> Vec<&'a Column> {
+        positions.into_iter().map(|&c| &self.columns[c]).collect()
+    }
+
     /// The position of the column named `name`.
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
