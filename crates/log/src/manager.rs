@@ -583,6 +583,29 @@ impl LogManager {
         self.shared.wait_durable(lsn)
     }
 
+    /// Like [`LogManager::wait_durable`], but in `async` mode too: hardens the log up to
+    /// `lsn` itself instead of leaving it to the background flush. The write-ahead rule needs
+    /// this: a data page may reach disk only after the log records that changed it, in every
+    /// commit mode, or a crash could expose half of a transaction.
+    pub fn force_durable(&self, lsn: u64) -> Result<()> {
+        let s = &self.shared;
+        if s.mode != CommitMode::Async {
+            return s.wait_durable(lsn);
+        }
+        s.check()?;
+        if s.hardened.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        s.wait_filled(lsn).and_then(|()| s.harden_to(lsn, false))
+    }
+
+    /// The end of the contiguous prefix of appended records: every record that starts below
+    /// it has been completely written into the log (not necessarily made durable). A record
+    /// boundary.
+    pub fn appended_lsn(&self) -> u64 {
+        self.shared.filled.load(Ordering::Acquire)
+    }
+
     /// Everything below this LSN survives a crash the medium survives.
     pub fn durable_lsn(&self) -> u64 {
         self.shared.durable_lsn()
@@ -623,6 +646,12 @@ impl LogManager {
     /// The records of the log from its start up to the durable end. Meant for replay after
     /// opening, before new appends (concurrent appends may end the walk early).
     pub fn records(&self) -> Records<'_> {
+        self.records_from(0)
+    }
+
+    /// [`LogManager::records`], starting at the record boundary `from` (or at the log's
+    /// start, if that is later): the redo pass of a checkpointed database starts here.
+    pub fn records_from(&self, from: u64) -> Records<'_> {
         let s = &self.shared;
         let limit = s.durable_lsn();
         let source = match (&s.file, s.mode) {
@@ -640,7 +669,8 @@ impl LogManager {
         let start = match s.mode {
             CommitMode::PmemLog => s.released.load(Ordering::Acquire),
             _ => s.start_lsn,
-        };
+        }
+        .max(from);
         Records::new(Scanner::new(source, s.salt, start), limit)
     }
 

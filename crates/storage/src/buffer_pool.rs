@@ -86,6 +86,9 @@ struct FrameData {
     page_id: Option<PageId>,
     /// Changed since it was last written.
     dirty: bool,
+    /// Changed by a transaction whose log record is not appended yet, so the page LSN does
+    /// not cover the change: the frame must not be written until [`BufferPool::stamp`].
+    unlogged: bool,
     page: Page,
 }
 
@@ -144,6 +147,7 @@ impl BufferPool {
                 latch: RwLock::new(FrameData {
                     page_id: None,
                     dirty: false,
+                    unlogged: false,
                     page: Page::zeroed(),
                 }),
                 pins: AtomicU32::new(0),
@@ -235,15 +239,65 @@ impl BufferPool {
         self.allocation.lock().free.push(id);
     }
 
-    /// Writes every dirty page (after the write-ahead hook), then syncs the data file.
-    /// The calling thread must hold no guard.
+    /// Writes every dirty page (after the write-ahead hook), then syncs the data file. A page
+    /// changed by a transaction that has not logged yet is waited for. The calling thread
+    /// must hold no guard.
     pub fn flush_all(&self) -> Result<()> {
         self.check_running()?;
         for frame in self.frames.iter() {
-            let mut data = frame.latch.write();
-            self.write_back(&mut data)?;
+            loop {
+                let mut data = frame.latch.write();
+                if !data.unlogged {
+                    self.write_back(&mut data)?;
+                    break;
+                }
+                drop(data);
+                self.check_running()?;
+                std::thread::yield_now();
+            }
         }
         self.file.sync_data().map_err(|e| self.fail_stop(e))
+    }
+
+    /// Sets the LSN of page `id`, changed under [`PageWriteGuard::mark_unlogged`], to the end
+    /// of the log record that describes the change, and lets the page be written again.
+    pub fn stamp(&self, id: PageId, lsn: Lsn) -> Result<()> {
+        let mut guard = self.write_with(id, Fill::Read)?;
+        guard.guard.page.set_lsn(lsn);
+        guard.guard.unlogged = false;
+        Ok(())
+    }
+
+    /// Makes the pool fail-stop from outside: a caller that changed pages but could not log
+    /// the change (their state is now unknown) stops every later change.
+    pub fn stop(&self, cause: String) {
+        self.failure.lock().get_or_insert(cause);
+    }
+
+    /// Page `id` for the redo pass of recovery: read and verified, or, when `overwrite` (the
+    /// log holds a full image of it), an empty frame whose old contents are never read, so
+    /// that a torn or missing page can be rebuilt.
+    pub fn redo_page(&self, id: PageId, overwrite: bool) -> Result<PageWriteGuard<'_>> {
+        self.check_running()?;
+        {
+            let mut allocation = self.allocation.lock();
+            allocation.next = allocation.next.max(id.0 + 1);
+        }
+        self.write_with(id, if overwrite { Fill::Fresh } else { Fill::Read })
+    }
+
+    /// Replaces the allocation state (after recovery rebuilt it): pages `>= next` are
+    /// unused, and `free` lists the unused ones below.
+    pub fn set_allocation(&self, next: u64, free: Vec<PageId>) {
+        let mut allocation = self.allocation.lock();
+        allocation.next = next;
+        allocation.free = free;
+    }
+
+    /// Pages of the data file in use or free below the high-water mark: the file's size in
+    /// pages once everything is flushed.
+    pub fn page_count(&self) -> u64 {
+        self.allocation.lock().next
     }
 
     /// The counters so far.
@@ -353,6 +407,9 @@ impl BufferPool {
             // No one can pin it while we hold the table mutex, and guards drop their latch
             // before their pin; only `flush_all` (which latches without pinning) can hold it.
             if let Some(data) = frame.latch.try_write() {
+                if data.unlogged {
+                    continue; // its log record is not appended yet
+                }
                 return Ok((index, data));
             }
         }
@@ -437,6 +494,14 @@ impl Deref for PageWriteGuard<'_> {
     type Target = Page;
     fn deref(&self) -> &Page {
         &self.guard.page
+    }
+}
+
+impl PageWriteGuard<'_> {
+    /// The change being made is not logged yet: the page must not be written until
+    /// [`BufferPool::stamp`] sets its LSN.
+    pub fn mark_unlogged(&mut self) {
+        self.guard.unlogged = true;
     }
 }
 

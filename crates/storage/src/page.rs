@@ -59,8 +59,8 @@ impl fmt::Display for PageId {
 pub enum PageKind {
     /// Allocated (or freed) but holding nothing yet.
     Free = 1,
-    /// A B+tree meta page (the root pointer).
-    BTreeMeta = 2,
+    /// A database meta page: the checkpoint record (see `db/meta.rs`).
+    Meta = 2,
     /// A B+tree inner node.
     BTreeInner = 3,
     /// A B+tree leaf.
@@ -68,10 +68,11 @@ pub enum PageKind {
 }
 
 impl PageKind {
-    fn from_u8(value: u8) -> Option<PageKind> {
+    /// The kind stored as `value`, if valid.
+    pub fn from_byte(value: u8) -> Option<PageKind> {
         Some(match value {
             1 => PageKind::Free,
-            2 => PageKind::BTreeMeta,
+            2 => PageKind::Meta,
             3 => PageKind::BTreeInner,
             4 => PageKind::BTreeLeaf,
             _ => return None,
@@ -160,7 +161,7 @@ impl Page {
 
     /// The page kind, or `None` if the kind byte is invalid.
     pub fn kind(&self) -> Option<PageKind> {
-        PageKind::from_u8(self.bytes[KIND_AT])
+        PageKind::from_byte(self.bytes[KIND_AT])
     }
 
     /// Changes the kind (e.g. a freed B+tree node becomes [`PageKind::Free`]).

@@ -35,17 +35,19 @@
 //! corrupt but correctly checksummed node can panic on a bad offset).
 
 mod node;
+pub mod redo;
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use crate::buffer_pool::{BufferPool, PageWriteGuard};
 use crate::error::{Result, StorageError};
 use crate::page::{Page, PageId, PageKind};
 use node::{CHILD, NODE_HEADER, PAYLOAD};
+pub use redo::{PageOp, Redo};
 
 /// A (key, value) pair copied out of the tree.
 pub type Entry = (Vec<u8>, Vec<u8>);
@@ -70,6 +72,8 @@ pub enum ScanDirection {
 enum Mode {
     Insert,
     Update,
+    /// Insert or replace.
+    Put,
 }
 
 /// Where a key leads in a node.
@@ -148,9 +152,16 @@ fn in_lower_bound(key: &[u8], lower: Bound<&[u8]>) -> bool {
 impl BTree {
     /// Creates an empty tree (a root leaf) in a newly allocated page.
     pub fn create(pool: Arc<BufferPool>) -> Result<BTree> {
+        Self::create_logged(pool, &mut Redo::disabled())
+    }
+
+    /// [`BTree::create`], recording the new root's image in `redo` (see [`TreeWriter`]).
+    pub fn create_logged(pool: Arc<BufferPool>, redo: &mut Redo) -> Result<BTree> {
         let (root, mut page) = pool.allocate()?;
+        mark(&mut page, root, redo);
         page.set_kind(PageKind::BTreeLeaf);
         node::init(page.payload_mut(), PageId(0));
+        redo.image(&page);
         drop(page);
         Ok(BTree {
             pool,
@@ -180,6 +191,11 @@ impl BTree {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let _tree = self.latch.read();
         self.usable()?;
+        self.get_unlatched(key)
+    }
+
+    /// Caller holds the tree latch (either mode).
+    fn get_unlatched(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut id = self.root;
         loop {
             let page = self.pool.read(id)?;
@@ -197,23 +213,30 @@ impl BTree {
 
     /// Adds `key`; fails with [`StorageError::DuplicateKey`] if it is present.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.modify(key, value, Mode::Insert)
+        self.writer()?.insert(key, value, &mut Redo::disabled())
     }
 
     /// Replaces the value of `key`; fails with [`StorageError::KeyNotFound`] if it is absent.
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.modify(key, value, Mode::Update)
+        self.writer()?.update(key, value, &mut Redo::disabled())
     }
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        let _tree = self.latch.write();
+        self.writer()?.delete(key, &mut Redo::disabled())
+    }
+
+    /// Takes the tree's write latch for a series of logged changes. While the writer lives no
+    /// one else reads or changes the tree, so a caller can append the log record of its
+    /// changes and [`BufferPool::stamp`] the touched pages before anyone sees them: the pages'
+    /// LSN order is then the order in which they were changed.
+    pub fn writer(&self) -> Result<TreeWriter<'_>> {
+        let latch = self.latch.write();
         self.usable()?;
-        let found = self.delete_from(self.root, key)?;
-        if found {
-            self.collapse_root()?;
-        }
-        Ok(found)
+        Ok(TreeWriter {
+            tree: self,
+            _latch: latch,
+        })
     }
 
     /// Calls `visit(key, value)` for the keys within `(lower, upper)` in `direction`, at most
@@ -272,12 +295,26 @@ impl BTree {
         Ok(shape)
     }
 
-    fn modify(&self, key: &[u8], value: &[u8], mode: Mode) -> Result<()> {
+    /// Caller holds the write latch.
+    fn modify(&self, key: &[u8], value: &[u8], mode: Mode, redo: &mut Redo) -> Result<()> {
         check_entry(key, value)?;
-        let _tree = self.latch.write();
-        self.usable()?;
         // The root absorbs its own split (see `split`), so nothing comes back up.
-        self.modify_in(self.root, key, value, mode).map(|_| ())
+        self.modify_in(self.root, key, value, mode, redo)
+            .map(|_| ())
+    }
+
+    /// Page `id` for a change: write-latched, and with `redo` enabled marked unlogged (not
+    /// to be written until stamped) and noted as touched.
+    fn write_page(&self, id: PageId, redo: &mut Redo) -> Result<PageWriteGuard<'_>> {
+        let mut page = self.pool.write(id)?;
+        mark(&mut page, id, redo);
+        Ok(page)
+    }
+
+    fn allocate_page(&self, redo: &mut Redo) -> Result<(PageId, PageWriteGuard<'_>)> {
+        let (id, mut page) = self.pool.allocate()?;
+        mark(&mut page, id, redo);
+        Ok((id, page))
     }
 
     /// Inserts or updates below `id`. If `id` had to split, it keeps the lower half and the
@@ -288,16 +325,17 @@ impl BTree {
         key: &[u8],
         value: &[u8],
         mode: Mode,
+        redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
         let (at, child) = match self.route(id, key)? {
             Route::Inner { at, child } => (at, child),
-            Route::Leaf { slot } => return self.modify_leaf(id, slot, key, value, mode),
+            Route::Leaf { slot } => return self.modify_leaf(id, slot, key, value, mode, redo),
         };
-        let Some((separator, right)) = self.modify_in(child, key, value, mode)? else {
+        let Some((separator, right)) = self.modify_in(child, key, value, mode, redo)? else {
             return Ok(None);
         };
         // The child has split: failing now would orphan `right` (see `BTree::broken`).
-        self.absorb_split(id, at, child, separator, right)
+        self.absorb_split(id, at, child, separator, right, redo)
             .inspect_err(|_| self.broken.store(true, Ordering::Release))
     }
 
@@ -310,13 +348,15 @@ impl BTree {
         child: PageId,
         separator: Vec<u8>,
         right: PageId,
+        redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
         // `child` kept the keys below `separator`; `right` takes its place for the keys above.
-        let mut page = self.pool.write(id)?;
+        let mut page = self.write_page(id, redo)?;
         let p = page.payload_mut();
         if node::fits(p, separator.len(), CHILD) {
             node::set_child(p, at, right);
             node::insert_at(p, at, &separator, &child_value(child));
+            redo.image(&page);
             return Ok(None);
         }
         let upper = if at == node::count(p) {
@@ -329,7 +369,7 @@ impl BTree {
             entries[at].1 = child_value(right);
         }
         entries.insert(at, (separator, child_value(child)));
-        self.split(page, PageKind::BTreeInner, entries, upper)
+        self.split(page, PageKind::BTreeInner, entries, upper, redo)
     }
 
     /// Inserts or updates in leaf `id`, where `slot` is the result of searching for `key`.
@@ -340,37 +380,27 @@ impl BTree {
         key: &[u8],
         value: &[u8],
         mode: Mode,
+        redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
         let (at, replaced) = match (slot, mode) {
             (Ok(_), Mode::Insert) => return Err(StorageError::DuplicateKey),
             (Err(_), Mode::Update) => return Err(StorageError::KeyNotFound),
-            (Ok(at), Mode::Update) => (at, true),
-            (Err(at), Mode::Insert) => (at, false),
+            (Ok(at), Mode::Update | Mode::Put) => (at, true),
+            (Err(at), Mode::Insert | Mode::Put) => (at, false),
         };
-        {
-            let mut page = self.pool.write(id)?;
-            let p = page.payload_mut();
-            let freed = if replaced {
-                node::entry_size(node::key(p, at).len(), node::value(p, at).len())
-            } else {
-                0
-            };
-            if node::used(p) - freed + node::entry_size(key.len(), value.len()) <= PAYLOAD {
-                if replaced {
-                    node::remove_at(p, at);
-                }
-                node::insert_at(p, at, key, value);
-                return Ok(None);
-            }
-            let mut entries = node::entries(p);
-            let entry = (key.to_vec(), value.to_vec());
-            if replaced {
-                entries[at] = entry;
-            } else {
-                entries.insert(at, entry);
-            }
-            self.split(page, PageKind::BTreeLeaf, entries, PageId(0))
+        let mut page = self.write_page(id, redo)?;
+        if node::upsert(page.payload_mut(), key, value) {
+            redo.put(id, key, value);
+            return Ok(None);
         }
+        let mut entries = node::entries(page.payload());
+        let entry = (key.to_vec(), value.to_vec());
+        if replaced {
+            entries[at] = entry;
+        } else {
+            entries.insert(at, entry);
+        }
+        self.split(page, PageKind::BTreeLeaf, entries, PageId(0), redo)
     }
 
     /// Splits the node in `page`, whose new contents would be `entries` (and `upper` for an
@@ -386,12 +416,13 @@ impl BTree {
         kind: PageKind,
         entries: Vec<Entry>,
         upper: PageId,
+        redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
         let is_root = page.page_id() == self.root;
-        let (right_id, mut right) = self.pool.allocate()?;
+        let (right_id, mut right) = self.allocate_page(redo)?;
         let mut new_left = None;
         if is_root {
-            match self.pool.allocate() {
+            match self.allocate_page(redo) {
                 Ok(allocated) => new_left = Some(allocated),
                 Err(err) => {
                     drop(right);
@@ -432,27 +463,31 @@ impl BTree {
 
         right.set_kind(kind);
         node::build(right.payload_mut(), upper, right_entries);
+        redo.image(&right);
         match new_left {
             None => {
                 node::build(page.payload_mut(), left_upper, &entries[..mid]);
+                redo.image(&page);
                 Ok(Some((separator, right_id)))
             }
             Some((left_id, mut left)) => {
                 left.set_kind(kind);
                 node::build(left.payload_mut(), left_upper, &entries[..mid]);
+                redo.image(&left);
                 page.set_kind(PageKind::BTreeInner);
                 node::build(
                     page.payload_mut(),
                     right_id,
                     &[(separator, child_value(left_id))],
                 );
+                redo.image(&page);
                 Ok(None)
             }
         }
     }
 
     /// While the root is an inner node with a single child, moves the child's contents up.
-    fn collapse_root(&self) -> Result<()> {
+    fn collapse_root(&self, redo: &mut Redo) -> Result<()> {
         loop {
             {
                 let root = self.pool.read(self.root)?;
@@ -462,13 +497,15 @@ impl BTree {
                     return Ok(());
                 }
             }
-            let mut root = self.pool.write(self.root)?;
+            let mut root = self.write_page(self.root, redo)?;
             let child_id = node::upper(root.payload());
-            let mut child = self.pool.write(child_id)?;
+            let mut child = self.write_page(child_id, redo)?;
             let kind = kind_of(&child, child_id)?;
             root.set_kind(kind);
             root.payload_mut().copy_from_slice(child.payload());
             child.set_kind(PageKind::Free);
+            redo.image(&root);
+            redo.image(&child);
             drop(child);
             drop(root);
             self.pool.free(child_id);
@@ -494,25 +531,26 @@ impl BTree {
         })
     }
 
-    fn delete_from(&self, id: PageId, key: &[u8]) -> Result<bool> {
+    fn delete_from(&self, id: PageId, key: &[u8], redo: &mut Redo) -> Result<bool> {
         let (at, child) = match self.route(id, key)? {
             Route::Inner { at, child } => (at, child),
             Route::Leaf { slot: Err(_) } => return Ok(false),
             Route::Leaf { slot: Ok(at) } => {
-                node::remove_at(self.pool.write(id)?.payload_mut(), at);
+                node::remove_at(self.write_page(id, redo)?.payload_mut(), at);
+                redo.delete(id, key);
                 return Ok(true);
             }
         };
-        let found = self.delete_from(child, key)?;
+        let found = self.delete_from(child, key, redo)?;
         if found {
-            self.rebalance(id, at)?;
+            self.rebalance(id, at, redo)?;
         }
         Ok(found)
     }
 
     /// If the child at position `at` of inner node `parent` is underfull, merges it with a
     /// neighbour when both fit in one page, freeing the right one of the pair.
-    fn rebalance(&self, parent_id: PageId, at: usize) -> Result<()> {
+    fn rebalance(&self, parent_id: PageId, at: usize, redo: &mut Redo) -> Result<()> {
         // Decide under shared latches, so that the common case (nothing to merge) dirties
         // nothing; the tree lock keeps the decision valid until the exclusive latches below.
         let (l, left_id, right_id, separator) = {
@@ -559,15 +597,18 @@ impl BTree {
             (entries, node::upper(rp))
         };
 
-        let mut parent = self.pool.write(parent_id)?;
-        let mut left = self.pool.write(left_id)?;
-        let mut right = self.pool.write(right_id)?;
+        let mut parent = self.write_page(parent_id, redo)?;
+        let mut left = self.write_page(left_id, redo)?;
+        let mut right = self.write_page(right_id, redo)?;
         node::build(left.payload_mut(), upper, &entries);
         right.set_kind(PageKind::Free);
         // Key l and its pointer to `left` go; the pointer that named `right` now names `left`.
         let p = parent.payload_mut();
         node::remove_at(p, l);
         node::set_child(p, l, left_id);
+        redo.image(&parent);
+        redo.image(&left);
+        redo.image(&right);
         drop((right, left, parent));
         self.pool.free(right_id);
         Ok(())
@@ -706,4 +747,52 @@ struct Scan<'b, 'v> {
     remaining: usize,
     visited: usize,
     visit: &'v mut dyn FnMut(&[u8], &[u8]) -> bool,
+}
+
+/// Marks a page about to change for a logged operation (see [`BTree::writer`]).
+fn mark(page: &mut PageWriteGuard<'_>, id: PageId, redo: &mut Redo) {
+    if redo.is_enabled() {
+        page.mark_unlogged();
+        redo.touch(id);
+    }
+}
+
+/// Exclusive access to a tree for a series of changes, each recorded in a [`Redo`]. See
+/// [`BTree::writer`]. With `redo` enabled, every touched page stays unwritable until the
+/// caller stamps it ([`BufferPool::stamp`]) with the LSN of the log record holding `redo`.
+pub struct TreeWriter<'t> {
+    tree: &'t BTree,
+    _latch: RwLockWriteGuard<'t, ()>,
+}
+
+impl TreeWriter<'_> {
+    /// Adds `key`; fails with [`StorageError::DuplicateKey`] if it is present.
+    pub fn insert(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
+        self.tree.modify(key, value, Mode::Insert, redo)
+    }
+
+    /// Replaces the value of `key`; fails with [`StorageError::KeyNotFound`] if it is absent.
+    pub fn update(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
+        self.tree.modify(key, value, Mode::Update, redo)
+    }
+
+    /// Inserts `key` or replaces its value.
+    pub fn put(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
+        self.tree.modify(key, value, Mode::Put, redo)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, key: &[u8], redo: &mut Redo) -> Result<bool> {
+        let tree = self.tree;
+        let found = tree.delete_from(tree.root, key, redo)?;
+        if found {
+            tree.collapse_root(redo)?;
+        }
+        Ok(found)
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.get_unlatched(key)
+    }
 }

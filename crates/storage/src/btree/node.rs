@@ -209,3 +209,30 @@ fn compact(p: &mut [u8]) {
     let upper = upper(p);
     build(p, upper, &entries);
 }
+
+/// Leaf: inserts `key` or replaces its value; `false` (and `p` unchanged) if it does not fit.
+pub fn upsert(p: &mut [u8], key: &[u8], value: &[u8]) -> bool {
+    let slot = search(p, key);
+    let freed = match slot {
+        Ok(at) => entry_size(self::key(p, at).len(), self::value(p, at).len()),
+        Err(_) => 0,
+    };
+    if used(p) - freed + entry_size(key.len(), value.len()) > PAYLOAD {
+        return false;
+    }
+    let at = match slot {
+        Ok(at) => {
+            remove_at(p, at);
+            at
+        }
+        Err(at) => at,
+    };
+    insert_at(p, at, key, value);
+    true
+}
+
+/// The bytes of the payload that matter: `[0, front)` (header and slots) and `[back, end)`
+/// (the cell area). Everything between them is free space.
+pub fn used_ranges(p: &[u8]) -> (usize, usize) {
+    (NODE_HEADER + count(p) * SLOT, cell_start(p))
+}

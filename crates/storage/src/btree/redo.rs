@@ -1,0 +1,287 @@
+//! Redo records of B+tree page changes (physiological logging).
+//!
+//! Every change a logged B+tree operation makes to a page is described by one [`PageOp`]:
+//!
+//! * `Put` and `Delete` name a leaf and a key; they are *logical within the page* (redo
+//!   searches the leaf for the key), so they do not depend on slot positions;
+//! * `Image` carries the used bytes of a whole node after a structure modification (split,
+//!   merge, root change, a page created or freed); its redo overwrites the page without reading
+//!   it, which also rebuilds a page whose last write was torn.
+//!
+//! # Encoding (little-endian)
+//!
+//! ```text
+//! Put     1u8  page u64  key_len u16  value_len u16  key  value
+//! Delete  2u8  page u64  key_len u16  key
+//! Image   3u8  page u64  kind u8  front_len u16  back_len u16  front  back
+//! ```
+//!
+//! An image's `front` is the start of the payload (node header and slot array) and `back` its
+//! end (the cell area); the free space between them is zero after redo.
+
+use crate::error::{Result, StorageError};
+use crate::page::{Page, PageId, PageKind};
+
+use super::node;
+
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+const IMAGE: u8 = 3;
+
+/// One page change, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageOp<'a> {
+    /// Insert or replace `key` in leaf `page`.
+    Put {
+        page: PageId,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    /// Remove `key` from leaf `page`.
+    Delete { page: PageId, key: &'a [u8] },
+    /// Replace `page` with a node of `kind` whose payload starts with `front` and ends with
+    /// `back`.
+    Image {
+        page: PageId,
+        kind: PageKind,
+        front: &'a [u8],
+        back: &'a [u8],
+    },
+}
+
+impl PageOp<'_> {
+    /// The page the op changes.
+    pub fn page(&self) -> PageId {
+        match self {
+            PageOp::Put { page, .. } | PageOp::Delete { page, .. } | PageOp::Image { page, .. } => {
+                *page
+            }
+        }
+    }
+
+    /// Whether the op rewrites the whole page (so its old contents need not be read).
+    pub fn is_image(&self) -> bool {
+        matches!(self, PageOp::Image { .. })
+    }
+
+    /// Applies the op to `page` (already known to need it). A `Put` that does not fit or a
+    /// `Delete` of an absent key means the page is not in the state the log expects.
+    pub fn apply(&self, page: &mut Page) -> Result<()> {
+        let mismatch = |id: PageId, what: &str| StorageError::Corrupt {
+            page_id: id,
+            reason: format!("redo: {what}"),
+        };
+        match *self {
+            PageOp::Put {
+                page: id,
+                key,
+                value,
+            } => {
+                if page.kind() != Some(PageKind::BTreeLeaf) {
+                    return Err(mismatch(id, "put into a page that is not a leaf"));
+                }
+                if !node::upsert(page.payload_mut(), key, value) {
+                    return Err(mismatch(id, "put does not fit in the leaf"));
+                }
+            }
+            PageOp::Delete { page: id, key } => {
+                if page.kind() != Some(PageKind::BTreeLeaf) {
+                    return Err(mismatch(id, "delete from a page that is not a leaf"));
+                }
+                let p = page.payload_mut();
+                match node::search(p, key) {
+                    Ok(at) => node::remove_at(p, at),
+                    Err(_) => return Err(mismatch(id, "delete of a key the leaf lacks")),
+                }
+            }
+            PageOp::Image {
+                page: id,
+                kind,
+                front,
+                back,
+            } => {
+                let lsn = page.lsn();
+                page.format(id, kind);
+                page.set_lsn(lsn);
+                let p = page.payload_mut();
+                let n = p.len();
+                if front.len() + back.len() > n {
+                    return Err(mismatch(id, "image larger than a page"));
+                }
+                p[..front.len()].copy_from_slice(front);
+                p[n - back.len()..].copy_from_slice(back);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The page changes of one operation (or transaction), encoded, and the pages they touched.
+/// A disabled `Redo` records nothing (unlogged use of a tree, e.g. in tests and benchmarks).
+#[derive(Debug, Default)]
+pub struct Redo {
+    enabled: bool,
+    bytes: Vec<u8>,
+    touched: Vec<PageId>,
+}
+
+impl Redo {
+    /// A recording redo buffer.
+    pub fn new() -> Redo {
+        Redo {
+            enabled: true,
+            ..Redo::default()
+        }
+    }
+
+    /// A redo buffer that records nothing.
+    pub fn disabled() -> Redo {
+        Redo::default()
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The encoded ops so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The pages changed so far, each once, in first-touch order.
+    pub fn touched(&self) -> &[PageId] {
+        &self.touched
+    }
+
+    /// Forgets everything recorded (the buffer is reused by the next transaction).
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.touched.clear();
+    }
+
+    pub(crate) fn touch(&mut self, id: PageId) {
+        if self.enabled && !self.touched.contains(&id) {
+            self.touched.push(id);
+        }
+    }
+
+    pub(crate) fn put(&mut self, id: PageId, key: &[u8], value: &[u8]) {
+        if !self.enabled {
+            return;
+        }
+        self.bytes.push(PUT);
+        self.bytes.extend_from_slice(&id.0.to_le_bytes());
+        self.push_len(key.len());
+        self.push_len(value.len());
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+    }
+
+    pub(crate) fn delete(&mut self, id: PageId, key: &[u8]) {
+        if !self.enabled {
+            return;
+        }
+        self.bytes.push(DELETE);
+        self.bytes.extend_from_slice(&id.0.to_le_bytes());
+        self.push_len(key.len());
+        self.bytes.extend_from_slice(key);
+    }
+
+    /// Records the current contents of `page` (a node or a freed page).
+    pub(crate) fn image(&mut self, page: &Page) {
+        if !self.enabled {
+            return;
+        }
+        let kind = page.kind().unwrap_or(PageKind::Free);
+        let p = page.payload();
+        let (front, back) = match kind {
+            PageKind::BTreeLeaf | PageKind::BTreeInner => node::used_ranges(p),
+            _ => (0, p.len()),
+        };
+        self.bytes.push(IMAGE);
+        self.bytes
+            .extend_from_slice(&page.page_id().0.to_le_bytes());
+        self.bytes.push(kind as u8);
+        self.push_len(front);
+        self.push_len(p.len() - back);
+        self.bytes.extend_from_slice(&p[..front]);
+        self.bytes.extend_from_slice(&p[back..]);
+    }
+
+    fn push_len(&mut self, len: usize) {
+        debug_assert!(len <= usize::from(u16::MAX));
+        self.bytes.extend_from_slice(&(len as u16).to_le_bytes());
+    }
+}
+
+/// Decodes the ops in `bytes` (as written by [`Redo`]); an error names what is malformed.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Vec<PageOp<'_>>, String> {
+    let mut ops = Vec::new();
+    let mut cursor = Cursor { bytes, at: 0 };
+    while cursor.at < bytes.len() {
+        let tag = cursor.u8()?;
+        let page = PageId(cursor.u64()?);
+        ops.push(match tag {
+            PUT => {
+                let (klen, vlen) = (cursor.u16()?, cursor.u16()?);
+                PageOp::Put {
+                    page,
+                    key: cursor.take(klen)?,
+                    value: cursor.take(vlen)?,
+                }
+            }
+            DELETE => {
+                let klen = cursor.u16()?;
+                PageOp::Delete {
+                    page,
+                    key: cursor.take(klen)?,
+                }
+            }
+            IMAGE => {
+                let kind = cursor.u8()?;
+                let kind = PageKind::from_byte(kind)
+                    .ok_or_else(|| format!("image of page {page} has bad kind {kind}"))?;
+                let (flen, blen) = (cursor.u16()?, cursor.u16()?);
+                PageOp::Image {
+                    page,
+                    kind,
+                    front: cursor.take(flen)?,
+                    back: cursor.take(blen)?,
+                }
+            }
+            other => return Err(format!("unknown page op {other} at byte {}", cursor.at - 9)),
+        });
+    }
+    Ok(ops)
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        let slice = self
+            .bytes
+            .get(self.at..self.at + n)
+            .ok_or_else(|| format!("page op truncated at byte {}", self.at))?;
+        self.at += n;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> std::result::Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> std::result::Result<usize, String> {
+        let b = self.take(2)?;
+        Ok(usize::from(u16::from_le_bytes([b[0], b[1]])))
+    }
+
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        let mut a = [0; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+}
