@@ -41,7 +41,7 @@ pub use config::{CommitMode, LogConfig, KIB, MIB};
 pub use counters::LogCounters;
 pub use error::{LogError, Result};
 pub use format::LOG_START_LSN;
-pub use manager::LogManager;
+pub use manager::{CommitIntent, LogManager};
 pub use record::{record_size, MAX_PAYLOAD};
 pub use recovery::Recovery;
 pub use scan::{Record, Records};

@@ -578,6 +578,19 @@ impl LogManager {
         result
     }
 
+    /// For a caller that appends its commit record with [`LogManager::append`] and waits for
+    /// it later (a storage engine that must stamp pages in between): announces the commit so
+    /// that `fsync` group commit gathers it into the next round, like [`LogManager::commit`].
+    /// Wait with [`CommitIntent::wait`]; dropping the intent without waiting withdraws it.
+    pub fn intend_commit(&self) -> CommitIntent<'_> {
+        let s = &self.shared;
+        let counted = s.mode == CommitMode::Fsync;
+        if counted {
+            s.committing.fetch_add(1, Ordering::AcqRel);
+        }
+        CommitIntent { log: self, counted }
+    }
+
     /// Waits until every record below `lsn` is durable (in `async` mode: returns at once).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
         self.shared.wait_durable(lsn)
@@ -687,6 +700,33 @@ impl LogManager {
             s.harden_to(s.filled.load(Ordering::Acquire), false)?;
         }
         s.check()
+    }
+}
+
+/// A commit announced with [`LogManager::intend_commit`].
+pub struct CommitIntent<'a> {
+    log: &'a LogManager,
+    counted: bool,
+}
+
+impl CommitIntent<'_> {
+    /// Waits until the commit record ending at `lsn` is durable in this log's commit mode and
+    /// counts the commit.
+    pub fn wait(self, lsn: u64) -> Result<()> {
+        let s = &self.log.shared;
+        let result = s.wait_durable(lsn);
+        if result.is_ok() {
+            s.counters.commit();
+        }
+        result
+    }
+}
+
+impl Drop for CommitIntent<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.log.shared.committing.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 

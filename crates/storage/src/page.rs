@@ -159,6 +159,12 @@ impl Page {
         self.put_u64(LSN_AT, lsn);
     }
 
+    /// Sets the page LSN to exactly `lsn`, even backwards: only for recovery, which rebuilds a
+    /// page from an older full image in the log and then replays the changes after it.
+    pub fn reset_lsn(&mut self, lsn: Lsn) {
+        self.put_u64(LSN_AT, lsn);
+    }
+
     /// The page kind, or `None` if the kind byte is invalid.
     pub fn kind(&self) -> Option<PageKind> {
         PageKind::from_byte(self.bytes[KIND_AT])
@@ -220,7 +226,7 @@ impl Page {
     }
 
     /// The buffer a read fills; the caller must [`Page::verify`] afterwards.
-    pub(crate) fn bytes_mut_for_read(&mut self) -> &mut [u8] {
+    pub fn bytes_mut_for_read(&mut self) -> &mut [u8] {
         &mut self.bytes
     }
 

@@ -47,7 +47,7 @@ pub const MAX_DECIMAL_PRECISION: u8 = 18;
 pub const MAX_CHAR_LENGTH: usize = crate::btree::MAX_ENTRY;
 
 /// The type of a column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ColumnType {
     /// A 32-bit signed integer (held as [`crate::row::Value::Int`], range-checked).
     Int32,
@@ -96,7 +96,7 @@ impl fmt::Display for ColumnType {
 }
 
 /// A named, typed column.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Column {
     pub name: String,
     pub ty: ColumnType,
@@ -126,7 +126,7 @@ impl Column {
 
 /// A secondary index: its key is the index columns followed by the primary-key columns, so
 /// that entries of a non-unique index are unique too (see [`Schema::index_key`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct IndexDef {
     pub name: String,
     /// Indices into [`Schema::columns`], in key order.

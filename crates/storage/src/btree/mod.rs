@@ -283,6 +283,29 @@ impl BTree {
         Ok(out)
     }
 
+    /// Every page of the tree (inner nodes and leaves), found from the inner nodes alone.
+    /// Recovery rebuilds the free-page list from this.
+    pub fn page_ids(&self) -> Result<Vec<PageId>> {
+        let _tree = self.latch.read();
+        self.usable()?;
+        // Level by level: all leaves are at the same depth, so only inner nodes are read.
+        let mut out = vec![self.root];
+        let mut level = vec![self.root];
+        loop {
+            let mut next = Vec::new();
+            for &id in &level {
+                let page = self.pool.read(id)?;
+                if kind_of(&page, id)? != PageKind::BTreeInner {
+                    return Ok(out);
+                }
+                let p = page.payload();
+                next.extend((0..=node::count(p)).map(|i| node::child(p, i)));
+            }
+            out.extend_from_slice(&next);
+            level = next;
+        }
+    }
+
     /// Walks the whole tree and checks its invariants: node kinds, keys sorted within each
     /// node and inside the range its parent assigns, all leaves at the same depth. Returns the
     /// shape; a violation is reported as [`StorageError::Corrupt`].

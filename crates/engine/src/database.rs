@@ -1,0 +1,556 @@
+//! Opening, creating, checkpointing and closing a database.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager, LOG_START_LSN};
+use tailstore_media::real::RealStorage;
+use tailstore_media::{File, OpenMode, Storage};
+use tailstore_storage::{BufferPool, PoolStats, Schema, PAGE_SIZE};
+
+use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
+use crate::error::{AbortCause, EngineError, Result};
+use crate::meta::{Meta, FIRST_DATA_PAGE};
+use crate::recovery::{self, RecoveryReport};
+use crate::txn::{Table, Transaction};
+use crate::wal;
+
+/// Name of the data file inside the data directory.
+pub const DATA_FILE_NAME: &str = "tailstore.db";
+
+/// Everything needed to open (or create) a database.
+#[derive(Clone, Debug)]
+pub struct DbConfig {
+    /// Directory of the data file (`tailstore.db`); must exist.
+    pub data_dir: PathBuf,
+    /// The log: commit mode, log directory, PMEM file, buffer sizes.
+    pub log: LogConfig,
+    /// Memory for cached pages (rounded down to whole 8 KiB pages, at least 16).
+    pub buffer_pool_bytes: usize,
+    /// A checkpoint runs at least this often (`None`: only by log volume and at close).
+    pub checkpoint_interval: Option<Duration>,
+    /// A checkpoint runs once this many log bytes were written since the last one.
+    pub checkpoint_log_bytes: u64,
+}
+
+impl DbConfig {
+    /// Defaults: the log in `data_dir`, a 64 MiB pool, a checkpoint every 30 s or 64 MiB of
+    /// log (a quarter of the `pmem-log` region, which only a checkpoint frees).
+    pub fn new(data_dir: impl Into<PathBuf>, mode: CommitMode, pmem_path: Option<PathBuf>) -> Self {
+        let data_dir = data_dir.into();
+        let log = LogConfig::new(mode, data_dir.clone(), pmem_path);
+        let checkpoint_log_bytes = (log.pmem_log_bytes as u64 / 4).min(64 << 20);
+        DbConfig {
+            data_dir,
+            log,
+            buffer_pool_bytes: 64 << 20,
+            checkpoint_interval: Some(Duration::from_secs(30)),
+            checkpoint_log_bytes,
+        }
+    }
+
+    /// The data file's path.
+    pub fn data_file(&self) -> PathBuf {
+        self.data_dir.join(DATA_FILE_NAME)
+    }
+}
+
+/// What opening found and did.
+#[derive(Clone, Debug)]
+pub struct OpenReport {
+    /// The database was created by this open.
+    pub created: bool,
+    pub recovery: RecoveryReport,
+}
+
+/// Counters of a running database.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    pub pool: PoolStats,
+    pub log: LogCounters,
+    /// Frames in the pool and pages in the data file (in use or free).
+    pub pool_pages: u64,
+    pub data_pages: u64,
+    pub commits: u64,
+    pub rollbacks: u64,
+    /// Aborts, by cause (in [`AbortCause::ALL`] order).
+    pub aborts: [u64; 3],
+    pub checkpoints: u64,
+    pub checkpoint_time: Duration,
+}
+
+impl EngineStats {
+    pub fn aborts_by_cause(&self) -> impl Iterator<Item = (AbortCause, u64)> + '_ {
+        AbortCause::ALL.into_iter().zip(self.aborts)
+    }
+
+    pub fn total_aborts(&self) -> u64 {
+        self.aborts.iter().sum()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub commits: AtomicU64,
+    pub rollbacks: AtomicU64,
+    pub aborts: [AtomicU64; 3],
+    pub checkpoints: AtomicU64,
+    pub checkpoint_ns: AtomicU64,
+}
+
+/// Where the last checkpoint is.
+struct CheckpointState {
+    seq: u64,
+    lsn: u64,
+    at: Instant,
+}
+
+/// The state shared by the database handle, its transactions and the checkpointer.
+pub(crate) struct Shared {
+    pub config: DbConfig,
+    pub file: Arc<dyn File>,
+    pub pool: Arc<BufferPool>,
+    pub log: Arc<LogManager>,
+    pub catalog: RwLock<Catalog>,
+    /// Row versions: unique and increasing over the life of the database (see `txn.rs`).
+    pub next_version: AtomicU64,
+    pub next_txn: AtomicU64,
+    pub counters: Counters,
+    failure: Mutex<Option<String>>,
+    checkpoint: Mutex<CheckpointState>,
+    shutdown: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// An open database. See the [crate documentation](crate) for an example.
+pub struct Database {
+    shared: Arc<Shared>,
+    checkpointer: Option<JoinHandle<()>>,
+}
+
+impl Database {
+    /// Opens the database in `config.data_dir`, creating it if neither its data file nor its
+    /// log exists, and recovers it after a crash.
+    pub fn open(config: DbConfig) -> Result<(Database, OpenReport)> {
+        Self::open_with(Arc::new(RealStorage), config)
+    }
+
+    /// [`Database::open`] over any storage (the simulated one in tests).
+    pub fn open_with(
+        storage: Arc<dyn Storage>,
+        config: DbConfig,
+    ) -> Result<(Database, OpenReport)> {
+        let began = Instant::now();
+        if !storage.is_dir(&config.data_dir) {
+            return Err(EngineError::Open(format!(
+                "data directory {} does not exist",
+                config.data_dir.display()
+            )));
+        }
+        let created = prepare_data_file(storage.as_ref(), &config)?;
+        let (log, _) = LogManager::open(storage.clone(), &config.log)?;
+        let log = Arc::new(log);
+        let file = storage.open_file(&config.data_file(), OpenMode::Existing)?;
+        let meta = Meta::read_latest(file.as_ref())?;
+        let log_end = log.appended_lsn();
+        if meta.checkpoint_lsn > log_end {
+            return Err(EngineError::Open(format!(
+                "the data file's checkpoint (LSN {}) is past the end of the log (LSN {log_end}): \
+                 the log does not belong to this data file or lost its tail",
+                meta.checkpoint_lsn
+            )));
+        }
+        let pool = Arc::new(open_pool(file.clone(), &config, log.clone())?);
+        let mut catalog = Catalog::decode(&meta.catalog, &pool)?;
+        let mut report = recovery::redo(&pool, &log, &mut catalog, meta.checkpoint_lsn)?;
+        recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
+        report.elapsed = began.elapsed();
+
+        let shared = Arc::new(Shared {
+            file,
+            pool,
+            next_version: AtomicU64::new(log.appended_lsn()),
+            log,
+            catalog: RwLock::new(catalog),
+            next_txn: AtomicU64::new(1),
+            counters: Counters::default(),
+            failure: Mutex::new(None),
+            checkpoint: Mutex::new(CheckpointState {
+                seq: meta.seq,
+                lsn: meta.checkpoint_lsn,
+                at: Instant::now(),
+            }),
+            shutdown: Mutex::new(false),
+            wake: Condvar::new(),
+            config,
+        });
+        if report.records > 0 {
+            // Recovery's work is now in the data file: the next open need not redo it.
+            shared.checkpoint()?;
+        }
+        let checkpointer = spawn_checkpointer(&shared)?;
+        Ok((
+            Database {
+                shared,
+                checkpointer: Some(checkpointer),
+            },
+            OpenReport {
+                created,
+                recovery: report,
+            },
+        ))
+    }
+
+    /// Starts a transaction.
+    pub fn begin(&self) -> Transaction<'_> {
+        Transaction::new(&self.shared)
+    }
+
+    /// Runs `body` in a transaction and commits it, retrying (up to `attempts` times in all)
+    /// while it aborts with a retryable error.
+    pub fn run<T>(
+        &self,
+        attempts: usize,
+        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut attempt = 1;
+        loop {
+            let mut txn = self.begin();
+            let outcome = body(&mut txn).and_then(|value| txn.commit().map(|()| value));
+            match outcome {
+                Err(err) if err.is_retryable() && attempt < attempts => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        self.shared
+            .catalog
+            .read()
+            .get(name)
+            .map(|state| Table::new(state.clone()))
+            .ok_or_else(|| EngineError::NoSuchTable(name.to_string()))
+    }
+
+    /// The names of all tables.
+    pub fn table_names(&self) -> Vec<String> {
+        let catalog = self.shared.catalog.read();
+        catalog
+            .tables()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect()
+    }
+
+    /// Creates a table. Durable (in the commit mode's sense) when this returns.
+    pub fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
+        self.shared.create_table(name, schema)
+    }
+
+    /// Writes every changed page, records a checkpoint and lets the log drop what precedes
+    /// it. Runs by itself periodically; call it to bound recovery time now.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.shared.checkpoint()
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.shared.stats()
+    }
+
+    /// The commit mode of the log.
+    pub fn commit_mode(&self) -> CommitMode {
+        self.shared.log.mode()
+    }
+
+    /// The log (for its counters and media).
+    pub fn log(&self) -> &LogManager {
+        &self.shared.log
+    }
+
+    /// Bytes of data in the data file (pages in use or free, times the page size).
+    pub fn data_bytes(&self) -> u64 {
+        self.shared.pool.page_count() * PAGE_SIZE as u64
+    }
+
+    /// Checks every B+tree's structure; returns the number of rows and index entries.
+    pub fn check(&self) -> Result<u64> {
+        let catalog = self.shared.catalog.read();
+        let mut entries = 0;
+        for table in catalog.tables() {
+            for tree in &table.trees {
+                entries += tree.btree.check()?.entries as u64;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// A clean shutdown: a final checkpoint (unless the database stopped after a failure),
+    /// then the log is closed. Dropping the handle does the same, ignoring errors.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        *self.shared.shutdown.lock() = true;
+        self.shared.wake.notify_all();
+        if let Some(handle) = self.checkpointer.take() {
+            let _ = handle.join();
+        }
+        let result = match self.shared.check_running() {
+            Ok(()) => self.shared.checkpoint(),
+            Err(_) => Ok(()),
+        };
+        self.shared.log.close()?;
+        result
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if self.checkpointer.is_some() {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+/// Makes sure the data file exists (creating a new database if neither it nor the log
+/// exists); returns whether it was created.
+fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
+    let data = config.data_file();
+    let log_exists = log_exists(storage, &config.log);
+    if storage.exists(&data) {
+        if !log_exists {
+            let file = storage.open_file(&data, OpenMode::Existing)?;
+            let meta = Meta::read_latest(file.as_ref())?;
+            // Creation writes the data file first: an empty one may just be missing its log.
+            if meta.seq != 1 || !meta.catalog.is_empty() {
+                return Err(EngineError::Open(format!(
+                    "{} exists but its log ({}) is missing: opening would lose committed \
+                     transactions",
+                    data.display(),
+                    describe_log(&config.log)
+                )));
+            }
+        }
+        return Ok(false);
+    }
+    if log_exists {
+        return Err(EngineError::Open(format!(
+            "found a log ({}) but no data file {}",
+            describe_log(&config.log),
+            data.display()
+        )));
+    }
+    let file = storage.open_file(&data, OpenMode::CreateIfMissing)?;
+    Meta {
+        seq: 1,
+        checkpoint_lsn: LOG_START_LSN,
+        page_count: FIRST_DATA_PAGE,
+        catalog: Vec::new(),
+    }
+    .write(file.as_ref())?;
+    storage.sync_dir(&config.data_dir)?;
+    Ok(true)
+}
+
+fn log_exists(storage: &dyn Storage, log: &LogConfig) -> bool {
+    match log.mode {
+        CommitMode::PmemLog => log.pmem_path.as_deref().is_some_and(|p| storage.exists(p)),
+        _ => storage.exists(&log.log_file()),
+    }
+}
+
+fn describe_log(log: &LogConfig) -> String {
+    match (log.mode, &log.pmem_path) {
+        (CommitMode::PmemLog, Some(p)) => p.display().to_string(),
+        _ => log.log_file().display().to_string(),
+    }
+}
+
+fn open_pool(file: Arc<dyn File>, config: &DbConfig, log: Arc<LogManager>) -> Result<BufferPool> {
+    let frames = (config.buffer_pool_bytes / PAGE_SIZE).max(16);
+    // The write-ahead rule, in every commit mode (`async` included: see `force_durable`).
+    let hook = Box::new(move |lsn| log.force_durable(lsn).map_err(|e| e.into()));
+    let pool = BufferPool::new(file, frames, hook)?;
+    if pool.page_count() < FIRST_DATA_PAGE {
+        pool.set_allocation(FIRST_DATA_PAGE, Vec::new());
+    }
+    Ok(pool)
+}
+
+fn spawn_checkpointer(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    std::thread::Builder::new()
+        .name("tailstore-checkpointer".into())
+        .spawn(move || run_checkpointer(weak))
+        .map_err(|e| EngineError::Open(format!("cannot start the checkpointer thread: {e}")))
+}
+
+fn run_checkpointer(weak: Weak<Shared>) {
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        {
+            let mut stop = shared.shutdown.lock();
+            if *stop {
+                return;
+            }
+            shared.wake.wait_for(&mut stop, Duration::from_millis(50));
+            if *stop {
+                return;
+            }
+        }
+        if shared.checkpoint_due() {
+            if let Err(err) = shared.checkpoint() {
+                eprintln!("tailstore: checkpoint failed: {err}");
+                return;
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// `Err(Stopped)` after a failure (fail-stop).
+    pub fn check_running(&self) -> Result<()> {
+        match self.failure.lock().as_ref() {
+            Some(cause) => Err(EngineError::Stopped(cause.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops all later changes: the in-memory state may differ from what the log says.
+    pub fn fail_stop(&self, err: EngineError) -> EngineError {
+        let cause = err.to_string();
+        self.failure.lock().get_or_insert_with(|| cause.clone());
+        self.pool.stop(cause);
+        err
+    }
+
+    fn checkpoint_due(&self) -> bool {
+        let state = self.checkpoint.lock();
+        let by_log = self.log.appended_lsn() - state.lsn >= self.config.checkpoint_log_bytes;
+        let by_time = self
+            .config
+            .checkpoint_interval
+            .is_some_and(|every| state.at.elapsed() >= every);
+        by_log || by_time
+    }
+
+    /// See [`Database::checkpoint`]. The argument: every change logged below `lsn` was applied
+    /// to its page before its record was appended (`txn.rs`), so it is in the pool or already
+    /// on disk when `flush_all` starts; `flush_all` writes every dirty page (waiting for pages
+    /// whose record is not appended yet) and syncs; only then does the meta page say that redo
+    /// may start at `lsn`, and only then is the log below `lsn` released.
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut state = self.checkpoint.lock();
+        self.check_running()?;
+        let began = Instant::now();
+        let lsn = self.log.appended_lsn();
+        self.pool
+            .flush_all()
+            .map_err(|e| self.fail_stop(e.into()))?;
+        let meta = Meta {
+            seq: state.seq + 1,
+            checkpoint_lsn: lsn,
+            page_count: self.pool.page_count(),
+            catalog: self.catalog.read().encode(),
+        };
+        meta.write(self.file.as_ref())
+            .map_err(|e| self.fail_stop(e))?;
+        state.seq = meta.seq;
+        state.lsn = lsn;
+        state.at = Instant::now();
+        self.log
+            .release(lsn)
+            .map_err(|e| self.fail_stop(e.into()))?;
+        let c = &self.counters;
+        c.checkpoints.fetch_add(1, Ordering::Relaxed);
+        c.checkpoint_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
+        self.check_running()?;
+        if schema.indexes().len() > MAX_INDEXES {
+            return Err(EngineError::Open(format!(
+                "table `{name}` has {} indexes; at most {MAX_INDEXES} are supported",
+                schema.indexes().len()
+            )));
+        }
+        let mut catalog = self.catalog.write();
+        if catalog.get(name).is_some() {
+            return Err(EngineError::TableExists(name.to_string()));
+        }
+        let intent = self.log.intend_commit();
+        let mut redo = tailstore_storage::Redo::new();
+        let mut roots = Vec::new();
+        for _ in 0..=schema.indexes().len() {
+            let tree = tailstore_storage::BTree::create_logged(self.pool.clone(), &mut redo)
+                .map_err(|e| self.fail_stop(e.into()))?;
+            roots.push(tree.root().0);
+        }
+        let def = TableDef {
+            id: catalog.next_id(),
+            name: name.to_string(),
+            columns: schema.columns().to_vec(),
+            primary_key: schema.primary_key().to_vec(),
+            indexes: schema.indexes().to_vec(),
+            roots,
+        };
+        let payload = wal::create_table_record(&encode_def(&def), redo.bytes());
+        let lsn = self.log_and_stamp(&payload, &redo)?;
+        let state = TableState::open(def, &self.pool)?;
+        catalog.add(state);
+        let table = catalog.get(name).map(|t| Table::new(t.clone()));
+        drop(catalog);
+        intent.wait(lsn)?;
+        table.ok_or_else(|| EngineError::NoSuchTable(name.to_string()))
+    }
+
+    /// Appends `payload` (which holds `redo`) and stamps the pages `redo` touched with the
+    /// end of the record. Any failure stops the database: the pages changed in memory are
+    /// not described by the log.
+    pub fn log_and_stamp(&self, payload: &[u8], redo: &tailstore_storage::Redo) -> Result<u64> {
+        let lsn = self
+            .log
+            .append(payload)
+            .map_err(|e| self.fail_stop(e.into()))?;
+        for &id in redo.touched() {
+            self.pool
+                .stamp(id, lsn)
+                .map_err(|e| self.fail_stop(e.into()))?;
+        }
+        Ok(lsn)
+    }
+
+    fn stats(&self) -> EngineStats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineStats {
+            pool: self.pool.stats(),
+            log: self.log.counters(),
+            pool_pages: self.pool.capacity() as u64,
+            data_pages: self.pool.page_count(),
+            commits: load(&c.commits),
+            rollbacks: load(&c.rollbacks),
+            aborts: [load(&c.aborts[0]), load(&c.aborts[1]), load(&c.aborts[2])],
+            checkpoints: load(&c.checkpoints),
+            checkpoint_time: Duration::from_nanos(load(&c.checkpoint_ns)),
+        }
+    }
+
+    pub fn count_abort(&self, cause: AbortCause) -> EngineError {
+        let i = AbortCause::ALL
+            .iter()
+            .position(|&c| c == cause)
+            .unwrap_or(0);
+        self.counters.aborts[i].fetch_add(1, Ordering::Relaxed);
+        EngineError::Aborted { cause }
+    }
+}

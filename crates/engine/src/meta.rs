@@ -1,0 +1,166 @@
+//! The meta pages: where a checkpoint is recorded.
+//!
+//! # Layout
+//!
+//! Pages `0..8` of the data file hold two *slots* of [`SLOT_PAGES`] pages each (slot 0: pages
+//! 0–3, slot 1: pages 4–7). Checkpoint number `seq` writes slot `seq % 2`, so the previous
+//! checkpoint's slot is never touched while the new one is written: a crash in the middle
+//! leaves one slot torn (its page checksums fail) and the other intact. Opening takes the
+//! valid slot with the highest `seq`.
+//!
+//! Each page of a slot is an ordinary checksummed page (kind `Meta`). The payloads, joined,
+//! hold (little-endian):
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic           "TSDBMETA"
+//!      8    4 format          FORMAT (1)
+//!     12    4 reserved        zero
+//!     16    8 seq             checkpoint number, from 1
+//!     24    8 checkpoint_lsn  redo starts here: every change logged below it is in the file
+//!     32    8 page_count      pages in use or free below this page number
+//!     40    4 catalog_len     bytes of catalog that follow
+//!     44    4 catalog_crc     CRC32C of the catalog bytes
+//!     48    … catalog         JSON (see `catalog.rs`)
+//! ```
+
+use tailstore_media::File;
+use tailstore_storage::page::HEADER_SIZE;
+use tailstore_storage::{Page, PageId, PageKind, PAGE_SIZE};
+
+use crate::error::{EngineError, Result};
+
+/// Pages per meta slot.
+pub const SLOT_PAGES: u64 = 4;
+/// The first page that holds data (after both meta slots).
+pub const FIRST_DATA_PAGE: u64 = 2 * SLOT_PAGES;
+
+const MAGIC: &[u8; 8] = b"TSDBMETA";
+const FORMAT: u32 = 1;
+const FIXED: usize = 48;
+const PAYLOAD: usize = PAGE_SIZE - HEADER_SIZE;
+/// Largest catalog a slot holds.
+pub const MAX_CATALOG: usize = SLOT_PAGES as usize * PAYLOAD - FIXED;
+
+/// A checkpoint record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub seq: u64,
+    pub checkpoint_lsn: u64,
+    pub page_count: u64,
+    pub catalog: Vec<u8>,
+}
+
+impl Meta {
+    fn encode(&self) -> Result<Vec<u8>> {
+        if self.catalog.len() > MAX_CATALOG {
+            return Err(EngineError::Open(format!(
+                "the catalog ({} bytes) exceeds the {MAX_CATALOG} bytes a meta slot holds",
+                self.catalog.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(FIXED + self.catalog.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.checkpoint_lsn.to_le_bytes());
+        out.extend_from_slice(&self.page_count.to_le_bytes());
+        out.extend_from_slice(&(self.catalog.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&self.catalog).to_le_bytes());
+        out.extend_from_slice(&self.catalog);
+        Ok(out)
+    }
+
+    fn decode(bytes: &[u8]) -> std::result::Result<Meta, String> {
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+        if &bytes[..8] != MAGIC {
+            return Err("bad magic".into());
+        }
+        if u32_at(8) != FORMAT {
+            return Err(format!("unsupported meta format {}", u32_at(8)));
+        }
+        let len = u32_at(40) as usize;
+        let catalog = bytes
+            .get(FIXED..FIXED + len)
+            .ok_or_else(|| format!("catalog length {len} runs past the slot"))?;
+        if crc32c::crc32c(catalog) != u32_at(44) {
+            return Err("catalog checksum mismatch".into());
+        }
+        Ok(Meta {
+            seq: u64_at(16),
+            checkpoint_lsn: u64_at(24),
+            page_count: u64_at(32),
+            catalog: catalog.to_vec(),
+        })
+    }
+
+    /// Writes this record into slot `seq % 2` and syncs the file.
+    pub fn write(&self, file: &dyn File) -> Result<()> {
+        let bytes = self.encode()?;
+        let first = (self.seq % 2) * SLOT_PAGES;
+        let mut page = Page::zeroed();
+        for (i, chunk) in bytes.chunks(PAYLOAD).enumerate() {
+            let id = PageId(first + i as u64);
+            page.format(id, PageKind::Meta);
+            page.payload_mut()[..chunk.len()].copy_from_slice(chunk);
+            page.seal();
+            file.write_at(id.offset(), page.bytes())?;
+        }
+        file.sync_data()?;
+        Ok(())
+    }
+
+    /// The valid slot with the highest `seq`, or an error saying why neither is valid.
+    pub fn read_latest(file: &dyn File) -> Result<Meta> {
+        let slots = [Self::read_slot(file, 0), Self::read_slot(file, 1)];
+        let best = slots
+            .iter()
+            .filter_map(|s| s.as_ref().ok())
+            .max_by_key(|m| m.seq)
+            .cloned();
+        best.ok_or_else(|| {
+            let why: Vec<String> = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.as_ref().err().map(|e| format!("slot {i}: {e}")))
+                .collect();
+            EngineError::Corrupt(format!(
+                "{}: no valid meta page ({})",
+                file.path(),
+                why.join("; ")
+            ))
+        })
+    }
+
+    fn read_slot(file: &dyn File, slot: u64) -> std::result::Result<Meta, String> {
+        let mut bytes = Vec::new();
+        let mut page = Page::zeroed();
+        let mut needed = FIXED;
+        let mut i = 0;
+        while bytes.len() < needed {
+            if i == SLOT_PAGES {
+                return Err("catalog runs past the slot".into());
+            }
+            let id = PageId(slot * SLOT_PAGES + i);
+            let complete = file
+                .read_exact_at(id.offset(), page.bytes_mut_for_read())
+                .map_err(|e| e.to_string())?;
+            if !complete {
+                return Err(format!("page {id} is missing"));
+            }
+            page.verify(id).map_err(|e| e.to_string())?;
+            if page.kind() != Some(PageKind::Meta) {
+                return Err(format!("page {id} is not a meta page"));
+            }
+            bytes.extend_from_slice(page.payload());
+            if i == 0 {
+                needed =
+                    FIXED + u32::from_le_bytes(bytes[40..44].try_into().unwrap_or([0; 4])) as usize;
+            }
+            i += 1;
+        }
+        Self::decode(&bytes)
+    }
+}

@@ -1,0 +1,704 @@
+//! Transactions: optimistic, serializable, with early lock release.
+//!
+//! # Protocol (in the style of Silo, Tu et al., SOSP 2013)
+//!
+//! *Execution.* Reads go straight to the B+trees, without locks, and are remembered in a
+//! read set: each point read with the version of the row it saw (or "absent"), each range
+//! scan with its bounds, limit and the (key, version) pairs it returned. Writes are buffered
+//! in the transaction's write set; the trees are not touched.
+//!
+//! *Commit* (transactions with writes):
+//! 1. Lock every written key in its tree's lock table, in (tree, key) order, without
+//!    waiting: a key locked by another transaction aborts this one (`write-conflict`). No
+//!    transaction ever waits for a lock, so there are no deadlocks.
+//! 2. Validate: every point read must still see the same version and not be locked by
+//!    another transaction (`read-changed`); every scan, run again, must return the same pairs,
+//!    and no key in the range it covered may be locked by another transaction (`phantom`).
+//! 3. Take the write latch of every tree written (in tree order), apply the writes with a
+//!    new version (a database-wide counter), log them as one record (`wal.rs`), stamp the
+//!    touched pages with its LSN and release the latches.
+//! 4. Release the key locks, then wait for the record to be durable. The locks are released
+//!    *before* the wait (early lock release).
+//!
+//! Read-only transactions validate (step 2) and then wait until the log is durable up to
+//! where it had been appended when they committed.
+//!
+//! # Why it is serializable
+//!
+//! Order committed transactions by the moment each holds all its locks (after step 1). Take
+//! T committing with reads R and writes W. Every row in R had, at validation, the version T
+//! read and was unlocked by others, so no transaction that changed it committed between T's
+//! read and T's validation; one that locks it later serializes after T (and if it read
+//! anything T writes, it fails its own validation: T's key is locked, or its version
+//! changed). Scans get the same guarantee for the keys that were *not* there (phantoms): an
+//! insert into the range is either applied (the re-scan differs) or being committed (its key
+//! is locked in the range) or comes after T's validation (it serializes after T). So each
+//! transaction behaves as if it ran alone at its lock point. See docs/design/storage.md.
+//!
+//! # Early lock release is safe
+//!
+//! A transaction that saw T's writes read them after T's step 3, which appended T's record;
+//! if it writes, its own record has a larger LSN, and records become durable in LSN order,
+//! so waiting for its own record waits for T's. A read-only one waits for the log as far as
+//! it had been appended at its commit, which includes T's record. So no transaction is
+//! acknowledged before every transaction whose writes it saw is durable.
+//!
+//! Row versions are unique and increase over the life of the database: the counter starts at
+//! the log's end LSN when the database opens, and every commit that takes a version appends a
+//! record of more than one byte, so versions never catch up with LSNs of a later opening.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tailstore_storage::key::prefix_successor;
+use tailstore_storage::{Redo, ScanDirection, Schema, TreeWriter, Value};
+
+use crate::catalog::TableState;
+use crate::database::Shared;
+use crate::error::{AbortCause, EngineError, Result};
+use crate::wal;
+
+const VERSION_BYTES: usize = 8;
+
+/// A handle on a table, cheap to clone.
+#[derive(Clone)]
+pub struct Table {
+    state: Arc<TableState>,
+}
+
+impl Table {
+    pub(crate) fn new(state: Arc<TableState>) -> Table {
+        Table { state }
+    }
+
+    pub fn name(&self) -> &str {
+        self.state.name()
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.state.schema
+    }
+
+    /// Position of the secondary index `name`.
+    fn index_position(&self, name: &str) -> Result<usize> {
+        self.state
+            .schema
+            .index_position(name)
+            .ok_or_else(|| EngineError::NoSuchIndex {
+                table: self.name().to_string(),
+                index: name.to_string(),
+            })
+    }
+}
+
+/// A range of keys given by column values: bounds are key *prefixes*. `Included(v)` as the
+/// lower bound starts at the first key beginning with `v`; `Excluded(v)` starts after every
+/// key beginning with `v`; as the upper bound, `Included(v)` ends after every key beginning
+/// with `v` and `Excluded(v)` ends before the first one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lower: Bound<Vec<Value>>,
+    pub upper: Bound<Vec<Value>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> KeyRange {
+        KeyRange {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        }
+    }
+
+    /// The keys that begin with `prefix`.
+    pub fn prefix(prefix: Vec<Value>) -> KeyRange {
+        KeyRange {
+            lower: Bound::Included(prefix.clone()),
+            upper: Bound::Included(prefix),
+        }
+    }
+
+    pub fn new(lower: Bound<Vec<Value>>, upper: Bound<Vec<Value>>) -> KeyRange {
+        KeyRange { lower, upper }
+    }
+}
+
+type ByteBound = Bound<Vec<u8>>;
+
+/// A tree of a table the transaction uses: (table slot in `Transaction::tables`, tree index).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct TreeRef {
+    table: usize,
+    tree: usize,
+}
+
+struct PointRead {
+    tree: TreeRef,
+    key: Vec<u8>,
+    version: Option<u64>,
+}
+
+struct RangeRead {
+    tree: TreeRef,
+    lower: ByteBound,
+    upper: ByteBound,
+    direction: ScanDirection,
+    limit: usize,
+    /// (key, version) as returned; index entries have version 0.
+    seen: Vec<(Vec<u8>, u64)>,
+}
+
+struct Write {
+    tree: TreeRef,
+    /// The row value (without version) or index value to put; `None` deletes.
+    value: Option<Vec<u8>>,
+}
+
+/// A transaction. Dropping it without [`Transaction::commit`] rolls it back.
+pub struct Transaction<'db> {
+    db: &'db Shared,
+    id: u64,
+    tables: Vec<Arc<TableState>>,
+    reads: Vec<PointRead>,
+    scans: Vec<RangeRead>,
+    /// Keyed by (tree id, key): the commit order of step 1.
+    writes: BTreeMap<(u32, Vec<u8>), Write>,
+    done: bool,
+}
+
+impl<'db> Transaction<'db> {
+    pub(crate) fn new(db: &'db Shared) -> Self {
+        Transaction {
+            db,
+            id: db.next_txn.fetch_add(1, Ordering::Relaxed),
+            tables: Vec::new(),
+            reads: Vec::new(),
+            scans: Vec::new(),
+            writes: BTreeMap::new(),
+            done: false,
+        }
+    }
+
+    /// The row whose primary key is `key` (one value per primary-key column).
+    pub fn get(&mut self, table: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        let slot = self.slot(table);
+        let pk = table.schema().primary_key_prefix(key)?;
+        if key.len() != table.schema().primary_key().len() {
+            return Err(tailstore_storage::RowError::WrongArity {
+                expected: table.schema().primary_key().len(),
+                found: key.len(),
+            }
+            .into());
+        }
+        match self.read_row(slot, &pk)? {
+            Some(value) => Ok(Some(table.schema().decode_row(&pk, &value)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Adds a row (one value per column); [`EngineError::DuplicateKey`] if its primary key
+    /// (or a unique index key) is taken.
+    pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<()> {
+        let slot = self.slot(table);
+        let schema = table.schema();
+        let row = schema.check_row(row)?;
+        let (pk, value) = schema.encode_row(&row)?;
+        if self.read_row(slot, &pk)?.is_some() {
+            return Err(EngineError::DuplicateKey(table.name().to_string()));
+        }
+        self.check_unique(table, slot, &row, None)?;
+        self.put(slot, 0, pk, Some(value));
+        for i in 0..schema.indexes().len() {
+            let key = schema.index_key(i, &row)?;
+            self.put(slot, 1 + i, key, Some(Vec::new()));
+        }
+        Ok(())
+    }
+
+    /// Replaces the row with the same primary key; [`EngineError::RowNotFound`] if there is
+    /// none.
+    pub fn update(&mut self, table: &Table, row: &[Value]) -> Result<()> {
+        let slot = self.slot(table);
+        let schema = table.schema();
+        let row = schema.check_row(row)?;
+        let (pk, value) = schema.encode_row(&row)?;
+        let old = match self.read_row(slot, &pk)? {
+            Some(old) => schema.decode_row(&pk, &old)?,
+            None => return Err(EngineError::RowNotFound(table.name().to_string())),
+        };
+        self.check_unique(table, slot, &row, Some(&old))?;
+        self.put(slot, 0, pk, Some(value));
+        for i in 0..schema.indexes().len() {
+            let (old_key, new_key) = (schema.index_key(i, &old)?, schema.index_key(i, &row)?);
+            if old_key != new_key {
+                self.put(slot, 1 + i, old_key, None);
+                self.put(slot, 1 + i, new_key, Some(Vec::new()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the row whose primary key is `key`; returns whether it existed.
+    pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<bool> {
+        let Some(old) = self.get(table, key)? else {
+            return Ok(false);
+        };
+        let slot = self.slot(table);
+        let schema = table.schema();
+        self.put(slot, 0, schema.primary_key_of(&old)?, None);
+        for i in 0..schema.indexes().len() {
+            self.put(slot, 1 + i, schema.index_key(i, &old)?, None);
+        }
+        Ok(true)
+    }
+
+    /// Rows whose primary key lies in `range`, in `direction`, at most `limit`.
+    pub fn scan(
+        &mut self,
+        table: &Table,
+        range: &KeyRange,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<Vec<Value>>> {
+        let slot = self.slot(table);
+        let schema = table.schema();
+        let encode = |values: &[Value]| schema.primary_key_prefix(values);
+        let (lower, upper) = byte_bounds(range, encode)?;
+        let entries = self.scan_tree(
+            TreeRef {
+                table: slot,
+                tree: 0,
+            },
+            lower,
+            upper,
+            direction,
+            limit,
+        )?;
+        entries
+            .iter()
+            .map(|(key, value)| Ok(schema.decode_row(key, value)?))
+            .collect()
+    }
+
+    /// Rows whose key in secondary index `index` lies in `range` (bounds are prefixes of the
+    /// index columns followed by the primary-key columns), in index order.
+    pub fn scan_index(
+        &mut self,
+        table: &Table,
+        index: &str,
+        range: &KeyRange,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<Vec<Value>>> {
+        let slot = self.slot(table);
+        let position = table.index_position(index)?;
+        let schema = table.schema();
+        let encode = |values: &[Value]| schema.index_prefix(position, values);
+        let (lower, upper) = byte_bounds(range, encode)?;
+        let tree = TreeRef {
+            table: slot,
+            tree: 1 + position,
+        };
+        let entries = self.scan_tree(tree, lower, upper, direction, limit)?;
+        let mut rows = Vec::with_capacity(entries.len());
+        for (index_key, _) in entries {
+            let pk = schema.primary_key_from_index_key(position, &index_key)?;
+            let value = self.read_row(slot, pk)?.ok_or_else(|| {
+                EngineError::Corrupt(format!(
+                    "index `{index}` of table `{}` names a missing row",
+                    table.name()
+                ))
+            })?;
+            rows.push(schema.decode_row(pk, &value)?);
+        }
+        Ok(rows)
+    }
+
+    /// Commits. On a retryable error ([`EngineError::is_retryable`]) nothing was changed.
+    pub fn commit(mut self) -> Result<()> {
+        self.done = true;
+        let db = self.db;
+        if self.writes.is_empty() {
+            self.validate()?;
+            db.log.wait_durable(db.log.appended_lsn())?;
+            db.counters.commits.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        db.check_running()?;
+        let intent = db.log.intend_commit();
+        self.lock_writes()?;
+        let outcome = self.validate().and_then(|()| self.apply_and_log());
+        self.unlock_writes();
+        let lsn = outcome?;
+        intent.wait(lsn)?;
+        db.counters.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Discards the transaction's writes.
+    pub fn rollback(mut self) {
+        self.done = true;
+        self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn slot(&mut self, table: &Table) -> usize {
+        match self
+            .tables
+            .iter()
+            .position(|t| Arc::ptr_eq(t, &table.state))
+        {
+            Some(slot) => slot,
+            None => {
+                self.tables.push(table.state.clone());
+                self.tables.len() - 1
+            }
+        }
+    }
+
+    fn tree(&self, tree: TreeRef) -> &crate::catalog::Tree {
+        &self.tables[tree.table].trees[tree.tree]
+    }
+
+    fn tree_id(&self, tree: TreeRef) -> u32 {
+        self.tree(tree).id
+    }
+
+    /// The row value (without version) under primary key `pk`: this transaction's own write
+    /// if it has one, else the tree's (recorded in the read set).
+    fn read_row(&mut self, slot: usize, pk: &[u8]) -> Result<Option<Vec<u8>>> {
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        if let Some(write) = self.writes.get(&(self.tree_id(tree), pk.to_vec())) {
+            return Ok(write.value.clone());
+        }
+        let stored = self.tree(tree).btree.get(pk)?;
+        let (version, value) = match stored {
+            Some(bytes) => {
+                let (version, value) = split_version(&bytes)?;
+                (Some(version), Some(value.to_vec()))
+            }
+            None => (None, None),
+        };
+        self.reads.push(PointRead {
+            tree,
+            key: pk.to_vec(),
+            version,
+        });
+        Ok(value)
+    }
+
+    fn put(&mut self, slot: usize, tree: usize, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let tree = TreeRef { table: slot, tree };
+        let id = self.tree_id(tree);
+        self.writes.insert((id, key), Write { tree, value });
+    }
+
+    /// A unique index must not hold `row`'s index columns for another row.
+    fn check_unique(
+        &mut self,
+        table: &Table,
+        slot: usize,
+        row: &[Value],
+        old: Option<&[Value]>,
+    ) -> Result<()> {
+        let schema = table.schema();
+        for (i, def) in schema.indexes().iter().enumerate() {
+            let values: Vec<Value> = def.columns.iter().map(|&c| row[c].clone()).collect();
+            let unchanged = old.is_some_and(|old| def.columns.iter().all(|&c| old[c] == row[c]));
+            if !def.unique || unchanged || values.iter().any(Value::is_null) {
+                continue;
+            }
+            let range = KeyRange::prefix(values);
+            let (lower, upper) = byte_bounds(&range, |v| schema.index_prefix(i, v))?;
+            let tree = TreeRef {
+                table: slot,
+                tree: 1 + i,
+            };
+            if !self
+                .scan_tree(tree, lower, upper, ScanDirection::Ascending, 1)?
+                .is_empty()
+            {
+                return Err(EngineError::DuplicateKey(format!(
+                    "{}.{}",
+                    table.name(),
+                    def.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans a tree, merging this transaction's own writes, and records the scan.
+    fn scan_tree(
+        &mut self,
+        tree: TreeRef,
+        lower: ByteBound,
+        upper: ByteBound,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let id = self.tree_id(tree);
+        let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
+            .writes
+            .range(write_bounds(id, &lower, &upper))
+            .map(|((_, key), write)| (key.clone(), write.value.clone()))
+            .collect();
+        // Own deletes may hide up to `own.len()` of the tree's pairs: read that many more.
+        let tree_limit = limit.saturating_add(own.len());
+        let primary = tree.tree == 0;
+        let mut seen = Vec::new();
+        let mut merged = BTreeMap::new();
+        self.tree(tree).btree.scan(
+            as_ref(&lower),
+            as_ref(&upper),
+            direction,
+            tree_limit,
+            |key, value| {
+                let (version, value) = if primary {
+                    match split_version(value) {
+                        Ok((version, value)) => (version, value),
+                        Err(_) => (u64::MAX, value),
+                    }
+                } else {
+                    (0, value)
+                };
+                seen.push((key.to_vec(), version));
+                merged.insert(key.to_vec(), value.to_vec());
+                true
+            },
+        )?;
+        if primary && seen.iter().any(|(_, v)| *v == u64::MAX) {
+            return Err(EngineError::Corrupt("a row without its version".into()));
+        }
+        // When the tree's answer was cut at the limit, own writes beyond its last key are
+        // out of sight: the tree may hold more pairs before them.
+        let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
+        for (key, value) in own {
+            let beyond = match (&frontier, direction) {
+                (Some(Some(last)), ScanDirection::Ascending) => key > *last,
+                (Some(Some(last)), ScanDirection::Descending) => key < *last,
+                _ => false,
+            };
+            match value {
+                Some(value) if !beyond => {
+                    merged.insert(key, value);
+                }
+                Some(_) => {}
+                None => {
+                    merged.remove(&key);
+                }
+            }
+        }
+        self.scans.push(RangeRead {
+            tree,
+            lower,
+            upper,
+            direction,
+            limit: tree_limit,
+            seen,
+        });
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = match direction {
+            ScanDirection::Ascending => merged.into_iter().collect(),
+            ScanDirection::Descending => merged.into_iter().rev().collect(),
+        };
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Step 1: lock the write set, in order, without waiting.
+    fn lock_writes(&mut self) -> Result<()> {
+        let mut locked = 0;
+        for ((_, key), write) in &self.writes {
+            if !self.tree(write.tree).locks.try_lock(key, self.id) {
+                self.unlock_first(locked);
+                return Err(self.db.count_abort(AbortCause::WriteConflict));
+            }
+            locked += 1;
+        }
+        Ok(())
+    }
+
+    fn unlock_writes(&self) {
+        self.unlock_first(self.writes.len());
+    }
+
+    fn unlock_first(&self, n: usize) {
+        for ((_, key), write) in self.writes.iter().take(n) {
+            self.tree(write.tree).locks.unlock(key, self.id);
+        }
+    }
+
+    /// Step 2: every read still holds.
+    fn validate(&self) -> Result<()> {
+        for read in &self.reads {
+            let tree = self.tree(read.tree);
+            if tree.locks.locked_by_other(&read.key, self.id) {
+                return Err(self.db.count_abort(AbortCause::ReadChanged));
+            }
+            let now = match tree.btree.get(&read.key)? {
+                Some(bytes) => Some(split_version(&bytes)?.0),
+                None => None,
+            };
+            if now != read.version {
+                return Err(self.db.count_abort(AbortCause::ReadChanged));
+            }
+        }
+        for scan in &self.scans {
+            self.validate_scan(scan)?;
+        }
+        Ok(())
+    }
+
+    fn validate_scan(&self, scan: &RangeRead) -> Result<()> {
+        let tree = self.tree(scan.tree);
+        let primary = scan.tree.tree == 0;
+        let mut again = Vec::with_capacity(scan.seen.len());
+        tree.btree.scan(
+            as_ref(&scan.lower),
+            as_ref(&scan.upper),
+            scan.direction,
+            scan.limit,
+            |key, value| {
+                let version = if primary {
+                    split_version(value).map(|(v, _)| v).unwrap_or(u64::MAX)
+                } else {
+                    0
+                };
+                again.push((key.to_vec(), version));
+                true
+            },
+        )?;
+        if again != scan.seen {
+            return Err(self.db.count_abort(AbortCause::Phantom));
+        }
+        // The part of the range the scan covered: up to its last key if the limit cut it.
+        let (mut lower, mut upper) = (as_ref(&scan.lower), as_ref(&scan.upper));
+        if scan.seen.len() == scan.limit {
+            if let Some((last, _)) = scan.seen.last() {
+                match scan.direction {
+                    ScanDirection::Ascending => upper = Bound::Included(last),
+                    ScanDirection::Descending => lower = Bound::Included(last),
+                }
+            }
+        }
+        if tree.locks.range_locked_by_other(lower, upper, self.id) {
+            return Err(self.db.count_abort(AbortCause::Phantom));
+        }
+        Ok(())
+    }
+
+    /// Step 3: apply the writes under the trees' write latches, log them as one record and
+    /// stamp the touched pages. Returns the record's end LSN.
+    fn apply_and_log(&self) -> Result<u64> {
+        let db = self.db;
+        let version = db.next_version.fetch_add(1, Ordering::Relaxed);
+        let mut writers: Vec<(u32, TreeWriter<'_>)> = Vec::new();
+        for ((id, _), write) in &self.writes {
+            if writers.last().map(|(last, _)| last) != Some(id) {
+                let writer = self.tree(write.tree).btree.writer();
+                writers.push((*id, writer.map_err(|e| db.fail_stop(e.into()))?));
+            }
+        }
+        let mut redo = Redo::new();
+        let mut value_buf = Vec::new();
+        let mut w = 0;
+        for ((id, key), write) in &self.writes {
+            while writers[w].0 != *id {
+                w += 1;
+            }
+            let writer = &writers[w].1;
+            let applied = match &write.value {
+                Some(value) if write.tree.tree == 0 => {
+                    value_buf.clear();
+                    value_buf.extend_from_slice(&version.to_le_bytes());
+                    value_buf.extend_from_slice(value);
+                    writer.put(key, &value_buf, &mut redo)
+                }
+                Some(value) => writer.put(key, value, &mut redo),
+                None => writer.delete(key, &mut redo).map(|_| ()),
+            };
+            applied.map_err(|e| db.fail_stop(e.into()))?;
+        }
+        let mut payload = Vec::new();
+        wal::commit_record(redo.bytes(), &mut payload);
+        let lsn = db.log_and_stamp(&payload, &redo)?;
+        drop(writers);
+        Ok(lsn)
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn split_version(stored: &[u8]) -> Result<(u64, &[u8])> {
+    if stored.len() < VERSION_BYTES {
+        return Err(EngineError::Corrupt(
+            "a row shorter than its version".into(),
+        ));
+    }
+    let (version, value) = stored.split_at(VERSION_BYTES);
+    let mut bytes = [0; VERSION_BYTES];
+    bytes.copy_from_slice(version);
+    Ok((u64::from_le_bytes(bytes), value))
+}
+
+fn as_ref(bound: &ByteBound) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Byte bounds of a [`KeyRange`] (prefix semantics), given the encoding of a prefix.
+fn byte_bounds(
+    range: &KeyRange,
+    encode: impl Fn(&[Value]) -> std::result::Result<Vec<u8>, tailstore_storage::RowError>,
+) -> Result<(ByteBound, ByteBound)> {
+    let lower = match &range.lower {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(v) => Bound::Included(encode(v)?),
+        Bound::Excluded(v) => match prefix_successor(&encode(v)?) {
+            Some(next) => Bound::Included(next),
+            // Nothing sorts after every key with this prefix: the range is empty.
+            None => return Ok((Bound::Excluded(Vec::new()), Bound::Excluded(Vec::new()))),
+        },
+    };
+    let upper = match &range.upper {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Excluded(v) => Bound::Excluded(encode(v)?),
+        Bound::Included(v) => match prefix_successor(&encode(v)?) {
+            Some(next) => Bound::Excluded(next),
+            None => Bound::Unbounded,
+        },
+    };
+    Ok((lower, upper))
+}
+
+/// The write-set keys of tree `id` within byte bounds.
+fn write_bounds(
+    id: u32,
+    lower: &ByteBound,
+    upper: &ByteBound,
+) -> (Bound<(u32, Vec<u8>)>, Bound<(u32, Vec<u8>)>) {
+    let lower = match lower {
+        Bound::Unbounded => Bound::Included((id, Vec::new())),
+        Bound::Included(k) => Bound::Included((id, k.clone())),
+        Bound::Excluded(k) => Bound::Excluded((id, k.clone())),
+    };
+    let upper = match upper {
+        Bound::Unbounded => Bound::Excluded((id + 1, Vec::new())),
+        Bound::Included(k) => Bound::Included((id, k.clone())),
+        Bound::Excluded(k) => Bound::Excluded((id, k.clone())),
+    };
+    (lower, upper)
+}

@@ -1,0 +1,61 @@
+//! The engine's log records (the payloads it hands to the log manager).
+//!
+//! ```text
+//! Commit       1u8  page ops                                  one per writing transaction
+//! CreateTable  2u8  def_len u32  table definition (JSON)  page ops
+//! ```
+//!
+//! "page ops" is a sequence of B+tree page changes (`tailstore_storage::btree::redo`). A
+//! transaction's whole effect is one record, so the log's own atomicity (a record is present
+//! whole or not at all) makes every transaction atomic in recovery: there is no undo.
+
+use crate::error::{EngineError, Result};
+
+const COMMIT: u8 = 1;
+const CREATE_TABLE: u8 = 2;
+
+/// A decoded record.
+pub enum WalRecord<'a> {
+    Commit { ops: &'a [u8] },
+    CreateTable { def: &'a [u8], ops: &'a [u8] },
+}
+
+/// The payload of a transaction's commit record, reusing `out`'s allocation.
+pub fn commit_record(ops: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(1 + ops.len());
+    out.push(COMMIT);
+    out.extend_from_slice(ops);
+}
+
+pub fn create_table_record(def: &[u8], ops: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + def.len() + ops.len());
+    out.push(CREATE_TABLE);
+    out.extend_from_slice(&(def.len() as u32).to_le_bytes());
+    out.extend_from_slice(def);
+    out.extend_from_slice(ops);
+    out
+}
+
+/// Decodes the payload of the record at `lsn` (for error messages).
+pub fn decode(payload: &[u8], lsn: u64) -> Result<WalRecord<'_>> {
+    let bad = |what: &str| EngineError::Corrupt(format!("log record at LSN {lsn}: {what}"));
+    match payload.first() {
+        Some(&COMMIT) => Ok(WalRecord::Commit { ops: &payload[1..] }),
+        Some(&CREATE_TABLE) => {
+            let len = payload
+                .get(1..5)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                .ok_or_else(|| bad("truncated table definition"))?;
+            let def = payload
+                .get(5..5 + len)
+                .ok_or_else(|| bad("truncated table definition"))?;
+            Ok(WalRecord::CreateTable {
+                def,
+                ops: &payload[5 + len..],
+            })
+        }
+        Some(other) => Err(bad(&format!("unknown record type {other}"))),
+        None => Err(bad("empty record")),
+    }
+}
