@@ -126,6 +126,8 @@ impl KeyRange {
 }
 
 type ByteBound = Bound<Vec<u8>>;
+/// A bound on the write set's (tree id, key) order.
+type WriteBound = Bound<(u32, Vec<u8>)>;
 
 /// A tree of a table the transaction uses: (table slot in `Transaction::tables`, tree index).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -441,6 +443,9 @@ impl<'db> Transaction<'db> {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if is_empty_range(&lower, &upper) {
+            return Ok(Vec::new()); // no key can ever be in it: nothing to validate either
+        }
         let id = self.tree_id(tree);
         let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
             .writes
@@ -511,13 +516,11 @@ impl<'db> Transaction<'db> {
 
     /// Step 1: lock the write set, in order, without waiting.
     fn lock_writes(&mut self) -> Result<()> {
-        let mut locked = 0;
-        for ((_, key), write) in &self.writes {
+        for (locked, ((_, key), write)) in self.writes.iter().enumerate() {
             if !self.tree(write.tree).locks.try_lock(key, self.id) {
                 self.unlock_first(locked);
                 return Err(self.db.count_abort(AbortCause::WriteConflict));
             }
-            locked += 1;
         }
         Ok(())
     }
@@ -684,12 +687,19 @@ fn byte_bounds(
     Ok((lower, upper))
 }
 
+/// Whether no key lies within the bounds (`BTreeMap::range` would panic on them).
+fn is_empty_range(lower: &ByteBound, upper: &ByteBound) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => {
+            l >= u
+        }
+        _ => false,
+    }
+}
+
 /// The write-set keys of tree `id` within byte bounds.
-fn write_bounds(
-    id: u32,
-    lower: &ByteBound,
-    upper: &ByteBound,
-) -> (Bound<(u32, Vec<u8>)>, Bound<(u32, Vec<u8>)>) {
+fn write_bounds(id: u32, lower: &ByteBound, upper: &ByteBound) -> (WriteBound, WriteBound) {
     let lower = match lower {
         Bound::Unbounded => Bound::Included((id, Vec::new())),
         Bound::Included(k) => Bound::Included((id, k.clone())),
