@@ -3,7 +3,6 @@
 //! modes are meaningful on a noisy machine.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -11,11 +10,14 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager};
-use tailstore_media::real::{filesystem_type, RealStorage};
+use tailstore_media::real::RealStorage;
 
 use crate::args::ByteSize;
 use crate::latency::{LatencyRecorder, LatencySummary};
-use crate::report::{case_progress, write_json};
+use crate::report::{
+    default_scratch_parent, log_medium, median_run, run_interleaved, settle_disk, write_json,
+    Window,
+};
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -108,25 +110,19 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
         .flat_map(|&t| plan.modes.iter().map(move |&m| (m, t)))
         .collect();
     print_header(args, &plan);
-    let progress = case_progress((cases.len() * args.runs) as u64);
-    let mut runs: Vec<Vec<RunResult>> = vec![Vec::new(); cases.len()];
     // Logs are deleted only at the end: deleting a large file keeps the file system busy and
     // would slow whichever case came next.
     let mut finished_logs = Vec::new();
-    for run in 0..args.runs {
-        // Each run starts one case later, so that no case always follows the same neighbour
-        // (a disk still busy with the previous case's writes would otherwise bias one mode).
-        for k in 0..cases.len() {
-            let i = (k + run) % cases.len();
-            let (mode, threads) = cases[i];
-            progress.set_message(format!("run {}/{}: {mode} x{threads}", run + 1, args.runs));
+    let runs = run_interleaved(
+        &cases,
+        args.runs,
+        |(mode, threads)| format!("{mode} x{threads}"),
+        |&(mode, threads)| {
             let (result, log_dir) = run_case(args, &plan, mode, threads)?;
-            runs[i].push(result);
             finished_logs.push(log_dir);
-            progress.inc(1);
-        }
-    }
-    progress.finish_and_clear();
+            Ok(result)
+        },
+    )?;
     drop(finished_logs);
     let reports: Vec<CaseReport> = cases
         .iter()
@@ -167,7 +163,7 @@ fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
         None => {
             let tmp = tempfile::Builder::new()
                 .prefix("tailstore-bench-")
-                .tempdir_in(default_log_parent())?;
+                .tempdir_in(default_scratch_parent())?;
             (tmp.path().to_path_buf(), Some(tmp))
         }
     };
@@ -195,15 +191,6 @@ fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
         _log_tmp: log_tmp,
         pmem_path,
     })
-}
-
-fn default_log_parent() -> PathBuf {
-    let var_tmp = Path::new("/var/tmp");
-    if var_tmp.is_dir() {
-        var_tmp.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
 }
 
 #[derive(Clone)]
@@ -243,41 +230,25 @@ fn run_case(
     Ok((result?, dir))
 }
 
-/// Waits until the disk has written back everything earlier cases left dirty (the `sync`
-/// command: a system-wide flush), then gives it a moment to go quiet. Measured here: without
-/// this, an `fsync` case that follows a case writing 400 MB/s saw 4 ms `fdatasync`s instead of
-/// ~0.1 ms.
-fn settle_disk() {
-    let _ = std::process::Command::new("sync").status();
-    thread::sleep(Duration::from_millis(100));
-}
-
 fn measure(args: &BenchLogArgs, config: &LogConfig, threads: usize) -> CliResult<RunResult> {
     let (log, _) = LogManager::open(Arc::new(RealStorage), config)?;
     let log = Arc::new(log);
-    let medium = describe_medium(&log, config);
-    let stop = Arc::new(AtomicBool::new(false));
-    let measuring = Arc::new(AtomicBool::new(false));
+    let medium = log_medium(&log, config);
+    let window = Arc::new(Window::default());
     let workers: Vec<_> = (0..threads)
         .map(|t| {
-            let (log, stop, measuring) = (log.clone(), stop.clone(), measuring.clone());
+            let (log, window) = (log.clone(), window.clone());
             let payload = vec![t as u8; args.record_bytes];
-            thread::spawn(move || commit_loop(&log, &payload, &stop, &measuring))
+            thread::spawn(move || commit_loop(&log, &payload, &window))
         })
         .collect();
     let releaser = (config.mode == CommitMode::PmemLog).then(|| {
-        let (log, stop) = (log.clone(), stop.clone());
-        thread::spawn(move || release_loop(&log, &stop))
+        let (log, window) = (log.clone(), window.clone());
+        thread::spawn(move || release_loop(&log, &window))
     });
-    thread::sleep(Duration::from_secs_f64((args.seconds / 5.0).min(0.2)));
-    let before = log.counters();
-    let began = Instant::now();
-    measuring.store(true, Ordering::Release);
-    thread::sleep(Duration::from_secs_f64(args.seconds));
-    measuring.store(false, Ordering::Release);
-    let elapsed = began.elapsed();
-    let counters = log.counters().since(&before);
-    stop.store(true, Ordering::Release);
+    let warmup = Duration::from_secs_f64((args.seconds / 5.0).min(0.2));
+    let (before, after, elapsed) = window.measure(warmup, args.seconds, || log.counters());
+    let counters = after.since(&before);
     let mut latency = LatencyRecorder::new();
     for worker in workers {
         let recorded = worker
@@ -302,14 +273,13 @@ fn measure(args: &BenchLogArgs, config: &LogConfig, threads: usize) -> CliResult
 fn commit_loop(
     log: &LogManager,
     payload: &[u8],
-    stop: &AtomicBool,
-    measuring: &AtomicBool,
+    window: &Window,
 ) -> Result<LatencyRecorder, tailstore_log::LogError> {
     let mut latency = LatencyRecorder::new();
-    while !stop.load(Ordering::Relaxed) {
+    while window.running() {
         let began = Instant::now();
         log.commit(payload)?;
-        if measuring.load(Ordering::Relaxed) {
+        if window.measuring() {
             latency.record_ns(began.elapsed().as_nanos() as u64);
         }
     }
@@ -318,43 +288,22 @@ fn commit_loop(
 
 /// Stands in for the storage engine's checkpoint in `pmem-log` mode: everything committed is
 /// declared no longer needed, so the ring's space is reused.
-fn release_loop(log: &LogManager, stop: &AtomicBool) -> Result<(), tailstore_log::LogError> {
-    while !stop.load(Ordering::Relaxed) {
+fn release_loop(log: &LogManager, window: &Window) -> Result<(), tailstore_log::LogError> {
+    while window.running() {
         log.release(log.durable_lsn())?;
         thread::sleep(Duration::from_millis(1));
     }
     Ok(())
 }
 
-fn describe_medium(log: &LogManager, config: &LogConfig) -> String {
-    let log_fs = || {
-        let fs = filesystem_type(&config.log_dir).unwrap_or_else(|| "unknown fs".into());
-        let note = if fs == "tmpfs" {
-            " (volatile: fdatasync is a no-op)"
-        } else {
-            ""
-        };
-        format!("log file on {fs}{note}")
-    };
-    match (log.pmem_medium(), log.pmem_flush_kind()) {
-        (Some(medium), Some(flush)) if config.mode.uses_log_file() => {
-            format!("{medium}, {flush}; {}", log_fs())
-        }
-        (Some(medium), Some(flush)) => format!("{medium}, {flush}"),
-        _ => log_fs(),
-    }
-}
-
 fn report(
     args: &BenchLogArgs,
     mode: CommitMode,
     threads: usize,
-    mut runs: Vec<RunResult>,
+    runs: Vec<RunResult>,
 ) -> CaseReport {
     let rate = |r: &RunResult| r.counters.commits as f64 / r.elapsed.as_secs_f64();
-    let runs_commits_per_sec: Vec<f64> = runs.iter().map(rate).collect();
-    runs.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
-    let median = runs.swap_remove(runs.len() / 2);
+    let (median, runs_commits_per_sec) = median_run(runs, rate);
     let c = median.counters;
     let secs = median.elapsed.as_secs_f64();
     CaseReport {

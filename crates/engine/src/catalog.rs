@@ -121,16 +121,23 @@ impl Catalog {
         serde_json::to_vec(&stored).unwrap_or_default()
     }
 
-    /// Rebuilds the catalog stored by [`Catalog::encode`].
-    pub fn decode(bytes: &[u8], pool: &Arc<BufferPool>) -> Result<Catalog> {
+    /// The table definitions stored by [`Catalog::encode`]. Nothing is read from the data
+    /// file: recovery must redo the log before the trees are opened (a root page torn by a
+    /// crash is only rebuilt by redo, from its image in the log).
+    pub fn decode_defs(bytes: &[u8]) -> Result<Vec<TableDef>> {
         let stored: Stored = if bytes.is_empty() {
             Stored::default()
         } else {
             serde_json::from_slice(bytes)
                 .map_err(|e| EngineError::Corrupt(format!("catalog: {e}")))?
         };
+        Ok(stored.tables)
+    }
+
+    /// Opens the trees of every table in `defs`, in order.
+    pub fn open(defs: Vec<TableDef>, pool: &Arc<BufferPool>) -> Result<Catalog> {
         let mut catalog = Catalog::default();
-        for def in stored.tables {
+        for def in defs {
             catalog.add(TableState::open(def, pool)?);
         }
         Ok(catalog)

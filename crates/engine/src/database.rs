@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager, LOG_START_LSN};
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
-use tailstore_storage::{BufferPool, PoolStats, Schema, PAGE_SIZE};
+use tailstore_storage::{BufferPool, PoolStats, Schema, StorageError, PAGE_SIZE};
 
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::error::{AbortCause, EngineError, Result};
@@ -120,6 +120,18 @@ pub(crate) struct Shared {
     pub next_version: AtomicU64,
     pub next_txn: AtomicU64,
     pub counters: Counters,
+    /// Where redo would start if the database crashed now: the LSN of the latest checkpoint
+    /// that began (its meta page may not be written yet, in which case redo starts at an
+    /// earlier one). A page first changed since then gets a full image in the change's record
+    /// (`txn.rs`), so that redo never needs a page that a crash may have torn.
+    pub redo_lsn: AtomicU64,
+    /// Held (shared) by every log append, from reading `redo_lsn` to the end of the append;
+    /// a checkpoint takes it exclusively to pick its LSN. So no append is in flight when the
+    /// checkpoint LSN is chosen, and every record at or after it saw the new `redo_lsn`.
+    pub log_gate: RwLock<()>,
+    /// The LSN of the latest completed checkpoint: the log is released up to here (the only
+    /// way `pmem-log` gets room back; see [`Shared::wait_for_log_room`]).
+    pub released_lsn: AtomicU64,
     failure: Mutex<Option<String>>,
     checkpoint: Mutex<CheckpointState>,
     shutdown: Mutex<bool>,
@@ -164,9 +176,14 @@ impl Database {
                 meta.checkpoint_lsn
             )));
         }
+        // A crash between a checkpoint's meta page and its release left the log longer than
+        // it needs to be: finish the release (`wait_for_log_room` counts from the checkpoint).
+        log.release(meta.checkpoint_lsn)?;
         let pool = Arc::new(open_pool(file.clone(), &config, log.clone())?);
-        let mut catalog = Catalog::decode(&meta.catalog, &pool)?;
-        let mut report = recovery::redo(&pool, &log, &mut catalog, meta.checkpoint_lsn)?;
+        // Redo before opening the trees: opening reads each root, which redo may rebuild.
+        let mut tables = Catalog::decode_defs(&meta.catalog)?;
+        let mut report = recovery::redo(&pool, &log, &mut tables, meta.checkpoint_lsn)?;
+        let catalog = Catalog::open(tables, &pool)?;
         recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
         report.elapsed = began.elapsed();
 
@@ -174,6 +191,9 @@ impl Database {
             file,
             pool,
             next_version: AtomicU64::new(log.appended_lsn()),
+            redo_lsn: AtomicU64::new(meta.checkpoint_lsn),
+            log_gate: RwLock::new(()),
+            released_lsn: AtomicU64::new(meta.checkpoint_lsn),
             log,
             catalog: RwLock::new(catalog),
             next_txn: AtomicU64::new(1),
@@ -425,7 +445,17 @@ impl Shared {
 
     /// Stops all later changes: the in-memory state may differ from what the log says.
     pub fn fail_stop(&self, err: EngineError) -> EngineError {
-        let cause = err.to_string();
+        // The pool may have stopped first, on a failed write outside any change (a read
+        // that evicted a dirty page): that is this database's fail-stop too, and reported
+        // as such, with the pool's cause.
+        let err = match err {
+            EngineError::Storage(StorageError::Stopped { cause }) => EngineError::Stopped(cause),
+            other => other,
+        };
+        let cause = match &err {
+            EngineError::Stopped(cause) => cause.clone(),
+            other => other.to_string(),
+        };
         self.failure.lock().get_or_insert_with(|| cause.clone());
         self.pool.stop(cause);
         err
@@ -445,12 +475,19 @@ impl Shared {
     /// to its page before its record was appended (`txn.rs`), so it is in the pool or already
     /// on disk when `flush_all` starts; `flush_all` writes every dirty page (waiting for pages
     /// whose record is not appended yet) and syncs; only then does the meta page say that redo
-    /// may start at `lsn`, and only then is the log below `lsn` released.
+    /// may start at `lsn`, and only then is the log below `lsn` released. `lsn` is chosen
+    /// with no append in flight (`log_gate`) and published as `redo_lsn` at once, so every
+    /// record at or after it logs full images of the pages it is the first to change since.
     pub fn checkpoint(&self) -> Result<()> {
         let mut state = self.checkpoint.lock();
         self.check_running()?;
         let began = Instant::now();
-        let lsn = self.log.appended_lsn();
+        let lsn = {
+            let _appends = self.log_gate.write();
+            let lsn = self.log.appended_lsn();
+            self.redo_lsn.store(lsn, Ordering::SeqCst);
+            lsn
+        };
         self.pool
             .flush_all()
             .map_err(|e| self.fail_stop(e.into()))?;
@@ -468,6 +505,7 @@ impl Shared {
         self.log
             .release(lsn)
             .map_err(|e| self.fail_stop(e.into()))?;
+        self.released_lsn.store(lsn, Ordering::Release);
         let c = &self.counters;
         c.checkpoints.fetch_add(1, Ordering::Relaxed);
         c.checkpoint_ns
@@ -477,6 +515,7 @@ impl Shared {
 
     fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
         self.check_running()?;
+        self.wait_for_log_room()?;
         if schema.indexes().len() > MAX_INDEXES {
             return Err(EngineError::Open(format!(
                 "table `{name}` has {} indexes; at most {MAX_INDEXES} are supported",
@@ -504,13 +543,39 @@ impl Shared {
             roots,
         };
         let payload = wal::create_table_record(&encode_def(&def), redo.bytes());
-        let lsn = self.log_and_stamp(&payload, &redo)?;
+        // Only images (new roots): no full-page image needed, but appends hold the gate.
+        let lsn = {
+            let _append = self.log_gate.read();
+            self.log_and_stamp(&payload, &redo)?
+        };
         let state = TableState::open(def, &self.pool)?;
         catalog.add(state);
         let table = catalog.get(name).map(|t| Table::new(t.clone()));
         drop(catalog);
         intent.wait(lsn)?;
         table.ok_or_else(|| EngineError::NoSuchTable(name.to_string()))
+    }
+
+    /// `pmem-log` keeps the whole log in a fixed region that only a checkpoint frees, and an
+    /// append that finds it full waits for room. A writer waiting there holds pages it
+    /// changed but has not stamped (and tree latches, and the log gate), which the checkpoint
+    /// must write before it can free anything: a deadlock. So every writer calls this first,
+    /// holding nothing: while less than a quarter of the region is free, it runs a checkpoint
+    /// itself. The quarter left is room for the records of the writers already past here.
+    pub fn wait_for_log_room(&self) -> Result<()> {
+        if self.log.mode() != CommitMode::PmemLog {
+            return Ok(());
+        }
+        let capacity = self.config.log.pmem_log_bytes as u64;
+        let limit = capacity - capacity / 4;
+        let used = || {
+            let released = self.released_lsn.load(Ordering::Acquire);
+            self.log.appended_lsn().saturating_sub(released)
+        };
+        while used() > limit {
+            self.checkpoint()?;
+        }
+        Ok(())
     }
 
     /// Appends `payload` (which holds `redo`) and stamps the pages `redo` touched with the

@@ -5,12 +5,20 @@
 //! 1. The meta page names the checkpoint LSN `c`: every change logged below `c` is in the
 //!    data file (see `Shared::checkpoint`).
 //! 2. Redo walks the durable log from `c` in LSN order. For each page op of the record that
-//!    ends at `e`: an `Image` is always applied (it rebuilds the page, even one whose last
-//!    write was torn) and sets the page LSN to `e`; any other op is applied if the page LSN
-//!    is below `e`, or if an earlier op of the same record was applied to the page. A page
-//!    that fails its checksum and has no image in the log is reported as corrupt.
+//!    ends at `e`: an op followed by an image of the same page in the same record is skipped
+//!    (the image supersedes it); an `Image` is always applied (it rebuilds the page, even one
+//!    whose last write was torn) and sets the page LSN to `e`; any other op is applied if the
+//!    page LSN is below `e`, or if an earlier op of the same record was applied to the page.
+//!    A page that fails its checksum and has no image in the log is reported as corrupt.
+//!    Trees are opened (their roots read) only after redo, which may rebuild a root.
 //! 3. Pages reachable from the catalog's roots are in use; every other page below the
 //!    high-water mark is free.
+//!
+//! *Torn pages.* A page is written without a sync by evictions, and by a checkpoint before
+//! its sync, so a power cut may tear it. The first change of a page after the checkpoint
+//! that redo would start from ends its record with a full image of the page (`txn.rs`,
+//! "full-page images"), so redo rebuilds a page torn since the checkpoint from the log and
+//! never reads it; pages not changed since the checkpoint were not written since its sync.
 //!
 //! Why this restores exactly the committed transactions: each writing transaction is one log
 //! record (`wal.rs`), present whole or not at all, so a transaction is redone entirely or not
@@ -22,7 +30,7 @@
 //! the order they were made, because the tree's write latch is held from the change to the
 //! stamp).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +38,7 @@ use tailstore_log::LogManager;
 use tailstore_storage::btree::redo::decode as decode_ops;
 use tailstore_storage::{BufferPool, PageId};
 
-use crate::catalog::{decode_def, Catalog, TableState};
+use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
 use crate::meta::FIRST_DATA_PAGE;
 use crate::wal::{self, WalRecord};
@@ -64,11 +72,13 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
-/// Step 2 of the protocol; adds the tables created after the checkpoint to `catalog`.
+/// Step 2 of the protocol; adds the tables created after the checkpoint to `tables` (the
+/// catalog's definitions: no tree is opened before redo, since opening reads the root page,
+/// which may be torn until redo rebuilds it).
 pub fn redo(
     pool: &Arc<BufferPool>,
     log: &LogManager,
-    catalog: &mut Catalog,
+    tables: &mut Vec<TableDef>,
     from: u64,
 ) -> Result<RecoveryReport> {
     let began = Instant::now();
@@ -86,8 +96,8 @@ pub fn redo(
             WalRecord::CreateTable { def, ops } => {
                 report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
                 let def = decode_def(def)?;
-                if catalog.get(&def.name).is_none() {
-                    catalog.add(TableState::open(def, pool)?);
+                if !tables.iter().any(|t| t.name == def.name) {
+                    tables.push(def);
                 }
             }
         }
@@ -102,10 +112,22 @@ pub fn redo(
 fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
     let ops = decode_ops(ops)
         .map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))?;
+    // An op followed by an image of its page in the same record is superseded by it: skip
+    // it, so that a page whose first change since the checkpoint ends with a full-page image
+    // (`txn.rs`) is rebuilt without reading what may be a torn page.
+    let mut last_image: HashMap<PageId, usize> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        if op.is_image() {
+            last_image.insert(op.page(), i);
+        }
+    }
     let mut redone: Vec<PageId> = Vec::new();
     let mut applied = 0;
-    for op in &ops {
+    for (i, op) in ops.iter().enumerate() {
         let id = op.page();
+        if last_image.get(&id).is_some_and(|&last| i < last) {
+            continue;
+        }
         let mut page = pool.redo_page(id, op.is_image())?;
         if op.is_image() || redone.contains(&id) || page.lsn() < end {
             op.apply(&mut page)?;

@@ -16,12 +16,18 @@
 //!    and no key in the range it covered may be locked by another transaction (`phantom`).
 //! 3. Take the write latch of every tree written (in tree order), apply the writes with a
 //!    new version (a database-wide counter), log them as one record (`wal.rs`), stamp the
-//!    touched pages with its LSN and release the latches.
+//!    touched pages with its LSN, return the pages the changes emptied to the free list and
+//!    release the latches. The record ends with a full image of every page changed for the
+//!    first time since the checkpoint recovery would start from (`Shared::redo_lsn`; see
+//!    `recovery.rs`, "torn pages"). Emptied pages are freed only after the append: freed
+//!    earlier, another tree's committer could reuse one and log its new contents before
+//!    this record logs it as free, and redo would replay the two in that wrong order.
 //! 4. Release the key locks, then wait for the record to be durable. The locks are released
 //!    *before* the wait (early lock release).
 //!
 //! Read-only transactions validate (step 2) and then wait until the log is durable up to
-//! where it had been appended when they committed.
+//! where it had been appended when they committed. One that made a single point read and no
+//! scan skips the validation (see "Read-only transactions" below).
 //!
 //! # Why it is serializable
 //!
@@ -35,6 +41,27 @@
 //! is locked in the range) or comes after T's validation (it serializes after T). So each
 //! transaction behaves as if it ran alone at its lock point. See docs/design/storage.md.
 //!
+//! # Read-only transactions with one point read
+//!
+//! Such a transaction R read one version of one key k, under the tree's read latch, so W, the
+//! last transaction to apply a write of k before the read, had finished applying it, and U,
+//! the next one, applies after the read. W held k's lock until it had applied, so U locked k
+//! after that: W's lock point precedes U's. R's only conflicts are W → R (R read W's write)
+//! and R → U (U overwrote what R read), so placing R anywhere between those two lock points
+//! keeps every edge pointing forward: validating R could only abort it needlessly. This does
+//! not extend to a second read, nor to a scan: a writer Y that locked one key before X
+//! locked another may apply after R read while X applied before, and Y may have read
+//! something X overwrote, which closes a cycle X → R → Y → X that validation catches.
+//! Durability is unchanged: R still waits for the log as far as it was appended.
+//!
+//! # Validating a point read without searching again
+//!
+//! A point read remembers the leaf it searched and the leaf's LSN. At validation, if the key
+//! is not locked by another transaction and the leaf still has that LSN, the read stands:
+//! every applied change to a leaf is stamped with a new, larger LSN before the tree latch is
+//! released, and a change being applied right now holds the lock of every key it writes.
+//! (A split in progress may move the key to another page, but does not change its version.)
+//!
 //! # Early lock release is safe
 //!
 //! A transaction that saw T's writes read them after T's step 3, which appended T's record;
@@ -47,13 +74,14 @@
 //! the log's end LSN when the database opens, and every commit that takes a version appends a
 //! record of more than one byte, so versions never catch up with LSNs of a later opening.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use tailstore_storage::btree::redo::decode as decode_ops;
 use tailstore_storage::key::prefix_successor;
-use tailstore_storage::{Redo, ScanDirection, Schema, TreeWriter, Value};
+use tailstore_storage::{LeafStamp, PageId, Redo, ScanDirection, Schema, TreeWriter, Value};
 
 use crate::catalog::TableState;
 use crate::database::Shared;
@@ -140,6 +168,8 @@ struct PointRead {
     tree: TreeRef,
     key: Vec<u8>,
     version: Option<u64>,
+    /// The leaf the key was found in (or would be) and its LSN then: validation's fast path.
+    stamp: LeafStamp,
 }
 
 struct RangeRead {
@@ -208,7 +238,7 @@ impl<'db> Transaction<'db> {
         let row = schema.check_row(row)?;
         let (pk, value) = schema.encode_row(&row)?;
         if self.read_row(slot, &pk)?.is_some() {
-            return Err(EngineError::DuplicateKey(table.name().to_string()));
+            return Err(self.unless_stale(EngineError::DuplicateKey(table.name().to_string())));
         }
         self.check_unique(table, slot, &row, None)?;
         self.put(slot, 0, pk, Some(value));
@@ -228,7 +258,10 @@ impl<'db> Transaction<'db> {
         let (pk, value) = schema.encode_row(&row)?;
         let old = match self.read_row(slot, &pk)? {
             Some(old) => schema.decode_row(&pk, &old)?,
-            None => return Err(EngineError::RowNotFound(table.name().to_string())),
+            None => {
+                let missing = EngineError::RowNotFound(table.name().to_string());
+                return Err(self.unless_stale(missing));
+            }
         };
         self.check_unique(table, slot, &row, Some(&old))?;
         self.put(slot, 0, pk, Some(value));
@@ -323,12 +356,16 @@ impl<'db> Transaction<'db> {
         self.done = true;
         let db = self.db;
         if self.writes.is_empty() {
-            self.validate()?;
+            if !self.reads_one_version() {
+                self.validate()?;
+            }
             db.log.wait_durable(db.log.appended_lsn())?;
             db.counters.commits.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
         db.check_running()?;
+        // Before any page changes: a full `pmem-log` must not stop us halfway.
+        db.wait_for_log_room()?;
         let intent = db.log.intend_commit();
         self.lock_writes()?;
         let outcome = self.validate().and_then(|()| self.apply_and_log());
@@ -337,6 +374,23 @@ impl<'db> Transaction<'db> {
         intent.wait(lsn)?;
         db.counters.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// `err` (a duplicate or missing row), unless the transaction already read something that
+    /// has changed since: then the error may only be an effect of the stale read (an order id
+    /// read from a counter that another transaction has since advanced), and the caller gets
+    /// a retryable abort instead.
+    fn unless_stale(&self, err: EngineError) -> EngineError {
+        match self.validate() {
+            Ok(()) => err,
+            Err(abort) => abort,
+        }
+    }
+
+    /// Whether the transaction read at most one row version and scanned nothing: a read-only
+    /// one that does so needs no validation (see "Read-only transactions" above).
+    fn reads_one_version(&self) -> bool {
+        self.reads.len() <= 1 && self.scans.is_empty()
     }
 
     /// Discards the transaction's writes.
@@ -374,21 +428,23 @@ impl<'db> Transaction<'db> {
             table: slot,
             tree: 0,
         };
-        if let Some(write) = self.writes.get(&(self.tree_id(tree), pk.to_vec())) {
-            return Ok(write.value.clone());
-        }
-        let stored = self.tree(tree).btree.get(pk)?;
-        let (version, value) = match stored {
-            Some(bytes) => {
-                let (version, value) = split_version(&bytes)?;
-                (Some(version), Some(value.to_vec()))
+        if !self.writes.is_empty() {
+            if let Some(write) = self.writes.get(&(self.tree_id(tree), pk.to_vec())) {
+                return Ok(write.value.clone());
             }
+        }
+        let (found, stamp) = self.tree(tree).btree.get_with(pk, |stored| {
+            stored.map(|bytes| split_version(bytes).map(|(v, value)| (v, value.to_vec())))
+        })?;
+        let (version, value) = match found.transpose()? {
+            Some((version, value)) => (Some(version), Some(value)),
             None => (None, None),
         };
         self.reads.push(PointRead {
             tree,
             key: pk.to_vec(),
             version,
+            stamp,
         });
         Ok(value)
     }
@@ -424,11 +480,8 @@ impl<'db> Transaction<'db> {
                 .scan_tree(tree, lower, upper, ScanDirection::Ascending, 1)?
                 .is_empty()
             {
-                return Err(EngineError::DuplicateKey(format!(
-                    "{}.{}",
-                    table.name(),
-                    def.name
-                )));
+                let duplicate = EngineError::DuplicateKey(format!("{}.{}", table.name(), def.name));
+                return Err(self.unless_stale(duplicate));
             }
         }
         Ok(())
@@ -542,6 +595,11 @@ impl<'db> Transaction<'db> {
             if tree.locks.locked_by_other(&read.key, self.id) {
                 return Err(self.db.count_abort(AbortCause::ReadChanged));
             }
+            // The key is not being changed (no lock) and no logged change touched its leaf
+            // since the read: the version is the same. Otherwise search again.
+            if tree.btree.leaf_unchanged(read.stamp)? {
+                continue;
+            }
             let now = match tree.btree.get(&read.key)? {
                 Some(bytes) => Some(split_version(&bytes)?.0),
                 None => None,
@@ -626,11 +684,47 @@ impl<'db> Transaction<'db> {
             };
             applied.map_err(|e| db.fail_stop(e.into()))?;
         }
+        // From reading `redo_lsn` to the end of the append (see `Shared::log_gate`).
+        let append = db.log_gate.read();
+        let redo_lsn = db.redo_lsn.load(Ordering::SeqCst);
+        self.full_page_images(&mut redo, redo_lsn)
+            .map_err(|e| db.fail_stop(e))?;
         let mut payload = Vec::new();
         wal::commit_record(redo.bytes(), &mut payload);
         let lsn = db.log_and_stamp(&payload, &redo)?;
+        drop(append);
+        // Only now may another tree reuse the pages this transaction emptied: its record,
+        // which logs them as free, comes first in the log.
+        for &id in redo.freed() {
+            db.pool.free(id);
+        }
         drop(writers);
         Ok(lsn)
+    }
+
+    /// Ends `redo` with an image of every page it changes for the first time since the
+    /// checkpoint redo would start from (page LSN `<= redo_lsn`), unless its last op already
+    /// is one. A crash may tear a page written after the checkpoint; redo rebuilds such a
+    /// page from this image (skipping the record's earlier ops on it) instead of reading it.
+    fn full_page_images(&self, redo: &mut Redo, redo_lsn: u64) -> Result<()> {
+        let mut last_is_image: HashMap<PageId, bool> = HashMap::new();
+        let ops = decode_ops(redo.bytes())
+            .map_err(|e| EngineError::Corrupt(format!("a transaction's own redo: {e}")))?;
+        for op in &ops {
+            last_is_image.insert(op.page(), op.is_image());
+        }
+        drop(ops);
+        let touched = redo.touched().to_vec();
+        for id in touched {
+            if last_is_image.get(&id) == Some(&true) {
+                continue;
+            }
+            let page = self.db.pool.read(id)?;
+            if page.lsn() <= redo_lsn {
+                redo.image(&page);
+            }
+        }
+        Ok(())
     }
 }
 

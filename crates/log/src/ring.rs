@@ -91,7 +91,20 @@ impl Ring {
         payload: &[u8],
     ) -> tailstore_media::Result<()> {
         self.write_streaming(lsn, &encode_header(salt, lsn, payload))?;
-        self.write_streaming(lsn + RECORD_HEADER as u64, payload)
+        // A payload whose length is not a multiple of 8 would end in a partial word, which
+        // the region writes through the cache and writes back with CLWB; the next record then
+        // streams into that same line. That costs ~0.5 us per record (measured with the engine's
+        // 127-byte commit records: 0.78 us per append instead of 0.28 us). The record's slot
+        // is padded to 8 bytes anyway (`record_size`), so stream the last word zero-padded.
+        let whole = payload.len() / 8 * 8;
+        let at = lsn + RECORD_HEADER as u64;
+        self.write_streaming(at, &payload[..whole])?;
+        if whole < payload.len() {
+            let mut last = [0u8; 8];
+            last[..payload.len() - whole].copy_from_slice(&payload[whole..]);
+            self.write_streaming(at + whole as u64, &last)?;
+        }
+        Ok(())
     }
 
     fn write_streaming(&self, lsn: u64, data: &[u8]) -> tailstore_media::Result<()> {

@@ -13,19 +13,49 @@
 //! This pool takes the classic, simple route, which is enough until the B+tree itself stops
 //! taking a tree-level lock:
 //!
-//! * a **page table** (`HashMap<PageId, frame>`) behind one `parking_lot::Mutex`, held only
-//!   for lookups and frame (re)assignment, never across I/O;
-//! * per-frame **pin counts** (atomics, incremented only under the table mutex) and
-//!   **`parking_lot::RwLock` latches** over the frame contents; a guard holds both a pin and
-//!   a latch and drops the latch first;
-//! * **CLOCK** (second chance) eviction over unpinned frames: a frame with pin count 0 is, by
-//!   the rule above, unlatched, and no one can pin it while we hold the table mutex, so the
-//!   evicting thread can take its latch without waiting;
+//! * a **page table** split into `SHARDS` (64) shards, each a `HashMap<PageId, frame>` behind its
+//!   own `parking_lot::Mutex` on its own cache lines; page `id` lives in the shard picked by
+//!   the top bits of a multiplicative (Fibonacci) hash of `id`. A **hit** locks only that
+//!   shard, for a hash lookup and a pin increment, and takes **no global lock**. (The first
+//!   version had one mutex over the whole table, taken on every request: two threads doing
+//!   B+tree lookups, about three hits each, ran slower than one.) Shards are mutexes, not
+//!   `RwLock`s: the critical section is a few tens of nanoseconds, and a shared `RwLock` read
+//!   still writes the lock word, so it bounces the same cache line and costs more;
+//! * a separate **clock mutex** over CLOCK's hand, taken only on a **miss**, for the victim
+//!   search; it is never held across I/O, nor while waiting for a latch;
+//! * per-frame **pin counts** (atomics, incremented only under the shard lock of a page mapped
+//!   to the frame) and **`parking_lot::RwLock` latches** over the frame contents; a guard holds
+//!   both a pin and a latch and drops the latch first, so a frame with pin count 0 is
+//!   unlatched (except by `flush_all`, which latches without pinning);
+//! * **CLOCK** (second chance) eviction over unpinned frames, whose latch the evicting thread
+//!   takes with `try_write` (no waiting while it holds the clock mutex);
 //! * a dirty victim is written back (after the **write-ahead hook** and [`Page::seal`]) while
 //!   its old page id is *still mapped* to the frame, so a concurrent reader of that page waits
-//!   on the latch and then retries instead of reading a stale image from disk.
+//!   on the latch and then retries instead of reading a stale image from disk; a failed read
+//!   unmaps the page, so the next request reads it again.
 //!
-//! Swizzling and optimistic latching can come later behind the same guard API.
+//! **Mapping invariant.** Only the thread holding a frame's write latch maps a page to the
+//! frame or unmaps one from it, so while the latch is free the pages mapped to a frame are
+//! exactly its `page_id` (or none). During a load the loader holds the latch and the frame is
+//! mapped from the new page and, for a dirty victim until its write-back is done, the old one.
+//!
+//! **Why an evictor cannot race a pinner.** The evictor holds the victim's latch (so, by the
+//! invariant, the old page X is the only page mapped to it) and then, under X's shard lock,
+//! checks that the pin count is 0, pins the frame itself and, for a clean victim, unmaps X; a
+//! hit on X pins under that same shard lock, so it comes either before (the evictor sees the
+//! pin and skips the frame) or after (X is unmapped and the request misses, or X is still
+//! mapped because the victim is dirty and the request waits on the latch, then sees another
+//! page id and retries). The new page Y is then mapped under Y's shard lock, after checking
+//! that no other thread brought Y in meanwhile (if one did, the evictor gives its frame back,
+//! emptied if it was clean, and uses that one). Lock order is clock → frame latch (`try_write`
+//! only) → one shard; a shard lock is never held while taking another lock, so nothing can
+//! deadlock on the page table.
+//!
+//! What is left shared: every B+tree lookup still locks the root page's shard and pins and
+//! latches the root's frame, cache lines written by every thread. Swizzling and optimistic
+//! latching can remove those later behind the same guard API. Frames and shards are padded to
+//! 128 bytes so that a hot frame or shard does not share a cache line with its neighbours, and
+//! hits are counted per shard, under its lock, instead of in one shared atomic.
 //!
 //! # Rules for callers
 //!
@@ -42,11 +72,12 @@
 //! log can say what it should be. Reads keep working.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_media::File;
 
 use crate::error::{HookError, Result, StorageError};
@@ -55,6 +86,11 @@ use crate::page::{Lsn, Page, PageId, PageKind};
 /// Called with a dirty page's LSN before the page is written; must return only once the log
 /// is durable up to that LSN (the write-ahead rule). An error prevents the write.
 pub type WriteAheadHook = Box<dyn Fn(Lsn) -> std::result::Result<(), HookError> + Send + Sync>;
+
+/// log2 of the number of page-table shards.
+const SHARD_BITS: u32 = 6;
+/// Number of page-table shards (a power of two).
+const SHARDS: usize = 1 << SHARD_BITS;
 
 /// A snapshot of the pool's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,9 +107,9 @@ pub struct PoolStats {
     pub evictions: u64,
 }
 
+/// Counters of the miss path (hits are counted per shard).
 #[derive(Default)]
 struct Counters {
-    hits: AtomicU64,
     misses: AtomicU64,
     pages_read: AtomicU64,
     pages_written: AtomicU64,
@@ -92,19 +128,56 @@ struct FrameData {
     page: Page,
 }
 
+/// A frame's metadata (the page image itself is boxed). Aligned to 128 bytes so that the
+/// latch and pin count of a hot frame do not share a cache line (or the pair of lines the
+/// adjacent-line prefetcher fetches together) with another frame's.
+#[repr(align(128))]
 struct Frame {
     latch: RwLock<FrameData>,
-    /// Guards alive (or being created) on this frame. Incremented only under the table mutex.
+    /// Guards alive (or being created) on this frame. Incremented only under the shard lock
+    /// of a page mapped to this frame (see the module documentation).
     pins: AtomicU32,
     /// CLOCK's reference bit.
     referenced: AtomicBool,
 }
 
-struct Table {
-    map: HashMap<PageId, usize>,
-    /// CLOCK hand: the next frame to consider.
-    hand: usize,
+/// Hashes a page id for a shard's map: the MurmurHash3 finalizer, so that every bit of the
+/// hash depends on every bit of the id (the shard index comes from a different hash, so the
+/// ids in one shard still spread over the map's buckets and control bytes).
+#[derive(Default)]
+struct PageIdHasher(u64);
+
+impl Hasher for PageIdHasher {
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(32) ^ n;
+    }
 }
+
+/// One shard of the page table.
+struct ShardMap {
+    frames: HashMap<PageId, usize, BuildHasherDefault<PageIdHasher>>,
+    /// Hits served through this shard.
+    hits: u64,
+}
+
+/// A shard on its own cache lines.
+#[repr(align(128))]
+struct Shard(Mutex<ShardMap>);
 
 /// In-memory page allocation state.
 ///
@@ -120,10 +193,15 @@ struct Allocation {
 pub struct BufferPool {
     file: Arc<dyn File>,
     frames: Box<[Frame]>,
-    table: Mutex<Table>,
+    /// The page table, `SHARDS` shards.
+    shards: Box<[Shard]>,
+    /// CLOCK hand: the next frame to consider. Held for the victim search of a miss only.
+    clock: Mutex<usize>,
     allocation: Mutex<Allocation>,
     write_ahead: WriteAheadHook,
     counters: Counters,
+    /// Set once `failure` is (so that `write` need not lock it while the pool runs).
+    stopped: AtomicBool,
     /// Set once a data-file write or sync failed (fail-stop); holds the cause.
     failure: Mutex<Option<String>>,
 }
@@ -137,12 +215,23 @@ enum Fill {
     Fresh,
 }
 
+/// A frame taken for a new page by [`BufferPool::claim_victim`]: pinned and write-latched.
+struct Victim<'a> {
+    frame: usize,
+    data: RwLockWriteGuard<'a, FrameData>,
+    pin: Pin<'a>,
+    /// The page it held, if that page is still mapped to it (a dirty page, unmapped only
+    /// once written back).
+    still_mapped: Option<PageId>,
+}
+
 impl BufferPool {
     /// A pool of `capacity` frames (at least one) over `file`. Pages are numbered from 0 at the start of the
     /// file; new pages are appended after the last whole page of the file.
     pub fn new(file: Arc<dyn File>, capacity: usize, write_ahead: WriteAheadHook) -> Result<Self> {
         let len = file.len()?;
-        let frames = (0..capacity.max(1))
+        let capacity = capacity.max(1);
+        let frames = (0..capacity)
             .map(|_| Frame {
                 latch: RwLock::new(FrameData {
                     page_id: None,
@@ -154,19 +243,28 @@ impl BufferPool {
                 referenced: AtomicBool::new(false),
             })
             .collect();
+        // Room for an even share of the frames plus some skew, so that shards rarely grow.
+        let per_shard = capacity.div_ceil(SHARDS) + capacity.div_ceil(SHARDS * 4) + 4;
+        let shards = (0..SHARDS)
+            .map(|_| {
+                Shard(Mutex::new(ShardMap {
+                    frames: HashMap::with_capacity_and_hasher(per_shard, Default::default()),
+                    hits: 0,
+                }))
+            })
+            .collect();
         Ok(BufferPool {
             file,
             frames,
-            table: Mutex::new(Table {
-                map: HashMap::new(),
-                hand: 0,
-            }),
+            shards,
+            clock: Mutex::new(0),
             allocation: Mutex::new(Allocation {
                 free: Vec::new(),
                 next: len.div_ceil(crate::PAGE_SIZE as u64),
             }),
             write_ahead,
             counters: Counters::default(),
+            stopped: AtomicBool::new(false),
             failure: Mutex::new(None),
         })
     }
@@ -196,6 +294,9 @@ impl BufferPool {
 
     /// `Err(Stopped)` once a data-file write or sync has failed.
     fn check_running(&self) -> Result<()> {
+        if !self.stopped.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match self.failure.lock().as_ref() {
             Some(cause) => Err(StorageError::Stopped {
                 cause: cause.clone(),
@@ -204,9 +305,15 @@ impl BufferPool {
         }
     }
 
+    /// Records the first failure cause (fail-stop).
+    fn set_failure(&self, cause: impl FnOnce() -> String) {
+        self.failure.lock().get_or_insert_with(cause);
+        self.stopped.store(true, Ordering::Release);
+    }
+
     /// Records the first I/O failure (fail-stop) and returns it.
     fn fail_stop(&self, err: tailstore_media::MediaError) -> StorageError {
-        self.failure.lock().get_or_insert_with(|| err.to_string());
+        self.set_failure(|| err.to_string());
         StorageError::Media(err)
     }
 
@@ -271,7 +378,7 @@ impl BufferPool {
     /// Makes the pool fail-stop from outside: a caller that changed pages but could not log
     /// the change (their state is now unknown) stops every later change.
     pub fn stop(&self, cause: String) {
-        self.failure.lock().get_or_insert(cause);
+        self.set_failure(|| cause);
     }
 
     /// Page `id` for the redo pass of recovery: read and verified, or, when `overwrite` (the
@@ -304,7 +411,7 @@ impl BufferPool {
     pub fn stats(&self) -> PoolStats {
         let c = &self.counters;
         PoolStats {
-            hits: c.hits.load(Ordering::Relaxed),
+            hits: self.shards.iter().map(|shard| shard.0.lock().hits).sum(),
             misses: c.misses.load(Ordering::Relaxed),
             pages_read: c.pages_read.load(Ordering::Relaxed),
             pages_written: c.pages_written.load(Ordering::Relaxed),
@@ -327,42 +434,75 @@ impl BufferPool {
         }
     }
 
+    /// The page-table shard of page `id`: the top bits of a Fibonacci hash of the id.
+    fn shard(&self, id: PageId) -> MutexGuard<'_, ShardMap> {
+        let index = id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (u64::BITS - SHARD_BITS);
+        self.shards[index as usize].0.lock()
+    }
+
+    /// A hit: pins the frame `id` is mapped to in `shard` (its locked shard), if any.
+    fn pin_mapped(&self, shard: &mut ShardMap, id: PageId) -> Option<(usize, Pin<'_>)> {
+        let frame = *shard.frames.get(&id)?;
+        let pin = self.pin(frame);
+        shard.hits += 1;
+        let referenced = &self.frames[frame].referenced;
+        // Test first: a hot frame's bit is nearly always set, and a load does not take the
+        // cache line away from other cores.
+        if !referenced.load(Ordering::Relaxed) {
+            referenced.store(true, Ordering::Relaxed);
+        }
+        Some((frame, pin))
+    }
+
     /// Pins the frame holding `id`, bringing the page in first if needed. On return the page
     /// is in the frame unless a concurrent load failed (the caller re-checks under the latch).
     fn pin_or_load(&self, id: PageId, fill: Fill) -> Result<(usize, Pin<'_>)> {
-        let mut table = self.table.lock();
-        if let Some(&frame) = table.map.get(&id) {
-            let pin = self.pin(frame);
-            self.frames[frame].referenced.store(true, Ordering::Relaxed);
-            self.counters.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok((frame, pin));
+        // Hit: one shard lock, no global one.
+        if let Some(hit) = self.pin_mapped(&mut self.shard(id), id) {
+            return Ok(hit);
+        }
+        // Miss. The shard lock is not held across the victim search (lock order is clock →
+        // shard), so another thread may bring `id` in meanwhile: checked again below.
+        let Victim {
+            frame,
+            mut data,
+            pin,
+            still_mapped,
+        } = self.claim_victim()?;
+        {
+            let mut shard = self.shard(id);
+            if shard.frames.contains_key(&id) {
+                // Give the victim back first (releasing a latch never waits), so that a
+                // thread holds at most one pin at a time. A clean victim's page was unmapped:
+                // empty the frame (the mapping invariant); a dirty one's is mapped and intact.
+                if still_mapped.is_none() {
+                    data.page_id = None;
+                    data.dirty = false;
+                }
+                drop(data); // latch before pin, as guards do
+                drop(pin);
+                return Ok(self
+                    .pin_mapped(&mut shard, id)
+                    .expect("mapped, under the lock"));
+            }
+            // Map the new page now, so that concurrent requests for it wait on our latch
+            // instead of loading it twice.
+            shard.frames.insert(id, frame);
         }
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-        let (frame, mut data) = self.find_victim(&mut table)?;
-        let pin = self.pin(frame);
-        let old = data.page_id;
-        // Map the new page now, so that concurrent requests for it wait on our latch instead
-        // of loading it twice. The old page stays mapped until its image is on disk.
-        table.map.insert(id, frame);
-        let clean = !data.dirty;
-        if clean {
-            if let Some(old) = old {
-                table.map.remove(&old);
-                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        drop(table);
 
-        if !clean {
+        if let Some(old) = still_mapped {
+            // A dirty victim: write it back while `old` is still mapped to this frame, so that
+            // a reader of `old` waits on our latch instead of reading a stale image from disk.
             if let Err(err) = self.write_back(&mut data) {
                 // The frame still holds the old (dirty) page, still mapped; give up on `id`.
-                self.table.lock().map.remove(&id);
+                self.unmap(id, frame);
+                drop(data);
+                drop(pin);
                 return Err(err);
             }
-            if let Some(old) = old {
-                self.table.lock().map.remove(&old);
-                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-            }
+            self.unmap(old, frame);
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         }
 
         let filled = match fill {
@@ -381,22 +521,34 @@ impl BufferPool {
             Err(err) => {
                 data.page_id = None;
                 data.dirty = false;
-                self.table.lock().map.remove(&id);
+                // Still under the latch: no one sees the frame empty yet mapped.
+                self.unmap(id, frame);
+                drop(data);
+                drop(pin);
                 Err(err)
             }
         }
     }
 
-    /// CLOCK: the first unpinned frame whose reference bit is clear, clearing bits on the way.
-    /// Returns it write-latched. Called with the table mutex held. A page enters the pool with
-    /// its bit clear and earns the second chance only when it is requested again, so a one-off
-    /// scan does not push out the working set.
-    fn find_victim(&self, table: &mut Table) -> Result<(usize, RwLockWriteGuard<'_, FrameData>)> {
+    /// Removes the mapping of `id` to `frame`. The caller holds the frame's write latch.
+    fn unmap(&self, id: PageId, frame: usize) {
+        let mut shard = self.shard(id);
+        if shard.frames.get(&id) == Some(&frame) {
+            shard.frames.remove(&id);
+        }
+    }
+
+    /// CLOCK: the first unpinned frame whose reference bit is clear, clearing bits on the way;
+    /// returned pinned and write-latched, with its old page unmapped if it was clean. A page
+    /// enters the pool with its bit clear and earns the second chance only when it is
+    /// requested again, so a one-off scan does not push out the working set.
+    fn claim_victim(&self) -> Result<Victim<'_>> {
+        let mut hand = self.clock.lock();
         let n = self.frames.len();
         // Two sweeps: the first may only clear reference bits.
         for _ in 0..2 * n {
-            let index = table.hand;
-            table.hand = (table.hand + 1) % n;
+            let index = *hand;
+            *hand = if index + 1 == n { 0 } else { index + 1 };
             let frame = &self.frames[index];
             if frame.pins.load(Ordering::Acquire) != 0 {
                 continue;
@@ -404,14 +556,49 @@ impl BufferPool {
             if frame.referenced.swap(false, Ordering::Relaxed) {
                 continue;
             }
-            // No one can pin it while we hold the table mutex, and guards drop their latch
-            // before their pin; only `flush_all` (which latches without pinning) can hold it.
-            if let Some(data) = frame.latch.try_write() {
-                if data.unlogged {
-                    continue; // its log record is not appended yet
-                }
-                return Ok((index, data));
+            // Guards drop their latch before their pin, so an unpinned frame is latched only
+            // by `flush_all` or by a request that pinned it since we looked: never wait.
+            let Some(data) = frame.latch.try_write() else {
+                continue;
+            };
+            if data.unlogged {
+                continue; // its log record is not appended yet
             }
+            // With the latch held, `data.page_id` is the only page mapped to this frame, and
+            // pins are taken only under that page's shard lock: hold it while checking that
+            // there are none and taking ours, so no one can pin the frame in between.
+            let Some(old) = data.page_id else {
+                // Mapped from no page: no one can pin it (any pin left is from a request that
+                // found an earlier mapping, and it re-checks the page id under the latch).
+                if frame.pins.load(Ordering::Acquire) != 0 {
+                    continue;
+                }
+                let pin = self.pin(index);
+                return Ok(Victim {
+                    frame: index,
+                    data,
+                    pin,
+                    still_mapped: None,
+                });
+            };
+            let mut shard = self.shard(old);
+            if frame.pins.load(Ordering::Acquire) != 0 {
+                continue; // pinned since we looked: requested again
+            }
+            let pin = self.pin(index);
+            let still_mapped = if data.dirty {
+                Some(old)
+            } else {
+                shard.frames.remove(&old);
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                None
+            };
+            return Ok(Victim {
+                frame: index,
+                data,
+                pin,
+                still_mapped,
+            });
         }
         Err(StorageError::PoolExhausted { capacity: n })
     }

@@ -30,7 +30,9 @@ pub mod page;
 pub mod row;
 pub mod schema;
 
-pub use btree::{BTree, Entry, PageOp, Redo, ScanDirection, TreeShape, TreeWriter, MAX_ENTRY};
+pub use btree::{
+    BTree, Entry, LeafStamp, PageOp, Redo, ScanDirection, TreeShape, TreeWriter, MAX_ENTRY,
+};
 pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
 pub use error::{HookError, Result, StorageError};
 pub use page::{Lsn, Page, PageId, PageKind, PAGE_SIZE};

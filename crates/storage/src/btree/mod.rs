@@ -96,6 +96,13 @@ pub struct TreeShape {
     pub entries: usize,
 }
 
+/// Where a point read found its key: the leaf and the leaf's page LSN at that moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafStamp {
+    pub leaf: PageId,
+    pub lsn: crate::page::Lsn,
+}
+
 /// A B+tree rooted at a fixed page. See the module documentation.
 pub struct BTree {
     pool: Arc<BufferPool>,
@@ -196,6 +203,25 @@ impl BTree {
 
     /// Caller holds the tree latch (either mode).
     fn get_unlatched(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.find(key, |value| value.map(<[u8]>::to_vec))
+            .map(|(value, _)| value)
+    }
+
+    /// Calls `read` with the value of `key` (or `None`) in place, and returns its result with
+    /// the leaf that holds (or would hold) the key and the leaf's LSN. While the leaf keeps
+    /// that LSN, no logged change has touched it: a transaction validates a read with this
+    /// instead of searching the tree again.
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<(R, LeafStamp)> {
+        let _tree = self.latch.read();
+        self.usable()?;
+        self.find(key, read)
+    }
+
+    fn find<R>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> R) -> Result<(R, LeafStamp)> {
         let mut id = self.root;
         loop {
             let page = self.pool.read(id)?;
@@ -203,12 +229,23 @@ impl BTree {
             match kind_of(&page, id)? {
                 PageKind::BTreeInner => id = node::child(p, node::child_index(p, key)),
                 _ => {
-                    return Ok(node::search(p, key)
-                        .ok()
-                        .map(|i| node::value(p, i).to_vec()))
+                    let value = node::search(p, key).ok().map(|i| node::value(p, i));
+                    let stamp = LeafStamp {
+                        leaf: id,
+                        lsn: page.lsn(),
+                    };
+                    return Ok((read(value), stamp));
                 }
             }
         }
+    }
+
+    /// Whether `stamp`'s leaf still has its LSN (see [`BTree::get_with`]). Takes no tree
+    /// latch: a change being made right now is not seen, and the caller must exclude it
+    /// otherwise (the engine's key locks do).
+    pub fn leaf_unchanged(&self, stamp: LeafStamp) -> Result<bool> {
+        let page = self.pool.read(stamp.leaf)?;
+        Ok(page.page_id() == stamp.leaf && page.lsn() == stamp.lsn)
     }
 
     /// Adds `key`; fails with [`StorageError::DuplicateKey`] if it is present.
@@ -392,7 +429,7 @@ impl BTree {
             entries[at].1 = child_value(right);
         }
         entries.insert(at, (separator, child_value(child)));
-        self.split(page, PageKind::BTreeInner, entries, upper, redo)
+        self.split(page, PageKind::BTreeInner, entries, upper, false, redo)
     }
 
     /// Inserts or updates in leaf `id`, where `slot` is the result of searching for `key`.
@@ -423,7 +460,8 @@ impl BTree {
         } else {
             entries.insert(at, entry);
         }
-        self.split(page, PageKind::BTreeLeaf, entries, PageId(0), redo)
+        let append = !replaced && at + 1 == entries.len();
+        self.split(page, PageKind::BTreeLeaf, entries, PageId(0), append, redo)
     }
 
     /// Splits the node in `page`, whose new contents would be `entries` (and `upper` for an
@@ -439,6 +477,7 @@ impl BTree {
         kind: PageKind,
         entries: Vec<Entry>,
         upper: PageId,
+        append: bool,
         redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
         let is_root = page.page_id() == self.root;
@@ -472,6 +511,15 @@ impl BTree {
             _ => entries.len().saturating_sub(1),
         };
         let mid = mid.min(last).max(1);
+        // A leaf that overflows by a key above all of its keys (ascending inserts: a load, an
+        // order id, a history row) keeps everything and gives the new key a page of its own,
+        // as SQLite's "quick balance" does: appended leaves end up full, not half full, and the
+        // split logs a small image for the new page.
+        let mid = if append && kind == PageKind::BTreeLeaf {
+            entries.len() - 1
+        } else {
+            mid
+        };
         let separator = entries[mid].0.clone();
         let (left_upper, right_entries) = if kind == PageKind::BTreeInner {
             let child: [u8; CHILD] = entries[mid]
@@ -488,6 +536,10 @@ impl BTree {
         node::build(right.payload_mut(), upper, right_entries);
         redo.image(&right);
         match new_left {
+            None if append && kind == PageKind::BTreeLeaf => {
+                // The node already holds exactly `entries[..mid]`: nothing to change or log.
+                Ok(Some((separator, right_id)))
+            }
             None => {
                 node::build(page.payload_mut(), left_upper, &entries[..mid]);
                 redo.image(&page);
@@ -531,7 +583,7 @@ impl BTree {
             redo.image(&child);
             drop(child);
             drop(root);
-            self.pool.free(child_id);
+            self.release(child_id, redo);
         }
     }
 
@@ -633,8 +685,21 @@ impl BTree {
         redo.image(&left);
         redo.image(&right);
         drop((right, left, parent));
-        self.pool.free(right_id);
+        self.release(right_id, redo);
         Ok(())
+    }
+
+    /// Gives a page this operation emptied back for reuse. With `redo` enabled it is only
+    /// noted ([`Redo::freed`]): the caller frees it once the record holding `redo` is
+    /// appended. Freed at once, another tree's writer could reuse the page and log its new
+    /// contents *before* this record logs the page as free, and redo, replaying in LSN order,
+    /// would then leave the page free under the other tree.
+    fn release(&self, id: PageId, redo: &mut Redo) {
+        if redo.is_enabled() {
+            redo.free_later(id);
+        } else {
+            self.pool.free(id);
+        }
     }
 
     fn scan_node(&self, id: PageId, scan: &mut Scan<'_, '_>) -> Result<bool> {

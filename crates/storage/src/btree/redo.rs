@@ -123,6 +123,7 @@ pub struct Redo {
     enabled: bool,
     bytes: Vec<u8>,
     touched: Vec<PageId>,
+    freed: Vec<PageId>,
 }
 
 impl Redo {
@@ -153,10 +154,23 @@ impl Redo {
         &self.touched
     }
 
+    /// Pages the recorded operations emptied. They are not yet back in the pool's free list:
+    /// the caller must [`BufferPool::free`](crate::BufferPool::free) each of them once the
+    /// log record holding these ops is appended (and the pages stamped), so that no other
+    /// tree reuses a page before the record that frees it.
+    pub fn freed(&self) -> &[PageId] {
+        &self.freed
+    }
+
     /// Forgets everything recorded (the buffer is reused by the next transaction).
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.touched.clear();
+        self.freed.clear();
+    }
+
+    pub(crate) fn free_later(&mut self, id: PageId) {
+        self.freed.push(id);
     }
 
     pub(crate) fn touch(&mut self, id: PageId) {
@@ -187,8 +201,10 @@ impl Redo {
         self.bytes.extend_from_slice(key);
     }
 
-    /// Records the current contents of `page` (a node or a freed page).
-    pub(crate) fn image(&mut self, page: &Page) {
+    /// Records the current contents of `page` (a node or a freed page). Also used by the
+    /// engine for full-page images: the first change of a page after a checkpoint ends with
+    /// an image of the page, so that redo never has to read a page torn since then.
+    pub fn image(&mut self, page: &Page) {
         if !self.enabled {
             return;
         }

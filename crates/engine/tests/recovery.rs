@@ -1,0 +1,1129 @@
+//! Crash recovery on the simulated storage (`SimStorage`), plus a larger-than-memory run, fault
+//! injection (fail-stop), torn and corrupt pages, and bad inputs.
+//!
+//! The crash tests run a random workload of transactions (inserts, updates and deletes, which
+//! change both secondary indexes) with a 16-page buffer pool, so that pages are evicted all
+//! the time, and checkpoints at chosen points only (`checkpoint_interval = None`). They take
+//! restart images of the storage — a process crash (everything written survives) or a power
+//! cut (only what was synced or persisted survives, plus a random subset of the rest) — at many
+//! points, reopen each image and check that the database holds exactly the acknowledged
+//! commits: rows, both indexes, tree structure. Other points kill the medium in the middle of
+//! an operation (`SimStorage::crash_after`): a commit, an eviction, a checkpoint.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tailstore_engine::{Database, EngineError, KeyRange, Table, DATA_FILE_NAME};
+use tailstore_log::CommitMode;
+use tailstore_media::sim::SimStorage;
+use tailstore_storage::{ScanDirection, StorageError, PAGE_SIZE};
+
+use support::{
+    crash_and_drop, image, items_schema, key, mix, open_sim, sim_config, try_verify, verify, Crash,
+    Item, Model, TempDb, SIM_DATA_FILE,
+};
+
+/// Frames of the pool in the crash tests: small, so that pages are evicted constantly, yet
+/// enough for the pages one transaction changes (they stay in the pool until the commit
+/// record is appended: see `transaction_changing_more_pages_than_the_pool_holds_fails_safely`).
+const SMALL_POOL: usize = 32;
+
+// ---------------------------------------------------------------------------------------------
+// The workload.
+
+/// A random workload of transactions on `items` and its model.
+struct Workload {
+    rng: StdRng,
+    /// The committed state.
+    model: Model,
+    next_val: i64,
+    /// Transactions committed.
+    commits: u64,
+    /// The log's end at the last checkpoint taken by `support::checkpoint_if_log_grew`.
+    checkpointed_at: u64,
+}
+
+/// A transaction that failed: the error and the state had it committed.
+#[derive(Debug)]
+struct Failed {
+    error: EngineError,
+    would_be: Model,
+}
+
+impl Workload {
+    fn new(seed: u64) -> Workload {
+        Workload {
+            rng: StdRng::seed_from_u64(seed),
+            model: Model::new(),
+            next_val: 0,
+            commits: 0,
+            checkpointed_at: 0,
+        }
+    }
+
+    fn note_len(&mut self) -> usize {
+        match self.rng.gen_range(0..10) {
+            0 => 0,
+            1..=3 => self.rng.gen_range(400..=support::MAX_NOTE),
+            _ => self.rng.gen_range(100..400),
+        }
+    }
+
+    fn new_val(&mut self) -> i64 {
+        self.next_val += 1;
+        self.next_val
+    }
+
+    fn random_id(&mut self, rows: &Model) -> Option<i64> {
+        if rows.is_empty() {
+            return None;
+        }
+        let n = self.rng.gen_range(0..rows.len());
+        rows.keys().nth(n).copied()
+    }
+
+    /// Runs one transaction: 1–4 random changes, or (one in ten, one in two while the table
+    /// is small) 8–16 rows with adjacent ids in one group. Returns whether it committed (one in fifteen rolls back).
+    fn step(&mut self, db: &Database, table: &Table) -> Result<bool, Box<Failed>> {
+        let mut next = self.model.clone();
+        let mut txn = db.begin();
+        let fail = |error: EngineError, next: &Model| {
+            Box::new(Failed {
+                error,
+                would_be: next.clone(),
+            })
+        };
+        // Mostly bulk while the table is small, so that it soon outgrows the pool.
+        let bulk_odds = if next.len() < 1_200 { 2 } else { 10 };
+        let (bulk, changes) = if self.rng.gen_ratio(1, bulk_odds) {
+            (true, self.rng.gen_range(8..=16))
+        } else {
+            (false, self.rng.gen_range(1..=4))
+        };
+        if bulk {
+            let (base, grp) = (self.rng.gen_range(0..4_000), self.rng.gen_range(0..8));
+            for id in base..base + changes {
+                let item = Item::new(id, grp, self.new_val(), self.note_len());
+                let result = if next.contains_key(&id) {
+                    txn.update(table, &item.values())
+                } else {
+                    txn.insert(table, &item.values())
+                };
+                result.map_err(|e| fail(e, &next))?;
+                next.insert(id, item);
+            }
+        }
+        for _ in 0..if bulk { 0 } else { changes } {
+            let dice = self.rng.gen_range(0..100);
+            let existing = self.random_id(&next);
+            if dice < 65 || next.len() < 30 {
+                let id = self.rng.gen_range(0..4_000);
+                let (grp, val, note) = (self.rng.gen_range(0..8), self.new_val(), self.note_len());
+                let item = Item::new(id, grp, val, note);
+                let result = if next.contains_key(&id) {
+                    txn.update(table, &item.values())
+                } else {
+                    txn.insert(table, &item.values())
+                };
+                result.map_err(|e| fail(e, &next))?;
+                next.insert(id, item);
+            } else if dice < 80 {
+                let old = next[&existing.expect("rows exist")].clone();
+                let val = if self.rng.gen_bool(0.5) {
+                    self.new_val()
+                } else {
+                    old.val
+                };
+                let item = Item::new(old.id, self.rng.gen_range(0..8), val, self.note_len());
+                txn.update(table, &item.values())
+                    .map_err(|e| fail(e, &next))?;
+                next.insert(old.id, item);
+            } else {
+                let id = existing.expect("rows exist");
+                let found = txn.delete(table, &key(id)).map_err(|e| fail(e, &next))?;
+                assert!(found, "row {id} of the model is missing");
+                next.remove(&id);
+            }
+        }
+        if self.rng.gen_ratio(1, 15) {
+            txn.rollback();
+            return Ok(false);
+        }
+        txn.commit().map_err(|e| fail(e, &next))?;
+        self.model = next;
+        self.commits += 1;
+        support::checkpoint_if_log_grew(db, &mut self.checkpointed_at)
+            .map_err(|e| fail(e, &self.model))?;
+        Ok(true)
+    }
+}
+
+fn create_items(db: &Database) -> Table {
+    db.create_table("items", &items_schema())
+        .expect("create table")
+}
+
+/// Opens `storage` after a crash and checks it holds `model`; returns the open database.
+fn recover(storage: &SimStorage, mode: CommitMode, model: &Model, what: &str) -> (Database, Table) {
+    let (db, _report) = open_sim(storage, &sim_config(mode, SMALL_POOL))
+        .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+    let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+    verify(&db, &table, model, what);
+    (db, table)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Restart images taken while the database runs.
+
+/// Transactions of a run, and a restart image every `IMAGE_EVERY` of them and right after
+/// every checkpoint.
+const TXNS: usize = 240;
+const IMAGE_EVERY: usize = 10;
+/// `pmem-log` takes fewer: every open wipes the free part of the simulated PMEM region,
+/// which the simulator makes slow.
+const PMEM_LOG_IMAGE_EVERY: usize = 20;
+/// Checkpoints after these transactions (so that images come from before the first one,
+/// right after one, and long after one).
+const CHECKPOINTS_AT: [usize; 4] = [40, 41, 125, 202];
+
+fn crash_images(mode: CommitMode, seed: u64) {
+    let config = sim_config(mode, SMALL_POOL);
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &config).expect("create");
+    let table = create_items(&db);
+    let mut workload = Workload::new(seed);
+    let mut images = Vec::new();
+    let every = match mode {
+        CommitMode::PmemLog => PMEM_LOG_IMAGE_EVERY,
+        _ => IMAGE_EVERY,
+    };
+    for i in 0..TXNS {
+        if let Err(failed) = workload.step(&db, &table) {
+            panic!("{mode}: transaction {i} failed: {}", failed.error);
+        }
+        if CHECKPOINTS_AT.contains(&i) {
+            db.checkpoint().expect("checkpoint");
+        }
+        if i % every == every - 1 || CHECKPOINTS_AT.contains(&i) {
+            let crash = if images.len() % 4 == 0 {
+                Crash::Process
+            } else {
+                Crash::PowerCut(mix(seed, i as u64))
+            };
+            images.push((i, crash, image(&storage, crash), workload.model.clone()));
+        }
+    }
+    let stats = db.stats();
+    assert!(
+        stats.pool.evictions > 100,
+        "{mode}: the pool should evict constantly ({:?})",
+        stats.pool
+    );
+    assert!(stats.data_pages > 2 * SMALL_POOL as u64);
+    db.close().expect("close");
+    let final_model = workload.model.clone();
+    images.push((TXNS, Crash::Process, storage, final_model));
+
+    for (n, (i, crash, storage, model)) in images.into_iter().enumerate() {
+        let what = format!("{mode}, seed {seed}: {crash:?} after transaction {i}");
+        let (db, table) = recover(&storage, mode, &model, &what);
+        // Every fourth image: the recovered database keeps working, and survives a second
+        // crash right away (what recovery wrote, and its checkpoint, must hold up).
+        if n % 4 == 1 {
+            let mut more = Workload {
+                rng: StdRng::seed_from_u64(mix(seed, 1_000 + n as u64)),
+                model,
+                next_val: 1_000_000,
+                commits: 0,
+                checkpointed_at: 0,
+            };
+            for _ in 0..5 {
+                if let Err(f) = more.step(&db, &table) {
+                    panic!("{what}: a transaction after recovery failed: {}", f.error);
+                }
+            }
+            let again = crash_and_drop(&storage, db, Crash::PowerCut(mix(seed, 2_000 + n as u64)));
+            let (db, _) = recover(
+                &again,
+                mode,
+                &more.model,
+                &format!("{what}, then a power cut"),
+            );
+            db.close().expect("close");
+        } else {
+            db.close().expect("close");
+        }
+    }
+}
+
+#[test]
+fn crash_images_fsync() {
+    crash_images(CommitMode::Fsync, 1);
+}
+
+#[test]
+fn crash_images_buffer() {
+    crash_images(CommitMode::Buffer, 2);
+}
+
+#[test]
+fn crash_images_pmem_log() {
+    crash_images(CommitMode::PmemLog, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The medium dies in the middle of an operation.
+
+/// Runs the workload with the medium dying at its `crash_at`-th mutating operation (counted
+/// from after the table was created); returns the restart image and the two admissible
+/// outcomes (the acknowledged commits, and those plus the transaction that was committing).
+fn die_at(
+    mode: CommitMode,
+    seed: u64,
+    crash_at: Option<u64>,
+    crash: Crash,
+) -> (SimStorage, Model, Model, u64) {
+    let config = sim_config(mode, SMALL_POOL);
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &config).expect("create");
+    let table = create_items(&db);
+    let started = storage.ops_done();
+    if let Some(k) = crash_at {
+        storage.crash_after(k);
+    }
+    let mut workload = Workload::new(seed);
+    let mut would_be = None;
+    for i in 0..120 {
+        if let Err(failed) = workload.step(&db, &table) {
+            would_be = Some(failed.would_be);
+            break;
+        }
+        if i % 30 == 29 {
+            if let Err(e) = db.checkpoint() {
+                assert!(crash_at.is_some(), "{mode}: checkpoint failed: {e}");
+                break;
+            }
+        }
+    }
+    let ops = storage.ops_done() - started;
+    let acknowledged = workload.model.clone();
+    let after = crash_and_drop(&storage, db, crash);
+    let would_be = would_be.unwrap_or_else(|| acknowledged.clone());
+    (after, acknowledged, would_be, ops)
+}
+
+fn crash_points(mode: CommitMode, points: u64) {
+    // A run without a crash tells how many operations there are to crash at.
+    let (_, _, _, ops) = die_at(mode, 7, None, Crash::Process);
+    for p in 0..points {
+        let seed = mix(mode as u64, p);
+        let at = 1 + seed % (ops + ops / 10);
+        let crash = if p % 3 == 0 {
+            Crash::Process
+        } else {
+            Crash::PowerCut(seed)
+        };
+        let what = format!("{mode}: medium dies at operation {at} of ~{ops}, {crash:?}");
+        let (storage, acknowledged, would_be, _) = die_at(mode, 7, Some(at), crash);
+        let (db, _) = open_sim(&storage, &sim_config(mode, SMALL_POOL))
+            .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+        let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+        if let Err(without) = try_verify(&db, &table, &acknowledged) {
+            if let Err(with) = try_verify(&db, &table, &would_be) {
+                panic!(
+                    "{what}: neither the acknowledged commits ({without}) nor those plus the \
+                     one in flight ({with})"
+                );
+            }
+        }
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn crash_points_fsync() {
+    crash_points(CommitMode::Fsync, 12);
+}
+
+#[test]
+fn crash_points_buffer() {
+    crash_points(CommitMode::Buffer, 12);
+}
+
+#[test]
+fn crash_points_pmem_log() {
+    crash_points(CommitMode::PmemLog, 12);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `async`: a crash loses a suffix of the commits, never a transaction in part.
+
+#[test]
+fn async_crash_recovers_a_prefix_of_the_commits() {
+    let mode = CommitMode::Async;
+    let config = sim_config(mode, SMALL_POOL);
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &config).expect("create");
+    let table = create_items(&db);
+    db.checkpoint().unwrap(); // `async`: makes the table durable
+    let mut workload = Workload::new(11);
+    let mut history = vec![Model::new()];
+    let mut images = Vec::new();
+    for i in 0..150 {
+        let committed = workload
+            .step(&db, &table)
+            .unwrap_or_else(|f| panic!("async: {}", f.error));
+        if committed {
+            history.push(workload.model.clone());
+        }
+        if i == 60 {
+            db.checkpoint().unwrap();
+        }
+        if i % 10 == 9 {
+            let crash = if i % 20 == 9 {
+                Crash::Process
+            } else {
+                Crash::PowerCut(i)
+            };
+            images.push((i, crash, image(&storage, crash), history.len()));
+        }
+    }
+    drop(db);
+    for (i, crash, storage, committed) in images {
+        let what = format!("async: {crash:?} after transaction {i}");
+        let (db, _) = open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let table = db.table("items").unwrap();
+        let mut txn = db.begin();
+        let rows: BTreeMap<i64, Item> = txn
+            .scan(
+                &table,
+                &KeyRange::all(),
+                ScanDirection::Ascending,
+                usize::MAX,
+            )
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let item = Item::from_values(r);
+                (item.id, item)
+            })
+            .collect();
+        txn.commit().unwrap();
+        let prefix = history[..committed]
+            .iter()
+            .rposition(|m| *m == rows)
+            .unwrap_or_else(|| panic!("{what}: the recovered rows are no prefix of the commits"));
+        verify(&db, &table, &history[prefix], &what);
+        db.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrent commits in two tables: one merges (freeing pages), the other splits (allocating).
+
+#[test]
+fn concurrent_merges_and_splits_in_two_tables_recover() {
+    // A page emptied by a merge in one table must not be reused by a split in another table
+    // before the record that frees it is in the log: redo replays in LSN order, and would
+    // otherwise leave the page free (or stale) under the second table.
+    let mode = CommitMode::Async;
+    let config = sim_config(mode, 4_096);
+    for round in 0..6 {
+        let storage = SimStorage::new();
+        let (db, _) = open_sim(&storage, &config).expect("create");
+        let x = db.create_table("x", &items_schema()).unwrap();
+        let y = db.create_table("y", &items_schema()).unwrap();
+        std::thread::scope(|s| {
+            // x: 60 rows inserted in one transaction, deleted in the next (merges), and so on.
+            s.spawn(|| {
+                for r in 0..60 {
+                    let mut txn = db.begin();
+                    for id in 0..60 {
+                        if r % 2 == 0 {
+                            let item = Item::new(id, id % 3, r * 1_000 + id, 500);
+                            txn.insert(&x, &item.values()).unwrap();
+                        } else {
+                            txn.delete(&x, &key(id)).unwrap();
+                        }
+                    }
+                    txn.commit().unwrap();
+                }
+            });
+            // y: one large row per transaction (splits), 40 inserts then 40 deletes, ...
+            s.spawn(|| {
+                for r in 0..3_000 {
+                    let id = r % 40;
+                    let mut txn = db.begin();
+                    if (r / 40) % 2 == 0 {
+                        let item = Item::new(id, id % 3, r, 550);
+                        txn.insert(&y, &item.values()).unwrap();
+                    } else {
+                        txn.delete(&y, &key(id)).unwrap();
+                    }
+                    txn.commit().unwrap();
+                }
+            });
+        });
+        // The whole history is in the log (and the data file has only what evictions wrote):
+        // recovery replays all of it.
+        db.log().force_durable(db.log().appended_lsn()).unwrap();
+        let after = crash_and_drop(&storage, db, Crash::Process);
+        let what = format!("round {round}");
+        let (db, _) = open_sim(&after, &config).unwrap_or_else(|e| panic!("{what}: {e}"));
+        verify(&db, &db.table("x").unwrap(), &Model::new(), &what);
+        let y_model: Model = (0..40)
+            .map(|id| (id, Item::new(id, id % 3, 2_960 + id, 550)))
+            .collect();
+        verify(&db, &db.table("y").unwrap(), &y_model, &what);
+        assert_eq!(db.check().unwrap(), 3 * 40, "{what}");
+        db.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Larger than memory.
+
+#[test]
+fn data_larger_than_the_buffer_pool() {
+    const POOL: usize = 64;
+    let dir = TempDb::new("larger");
+    let mut config = dir.config(CommitMode::Buffer);
+    config.buffer_pool_bytes = POOL * PAGE_SIZE;
+    let (db, _) = Database::open(config.clone()).expect("open");
+    let table = create_items(&db);
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut model = Model::new();
+    // About 16,000 rows of ~300 bytes: some 600 leaves of rows, plus the indexes. (A
+    // transaction may change at most as many pages as the pool holds: see
+    // `transaction_changing_more_pages_than_the_pool_holds_fails_safely`.)
+    let mut id = 0;
+    for _ in 0..800 {
+        let mut txn = db.begin();
+        for _ in 0..20 {
+            id += 1 + rng.gen_range(0..3);
+            let item = Item::new(id, rng.gen_range(0..50), id * 7, rng.gen_range(250..350));
+            txn.insert(&table, &item.values()).unwrap();
+            model.insert(id, item);
+        }
+        txn.commit().unwrap();
+    }
+    let stats = db.stats();
+    assert!(
+        stats.data_pages >= 8 * POOL as u64,
+        "{} data pages for a pool of {POOL}",
+        stats.data_pages
+    );
+    let check_random = |db: &Database, rng: &mut StdRng, model: &Model, n: usize| {
+        let keys: Vec<i64> = model.keys().copied().collect();
+        let mut txn = db.begin();
+        for _ in 0..n {
+            let k = keys[rng.gen_range(0..keys.len())] + rng.gen_range(0..2);
+            let got = txn.get(&table_of(db), &key(k)).unwrap();
+            assert_eq!(
+                got.map(|r| Item::from_values(&r)).as_ref(),
+                model.get(&k),
+                "get({k})"
+            );
+        }
+        for _ in 0..20 {
+            let from = keys[rng.gen_range(0..keys.len())];
+            let desc = rng.gen_bool(0.5);
+            let dir = if desc {
+                ScanDirection::Descending
+            } else {
+                ScanDirection::Ascending
+            };
+            let range = if desc {
+                KeyRange::new(
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Included(key(from)),
+                )
+            } else {
+                KeyRange::new(
+                    std::ops::Bound::Included(key(from)),
+                    std::ops::Bound::Unbounded,
+                )
+            };
+            let got: Vec<Item> = txn
+                .scan(&table_of(db), &range, dir, 50)
+                .unwrap()
+                .iter()
+                .map(|r| Item::from_values(r))
+                .collect();
+            let want: Vec<Item> = if desc {
+                model
+                    .range(..=from)
+                    .rev()
+                    .take(50)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            } else {
+                model
+                    .range(from..)
+                    .take(50)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            };
+            assert_eq!(got, want, "scan from {from} {dir:?}");
+        }
+        txn.commit().unwrap();
+    };
+    // Random reads, then random updates (dirty pages evicted), then reads again.
+    check_random(&db, &mut rng, &model, 3_000);
+    let keys: Vec<i64> = model.keys().copied().collect();
+    for _ in 0..60 {
+        let mut txn = db.begin();
+        for _ in 0..8 {
+            let k = keys[rng.gen_range(0..keys.len())];
+            let item = Item::new(
+                k,
+                rng.gen_range(0..50),
+                model[&k].val,
+                rng.gen_range(10..400),
+            );
+            txn.update(&table, &item.values()).unwrap();
+            model.insert(k, item);
+        }
+        txn.commit().unwrap();
+    }
+    check_random(&db, &mut rng, &model, 2_000);
+    let stats = db.stats();
+    assert!(stats.pool.evictions > 1_000, "{:?}", stats.pool);
+    assert!(stats.pool.pages_read > 1_000, "{:?}", stats.pool);
+    verify_rows(&db, &table, &model);
+    db.close().unwrap();
+
+    let (db, report) = Database::open(config).expect("reopen");
+    assert_eq!(
+        report.recovery.records, 0,
+        "a clean close leaves nothing to redo"
+    );
+    let table = db.table("items").unwrap();
+    check_random(&db, &mut rng, &model, 2_000);
+    verify_rows(&db, &table, &model);
+    db.close().unwrap();
+}
+
+fn table_of(db: &Database) -> Table {
+    db.table("items").unwrap()
+}
+
+/// Full scans of the rows and both indexes against the model (no per-row point reads:
+/// cheaper than `verify` for large tables).
+fn verify_rows(db: &Database, table: &Table, model: &Model) {
+    let mut txn = db.begin();
+    let items = |rows: Vec<Vec<tailstore_storage::Value>>| -> Vec<Item> {
+        rows.iter().map(|r| Item::from_values(r)).collect()
+    };
+    let all = KeyRange::all();
+    let rows = items(
+        txn.scan(table, &all, ScanDirection::Ascending, usize::MAX)
+            .unwrap(),
+    );
+    assert!(rows.iter().eq(model.values()), "rows differ from the model");
+    let mut by_grp: Vec<Item> = model.values().cloned().collect();
+    by_grp.sort_by_key(|i| (i.grp, i.id));
+    let got = items(
+        txn.scan_index(table, "by_grp", &all, ScanDirection::Ascending, usize::MAX)
+            .unwrap(),
+    );
+    assert!(got == by_grp, "index by_grp differs from the model");
+    let got = items(
+        txn.scan_index(table, "by_val", &all, ScanDirection::Descending, usize::MAX)
+            .unwrap(),
+    );
+    assert!(
+        got.iter().eq(model.values().rev()),
+        "index by_val differs (vals grow with ids)"
+    );
+    txn.commit().unwrap();
+    assert_eq!(db.check().unwrap(), 3 * model.len() as u64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fault injection: a failed write or sync of the data file stops the database.
+
+/// A database with `txns` committed transactions on fresh simulated storage.
+fn loaded(mode: CommitMode, pool: usize, txns: usize) -> (SimStorage, Database, Table, Workload) {
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, pool)).expect("create");
+    let table = create_items(&db);
+    db.create_table("spare", &items_schema()).unwrap();
+    let mut workload = Workload::new(42);
+    for _ in 0..txns {
+        if let Err(f) = workload.step(&db, &table) {
+            panic!("{mode}: {}", f.error);
+        }
+    }
+    (storage, db, table, workload)
+}
+
+/// Asserts that the database refuses changes with `Stopped`, naming `cause`: a commit (to
+/// the table `spare`: a failure in the middle of a B+tree split leaves that tree refusing
+/// even reads), a checkpoint, a new table.
+#[track_caller]
+fn assert_stopped(db: &Database, cause: &str) {
+    let stopped = |result: tailstore_engine::Result<()>, what: &str| match result {
+        Err(EngineError::Stopped(why)) => assert!(
+            why.contains(cause),
+            "{what}: the reason ({why}) should name the cause ({cause})"
+        ),
+        other => panic!("{what}: expected Stopped ({cause}), got {other:?}"),
+    };
+    let spare = db.table("spare").expect("the spare table");
+    let mut txn = db.begin();
+    match txn.insert(&spare, &Item::new(-1, 0, -1, 10).values()) {
+        Ok(()) => stopped(txn.commit(), "commit"),
+        // Pages changed by the transaction that failed stay pinned in the pool as unlogged:
+        // a small pool may have no frame left even to read.
+        Err(err) => assert!(!err.is_retryable(), "{err}"),
+    }
+    stopped(db.checkpoint(), "checkpoint");
+    stopped(
+        db.create_table("other", &items_schema()).map(|_| ()),
+        "create_table",
+    );
+}
+
+/// Reopens after a fail-stop, on the same storage and on a power-cut image of it.
+fn reopen_after_failure(
+    storage: &SimStorage,
+    db: Database,
+    mode: CommitMode,
+    model: &Model,
+    what: &str,
+) {
+    let cut = storage.power_cut(99);
+    drop(db);
+    for (storage, how) in [(storage, "reopened"), (&cut, "after a power cut")] {
+        let (db, _) = recover(storage, mode, model, &format!("{what}: {how}"));
+        // It accepts commits again.
+        let mut txn = db.begin();
+        txn.insert(
+            &db.table("items").unwrap(),
+            &Item::new(-5, 0, -5, 1).values(),
+        )
+        .unwrap();
+        txn.commit().unwrap();
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn failed_write_during_checkpoint_stops_the_database() {
+    for mode in [CommitMode::Fsync, CommitMode::PmemLog] {
+        for nth in [1, 3] {
+            let (storage, db, _table, workload) = loaded(mode, 256, 40);
+            storage.fail_nth_write(nth);
+            let err = db.checkpoint().expect_err("the checkpoint must fail");
+            assert!(err.to_string().contains("injected fault: write"), "{err}");
+            assert_stopped(&db, "injected fault: write");
+            reopen_after_failure(
+                &storage,
+                db,
+                mode,
+                &workload.model,
+                &format!("{mode}, write {nth}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn failed_sync_during_checkpoint_stops_the_database() {
+    for mode in [CommitMode::Fsync, CommitMode::PmemLog] {
+        // The first sync is flush_all's, the second the meta page's.
+        for nth in [1, 2] {
+            let (storage, db, _table, workload) = loaded(mode, 256, 40);
+            storage.fail_nth_sync(nth);
+            let err = db.checkpoint().expect_err("the checkpoint must fail");
+            assert!(err.to_string().contains("injected fault: sync"), "{err}");
+            assert_stopped(&db, "injected fault: sync");
+            reopen_after_failure(
+                &storage,
+                db,
+                mode,
+                &workload.model,
+                &format!("{mode}, sync {nth}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn failed_write_during_eviction_stops_the_database() {
+    // `pmem-log` has no log file: every file write is a data page (an eviction here).
+    let mode = CommitMode::PmemLog;
+    for nth in [1, 2, 5, 9] {
+        let (storage, db, table, mut workload) = loaded(mode, SMALL_POOL, 30);
+        storage.fail_nth_write(nth);
+        let mut failed = None;
+        for _ in 0..200 {
+            if let Err(f) = workload.step(&db, &table) {
+                failed = Some(f);
+                break;
+            }
+        }
+        let failed = failed.expect("an eviction write failed");
+        assert!(
+            failed.error.to_string().contains("injected fault: write"),
+            "the failure names its cause: {}",
+            failed.error
+        );
+        assert_stopped(&db, "injected fault: write");
+        reopen_after_failure(
+            &storage,
+            db,
+            mode,
+            &workload.model,
+            &format!("eviction write {nth}"),
+        );
+    }
+}
+
+#[test]
+fn failed_write_during_a_read_stops_the_database() {
+    // A scan that evicts a dirty page whose write fails: the read fails, and so must every
+    // later change, with `Stopped` (not with a storage error the caller might retry).
+    let mode = CommitMode::PmemLog;
+    let (storage, db, table, workload) = loaded(mode, SMALL_POOL, 200);
+    assert!(db.stats().data_pages > 2 * SMALL_POOL as u64);
+    storage.fail_nth_write(1);
+    let mut txn = db.begin();
+    let err = txn
+        .scan(
+            &table,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect_err("a full scan evicts dirty pages");
+    assert!(err.to_string().contains("injected fault: write"), "{err}");
+    assert!(!err.is_retryable());
+    drop(txn);
+    assert_stopped(&db, "injected fault: write");
+    reopen_after_failure(&storage, db, mode, &workload.model, "write during a read");
+}
+
+#[test]
+fn transaction_changing_more_pages_than_the_pool_holds_fails_safely() {
+    // Changed pages stay in the pool until the commit record is appended (no steal): a
+    // transaction that changes more pages than there are frames cannot be applied. It must
+    // fail, stop the database, and lose nothing that was acknowledged.
+    let mode = CommitMode::Fsync;
+    let (storage, db, table, workload) = loaded(mode, SMALL_POOL, 100);
+    let mut txn = db.begin();
+    for i in 0..150 {
+        // Spread over the whole key space and every group: many leaves of every tree.
+        let item = Item::new(i * 397 % 4_000, i % 8, 5_000_000 + i, 500);
+        if txn.insert(&table, &item.values()).is_err() {
+            txn.update(&table, &item.values()).unwrap();
+        }
+    }
+    let err = txn.commit().expect_err("too many pages for the pool");
+    assert!(!err.is_retryable(), "{err}");
+    assert_stopped(&db, "");
+    reopen_after_failure(
+        &storage,
+        db,
+        mode,
+        &workload.model,
+        "too large a transaction",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Torn and corrupt pages.
+
+/// Flips bytes in the middle of page `page` of the data file of `storage`.
+fn corrupt_page(storage: &SimStorage, page: u64) {
+    let mut bytes = storage.file_bytes(SIM_DATA_FILE).expect("data file");
+    let at = page as usize * PAGE_SIZE + PAGE_SIZE / 2;
+    assert!(bytes.len() >= at + 16, "page {page} is in the file");
+    for b in &mut bytes[at..at + 16] {
+        *b ^= 0x5a;
+    }
+    storage.set_file_bytes(SIM_DATA_FILE, bytes);
+}
+
+/// The kind byte of every page of the data file from page 8 on.
+fn page_kinds(storage: &SimStorage) -> Vec<(u64, u8)> {
+    let bytes = storage.file_bytes(SIM_DATA_FILE).expect("data file");
+    (8..(bytes.len() / PAGE_SIZE) as u64)
+        .map(|p| (p, bytes[p as usize * PAGE_SIZE + 4]))
+        .collect()
+}
+
+const LEAF: u8 = 4;
+
+/// Whether `err` reports page `page` as corrupt.
+fn names_corrupt_page(err: &EngineError, page: u64) -> bool {
+    match err {
+        EngineError::Storage(StorageError::Corrupt { page_id, .. }) => page_id.0 == page,
+        EngineError::Corrupt(why) => why.contains(&format!("page {page}")),
+        _ => false,
+    }
+}
+
+/// The first table's row tree is rooted at the first data page.
+const ROOT: u64 = 8;
+
+#[test]
+fn corrupt_page_without_an_image_in_the_log_is_reported() {
+    // The root of `items` is not changed after the checkpoint (only another table is), so
+    // the log holds no image of it: a corrupt copy on disk must stop the open, naming it.
+    let mode = CommitMode::Fsync;
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
+    let table = create_items(&db);
+    let other = db.create_table("other", &items_schema()).unwrap();
+    let mut txn = db.begin();
+    for id in 0..5 {
+        txn.insert(&table, &Item::new(id, 0, id, 10).values())
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    db.checkpoint().unwrap();
+    let mut txn = db.begin();
+    txn.insert(&other, &Item::new(1, 0, 1, 20).values())
+        .unwrap();
+    txn.commit().unwrap();
+    let after = crash_and_drop(&storage, db, Crash::Process);
+    corrupt_page(&after, ROOT);
+    match open_sim(&after, &sim_config(mode, 256)) {
+        Err(err) => {
+            assert!(
+                names_corrupt_page(&err, ROOT),
+                "the error should name page {ROOT}: {err}"
+            );
+            assert!(err.to_string().contains(&format!("page {ROOT}")), "{err}");
+        }
+        Ok(_) => panic!("opening must not succeed with a corrupt root page"),
+    }
+}
+
+#[test]
+fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() {
+    // One small change to the root leaf after the checkpoint: its record carries a full
+    // image of the page (first change since the checkpoint), so a torn copy on disk is
+    // rebuilt by redo instead of stopping recovery.
+    let mode = CommitMode::Fsync;
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
+    let table = create_items(&db);
+    let mut model = Model::new();
+    let mut txn = db.begin();
+    for id in 0..5 {
+        let item = Item::new(id, 0, id, 10);
+        txn.insert(&table, &item.values()).unwrap();
+        model.insert(id, item);
+    }
+    txn.commit().unwrap();
+    db.checkpoint().unwrap();
+    for round in 0..3 {
+        let item = Item::new(2, round, 100 + round, 20);
+        let mut txn = db.begin();
+        txn.update(&table, &item.values()).unwrap();
+        txn.commit().unwrap();
+        model.insert(2, item);
+    }
+    // The root was written after the checkpoint (as an eviction or a checkpoint cut short
+    // by the crash would), and torn.
+    let after = crash_and_drop(&storage, db, Crash::Process);
+    corrupt_page(&after, ROOT);
+    let (db, report) = open_sim(&after, &sim_config(mode, 256))
+        .expect("the full-page image in the log rebuilds the page");
+    assert_eq!(report.recovery.records, 3);
+    let table = db.table("items").unwrap();
+    verify(&db, &table, &model, "after rebuilding a torn root");
+    db.close().unwrap();
+}
+
+#[test]
+fn torn_page_with_an_image_in_the_log_is_rebuilt() {
+    // Redo must rebuild the root from the image before anything reads it (opening the
+    // table's trees reads their roots).
+    let mode = CommitMode::Fsync;
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
+    let table = create_items(&db);
+    let mut model = Model::new();
+    let mut txn = db.begin();
+    for id in 0..5 {
+        let item = Item::new(id, 0, id, 10);
+        txn.insert(&table, &item.values()).unwrap();
+        model.insert(id, item);
+    }
+    txn.commit().unwrap();
+    db.checkpoint().unwrap();
+    // The first transaction after the checkpoint splits the root leaf (more rows than a
+    // page holds), so the log holds images of the root (the split's own, whether or not
+    // full-page images are logged); the later ones change the leaves below it.
+    for chunk in 0..4 {
+        let mut txn = db.begin();
+        for id in (5 + chunk * 30)..(5 + (chunk + 1) * 30) {
+            let item = Item::new(id, 0, id, 300);
+            txn.insert(&table, &item.values()).unwrap();
+            model.insert(id, item);
+        }
+        txn.commit().unwrap();
+    }
+    let after = crash_and_drop(&storage, db, Crash::Process);
+    corrupt_page(&after, ROOT);
+    let (db, report) =
+        open_sim(&after, &sim_config(mode, 256)).expect("the image in the log rebuilds the page");
+    assert!(report.recovery.records >= 4);
+    let table = db.table("items").unwrap();
+    verify(&db, &table, &model, "after rebuilding a torn root");
+    db.close().unwrap();
+}
+
+#[test]
+fn corrupt_leaf_is_reported_never_read() {
+    // A leaf the log does not touch after the checkpoint is corrupted on disk (bit rot).
+    let mode = CommitMode::Fsync;
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
+    let table = create_items(&db);
+    let mut model = Model::new();
+    for chunk in 0..4 {
+        let mut txn = db.begin();
+        for id in chunk * 50..(chunk + 1) * 50 {
+            let item = Item::new(id, id % 3, id, 200);
+            txn.insert(&table, &item.values()).unwrap();
+            model.insert(id, item);
+        }
+        txn.commit().unwrap();
+    }
+    db.close().unwrap();
+    let leaves: Vec<u64> = page_kinds(&storage)
+        .into_iter()
+        .filter(|&(_, kind)| kind == LEAF)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(leaves.len() > 4, "the rows span several leaves");
+    let victim = leaves[leaves.len() / 2];
+    corrupt_page(&storage, victim);
+    let db = match open_sim(&storage, &sim_config(mode, 256)) {
+        Err(err) => {
+            assert!(names_corrupt_page(&err, victim), "{err}");
+            return;
+        }
+        Ok((db, _)) => db,
+    };
+    let table = db.table("items").unwrap();
+    let err = db.check().expect_err("check reads every page");
+    assert!(names_corrupt_page(&err, victim), "{err}");
+    let mut txn = db.begin();
+    let err = txn
+        .scan(
+            &table,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect_err("a full scan reads the corrupt leaf");
+    assert!(names_corrupt_page(&err, victim), "{err}");
+    // Point reads: the right row or an error naming the page, never a wrong answer.
+    let mut errors = 0;
+    for id in -1..=200 {
+        match txn.get(&table, &key(id)) {
+            Ok(row) => assert_eq!(row.map(|r| Item::from_values(&r)).as_ref(), model.get(&id)),
+            Err(err) => {
+                assert!(names_corrupt_page(&err, victim), "{err}");
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 0, "some keys live in the corrupt leaf");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input.
+
+#[test]
+fn missing_data_directory_is_an_open_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = tailstore_engine::DbConfig::new(dir.path().join("nope"), CommitMode::Fsync, None);
+    match Database::open(config) {
+        Err(EngineError::Open(why)) => assert!(why.contains("nope"), "{why}"),
+        other => panic!("expected an Open error, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// A database in a temporary directory with one table and a few rows, closed.
+fn closed_db(mode: CommitMode) -> (TempDb, tailstore_engine::DbConfig) {
+    let dir = TempDb::new("bad-input");
+    let config = dir.config(mode);
+    let (db, _) = Database::open(config.clone()).unwrap();
+    let table = create_items(&db);
+    let mut txn = db.begin();
+    txn.insert(&table, &Item::new(1, 1, 1, 1).values()).unwrap();
+    txn.commit().unwrap();
+    db.close().unwrap();
+    (dir, config)
+}
+
+#[test]
+fn garbage_meta_pages_are_a_corrupt_error() {
+    let (dir, config) = closed_db(CommitMode::Fsync);
+    let path = dir.dir.path().join(DATA_FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // One slot garbled: the other one (the previous checkpoint) is used.
+    let slot = 4 * PAGE_SIZE;
+    let newest_first = bytes[..slot].to_vec();
+    for b in &mut bytes[..slot] {
+        *b = 0xA5;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let opened = Database::open(config.clone());
+    // Which slot holds the newest checkpoint depends on how many there were; either way one
+    // intact slot is enough to open.
+    let (db, _) = opened.expect("one valid meta slot is enough");
+    db.close().unwrap();
+    // Both garbled.
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in &mut bytes[..2 * slot] {
+        *b = 0x5A;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    match Database::open(config.clone()) {
+        Err(EngineError::Corrupt(why)) => assert!(why.contains("meta"), "{why}"),
+        other => panic!("expected a Corrupt error, got {:?}", other.map(|_| ())),
+    }
+    // A file too short to hold the meta pages.
+    std::fs::write(&path, &newest_first[..100]).unwrap();
+    assert!(matches!(
+        Database::open(config),
+        Err(EngineError::Corrupt(_))
+    ));
+}
+
+#[test]
+fn log_without_data_file_is_an_error() {
+    for mode in [CommitMode::Fsync, CommitMode::PmemLog] {
+        let (dir, config) = closed_db(mode);
+        std::fs::remove_file(dir.dir.path().join(DATA_FILE_NAME)).unwrap();
+        match Database::open(config) {
+            Err(EngineError::Open(why)) => assert!(why.contains("no data file"), "{mode}: {why}"),
+            other => panic!(
+                "{mode}: expected an Open error, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+    }
+}
+
+#[test]
+fn data_file_without_its_log_is_an_error() {
+    let (dir, config) = closed_db(CommitMode::Fsync);
+    std::fs::remove_file(config.log.log_file()).unwrap();
+    match Database::open(config) {
+        Err(EngineError::Open(why)) => assert!(why.contains("missing"), "{why}"),
+        other => panic!("expected an Open error, got {:?}", other.map(|_| ())),
+    }
+    drop(dir);
+}

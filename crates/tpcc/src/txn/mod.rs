@@ -1,0 +1,394 @@
+//! The five transactions (clause 2), one module each, and how they are run.
+//!
+//! Each module has an input type generated from a random number generator (clause 2.x.1),
+//! separately from the transaction so that the inputs can be tested on their own, and a
+//! function that takes `&mut Transaction` and the input, does the transaction's reads and
+//! writes (clause 2.x.2) and returns a [`Decision`]: commit with the output the terminal
+//! would display, or roll back (New-Order's 1% of unused item ids). [`execute`] runs such a
+//! function to completion: it commits or rolls back, and runs it again while the engine
+//! aborts it (optimistic concurrency control), counting the aborts by cause.
+//!
+//! # Stale reads
+//!
+//! Under optimistic concurrency control a transaction reads without locks and learns only
+//! at commit whether what it read still holds. Until then it may act on a stale read: a
+//! New-Order that read `d_next_o_id` just before another New-Order of the district
+//! committed inserts an order id that now exists, and the engine reports
+//! `DuplicateKey`, not an abort, although validation would abort it. [`execute`] therefore
+//! also runs a transaction again after `DuplicateKey`, `RowNotFound` or a missing row,
+//! counting it as a stale read ([`Retries::stale_reads`]); only if the error persists to
+//! the last attempt is it returned.
+
+pub mod delivery;
+pub mod new_order;
+pub mod order_status;
+pub mod payment;
+pub mod stock_level;
+
+use std::time::Duration;
+
+use rand::Rng;
+use tailstore_engine::{AbortCause, Database, EngineError, KeyRange, Table, Transaction};
+use tailstore_storage::{ScanDirection, Value};
+
+use crate::error::{Result, TpccError};
+use crate::random::{random_customer_id, random_last_name, NuRandConstants};
+use crate::row::{id, Fields};
+use crate::schema::{customer, Tables, CUSTOMER_BY_NAME};
+
+/// What a transaction body decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision<T> {
+    /// Commit; `T` is the output.
+    Commit(T),
+    /// Roll back: the business logic refused the transaction.
+    Rollback,
+}
+
+/// How a transaction ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnOutcome<T> {
+    Committed(T),
+    /// Rolled back on purpose (New-Order with an unused item id).
+    RolledBack,
+    /// Still aborted by the engine after the last attempt the policy allows.
+    Aborted(AbortCause),
+}
+
+impl<T> TxnOutcome<T> {
+    /// The outcome without its output.
+    pub fn kind(&self) -> Outcome {
+        match self {
+            TxnOutcome::Committed(_) => Outcome::Committed,
+            TxnOutcome::RolledBack => Outcome::RolledBack,
+            TxnOutcome::Aborted(cause) => Outcome::Aborted(*cause),
+        }
+    }
+}
+
+/// How a transaction ended, without its output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Committed,
+    RolledBack,
+    Aborted(AbortCause),
+}
+
+/// Engine aborts, by cause, and attempts that failed on a stale read (each one was followed
+/// by another attempt, except for the last one of a transaction that ended
+/// [`Outcome::Aborted`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retries {
+    counts: [u64; 3],
+    stale: u64,
+}
+
+impl Retries {
+    fn position(cause: AbortCause) -> usize {
+        AbortCause::ALL
+            .iter()
+            .position(|&c| c == cause)
+            .unwrap_or(0)
+    }
+
+    pub fn record(&mut self, cause: AbortCause) {
+        self.counts[Self::position(cause)] += 1;
+    }
+
+    pub fn get(&self, cause: AbortCause) -> u64 {
+        self.counts[Self::position(cause)]
+    }
+
+    /// Attempts that failed on a stale read (see the [module documentation](self)).
+    pub fn stale_reads(&self) -> u64 {
+        self.stale
+    }
+
+    /// Engine aborts and stale reads.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.stale
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Retries) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+        self.stale += other.stale;
+    }
+
+    /// (cause, count) in [`AbortCause::ALL`] order.
+    pub fn by_cause(&self) -> impl Iterator<Item = (AbortCause, u64)> + '_ {
+        AbortCause::ALL.into_iter().zip(self.counts)
+    }
+}
+
+/// How often to run a transaction again after the engine aborts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all (at least 1).
+    pub max_attempts: u32,
+    /// Sleep before the third and later attempts (doubling from `backoff`, at most 1 ms),
+    /// so that transactions that keep colliding on a hot row (a warehouse's `w_ytd`) stop
+    /// doing so; the first retry only yields.
+    pub backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 1000,
+            backoff: Duration::from_micros(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn wait_before(&self, attempt: u32) {
+        if attempt <= 2 || self.backoff.is_zero() {
+            std::thread::yield_now();
+            return;
+        }
+        let doublings = (attempt - 3).min(10);
+        let wait = self.backoff.saturating_mul(1 << doublings);
+        std::thread::sleep(wait.min(Duration::from_millis(1)));
+    }
+}
+
+/// A finished transaction: its outcome, the aborts it went through, its attempts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Executed<T> {
+    pub outcome: TxnOutcome<T>,
+    pub retries: Retries,
+    pub attempts: u32,
+}
+
+/// Runs `body` in a transaction and commits it (or rolls it back if it says so), again and
+/// again while the engine aborts it or it fails on a stale read (see the
+/// [module documentation](self)), up to `policy.max_attempts`. Other errors end it at once.
+pub fn execute<T>(
+    db: &Database,
+    policy: &RetryPolicy,
+    mut body: impl FnMut(&mut Transaction<'_>) -> Result<Decision<T>>,
+) -> Result<Executed<T>> {
+    let mut retries = Retries::default();
+    let mut attempt = 1;
+    loop {
+        let mut txn = db.begin();
+        let result = match body(&mut txn) {
+            Ok(Decision::Commit(output)) => txn
+                .commit()
+                .map(|()| TxnOutcome::Committed(output))
+                .map_err(TpccError::from),
+            Ok(Decision::Rollback) => {
+                txn.rollback();
+                Ok(TxnOutcome::RolledBack)
+            }
+            Err(err) => Err(err), // dropping `txn` rolls it back
+        };
+        match result {
+            Ok(outcome) => {
+                return Ok(Executed {
+                    outcome,
+                    retries,
+                    attempts: attempt,
+                })
+            }
+            Err(TpccError::Engine(EngineError::Aborted { cause })) => {
+                retries.record(cause);
+                if attempt >= policy.max_attempts.max(1) {
+                    return Ok(Executed {
+                        outcome: TxnOutcome::Aborted(cause),
+                        retries,
+                        attempts: attempt,
+                    });
+                }
+            }
+            Err(err) if may_be_stale(&err) && attempt < policy.max_attempts => retries.stale += 1,
+            Err(err) => return Err(err),
+        }
+        policy.wait_before(attempt + 1);
+        attempt += 1;
+    }
+}
+
+/// Whether `err` may come from acting on a stale read rather than from the database.
+fn may_be_stale(err: &TpccError) -> bool {
+    matches!(
+        err,
+        TpccError::MissingRow(_)
+            | TpccError::Engine(EngineError::DuplicateKey(_) | EngineError::RowNotFound(_))
+    )
+}
+
+/// The row under `key`; [`TpccError::MissingRow`] if there is none.
+pub(crate) fn must_get(
+    txn: &mut Transaction<'_>,
+    table: &Table,
+    key: &[Value],
+) -> Result<Vec<Value>> {
+    txn.get(table, key)?
+        .ok_or_else(|| TpccError::MissingRow(format!("{} {}", table.name(), show_key(key))))
+}
+
+/// A key as `(1, 2, 3)`.
+pub(crate) fn show_key(key: &[Value]) -> String {
+    let parts: Vec<String> = key
+        .iter()
+        .map(|v| match v {
+            Value::Int(i) => i.to_string(),
+            Value::Text(s) => format!("'{s}'"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    format!("({})", parts.join(", "))
+}
+
+/// How Payment and Order-Status name their customer (clauses 2.5.1.2, 2.6.1.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CustomerSelector {
+    /// By `c_id`.
+    Id(u32),
+    /// By `c_last`: the middle one (position ⌈n/2⌉) of those sorted by `c_first`.
+    LastName(String),
+}
+
+impl CustomerSelector {
+    /// 60% by last name (`NURand(255, 0, 999)`), 40% by id (`NURand(1023, 1, 3000)`).
+    pub fn generate<R: Rng + ?Sized>(rng: &mut R, c: &NuRandConstants) -> CustomerSelector {
+        if rng.gen_range(1..=100) <= 60 {
+            CustomerSelector::LastName(random_last_name(rng, c))
+        } else {
+            CustomerSelector::Id(random_customer_id(rng, c))
+        }
+    }
+
+    pub fn by_name(&self) -> bool {
+        matches!(self, CustomerSelector::LastName(_))
+    }
+}
+
+/// The customer of district (`w_id`, `d_id`) that `selector` names.
+pub(crate) fn select_customer(
+    txn: &mut Transaction<'_>,
+    tables: &Tables,
+    w_id: u32,
+    d_id: u32,
+    selector: &CustomerSelector,
+) -> Result<Vec<Value>> {
+    match selector {
+        CustomerSelector::Id(c_id) => {
+            must_get(txn, &tables.customer, &[id(w_id), id(d_id), id(*c_id)])
+        }
+        CustomerSelector::LastName(last) => {
+            let prefix = vec![id(w_id), id(d_id), Value::Text(last.clone())];
+            let mut rows = txn.scan_index(
+                &tables.customer,
+                CUSTOMER_BY_NAME,
+                &KeyRange::prefix(prefix.clone()),
+                ScanDirection::Ascending,
+                usize::MAX,
+            )?;
+            if rows.is_empty() {
+                return Err(TpccError::MissingRow(format!(
+                    "customer named {}",
+                    show_key(&prefix)
+                )));
+            }
+            // Position ⌈n/2⌉ (1-based) of the rows sorted by c_first (the index's order).
+            let middle = (rows.len() - 1) / 2;
+            Ok(rows.swap_remove(middle))
+        }
+    }
+}
+
+/// `c_id` of a customer row.
+pub(crate) fn customer_id(row: &[Value]) -> Result<u32> {
+    narrow(row.int(customer::C_ID)?)
+}
+
+/// An id or count read from a column, as `u32`.
+pub(crate) fn narrow(v: i64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| TpccError::OutOfRange(v))
+}
+
+/// `cents` as `123.45`.
+pub fn format_cents(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let abs = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailstore_engine::DbConfig;
+    use tailstore_log::CommitMode;
+
+    fn with_db(test: impl FnOnce(&Database)) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let config = DbConfig::new(dir.path(), CommitMode::Async, None);
+        let (db, _) = Database::open(config).expect("open");
+        test(&db);
+    }
+
+    fn policy(max_attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts,
+            backoff: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn aborts_and_stale_reads_are_retried_and_counted() {
+        with_db(|db| {
+            let mut calls = 0;
+            let done = execute(db, &policy(10), |_| {
+                calls += 1;
+                match calls {
+                    1 => Err(EngineError::Aborted {
+                        cause: AbortCause::ReadChanged,
+                    }
+                    .into()),
+                    2 => Err(TpccError::MissingRow("stale".into())),
+                    3 => Err(EngineError::DuplicateKey("orders".into()).into()),
+                    _ => Ok(Decision::Commit(calls)),
+                }
+            })
+            .expect("commits");
+            assert_eq!(done.outcome, TxnOutcome::Committed(4));
+            assert_eq!(done.attempts, 4);
+            assert_eq!(done.retries.get(AbortCause::ReadChanged), 1);
+            assert_eq!(done.retries.stale_reads(), 2);
+            assert_eq!(done.retries.total(), 3);
+        });
+    }
+
+    #[test]
+    fn retries_end_at_the_last_attempt() {
+        with_db(|db| {
+            let aborted = execute(db, &policy(3), |_| -> Result<Decision<()>> {
+                Err(EngineError::Aborted {
+                    cause: AbortCause::Phantom,
+                }
+                .into())
+            })
+            .expect("no error");
+            assert_eq!(aborted.outcome, TxnOutcome::Aborted(AbortCause::Phantom));
+            assert_eq!(aborted.retries.get(AbortCause::Phantom), 3);
+            let missing = execute(db, &policy(3), |_| -> Result<Decision<()>> {
+                Err(TpccError::MissingRow("gone".into()))
+            });
+            assert!(matches!(missing, Err(TpccError::MissingRow(_))));
+            let rolled_back = execute(db, &policy(3), |_| Ok(Decision::<()>::Rollback));
+            assert_eq!(
+                rolled_back.expect("rollback").outcome,
+                TxnOutcome::RolledBack
+            );
+            let fatal = execute(db, &policy(3), |_| -> Result<Decision<()>> {
+                Err(TpccError::InvalidArgument("bug".into()))
+            });
+            assert!(matches!(fatal, Err(TpccError::InvalidArgument(_))));
+        });
+    }
+}
