@@ -6,13 +6,22 @@
 //!  0  u16  count       number of slots
 //!  2  u16  cell_start  start of the cell area; cells fill [cell_start, PAYLOAD)
 //!  4  u16  garbage     bytes of dead cells inside the cell area (reclaimed by compaction)
-//!  6  u16  reserved
+//!  6  u16  prefix_len  every key of the node starts with the same `prefix_len` bytes
 //!  8  u64  upper       inner node: the rightmost child; leaf: 0
-//! 16       slots       count × 6 bytes: (cell offset u16, key length u16, value length u16),
-//!                      sorted by key in memcmp order
+//! 16       slots       count × 10 bytes: (cell offset u16, key length u16, value length u16,
+//!                      head u32 big-endian), sorted by key in memcmp order
 //!          free space
 //!          cells       key bytes followed by value bytes; grow down from the page end
 //! ```
+//!
+//! A slot's *head* is the 4 bytes of its key after the common prefix, zero-padded, read as a
+//! big-endian integer (LeanStore's technique). A binary search compares heads, which lie
+//! together in the slot array, and reads a key's cell only when heads are equal: about one
+//! cache miss per search in a leaf instead of one per step. Heads order like keys: where two
+//! heads differ, so do the keys within those 4 bytes, in the same direction (zero padding
+//! sorts a shorter key first, as memcmp order does). `prefix_len` only ever shrinks while
+//! the node lives (an insert that does not share it recomputes every head); a removal keeps
+//! it, since the remaining keys still share it.
 //!
 //! A leaf's value is the user's value. An inner node's value is a child page id (u64): the
 //! child of slot `i` holds the keys `k` with `key[i-1] <= k < key[i]`, and `upper` holds the
@@ -26,7 +35,9 @@ pub const PAYLOAD: usize = PAGE_SIZE - HEADER_SIZE;
 /// Size of the node header at the start of the payload.
 pub const NODE_HEADER: usize = 16;
 /// Size of one slot.
-pub const SLOT: usize = 6;
+pub const SLOT: usize = 10;
+/// Bytes of a key compared through its slot's head.
+const HEAD: usize = 4;
 /// Size of an inner node's value (a child page id).
 pub const CHILD: usize = 8;
 
@@ -70,6 +81,52 @@ pub fn upper(p: &[u8]) -> PageId {
 
 fn set_upper(p: &mut [u8], upper: PageId) {
     p[8..16].copy_from_slice(&upper.0.to_le_bytes());
+}
+
+fn prefix_len(p: &[u8]) -> usize {
+    get_u16(p, 6)
+}
+
+fn head_of(suffix: &[u8]) -> u32 {
+    let mut bytes = [0u8; HEAD];
+    let n = suffix.len().min(HEAD);
+    bytes[..n].copy_from_slice(&suffix[..n]);
+    u32::from_be_bytes(bytes)
+}
+
+fn slot_head(p: &[u8], i: usize) -> u32 {
+    let at = NODE_HEADER + i * SLOT + 6;
+    u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+
+fn set_slot_head(p: &mut [u8], i: usize, head: u32) {
+    let at = NODE_HEADER + i * SLOT + 6;
+    p[at..at + HEAD].copy_from_slice(&head.to_be_bytes());
+}
+
+/// Makes `prefix_len` a prefix `key` shares with every key of the node (recomputing every
+/// head if it has to shrink). Returns the prefix length.
+fn adopt_prefix(p: &mut [u8], key: &[u8]) -> usize {
+    let n = count(p);
+    let old = prefix_len(p);
+    let shared = if n == 0 {
+        key.len().min(usize::from(u16::MAX))
+    } else {
+        let first = self::key(p, 0);
+        old.min(common_prefix(&first[..old], key))
+    };
+    if shared != old {
+        put_u16(p, 6, shared);
+        for i in 0..n {
+            let head = head_of(&self::key(p, i)[shared..]);
+            set_slot_head(p, i, head);
+        }
+    }
+    shared
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn slot(p: &[u8], i: usize) -> (usize, usize, usize) {
@@ -116,13 +173,34 @@ pub fn set_child(p: &mut [u8], i: usize, child: PageId) {
 
 /// `Ok(i)` if slot `i` holds `key`, else `Err(i)` with the slot `key` would be inserted at.
 pub fn search(p: &[u8], key: &[u8]) -> Result<usize, usize> {
-    let (mut lo, mut hi) = (0, count(p));
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let n = count(p);
+    if n == 0 {
+        return Err(0);
+    }
+    let plen = prefix_len(p);
+    if plen > 0 {
+        // Outside the common prefix, `key` sorts before or after every key of the node.
+        let prefix = &self::key(p, 0)[..plen];
+        match key[..plen.min(key.len())].cmp(prefix) {
+            Less => return Err(0),
+            Greater => return Err(n),
+            Equal if key.len() < plen => return Err(0),
+            Equal => {}
+        }
+    }
+    let head = head_of(&key[plen..]);
+    let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        match self::key(p, mid).cmp(key) {
-            std::cmp::Ordering::Less => lo = mid + 1,
-            std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Ok(mid),
+        let order = match slot_head(p, mid).cmp(&head) {
+            Equal => self::key(p, mid)[plen..].cmp(&key[plen..]),
+            unequal => unequal,
+        };
+        match order {
+            Less => lo = mid + 1,
+            Greater => hi = mid,
+            Equal => return Ok(mid),
         }
     }
     Err(lo)
@@ -163,6 +241,7 @@ pub fn insert_at(p: &mut [u8], i: usize, key: &[u8], value: &[u8]) {
     if cell_start(p) < NODE_HEADER + (n + 1) * SLOT + need {
         compact(p);
     }
+    let plen = adopt_prefix(p, key);
     let offset = cell_start(p) - need;
     p[offset..offset + key.len()].copy_from_slice(key);
     p[offset + key.len()..offset + need].copy_from_slice(value);
@@ -170,6 +249,7 @@ pub fn insert_at(p: &mut [u8], i: usize, key: &[u8], value: &[u8]) {
     let from = NODE_HEADER + i * SLOT;
     p.copy_within(from..NODE_HEADER + n * SLOT, from + SLOT);
     set_slot(p, i, (offset, key.len(), value.len()));
+    set_slot_head(p, i, head_of(&key[plen..]));
     put_u16(p, 0, n + 1);
 }
 
@@ -235,4 +315,58 @@ pub fn upsert(p: &mut [u8], key: &[u8], value: &[u8]) -> bool {
 /// (the cell area). Everything between them is free space.
 pub fn used_ranges(p: &[u8]) -> (usize, usize) {
     (NODE_HEADER + count(p) * SLOT, cell_start(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// Keys over a tiny alphabet with shared prefixes, zero bytes and prefixes of each other:
+    /// the cases where heads tie, padding matters or the common prefix shrinks.
+    fn keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let key = (
+            prop::sample::select(vec![vec![], vec![7u8, 7, 7], vec![7u8, 7, 7, 7, 7, 7]]),
+            prop::collection::vec(prop::sample::select(vec![0u8, 1, 7, 255]), 0..7),
+        )
+            .prop_map(|(mut prefix, tail)| {
+                prefix.extend(tail);
+                prefix
+            });
+        prop::collection::vec(key, 1..60)
+    }
+
+    proptest! {
+        #[test]
+        fn search_agrees_with_a_sorted_map(inserts in keys(), probes in keys(), removals in 0usize..20) {
+            let mut page = vec![0u8; PAYLOAD];
+            init(&mut page, PageId(0));
+            let mut model = BTreeMap::new();
+            for key in inserts {
+                if let Err(at) = search(&page, &key) {
+                    insert_at(&mut page, at, &key, b"v");
+                    model.insert(key, ());
+                }
+            }
+            for _ in 0..removals.min(model.len()) {
+                let first = model.keys().next().cloned().unwrap_or_default();
+                let at = search(&page, &first);
+                prop_assert_eq!(at, Ok(0));
+                remove_at(&mut page, 0);
+                model.remove(&first);
+            }
+            let sorted: Vec<&Vec<u8>> = model.keys().collect();
+            for (i, key) in sorted.iter().enumerate() {
+                prop_assert_eq!(search(&page, key), Ok(i));
+            }
+            for probe in probes {
+                let expected = match sorted.binary_search(&&probe) {
+                    Ok(i) => Ok(i),
+                    Err(i) => Err(i),
+                };
+                prop_assert_eq!(search(&page, &probe), expected);
+            }
+        }
+    }
 }
