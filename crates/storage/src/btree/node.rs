@@ -361,11 +361,7 @@ mod tests {
                 prop_assert_eq!(search(&page, key), Ok(i));
             }
             for probe in probes {
-                let expected = match sorted.binary_search(&&probe) {
-                    Ok(i) => Ok(i),
-                    Err(i) => Err(i),
-                };
-                prop_assert_eq!(search(&page, &probe), expected);
+                prop_assert_eq!(search(&page, &probe), sorted.binary_search(&&probe));
             }
         }
     }
