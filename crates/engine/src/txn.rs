@@ -707,6 +707,16 @@ impl<'db> Transaction<'db> {
     /// is one. A crash may tear a page written after the checkpoint; redo rebuilds such a
     /// page from this image (skipping the record's earlier ops on it) instead of reading it.
     fn full_page_images(&self, redo: &mut Redo, redo_lsn: u64) -> Result<()> {
+        // The common case, every page changed since the checkpoint already: no decoding.
+        let mut old = Vec::new();
+        for &id in redo.touched() {
+            if self.db.pool.read(id)?.lsn() <= redo_lsn {
+                old.push(id);
+            }
+        }
+        if old.is_empty() {
+            return Ok(());
+        }
         let mut last_is_image: HashMap<PageId, bool> = HashMap::new();
         let ops = decode_ops(redo.bytes())
             .map_err(|e| EngineError::Corrupt(format!("a transaction's own redo: {e}")))?;
@@ -714,14 +724,9 @@ impl<'db> Transaction<'db> {
             last_is_image.insert(op.page(), op.is_image());
         }
         drop(ops);
-        let touched = redo.touched().to_vec();
-        for id in touched {
-            if last_is_image.get(&id) == Some(&true) {
-                continue;
-            }
-            let page = self.db.pool.read(id)?;
-            if page.lsn() <= redo_lsn {
-                redo.image(&page);
+        for id in old {
+            if last_is_image.get(&id) != Some(&true) {
+                redo.image(&*self.db.pool.read(id)?);
             }
         }
         Ok(())
