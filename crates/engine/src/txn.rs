@@ -191,6 +191,7 @@ struct Write {
 /// A transaction. Dropping it without [`Transaction::commit`] rolls it back.
 pub struct Transaction<'db> {
     db: &'db Shared,
+    /// Owner id of the key locks; 0 (no owner: every lock is another's) until commit.
     id: u64,
     tables: Vec<Arc<TableState>>,
     reads: Vec<PointRead>,
@@ -204,7 +205,7 @@ impl<'db> Transaction<'db> {
     pub(crate) fn new(db: &'db Shared) -> Self {
         Transaction {
             db,
-            id: db.next_txn.fetch_add(1, Ordering::Relaxed),
+            id: 0,
             tables: Vec::new(),
             reads: Vec::new(),
             scans: Vec::new(),
@@ -366,6 +367,9 @@ impl<'db> Transaction<'db> {
         db.check_running()?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
         db.wait_for_log_room()?;
+        // Ids name lock owners, so only a transaction that locks needs one (taking it at
+        // `begin` would make every reader write a shared counter).
+        self.id = db.next_txn.fetch_add(1, Ordering::Relaxed);
         let intent = db.log.intend_commit();
         self.lock_writes()?;
         let outcome = self.validate().and_then(|()| self.apply_and_log());
