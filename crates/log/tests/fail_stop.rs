@@ -25,9 +25,7 @@ use std::time::{Duration, Instant};
 use tailstore_log::{CommitMode, LogConfig, LogError, LogManager, Record, KIB, LOG_START_LSN};
 use tailstore_media::sim::SimStorage;
 
-#[path = "support/scaled_growth.rs"]
-mod scaled_growth;
-use scaled_growth::ScaledGrowth;
+use tailstore_media::scaled_growth::ScaledGrowth;
 
 const WRITE: &str = "injected fault: write";
 const SYNC: &str = "injected fault: sync";
@@ -44,7 +42,7 @@ fn config(mode: CommitMode, harden_age: Duration) -> LogConfig {
 
 /// Opens the log on `storage`. Unless `real_growth`, the log file is preallocated in small
 /// steps: the log manager's 64 MiB steps make every simulated sync copy 64 MiB (see
-/// `support/scaled_growth.rs`).
+/// `tailstore_media::scaled_growth`).
 fn open_recover(
     storage: &SimStorage,
     config: &LogConfig,

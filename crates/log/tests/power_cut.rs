@@ -29,7 +29,7 @@
 //! replay may take a different path (the replay tries 20 times).
 //!
 //! The log manager preallocates its file in 64 MiB steps, and the simulator copies whole files
-//! on every sync: the sweeps scale that growth down (`support/scaled_growth.rs`), and a few
+//! on every sync: the sweeps scale that growth down (`tailstore_media::scaled_growth`), and a few
 //! points keep it (`fsync_and_buffer_with_real_preallocation`).
 //!
 //! Environment: `TAILSTORE_CRASH_POINTS=N` multiplies the number of points of every random
@@ -58,9 +58,7 @@ use tailstore_log::{
 };
 use tailstore_media::sim::SimStorage;
 
-#[path = "support/scaled_growth.rs"]
-mod scaled_growth;
-use scaled_growth::ScaledGrowth;
+use tailstore_media::scaled_growth::ScaledGrowth;
 
 const LOG_DIR: &str = "/db";
 const PMEM_PATH: &str = "/pmem/log.pmem";
@@ -108,7 +106,7 @@ fn config(mode: CommitMode, harden_age: Duration) -> LogConfig {
     config
 }
 
-/// How the log file's preallocation behaves (see `support/scaled_growth.rs`).
+/// How the log file's preallocation behaves (see `tailstore_media::scaled_growth`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Growth {
     /// Growth beyond 1 MiB scaled down to 64 KiB steps: fast.
@@ -1485,7 +1483,7 @@ mod durable {
         );
     }
 
-    /// The sweeps scale the log file's 64 MiB preallocation down (`support/scaled_growth.rs`);
+    /// The sweeps scale the log file's 64 MiB preallocation down (`tailstore_media::scaled_growth`);
     /// these few short runs keep it, at about half a second per point.
     #[test]
     fn fsync_and_buffer_with_real_preallocation() {

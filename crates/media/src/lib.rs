@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 pub mod pmem;
 pub mod real;
+pub mod scaled_growth;
 pub mod sim;
 
 /// Cache-line size assumed by every flush computation (all x86-64 parts with CLWB use 64).

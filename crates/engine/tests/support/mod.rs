@@ -4,8 +4,6 @@
 
 #![allow(dead_code)]
 
-pub mod scaled_growth;
-
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -17,7 +15,7 @@ use tailstore_log::{CommitMode, KIB, MIB};
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value, PAGE_SIZE};
 
-use scaled_growth::ScaledGrowth;
+use tailstore_media::scaled_growth::ScaledGrowth;
 
 /// Where the simulated databases live.
 pub const SIM_DIR: &str = "/db";

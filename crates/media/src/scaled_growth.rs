@@ -1,17 +1,21 @@
-//! A [`SimStorage`] whose files are preallocated in small steps (a copy of the log crate's
-//! `tests/support/scaled_growth.rs`).
+//! Test support: a [`SimStorage`] whose files are preallocated in small steps (used by the
+//! log's and the engine's simulated crash tests).
 //!
-//! The log manager grows its file ahead of the log in steps of 64 MiB, and the simulated
-//! backend copies a whole file on every `sync_data`, power cut and process crash: with 64 MiB
-//! files every simulated commit would cost milliseconds. This wrapper forwards everything to
-//! the simulated storage except a `set_len` that grows a file by more than [`SCALE_ABOVE`],
-//! which grows it only to the next multiple of [`STEP`] instead.
+//! The log manager grows its file ahead of the log in steps of 64 MiB (so that an `fdatasync`
+//! never has to persist a new file size). The simulated backend copies a whole file on every
+//! `sync_data`, `set_len`, power cut and process crash, so with 64 MiB files a simulated run
+//! costs seconds instead of milliseconds. This wrapper forwards everything to the simulated
+//! storage except a `set_len` that grows a file by more than [`SCALE_ABOVE`]: that one grows it
+//! only to the next multiple of [`STEP`] instead. The file still ends in a preallocated,
+//! zero-filled tail (what recovery has to cope with), just a shorter one; writes beyond it
+//! extend the file, and the simulated `sync_data` makes the new length durable with the data.
+//! Crash points (`crash_after`) count exactly the same operations.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use tailstore_media::sim::SimStorage;
-use tailstore_media::{File, OpenMode, Region, Result, Storage};
+use crate::sim::SimStorage;
+use crate::{File, OpenMode, Region, Result, Storage};
 
 /// Growth beyond this many bytes is scaled down.
 pub const SCALE_ABOVE: u64 = 1 << 20;
