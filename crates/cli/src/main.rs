@@ -8,6 +8,7 @@ mod bench_engine;
 mod bench_log;
 mod latency;
 mod report;
+mod tpcc;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,9 @@ enum Command {
     /// Benchmarks of tailstore's components.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The TPC-C workload: load a database, check it, run it, compare commit modes.
+    #[command(subcommand)]
+    Tpcc(tpcc::TpccCommand),
 }
 
 #[derive(Subcommand)]
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(BenchCommand::Log(args)) => bench_log::run(&args),
         Command::Bench(BenchCommand::Engine(args)) => bench_engine::run(&args),
+        Command::Tpcc(command) => tpcc::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

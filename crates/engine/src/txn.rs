@@ -384,10 +384,14 @@ impl<'db> Transaction<'db> {
     /// has changed since: then the error may only be an effect of the stale read (an order id
     /// read from a counter that another transaction has since advanced), and the caller gets
     /// a retryable abort instead.
-    fn unless_stale(&self, err: EngineError) -> EngineError {
+    fn unless_stale(&mut self, err: EngineError) -> EngineError {
         match self.validate() {
             Ok(()) => err,
-            Err(abort) => abort,
+            Err(abort) => {
+                // Counted as an abort by `validate`; dropping it later is not a rollback too.
+                self.done = true;
+                abort
+            }
         }
     }
 

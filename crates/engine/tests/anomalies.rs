@@ -572,6 +572,11 @@ fn duplicate_caused_by_a_stale_read_is_a_retryable_abort() {
     fast.commit().unwrap();
     let err = slow.insert(&table, &item(next, 0, 0).values()).unwrap_err();
     assert!(err.is_retryable(), "expected an abort, got {err}");
+    let before = db.stats();
+    drop(slow);
+    // Counted once, as an abort: dropping the doomed transaction is not also a rollback.
+    assert_eq!(db.stats().rollbacks, before.rollbacks);
+    assert_eq!(before.total_aborts(), 1);
 
     // Without a stale read the duplicate is the caller's error.
     let mut txn = db.begin();
