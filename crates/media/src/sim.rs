@@ -10,6 +10,14 @@
 //! fenced by it). [`Region::fence`] persists the in-flight words of the calling thread only, as
 //! SFENCE orders only the write-backs of the core that issues it.
 //!
+//! A flush covers whole cache lines, whoever stored to them: it takes the line's dirty words and
+//! also the words another thread flushed but has not fenced yet. A cache line is one object for
+//! the coherence protocol, so a CLWB by this thread, once its SFENCE completes, guarantees the
+//! line's contents as of the CLWB are persistent even if another core's write-back of the same
+//! line was already on its way. Without this, thread B's record sharing a line with thread A's
+//! next record stayed non-persistent after B's own flush and fence whenever A flushed the line
+//! first (B's flush found nothing dirty), until A's fence — an unsound model of the hardware.
+//!
 //! A **file** keeps the page-cache view (`current`) and what is on disk (`durable`);
 //! [`File::sync_data`] and [`File::set_len`] make `current` durable.
 //!
@@ -129,7 +137,15 @@ impl RegionState {
         self.check_range(offset, len, "flush");
         let lines = cache_lines(offset, len);
         let words = lines.start / WORD..lines.end / WORD;
-        let flushed: Vec<usize> = self.dirty.range(words).copied().collect();
+        let mut flushed: BTreeSet<usize> = self.dirty.range(words.clone()).copied().collect();
+        // Words another thread flushed but has not fenced: their write-back may still be in
+        // flight, and this thread's fence must cover them too (see the module documentation).
+        // They are not dirty, so their current value is the one that thread flushed.
+        for (other, theirs) in &self.in_flight {
+            if *other != thread {
+                flushed.extend(theirs.range(words.clone()).map(|(&index, _)| index));
+            }
+        }
         if flushed.is_empty() {
             return;
         }
@@ -886,6 +902,35 @@ mod tests {
         );
         r.fence().unwrap();
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([9]));
+    }
+
+    #[test]
+    fn my_flush_and_fence_persist_my_store_even_if_another_thread_flushed_the_line_first() {
+        let storage = SimStorage::new();
+        let r = region(&storage, "/pmem/log", 128);
+        r.store_u64(0, 5); // my record's last word
+        let other = Arc::clone(&r);
+        let (flushed, fence) = (
+            Arc::new(std::sync::Barrier::new(2)),
+            Arc::new(std::sync::Barrier::new(2)),
+        );
+        let (f, g) = (Arc::clone(&flushed), Arc::clone(&fence));
+        // The next record's appender, in the same line: stores and flushes, fences later.
+        let next = std::thread::spawn(move || {
+            other.store_u64(8, 6);
+            other.flush(8, 8).unwrap();
+            f.wait();
+            g.wait();
+            other.fence().unwrap();
+        });
+        flushed.wait();
+        r.persist(0, 8).unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([5]));
+        // The other thread's word was written back by my flush too, and my fence ordered it.
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([6]));
+        fence.wait();
+        next.join().unwrap();
+        assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([5]));
     }
 
     #[test]
