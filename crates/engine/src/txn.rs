@@ -74,14 +74,13 @@
 //! the log's end LSN when the database opens, and every commit that takes a version appends a
 //! record of more than one byte, so versions never catch up with LSNs of a later opening.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tailstore_storage::btree::redo::decode as decode_ops;
 use tailstore_storage::key::prefix_successor;
-use tailstore_storage::{LeafStamp, PageId, Redo, ScanDirection, Schema, TreeWriter, Value};
+use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, TreeWriter, Value};
 
 use crate::catalog::TableState;
 use crate::database::Shared;
@@ -715,27 +714,8 @@ impl<'db> Transaction<'db> {
     /// is one. A crash may tear a page written after the checkpoint; redo rebuilds such a
     /// page from this image (skipping the record's earlier ops on it) instead of reading it.
     fn full_page_images(&self, redo: &mut Redo, redo_lsn: u64) -> Result<()> {
-        // The common case, every page changed since the checkpoint already: no decoding.
-        let mut old = Vec::new();
-        for &id in redo.touched() {
-            if self.db.pool.read(id)?.lsn() <= redo_lsn {
-                old.push(id);
-            }
-        }
-        if old.is_empty() {
-            return Ok(());
-        }
-        let mut last_is_image: HashMap<PageId, bool> = HashMap::new();
-        let ops = decode_ops(redo.bytes())
-            .map_err(|e| EngineError::Corrupt(format!("a transaction's own redo: {e}")))?;
-        for op in &ops {
-            last_is_image.insert(op.page(), op.is_image());
-        }
-        drop(ops);
-        for id in old {
-            if last_is_image.get(&id) != Some(&true) {
-                redo.image(&*self.db.pool.read(id)?);
-            }
+        for id in redo.needing_image(redo_lsn) {
+            redo.image(&*self.db.pool.read(id)?);
         }
         Ok(())
     }

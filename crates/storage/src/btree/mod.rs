@@ -840,8 +840,8 @@ struct Scan<'b, 'v> {
 /// Marks a page about to change for a logged operation (see [`BTree::writer`]).
 fn mark(page: &mut PageWriteGuard<'_>, id: PageId, redo: &mut Redo) {
     if redo.is_enabled() {
+        redo.touch(id, page.lsn());
         page.mark_unlogged();
-        redo.touch(id);
     }
 }
 

@@ -20,7 +20,7 @@
 //! end (the cell area); the free space between them is zero after redo.
 
 use crate::error::{Result, StorageError};
-use crate::page::{Page, PageId, PageKind};
+use crate::page::{Lsn, Page, PageId, PageKind};
 
 use super::node;
 
@@ -123,6 +123,9 @@ pub struct Redo {
     enabled: bool,
     bytes: Vec<u8>,
     touched: Vec<PageId>,
+    /// For `touched[i]`: its page LSN when first touched, and whether its last op so far is
+    /// an image (so that the engine can add full-page images without decoding `bytes`).
+    touch_state: Vec<(Lsn, bool)>,
     freed: Vec<PageId>,
 }
 
@@ -154,6 +157,18 @@ impl Redo {
         &self.touched
     }
 
+    /// The touched pages whose LSN, when first touched, was at or below `lsn` and whose last
+    /// op is not an image: those a full-page image must be added for, if `lsn` is where redo
+    /// would start (see the engine's `full_page_images`).
+    pub fn needing_image(&self, lsn: Lsn) -> Vec<PageId> {
+        self.touched
+            .iter()
+            .zip(&self.touch_state)
+            .filter(|(_, &(first_lsn, imaged))| first_lsn <= lsn && !imaged)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// Pages the recorded operations emptied. They are not yet back in the pool's free list:
     /// the caller must [`BufferPool::free`](crate::BufferPool::free) each of them once the
     /// log record holding these ops is appended (and the pages stamped), so that no other
@@ -166,6 +181,7 @@ impl Redo {
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.touched.clear();
+        self.touch_state.clear();
         self.freed.clear();
     }
 
@@ -173,9 +189,18 @@ impl Redo {
         self.freed.push(id);
     }
 
-    pub(crate) fn touch(&mut self, id: PageId) {
+    /// Notes that page `id`, whose LSN is `lsn`, is about to change.
+    pub(crate) fn touch(&mut self, id: PageId, lsn: Lsn) {
         if self.enabled && !self.touched.contains(&id) {
             self.touched.push(id);
+            self.touch_state.push((lsn, false));
+        }
+    }
+
+    /// Records whether the last op on page `id` is an image.
+    fn note_op(&mut self, id: PageId, image: bool) {
+        if let Some(i) = self.touched.iter().position(|&t| t == id) {
+            self.touch_state[i].1 = image;
         }
     }
 
@@ -183,6 +208,7 @@ impl Redo {
         if !self.enabled {
             return;
         }
+        self.note_op(id, false);
         self.bytes.push(PUT);
         self.bytes.extend_from_slice(&id.0.to_le_bytes());
         self.push_len(key.len());
@@ -195,6 +221,7 @@ impl Redo {
         if !self.enabled {
             return;
         }
+        self.note_op(id, false);
         self.bytes.push(DELETE);
         self.bytes.extend_from_slice(&id.0.to_le_bytes());
         self.push_len(key.len());
@@ -208,6 +235,7 @@ impl Redo {
         if !self.enabled {
             return;
         }
+        self.note_op(page.page_id(), true);
         let kind = page.kind().unwrap_or(PageKind::Free);
         let p = page.payload();
         let (front, back) = match kind {
