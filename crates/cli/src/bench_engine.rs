@@ -415,15 +415,7 @@ fn plan(args: &BenchEngineArgs) -> CliResult<Plan> {
 }
 
 fn check_numbers(args: &BenchEngineArgs) -> CliResult<()> {
-    if args.threads.is_empty() || args.threads.contains(&0) {
-        return Err("--threads needs counts of at least 1".into());
-    }
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        return Err("--seconds must be a positive number".into());
-    }
-    if args.runs == 0 {
-        return Err("--runs must be at least 1".into());
-    }
+    crate::report::check_run_options(&args.threads, args.seconds, args.runs)?;
     if args.rows == 0 {
         return Err("--rows must be at least 1".into());
     }

@@ -137,15 +137,7 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
 }
 
 fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
-    if args.threads.is_empty() || args.threads.contains(&0) {
-        return Err("--threads needs counts of at least 1".into());
-    }
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        return Err("--seconds must be a positive number".into());
-    }
-    if args.runs == 0 {
-        return Err("--runs must be at least 1".into());
-    }
+    crate::report::check_run_options(&args.threads, args.seconds, args.runs)?;
     let mut modes = Vec::new();
     for name in &args.commit {
         if name == "all" {

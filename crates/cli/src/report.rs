@@ -160,6 +160,20 @@ pub fn group(n: u64) -> String {
     out
 }
 
+/// Checks the options every benchmark shares: thread counts, seconds per case, runs.
+pub fn check_run_options(threads: &[usize], seconds: f64, runs: usize) -> CliResult<()> {
+    if threads.is_empty() || threads.contains(&0) {
+        return Err("--threads needs counts of at least 1".into());
+    }
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err("--seconds must be a positive number".into());
+    }
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
