@@ -57,20 +57,19 @@
 //! the seed of the kill schedule.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use tailstore_crash::{child_exit, env_var, CrashChild, Killed};
 use tailstore_engine::{Database, DbConfig, EngineError, KeyRange, OpenReport, Table};
 use tailstore_log::{CommitMode, KIB, MIB};
 use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value, PAGE_SIZE};
 
-const CHILD_ENV: &str = "TAILSTORE_CRASH_CHILD";
 const MODE_ENV: &str = "TAILSTORE_CRASH_MODE";
 const DIR_ENV: &str = "TAILSTORE_CRASH_DIR";
 const PMEM_ENV: &str = "TAILSTORE_CRASH_PMEM";
@@ -240,10 +239,6 @@ fn int(v: &Value) -> i64 {
     }
 }
 
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("child: {name} is not set"))
-}
-
 // ---------------------------------------------------------------------------------------------
 // The child.
 
@@ -251,14 +246,9 @@ fn env_var(name: &str) -> String {
 /// not set.
 #[test]
 fn child_entry() {
-    if std::env::var_os(CHILD_ENV).is_some() {
+    if tailstore_crash::is_child() {
         child_main();
     }
-}
-
-fn child_exit(code: i32, why: String) -> ! {
-    eprintln!("crash child: {why}");
-    std::process::exit(code)
 }
 
 fn child_main() -> ! {
@@ -447,17 +437,6 @@ impl Db {
 }
 
 /// Kills the child if the parent panics while it runs.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// When the parent kills the child.
 #[derive(Clone, Copy, Debug)]
 enum KillAfter {
@@ -510,110 +489,39 @@ fn parse_output(lines: &[String], stderr: String) -> ChildOutput {
     out
 }
 
-enum Event {
-    Ready,
-    Checkpoint,
-}
-
 /// Starts a child on `db` and kills it with SIGKILL as `kill` says.
 fn crash_child(db: &Db, threads: u64, run: u64, kill: KillAfter) -> ChildOutput {
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env(MODE_ENV, db.mode.name())
-        .env(DIR_ENV, db.dir.path())
-        .env(PMEM_ENV, &db.pmem)
-        .env(THREADS_ENV, threads.to_string())
-        .env(RUN_ENV, run.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the crash child");
-    let started = Instant::now();
-    let stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let mut guard = ChildGuard(Some(child));
-    let (event_tx, event_rx) = mpsc::channel();
-    let reader: JoinHandle<Vec<String>> = thread::spawn(move || {
-        let mut lines = Vec::new();
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                // A line cut by the kill has no newline: it was never completely printed.
-                Ok(_) if !line.ends_with('\n') => break,
-                Ok(_) => {
-                    // The harness's "test child_entry ... " has no newline; READY follows it.
-                    let text = match line.find("READY ") {
-                        Some(at) => {
-                            let _ = event_tx.send(Event::Ready);
-                            &line[at..]
-                        }
-                        None => &line,
-                    };
-                    if text.starts_with("CKPT ") {
-                        let _ = event_tx.send(Event::Checkpoint);
-                    }
-                    lines.push(text.trim_end().to_string());
-                }
-            }
-        }
-        lines
-    });
-    let errors: JoinHandle<String> = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let wait_for = |want: fn(&Event) -> bool, timeout: Duration| -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match event_rx.recv_timeout(left) {
-                Ok(event) if want(&event) => return true,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-    };
-    let ready = |e: &Event| matches!(e, Event::Ready);
-    let checkpoint = |e: &Event| matches!(e, Event::Checkpoint);
+    let child = CrashChild::spawn(
+        "child_entry",
+        &[
+            (MODE_ENV, db.mode.name().to_string()),
+            (DIR_ENV, db.dir.path().display().to_string()),
+            (PMEM_ENV, db.pmem.display().to_string()),
+            (THREADS_ENV, threads.to_string()),
+            (RUN_ENV, run.to_string()),
+        ],
+    );
     let mut never = None;
     match kill {
-        KillAfter::Start(delay) => thread::sleep(delay.saturating_sub(started.elapsed())),
+        KillAfter::Start(delay) => thread::sleep(delay.saturating_sub(child.elapsed())),
         KillAfter::Ready(delay) => {
-            if wait_for(ready, Duration::from_secs(60)) {
+            if child.wait_for_line("READY ", Duration::from_secs(60)) {
                 thread::sleep(delay);
             } else {
                 never = Some("READY");
             }
         }
         KillAfter::Checkpoint(delay) => {
-            if !wait_for(ready, Duration::from_secs(60)) {
+            if !child.wait_for_line("READY ", Duration::from_secs(60)) {
                 never = Some("READY");
-            } else if wait_for(checkpoint, Duration::from_secs(10)) {
+            } else if child.wait_for_line("CKPT ", Duration::from_secs(10)) {
                 thread::sleep(delay);
             } else {
                 never = Some("a checkpoint");
             }
         }
     }
-    let mut child = guard.0.take().expect("child");
-    if let Ok(Some(status)) = child.try_wait() {
-        let stderr = errors.join().unwrap_or_default();
-        panic!(
-            "{}: the child exited by itself ({status}) before the kill; stderr:\n{stderr}",
-            db.mode
-        );
-    }
-    child.kill().expect("SIGKILL the child");
-    let status = child.wait().expect("reap the child");
-    let lines = reader.join().expect("stdout reader");
-    let stderr = errors.join().expect("stderr reader");
+    let Killed { lines, stderr } = child.kill(db.mode.name());
     if let Some(what) = never {
         let tail = &lines[lines.len().saturating_sub(20)..];
         panic!(
@@ -623,11 +531,6 @@ fn crash_child(db: &Db, threads: u64, run: u64, kill: KillAfter) -> ChildOutput 
             tail.join("\n")
         );
     }
-    assert!(
-        !status.success(),
-        "{}: the child was killed, yet exited cleanly",
-        db.mode
-    );
     parse_output(&lines, stderr)
 }
 
@@ -908,10 +811,7 @@ fn verify(
 }
 
 fn kills() -> usize {
-    std::env::var("TAILSTORE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_KILLS)
+    tailstore_crash::kills(DEFAULT_KILLS)
 }
 
 fn kill_loop(mode: CommitMode, kills: usize) {

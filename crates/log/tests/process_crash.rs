@@ -19,20 +19,19 @@
 //! the seed of the kill schedule.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use tailstore_crash::{child_exit, env_var, CrashChild, Killed};
 use tailstore_log::{CommitMode, LogConfig, LogManager, Record, Recovery, KIB, LOG_START_LSN};
 use tailstore_media::real::RealStorage;
 
-const CHILD_ENV: &str = "TAILSTORE_CRASH_CHILD";
 const MODE_ENV: &str = "TAILSTORE_CRASH_MODE";
 const LOG_DIR_ENV: &str = "TAILSTORE_CRASH_LOG_DIR";
 const PMEM_ENV: &str = "TAILSTORE_CRASH_PMEM";
@@ -113,10 +112,6 @@ fn hash_of(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("child: {name} is not set"))
-}
-
 // ---------------------------------------------------------------------------------------------
 // The child.
 
@@ -124,14 +119,9 @@ fn env_var(name: &str) -> String {
 /// not set.
 #[test]
 fn child_entry() {
-    if std::env::var_os(CHILD_ENV).is_some() {
+    if tailstore_crash::is_child() {
         child_main();
     }
-}
-
-fn child_exit(code: i32, why: String) -> ! {
-    eprintln!("crash child: {why}");
-    std::process::exit(code)
 }
 
 fn child_main() -> ! {
@@ -253,17 +243,6 @@ impl Drop for Db {
 }
 
 /// Kills the child if the parent panics while it runs.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// A record of the expected database content: position, identity (the payload follows from
 /// it) and a hash of the payload, to compare records already checked byte for byte cheaply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,64 +309,21 @@ fn parse_output(lines: &[String], run: u64, stderr: String) -> ChildOutput {
 /// Starts a child on `db` and kills it with SIGKILL: `delay` after it reported that the log
 /// is open, or (`early`) `delay` after it started, to catch it while it creates or recovers.
 fn crash_child(db: &Db, threads: u64, run: u64, delay: Duration, early: bool) -> ChildOutput {
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env(MODE_ENV, db.mode.name())
-        .env(LOG_DIR_ENV, db.dir.path())
-        .env(PMEM_ENV, &db.pmem)
-        .env(THREADS_ENV, threads.to_string())
-        .env(RUN_ENV, run.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the crash child");
-    let started = Instant::now();
-    let stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let mut guard = ChildGuard(Some(child));
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let reader: JoinHandle<Vec<String>> = thread::spawn(move || {
-        let mut lines = Vec::new();
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                // A line cut by the kill has no newline: it was never completely printed.
-                Ok(_) if !line.ends_with('\n') => break,
-                Ok(_) => {
-                    // The harness's "test child_entry ... " has no newline; READY follows it.
-                    let text = match line.find("READY ") {
-                        Some(at) => {
-                            let _ = ready_tx.send(());
-                            &line[at..]
-                        }
-                        None => &line,
-                    };
-                    lines.push(text.trim_end().to_string());
-                }
-            }
-        }
-        lines
-    });
-    let errors: JoinHandle<String> = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
+    let child = CrashChild::spawn(
+        "child_entry",
+        &[
+            (MODE_ENV, db.mode.name().to_string()),
+            (LOG_DIR_ENV, db.dir.path().display().to_string()),
+            (PMEM_ENV, db.pmem.display().to_string()),
+            (THREADS_ENV, threads.to_string()),
+            (RUN_ENV, run.to_string()),
+        ],
+    );
     if early {
-        thread::sleep(delay.saturating_sub(started.elapsed()));
+        thread::sleep(delay.saturating_sub(child.elapsed()));
     } else {
-        let ready = ready_rx.recv_timeout(Duration::from_secs(60));
-        if ready.is_err() {
-            let child = guard.0.as_mut().expect("child");
-            let _ = child.kill();
-            let _ = child.wait();
-            let stderr = errors.join().unwrap_or_default();
+        if !child.wait_for_line("READY ", Duration::from_secs(60)) {
+            let Killed { stderr, .. } = child.kill(db.mode.name());
             panic!(
                 "{}: the child never reported READY; stderr:\n{stderr}",
                 db.mode
@@ -395,23 +331,7 @@ fn crash_child(db: &Db, threads: u64, run: u64, delay: Duration, early: bool) ->
         }
         thread::sleep(delay);
     }
-    let mut child = guard.0.take().expect("child");
-    if let Ok(Some(status)) = child.try_wait() {
-        let stderr = errors.join().unwrap_or_default();
-        panic!(
-            "{}: the child exited by itself ({status}) before the kill; stderr:\n{stderr}",
-            db.mode
-        );
-    }
-    child.kill().expect("SIGKILL the child");
-    let status = child.wait().expect("reap the child");
-    assert!(
-        !status.success(),
-        "{}: the child was killed, yet exited cleanly",
-        db.mode
-    );
-    let lines = reader.join().expect("stdout reader");
-    let stderr = errors.join().expect("stderr reader");
+    let Killed { lines, stderr } = child.kill(db.mode.name());
     parse_output(&lines, run, stderr)
 }
 
@@ -597,10 +517,7 @@ fn verify_and_extend(
 }
 
 fn kills() -> usize {
-    std::env::var("TAILSTORE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_KILLS)
+    tailstore_crash::kills(DEFAULT_KILLS)
 }
 
 fn kill_loop(mode: CommitMode, kills: usize) {
