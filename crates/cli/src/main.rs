@@ -6,8 +6,10 @@
 mod args;
 mod bench_engine;
 mod bench_log;
+mod kv;
 mod latency;
 mod report;
+mod serve;
 mod tpcc;
 
 use std::process::ExitCode;
@@ -35,6 +37,16 @@ enum Command {
     /// The TPC-C workload: load a database, check it, run it, compare commit modes.
     #[command(subcommand)]
     Tpcc(tpcc::TpccCommand),
+    /// A Redis-compatible server: every write is durable before its reply.
+    ///
+    /// Speaks RESP2 and RESP3 (HELLO 3) with pipelining, so redis-cli, redis-benchmark and
+    /// Redis client libraries work unchanged. Data lives in the database directory; after a
+    /// crash, a restart replays only the log since the last checkpoint. Stop it with Ctrl-C
+    /// (SIGINT) or SIGTERM for a clean shutdown.
+    Serve(serve::ServeArgs),
+    /// The Redis-compatible server seen from a client: compare it with Redis.
+    #[command(subcommand)]
+    Kv(kv::KvCommand),
 }
 
 #[derive(Subcommand)]
@@ -56,6 +68,16 @@ enum BenchCommand {
     /// the pool at 1/8, 1/4, 1/2 and all of the data's size, with pages read per lookup. Cases
     /// are interleaved, three runs each, the median run reported. Takes a few minutes.
     Engine(bench_engine::BenchEngineArgs),
+    /// A memtier-like load generator for any RESP server (tailstore serve, Redis, …).
+    ///
+    /// T threads (--threads) each drive N connections (--clients) through one poller; every
+    /// connection keeps P requests in flight (--pipeline), sending a new one for each reply
+    /// (closed loop). SETs and GETs follow --ratio SET:GET exactly; keys are PREFIX<n> over
+    /// --key-space, random or sequential. Runs --requests per connection (default 10000) or
+    /// --test-time seconds. Reports ops/s (SET and GET), GET hits and misses (nil), KB/s sent
+    /// and received, latency from sending a request to reading its reply (avg, p50, p99,
+    /// p99.9, max; HdrHistogram), and error replies with the first error's text.
+    Kv(kv::bench::BenchKvArgs),
 }
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -65,7 +87,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(BenchCommand::Log(args)) => bench_log::run(&args),
         Command::Bench(BenchCommand::Engine(args)) => bench_engine::run(&args),
+        Command::Bench(BenchCommand::Kv(args)) => kv::bench::run(&args),
         Command::Tpcc(command) => tpcc::run(&command),
+        Command::Kv(command) => kv::run(&command),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

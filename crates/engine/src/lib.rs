@@ -83,4 +83,4 @@ mod wal;
 pub use database::{Database, DbConfig, EngineStats, OpenReport, DATA_FILE_NAME};
 pub use error::{AbortCause, EngineError, Result};
 pub use recovery::RecoveryReport;
-pub use txn::{KeyRange, Table, Transaction};
+pub use txn::{KeyRange, PendingCommit, Table, Transaction};

@@ -80,7 +80,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tailstore_storage::key::prefix_successor;
-use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, TreeWriter, Value};
+use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, StorageError, TreeWriter, Value};
 
 use crate::catalog::TableState;
 use crate::database::Shared;
@@ -200,6 +200,34 @@ pub struct Transaction<'db> {
     done: bool,
 }
 
+/// A commit applied but not yet known to be durable ([`Transaction::commit_pending`]).
+/// Dropping it without [`PendingCommit::wait`] leaves the commit unacknowledged: it may or
+/// may not survive a crash.
+#[must_use = "a commit is acknowledged only after `wait`"]
+pub struct PendingCommit<'db> {
+    db: &'db Shared,
+    lsn: u64,
+    /// `None` for a read-only transaction (it logged nothing of its own).
+    intent: Option<tailstore_log::CommitIntent<'db>>,
+}
+
+impl PendingCommit<'_> {
+    /// The log position that must be durable before the commit may be acknowledged.
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+
+    /// Waits until the commit is durable in the database's commit mode.
+    pub fn wait(self) -> Result<()> {
+        match self.intent {
+            Some(intent) => intent.wait(self.lsn)?,
+            None => self.db.log.wait_durable(self.lsn)?,
+        }
+        self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 impl<'db> Transaction<'db> {
     pub(crate) fn new(db: &'db Shared) -> Self {
         Transaction {
@@ -241,10 +269,10 @@ impl<'db> Transaction<'db> {
             return Err(self.unless_stale(EngineError::DuplicateKey(table.name().to_string())));
         }
         self.check_unique(table, slot, &row, None)?;
-        self.put(slot, 0, pk, Some(value));
+        self.buffer_write(slot, 0, pk, Some(value))?;
         for i in 0..schema.indexes().len() {
             let key = schema.index_key(i, &row)?;
-            self.put(slot, 1 + i, key, Some(Vec::new()));
+            self.buffer_write(slot, 1 + i, key, Some(Vec::new()))?;
         }
         Ok(())
     }
@@ -264,14 +292,55 @@ impl<'db> Transaction<'db> {
             }
         };
         self.check_unique(table, slot, &row, Some(&old))?;
-        self.put(slot, 0, pk, Some(value));
+        self.buffer_write(slot, 0, pk, Some(value))?;
         for i in 0..schema.indexes().len() {
             let (old_key, new_key) = (schema.index_key(i, &old)?, schema.index_key(i, &row)?);
             if old_key != new_key {
-                self.put(slot, 1 + i, old_key, None);
-                self.put(slot, 1 + i, new_key, Some(Vec::new()));
+                self.buffer_write(slot, 1 + i, old_key, None)?;
+                self.buffer_write(slot, 1 + i, new_key, Some(Vec::new()))?;
             }
         }
+        Ok(())
+    }
+
+    /// Writes a row whether or not one with its primary key exists (a blind write: the
+    /// transaction reads nothing, so it adds nothing to validate). Only for tables without
+    /// secondary indexes, whose entries would need the old row; on others it reads the row
+    /// and inserts or updates.
+    pub fn put(&mut self, table: &Table, row: &[Value]) -> Result<()> {
+        let schema = table.schema();
+        if !schema.indexes().is_empty() {
+            let key = schema.primary_key_of(row)?;
+            let slot = self.slot(table);
+            return match self.read_row(slot, &key)? {
+                Some(_) => self.update(table, row),
+                None => self.insert(table, row),
+            };
+        }
+        let slot = self.slot(table);
+        let row = schema.check_row(row)?;
+        let (pk, value) = schema.encode_row(&row)?;
+        self.buffer_write(slot, 0, pk, Some(value))?;
+        Ok(())
+    }
+
+    /// Deletes the row whose primary key is `key` without reading it (a blind write; see
+    /// [`Transaction::put`]). Tables with secondary indexes read the row first.
+    pub fn remove(&mut self, table: &Table, key: &[Value]) -> Result<()> {
+        if !table.schema().indexes().is_empty() {
+            return self.delete(table, key).map(drop);
+        }
+        let slot = self.slot(table);
+        let schema = table.schema();
+        if key.len() != schema.primary_key().len() {
+            return Err(tailstore_storage::RowError::WrongArity {
+                expected: schema.primary_key().len(),
+                found: key.len(),
+            }
+            .into());
+        }
+        let pk = schema.primary_key_prefix(key)?;
+        self.buffer_write(slot, 0, pk, None)?;
         Ok(())
     }
 
@@ -282,9 +351,9 @@ impl<'db> Transaction<'db> {
         };
         let slot = self.slot(table);
         let schema = table.schema();
-        self.put(slot, 0, schema.primary_key_of(&old)?, None);
+        self.buffer_write(slot, 0, schema.primary_key_of(&old)?, None)?;
         for i in 0..schema.indexes().len() {
-            self.put(slot, 1 + i, schema.index_key(i, &old)?, None);
+            self.buffer_write(slot, 1 + i, schema.index_key(i, &old)?, None)?;
         }
         Ok(true)
     }
@@ -352,16 +421,29 @@ impl<'db> Transaction<'db> {
     }
 
     /// Commits. On a retryable error ([`EngineError::is_retryable`]) nothing was changed.
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        self.commit_pending()?.wait()
+    }
+
+    /// Commits without waiting for durability: the changes are applied and visible, the locks
+    /// released, and the returned [`PendingCommit`] must be waited on before the commit is
+    /// acknowledged to anyone. A server answering many clients at once commits each of their
+    /// transactions this way and then waits once, for the highest LSN (group commit across an
+    /// event-loop pass). On a retryable error nothing was changed.
+    pub fn commit_pending(mut self) -> Result<PendingCommit<'db>> {
         self.done = true;
         let db = self.db;
         if self.writes.is_empty() {
             if !self.reads_one_version() {
                 self.validate()?;
             }
-            db.log.wait_durable(db.log.appended_lsn())?;
-            db.counters.commits.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            // Whatever this transaction read may have been written by a commit not yet
+            // durable: it waits for everything appended so far.
+            return Ok(PendingCommit {
+                db,
+                lsn: db.log.appended_lsn(),
+                intent: None,
+            });
         }
         db.check_running()?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
@@ -374,9 +456,11 @@ impl<'db> Transaction<'db> {
         let outcome = self.validate().and_then(|()| self.apply_and_log());
         self.unlock_writes();
         let lsn = outcome?;
-        intent.wait(lsn)?;
-        db.counters.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(PendingCommit {
+            db,
+            lsn,
+            intent: Some(intent),
+        })
     }
 
     /// `err` (a duplicate or missing row), unless the transaction already read something that
@@ -456,10 +540,28 @@ impl<'db> Transaction<'db> {
         Ok(value)
     }
 
-    fn put(&mut self, slot: usize, tree: usize, key: Vec<u8>, value: Option<Vec<u8>>) {
+    /// Buffers a write. An entry the B+tree could not hold is refused here, before commit:
+    /// refused at apply time, it would stop the database.
+    fn buffer_write(
+        &mut self,
+        slot: usize,
+        tree: usize,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> Result<()> {
+        // Rows carry their 8-byte version in front of the value (see `apply_and_log`).
+        let size = key.len() + value.as_ref().map_or(0, |v| v.len() + 8);
+        if size > tailstore_storage::MAX_ENTRY {
+            return Err(StorageError::EntryTooLarge {
+                size,
+                max: tailstore_storage::MAX_ENTRY,
+            }
+            .into());
+        }
         let tree = TreeRef { table: slot, tree };
         let id = self.tree_id(tree);
         self.writes.insert((id, key), Write { tree, value });
+        Ok(())
     }
 
     /// A unique index must not hold `row`'s index columns for another row.

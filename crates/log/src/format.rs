@@ -187,12 +187,18 @@ fn decode_fields<const N: usize>(b: &[u8], want: [u8; 8]) -> Result<Decoded<N>, 
 
 impl LogFileHeader {
     pub fn new(mode: CommitMode, db_id: u64, block_bytes: usize) -> Self {
+        Self::starting_at(mode, db_id, block_bytes, LOG_START_LSN)
+    }
+
+    /// The header of a log whose live part starts at `start_lsn` (the file below it is
+    /// discarded once this header is durable).
+    pub fn starting_at(mode: CommitMode, db_id: u64, block_bytes: usize, start_lsn: u64) -> Self {
         let mut bytes = [0u8; 48];
         let crc = encode_fields(
             LOG_MAGIC,
             mode.code(),
             db_id,
-            [LOG_START_LSN, block_bytes as u64],
+            [start_lsn, block_bytes as u64],
             &mut bytes,
         );
         Self {
@@ -200,7 +206,7 @@ impl LogFileHeader {
             version: FORMAT_VERSION,
             mode: mode.code(),
             db_id,
-            start_lsn: LOG_START_LSN,
+            start_lsn,
             block_bytes: block_bytes as u64,
             crc,
             reserved: 0,

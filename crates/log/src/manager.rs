@@ -26,7 +26,10 @@ use crate::completion::{Completions, LsnWaiters};
 use crate::config::CommitMode;
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
-use crate::format::persist_start_word;
+use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
+
+/// The log file's head is discarded in steps of this many bytes (see `release_file`).
+const RELEASE_STEP: u64 = 64 << 20;
 use crate::record::{parse_header, record_size, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
@@ -39,12 +42,11 @@ pub struct LogManager {
 
 pub(crate) struct Shared {
     pub mode: CommitMode,
+    pub db_id: u64,
     pub salt: u32,
     pub ring: Ring,
     /// The log file (all modes but `pmem-log`).
     pub file: Option<Arc<dyn File>>,
-    /// First LSN of the log file (`pmem-log`: of the log as created).
-    pub start_lsn: u64,
     pub block_bytes: u64,
     /// Largest record an append accepts: half the ring, so two records always fit.
     pub max_record: u64,
@@ -100,15 +102,14 @@ const FILE_GROWTH: u64 = 64 << 20;
 
 /// What recovery (or creation) established about the log.
 pub(crate) struct Start {
-    /// Checksum seed of the database.
+    /// The database's identity (in every header) and the checksum seed derived from it.
+    pub db_id: u64,
     pub salt: u32,
     /// Block size recorded at creation.
     pub block_bytes: u64,
-    /// First LSN of the log file.
-    pub file_start: u64,
     /// End of the valid prefix: where appends continue.
     pub end: u64,
-    /// `pmem-log`: the released prefix.
+    /// The released prefix: `pmem-log`'s ring space, the log file's discarded head.
     pub released: u64,
 }
 
@@ -138,10 +139,10 @@ impl Shared {
             .max(block_bytes);
         Self {
             mode: config.mode,
+            db_id: start.db_id,
             salt: start.salt,
             ring,
             file,
-            start_lsn: start.file_start,
             block_bytes,
             max_record,
             async_interval: config.async_interval,
@@ -497,7 +498,7 @@ impl Shared {
     fn release(&self, lsn: u64) -> Result<()> {
         self.check()?;
         if self.mode != CommitMode::PmemLog {
-            return Ok(());
+            return self.release_file(lsn);
         }
         let _serial = self.release_lock.lock();
         let current = self.released.load(Ordering::Acquire);
@@ -515,6 +516,35 @@ impl Shared {
         persist_start_word(self.ring.region().as_ref(), lsn).map_err(|e| self.fail_stop(e))?;
         self.released.store(lsn, Ordering::Release);
         self.wake_space_waiters();
+        Ok(())
+    }
+
+    /// Discards the log file's head below `lsn` (a record boundary): first the header is
+    /// rewritten to start there and synced, so that no later open scans the discarded part,
+    /// then the space is given back. Only a prefix already hardened to the file moves the
+    /// start (open scans from the file's start), and only in steps of [`RELEASE_STEP`]: each
+    /// costs a sync.
+    fn release_file(&self, lsn: u64) -> Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let _serial = self.release_lock.lock();
+        let current = self.released.load(Ordering::Acquire);
+        if lsn > self.hardened.load(Ordering::Acquire) || lsn < current + RELEASE_STEP {
+            return Ok(());
+        }
+        let header =
+            LogFileHeader::starting_at(self.mode, self.db_id, self.block_bytes as usize, lsn);
+        file.write_at(0, &header.encode())
+            .and_then(|()| file.sync_data())
+            .map_err(|e| self.fail_stop(e))?;
+        self.released.store(lsn, Ordering::Release);
+        let first = HEADER_BYTES as u64;
+        let end = lsn / RELEASE_STEP * RELEASE_STEP;
+        if end > first {
+            // Losing the space is not losing data: a failed discard leaves the log correct.
+            let _ = file.discard(first, end - first);
+        }
         Ok(())
     }
 
@@ -625,8 +655,8 @@ impl LogManager {
     }
 
     /// The prefix of the log below `lsn` (a record boundary) is no longer needed. `pmem-log`
-    /// reuses its space; the file-backed modes keep their file (truncation comes with
-    /// checkpoints in the storage engine).
+    /// reuses its space; the file-backed modes move their file's start there (once it is
+    /// hardened) and punch out the file's head, in steps of 64 MiB.
     pub fn release(&self, lsn: u64) -> Result<()> {
         self.shared.release(lsn)
     }
@@ -679,11 +709,7 @@ impl LogManager {
             },
             (Some(file), _) => Source::File(FileReader::new(file.as_ref())),
         };
-        let start = match s.mode {
-            CommitMode::PmemLog => s.released.load(Ordering::Acquire),
-            _ => s.start_lsn,
-        }
-        .max(from);
+        let start = s.released.load(Ordering::Acquire).max(from);
         Records::new(Scanner::new(source, s.salt, start), limit)
     }
 

@@ -422,9 +422,9 @@ fn recover(mode: CommitMode, layout: &Layout, ring: &Ring) -> Result<(Start, Rec
     repair(mode, layout, ring, end, pmem_start, &mut recovery)?;
     Ok((
         Start {
+            db_id: layout.db_id,
             salt,
             block_bytes: layout.block_bytes as u64,
-            file_start: layout.file_start,
             end,
             released: recovery.start_lsn,
         },

@@ -136,6 +136,10 @@ pub trait File: Send + Sync {
     fn set_len(&self, len: u64) -> Result<()>;
     /// The path, for messages.
     fn path(&self) -> &str;
+    /// The bytes of `[offset, offset + len)` are no longer needed: the file system may free
+    /// their space (a hole punched in place; the file keeps its length and offsets). What a
+    /// later read of the range returns is unspecified, so nothing may read it again.
+    fn discard(&self, offset: u64, len: u64) -> Result<()>;
 
     /// Reads exactly `buf.len()` bytes or reports how many were missing.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<bool> {

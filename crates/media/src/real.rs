@@ -59,6 +59,17 @@ impl File for RealFile {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        match fallocate(&self.file, flags, offset, len) {
+            Ok(()) => Ok(()),
+            // A file system without holes keeps the bytes: only space is lost, not data.
+            Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+            Err(errno) => Err(self.err("fallocate (punch hole)")(errno.into())),
+        }
+    }
 }
 
 fn check_dir(path: &Path) -> Result<()> {

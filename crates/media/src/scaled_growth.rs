@@ -57,6 +57,10 @@ impl File for ScaledFile {
     fn path(&self) -> &str {
         self.0.path()
     }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.0.discard(offset, len)
+    }
 }
 
 impl Storage for ScaledGrowth {

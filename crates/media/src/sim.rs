@@ -692,6 +692,22 @@ impl File for SimFile {
     fn path(&self) -> &str {
         &self.display
     }
+
+    /// Zeroes the range in both the current and the durable contents: whatever a crash
+    /// leaves, a reader that wrongly relies on discarded bytes finds nothing valid.
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        let file = state.file_mut(&self.path)?;
+        for bytes in [&mut file.current, &mut file.durable] {
+            let start = (offset as usize).min(bytes.len());
+            let end = (offset.saturating_add(len) as usize).min(bytes.len());
+            bytes[start..end].fill(0);
+        }
+        Ok(())
+    }
 }
 
 /// A region of a [`SimStorage`]: persistent (kept by crashes) or volatile.

@@ -1,0 +1,189 @@
+//! Servers `kv compare` starts: how each is spawned, waited for (first reply to PING), asked a
+//! question, stopped, and killed.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tailstore_resp::{encode_command, parse_reply, Limits, Value};
+
+use crate::CliResult;
+
+/// A server process with its output going to a file; killed (SIGKILL) if still running when
+/// dropped.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    /// Where its stdout and stderr go.
+    pub log: PathBuf,
+    /// When it was spawned.
+    pub spawned: Instant,
+}
+
+/// A free TCP port on loopback (free when asked: the port is released for the server).
+pub fn free_port() -> CliResult<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Whether `program` is an executable file on PATH.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+impl ServerProcess {
+    /// Spawns `program args…` with stdout and stderr appended to `log`.
+    pub fn spawn(program: &Path, args: &[String], port: u16, log: &Path) -> CliResult<Self> {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let err = out.try_clone()?;
+        let spawned = Instant::now();
+        let child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        Ok(ServerProcess {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            log: log.to_path_buf(),
+            spawned,
+        })
+    }
+
+    /// Waits until the server answers PING with something other than an error (Redis
+    /// answers `-LOADING` while it replays its AOF), trying to connect every millisecond.
+    /// Returns the time from spawning to that reply. Fails when the process exits or
+    /// `timeout` passes, with the end of what it printed.
+    pub fn wait_ready(&mut self, timeout: Duration) -> CliResult<Duration> {
+        let limit = self.spawned + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Err(
+                    format!("exited ({status}) before answering: {}", self.log_tail(6)).into(),
+                );
+            }
+            if let Ok(mut stream) =
+                TcpStream::connect_timeout(&self.addr, Duration::from_millis(200))
+            {
+                let _ = stream.set_nodelay(true);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                // The same connection keeps asking while the server is loading.
+                while Instant::now() < limit {
+                    match request(&mut stream, &["PING"]) {
+                        Ok(Value::Error(_)) => thread::sleep(Duration::from_millis(1)),
+                        Ok(_) => return Ok(self.spawned.elapsed()),
+                        Err(_) => break,
+                    }
+                }
+            }
+            if Instant::now() >= limit {
+                return Err(format!(
+                    "did not answer PING within {} s: {}",
+                    timeout.as_secs(),
+                    self.log_tail(6)
+                )
+                .into());
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Sends one command on a fresh connection and returns the reply.
+    pub fn command(&self, args: &[&str]) -> CliResult<Value> {
+        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        request(&mut stream, args)
+    }
+
+    /// Kills the process with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the process to stop (SIGTERM), waits up to `grace` for it, then kills it.
+    pub fn stop(&mut self, grace: Duration) {
+        if let Ok(None) = self.child.try_wait() {
+            if let Ok(pid) = i32::try_from(self.child.id()) {
+                // SAFETY: kill(2) on our own child's pid, which has not been reaped yet (so
+                // it cannot have been reused).
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+            let limit = Instant::now() + grace;
+            while Instant::now() < limit {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.kill();
+    }
+
+    /// The last `lines` non-empty lines the server printed, joined by " | ".
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = &all[all.len().saturating_sub(lines)..];
+        if tail.is_empty() {
+            "(it printed nothing)".to_string()
+        } else {
+            tail.join(" | ")
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
+}
+
+/// Sends `args` as one command on `stream` and reads its reply (blocking).
+pub fn request(stream: &mut TcpStream, args: &[&str]) -> CliResult<Value> {
+    let mut out = Vec::new();
+    encode_command(args, &mut out);
+    stream.write_all(&out)?;
+    let limits = Limits::default();
+    let mut input = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        if let Some((value, _)) = parse_reply(&input, &limits)
+            .map_err(|e| format!("the server's reply does not parse: {e}"))?
+        {
+            return Ok(value);
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        input.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A reply as text for reports: an integer, a string, or the error.
+pub fn reply_text(value: &Value) -> String {
+    match value {
+        Value::Int(n) => n.to_string(),
+        Value::Simple(s) | Value::Bulk(s) | Value::Error(s) => String::from_utf8_lossy(s).into(),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,170 @@
+//! `tailstore serve`: the Redis-compatible server on a database directory.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::Args;
+use tailstore_engine::{Database, DbConfig};
+use tailstore_kv::server::{Server, ServerConfig};
+use tailstore_kv::Keyspace;
+use tailstore_log::CommitMode;
+
+use crate::args::ByteSize;
+use crate::report::log_medium;
+use crate::tpcc::TuningArgs;
+use crate::CliResult;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6379")]
+    pub listen: SocketAddr,
+    /// Database directory (created if missing; its parent must exist).
+    #[arg(long, value_name = "DIR")]
+    pub db: PathBuf,
+    /// Commit mode: fsync, buffer (tail of the log in PMEM), pmem-log (whole log in PMEM) or
+    /// async (replies before the write is durable: acknowledged writes can be lost).
+    #[arg(long = "commit", value_name = "MODE", default_value = "buffer")]
+    pub commit: CommitMode,
+    /// Directory of the log file (default: the database directory).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// PMEM file for buffer and pmem-log: on a DAX file system, or on /dev/shm to emulate PMEM
+    /// (survives a process crash, not a power cut). Default for those modes:
+    /// /dev/shm/tailstore-<port>.pmem.
+    #[arg(long, value_name = "PATH")]
+    pub pmem: Option<PathBuf>,
+    /// Buffer pool: the data kept in memory; more data than this is paged to the data file.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub buffer_pool: ByteSize,
+    /// Most connections at once; more are refused with Redis's error.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_clients: usize,
+    /// Largest bulk string a request may carry (Redis's proto-max-bulk-len).
+    #[arg(long, value_name = "SIZE", default_value = "512MiB")]
+    pub max_bulk: ByteSize,
+    /// Numbered databases (SELECT 0 .. N-1).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub databases: u32,
+    /// Event-loop threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+/// Log written between checkpoints by default: recovery after a crash replays at most about
+/// this much, which keeps a restart well under a second.
+const DEFAULT_CHECKPOINT_LOG: u64 = 256 << 20;
+
+pub fn run(args: &ServeArgs) -> CliResult<()> {
+    validate(args)?;
+    let config = db_config(args);
+    let (db, report) = Database::open(config.clone())
+        .map_err(|e| format!("cannot open the database in {}: {e}", args.db.display()))?;
+    let recovery = report.recovery.elapsed;
+    let medium = log_medium(db.log(), &config.log);
+    eprintln!(
+        "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records)",
+        args.db.display(),
+        recovery.as_secs_f64() * 1e3,
+        report.recovery.bytes,
+        report.recovery.records
+    );
+    let durable = args.commit.is_durable();
+    let durability = format!(
+        "{} ({medium}){}",
+        args.commit,
+        if durable {
+            ""
+        } else {
+            "; async: replies before writes are durable, acknowledged writes can be lost"
+        }
+    );
+    let ks = Arc::new(Keyspace::open(Arc::new(db), args.databases)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    let server_config = ServerConfig {
+        listen: args.listen,
+        max_clients: args.max_clients,
+        max_bulk: args.max_bulk.0,
+        threads: args.threads.unwrap_or_else(cores),
+        durability: durability.clone(),
+        durable_replies: durable,
+        recovery,
+    };
+    let server = Server::start(ks.clone(), server_config, stop)
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    eprintln!(
+        "tailstore serve: listening on {}; commit mode {durability}",
+        server.address()
+    );
+    let served = server.wait();
+    close(ks)?;
+    served.map_err(|e| format!("server failed: {e}"))?;
+    eprintln!("tailstore serve: stopped cleanly (checkpoint written)");
+    Ok(())
+}
+
+fn validate(args: &ServeArgs) -> CliResult<()> {
+    if args.databases == 0 {
+        return Err("--databases must be at least 1".into());
+    }
+    if args.max_clients == 0 {
+        return Err("--max-clients must be at least 1".into());
+    }
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1".into());
+    }
+    if args.buffer_pool.0 < 1 << 20 {
+        return Err("--buffer-pool must be at least 1MiB".into());
+    }
+    args.tuning.validate()?;
+    if !args.db.exists() {
+        std::fs::create_dir(&args.db).map_err(|e| {
+            format!(
+                "cannot create the database directory {}: {e}",
+                args.db.display()
+            )
+        })?;
+    } else if !args.db.is_dir() {
+        return Err(format!("{} is not a directory", args.db.display()).into());
+    }
+    Ok(())
+}
+
+fn db_config(args: &ServeArgs) -> DbConfig {
+    let pmem = args.commit.uses_pmem().then(|| {
+        args.pmem.clone().unwrap_or_else(|| {
+            PathBuf::from(format!("/dev/shm/tailstore-{}.pmem", args.listen.port()))
+        })
+    });
+    let mut config = DbConfig::new(&args.db, args.commit, pmem);
+    if let Some(dir) = &args.log_dir {
+        config.log.log_dir = dir.clone();
+    }
+    config.buffer_pool_bytes = args.buffer_pool.0;
+    if args.commit != CommitMode::PmemLog {
+        config.checkpoint_log_bytes = DEFAULT_CHECKPOINT_LOG;
+    }
+    args.tuning.apply(&mut config);
+    config
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Stops the keyspace and closes the database with a checkpoint.
+fn close(ks: Arc<Keyspace>) -> CliResult<()> {
+    let ks = Arc::try_unwrap(ks).map_err(|_| "the keyspace is still in use at shutdown")?;
+    let db = Arc::try_unwrap(ks.into_database())
+        .map_err(|_| "the database is still in use at shutdown")?;
+    db.close()
+        .map_err(|e| format!("closing the database failed: {e}"))?;
+    Ok(())
+}

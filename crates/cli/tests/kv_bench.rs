@@ -1,0 +1,240 @@
+//! `tailstore bench kv` from the outside: against a real redis-server (when installed) it runs
+//! exactly the requests asked for and reports them in its JSON; bad options and an
+//! unreachable server give one clear error line and a non-zero status, never a panic.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tailstore(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .args(args)
+        .output()
+        .expect("runs the tailstore binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Fails with a non-zero status and a message containing every one of `needles`.
+fn refused(args: &[&str], needles: &[&str]) {
+    let out = tailstore(args);
+    assert!(
+        !out.status.success(),
+        "{args:?} succeeded: {}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    for needle in needles {
+        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err:?}");
+    }
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+/// A redis-server on a free port in a temporary directory, killed when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn redis_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+fn start_redis(program: &Path) -> Redis {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(program)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts redis-server");
+    let redis = Redis {
+        child,
+        port,
+        _dir: dir,
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let limit = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut stream) = TcpStream::connect(addr) {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut reply = [0u8; 7];
+            if stream.write_all(b"PING\r\n").is_ok()
+                && stream.read_exact(&mut reply).is_ok()
+                && &reply == b"+PONG\r\n"
+            {
+                return redis;
+            }
+        }
+        assert!(Instant::now() < limit, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn runs_exactly_the_requests_against_redis() {
+    let Some(program) = redis_server() else {
+        println!("redis-server not found: skipping the run against Redis");
+        return;
+    };
+    let redis = start_redis(&program);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let json = dir.path().join("bench.json");
+    let server = format!("127.0.0.1:{}", redis.port);
+    let out = tailstore(&[
+        "bench",
+        "kv",
+        "--server",
+        &server,
+        "--requests",
+        "200",
+        "--clients",
+        "4",
+        "--threads",
+        "1",
+        "--data-size",
+        "100",
+        "--ratio",
+        "1:1",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "bench kv failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file"))
+            .expect("JSON");
+    let num = |field: &str| {
+        report[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{field} missing or not a number: {report}"))
+    };
+    assert_eq!(report["server"], server.as_str());
+    assert_eq!(num("clients"), 4.0);
+    assert_eq!(num("threads"), 1.0);
+    assert_eq!(num("pipeline"), 1.0);
+    assert_eq!(report["ratio"], "1:1");
+    assert_eq!(num("data_size"), 100.0);
+    assert_eq!(num("key_space"), 100_000.0);
+    assert_eq!(num("ops"), 800.0, "4 connections x 200 requests: {report}");
+    assert_eq!(num("errors"), 0.0, "{report}");
+    // 1:1 alternates SET and GET on every connection: exactly half each.
+    assert_eq!(num("sets"), 400.0);
+    assert_eq!(num("gets"), 400.0);
+    assert_eq!(num("hits") + num("misses"), 400.0);
+    assert!(num("ops_per_sec") > 0.0);
+    assert!(
+        (num("set_ops_per_sec") + num("get_ops_per_sec") - num("ops_per_sec")).abs()
+            < 1e-6 * num("ops_per_sec")
+    );
+    assert!(num("kb_per_sec") > 0.0);
+    let latency = &report["latency_ms"];
+    let lat = |field: &str| {
+        latency[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("latency_ms.{field} missing: {report}"))
+    };
+    for field in ["avg", "p50", "p99", "p999", "max"] {
+        assert!(lat(field) > 0.0, "latency_ms.{field}: {report}");
+    }
+    assert!(lat("p50") <= lat("p99") && lat("p99") <= lat("p999") && lat("p999") <= lat("max"));
+
+    // Only SETs over a small key space, then only GETs: every GET hits.
+    let small = |ratio: &str| {
+        let out = tailstore(&[
+            "bench",
+            "kv",
+            "--server",
+            &server,
+            "--requests",
+            "50",
+            "--clients",
+            "2",
+            "--threads",
+            "2",
+            "--pipeline",
+            "8",
+            "--key-space",
+            "200",
+            "--key-pattern",
+            "sequential",
+            "--ratio",
+            ratio,
+            "--json",
+            json.to_str().expect("utf-8 path"),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON file"))
+                .expect("JSON");
+        report
+    };
+    let sets = small("1:0");
+    assert_eq!(sets["ops"], 200);
+    assert_eq!(sets["gets"], 0);
+    let gets = small("0:1");
+    assert_eq!(gets["ops"], 200);
+    assert_eq!(gets["hits"], 200, "{gets}");
+    assert_eq!(gets["misses"], 0);
+}
+
+#[test]
+fn bad_options_and_unreachable_servers_are_refused() {
+    refused(
+        &["bench", "kv", "--ratio", "abc"],
+        &["'abc' is not a SET:GET ratio"],
+    );
+    refused(
+        &["bench", "kv", "--ratio", "0:0"],
+        &["at least one SET or one GET"],
+    );
+    refused(
+        &["bench", "kv", "--key-pattern", "zigzag"],
+        &["zigzag", "--key-pattern"],
+    );
+    refused(
+        &["bench", "kv", "--requests", "5", "--test-time", "1"],
+        &["--test-time"],
+    );
+    refused(
+        &["bench", "kv", "--server", "127.0.0.1:1", "--requests", "5"],
+        &["cannot connect to 127.0.0.1:1"],
+    );
+    refused(
+        &["bench", "kv", "--server", "nonsense", "--requests", "5"],
+        &["--server 'nonsense' is not an address"],
+    );
+    refused(&["bench", "kv", "--clients", "0"], &["at least 1"]);
+    refused(
+        &["kv", "compare", "--servers", "redis"],
+        &["unknown server 'redis'"],
+    );
+    refused(&["kv", "compare", "--ratios", "120"], &["not a percentage"]);
+}

@@ -1,0 +1,327 @@
+//! SIGKILL of `tailstore serve` under a write load, in each durable commit mode: after every
+//! restart, every write the server acknowledged is there, and nothing else is wrong.
+//!
+//! The parent starts the real binary (`tailstore serve --listen 127.0.0.1:0`), learns its
+//! port from the "listening on" line, and runs writer threads, each on its own connection
+//! with a few requests in flight: `SET w:<run>:<thread>:<seq> <value>` (the value is a
+//! function of the key; every 16th is 5,000 bytes, so it spans several parts) and
+//! `INCR counter:<thread>`. Each records what was acknowledged. After 20–150 ms (or at once,
+//! now and then, to kill during recovery or startup) the parent kills the server with
+//! SIGKILL, starts it again on the same directory and checks, before the next round of
+//! writes:
+//! - every acknowledged SET of every earlier run reads back byte for byte (MGET);
+//! - a SET that was sent but not acknowledged reads back as its value or nil, nothing else;
+//! - each counter is at least its highest acknowledged INCR reply, and at most the number of
+//!   INCRs ever sent.
+//!
+//! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tailstore_resp::{encode_command, parse_reply, Limits, Value};
+
+const WRITERS: usize = 3;
+const IN_FLIGHT: usize = 4;
+
+fn kills() -> usize {
+    std::env::var("TAILSTORE_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+}
+
+/// The value stored under `key`: long every 16th sequence number.
+fn value_of(key: &str, seq: u64) -> Vec<u8> {
+    let len = if seq % 16 == 15 { 5_000 } else { 100 };
+    key.bytes().cycle().take(len).collect()
+}
+
+struct Server {
+    child: Child,
+    address: SocketAddr,
+}
+
+fn start(dir: &Path, mode: &str, pmem: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "2",
+            "--buffer-pool",
+            "64MiB",
+        ])
+        .arg("--db")
+        .arg(dir)
+        .args(["--commit", mode])
+        .arg("--pmem")
+        .arg(pmem)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tailstore serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let address = rest.split(';').next().unwrap_or("").trim().to_string();
+                let _ = tx.send(Ok(address));
+            } else if line.starts_with("error") {
+                let _ = tx.send(Err(line));
+            }
+        }
+    });
+    let address = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(address)) => address.parse().expect("listening address"),
+        Ok(Err(line)) => panic!("tailstore serve failed to start: {line}"),
+        Err(_) => panic!("tailstore serve did not start listening within 30 s"),
+    };
+    Server { child, address }
+}
+
+/// A blocking RESP connection.
+struct Client {
+    stream: TcpStream,
+    input: Vec<u8>,
+}
+
+impl Client {
+    fn connect(address: SocketAddr) -> std::io::Result<Client> {
+        let stream = TcpStream::connect(address)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        Ok(Client {
+            stream,
+            input: Vec::new(),
+        })
+    }
+
+    fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        encode_command(args, &mut out);
+        self.stream.write_all(&out)
+    }
+
+    fn receive(&mut self) -> std::io::Result<Value> {
+        loop {
+            if let Some((value, used)) = parse_reply(&self.input, &Limits::default())
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+            {
+                self.input.drain(..used);
+                return Ok(value);
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.input.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Value {
+        self.send(args).expect("send");
+        self.receive().expect("reply")
+    }
+}
+
+/// What one writer thread did in one run.
+#[derive(Default)]
+struct Written {
+    /// SETs acknowledged with +OK, and SETs sent without a reply.
+    acked: Vec<(String, u64)>,
+    unacked: Vec<(String, u64)>,
+    incr_sent: u64,
+    incr_max_ack: i64,
+}
+
+fn write_load(address: SocketAddr, run: usize, writer: usize, stop: Arc<AtomicBool>) -> Written {
+    let mut written = Written::default();
+    let Ok(mut client) = Client::connect(address) else {
+        return written;
+    };
+    let counter = format!("counter:{writer}");
+    let mut seq = 0u64;
+    // Requests in flight, oldest first: Some((key, seq)) for a SET, None for an INCR.
+    let mut in_flight: std::collections::VecDeque<Option<(String, u64)>> = Default::default();
+    loop {
+        while in_flight.len() < IN_FLIGHT && !stop.load(Ordering::Relaxed) {
+            let sent = if seq % 4 == 3 {
+                written.incr_sent += 1;
+                client.send(&[b"INCR", counter.as_bytes()]).map(|()| None)
+            } else {
+                let key = format!("w:{run}:{writer}:{seq}");
+                let value = value_of(&key, seq);
+                client
+                    .send(&[b"SET", key.as_bytes(), &value])
+                    .map(|()| Some((key, seq)))
+            };
+            seq += 1;
+            match sent {
+                Ok(request) => in_flight.push_back(request),
+                Err(_) => return unacknowledged(written, in_flight),
+            }
+        }
+        let Some(request) = in_flight.pop_front() else {
+            return written;
+        };
+        match (client.receive(), request) {
+            (Ok(Value::Simple(ok)), Some(set)) if ok == b"OK" => written.acked.push(set),
+            (Ok(Value::Int(n)), None) => written.incr_max_ack = written.incr_max_ack.max(n),
+            (Ok(other), _) => panic!("unexpected reply {other:?}"),
+            (Err(_), request) => {
+                in_flight.push_front(request);
+                return unacknowledged(written, in_flight);
+            }
+        }
+    }
+}
+
+fn unacknowledged(
+    mut written: Written,
+    in_flight: std::collections::VecDeque<Option<(String, u64)>>,
+) -> Written {
+    written.unacked.extend(in_flight.into_iter().flatten());
+    written
+}
+
+/// Everything the parent knows the server was asked and answered, over all runs.
+#[derive(Default)]
+struct Ledger {
+    acked: Vec<(String, u64)>,
+    unacked: Vec<(String, u64)>,
+    incr_sent: BTreeMap<usize, u64>,
+    incr_acked: BTreeMap<usize, i64>,
+}
+
+fn check(address: SocketAddr, ledger: &Ledger, mode: &str, kill: usize) {
+    let mut client = Client::connect(address).expect("connect for the check");
+    let context = |what: String| format!("{mode}, after kill {kill}: {what}");
+    for batch in ledger.acked.chunks(200) {
+        let mut args: Vec<&[u8]> = vec![b"MGET"];
+        args.extend(batch.iter().map(|(key, _)| key.as_bytes()));
+        let Value::Array(values) = client.call(&args) else {
+            panic!("{}", context("MGET did not return an array".into()));
+        };
+        for ((key, seq), value) in batch.iter().zip(values) {
+            let expected = value_of(key, *seq);
+            assert!(
+                value == Value::Bulk(expected),
+                "{}",
+                context(format!("acknowledged SET {key} lost or wrong: {value:?}"))
+            );
+        }
+    }
+    for (key, seq) in &ledger.unacked {
+        let value = client.call(&[b"GET", key.as_bytes()]);
+        assert!(
+            value == Value::Null || value == Value::Bulk(value_of(key, *seq)),
+            "{}",
+            context(format!(
+                "unacknowledged SET {key} reads back as garbage: {value:?}"
+            ))
+        );
+    }
+    for (writer, sent) in &ledger.incr_sent {
+        let counter = format!("counter:{writer}");
+        let value = match client.call(&[b"GET", counter.as_bytes()]) {
+            Value::Bulk(bytes) => String::from_utf8_lossy(&bytes).parse::<i64>().unwrap_or(-1),
+            Value::Null => 0,
+            other => panic!("{}", context(format!("counter reads {other:?}"))),
+        };
+        let acked = ledger.incr_acked.get(writer).copied().unwrap_or(0);
+        assert!(
+            value >= acked && value <= *sent as i64,
+            "{}",
+            context(format!(
+                "{counter} = {value}, acknowledged up to {acked}, sent {sent}"
+            ))
+        );
+    }
+}
+
+fn crash_loop(mode: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm =
+        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
+    let pmem = shm.path().join("kv.pmem");
+    let mut ledger = Ledger::default();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ mode.len() as u64;
+    let mut restart_times = Vec::new();
+    for kill in 0..kills() {
+        let started = Instant::now();
+        let mut server = start(dir.path(), mode, &pmem);
+        restart_times.push(started.elapsed());
+        check(server.address, &ledger, mode, kill);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = match seed % 10 {
+            0 => Duration::ZERO,
+            _ => Duration::from_millis(20 + seed % 130),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let stop = stop.clone();
+                let address = server.address;
+                thread::spawn(move || write_load(address, kill, writer, stop))
+            })
+            .collect();
+        thread::sleep(delay);
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        stop.store(true, Ordering::Relaxed);
+        for (writer, handle) in writers.into_iter().enumerate() {
+            let written = handle.join().expect("writer thread");
+            ledger.acked.extend(written.acked);
+            ledger.unacked.extend(written.unacked);
+            *ledger.incr_sent.entry(writer).or_default() += written.incr_sent;
+            let acked = ledger.incr_acked.entry(writer).or_default();
+            *acked = (*acked).max(written.incr_max_ack);
+        }
+    }
+    let mut server = start(dir.path(), mode, &pmem);
+    check(server.address, &ledger, mode, kills());
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    restart_times.sort();
+    eprintln!(
+        "{mode}: {} kills, {} acknowledged SETs all present; restart to listening: median {:?}, max {:?}",
+        kills(),
+        ledger.acked.len(),
+        restart_times[restart_times.len() / 2],
+        restart_times.last().copied().unwrap_or_default()
+    );
+    assert!(
+        !ledger.acked.is_empty(),
+        "{mode}: no write was ever acknowledged"
+    );
+}
+
+#[test]
+fn sigkill_fsync() {
+    crash_loop("fsync");
+}
+
+#[test]
+fn sigkill_buffer() {
+    crash_loop("buffer");
+}
+
+#[test]
+fn sigkill_pmem_log() {
+    crash_loop("pmem-log");
+}

@@ -1,0 +1,211 @@
+//! Running data commands as engine transactions: one command, or an EXEC block, retried
+//! while the engine reports a conflict, committed without waiting so the server can share
+//! one durability wait among every reply of an event-loop pass.
+
+use tailstore_engine::{EngineError, PendingCommit};
+use tailstore_resp::Reply;
+
+use super::{Command, Ctx, Fault, Run};
+use crate::keyspace::{now_ms, Keyspace};
+
+/// Attempts before a conflicting command gives up (each one is a real abort: with per-key
+/// conflicts only, running out takes a key hammered by many clients at once).
+const ATTEMPTS: usize = 1000;
+
+/// A command's reply and the commit to wait for before sending it.
+pub struct Executed<'db> {
+    pub reply: Reply,
+    /// `None` only when the database refused to run anything (its error is the reply).
+    pub pending: Option<PendingCommit<'db>>,
+}
+
+/// A key watched by WATCH: its version then (`None`: absent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    pub db: u32,
+    pub key: Vec<u8>,
+    pub version: Option<i64>,
+}
+
+/// What an EXEC block is made of: data commands and, in between, connection commands the
+/// server answers itself (PING, SELECT…), through [`BlockStep::Server`].
+pub enum BlockStep<'a> {
+    /// A data command and the database selected when it was queued (SELECT may be queued).
+    Data(u32, &'static Command, &'a [Vec<u8>]),
+    Server(Reply),
+}
+
+impl Keyspace {
+    /// Runs one data command in the selected database `db`.
+    pub fn execute(&self, db: u32, command: &Command, args: &[Vec<u8>]) -> Executed<'_> {
+        let Run::Data(handler) = command.run else {
+            return self.refuse(Reply::error("ERR not a data command"));
+        };
+        for _ in 0..ATTEMPTS {
+            let mut txn = self.database().begin();
+            let mut ctx = Ctx {
+                ks: self,
+                txn: &mut txn,
+                db,
+                now: now_ms(),
+            };
+            match handler(&mut ctx, args) {
+                Ok(reply) => match txn.commit_pending() {
+                    Ok(pending) => {
+                        return Executed {
+                            reply,
+                            pending: Some(pending),
+                        }
+                    }
+                    Err(err) if err.is_retryable() => continue,
+                    Err(err) => return self.refuse(engine_reply(&err)),
+                },
+                Err(Fault::Engine(err)) if err.is_retryable() => continue,
+                Err(Fault::Engine(err)) => return self.refuse(engine_reply(&err)),
+                Err(Fault::Reply(reply)) => {
+                    txn.rollback();
+                    return self.refuse(reply);
+                }
+            }
+        }
+        self.refuse(conflict_reply())
+    }
+
+    /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
+    /// the array of the commands' replies (a command's error reply does not stop the rest).
+    pub fn execute_block(&self, steps: &[BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
+        for _ in 0..ATTEMPTS {
+            let mut txn = self.database().begin();
+            let mut ctx = Ctx {
+                ks: self,
+                txn: &mut txn,
+                db: 0,
+                now: now_ms(),
+            };
+            match run_block(&mut ctx, steps, watched) {
+                Ok(reply) => match txn.commit_pending() {
+                    Ok(pending) => {
+                        return Executed {
+                            reply,
+                            pending: Some(pending),
+                        }
+                    }
+                    Err(err) if err.is_retryable() => continue,
+                    Err(err) => return self.refuse(engine_reply(&err)),
+                },
+                Err(err) if err.is_retryable() => continue,
+                Err(err) => return self.refuse(engine_reply(&err)),
+            }
+        }
+        self.refuse(conflict_reply())
+    }
+
+    /// Runs `body` in database `db` as a transaction of its own, committed and durable on
+    /// return, retried on conflicts: for work no client waits on (FLUSHDB batches, the
+    /// active expiry). An error reply of `body` is reported as an engine error.
+    pub(crate) fn run_internal<T>(
+        &self,
+        db: u32,
+        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
+    ) -> Result<T, EngineError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut txn = self.database().begin();
+            let mut ctx = Ctx {
+                ks: self,
+                txn: &mut txn,
+                db,
+                now: now_ms(),
+            };
+            let outcome = match body(&mut ctx) {
+                Ok(value) => txn.commit().map(|()| value),
+                Err(Fault::Engine(err)) => Err(err),
+                Err(Fault::Reply(reply)) => Err(EngineError::Corrupt(format!("kv: {reply:?}"))),
+            };
+            match outcome {
+                Err(err) if err.is_retryable() && attempt < ATTEMPTS => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// The version WATCH remembers for a key.
+    pub fn watch(&self, db: u32, key: &[u8]) -> Result<Watched, Reply> {
+        let mut txn = self.database().begin();
+        let mut ctx = Ctx {
+            ks: self,
+            txn: &mut txn,
+            db,
+            now: now_ms(),
+        };
+        let meta = ctx.meta(key).map_err(fault_reply)?;
+        txn.rollback();
+        Ok(Watched {
+            db,
+            key: key.to_vec(),
+            version: meta.map(|m| m.version),
+        })
+    }
+
+    /// An error reply that must still wait for everything appended so far: the reply may
+    /// reveal a write (a WRONGTYPE, a refused NX) that is not durable yet.
+    fn refuse(&self, reply: Reply) -> Executed<'_> {
+        Executed {
+            reply,
+            pending: self.database().begin().commit_pending().ok(),
+        }
+    }
+}
+
+fn run_block(
+    ctx: &mut Ctx<'_, '_>,
+    steps: &[BlockStep<'_>],
+    watched: &[Watched],
+) -> Result<Reply, EngineError> {
+    for watch in watched {
+        ctx.db = watch.db;
+        let now = match ctx.meta(&watch.key) {
+            Ok(meta) => meta.map(|m| m.version),
+            Err(Fault::Engine(err)) => return Err(err),
+            Err(Fault::Reply(_)) => None,
+        };
+        if now != watch.version {
+            return Ok(Reply::NullArray);
+        }
+    }
+    let mut replies = Vec::with_capacity(steps.len());
+    for step in steps {
+        let reply = match step {
+            BlockStep::Server(reply) => reply.clone(),
+            BlockStep::Data(db, command, args) => match command.run {
+                Run::Data(handler) => match {
+                    ctx.db = *db;
+                    handler(ctx, args)
+                } {
+                    Ok(reply) => reply,
+                    Err(Fault::Reply(reply)) => reply,
+                    Err(Fault::Engine(err)) => return Err(err),
+                },
+                Run::Server => Reply::error("ERR not a data command"),
+            },
+        };
+        replies.push(reply);
+    }
+    Ok(Reply::Array(replies))
+}
+
+fn engine_reply(err: &EngineError) -> Reply {
+    Reply::error(format!("ERR tailstore engine: {err}"))
+}
+
+fn conflict_reply() -> Reply {
+    Reply::error("ERR tailstore: transaction kept conflicting with others; retry it")
+}
+
+fn fault_reply(fault: Fault) -> Reply {
+    match fault {
+        Fault::Reply(reply) => reply,
+        Fault::Engine(err) => engine_reply(&err),
+    }
+}

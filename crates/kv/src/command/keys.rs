@@ -1,0 +1,383 @@
+//! Key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, expiry and DBSIZE.
+
+use tailstore_resp::Reply;
+
+use super::pattern::matches;
+use super::strings::deadline;
+use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{KeyMeta, Kind};
+
+/// Keys a SCAN call looks at when COUNT is not given (Redis's default hint).
+const DEFAULT_COUNT: usize = 10;
+/// One past the last slot: the cursor space of SCAN is the 32-bit slot numbers.
+const SLOTS: i64 = 1 << 32;
+
+pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let mut removed = 0;
+    for key in &args[1..] {
+        if let Some(meta) = ctx.meta(key)? {
+            ctx.remove(key, &meta)?;
+            removed += 1;
+        }
+    }
+    Ok(Reply::Int(removed))
+}
+
+pub fn exists(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let mut found = 0;
+    for key in &args[1..] {
+        found += i64::from(ctx.meta(key)?.is_some());
+    }
+    Ok(Reply::Int(found))
+}
+
+pub fn type_(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let name = ctx.meta(&args[1])?.map_or("none", |m| m.kind.name());
+    Ok(Reply::Status(name.to_string()))
+}
+
+/// Every live key of the selected database, in slot order, with its meta.
+fn live_keys(ctx: &mut Ctx, from: i64, limit: usize) -> Result<Vec<(Vec<u8>, KeyMeta)>, Fault> {
+    let mut rows = ctx.ks.keys_from(ctx.txn, ctx.db, from, limit)?;
+    rows.retain(|(_, meta)| !meta.is_expired(ctx.now));
+    Ok(rows)
+}
+
+pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let pattern = &args[1];
+    let found = live_keys(ctx, 0, usize::MAX)?
+        .into_iter()
+        .filter(|(key, _)| matches(pattern, key))
+        .map(|(key, _)| bulk(key))
+        .collect();
+    Ok(Reply::Array(found))
+}
+
+pub fn dbsize(ctx: &mut Ctx, _args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(live_keys(ctx, 0, usize::MAX)?.len() as i64))
+}
+
+struct ScanOptions<'a> {
+    pattern: Option<&'a [u8]>,
+    count: usize,
+    kind: Option<&'a [u8]>,
+}
+
+/// Parses MATCH / COUNT / TYPE from `args` (SCAN's, or HSCAN's with `allow_type` false).
+pub fn scan_options(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOptionsOwned, Fault> {
+    let options = parse_scan_options(args, allow_type)?;
+    Ok(ScanOptionsOwned {
+        pattern: options.pattern.map(<[u8]>::to_vec),
+        count: options.count,
+    })
+}
+
+/// The MATCH pattern and COUNT hint of a *SCAN command.
+pub struct ScanOptionsOwned {
+    pub pattern: Option<Vec<u8>>,
+    pub count: usize,
+}
+
+fn parse_scan_options(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOptions<'_>, Fault> {
+    let mut options = ScanOptions {
+        pattern: None,
+        count: DEFAULT_COUNT,
+        kind: None,
+    };
+    let mut rest = args.iter();
+    while let Some(option) = rest.next() {
+        let value = rest.next().ok_or_else(|| Fault::err(SYNTAX))?;
+        if is(option, "MATCH") {
+            options.pattern = Some(value);
+        } else if is(option, "COUNT") {
+            let count = parse_int(value)?;
+            if count < 1 {
+                return Err(Fault::err(SYNTAX));
+            }
+            options.count = count as usize;
+        } else if allow_type && is(option, "TYPE") {
+            options.kind = Some(value);
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+    }
+    Ok(options)
+}
+
+/// SCAN's cursor is the slot to resume at: keys are stored in slot order, so a key present
+/// for the whole iteration is returned exactly once, whatever else changes.
+pub fn parse_cursor(arg: &[u8]) -> Result<i64, Fault> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(|c| c.min(SLOTS as u64) as i64)
+        .ok_or_else(|| Fault::err("ERR invalid cursor"))
+}
+
+pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let from = parse_cursor(&args[1])?;
+    let options = parse_scan_options(&args[2..], true)?;
+    // Read whole slots: one more row than COUNT tells where the next slot starts.
+    let mut rows = ctx.ks.keys_from(ctx.txn, ctx.db, from, options.count + 1)?;
+    let next = if rows.len() > options.count {
+        let next_slot = crate::keyspace::slot_of(&rows[options.count].0);
+        rows.retain(|(key, _)| crate::keyspace::slot_of(key) < next_slot);
+        if rows.is_empty() {
+            // More than COUNT keys share a slot: take that whole slot.
+            rows = ctx.ks.keys_from(ctx.txn, ctx.db, from, usize::MAX)?;
+            rows.retain(|(key, _)| crate::keyspace::slot_of(key) == next_slot);
+            next_slot + 1
+        } else {
+            next_slot
+        }
+    } else {
+        0
+    };
+    let keys = rows
+        .into_iter()
+        .filter(|(key, meta)| {
+            !meta.is_expired(ctx.now)
+                && options.pattern.is_none_or(|p| matches(p, key))
+                && options.kind.is_none_or(|k| is(k, meta.kind.name()))
+        })
+        .map(|(key, _)| bulk(key))
+        .collect();
+    let cursor = if next >= SLOTS { 0 } else { next };
+    Ok(Reply::Array(vec![
+        bulk(cursor.to_string()),
+        Reply::Array(keys),
+    ]))
+}
+
+pub fn rename(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    if rename_key(ctx, &args[1], &args[2], false)? {
+        Ok(Reply::ok())
+    } else {
+        Ok(Reply::Int(0))
+    }
+}
+
+pub fn renamenx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(i64::from(rename_key(
+        ctx, &args[1], &args[2], true,
+    )?)))
+}
+
+/// Moves `from` to `to` (replacing `to` unless `only_new`); false if `to` existed and
+/// `only_new`.
+fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<bool, Fault> {
+    let Some(meta) = ctx.meta(from)? else {
+        return Err(Fault::err("ERR no such key"));
+    };
+    super::check_key(to)?;
+    if from == to {
+        return Ok(!only_new);
+    }
+    if let Some(target) = ctx.meta(to)? {
+        if only_new {
+            return Ok(false);
+        }
+        ctx.remove(to, &target)?;
+    }
+    let mut moved = ctx.meta_for_write(to, meta.kind)?;
+    copy_contents(ctx, from, to, &meta)?;
+    moved.len = meta.len;
+    moved.head = meta.head;
+    moved.tail = meta.tail;
+    ctx.set_expiry(to, &mut moved, meta.expire_at)?;
+    ctx.remove(from, &meta)?;
+    ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut moved)?;
+    Ok(true)
+}
+
+/// Copies a key's elements to another key name (part sizes depend on the key's length, so
+/// values are rewritten, not rows copied).
+fn copy_contents(ctx: &mut Ctx, from: &[u8], to: &[u8], meta: &KeyMeta) -> Result<(), Fault> {
+    if meta.kind == Kind::ZSet {
+        let members = ctx.ks.members_by_score(
+            ctx.txn,
+            ctx.db,
+            from,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            tailstore_storage::ScanDirection::Ascending,
+            usize::MAX,
+        )?;
+        for (member, score) in members {
+            ctx.ks
+                .put_member(ctx.txn, ctx.db, to, &member, score, false)?;
+        }
+        return Ok(());
+    }
+    let fields = ctx.ks.fields(
+        ctx.txn,
+        ctx.db,
+        from,
+        tailstore_storage::ScanDirection::Ascending,
+        usize::MAX,
+    )?;
+    for (field, value) in fields {
+        ctx.ks
+            .write_value(ctx.txn, ctx.db, to, &field, &value, None)?;
+    }
+    Ok(())
+}
+
+/// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key amount [NX | XX | GT | LT].
+pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let unit = match name.as_str() {
+        "expire" => "ex",
+        "pexpire" => "px",
+        "expireat" => "exat",
+        _ => "pxat",
+    };
+    let condition = match args.get(3) {
+        None => None,
+        Some(flag) if args.len() == 4 => Some(flag.to_ascii_uppercase()),
+        Some(_) => return Err(Fault::err(SYNTAX)),
+    };
+    if condition
+        .as_deref()
+        .is_some_and(|c| !matches!(c, b"NX" | b"XX" | b"GT" | b"LT"))
+    {
+        return Err(Fault::err(format!(
+            "ERR Unsupported option {}",
+            String::from_utf8_lossy(&args[3])
+        )));
+    }
+    let at = expiry_deadline(ctx.now, unit, &args[2], &name)?;
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta(key)? else {
+        return Ok(Reply::Int(0));
+    };
+    let current = meta.expire_at;
+    let allowed = match condition.as_deref() {
+        Some(b"NX") => current == 0,
+        Some(b"XX") => current != 0,
+        Some(b"GT") => current != 0 && at > current,
+        Some(b"LT") => current == 0 || at < current,
+        _ => true,
+    };
+    if !allowed {
+        return Ok(Reply::Int(0));
+    }
+    if at <= ctx.now {
+        // A deadline in the past deletes the key at once, as in Redis.
+        ctx.remove(key, &meta)?;
+        return Ok(Reply::Int(1));
+    }
+    ctx.set_expiry(key, &mut meta, at)?;
+    ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+    Ok(Reply::Int(1))
+}
+
+/// Like [`deadline`], but zero and negative amounts are allowed (they expire the key now).
+fn expiry_deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i64, Fault> {
+    let amount = parse_int(arg)?;
+    if amount > 0 {
+        return deadline(now, unit, arg, command);
+    }
+    Ok(now.saturating_sub(1).min(now + amount))
+}
+
+fn remaining(ctx: &mut Ctx, key: &[u8], unit_ms: i64) -> Outcome {
+    Ok(Reply::Int(match ctx.meta(key)? {
+        None => -2,
+        Some(meta) if meta.expire_at == 0 => -1,
+        Some(meta) => {
+            let left = (meta.expire_at - ctx.now).max(0);
+            (left + unit_ms / 2) / unit_ms
+        }
+    }))
+}
+
+pub fn ttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remaining(ctx, &args[1], 1000)
+}
+
+pub fn pttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remaining(ctx, &args[1], 1)
+}
+
+pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    match ctx.meta(key)? {
+        Some(mut meta) if meta.expire_at != 0 => {
+            ctx.set_expiry(key, &mut meta, 0)?;
+            ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+            Ok(Reply::Int(1))
+        }
+        _ => Ok(Reply::Int(0)),
+    }
+}
+
+/// Keys removed per transaction by FLUSHDB and the active expiry: a flush of a database
+/// larger than the buffer pool must not become one transaction larger than the pool.
+const BATCH: usize = 64;
+
+impl crate::keyspace::Keyspace {
+    /// FLUSHDB (`Some(db)`) / FLUSHALL (`None`): removes every key, in batches of
+    /// transactions (so, unlike Redis, another client may see a partly flushed database).
+    pub fn flush(&self, db: Option<u32>) -> Result<(), Reply> {
+        let databases = match db {
+            Some(db) => db..db + 1,
+            None => 0..self.databases(),
+        };
+        for db in databases {
+            while self.remove_batch(db)? > 0 {}
+        }
+        Ok(())
+    }
+
+    fn remove_batch(&self, db: u32) -> Result<usize, Reply> {
+        self.run_internal(db, |ctx| {
+            let batch = ctx.ks.keys_from(ctx.txn, db, 0, BATCH)?;
+            for (key, meta) in &batch {
+                ctx.remove(key, meta)?;
+            }
+            Ok(batch.len())
+        })
+        .map_err(|err| Reply::error(format!("ERR tailstore engine: {err}")))
+    }
+
+    /// The active expiry: removes up to `limit` keys whose deadline has passed; returns how
+    /// many it removed.
+    pub fn expire_due(&self, limit: usize) -> Result<usize, tailstore_engine::EngineError> {
+        self.run_internal(0, |ctx| {
+            let due = ctx.ks.due_keys(ctx.txn, ctx.now, limit)?;
+            let mut removed = 0;
+            for (at, db, key) in due {
+                ctx.db = db;
+                match ctx.ks.load_meta(ctx.txn, db, &key)? {
+                    Some(meta) if meta.is_expired(ctx.now) => {
+                        ctx.remove(&key, &meta)?;
+                        removed += 1;
+                    }
+                    // A stale queue entry (the key was rewritten without clearing it).
+                    _ => ctx.ks.set_deadline(ctx.txn, db, &key, at, 0)?,
+                }
+            }
+            Ok(removed)
+        })
+    }
+}
+
+impl crate::keyspace::Keyspace {
+    /// (live keys, keys with a TTL) in database `db`, for INFO's keyspace section.
+    pub fn count_keys(&self, db: u32) -> Result<(u64, u64), String> {
+        let mut txn = self.database().begin();
+        let rows = self
+            .keys_from(&mut txn, db, 0, usize::MAX)
+            .map_err(|fault| format!("{fault:?}"))?;
+        txn.rollback();
+        let now = crate::keyspace::now_ms();
+        let live = rows.iter().filter(|(_, m)| !m.is_expired(now));
+        let (mut keys, mut expires) = (0, 0);
+        for (_, meta) in live {
+            keys += 1;
+            expires += u64::from(meta.expire_at != 0);
+        }
+        Ok((keys, expires))
+    }
+}

@@ -1,0 +1,474 @@
+//! List commands: pushes and pops at both ends, ranges, LSET, LTRIM, LREM, LINSERT, LPOS.
+//!
+//! The element with sequence number `s` is the value under field [`seq_field`]`(s)`; the
+//! live sequence numbers are `meta.head .. meta.tail`, so the element at index `i` is
+//! `head + i` (a point read) and `len == tail - head`. Pushes move `head` down or `tail` up;
+//! a removal or insertion in the middle rewrites the shorter side of the list so that the
+//! numbers stay contiguous (O(n), like Redis's own LREM and LINSERT).
+
+use tailstore_resp::Reply;
+use tailstore_storage::ScanDirection;
+
+use super::hashes::wrong_arity;
+use super::strings::clamp_range;
+use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{seq_field, seq_of_field, KeyMeta, Kind};
+
+/// Redis's error for a negative (or non-numeric) count of LPOP, SPOP, ZPOPMIN…
+pub(super) const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+/// Parses a count that must be zero or more, with Redis's error text for anything else.
+pub(super) fn parse_count(arg: &[u8]) -> Result<i64, Fault> {
+    match parse_int(arg) {
+        Ok(count) if count >= 0 => Ok(count),
+        _ => Err(Fault::err(MUST_BE_POSITIVE)),
+    }
+}
+
+/// The element at sequence number `seq` (it must exist: `head <= seq < tail`).
+fn element(ctx: &mut Ctx, key: &[u8], seq: i64) -> Result<Vec<u8>, Fault> {
+    ctx.ks
+        .read_value(ctx.txn, ctx.db, key, &seq_field(seq))?
+        .ok_or_else(|| Fault::corrupt(format!("list element {seq} is missing")))
+}
+
+/// The elements at indexes `from..=to` (both within the list).
+fn elements(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: &KeyMeta,
+    from: usize,
+    to: usize,
+) -> Result<Vec<Vec<u8>>, Fault> {
+    let count = to + 1 - from;
+    // A range covering much of the list is one scan of the key; a small one, point reads.
+    if count > 16 && count as i64 * 4 >= meta.len {
+        let all = ctx
+            .ks
+            .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)?;
+        if all.len() as i64 != meta.len {
+            return Err(Fault::corrupt(format!(
+                "list of length {} has {} elements",
+                meta.len,
+                all.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(count);
+        for (i, (field, value)) in all.into_iter().enumerate().skip(from).take(count) {
+            if seq_of_field(&field)? != meta.head + i as i64 {
+                return Err(Fault::corrupt(
+                    "list sequence numbers are not contiguous".to_string(),
+                ));
+            }
+            out.push(value);
+        }
+        return Ok(out);
+    }
+    (from..=to)
+        .map(|i| element(ctx, key, meta.head + i as i64))
+        .collect()
+}
+
+/// Every element of a list.
+fn all_elements(ctx: &mut Ctx, key: &[u8], meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
+    if meta.len == 0 {
+        return Ok(Vec::new());
+    }
+    elements(ctx, key, meta, 0, meta.len as usize - 1)
+}
+
+/// Writes `new` at sequence numbers `new_start..` where `old` was at `old_start..`: values
+/// that did not change are left alone, and old numbers outside the new run are deleted.
+fn write_run(
+    ctx: &mut Ctx,
+    key: &[u8],
+    old_start: i64,
+    old: &[Vec<u8>],
+    new_start: i64,
+    new: &[&[u8]],
+) -> Result<(), Fault> {
+    for (i, value) in new.iter().enumerate() {
+        let seq = new_start + i as i64;
+        let before = usize::try_from(seq - old_start)
+            .ok()
+            .and_then(|at| old.get(at));
+        match before {
+            Some(before) if before.as_slice() == *value => {}
+            before => {
+                let old_total = before.map(Vec::len);
+                ctx.ks
+                    .write_value(ctx.txn, ctx.db, key, &seq_field(seq), value, old_total)?
+            }
+        }
+    }
+    let new_end = new_start + new.len() as i64;
+    for i in 0..old.len() {
+        let seq = old_start + i as i64;
+        if seq < new_start || seq >= new_end {
+            ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+        }
+    }
+    Ok(())
+}
+
+/// Replaces the elements at indexes `range` of the list (whose elements are `all`) with
+/// `with`, moving whichever side of the list is shorter; updates `meta` (not saved).
+fn splice(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: &mut KeyMeta,
+    all: &[Vec<u8>],
+    range: std::ops::Range<usize>,
+    with: &[Vec<u8>],
+) -> Result<(), Fault> {
+    let head = meta.head;
+    if all.len() - range.start <= range.end {
+        // The head stays: everything from `range.start` on is rewritten.
+        let new: Vec<&[u8]> = with
+            .iter()
+            .chain(&all[range.end..])
+            .map(Vec::as_slice)
+            .collect();
+        let start = head + range.start as i64;
+        write_run(ctx, key, start, &all[range.start..], start, &new)?;
+        meta.tail = start + new.len() as i64;
+    } else {
+        // The tail stays: everything before `range.end` is rewritten.
+        let new: Vec<&[u8]> = all[..range.start]
+            .iter()
+            .chain(with)
+            .map(Vec::as_slice)
+            .collect();
+        let new_head = head + range.end as i64 - new.len() as i64;
+        write_run(ctx, key, head, &all[..range.end], new_head, &new)?;
+        meta.head = new_head;
+    }
+    meta.len = meta.tail - meta.head;
+    Ok(())
+}
+
+fn push(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> Outcome {
+    let key = &args[1];
+    if only_existing && ctx.meta_of(key, Kind::List)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let mut meta = ctx.meta_for_write(key, Kind::List)?;
+    for value in &args[2..] {
+        let seq = if left {
+            meta.head -= 1;
+            meta.head
+        } else {
+            meta.tail += 1;
+            meta.tail - 1
+        };
+        ctx.ks
+            .write_value(ctx.txn, ctx.db, key, &seq_field(seq), value, None)?;
+    }
+    meta.len = meta.tail - meta.head;
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::Int(meta.len))
+}
+
+pub fn lpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    push(ctx, args, true, false)
+}
+
+pub fn rpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    push(ctx, args, false, false)
+}
+
+pub fn lpushx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    push(ctx, args, true, true)
+}
+
+pub fn rpushx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    push(ctx, args, false, true)
+}
+
+/// Removes up to `count` elements from one end of the list; returns them in pop order.
+fn pop_elements(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: &mut KeyMeta,
+    count: i64,
+    left: bool,
+) -> Result<Vec<Vec<u8>>, Fault> {
+    let count = count.min(meta.len);
+    let mut popped = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let seq = if left { meta.head } else { meta.tail - 1 };
+        popped.push(element(ctx, key, seq)?);
+        ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+        if left {
+            meta.head += 1;
+        } else {
+            meta.tail -= 1;
+        }
+    }
+    meta.len = meta.tail - meta.head;
+    ctx.save(key, meta)?;
+    Ok(popped)
+}
+
+/// LPOP / RPOP key [count]: one element (bulk or nil) without a count; with one, an array
+/// (nil array when the key does not exist).
+fn pop(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> Outcome {
+    if args.len() > 3 {
+        return Err(wrong_arity(args));
+    }
+    let count = args.get(2).map(|arg| parse_count(arg)).transpose()?;
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(count.map_or(Reply::Null, |_| Reply::NullArray));
+    };
+    match count {
+        None => {
+            let mut popped = pop_elements(ctx, key, &mut meta, 1, left)?;
+            Ok(popped.pop().map_or(Reply::Null, bulk))
+        }
+        Some(0) => Ok(Reply::Array(Vec::new())),
+        Some(count) => {
+            let popped = pop_elements(ctx, key, &mut meta, count, left)?;
+            Ok(Reply::Array(popped.into_iter().map(bulk).collect()))
+        }
+    }
+}
+
+pub fn lpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    pop(ctx, args, true)
+}
+
+pub fn rpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    pop(ctx, args, false)
+}
+
+pub fn llen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(
+        ctx.meta_of(&args[1], Kind::List)?.map_or(0, |m| m.len),
+    ))
+}
+
+pub fn lrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
+    let key = &args[1];
+    let Some(meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let Some((from, to)) = clamp_range(start, end, meta.len) else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let values = elements(ctx, key, &meta, from, to)?;
+    Ok(Reply::Array(values.into_iter().map(bulk).collect()))
+}
+
+/// The position of index `index` (negative: from the end) in a list of `len`, if inside.
+fn position(index: i64, len: i64) -> Option<i64> {
+    let at = if index < 0 {
+        len.checked_add(index)?
+    } else {
+        index
+    };
+    (0..len).contains(&at).then_some(at)
+}
+
+pub fn lindex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let Some(meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(Reply::Null);
+    };
+    let index = parse_int(&args[2])?;
+    match position(index, meta.len) {
+        Some(at) => Ok(bulk(element(ctx, key, meta.head + at)?)),
+        None => Ok(Reply::Null),
+    }
+}
+
+pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
+        return Err(Fault::err("ERR no such key"));
+    };
+    let index = parse_int(&args[2])?;
+    let Some(at) = position(index, meta.len) else {
+        return Err(Fault::err("ERR index out of range"));
+    };
+    let field = seq_field(meta.head + at);
+    let old = ctx.ks.value_len(ctx.txn, ctx.db, key, &field)?;
+    ctx.ks
+        .write_value(ctx.txn, ctx.db, key, &field, &args[3], old)?;
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::ok())
+}
+
+pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(Reply::ok());
+    };
+    match clamp_range(start, end, meta.len) {
+        // Nothing left: saving an empty list deletes the key and all its elements.
+        None => meta.len = 0,
+        Some((from, to)) => {
+            let (keep_head, keep_tail) = (meta.head + from as i64, meta.head + to as i64 + 1);
+            for seq in (meta.head..keep_head).chain(keep_tail..meta.tail) {
+                ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+            }
+            meta.head = keep_head;
+            meta.tail = keep_tail;
+            meta.len = keep_tail - keep_head;
+        }
+    }
+    // Redis signals the key as modified even when nothing was trimmed.
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::ok())
+}
+
+/// LREM key count element: removes the first `count` occurrences (from the tail when
+/// negative, all when 0).
+pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let count = parse_int(&args[2])?;
+    let (key, target) = (&args[1], &args[3]);
+    let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(Reply::Int(0));
+    };
+    let all = all_elements(ctx, key, &meta)?;
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs() as usize
+    };
+    let found = all
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.as_slice() == target.as_slice());
+    let removed: Vec<usize> = if count < 0 {
+        let mut from_tail: Vec<usize> = found.rev().take(limit).map(|(i, _)| i).collect();
+        from_tail.reverse();
+        from_tail
+    } else {
+        found.take(limit).map(|(i, _)| i).collect()
+    };
+    let (Some(&first), Some(&last)) = (removed.first(), removed.last()) else {
+        return Ok(Reply::Int(0));
+    };
+    let kept: Vec<Vec<u8>> = (first..=last)
+        .filter(|i| removed.binary_search(i).is_err())
+        .map(|i| all[i].clone())
+        .collect();
+    splice(ctx, key, &mut meta, &all, first..last + 1, &kept)?;
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::Int(removed.len() as i64))
+}
+
+/// LINSERT key BEFORE|AFTER pivot element: the new length, -1 without the pivot, 0 without
+/// the key.
+pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let after = if is(&args[2], "AFTER") {
+        true
+    } else if is(&args[2], "BEFORE") {
+        false
+    } else {
+        return Err(Fault::err(SYNTAX));
+    };
+    let (key, pivot, value) = (&args[1], &args[3], &args[4]);
+    let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(Reply::Int(0));
+    };
+    let all = all_elements(ctx, key, &meta)?;
+    let Some(at) = all.iter().position(|v| v == pivot) else {
+        return Ok(Reply::Int(-1));
+    };
+    let at = at + usize::from(after);
+    splice(
+        ctx,
+        key,
+        &mut meta,
+        &all,
+        at..at,
+        std::slice::from_ref(value),
+    )?;
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::Int(meta.len))
+}
+
+/// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len].
+pub fn lpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (key, target) = (&args[1], &args[2]);
+    let mut rank: i64 = 1;
+    let mut count: Option<i64> = None;
+    let mut maxlen: i64 = 0;
+    let mut i = 3;
+    while i < args.len() {
+        let has_value = i + 1 < args.len();
+        if is(&args[i], "RANK") && has_value {
+            rank = parse_int(&args[i + 1])?;
+            if rank == i64::MIN {
+                return Err(Fault::err(
+                    "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+                ));
+            }
+            if rank == 0 {
+                return Err(Fault::err(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                ));
+            }
+        } else if is(&args[i], "COUNT") && has_value {
+            count = Some(
+                parse_int(&args[i + 1])
+                    .ok()
+                    .filter(|c| *c >= 0)
+                    .ok_or_else(|| Fault::err("ERR COUNT can't be negative"))?,
+            );
+        } else if is(&args[i], "MAXLEN") && has_value {
+            maxlen = parse_int(&args[i + 1])
+                .ok()
+                .filter(|m| *m >= 0)
+                .ok_or_else(|| Fault::err("ERR MAXLEN can't be negative"))?;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 2;
+    }
+    let none = || count.map_or(Reply::Null, |_| Reply::Array(Vec::new()));
+    let Some(meta) = ctx.meta_of(key, Kind::List)? else {
+        return Ok(none());
+    };
+    let len = meta.len as usize;
+    // Only the first MAXLEN elements from the end the search starts at are compared.
+    let span = if maxlen == 0 {
+        len
+    } else {
+        len.min(maxlen as usize)
+    };
+    if span == 0 {
+        return Ok(none());
+    }
+    let (from, to) = if rank > 0 {
+        (0, span - 1)
+    } else {
+        (len - span, len - 1)
+    };
+    let window = elements(ctx, key, &meta, from, to)?;
+    let indexes: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+        Box::new(from..=to)
+    } else {
+        Box::new((from..=to).rev())
+    };
+    let wanted = match count {
+        None => 1,
+        Some(0) => usize::MAX,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    let skip = rank.unsigned_abs() - 1;
+    let found: Vec<Reply> = indexes
+        .filter(|&i| window[i - from] == *target)
+        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+        .take(wanted)
+        .map(|i| Reply::Int(i as i64))
+        .collect();
+    Ok(match count {
+        Some(_) => Reply::Array(found),
+        None => found.into_iter().next().unwrap_or(Reply::Null),
+    })
+}

@@ -1,0 +1,181 @@
+//! Commands: the table of every command the server knows, and the context data commands
+//! run in (one engine transaction).
+//!
+//! Rule for every data command: check everything that can fail with an error reply
+//! (arguments, WRONGTYPE, overflow) *before* the first write. Inside MULTI/EXEC the
+//! transaction continues after a command's error reply, and that command must have
+//! changed nothing.
+
+mod execute;
+mod hashes;
+mod keys;
+mod lists;
+mod pattern;
+mod sets;
+mod strings;
+mod table;
+mod zsets;
+
+use tailstore_engine::{EngineError, Transaction};
+use tailstore_resp::Reply;
+
+use crate::keyspace::{KeyMeta, Keyspace, Kind, MAX_KEY};
+
+pub use execute::{BlockStep, Executed, Watched};
+pub use pattern::matches;
+pub use table::{lookup, Command, Run, COMMANDS};
+
+/// Redis's reply to a command on a key of another kind.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const SYNTAX: &str = "ERR syntax error";
+
+/// Why a data command did not produce its normal reply.
+#[derive(Debug)]
+pub enum Fault {
+    /// The command's own error reply (bad argument, wrong type…); it changed nothing.
+    Reply(Reply),
+    /// The engine refused: a retryable conflict, or a failure that stops the database.
+    Engine(EngineError),
+}
+
+impl Fault {
+    pub fn err(message: impl Into<String>) -> Fault {
+        Fault::Reply(Reply::error(message))
+    }
+
+    /// Stored data that does not decode: reported, never returned as a value.
+    pub fn corrupt(detail: String) -> Fault {
+        Fault::Engine(EngineError::Corrupt(format!("kv: {detail}")))
+    }
+}
+
+impl From<EngineError> for Fault {
+    fn from(err: EngineError) -> Fault {
+        Fault::Engine(err)
+    }
+}
+
+pub type Outcome = Result<Reply, Fault>;
+
+/// A data command's handler: its arguments (name first) in a transaction.
+pub type Handler = fn(&mut Ctx<'_, '_>, &[Vec<u8>]) -> Outcome;
+
+/// What a data command runs with.
+pub struct Ctx<'t, 'db> {
+    pub ks: &'db Keyspace,
+    pub txn: &'t mut Transaction<'db>,
+    /// The selected database.
+    pub db: u32,
+    /// The time the command runs at, in ms since the epoch (one value per command, as in
+    /// Redis, so a command sees a key either expired or not).
+    pub now: i64,
+}
+
+impl Ctx<'_, '_> {
+    /// The key's meta, or `None` if it does not exist or has expired.
+    pub fn meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
+        check_key(key)?;
+        let meta = self.ks.load_meta(self.txn, self.db, key)?;
+        Ok(meta.filter(|m| !m.is_expired(self.now)))
+    }
+
+    /// The key's meta if it holds a `kind`, `None` if it does not exist; WRONGTYPE otherwise.
+    pub fn meta_of(&mut self, key: &[u8], kind: Kind) -> Result<Option<KeyMeta>, Fault> {
+        match self.meta(key)? {
+            Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
+            other => Ok(other),
+        }
+    }
+
+    /// The key's meta for a write of a `kind`: the existing one, or a new empty one (after
+    /// clearing out an expired key of the same name).
+    pub fn meta_for_write(&mut self, key: &[u8], kind: Kind) -> Result<KeyMeta, Fault> {
+        check_key(key)?;
+        match self.ks.load_meta(self.txn, self.db, key)? {
+            Some(meta) if meta.is_expired(self.now) => {
+                self.remove(key, &meta)?;
+                Ok(KeyMeta::new(kind))
+            }
+            Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
+            Some(meta) => Ok(meta),
+            None => Ok(KeyMeta::new(kind)),
+        }
+    }
+
+    /// Saves a changed key: a collection left empty is deleted, as Redis does.
+    pub fn save(&mut self, key: &[u8], meta: &mut KeyMeta) -> Result<(), Fault> {
+        if meta.kind != Kind::String && meta.len == 0 {
+            if meta.stored {
+                self.remove(key, meta)?;
+            }
+            return Ok(());
+        }
+        self.ks.store_meta(self.txn, self.db, key, meta)
+    }
+
+    /// Deletes a key and everything stored under it.
+    pub fn remove(&mut self, key: &[u8], meta: &KeyMeta) -> Result<(), Fault> {
+        match meta.kind {
+            Kind::ZSet => self.ks.delete_members(self.txn, self.db, key)?,
+            _ => self.ks.delete_fields(self.txn, self.db, key)?,
+        }
+        self.ks
+            .set_deadline(self.txn, self.db, key, meta.expire_at, 0)?;
+        self.ks.delete_meta(self.txn, self.db, key)
+    }
+
+    /// Sets or clears (0) a key's deadline; the caller saves the meta.
+    pub fn set_expiry(&mut self, key: &[u8], meta: &mut KeyMeta, at: i64) -> Result<(), Fault> {
+        self.ks
+            .set_deadline(self.txn, self.db, key, meta.expire_at, at)?;
+        meta.expire_at = at;
+        Ok(())
+    }
+}
+
+/// Keys longer than we can index are refused up front (see [`MAX_KEY`]).
+pub fn check_key(key: &[u8]) -> Result<(), Fault> {
+    if key.len() > MAX_KEY {
+        return Err(Fault::err(format!(
+            "ERR key is longer than tailstore's limit of {MAX_KEY} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses an integer argument as Redis does (no spaces, no '+', fits an i64).
+pub fn parse_int(arg: &[u8]) -> Result<i64, Fault> {
+    std::str::from_utf8(arg)
+        .ok()
+        .filter(|s| {
+            !s.starts_with('+') && !(s.len() > 1 && s.starts_with('0')) && !s.starts_with("-0")
+        })
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| Fault::err(NOT_INTEGER))
+}
+
+/// Parses a float argument as Redis does (`inf`, `-inf` allowed; NaN refused).
+pub fn parse_float(arg: &[u8]) -> Result<f64, Fault> {
+    let text = std::str::from_utf8(arg).map_err(|_| Fault::err(NOT_FLOAT))?;
+    let value = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        other if other.trim() != other || other.is_empty() => return Err(Fault::err(NOT_FLOAT)),
+        other => other.parse::<f64>().map_err(|_| Fault::err(NOT_FLOAT))?,
+    };
+    if value.is_nan() {
+        return Err(Fault::err(NOT_FLOAT));
+    }
+    Ok(value)
+}
+
+/// Whether an argument equals an option name, ignoring case.
+pub fn is(arg: &[u8], option: &str) -> bool {
+    arg.eq_ignore_ascii_case(option.as_bytes())
+}
+
+pub fn bulk(bytes: impl Into<Vec<u8>>) -> Reply {
+    Reply::Bulk(bytes.into())
+}

@@ -1,0 +1,395 @@
+//! Set commands: SADD, SREM, membership, random members, SINTER / SUNION / SDIFF.
+//!
+//! A member is a field of the key in `kv_parts` with an empty value; the key's `len` counts
+//! the members. Members come back in byte order (Redis's order is its hash table's).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tailstore_resp::Reply;
+use tailstore_storage::ScanDirection;
+
+use super::hashes::{check_field, collection_scan_options, scan_reply, wrong_arity};
+use super::keys::parse_cursor;
+use super::lists::parse_count;
+use super::pattern::matches;
+use super::{bulk, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{KeyMeta, Kind};
+
+/// The most members SRANDMEMBER with a negative count returns: the reply is built in
+/// memory, and Redis would happily build one of any size.
+const MAX_RANDOM_REPLY: u64 = 1 << 22;
+
+/// A small xorshift generator, seeded from the clock and a counter (no dependency needed:
+/// SPOP and SRANDMEMBER need variety, not cryptographic quality).
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        // splitmix64 of the clock and the call number, so two calls in one nanosecond differ.
+        let mut z = nanos ^ CALLS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        Rng(z | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// `k` distinct items of `items` (`k <= items.len()`), in random order.
+    fn pick<T>(&mut self, mut items: Vec<T>, k: usize) -> Vec<T> {
+        for i in 0..k {
+            let j = i + self.below(items.len() - i);
+            items.swap(i, j);
+        }
+        items.truncate(k);
+        items
+    }
+}
+
+/// Every member of the set `key` (which exists), in byte order.
+fn members(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<Vec<u8>>, Fault> {
+    let fields = ctx
+        .ks
+        .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)?;
+    Ok(fields.into_iter().map(|(member, _)| member).collect())
+}
+
+fn is_member(ctx: &mut Ctx, key: &[u8], member: &[u8]) -> Result<bool, Fault> {
+    Ok(ctx.ks.value_len(ctx.txn, ctx.db, key, member)?.is_some())
+}
+
+/// Adds `member` to the set; true if it was not there.
+fn add_member(ctx: &mut Ctx, key: &[u8], meta: &mut KeyMeta, member: &[u8]) -> Result<bool, Fault> {
+    if is_member(ctx, key, member)? {
+        return Ok(false);
+    }
+    ctx.ks
+        .write_value(ctx.txn, ctx.db, key, member, b"", None)?;
+    meta.len += 1;
+    Ok(true)
+}
+
+fn set_reply(members: impl IntoIterator<Item = Vec<u8>>) -> Reply {
+    Reply::Set(members.into_iter().map(bulk).collect())
+}
+
+pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    for member in &args[2..] {
+        check_field(member, "member")?;
+    }
+    let key = &args[1];
+    let mut meta = ctx.meta_for_write(key, Kind::Set)?;
+    let mut added = 0;
+    for member in &args[2..] {
+        added += i64::from(add_member(ctx, key, &mut meta, member)?);
+    }
+    if added > 0 {
+        ctx.save(key, &mut meta)?;
+    }
+    Ok(Reply::Int(added))
+}
+
+pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    for member in &args[2..] {
+        check_field(member, "member")?;
+    }
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::Set)? else {
+        return Ok(Reply::Int(0));
+    };
+    let mut removed = 0;
+    for member in &args[2..] {
+        if ctx.ks.delete_value(ctx.txn, ctx.db, key, member)? {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        meta.len -= removed;
+        ctx.save(key, &mut meta)?;
+    }
+    Ok(Reply::Int(removed))
+}
+
+/// SMEMBERS: a set in RESP3, an array in RESP2.
+pub fn smembers(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    if ctx.meta_of(key, Kind::Set)?.is_none() {
+        return Ok(Reply::Set(Vec::new()));
+    }
+    Ok(set_reply(members(ctx, key)?))
+}
+
+pub fn sismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (key, member) = (&args[1], &args[2]);
+    check_field(member, "member")?;
+    if ctx.meta_of(key, Kind::Set)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    Ok(Reply::Int(i64::from(is_member(ctx, key, member)?)))
+}
+
+pub fn smismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    for member in &args[2..] {
+        check_field(member, "member")?;
+    }
+    let exists = ctx.meta_of(key, Kind::Set)?.is_some();
+    let mut replies = Vec::with_capacity(args.len() - 2);
+    for member in &args[2..] {
+        let found = exists && is_member(ctx, key, member)?;
+        replies.push(Reply::Int(i64::from(found)));
+    }
+    Ok(Reply::Array(replies))
+}
+
+pub fn scard(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(
+        ctx.meta_of(&args[1], Kind::Set)?.map_or(0, |m| m.len),
+    ))
+}
+
+/// SPOP key [count]: one random member (bulk or nil); with a count, a set of up to `count`
+/// distinct members.
+pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    if args.len() > 3 {
+        return Err(Fault::err(SYNTAX));
+    }
+    let count = args.get(2).map(|arg| parse_count(arg)).transpose()?;
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::Set)? else {
+        return Ok(count.map_or(Reply::Null, |_| Reply::Set(Vec::new())));
+    };
+    if count == Some(0) {
+        return Ok(Reply::Set(Vec::new()));
+    }
+    let all = members(ctx, key)?;
+    let wanted = count.map_or(1, |c| {
+        usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
+    });
+    let popped = Rng::new().pick(all, wanted);
+    for member in &popped {
+        ctx.ks.delete_value(ctx.txn, ctx.db, key, member)?;
+    }
+    meta.len -= popped.len() as i64;
+    ctx.save(key, &mut meta)?;
+    Ok(match count {
+        None => popped.into_iter().next().map_or(Reply::Null, bulk),
+        Some(_) => set_reply(popped),
+    })
+}
+
+/// SRANDMEMBER key [count]: one random member; with a positive count, up to `count`
+/// distinct members; with a negative one, exactly `-count` members, repeats allowed.
+pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    if args.len() > 3 {
+        return Err(Fault::err(SYNTAX));
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(arg) => {
+            let count = parse_int(arg)?;
+            if count == i64::MIN {
+                return Err(Fault::err(
+                    "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+                ));
+            }
+            Some(count)
+        }
+    };
+    let key = &args[1];
+    if ctx.meta_of(key, Kind::Set)?.is_none() {
+        return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
+    }
+    let mut rng = Rng::new();
+    let all = members(ctx, key)?;
+    match count {
+        None => {
+            let at = rng.below(all.len().max(1));
+            Ok(all.into_iter().nth(at).map_or(Reply::Null, bulk))
+        }
+        Some(0) => Ok(Reply::Array(Vec::new())),
+        Some(count) if count < 0 => {
+            if count.unsigned_abs() > MAX_RANDOM_REPLY {
+                return Err(Fault::err(format!(
+                    "ERR count is beyond tailstore's limit of {MAX_RANDOM_REPLY} members"
+                )));
+            }
+            let picks = (0..count.unsigned_abs())
+                .map(|_| bulk(all[rng.below(all.len())].clone()))
+                .collect();
+            Ok(Reply::Array(picks))
+        }
+        // The whole set: Redis answers this case as SMEMBERS does (a set in RESP3).
+        Some(count) if count as u64 >= all.len() as u64 => Ok(set_reply(all)),
+        Some(count) => {
+            let picks = rng.pick(all, count as usize);
+            Ok(Reply::Array(picks.into_iter().map(bulk).collect()))
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum SetOp {
+    Inter,
+    Union,
+    Diff,
+}
+
+/// The members of the combination of the sets `keys` (missing keys are empty sets; every
+/// key is type-checked first, as Redis does).
+fn combine(ctx: &mut Ctx, keys: &[Vec<u8>], op: SetOp) -> Result<BTreeSet<Vec<u8>>, Fault> {
+    let mut metas = Vec::with_capacity(keys.len());
+    for key in keys {
+        metas.push(ctx.meta_of(key, Kind::Set)?);
+    }
+    let mut result = BTreeSet::new();
+    match op {
+        SetOp::Inter => {
+            if metas.iter().any(Option::is_none) {
+                return Ok(result);
+            }
+            // Look the smallest set's members up in the others.
+            let smallest = (0..keys.len())
+                .min_by_key(|&i| metas[i].as_ref().map_or(0, |m| m.len))
+                .unwrap_or(0);
+            'members: for member in members(ctx, &keys[smallest])? {
+                for (i, key) in keys.iter().enumerate() {
+                    if i != smallest && !is_member(ctx, key, &member)? {
+                        continue 'members;
+                    }
+                }
+                result.insert(member);
+            }
+        }
+        SetOp::Union => {
+            for (key, meta) in keys.iter().zip(&metas) {
+                if meta.is_some() {
+                    result.extend(members(ctx, key)?);
+                }
+            }
+        }
+        SetOp::Diff => {
+            if metas[0].is_none() {
+                return Ok(result);
+            }
+            result.extend(members(ctx, &keys[0])?);
+            for (key, meta) in keys.iter().zip(&metas).skip(1) {
+                if meta.is_none() || result.is_empty() {
+                    continue;
+                }
+                let mut kept = BTreeSet::new();
+                for member in result {
+                    if !is_member(ctx, key, &member)? {
+                        kept.insert(member);
+                    }
+                }
+                result = kept;
+            }
+        }
+    }
+    Ok(result)
+}
+
+pub fn sinter(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(set_reply(combine(ctx, &args[1..], SetOp::Inter)?))
+}
+
+pub fn sunion(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(set_reply(combine(ctx, &args[1..], SetOp::Union)?))
+}
+
+pub fn sdiff(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(set_reply(combine(ctx, &args[1..], SetOp::Diff)?))
+}
+
+/// S*STORE destination key [key …]: replaces `destination` (whatever it held) with the
+/// result; an empty result deletes it.
+fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp) -> Outcome {
+    if args.len() < 3 {
+        return Err(wrong_arity(args));
+    }
+    let destination = &args[1];
+    super::check_key(destination)?;
+    let result = combine(ctx, &args[2..], op)?;
+    if let Some(old) = ctx.meta(destination)? {
+        ctx.remove(destination, &old)?;
+    }
+    let mut meta = ctx.meta_for_write(destination, Kind::Set)?;
+    for member in &result {
+        ctx.ks
+            .write_value(ctx.txn, ctx.db, destination, member, b"", None)?;
+    }
+    meta.len = result.len() as i64;
+    ctx.save(destination, &mut meta)?;
+    Ok(Reply::Int(meta.len))
+}
+
+pub fn sinterstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    store(ctx, args, SetOp::Inter)
+}
+
+pub fn sunionstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    store(ctx, args, SetOp::Union)
+}
+
+pub fn sdiffstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    store(ctx, args, SetOp::Diff)
+}
+
+/// SMOVE source destination member.
+pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (source, destination, member) = (&args[1], &args[2], &args[3]);
+    check_field(member, "member")?;
+    let Some(mut from) = ctx.meta_of(source, Kind::Set)? else {
+        return Ok(Reply::Int(0));
+    };
+    ctx.meta_of(destination, Kind::Set)?;
+    if source == destination {
+        return Ok(Reply::Int(i64::from(is_member(ctx, source, member)?)));
+    }
+    if !ctx.ks.delete_value(ctx.txn, ctx.db, source, member)? {
+        return Ok(Reply::Int(0));
+    }
+    from.len -= 1;
+    ctx.save(source, &mut from)?;
+    let mut to = ctx.meta_for_write(destination, Kind::Set)?;
+    if add_member(ctx, destination, &mut to, member)? {
+        ctx.save(destination, &mut to)?;
+    }
+    Ok(Reply::Int(1))
+}
+
+/// SSCAN key cursor [MATCH pattern] [COUNT count]: the whole set in one call (cursor 0).
+pub fn sscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    parse_cursor(&args[2])?;
+    let key = &args[1];
+    if ctx.meta_of(key, Kind::Set)?.is_none() {
+        return Ok(scan_reply(Vec::new()));
+    }
+    let (pattern, _) = collection_scan_options(&args[3..], false)?;
+    let items = members(ctx, key)?
+        .into_iter()
+        .filter(|m| pattern.as_deref().is_none_or(|p| matches(p, m)))
+        .map(bulk)
+        .collect();
+    Ok(scan_reply(items))
+}

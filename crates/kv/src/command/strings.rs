@@ -1,0 +1,368 @@
+//! String commands: GET, SET and friends, counters, ranges.
+
+use tailstore_resp::{format_double, Reply};
+
+use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX};
+use crate::keyspace::{KeyMeta, Kind};
+
+/// The longest string Redis allows (proto-max-bulk-len's default, and SETRANGE's limit).
+const MAX_STRING: i64 = 512 * 1024 * 1024;
+
+impl Ctx<'_, '_> {
+    /// The string at `key`, `None` if absent; WRONGTYPE for another kind.
+    pub fn string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
+        if self.meta_of(key, Kind::String)?.is_none() {
+            return Ok(None);
+        }
+        self.ks.read_value(self.txn, self.db, key, b"")
+    }
+
+    /// Replaces whatever `key` holds with the string `value`, with deadline `expire_at`
+    /// (`None` keeps the current one, as KEEPTTL).
+    pub fn put_string(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        expire_at: Option<i64>,
+    ) -> Result<(), Fault> {
+        super::check_key(key)?;
+        let stored = self.ks.load_meta(self.txn, self.db, key)?;
+        self.put_string_over(key, stored, value, expire_at)
+    }
+
+    /// [`Ctx::put_string`] when the caller has already loaded the key's meta row (`stored`,
+    /// expired or not).
+    pub fn put_string_over(
+        &mut self,
+        key: &[u8],
+        stored: Option<KeyMeta>,
+        value: &[u8],
+        expire_at: Option<i64>,
+    ) -> Result<(), Fault> {
+        let mut meta = match stored {
+            Some(old) if old.kind == Kind::String && !old.is_expired(self.now) => old,
+            Some(old) => {
+                self.remove(key, &old)?;
+                KeyMeta::new(Kind::String)
+            }
+            None => KeyMeta::new(Kind::String),
+        };
+        let old_total = meta.stored.then_some(meta.len as usize);
+        self.ks
+            .write_value(self.txn, self.db, key, b"", value, old_total)?;
+        meta.len = value.len() as i64;
+        if let Some(at) = expire_at {
+            self.set_expiry(key, &mut meta, at)?;
+        }
+        self.ks.store_meta(self.txn, self.db, key, &mut meta)
+    }
+}
+
+pub fn get(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(ctx.string(&args[1])?.map_or(Reply::Null, bulk))
+}
+
+/// When SET writes: always, only if the key is absent (NX), only if present (XX).
+#[derive(PartialEq)]
+enum Condition {
+    Always,
+    IfAbsent,
+    IfPresent,
+}
+
+struct SetOptions {
+    condition: Condition,
+    /// `None`: clear the TTL; `Some(None)`: keep it; `Some(Some(at))`: expire at `at`.
+    expiry: Option<Option<i64>>,
+    get: bool,
+}
+
+fn parse_set_options(ctx: &Ctx, args: &[Vec<u8>]) -> Result<SetOptions, Fault> {
+    let mut options = SetOptions {
+        condition: Condition::Always,
+        expiry: None,
+        get: false,
+    };
+    let mut i = 3;
+    while i < args.len() {
+        let arg = &args[i];
+        let has_next = i + 1 < args.len();
+        if is(arg, "NX") && options.condition == Condition::Always {
+            options.condition = Condition::IfAbsent;
+        } else if is(arg, "XX") && options.condition == Condition::Always {
+            options.condition = Condition::IfPresent;
+        } else if is(arg, "GET") {
+            options.get = true;
+        } else if is(arg, "KEEPTTL") && options.expiry.is_none() {
+            options.expiry = Some(None);
+        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(arg, o))
+            && has_next
+            && options.expiry.is_none()
+        {
+            let name = String::from_utf8_lossy(arg).to_ascii_lowercase();
+            let at = deadline(ctx.now, &name, &args[i + 1], "set")?;
+            options.expiry = Some(Some(at));
+            i += 1;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 1;
+    }
+    Ok(options)
+}
+
+/// The deadline an EX/PX/EXAT/PXAT argument names, in ms since the epoch.
+pub fn deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i64, Fault> {
+    let amount = parse_int(arg)?;
+    let invalid = || Fault::err(format!("ERR invalid expire time in '{command}' command"));
+    if amount <= 0 {
+        return Err(invalid());
+    }
+    let at = match unit {
+        "ex" => amount.checked_mul(1000).and_then(|ms| ms.checked_add(now)),
+        "px" => amount.checked_add(now),
+        "exat" => amount.checked_mul(1000),
+        _ => Some(amount),
+    };
+    at.ok_or_else(invalid)
+}
+
+pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let options = parse_set_options(ctx, args)?;
+    let key = &args[1];
+    super::check_key(key)?;
+    let stored = ctx.ks.load_meta(ctx.txn, ctx.db, key)?;
+    let live = stored.clone().filter(|m| !m.is_expired(ctx.now));
+    let old = match live {
+        Some(meta) if options.get && meta.kind != Kind::String => {
+            return Err(Fault::err(super::WRONGTYPE))
+        }
+        Some(meta) => Some(meta),
+        None => None,
+    };
+    let previous = if options.get && old.is_some() {
+        ctx.ks.read_value(ctx.txn, ctx.db, key, b"")?
+    } else {
+        None
+    };
+    let blocked = match options.condition {
+        Condition::Always => false,
+        Condition::IfAbsent => old.is_some(),
+        Condition::IfPresent => old.is_none(),
+    };
+    if !blocked {
+        let expire_at = match options.expiry {
+            None => Some(0),
+            Some(keep_or_at) => keep_or_at,
+        };
+        ctx.put_string_over(key, stored, &args[2], expire_at)?;
+    }
+    Ok(match (options.get, blocked) {
+        (true, _) => previous.map_or(Reply::Null, bulk),
+        (false, true) => Reply::Null,
+        (false, false) => Reply::ok(),
+    })
+}
+
+pub fn setnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    if ctx.meta(&args[1])?.is_some() {
+        return Ok(Reply::Int(0));
+    }
+    ctx.put_string(&args[1], &args[2], Some(0))?;
+    Ok(Reply::Int(1))
+}
+
+/// SETEX key seconds value / PSETEX key milliseconds value.
+pub fn setex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let unit = if name == "setex" { "ex" } else { "px" };
+    let at = deadline(ctx.now, unit, &args[2], &name)?;
+    ctx.put_string(&args[1], &args[3], Some(at))?;
+    Ok(Reply::ok())
+}
+
+pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let old = ctx.string(&args[1])?;
+    ctx.put_string(&args[1], &args[2], Some(0))?;
+    Ok(old.map_or(Reply::Null, bulk))
+}
+
+pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let Some(value) = ctx.string(key)? else {
+        return Ok(Reply::Null);
+    };
+    if let Some(meta) = ctx.meta(key)? {
+        ctx.remove(key, &meta)?;
+    }
+    Ok(bulk(value))
+}
+
+pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let mut replies = Vec::with_capacity(args.len() - 1);
+    for key in &args[1..] {
+        // MGET answers nil for a key of another kind instead of WRONGTYPE.
+        let value = match ctx.meta(key)? {
+            Some(meta) if meta.kind == Kind::String => {
+                ctx.ks.read_value(ctx.txn, ctx.db, key, b"")?
+            }
+            _ => None,
+        };
+        replies.push(value.map_or(Reply::Null, bulk));
+    }
+    Ok(Reply::Array(replies))
+}
+
+fn pairs(args: &[Vec<u8>]) -> Result<&[Vec<u8>], Fault> {
+    let pairs = &args[1..];
+    if pairs.len() % 2 != 0 {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        return Err(Fault::err(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )));
+    }
+    for pair in pairs.chunks(2) {
+        super::check_key(&pair[0])?;
+    }
+    Ok(pairs)
+}
+
+pub fn mset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    for pair in pairs(args)?.chunks(2) {
+        ctx.put_string(&pair[0], &pair[1], Some(0))?;
+    }
+    Ok(Reply::ok())
+}
+
+pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let pairs = pairs(args)?;
+    for pair in pairs.chunks(2) {
+        if ctx.meta(&pair[0])?.is_some() {
+            return Ok(Reply::Int(0));
+        }
+    }
+    for pair in pairs.chunks(2) {
+        ctx.put_string(&pair[0], &pair[1], Some(0))?;
+    }
+    Ok(Reply::Int(1))
+}
+
+/// The integer a string holds, for INCR and friends (0 when absent).
+fn stored_int(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Fault> {
+    match ctx.string(key)? {
+        None => Ok(0),
+        Some(value) if value.len() > 20 => Err(Fault::err(NOT_INTEGER)),
+        Some(value) => parse_int(&value),
+    }
+}
+
+fn add(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
+    let current = stored_int(ctx, key)?;
+    let next = current
+        .checked_add(delta)
+        .ok_or_else(|| Fault::err("ERR increment or decrement would overflow"))?;
+    ctx.put_string(key, next.to_string().as_bytes(), None)?;
+    Ok(Reply::Int(next))
+}
+
+pub fn incr(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    add(ctx, &args[1], 1)
+}
+
+pub fn decr(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    add(ctx, &args[1], -1)
+}
+
+pub fn incrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    add(ctx, &args[1], parse_int(&args[2])?)
+}
+
+pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let delta = parse_int(&args[2])?;
+    let negated = delta
+        .checked_neg()
+        .ok_or_else(|| Fault::err("ERR decrement would overflow"))?;
+    add(ctx, &args[1], negated)
+}
+
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let delta = parse_float(&args[2])?;
+    let current = match ctx.string(key)? {
+        None => 0.0,
+        Some(value) => parse_float(&value).map_err(|_| Fault::err(super::NOT_FLOAT))?,
+    };
+    let next = current + delta;
+    if !next.is_finite() {
+        return Err(Fault::err("ERR increment would produce NaN or Infinity"));
+    }
+    let text = format_double(next);
+    ctx.put_string(key, text.as_bytes(), None)?;
+    Ok(bulk(text))
+}
+
+pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let mut value = ctx.string(key)?.unwrap_or_default();
+    check_size(value.len() as i64 + args[2].len() as i64)?;
+    value.extend_from_slice(&args[2]);
+    ctx.put_string(key, &value, None)?;
+    Ok(Reply::Int(value.len() as i64))
+}
+
+fn check_size(len: i64) -> Result<(), Fault> {
+    if len > MAX_STRING {
+        return Err(Fault::err(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    Ok(())
+}
+
+pub fn strlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(
+        ctx.meta_of(&args[1], Kind::String)?.map_or(0, |m| m.len),
+    ))
+}
+
+/// Redis's rule for a [start, end] range with negative indexes over `len` items: the
+/// inclusive range clamped into it, or `None` when empty.
+pub fn clamp_range(start: i64, end: i64, len: i64) -> Option<(usize, usize)> {
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { len + end } else { end.min(len - 1) };
+    (start <= end && start < len && len > 0).then_some((start as usize, end as usize))
+}
+
+pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
+    let value = ctx.string(&args[1])?.unwrap_or_default();
+    Ok(match clamp_range(start, end, value.len() as i64) {
+        Some((from, to)) => bulk(&value[from..=to]),
+        None => bulk(Vec::new()),
+    })
+}
+
+pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let offset = parse_int(&args[2])?;
+    if offset < 0 {
+        return Err(Fault::err("ERR offset is out of range"));
+    }
+    let patch = &args[3];
+    let mut value = ctx.string(key)?.unwrap_or_default();
+    if patch.is_empty() {
+        return Ok(Reply::Int(value.len() as i64));
+    }
+    check_size(offset + patch.len() as i64)?;
+    let end = offset as usize + patch.len();
+    if value.len() < end {
+        value.resize(end, 0);
+    }
+    value[offset as usize..end].copy_from_slice(patch);
+    ctx.put_string(key, &value, None)?;
+    Ok(Reply::Int(value.len() as i64))
+}

@@ -1,0 +1,699 @@
+//! Sorted-set commands: ZADD and its flags, scores, ranges by rank, score and lex, ranks,
+//! pops, counts and range removals.
+//!
+//! Members live in `kv_zset` (keyspace/zset.rs), ordered by (score, member) through its
+//! `by_score` index and by member through its primary key; the key's `len` counts them.
+//!
+//! Scores are answered with [`Reply::Double`]: a bulk string in RESP2 (Redis's text, via
+//! `format_double`), a double in RESP3. One known difference in RESP3: with WITHSCORES,
+//! Redis 7 answers an array of [member, score] pairs; handlers do not know the connection's
+//! protocol, so we answer the RESP2 shape (member, score, member, score…) in both.
+
+use std::ops::Bound;
+
+use tailstore_engine::KeyRange;
+use tailstore_resp::{format_double, Reply};
+use tailstore_storage::{ScanDirection, Value};
+
+use super::hashes::{check_field, collection_scan_options, scan_reply};
+use super::keys::parse_cursor;
+use super::lists::parse_count;
+use super::pattern::matches;
+use super::strings::clamp_range;
+use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{score_of_key, Kind};
+
+const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
+const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
+const NOT_LEX_RANGE: &str = "ERR min or max not valid string range item";
+
+/// Members with their scores, in the order a command answers them.
+type Scored = Vec<(Vec<u8>, f64)>;
+
+fn direction(rev: bool) -> ScanDirection {
+    if rev {
+        ScanDirection::Descending
+    } else {
+        ScanDirection::Ascending
+    }
+}
+
+/// A score range bound: `(1.5` is exclusive, `1.5`, `-inf`, `+inf` inclusive.
+fn score_bound(arg: &[u8]) -> Result<Bound<f64>, Fault> {
+    let parsed = match arg.strip_prefix(b"(") {
+        Some(rest) => parse_float(rest).map(Bound::Excluded),
+        None => parse_float(arg).map(Bound::Included),
+    };
+    parsed.map_err(|_| Fault::err(NOT_FLOAT_RANGE))
+}
+
+fn score_range(min: &[u8], max: &[u8]) -> Result<(Bound<f64>, Bound<f64>), Fault> {
+    Ok((score_bound(min)?, score_bound(max)?))
+}
+
+/// Whether no score lies between `min` and `max`.
+fn empty_score_range(min: Bound<f64>, max: Bound<f64>) -> bool {
+    let (lo, lo_open) = match min {
+        Bound::Included(s) => (s, false),
+        Bound::Excluded(s) => (s, true),
+        Bound::Unbounded => return false,
+    };
+    let (hi, hi_open) = match max {
+        Bound::Included(s) => (s, false),
+        Bound::Excluded(s) => (s, true),
+        Bound::Unbounded => return false,
+    };
+    lo > hi || (lo == hi && (lo_open || hi_open))
+}
+
+/// A lex range bound: `-` and `+` are the lowest and highest strings, `[a` inclusive, `(a`
+/// exclusive.
+#[derive(Clone, PartialEq)]
+enum Lex {
+    Lowest,
+    Highest,
+    Included(Vec<u8>),
+    Excluded(Vec<u8>),
+}
+
+fn lex_bound(arg: &[u8]) -> Result<Lex, Fault> {
+    match arg.split_first() {
+        Some((b'-', [])) => Ok(Lex::Lowest),
+        Some((b'+', [])) => Ok(Lex::Highest),
+        Some((b'[', rest)) => Ok(Lex::Included(rest.to_vec())),
+        Some((b'(', rest)) => Ok(Lex::Excluded(rest.to_vec())),
+        _ => Err(Fault::err(NOT_LEX_RANGE)),
+    }
+}
+
+/// Members of the sorted set `key` whose member lies between `min` and `max` in byte
+/// order (meant, as in Redis, for sets whose members all have one score), at most `limit`.
+fn members_by_lex(
+    ctx: &mut Ctx,
+    key: &[u8],
+    min: &Lex,
+    max: &Lex,
+    rev: bool,
+    limit: usize,
+) -> Result<Scored, Fault> {
+    let prefix = vec![Value::Int(i64::from(ctx.db)), Value::Bytes(key.to_vec())];
+    let with = |member: &[u8]| {
+        let mut values = prefix.clone();
+        values.push(Value::Bytes(member.to_vec()));
+        values
+    };
+    let lower = match min {
+        Lex::Lowest => Bound::Included(prefix.clone()),
+        Lex::Included(m) => Bound::Included(with(m)),
+        Lex::Excluded(m) => Bound::Excluded(with(m)),
+        Lex::Highest => return Ok(Vec::new()),
+    };
+    let upper = match max {
+        Lex::Highest => Bound::Included(prefix.clone()),
+        Lex::Included(m) => Bound::Included(with(m)),
+        Lex::Excluded(m) => Bound::Excluded(with(m)),
+        Lex::Lowest => return Ok(Vec::new()),
+    };
+    let empty = match (min, max) {
+        (Lex::Included(a), Lex::Included(b)) => a > b,
+        (Lex::Included(a) | Lex::Excluded(a), Lex::Included(b) | Lex::Excluded(b)) => a >= b,
+        _ => false,
+    };
+    if empty {
+        return Ok(Vec::new());
+    }
+    let range = KeyRange::new(lower, upper);
+    let rows = ctx.txn.scan(&ctx.ks.zset, &range, direction(rev), limit)?;
+    rows.iter()
+        .map(|row| match (&row[2], &row[3]) {
+            (Value::Bytes(member), Value::Int(score)) => Ok((member.clone(), score_of_key(*score))),
+            _ => Err(Fault::corrupt(
+                "kv_zset row of unexpected shape".to_string(),
+            )),
+        })
+        .collect()
+}
+
+/// Members by rank: indexes `start..=end` (negative: from the end) in ascending order, or
+/// descending with `rev`.
+fn members_by_rank(
+    ctx: &mut Ctx,
+    key: &[u8],
+    len: i64,
+    start: i64,
+    end: i64,
+    rev: bool,
+) -> Result<Scored, Fault> {
+    let Some((from, to)) = clamp_range(start, end, len) else {
+        return Ok(Vec::new());
+    };
+    let rows = ctx.ks.members_by_score(
+        ctx.txn,
+        ctx.db,
+        key,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        direction(rev),
+        to + 1,
+    )?;
+    Ok(rows.into_iter().skip(from).collect())
+}
+
+/// Members by score, after skipping `offset` of them, at most `limit` (negative: all).
+#[allow(clippy::too_many_arguments)]
+fn members_in_scores(
+    ctx: &mut Ctx,
+    key: &[u8],
+    min: Bound<f64>,
+    max: Bound<f64>,
+    rev: bool,
+    offset: i64,
+    limit: i64,
+) -> Result<Scored, Fault> {
+    // A negative offset walks off the end of the range in Redis: nothing is returned.
+    if empty_score_range(min, max) || offset < 0 || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let take = usize::try_from(limit).unwrap_or(usize::MAX);
+    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let rows = ctx.ks.members_by_score(
+        ctx.txn,
+        ctx.db,
+        key,
+        min,
+        max,
+        direction(rev),
+        skip.saturating_add(take),
+    )?;
+    Ok(rows.into_iter().skip(skip).take(take).collect())
+}
+
+/// Members (and with `withscores` their scores, flattened) as an array.
+fn range_reply(items: Scored, withscores: bool) -> Reply {
+    let mut replies = Vec::with_capacity(items.len() * if withscores { 2 } else { 1 });
+    for (member, score) in items {
+        replies.push(bulk(member));
+        if withscores {
+            replies.push(Reply::Double(score));
+        }
+    }
+    Reply::Array(replies)
+}
+
+struct ZaddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+/// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member …]
+pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let mut f = ZaddFlags {
+        nx: false,
+        xx: false,
+        gt: false,
+        lt: false,
+        ch: false,
+        incr: false,
+    };
+    let mut i = 2;
+    while let Some(arg) = args.get(i) {
+        let flag = if is(arg, "NX") {
+            &mut f.nx
+        } else if is(arg, "XX") {
+            &mut f.xx
+        } else if is(arg, "GT") {
+            &mut f.gt
+        } else if is(arg, "LT") {
+            &mut f.lt
+        } else if is(arg, "CH") {
+            &mut f.ch
+        } else if is(arg, "INCR") {
+            &mut f.incr
+        } else {
+            break;
+        };
+        *flag = true;
+        i += 1;
+    }
+    let pairs = &args[i..];
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(Fault::err(SYNTAX));
+    }
+    if f.nx && f.xx {
+        return Err(Fault::err(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+        return Err(Fault::err(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if f.incr && pairs.len() > 2 {
+        return Err(Fault::err(
+            "ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    let mut items = Vec::with_capacity(pairs.len() / 2);
+    for pair in pairs.chunks(2) {
+        items.push((parse_float(&pair[0])?, &pair[1]));
+    }
+    for (_, member) in &items {
+        check_field(member, "member")?;
+    }
+    let exists = ctx.meta_of(key, Kind::ZSet)?.is_some();
+    if !exists && f.xx {
+        return Ok(if f.incr { Reply::Null } else { Reply::Int(0) });
+    }
+    if f.incr && !f.nx && exists {
+        // The only error a write could meet: found before anything is written.
+        let (delta, member) = items[0];
+        if let Some(current) = ctx.ks.member_score(ctx.txn, ctx.db, key, member)? {
+            if (current + delta).is_nan() {
+                return Err(Fault::err(NAN_SCORE));
+            }
+        }
+    }
+    let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
+    let (mut added, mut updated, mut processed) = (0, 0, 0);
+    let mut last = 0.0;
+    for (score, member) in items {
+        match ctx.ks.member_score(ctx.txn, ctx.db, key, member)? {
+            Some(current) => {
+                if f.nx {
+                    continue;
+                }
+                let new = if f.incr { current + score } else { score };
+                if (f.gt && new <= current) || (f.lt && new >= current) {
+                    continue;
+                }
+                processed += 1;
+                last = new;
+                if new != current {
+                    ctx.ks.put_member(ctx.txn, ctx.db, key, member, new, true)?;
+                    updated += 1;
+                }
+            }
+            None => {
+                if f.xx {
+                    continue;
+                }
+                processed += 1;
+                last = score;
+                ctx.ks
+                    .put_member(ctx.txn, ctx.db, key, member, score, false)?;
+                meta.len += 1;
+                added += 1;
+            }
+        }
+    }
+    if added + updated > 0 {
+        ctx.save(key, &mut meta)?;
+    }
+    Ok(match (f.incr, processed > 0) {
+        (true, true) => Reply::Double(last),
+        (true, false) => Reply::Null,
+        (false, _) => Reply::Int(if f.ch { added + updated } else { added }),
+    })
+}
+
+pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (key, member) = (&args[1], &args[3]);
+    let delta = parse_float(&args[2])?;
+    check_field(member, "member")?;
+    let current = match ctx.meta_of(key, Kind::ZSet)? {
+        Some(_) => ctx.ks.member_score(ctx.txn, ctx.db, key, member)?,
+        None => None,
+    };
+    let new = current.unwrap_or(0.0) + delta;
+    if new.is_nan() {
+        return Err(Fault::err(NAN_SCORE));
+    }
+    let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
+    ctx.ks
+        .put_member(ctx.txn, ctx.db, key, member, new, current.is_some())?;
+    if current.is_none() {
+        meta.len += 1;
+    }
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::Double(new))
+}
+
+pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    for member in &args[2..] {
+        check_field(member, "member")?;
+    }
+    let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
+        return Ok(Reply::Int(0));
+    };
+    let mut removed = 0;
+    for member in &args[2..] {
+        if ctx.ks.delete_member(ctx.txn, ctx.db, key, member)? {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        meta.len -= removed;
+        ctx.save(key, &mut meta)?;
+    }
+    Ok(Reply::Int(removed))
+}
+
+pub fn zscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (key, member) = (&args[1], &args[2]);
+    check_field(member, "member")?;
+    if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+        return Ok(Reply::Null);
+    }
+    let score = ctx.ks.member_score(ctx.txn, ctx.db, key, member)?;
+    Ok(score.map_or(Reply::Null, Reply::Double))
+}
+
+pub fn zmscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    for member in &args[2..] {
+        check_field(member, "member")?;
+    }
+    let exists = ctx.meta_of(key, Kind::ZSet)?.is_some();
+    let mut replies = Vec::with_capacity(args.len() - 2);
+    for member in &args[2..] {
+        let score = if exists {
+            ctx.ks.member_score(ctx.txn, ctx.db, key, member)?
+        } else {
+            None
+        };
+        replies.push(score.map_or(Reply::Null, Reply::Double));
+    }
+    Ok(Reply::Array(replies))
+}
+
+pub fn zcard(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    Ok(Reply::Int(
+        ctx.meta_of(&args[1], Kind::ZSet)?.map_or(0, |m| m.len),
+    ))
+}
+
+/// What a ZRANGE-family command ranges over.
+#[derive(Clone, Copy, PartialEq)]
+enum By {
+    /// Not said yet (ZRANGE without BYSCORE / BYLEX): by rank.
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+/// ZRANGE and its older forms, as Redis's `zrangeGenericCommand`: `by` and `rev` are fixed
+/// by the older commands and left open (`Auto`, `None`) by ZRANGE, whose options set them.
+fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], mut by: By, rev: Option<bool>) -> Outcome {
+    let key = &args[1];
+    let mut rev = rev;
+    let mut withscores = false;
+    let (mut offset, mut limit) = (0i64, -1i64);
+    let mut i = 4;
+    while i < args.len() {
+        let arg = &args[i];
+        let left = args.len() - i - 1;
+        if is(arg, "WITHSCORES") {
+            withscores = true;
+        } else if is(arg, "LIMIT") && left >= 2 {
+            offset = parse_int(&args[i + 1])?;
+            limit = parse_int(&args[i + 2])?;
+            i += 2;
+        } else if rev.is_none() && is(arg, "REV") {
+            rev = Some(true);
+        } else if by == By::Auto && is(arg, "BYLEX") {
+            by = By::Lex;
+        } else if by == By::Auto && is(arg, "BYSCORE") {
+            by = By::Score;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 1;
+    }
+    let rev = rev.unwrap_or(false);
+    if by == By::Auto {
+        by = By::Rank;
+    }
+    if limit != -1 && by == By::Rank {
+        return Err(Fault::err(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if withscores && by == By::Lex {
+        return Err(Fault::err(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    // Reverse score and lex ranges are given as max, min.
+    let (min, max) = if rev && by != By::Rank {
+        (&args[3], &args[2])
+    } else {
+        (&args[2], &args[3])
+    };
+    let items = match by {
+        By::Auto | By::Rank => {
+            let (start, end) = (parse_int(min)?, parse_int(max)?);
+            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+                return Ok(Reply::Array(Vec::new()));
+            };
+            members_by_rank(ctx, key, meta.len, start, end, rev)?
+        }
+        By::Score => {
+            let (min, max) = score_range(min, max)?;
+            if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+                return Ok(Reply::Array(Vec::new()));
+            }
+            members_in_scores(ctx, key, min, max, rev, offset, limit)?
+        }
+        By::Lex => {
+            let (min, max) = (lex_bound(min)?, lex_bound(max)?);
+            if ctx.meta_of(key, Kind::ZSet)?.is_none() || offset < 0 || limit == 0 {
+                return Ok(Reply::Array(Vec::new()));
+            }
+            let take = usize::try_from(limit).unwrap_or(usize::MAX);
+            let skip = offset as usize;
+            let rows = members_by_lex(ctx, key, &min, &max, rev, skip.saturating_add(take))?;
+            rows.into_iter().skip(skip).take(take).collect()
+        }
+    };
+    Ok(range_reply(items, withscores))
+}
+
+/// ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]
+pub fn zrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Auto, None)
+}
+
+pub fn zrevrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Rank, Some(true))
+}
+
+pub fn zrangebyscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Score, Some(false))
+}
+
+pub fn zrevrangebyscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Score, Some(true))
+}
+
+pub fn zrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Lex, Some(false))
+}
+
+pub fn zrevrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zrange_generic(ctx, args, By::Lex, Some(true))
+}
+
+/// ZRANK / ZREVRANK key member [WITHSCORE].
+fn rank(ctx: &mut Ctx, args: &[Vec<u8>], rev: bool) -> Outcome {
+    if args.len() > 4 {
+        return Err(super::hashes::wrong_arity(args));
+    }
+    let withscore = match args.get(3) {
+        None => false,
+        Some(arg) if is(arg, "WITHSCORE") => true,
+        Some(_) => return Err(Fault::err(SYNTAX)),
+    };
+    let missing = if withscore {
+        Reply::NullArray
+    } else {
+        Reply::Null
+    };
+    let (key, member) = (&args[1], &args[2]);
+    check_field(member, "member")?;
+    let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+        return Ok(missing);
+    };
+    let Some(score) = ctx.ks.member_score(ctx.txn, ctx.db, key, member)? else {
+        return Ok(missing);
+    };
+    let below = ctx.ks.members_by_score(
+        ctx.txn,
+        ctx.db,
+        key,
+        Bound::Unbounded,
+        Bound::Included(score),
+        ScanDirection::Ascending,
+        usize::MAX,
+    )?;
+    let position = below.iter().position(|(m, _)| m == member).ok_or_else(|| {
+        Fault::corrupt("sorted-set member missing from its score index".to_string())
+    })? as i64;
+    let rank = if rev {
+        meta.len - 1 - position
+    } else {
+        position
+    };
+    Ok(if withscore {
+        Reply::Array(vec![Reply::Int(rank), Reply::Double(score)])
+    } else {
+        Reply::Int(rank)
+    })
+}
+
+pub fn zrank(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    rank(ctx, args, false)
+}
+
+pub fn zrevrank(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    rank(ctx, args, true)
+}
+
+pub fn zcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (min, max) = score_range(&args[2], &args[3])?;
+    if ctx.meta_of(&args[1], Kind::ZSet)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let found = members_in_scores(ctx, &args[1], min, max, false, 0, -1)?;
+    Ok(Reply::Int(found.len() as i64))
+}
+
+pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (min, max) = (lex_bound(&args[2])?, lex_bound(&args[3])?);
+    if ctx.meta_of(&args[1], Kind::ZSet)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let found = members_by_lex(ctx, &args[1], &min, &max, false, usize::MAX)?;
+    Ok(Reply::Int(found.len() as i64))
+}
+
+/// ZPOPMIN / ZPOPMAX key [count]: member, score… (flattened, as RESP2 answers).
+fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
+    if args.len() > 3 {
+        return Err(Fault::err(SYNTAX));
+    }
+    let count = match args.get(2) {
+        None => 1,
+        Some(arg) => parse_count(arg)?,
+    };
+    if count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let popped = ctx.ks.members_by_score(
+        ctx.txn,
+        ctx.db,
+        key,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        direction(max),
+        usize::try_from(count).unwrap_or(usize::MAX),
+    )?;
+    for (member, _) in &popped {
+        ctx.ks.delete_member(ctx.txn, ctx.db, key, member)?;
+    }
+    meta.len -= popped.len() as i64;
+    ctx.save(key, &mut meta)?;
+    Ok(range_reply(popped, true))
+}
+
+pub fn zpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zpop(ctx, args, false)
+}
+
+pub fn zpopmax(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    zpop(ctx, args, true)
+}
+
+/// Removes the members a range names; the number removed.
+fn remove_range(ctx: &mut Ctx, key: &[u8], by: By, min: &[u8], max: &[u8]) -> Outcome {
+    enum Range {
+        Rank(i64, i64),
+        Score(Bound<f64>, Bound<f64>),
+        Lex(Lex, Lex),
+    }
+    let range = match by {
+        By::Score => {
+            let (min, max) = score_range(min, max)?;
+            Range::Score(min, max)
+        }
+        By::Lex => Range::Lex(lex_bound(min)?, lex_bound(max)?),
+        By::Auto | By::Rank => Range::Rank(parse_int(min)?, parse_int(max)?),
+    };
+    let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
+        return Ok(Reply::Int(0));
+    };
+    let doomed = match range {
+        Range::Rank(start, end) => members_by_rank(ctx, key, meta.len, start, end, false)?,
+        Range::Score(min, max) => members_in_scores(ctx, key, min, max, false, 0, -1)?,
+        Range::Lex(min, max) => members_by_lex(ctx, key, &min, &max, false, usize::MAX)?,
+    };
+    for (member, _) in &doomed {
+        ctx.ks.delete_member(ctx.txn, ctx.db, key, member)?;
+    }
+    if !doomed.is_empty() {
+        meta.len -= doomed.len() as i64;
+        ctx.save(key, &mut meta)?;
+    }
+    Ok(Reply::Int(doomed.len() as i64))
+}
+
+pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remove_range(ctx, &args[1], By::Rank, &args[2], &args[3])
+}
+
+pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remove_range(ctx, &args[1], By::Score, &args[2], &args[3])
+}
+
+pub fn zremrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remove_range(ctx, &args[1], By::Lex, &args[2], &args[3])
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT count]: the whole set in one call (cursor 0),
+/// member then score (as a string, as Redis answers it) in score order.
+pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    parse_cursor(&args[2])?;
+    let key = &args[1];
+    if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+        return Ok(scan_reply(Vec::new()));
+    }
+    let (pattern, _) = collection_scan_options(&args[3..], false)?;
+    let all = ctx.ks.members_by_score(
+        ctx.txn,
+        ctx.db,
+        key,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        ScanDirection::Ascending,
+        usize::MAX,
+    )?;
+    let mut items = Vec::new();
+    for (member, score) in all {
+        if pattern.as_deref().is_none_or(|p| matches(p, &member)) {
+            items.push(bulk(member));
+            items.push(bulk(format_double(score)));
+        }
+    }
+    Ok(scan_reply(items))
+}

@@ -1,0 +1,249 @@
+//! A key's row in `kv_keys`: its kind, deadline, version and shape.
+
+use tailstore_engine::{KeyRange, Transaction};
+use tailstore_storage::{ScanDirection, Value};
+
+use super::Keyspace;
+use crate::command::Fault;
+
+/// The kind of value a key holds (Redis's TYPE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String = 0,
+    Hash = 1,
+    List = 2,
+    Set = 3,
+    ZSet = 4,
+}
+
+impl Kind {
+    /// The name TYPE answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+
+    fn from_code(code: i64) -> Option<Kind> {
+        Some(match code {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::List,
+            3 => Kind::Set,
+            4 => Kind::ZSet,
+            _ => return None,
+        })
+    }
+}
+
+/// What `kv_keys` says of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyMeta {
+    pub kind: Kind,
+    /// Deadline in milliseconds since the epoch; 0 when the key has no TTL.
+    pub expire_at: i64,
+    /// Changes with every write to the key (WATCH compares it).
+    pub version: i64,
+    /// A string's length in bytes, or a collection's number of elements.
+    pub len: i64,
+    /// A list's first and one-past-last element sequence numbers.
+    pub head: i64,
+    pub tail: i64,
+    /// Whether the row exists in the table (a new key's meta does not yet).
+    pub stored: bool,
+}
+
+impl KeyMeta {
+    /// The meta of a key about to be created.
+    pub fn new(kind: Kind) -> KeyMeta {
+        KeyMeta {
+            kind,
+            expire_at: 0,
+            version: 0,
+            len: 0,
+            head: 0,
+            tail: 0,
+            stored: false,
+        }
+    }
+
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now_ms
+    }
+}
+
+/// The slot of a key: its place in `kv_keys`'s order, which SCAN's cursor names. Hashing
+/// spreads keys evenly, so a cursor (a slot number) stays valid whatever is inserted or
+/// deleted between two SCAN calls, and no key present throughout is missed.
+pub fn slot_of(key: &[u8]) -> i64 {
+    i64::from(crc32c::crc32c(key))
+}
+
+fn key_columns(db: u32, key: &[u8]) -> Vec<Value> {
+    vec![
+        Value::Int(i64::from(db)),
+        Value::Int(slot_of(key)),
+        Value::Bytes(key.to_vec()),
+    ]
+}
+
+impl Keyspace {
+    /// The key's meta row, expired or not.
+    pub(crate) fn load_meta(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+    ) -> Result<Option<KeyMeta>, Fault> {
+        let Some(row) = txn.get(&self.keys, &key_columns(db, key))? else {
+            return Ok(None);
+        };
+        decode_meta(&row).map(Some)
+    }
+
+    /// Writes the key's meta row with a new version.
+    pub(crate) fn store_meta(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        meta: &mut KeyMeta,
+    ) -> Result<(), Fault> {
+        meta.version = self.new_version();
+        let mut row = key_columns(db, key);
+        row.extend([
+            Value::Int(meta.kind as i64),
+            Value::Int(meta.expire_at),
+            Value::Int(meta.version),
+            Value::Int(meta.len),
+            Value::Int(meta.head),
+            Value::Int(meta.tail),
+        ]);
+        // A blind write: the caller loaded the meta (or knows the key is new).
+        txn.put(&self.keys, &row)?;
+        meta.stored = true;
+        Ok(())
+    }
+
+    /// Deletes the key's meta row only.
+    pub(crate) fn delete_meta(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+    ) -> Result<(), Fault> {
+        txn.remove(&self.keys, &key_columns(db, key))?;
+        Ok(())
+    }
+
+    /// Records or clears the key's deadline in `kv_expiry` (the active expiry's queue).
+    pub(crate) fn set_deadline(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        old: i64,
+        new: i64,
+    ) -> Result<(), Fault> {
+        if old == new {
+            return Ok(());
+        }
+        if old != 0 {
+            txn.remove(&self.expiry, &deadline_row(old, db, key))?;
+        }
+        if new != 0 {
+            txn.put(&self.expiry, &deadline_row(new, db, key))?;
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` keys whose deadline is at or before `now_ms`, as (deadline, db, key).
+    pub(crate) fn due_keys(
+        &self,
+        txn: &mut Transaction<'_>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, u32, Vec<u8>)>, Fault> {
+        let range = KeyRange::new(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Included(vec![Value::Int(now_ms)]),
+        );
+        let rows = txn.scan(&self.expiry, &range, ScanDirection::Ascending, limit)?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    int(&row[0])?,
+                    int(&row[1])? as u32,
+                    bytes(&row[2])?.to_vec(),
+                ))
+            })
+            .collect()
+    }
+
+    /// Keys of database `db` in slot order from slot `from`, at most `limit` (the last slot
+    /// returned is complete: the caller resumes after it).
+    pub(crate) fn keys_from(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        from: i64,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, KeyMeta)>, Fault> {
+        let db = Value::Int(i64::from(db));
+        let range = KeyRange::new(
+            std::ops::Bound::Included(vec![db.clone(), Value::Int(from)]),
+            std::ops::Bound::Included(vec![db]),
+        );
+        let rows = txn.scan(&self.keys, &range, ScanDirection::Ascending, limit)?;
+        rows.iter()
+            .map(|row| Ok((bytes(&row[2])?.to_vec(), decode_meta(row)?)))
+            .collect()
+    }
+}
+
+fn deadline_row(at: i64, db: u32, key: &[u8]) -> Vec<Value> {
+    vec![
+        Value::Int(at),
+        Value::Int(i64::from(db)),
+        Value::Bytes(key.to_vec()),
+    ]
+}
+
+fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
+    let code = int(&row[3])?;
+    let kind = Kind::from_code(code)
+        .ok_or_else(|| Fault::corrupt(format!("kv_keys row with unknown kind {code}")))?;
+    Ok(KeyMeta {
+        kind,
+        expire_at: int(&row[4])?,
+        version: int(&row[5])?,
+        len: int(&row[6])?,
+        head: int(&row[7])?,
+        tail: int(&row[8])?,
+        stored: true,
+    })
+}
+
+pub(crate) fn int(value: &Value) -> Result<i64, Fault> {
+    match value {
+        Value::Int(v) => Ok(*v),
+        other => Err(Fault::corrupt(format!(
+            "expected an integer column, found {}",
+            other.kind()
+        ))),
+    }
+}
+
+pub(crate) fn bytes(value: &Value) -> Result<&[u8], Fault> {
+    match value {
+        Value::Bytes(v) => Ok(v),
+        other => Err(Fault::corrupt(format!(
+            "expected a bytes column, found {}",
+            other.kind()
+        ))),
+    }
+}

@@ -1,0 +1,176 @@
+//! The keyspace: Redis's databases, keys and values stored in engine tables.
+//!
+//! # Layout (see docs/design/kv.md)
+//!
+//! ```text
+//! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail
+//! kv_parts   (db, key, field, part) -> data, total        values, cut into parts
+//! kv_zset    (db, key, member) -> score; index by_score (db, key, score)
+//! kv_expiry  (at_ms, db, key)                             keys with a TTL, by deadline
+//! ```
+//!
+//! Every write command changes its key's `kv_keys` row (at least its `version`), so WATCH
+//! needs to look at that row only, and two commands on one key always conflict in the
+//! engine's OCC (they both write that row) and never interleave.
+
+mod meta;
+mod parts;
+mod zset;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tailstore_engine::{Database, EngineError, Table};
+use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError};
+
+pub use meta::slot_of;
+pub use meta::{KeyMeta, Kind};
+pub use parts::{part_capacity, seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
+pub use zset::{score_key, score_of_key};
+
+/// Why the keyspace could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("keyspace table `{table}`: {source}")]
+    Schema {
+        table: &'static str,
+        source: SchemaError,
+    },
+    #[error("keyspace table `{0}` exists with a different schema: not a tailstore kv database")]
+    WrongSchema(&'static str),
+}
+
+/// The keyspace's tables and clocks, shared by every connection.
+pub struct Keyspace {
+    db: Arc<Database>,
+    pub(crate) keys: Table,
+    pub(crate) parts: Table,
+    pub(crate) zset: Table,
+    pub(crate) expiry: Table,
+    databases: u32,
+    /// Source of key versions (WATCH): unique over the server's life and, since it starts at
+    /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
+    next_version: AtomicU64,
+}
+
+impl Keyspace {
+    /// Opens the keyspace in `db`, creating its tables on first use.
+    pub fn open(db: Arc<Database>, databases: u32) -> Result<Keyspace, KvError> {
+        let keys = table(&db, "kv_keys", keys_schema()?)?;
+        let parts = table(&db, "kv_parts", parts_schema()?)?;
+        let zset = table(&db, "kv_zset", zset_schema()?)?;
+        let expiry = table(&db, "kv_expiry", expiry_schema()?)?;
+        let start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Ok(Keyspace {
+            db,
+            keys,
+            parts,
+            zset,
+            expiry,
+            databases,
+            next_version: AtomicU64::new(start),
+        })
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Gives the database back (to close it after the server stopped).
+    pub fn into_database(self) -> Arc<Database> {
+        self.db
+    }
+
+    /// How many numbered databases SELECT accepts.
+    pub fn databases(&self) -> u32 {
+        self.databases
+    }
+
+    /// A fresh key version (see [`KeyMeta::version`]).
+    pub(crate) fn new_version(&self) -> i64 {
+        (self.next_version.fetch_add(1, Ordering::Relaxed) & (i64::MAX as u64)) as i64
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn table(db: &Database, name: &'static str, schema: Schema) -> Result<Table, KvError> {
+    match db.table(name) {
+        Ok(table) if table.schema() == &schema => Ok(table),
+        Ok(_) => Err(KvError::WrongSchema(name)),
+        Err(EngineError::NoSuchTable(_)) => Ok(db.create_table(name, &schema)?),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn schema(
+    table: &'static str,
+    columns: Vec<Column>,
+    key: Vec<usize>,
+    indexes: Vec<IndexDef>,
+) -> Result<Schema, KvError> {
+    Schema::new(columns, key, indexes).map_err(|source| KvError::Schema { table, source })
+}
+
+fn keys_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int32, Int64};
+    let columns = vec![
+        Column::new("db", Int32),
+        Column::new("slot", Int64),
+        Column::new("key", Bytes(MAX_KEY as u32)),
+        Column::new("kind", Int32),
+        Column::new("expire_at", Int64),
+        Column::new("version", Int64),
+        Column::new("len", Int64),
+        Column::new("head", Int64),
+        Column::new("tail", Int64),
+    ];
+    schema("kv_keys", columns, vec![0, 1, 2], vec![])
+}
+
+fn parts_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int32, Int64};
+    let columns = vec![
+        Column::new("db", Int32),
+        Column::new("key", Bytes(MAX_KEY as u32)),
+        Column::new("field", Bytes(MAX_FIELD as u32)),
+        Column::new("part", Int32),
+        Column::new("data", Bytes(tailstore_storage::MAX_ENTRY as u32)),
+        Column::new("total", Int64),
+    ];
+    schema("kv_parts", columns, vec![0, 1, 2, 3], vec![])
+}
+
+fn zset_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int32, Int64};
+    let columns = vec![
+        Column::new("db", Int32),
+        Column::new("key", Bytes(MAX_KEY as u32)),
+        Column::new("member", Bytes(MAX_FIELD as u32)),
+        Column::new("score", Int64),
+    ];
+    let by_score = IndexDef::new("by_score", vec![0, 1, 3], false);
+    schema("kv_zset", columns, vec![0, 1, 2], vec![by_score])
+}
+
+fn expiry_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int32, Int64};
+    let columns = vec![
+        Column::new("at", Int64),
+        Column::new("db", Int32),
+        Column::new("key", Bytes(MAX_KEY as u32)),
+    ];
+    schema("kv_expiry", columns, vec![0, 1, 2], vec![])
+}

@@ -1,0 +1,207 @@
+//! Values of any size, cut into parts that each fit a B+tree entry.
+//!
+//! A value is stored under (db, key, field) as rows `part = 0, 1, …`; part 0 also holds the
+//! value's total length, so a reader knows when it has every part. A string's field is
+//! empty; a hash field's is the field name; a list element's is its sequence number
+//! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
+
+use tailstore_engine::{KeyRange, Transaction};
+use tailstore_storage::key::encode_tuple;
+use tailstore_storage::{ScanDirection, Value, MAX_ENTRY};
+
+use super::meta::{bytes, int};
+use super::Keyspace;
+use crate::command::Fault;
+
+/// The longest key we store. Keys are B+tree key columns, and a B+tree entry holds at most
+/// [`MAX_ENTRY`] bytes; Redis allows longer keys, we answer them with an error.
+pub const MAX_KEY: usize = 512;
+/// The longest hash field, set member or sorted-set member.
+pub const MAX_FIELD: usize = 256;
+/// Room left in an entry for the row's value header and the engine's version.
+const ROW_OVERHEAD: usize = 64;
+
+/// How many value bytes one part row of (db, key, field) can hold.
+pub fn part_capacity(db: u32, key: &[u8], field: &[u8]) -> usize {
+    let pk = encode_tuple(&part_key(db, key, field, 0));
+    MAX_ENTRY.saturating_sub(pk.len() + ROW_OVERHEAD).max(1)
+}
+
+/// The field of a list element with sequence number `seq`: big-endian with the sign bit
+/// flipped, so that byte order is numeric order.
+pub fn seq_field(seq: i64) -> Vec<u8> {
+    ((seq as u64) ^ (1 << 63)).to_be_bytes().to_vec()
+}
+
+pub fn seq_of_field(field: &[u8]) -> Result<i64, Fault> {
+    let array: [u8; 8] = field
+        .try_into()
+        .map_err(|_| Fault::corrupt("list element field is not 8 bytes".to_string()))?;
+    Ok((u64::from_be_bytes(array) ^ (1 << 63)) as i64)
+}
+
+fn part_key(db: u32, key: &[u8], field: &[u8], part: i64) -> Vec<Value> {
+    vec![
+        Value::Int(i64::from(db)),
+        Value::Bytes(key.to_vec()),
+        Value::Bytes(field.to_vec()),
+        Value::Int(part),
+    ]
+}
+
+fn parts_needed(total: usize, capacity: usize) -> usize {
+    total.div_ceil(capacity).max(1)
+}
+
+impl Keyspace {
+    /// Stores `value` under (db, key, field), replacing a value of `old_total` bytes if
+    /// there was one.
+    pub(crate) fn write_value(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        field: &[u8],
+        value: &[u8],
+        old_total: Option<usize>,
+    ) -> Result<(), Fault> {
+        let capacity = part_capacity(db, key, field);
+        let old_parts = old_total.map_or(0, |total| parts_needed(total, capacity));
+        let new_parts = parts_needed(value.len(), capacity);
+        for part in 0..new_parts {
+            let start = part * capacity;
+            let data = &value[start.min(value.len())..(start + capacity).min(value.len())];
+            let mut row = part_key(db, key, field, part as i64);
+            row.push(Value::Bytes(data.to_vec()));
+            row.push(Value::Int(value.len() as i64));
+            // A blind write: whether the part existed is known from `old_total`.
+            txn.put(&self.parts, &row)?;
+        }
+        for part in new_parts..old_parts {
+            txn.remove(&self.parts, &part_key(db, key, field, part as i64))?;
+        }
+        Ok(())
+    }
+
+    /// The value under (db, key, field), if any.
+    pub(crate) fn read_value(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        field: &[u8],
+    ) -> Result<Option<Vec<u8>>, Fault> {
+        let Some(first) = txn.get(&self.parts, &part_key(db, key, field, 0))? else {
+            return Ok(None);
+        };
+        let total = usize::try_from(int(&first[5])?)
+            .map_err(|_| Fault::corrupt("negative value length".to_string()))?;
+        let mut value = Vec::with_capacity(total);
+        value.extend_from_slice(bytes(&first[4])?);
+        let mut part = 1;
+        while value.len() < total {
+            let row = txn
+                .get(&self.parts, &part_key(db, key, field, part))?
+                .ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
+            value.extend_from_slice(bytes(&row[4])?);
+            part += 1;
+        }
+        if value.len() != total {
+            return Err(Fault::corrupt(
+                "value parts longer than their total".to_string(),
+            ));
+        }
+        Ok(Some(value))
+    }
+
+    /// The length of the value under (db, key, field), if any, reading only its first part.
+    pub(crate) fn value_len(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        field: &[u8],
+    ) -> Result<Option<usize>, Fault> {
+        let Some(first) = txn.get(&self.parts, &part_key(db, key, field, 0))? else {
+            return Ok(None);
+        };
+        Ok(Some(int(&first[5])?.max(0) as usize))
+    }
+
+    /// Deletes the value under (db, key, field); returns whether there was one.
+    pub(crate) fn delete_value(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        field: &[u8],
+    ) -> Result<bool, Fault> {
+        let Some(total) = self.value_len(txn, db, key, field)? else {
+            return Ok(false);
+        };
+        let capacity = part_capacity(db, key, field);
+        for part in 0..parts_needed(total, capacity) {
+            txn.remove(&self.parts, &part_key(db, key, field, part as i64))?;
+        }
+        Ok(true)
+    }
+
+    /// Every (field, value) of a key, in field order (`limit` fields at most), optionally
+    /// starting after `after`.
+    pub(crate) fn fields(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Fault> {
+        let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
+        let rows = txn.scan(
+            &self.parts,
+            &KeyRange::prefix(prefix),
+            direction,
+            usize::MAX,
+        )?;
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for row in &rows {
+            let field = bytes(&row[2])?;
+            let data = bytes(&row[4])?;
+            match out.last_mut() {
+                Some((last, value)) if last.as_slice() == field => match direction {
+                    ScanDirection::Ascending => value.extend_from_slice(data),
+                    ScanDirection::Descending => {
+                        value.splice(0..0, data.iter().copied()).for_each(drop)
+                    }
+                },
+                _ => {
+                    if out.len() == limit {
+                        break;
+                    }
+                    out.push((field.to_vec(), data.to_vec()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes every part row of a key (all its fields).
+    pub(crate) fn delete_fields(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+    ) -> Result<(), Fault> {
+        let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
+        let rows = txn.scan(
+            &self.parts,
+            &KeyRange::prefix(prefix),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )?;
+        for row in rows {
+            txn.remove(&self.parts, &row[..4])?;
+        }
+        Ok(())
+    }
+}

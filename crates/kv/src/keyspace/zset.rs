@@ -1,0 +1,167 @@
+//! Sorted-set members in `kv_zset`, with scores as order-preserving integers so that the
+//! `by_score` index orders members by (score, member) as Redis does.
+
+use std::ops::Bound;
+
+use tailstore_engine::{KeyRange, Transaction};
+use tailstore_storage::{ScanDirection, Value};
+
+use super::meta::{bytes, int};
+use super::Keyspace;
+use crate::command::Fault;
+
+/// The i64 whose signed order is the f64's numeric order (NaN never gets here; -0 is 0).
+pub fn score_key(score: f64) -> i64 {
+    let score = if score == 0.0 { 0.0 } else { score };
+    let bits = score.to_bits();
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    (ordered ^ (1 << 63)) as i64
+}
+
+pub fn score_of_key(key: i64) -> f64 {
+    let ordered = (key as u64) ^ (1 << 63);
+    let bits = if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    };
+    f64::from_bits(bits)
+}
+
+fn member_key(db: u32, key: &[u8], member: &[u8]) -> Vec<Value> {
+    vec![
+        Value::Int(i64::from(db)),
+        Value::Bytes(key.to_vec()),
+        Value::Bytes(member.to_vec()),
+    ]
+}
+
+fn prefix(db: u32, key: &[u8]) -> Vec<Value> {
+    vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())]
+}
+
+impl Keyspace {
+    /// A member's score, if it is in the set.
+    pub(crate) fn member_score(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        member: &[u8],
+    ) -> Result<Option<f64>, Fault> {
+        let row = txn.get(&self.zset, &member_key(db, key, member))?;
+        row.map(|row| Ok(score_of_key(int(&row[3])?))).transpose()
+    }
+
+    /// Adds a member or changes its score (`had` says whether it was there).
+    pub(crate) fn put_member(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        member: &[u8],
+        score: f64,
+        had: bool,
+    ) -> Result<(), Fault> {
+        let mut row = member_key(db, key, member);
+        row.push(Value::Int(score_key(score)));
+        if had {
+            txn.update(&self.zset, &row)?;
+        } else {
+            txn.insert(&self.zset, &row)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn delete_member(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        member: &[u8],
+    ) -> Result<bool, Fault> {
+        Ok(txn.delete(&self.zset, &member_key(db, key, member))?)
+    }
+
+    /// Members with their scores in (score, member) order, from `lower` to `upper` score
+    /// (in `direction`), at most `limit`.
+    pub(crate) fn members_by_score(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        lower: Bound<f64>,
+        upper: Bound<f64>,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
+        let bound = |b: Bound<f64>| match b {
+            Bound::Included(s) => Bound::Included(with_score(db, key, s)),
+            Bound::Excluded(s) => Bound::Excluded(with_score(db, key, s)),
+            Bound::Unbounded => Bound::Included(prefix(db, key)),
+        };
+        let range = KeyRange::new(bound(lower), bound(upper));
+        let rows = txn.scan_index(&self.zset, "by_score", &range, direction, limit)?;
+        rows.iter()
+            .map(|row| Ok((bytes(&row[2])?.to_vec(), score_of_key(int(&row[3])?))))
+            .collect()
+    }
+
+    /// Deletes every member of a sorted set.
+    pub(crate) fn delete_members(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+    ) -> Result<(), Fault> {
+        let rows = txn.scan(
+            &self.zset,
+            &KeyRange::prefix(prefix(db, key)),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )?;
+        for row in rows {
+            txn.delete(&self.zset, &row[..3])?;
+        }
+        Ok(())
+    }
+}
+
+fn with_score(db: u32, key: &[u8], score: f64) -> Vec<Value> {
+    let mut values = prefix(db, key);
+    values.push(Value::Int(score_key(score)));
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_keys_sort_like_scores() {
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            2.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        for pair in scores.windows(2) {
+            assert!(score_key(pair[0]) < score_key(pair[1]), "{pair:?}");
+        }
+        for score in scores {
+            assert_eq!(score_of_key(score_key(score)), score);
+        }
+        assert_eq!(score_key(-0.0), score_key(0.0));
+    }
+}

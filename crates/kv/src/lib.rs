@@ -1,0 +1,21 @@
+//! A Redis-compatible server on the tailstore engine: every write is durable before its
+//! reply.
+//!
+//! ```text
+//! server     connections, RESP, pipelining, MULTI/WATCH, group commit per event-loop pass
+//!   │
+//! command    the command table; data commands run in one engine transaction each
+//!   │
+//! keyspace   Redis's databases and keys as rows of four engine tables (docs/design/kv.md)
+//!   │
+//! tailstore_engine
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod command;
+pub mod keyspace;
+pub mod server;
+
+pub use command::{BlockStep, Executed, Watched};
+pub use keyspace::{Keyspace, KvError};

@@ -1,0 +1,403 @@
+//! Commands the connection answers itself: PING, HELLO, SELECT, CLIENT, COMMAND, CONFIG,
+//! INFO, TIME, FLUSHDB/FLUSHALL, SAVE.
+
+use std::sync::atomic::Ordering;
+
+use tailstore_engine::PendingCommit;
+use tailstore_resp::{Protocol, Reply};
+
+use super::connection::Connection;
+use super::{unix_seconds, Shared};
+use crate::command::{is, matches, Command, COMMANDS};
+
+/// The Redis version we answer to clients that check it: the command set and semantics of
+/// Redis 7.0 (as far as docs/design/kv.md lists them).
+pub const REDIS_VERSION: &str = "7.0.0";
+
+/// Runs a connection or server command outside MULTI.
+pub fn run<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    match command.name {
+        "flushdb" | "flushall" => flush(shared, command.name, conn.db, args, pending),
+        "quit" => {
+            conn.closing = true;
+            Reply::ok()
+        }
+        "reset" => {
+            conn.multi = None;
+            conn.watched.clear();
+            conn.db = 0;
+            conn.protocol = Protocol::Resp2;
+            conn.name = None;
+            Reply::Status("RESET".into())
+        }
+        "hello" => hello(shared, conn, args),
+        _ => in_transaction(shared, conn, command, args),
+    }
+}
+
+/// A connection or server command (also when queued in MULTI: answered when EXEC runs).
+pub fn in_transaction(
+    shared: &Shared,
+    conn: &mut Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+) -> Reply {
+    match command.name {
+        "ping" => match args.get(1) {
+            Some(message) if args.len() == 2 => Reply::Bulk(message.clone()),
+            Some(_) => wrong_arity("ping"),
+            None => Reply::Status("PONG".into()),
+        },
+        "echo" => Reply::Bulk(args[1].clone()),
+        "select" => select(shared, conn, &args[1]),
+        "time" => time(),
+        "client" => client(shared, conn, args),
+        "command" => command_info(args),
+        "config" => config(shared, args),
+        "info" => info(shared, args),
+        "save" | "bgsave" => save(shared, command.name),
+        "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
+        name => Reply::error(format!(
+            "ERR '{name}' is not allowed inside MULTI in tailstore"
+        )),
+    }
+}
+
+fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+fn select(shared: &Shared, conn: &mut Connection, arg: &[u8]) -> Reply {
+    let index = std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok());
+    match index {
+        None => Reply::error("ERR value is not an integer or out of range"),
+        Some(i) if i < 0 || i >= i64::from(shared.ks.databases()) => {
+            Reply::error("ERR DB index is out of range")
+        }
+        Some(i) => {
+            conn.db = i as u32;
+            update_listing(shared, conn);
+            Reply::ok()
+        }
+    }
+}
+
+fn time() -> Reply {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Reply::Array(vec![
+        Reply::Bulk(now.as_secs().to_string().into_bytes()),
+        Reply::Bulk(now.subsec_micros().to_string().into_bytes()),
+    ])
+}
+
+fn update_listing(shared: &Shared, conn: &Connection) {
+    shared.client_list.lock().insert(conn.id, conn.describe());
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]].
+fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let mut protocol = conn.protocol;
+    if let Some(version) = args.get(1) {
+        protocol = match version.as_slice() {
+            b"2" => Protocol::Resp2,
+            b"3" => Protocol::Resp3,
+            other
+                if std::str::from_utf8(other)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .is_none() =>
+            {
+                return Reply::error("ERR Protocol version is not an integer or out of range")
+            }
+            _ => return Reply::error("NOPROTO unsupported protocol version"),
+        };
+    }
+    let mut rest = args.iter().skip(2);
+    while let Some(option) = rest.next() {
+        if is(option, "AUTH") {
+            // No ACLs: any credentials are accepted, as by a Redis without requirepass.
+            if rest.next().is_none() || rest.next().is_none() {
+                return Reply::error("ERR syntax error");
+            }
+        } else if is(option, "SETNAME") {
+            let Some(name) = rest.next() else {
+                return Reply::error("ERR syntax error");
+            };
+            conn.name = Some(name.clone());
+        } else {
+            return Reply::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(option)
+            ));
+        }
+    }
+    conn.protocol = protocol;
+    update_listing(shared, conn);
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    Reply::Map(vec![
+        (text("server"), text("redis")),
+        (text("version"), text(REDIS_VERSION)),
+        (
+            text("proto"),
+            Reply::Int(if protocol == Protocol::Resp3 { 3 } else { 2 }),
+        ),
+        (text("id"), Reply::Int(conn.id as i64)),
+        (text("mode"), text("standalone")),
+        (text("role"), text("master")),
+        (text("modules"), Reply::Array(Vec::new())),
+    ])
+}
+
+fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match (sub.as_str(), args.len()) {
+        ("id", 2) => Reply::Int(conn.id as i64),
+        ("getname", 2) => conn.name.clone().map_or(Reply::Null, Reply::Bulk),
+        ("setname", 3) => {
+            if args[2].iter().any(|b| *b <= b' ' || *b > b'~') {
+                return Reply::error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            conn.name = (!args[2].is_empty()).then(|| args[2].clone());
+            update_listing(shared, conn);
+            Reply::ok()
+        }
+        ("setinfo", 4) => {
+            if is(&args[2], "LIB-NAME") {
+                conn.lib_name = Some(args[3].clone());
+            } else if is(&args[2], "LIB-VER") {
+                conn.lib_version = Some(args[3].clone());
+            } else {
+                return Reply::error(format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&args[2])
+                ));
+            }
+            Reply::ok()
+        }
+        ("list", _) => {
+            update_listing(shared, conn);
+            let lines: String = shared
+                .client_list
+                .lock()
+                .values()
+                .map(|line| format!("{line}\n"))
+                .collect();
+            Reply::Verbatim {
+                format: *b"txt",
+                text: lines.into_bytes(),
+            }
+        }
+        ("info", 2) => Reply::Verbatim {
+            format: *b"txt",
+            text: format!("{}\n", conn.describe()).into_bytes(),
+        },
+        ("reply", 3) | ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+/// COMMAND, COMMAND COUNT, COMMAND INFO name…, COMMAND DOCS [name…], COMMAND LIST.
+fn command_info(args: &[Vec<u8>]) -> Reply {
+    let sub = args
+        .get(1)
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+    let named = |names: &[Vec<u8>]| -> Vec<Option<&'static Command>> {
+        names.iter().map(|n| crate::command::lookup(n)).collect()
+    };
+    match sub.as_deref() {
+        None => Reply::Array(COMMANDS.iter().map(describe_command).collect()),
+        Some("count") => Reply::Int(COMMANDS.len() as i64),
+        Some("list") => Reply::Array(
+            COMMANDS
+                .iter()
+                .map(|c| Reply::Bulk(c.name.into()))
+                .collect(),
+        ),
+        Some("info") => Reply::Array(
+            named(&args[2..])
+                .into_iter()
+                .map(|c| c.map_or(Reply::NullArray, describe_command))
+                .collect(),
+        ),
+        Some("docs") => {
+            let commands: Vec<&Command> = if args.len() > 2 {
+                named(&args[2..]).into_iter().flatten().collect()
+            } else {
+                COMMANDS.iter().collect()
+            };
+            Reply::Map(commands.into_iter().map(document_command).collect())
+        }
+        Some(other) => Reply::error(format!(
+            "ERR unknown subcommand '{other}'. Try COMMAND HELP."
+        )),
+    }
+}
+
+fn describe_command(command: &Command) -> Reply {
+    let (first, last, step) = command.keys;
+    Reply::Array(vec![
+        Reply::Bulk(command.name.into()),
+        Reply::Int(i64::from(command.arity)),
+        Reply::Set(
+            command
+                .flags
+                .iter()
+                .map(|f| Reply::Status((*f).into()))
+                .collect(),
+        ),
+        Reply::Int(i64::from(first)),
+        Reply::Int(i64::from(last)),
+        Reply::Int(i64::from(step)),
+        Reply::Set(Vec::new()),
+        Reply::Set(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+    ])
+}
+
+fn document_command(command: &Command) -> (Reply, Reply) {
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    (
+        text(command.name),
+        Reply::Map(vec![
+            (text("summary"), text(command.summary)),
+            (text("since"), text("1.0.0")),
+            (text("group"), text(command.group)),
+        ]),
+    )
+}
+
+/// The settings CONFIG GET answers: the ones clients ask about, answered truthfully.
+fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
+    let config = &shared.config;
+    let durable = config.durable_replies;
+    vec![
+        ("save", String::new()),
+        // Every write is logged before its reply: the closest Redis setting is an
+        // append-only file synced always (or, in async mode, never).
+        ("appendonly", if durable { "yes" } else { "no" }.into()),
+        ("appendfsync", if durable { "always" } else { "no" }.into()),
+        ("tailstore-durability", config.durability.clone()),
+        ("databases", shared.ks.databases().to_string()),
+        ("maxclients", config.max_clients.to_string()),
+        ("proto-max-bulk-len", config.max_bulk.to_string()),
+        ("port", config.listen.port().to_string()),
+        ("bind", config.listen.ip().to_string()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("timeout", "0".into()),
+        ("io-threads", config.threads.to_string()),
+    ]
+}
+
+fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" if args.len() >= 3 => {
+            let all = settings(shared);
+            let mut found = Vec::new();
+            for (name, value) in &all {
+                if args[2..].iter().any(|p| matches(&p.to_ascii_lowercase(), name.as_bytes())) {
+                    found.push((Reply::Bulk(name.as_bytes().to_vec()), Reply::Bulk(value.clone().into_bytes())));
+                }
+            }
+            Reply::Map(found)
+        }
+        "set" if args.len() >= 4 && args.len() % 2 == 0 => Reply::error(
+            "ERR tailstore's settings are its command-line options; durability is its --commit mode",
+        ),
+        "resetstat" if args.len() == 2 => Reply::ok(),
+        "rewrite" if args.len() == 2 => Reply::error("ERR The server is running without a config file"),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+fn save(shared: &Shared, name: &str) -> Reply {
+    match shared.ks.database().checkpoint() {
+        Ok(()) => {
+            shared.last_save.store(unix_seconds(), Ordering::Relaxed);
+            if name == "bgsave" {
+                Reply::Status("Background saving started".into())
+            } else {
+                Reply::ok()
+            }
+        }
+        Err(err) => Reply::error(format!("ERR checkpoint failed: {err}")),
+    }
+}
+
+fn flush<'s>(
+    shared: &'s Shared,
+    name: &str,
+    db: u32,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    if args.len() > 2
+        || args
+            .get(1)
+            .is_some_and(|a| !is(a, "ASYNC") && !is(a, "SYNC"))
+    {
+        return Reply::error("ERR syntax error");
+    }
+    let target = (name == "flushdb").then_some(db);
+    match shared.ks.flush(target) {
+        Ok(()) => {
+            pending.extend(shared.ks.database().begin().commit_pending().ok());
+            Reply::ok()
+        }
+        Err(reply) => reply,
+    }
+}
+
+fn info(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
+    let mut text = String::new();
+    for (section, body) in super::info::sections(shared) {
+        if all || wanted.iter().any(|w| w == section) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            text.push_str(&format!("# {}\r\n{body}", capitalise(section)));
+        }
+    }
+    Reply::Verbatim {
+        format: *b"txt",
+        text: text.into_bytes(),
+    }
+}
+
+fn capitalise(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}

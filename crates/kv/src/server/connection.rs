@@ -1,0 +1,183 @@
+//! One client connection: its buffers, parser and session state.
+
+use std::io::{self, Read, Write};
+
+use mio::net::TcpStream;
+use tailstore_resp::{Limits, Protocol, RequestParser};
+
+use crate::Watched;
+
+/// Bytes read from one connection per pass before the others get their turn.
+const READ_PER_PASS: usize = 256 * 1024;
+/// Above this many bytes of unsent replies, the connection is not read until they drain:
+/// a client that sends without reading cannot make the server buffer without bound.
+pub const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A command queued by MULTI.
+pub struct Queued {
+    pub args: Vec<Vec<u8>>,
+}
+
+pub struct Connection {
+    pub stream: TcpStream,
+    pub id: u64,
+    pub peer: String,
+    input: Vec<u8>,
+    /// Bytes of `input` already parsed into commands.
+    parsed: usize,
+    parser: RequestParser,
+    pub output: Vec<u8>,
+    /// Bytes of `output` already written.
+    written: usize,
+    pub protocol: Protocol,
+    pub db: u32,
+    pub name: Option<Vec<u8>>,
+    pub lib_name: Option<Vec<u8>>,
+    pub lib_version: Option<Vec<u8>>,
+    /// Commands queued since MULTI (`None` outside MULTI).
+    pub multi: Option<Vec<Queued>>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    pub multi_failed: bool,
+    pub watched: Vec<Watched>,
+    /// Close once the output is written (after QUIT or a protocol error).
+    pub closing: bool,
+    /// The socket had more to read when the pass moved on (edge-triggered polling will
+    /// not report it again).
+    pub unread: bool,
+    pub last_command: &'static str,
+}
+
+impl Connection {
+    pub fn new(stream: TcpStream, id: u64, peer: String, limits: Limits) -> Connection {
+        Connection {
+            stream,
+            id,
+            peer,
+            input: Vec::with_capacity(READ_CHUNK),
+            parsed: 0,
+            parser: RequestParser::new(limits),
+            output: Vec::new(),
+            written: 0,
+            protocol: Protocol::Resp2,
+            db: 0,
+            name: None,
+            lib_name: None,
+            lib_version: None,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            closing: false,
+            unread: false,
+            last_command: "NULL",
+        }
+    }
+
+    /// Reads what the socket has (up to the per-pass share); `Ok(false)` when the peer
+    /// closed the connection.
+    pub fn fill(&mut self) -> io::Result<bool> {
+        self.unread = false;
+        if self.backlogged() || self.closing {
+            self.unread = !self.closing;
+            return Ok(true);
+        }
+        let mut read = 0;
+        loop {
+            if read >= READ_PER_PASS {
+                self.unread = true;
+                return Ok(true);
+            }
+            let start = self.input.len();
+            self.input.resize(start + READ_CHUNK, 0);
+            let outcome = self.stream.read(&mut self.input[start..]);
+            let n = match &outcome {
+                Ok(n) => *n,
+                Err(_) => 0,
+            };
+            self.input.truncate(start + n);
+            match outcome {
+                Ok(0) => return Ok(false),
+                Ok(n) => read += n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// The next complete command in the input, if any.
+    pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, tailstore_resp::ProtocolError> {
+        loop {
+            if self.parsed == self.input.len() {
+                self.input.clear();
+                self.parsed = 0;
+                return Ok(None);
+            }
+            match self.parser.parse(&self.input[self.parsed..])? {
+                None => {
+                    self.compact();
+                    return Ok(None);
+                }
+                Some((args, consumed)) => {
+                    self.parsed += consumed;
+                    if !args.is_empty() {
+                        return Ok(Some(args));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops the parsed prefix of the input so a long-lived connection's buffer does not grow.
+    fn compact(&mut self) {
+        if self.parsed > 0 {
+            self.input.drain(..self.parsed);
+            self.parsed = 0;
+        }
+    }
+
+    /// Whether unsent replies are past the high-water mark.
+    pub fn backlogged(&self) -> bool {
+        self.output.len() - self.written > OUTPUT_HIGH_WATER
+    }
+
+    /// Writes as much of the output as the socket takes; whether everything was written.
+    pub fn flush(&mut self) -> io::Result<bool> {
+        while self.written < self.output.len() {
+            match self.stream.write(&self.output[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        self.output.clear();
+        self.written = 0;
+        Ok(true)
+    }
+
+    /// CLIENT LIST's line for this connection.
+    pub fn describe(&self) -> String {
+        let name = self
+            .name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        format!(
+            "id={} addr={} name={} db={} multi={} qbuf={} omem={} cmd={} resp={}",
+            self.id,
+            self.peer,
+            name,
+            self.db,
+            self.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            self.input.len() - self.parsed,
+            self.output.len() - self.written,
+            self.last_command,
+            match self.protocol {
+                Protocol::Resp2 => 2,
+                Protocol::Resp3 => 3,
+            }
+        )
+    }
+}

@@ -1,0 +1,180 @@
+//! From a parsed command to its reply: the command table, MULTI/EXEC/WATCH, and the data
+//! commands' commits collected for the pass's one durability wait.
+
+use std::sync::atomic::Ordering;
+
+use tailstore_engine::PendingCommit;
+use tailstore_resp::Reply;
+
+use super::admin;
+use super::connection::{Connection, Queued};
+use super::Shared;
+use crate::command::{lookup, Command, Run};
+use crate::{BlockStep, Executed};
+
+/// Executes every complete command in the connection's input, appending the replies to its
+/// output and the commits to `pending`.
+pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<PendingCommit<'s>>) {
+    while !conn.closing && !conn.backlogged() {
+        let args = match conn.next_command() {
+            Ok(Some(args)) => args,
+            Ok(None) => return,
+            Err(err) => {
+                // As Redis does: the error, then the connection is closed.
+                send(conn, &Reply::error(err.to_string()));
+                conn.closing = true;
+                return;
+            }
+        };
+        shared.commands.fetch_add(1, Ordering::Relaxed);
+        let reply = one(shared, conn, args, pending);
+        send(conn, &reply);
+    }
+    // Stopped for backpressure: pick up the rest once the output drains.
+    conn.unread = conn.unread || conn.backlogged();
+}
+
+fn send(conn: &mut Connection, reply: &Reply) {
+    reply.encode(conn.protocol, &mut conn.output);
+}
+
+fn one<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    args: Vec<Vec<u8>>,
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let Some(command) = lookup(&args[0]) else {
+        conn.multi_failed |= conn.multi.is_some();
+        return unknown_command(&args);
+    };
+    conn.last_command = command.name;
+    if !command.arity_ok(args.len()) {
+        conn.multi_failed |= conn.multi.is_some();
+        return Reply::error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            command.name
+        ));
+    }
+    if conn.multi.is_some()
+        && !matches!(
+            command.name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        )
+    {
+        if let Some(queue) = conn.multi.as_mut() {
+            queue.push(Queued { args });
+        }
+        return Reply::Status("QUEUED".into());
+    }
+    match command.name {
+        "multi" => multi(conn),
+        "exec" => exec(shared, conn, pending),
+        "discard" => discard(conn),
+        "watch" => watch(shared, conn, &args),
+        "unwatch" => {
+            conn.watched.clear();
+            Reply::ok()
+        }
+        _ => run(shared, conn, command, &args, pending),
+    }
+}
+
+fn run<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    command: &'static Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    match command.run {
+        Run::Data(_) => {
+            let Executed {
+                reply,
+                pending: commit,
+            } = shared.ks.execute(conn.db, command, args);
+            pending.extend(commit);
+            reply
+        }
+        Run::Server => admin::run(shared, conn, command, args, pending),
+    }
+}
+
+/// Redis's text: the name and the first arguments, quoted.
+fn unknown_command(args: &[Vec<u8>]) -> Reply {
+    let quoted: String = args[1..]
+        .iter()
+        .take(20)
+        .map(|arg| format!("'{}' ", String::from_utf8_lossy(&arg[..arg.len().min(128)])))
+        .collect();
+    Reply::error(format!(
+        "ERR unknown command '{}', with args beginning with: {quoted}",
+        String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
+    ))
+}
+
+fn multi(conn: &mut Connection) -> Reply {
+    if conn.multi.is_some() {
+        return Reply::error("ERR MULTI calls can not be nested");
+    }
+    conn.multi = Some(Vec::new());
+    conn.multi_failed = false;
+    Reply::ok()
+}
+
+fn discard(conn: &mut Connection) -> Reply {
+    if conn.multi.take().is_none() {
+        return Reply::error("ERR DISCARD without MULTI");
+    }
+    conn.watched.clear();
+    Reply::ok()
+}
+
+fn watch(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    if conn.multi.is_some() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed");
+    }
+    for key in &args[1..] {
+        match shared.ks.watch(conn.db, key) {
+            Ok(watched) => conn.watched.push(watched),
+            Err(reply) => return reply,
+        }
+    }
+    Reply::ok()
+}
+
+/// EXEC: the queued commands as one engine transaction (connection commands among them are
+/// answered in place; SELECT changes the database of the commands after it).
+fn exec<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let Some(queue) = conn.multi.take() else {
+        return Reply::error("ERR EXEC without MULTI");
+    };
+    let watched = std::mem::take(&mut conn.watched);
+    if conn.multi_failed {
+        conn.multi_failed = false;
+        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    let mut steps = Vec::with_capacity(queue.len());
+    for queued in &queue {
+        let Some(command) = lookup(&queued.args[0]) else {
+            continue;
+        };
+        let step = match command.run {
+            Run::Data(_) => BlockStep::Data(conn.db, command, &queued.args),
+            Run::Server => {
+                BlockStep::Server(admin::in_transaction(shared, conn, command, &queued.args))
+            }
+        };
+        steps.push(step);
+    }
+    let Executed {
+        reply,
+        pending: commit,
+    } = shared.ks.execute_block(&steps, &watched);
+    pending.extend(commit);
+    reply
+}

@@ -1,0 +1,133 @@
+//! INFO's sections, in Redis's `field:value` form, plus tailstore's own durability fields.
+
+use std::sync::atomic::Ordering;
+
+use super::admin::REDIS_VERSION;
+use super::Shared;
+
+/// (section name, body) in Redis's order.
+pub fn sections(shared: &Shared) -> Vec<(&'static str, String)> {
+    vec![
+        ("server", server(shared)),
+        ("clients", clients(shared)),
+        ("memory", memory(shared)),
+        ("persistence", persistence(shared)),
+        ("stats", stats(shared)),
+        ("keyspace", keyspace(shared)),
+    ]
+}
+
+fn lines(fields: &[(&str, String)]) -> String {
+    fields.iter().map(|(k, v)| format!("{k}:{v}\r\n")).collect()
+}
+
+fn server(shared: &Shared) -> String {
+    let uptime = shared.started.elapsed().as_secs();
+    lines(&[
+        ("redis_version", REDIS_VERSION.into()),
+        ("tailstore_version", env!("CARGO_PKG_VERSION").into()),
+        ("redis_mode", "standalone".into()),
+        ("os", std::env::consts::OS.into()),
+        ("arch_bits", (usize::BITS).to_string()),
+        ("process_id", std::process::id().to_string()),
+        ("tcp_port", shared.config.listen.port().to_string()),
+        ("uptime_in_seconds", uptime.to_string()),
+        ("uptime_in_days", (uptime / 86_400).to_string()),
+        ("io_threads_active", shared.config.threads.to_string()),
+    ])
+}
+
+fn clients(shared: &Shared) -> String {
+    lines(&[
+        (
+            "connected_clients",
+            shared.clients.load(Ordering::Relaxed).to_string(),
+        ),
+        ("maxclients", shared.config.max_clients.to_string()),
+        ("blocked_clients", "0".into()),
+    ])
+}
+
+fn memory(shared: &Shared) -> String {
+    let stats = shared.ks.database().stats();
+    let pool_bytes = stats.pool_pages * tailstore_storage::PAGE_SIZE as u64;
+    lines(&[
+        ("used_memory", pool_bytes.to_string()),
+        (
+            "used_memory_human",
+            format!("{:.2}M", pool_bytes as f64 / 1048576.0),
+        ),
+        ("maxmemory", "0".into()),
+        ("maxmemory_policy", "noeviction".into()),
+        ("tailstore_buffer_pool_pages", stats.pool_pages.to_string()),
+        ("tailstore_data_pages", stats.data_pages.to_string()),
+    ])
+}
+
+fn persistence(shared: &Shared) -> String {
+    let config = &shared.config;
+    let stats = shared.ks.database().stats();
+    lines(&[
+        ("loading", "0".into()),
+        ("rdb_changes_since_last_save", "0".into()),
+        (
+            "rdb_last_save_time",
+            shared.last_save.load(Ordering::Relaxed).to_string(),
+        ),
+        ("aof_enabled", u8::from(config.durable_replies).to_string()),
+        ("tailstore_durability", config.durability.clone()),
+        (
+            "tailstore_durable_before_reply",
+            if config.durable_replies { "yes" } else { "no" }.into(),
+        ),
+        (
+            "tailstore_recovery_ms",
+            format!("{:.3}", config.recovery.as_secs_f64() * 1e3),
+        ),
+        ("tailstore_checkpoints", stats.checkpoints.to_string()),
+        ("tailstore_log_commits", stats.log.commits.to_string()),
+        ("tailstore_log_flushes", stats.log.flushes.to_string()),
+    ])
+}
+
+fn stats(shared: &Shared) -> String {
+    let engine = shared.ks.database().stats();
+    lines(&[
+        (
+            "total_connections_received",
+            shared
+                .connections_received
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "total_commands_processed",
+            shared.commands.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "rejected_connections",
+            shared.rejected.load(Ordering::Relaxed).to_string(),
+        ),
+        ("tailstore_commits", engine.commits.to_string()),
+        ("tailstore_aborts", engine.total_aborts().to_string()),
+        ("tailstore_pages_read", engine.pool.pages_read.to_string()),
+        (
+            "tailstore_pages_written",
+            engine.pool.pages_written.to_string(),
+        ),
+    ])
+}
+
+fn keyspace(shared: &Shared) -> String {
+    let mut out = String::new();
+    for db in 0..shared.ks.databases() {
+        match shared.ks.count_keys(db) {
+            Ok((0, _)) => {}
+            Ok((keys, expires)) => out.push_str(&format!(
+                "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n"
+            )),
+            Err(err) => out.push_str(&format!("db{db}:error={err}\r\n")),
+        }
+    }
+    out
+}

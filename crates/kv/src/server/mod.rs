@@ -1,0 +1,168 @@
+//! The network server: event-loop threads, each serving its share of the connections.
+//!
+//! # Durability before the reply
+//!
+//! A worker thread runs passes: it polls, reads every ready connection, parses and executes
+//! every complete command ([`crate::Keyspace::execute`] commits without waiting), and holds
+//! the replies in the connections' output buffers. At the end of the pass it waits once
+//! for the highest commit of the pass to be durable and only then writes the replies out.
+//! So no reply, to a write or to a read of someone else's write, leaves before what it
+//! reports is durable, and one wait (one fsync, or one fence in `buffer` mode) covers every
+//! client served in the pass: group commit across an event-loop pass.
+
+mod admin;
+mod connection;
+mod dispatch;
+mod info;
+mod worker;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::Keyspace;
+
+/// What `tailstore serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub max_clients: usize,
+    /// The largest bulk string a request may carry (Redis's proto-max-bulk-len).
+    pub max_bulk: usize,
+    /// Event-loop threads.
+    pub threads: usize,
+    /// What INFO and CONFIG report about durability, e.g. "buffer (PMEM log buffer in
+    /// /dev/shm/x.pmem, emulated: survives a process crash, not a power cut)".
+    pub durability: String,
+    /// Whether a reply is sent only after its write is durable (false in `async` mode).
+    pub durable_replies: bool,
+    /// How long opening the database took (recovery included), for INFO.
+    pub recovery: Duration,
+}
+
+/// Counters and settings every worker shares.
+pub struct Shared {
+    pub ks: Arc<Keyspace>,
+    pub config: ServerConfig,
+    pub started: Instant,
+    pub clients: AtomicUsize,
+    pub next_client_id: AtomicU64,
+    pub connections_received: AtomicU64,
+    pub commands: AtomicU64,
+    pub rejected: AtomicU64,
+    pub stop: Arc<AtomicBool>,
+    /// Unix time of the last checkpoint requested with SAVE (LASTSAVE).
+    pub last_save: AtomicU64,
+    /// Client descriptions for CLIENT LIST, by id.
+    pub client_list: parking_lot::Mutex<std::collections::BTreeMap<u64, String>>,
+}
+
+/// How often the active expiry looks for keys whose deadline has passed, and how many it
+/// removes per look.
+const EXPIRY_PERIOD: Duration = Duration::from_millis(100);
+const EXPIRY_BATCH: usize = 200;
+
+/// A running server; [`Server::wait`] returns when `stop` is set.
+pub struct Server {
+    address: SocketAddr,
+    threads: Vec<thread::JoinHandle<io::Result<()>>>,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Binds `config.listen` and starts the worker threads.
+    pub fn start(
+        ks: Arc<Keyspace>,
+        config: ServerConfig,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<Server> {
+        let listener = TcpListener::bind(config.listen)?;
+        listener.set_nonblocking(true)?;
+        let address = listener.local_addr()?;
+        let threads = config.threads.max(1);
+        let shared = Arc::new(Shared {
+            ks,
+            config,
+            started: Instant::now(),
+            clients: AtomicUsize::new(0),
+            next_client_id: AtomicU64::new(1),
+            connections_received: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            stop,
+            last_save: AtomicU64::new(unix_seconds()),
+            client_list: parking_lot::Mutex::new(Default::default()),
+        });
+        let mut handles = Vec::with_capacity(threads + 1);
+        for index in 0..threads {
+            let listener = listener.try_clone()?;
+            let shared = shared.clone();
+            let handle = thread::Builder::new()
+                .name(format!("kv-worker-{index}"))
+                .spawn(move || worker::Worker::new(shared, listener)?.run())?;
+            handles.push(handle);
+        }
+        let expiry = shared.clone();
+        handles.push(
+            thread::Builder::new()
+                .name("kv-expiry".into())
+                .spawn(move || {
+                    expire_keys(&expiry);
+                    Ok(())
+                })?,
+        );
+        Ok(Server {
+            address,
+            threads: handles,
+            shared,
+        })
+    }
+
+    /// The address the server listens on (useful with port 0).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Waits for the workers to stop (after `stop` was set); the first worker error, if any.
+    pub fn wait(self) -> io::Result<()> {
+        let mut outcome = Ok(());
+        for handle in self.threads {
+            let result = handle
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked")));
+            if outcome.is_ok() {
+                outcome = result;
+            }
+        }
+        drop(self.shared);
+        outcome
+    }
+}
+
+/// The active expiry: Redis samples keys with a TTL ten times a second; we read the
+/// deadline queue (`kv_expiry`) instead, so no expired key waits to be sampled.
+fn expire_keys(shared: &Shared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        thread::sleep(EXPIRY_PERIOD);
+        loop {
+            match shared.ks.expire_due(EXPIRY_BATCH) {
+                Ok(removed) if removed == EXPIRY_BATCH => continue,
+                Ok(_) => break,
+                Err(err) => {
+                    eprintln!("tailstore serve: active expiry failed: {err}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,1797 @@
+//! The server through a real client (the `redis` crate) and through raw TCP: command
+//! families with Redis's semantics and error texts, RESP2 and RESP3, MULTI/EXEC/WATCH, the
+//! protocol's edge cases, and the limits that keep one client from exhausting the server.
+//!
+//! Every test starts its own server (in-process, port 0, a fresh database in a temporary
+//! directory with its PMEM log buffer in /dev/shm), so tests do not see each other's keys.
+
+mod support;
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use support::{
+    closed_by_server, err, eventually, exchange, expect_bytes, proc_status_kib, q, raw_value,
+    read_exactly, server_error_text, Options, TestServer,
+};
+use tailstore_log::CommitMode;
+
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+const NOT_FLOAT: &str = "ERR value is not a valid float";
+const SYNTAX: &str = "ERR syntax error";
+
+fn ok(value: Value) {
+    assert_eq!(value, Value::Okay);
+}
+
+fn bulk(text: &str) -> Value {
+    Value::BulkString(text.as_bytes().to_vec())
+}
+
+// ---------------------------------------------------------------------------------------
+// strings
+
+#[test]
+fn set_and_get_with_every_option() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "k"]).as_deref(),
+        Some("v")
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "missing"]), None);
+
+    // NX: only if absent; XX: only if present. A refused SET answers nil.
+    assert_eq!(raw_value(&mut c, &["SET", "k", "w", "NX"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    ok(raw_value(&mut c, &["SET", "fresh", "1", "NX"]));
+    assert_eq!(raw_value(&mut c, &["SET", "absent", "w", "XX"]), Value::Nil);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "absent"]), 0);
+    ok(raw_value(&mut c, &["SET", "k", "w", "XX"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "w");
+
+    // GET: the old value (nil if none), and the write happens.
+    assert_eq!(raw_value(&mut c, &["SET", "k", "x", "GET"]), bulk("w"));
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "x");
+    assert_eq!(raw_value(&mut c, &["SET", "new", "y", "GET"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["GET", "new"]), "y");
+    // NX with GET: refused, the old value still answered.
+    assert_eq!(
+        raw_value(&mut c, &["SET", "k", "z", "NX", "GET"]),
+        bulk("x")
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "x");
+
+    // EX / PX set a TTL, KEEPTTL keeps it, a plain SET clears it.
+    ok(raw_value(&mut c, &["SET", "e", "1", "EX", "100"]));
+    let ttl: i64 = q(&mut c, &["TTL", "e"]);
+    assert!((99..=100).contains(&ttl), "TTL {ttl}");
+    ok(raw_value(&mut c, &["SET", "e", "2", "KEEPTTL"]));
+    let ttl: i64 = q(&mut c, &["TTL", "e"]);
+    assert!((99..=100).contains(&ttl), "TTL after KEEPTTL {ttl}");
+    assert_eq!(q::<String>(&mut c, &["GET", "e"]), "2");
+    ok(raw_value(&mut c, &["SET", "e", "3"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "e"]), -1);
+    ok(raw_value(&mut c, &["SET", "p", "1", "PX", "100000"]));
+    let pttl: i64 = q(&mut c, &["PTTL", "p"]);
+    assert!((99_000..=100_000).contains(&pttl), "PTTL {pttl}");
+    let at = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1000)
+        .to_string();
+    ok(raw_value(&mut c, &["SET", "x", "1", "EXAT", &at]));
+    let ttl: i64 = q(&mut c, &["TTL", "x"]);
+    assert!((998..=1000).contains(&ttl), "TTL after EXAT {ttl}");
+
+    // Errors, with Redis's texts; none of them writes.
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "0"]),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "PX", "-5"]),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(err(&mut c, &["SET", "k", "v", "EX", "ten"]), NOT_INTEGER);
+    assert_eq!(err(&mut c, &["SET", "k", "v", "NX", "XX"]), SYNTAX);
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "10", "PX", "10"]),
+        SYNTAX
+    );
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "10", "KEEPTTL"]),
+        SYNTAX
+    );
+    assert_eq!(err(&mut c, &["SET", "k", "v", "EX"]), SYNTAX);
+    assert_eq!(err(&mut c, &["SET", "k", "v", "BOGUS"]), SYNTAX);
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "9223372036854775807"]),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        err(&mut c, &["SETEX", "k", "0", "v"]),
+        "ERR invalid expire time in 'setex' command"
+    );
+    assert_eq!(
+        err(&mut c, &["SET", "k"]),
+        "ERR wrong number of arguments for 'set' command"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "x");
+    assert_eq!(
+        err(&mut c, &["GET", "a", "b"]),
+        "ERR wrong number of arguments for 'get' command"
+    );
+}
+
+#[test]
+fn setnx_getset_getdel() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(q::<i64>(&mut c, &["SETNX", "a", "1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["SETNX", "a", "2"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "1");
+    assert_eq!(raw_value(&mut c, &["GETSET", "a", "3"]), bulk("1"));
+    assert_eq!(raw_value(&mut c, &["GETSET", "b", "1"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["GET", "b"]), "1");
+    // GETSET clears the TTL, as SET does.
+    ok(raw_value(&mut c, &["SET", "t", "v", "EX", "100"]));
+    assert_eq!(raw_value(&mut c, &["GETSET", "t", "w"]), bulk("v"));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "t"]), -1);
+    assert_eq!(raw_value(&mut c, &["GETDEL", "a"]), bulk("3"));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a"]), 0);
+    assert_eq!(raw_value(&mut c, &["GETDEL", "a"]), Value::Nil);
+    // A deleted key with a TTL leaves nothing behind: it can be set again without one.
+    assert_eq!(raw_value(&mut c, &["GETDEL", "t"]), bulk("w"));
+    ok(raw_value(&mut c, &["SET", "t", "again"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "t"]), -1);
+}
+
+#[test]
+fn mget_mset_msetnx() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["MSET", "a", "1", "b", "2", "c", "3"]));
+    let values: Vec<Option<String>> = q(&mut c, &["MGET", "a", "b", "missing", "c"]);
+    assert_eq!(
+        values,
+        [Some("1".into()), Some("2".into()), None, Some("3".into())]
+    );
+    assert_eq!(
+        err(&mut c, &["MSET", "a", "1", "b"]),
+        "ERR wrong number of arguments for 'mset' command"
+    );
+    assert_eq!(
+        err(&mut c, &["MSET", "a"]),
+        "ERR wrong number of arguments for 'mset' command"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "1");
+    // MSETNX: all or nothing.
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "a", "9", "z", "9"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "z"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "1");
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "y", "1", "z", "2"]), 1);
+    let values: Vec<Option<String>> = q(&mut c, &["MGET", "y", "z"]);
+    assert_eq!(values, [Some("1".into()), Some("2".into())]);
+    // A key given twice: the last value wins (each write sees the one before it).
+    ok(raw_value(&mut c, &["MSET", "dup", "1", "dup", "2"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "dup"]), "2");
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "dup2", "1", "dup2", "2"]), 1);
+    assert_eq!(q::<String>(&mut c, &["GET", "dup2"]), "2");
+    // MSET clears TTLs.
+    ok(raw_value(&mut c, &["SET", "t", "v", "EX", "100"]));
+    ok(raw_value(&mut c, &["MSET", "t", "w"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "t"]), -1);
+}
+
+#[test]
+fn counters() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(q::<i64>(&mut c, &["INCR", "n"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["INCRBY", "n", "10"]), 11);
+    assert_eq!(q::<i64>(&mut c, &["DECR", "n"]), 10);
+    assert_eq!(q::<i64>(&mut c, &["DECRBY", "n", "3"]), 7);
+    assert_eq!(q::<i64>(&mut c, &["INCRBY", "n", "-7"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["DECR", "fresh"]), -1);
+    assert_eq!(q::<String>(&mut c, &["GET", "n"]), "0");
+    assert_eq!(q::<String>(&mut c, &["TYPE", "n"]), "string");
+
+    ok(raw_value(&mut c, &["SET", "s", "abc"]));
+    assert_eq!(err(&mut c, &["INCR", "s"]), NOT_INTEGER);
+    ok(raw_value(&mut c, &["SET", "s", " 1"]));
+    assert_eq!(err(&mut c, &["INCR", "s"]), NOT_INTEGER);
+    ok(raw_value(&mut c, &["SET", "s", "1.5"]));
+    assert_eq!(err(&mut c, &["INCR", "s"]), NOT_INTEGER);
+    assert_eq!(err(&mut c, &["INCRBY", "n", "abc"]), NOT_INTEGER);
+    assert_eq!(
+        err(&mut c, &["INCRBY", "n", "99999999999999999999"]),
+        NOT_INTEGER
+    );
+    assert_eq!(err(&mut c, &["DECRBY", "n", "1x"]), NOT_INTEGER);
+
+    ok(raw_value(&mut c, &["SET", "big", "9223372036854775807"]));
+    assert_eq!(
+        err(&mut c, &["INCR", "big"]),
+        "ERR increment or decrement would overflow"
+    );
+    assert_eq!(
+        err(&mut c, &["INCRBY", "big", "1"]),
+        "ERR increment or decrement would overflow"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "big"]), "9223372036854775807");
+    ok(raw_value(&mut c, &["SET", "small", "-9223372036854775808"]));
+    assert_eq!(
+        err(&mut c, &["DECR", "small"]),
+        "ERR increment or decrement would overflow"
+    );
+    assert_eq!(
+        err(&mut c, &["DECRBY", "n", "-9223372036854775808"]),
+        "ERR decrement would overflow"
+    );
+    assert_eq!(q::<i64>(&mut c, &["GET", "n"]), 0);
+
+    // INCR keeps the key's TTL.
+    ok(raw_value(&mut c, &["SET", "t", "5", "EX", "100"]));
+    assert_eq!(q::<i64>(&mut c, &["INCR", "t"]), 6);
+    assert!(q::<i64>(&mut c, &["TTL", "t"]) > 90);
+}
+
+#[test]
+fn incrbyfloat() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    // Redis's documented example.
+    ok(raw_value(&mut c, &["SET", "f", "10.50"]));
+    assert_eq!(
+        raw_value(&mut c, &["INCRBYFLOAT", "f", "0.1"]),
+        bulk("10.6")
+    );
+    assert_eq!(raw_value(&mut c, &["INCRBYFLOAT", "f", "-5"]), bulk("5.6"));
+    ok(raw_value(&mut c, &["SET", "f", "5.0e3"]));
+    assert_eq!(
+        raw_value(&mut c, &["INCRBYFLOAT", "f", "2.0e2"]),
+        bulk("5200")
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "f"]), "5200");
+    assert_eq!(raw_value(&mut c, &["INCRBYFLOAT", "new", "3"]), bulk("3"));
+    assert_eq!(
+        raw_value(&mut c, &["INCRBYFLOAT", "new", "1.5"]),
+        bulk("4.5")
+    );
+    ok(raw_value(&mut c, &["SET", "s", "abc"]));
+    assert_eq!(err(&mut c, &["INCRBYFLOAT", "s", "1"]), NOT_FLOAT);
+    assert_eq!(err(&mut c, &["INCRBYFLOAT", "f", "abc"]), NOT_FLOAT);
+    assert_eq!(err(&mut c, &["INCRBYFLOAT", "f", "nan"]), NOT_FLOAT);
+    assert_eq!(
+        err(&mut c, &["INCRBYFLOAT", "f", "inf"]),
+        "ERR increment would produce NaN or Infinity"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "f"]), "5200");
+}
+
+#[test]
+fn append_strlen_getrange_setrange() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "ap", "Hello"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "ap", " World"]), 11);
+    assert_eq!(q::<String>(&mut c, &["GET", "ap"]), "Hello World");
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "ap"]), 11);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "missing"]), 0);
+
+    ok(raw_value(&mut c, &["SET", "r", "This is a string"]));
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "r", "0", "3"]), "This");
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "r", "-3", "-1"]), "ing");
+    assert_eq!(
+        q::<String>(&mut c, &["GETRANGE", "r", "0", "-1"]),
+        "This is a string"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["GETRANGE", "r", "10", "100"]),
+        "string"
+    );
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "r", "5", "3"]), "");
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "r", "-100", "1"]), "Th");
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "missing", "0", "-1"]), "");
+    assert_eq!(err(&mut c, &["GETRANGE", "r", "a", "1"]), NOT_INTEGER);
+
+    ok(raw_value(&mut c, &["SET", "sr", "Hello World"]));
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "sr", "6", "Redis"]), 11);
+    assert_eq!(q::<String>(&mut c, &["GET", "sr"]), "Hello Redis");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "pad", "6", "Redis"]), 11);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "pad"]), b"\0\0\0\0\0\0Redis");
+    assert_eq!(
+        err(&mut c, &["SETRANGE", "sr", "-1", "x"]),
+        "ERR offset is out of range"
+    );
+    assert_eq!(
+        err(&mut c, &["SETRANGE", "sr", "536870911", "xx"]),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+    // An empty patch on a missing key creates nothing.
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "none", "5", ""]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "none"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GET", "sr"]), "Hello Redis");
+}
+
+/// A value much larger than one B+tree entry is cut into parts: every operation on it must
+/// see the whole value, and rewriting it shorter must not leave stale parts behind.
+#[test]
+fn large_values_round_trip() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let value: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let ok_reply: Value = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok_reply, Value::Okay);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "big"]), value);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "big"]), 100_000);
+    assert_eq!(
+        q::<Vec<u8>>(&mut c, &["GETRANGE", "big", "40000", "60000"]),
+        &value[40_000..=60_000]
+    );
+    // APPEND across the part boundary, then a SETRANGE in the middle.
+    let tail: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
+    let len: i64 = redis::cmd("APPEND")
+        .arg("big")
+        .arg(&tail)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(len, 150_000);
+    let mut expected = value.clone();
+    expected.extend_from_slice(&tail);
+    let patch = vec![b'#'; 10_000];
+    let len: i64 = redis::cmd("SETRANGE")
+        .arg("big")
+        .arg(95_000)
+        .arg(&patch)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(len, 150_000);
+    expected[95_000..105_000].copy_from_slice(&patch);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "big"]), expected);
+    let got: Vec<Option<Vec<u8>>> = q(&mut c, &["MGET", "big", "nothing"]);
+    assert_eq!(got, [Some(expected.clone()), None]);
+    // RENAME moves every part.
+    ok(raw_value(&mut c, &["RENAME", "big", "moved"]));
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "moved"]), expected);
+    // Shorter, then longer again: no stale part may reappear.
+    ok(raw_value(&mut c, &["SET", "moved", "short"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "moved"]), "short");
+    let longer = vec![b'z'; 30_000];
+    let _: Value = redis::cmd("SET")
+        .arg("moved")
+        .arg(&longer)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "moved"]), longer);
+    assert_eq!(q::<i64>(&mut c, &["DEL", "moved"]), 1);
+    assert_eq!(q::<Option<Vec<u8>>>(&mut c, &["GET", "moved"]), None);
+    // A value of a few MiB.
+    let huge: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
+    let _: Value = redis::cmd("SET")
+        .arg("huge")
+        .arg(&huge)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "huge"]), huge);
+}
+
+// ---------------------------------------------------------------------------------------
+// keys
+
+#[test]
+fn del_unlink_exists_type() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["MSET", "a", "1", "b", "2", "c", "3"]));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "b", "missing", "a"]), 3);
+    assert_eq!(q::<String>(&mut c, &["TYPE", "a"]), "string");
+    assert_eq!(q::<String>(&mut c, &["TYPE", "missing"]), "none");
+    assert_eq!(q::<i64>(&mut c, &["DEL", "a", "missing"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["DEL", "a"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["UNLINK", "b", "c", "b"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "b", "c"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    assert_eq!(
+        err(&mut c, &["DEL"]),
+        "ERR wrong number of arguments for 'del' command"
+    );
+}
+
+#[test]
+fn keys_with_patterns() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(
+        &mut c,
+        &[
+            "MSET", "user:1", "a", "user:2", "b", "user:10", "c", "order:1", "d", "hello", "e",
+            "hallo", "f", "hxllo", "g",
+        ],
+    ));
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted(q(&mut c, &["KEYS", "user:*"])),
+        ["user:1", "user:10", "user:2"]
+    );
+    assert_eq!(sorted(q(&mut c, &["KEYS", "user:?"])), ["user:1", "user:2"]);
+    assert_eq!(sorted(q(&mut c, &["KEYS", "h[ae]llo"])), ["hallo", "hello"]);
+    assert_eq!(sorted(q(&mut c, &["KEYS", "h[^e]llo"])), ["hallo", "hxllo"]);
+    assert_eq!(sorted(q(&mut c, &["KEYS", "*1"])), ["order:1", "user:1"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]).len(), 7);
+    assert!(q::<Vec<String>>(&mut c, &["KEYS", "nothing*"]).is_empty());
+}
+
+/// Inserts `n` keys `key:0` … through MSET batches.
+fn insert_keys(c: &mut redis::Connection, n: usize) -> BTreeSet<String> {
+    let names: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
+    for chunk in names.chunks(100) {
+        let mut cmd = redis::cmd("MSET");
+        for name in chunk {
+            cmd.arg(name).arg("v");
+        }
+        let _: () = cmd.query(c).unwrap();
+    }
+    names.into_iter().collect()
+}
+
+/// Runs a SCAN to completion; every key it returned, in order (duplicates kept).
+fn scan_all(c: &mut redis::Connection, extra: &[&str]) -> Vec<String> {
+    let mut cursor = "0".to_string();
+    let mut seen = Vec::new();
+    for _ in 0..100_000 {
+        let mut args = vec!["SCAN", cursor.as_str()];
+        args.extend_from_slice(extra);
+        let (next, keys): (String, Vec<String>) = q(c, &args);
+        seen.extend(keys);
+        if next == "0" {
+            return seen;
+        }
+        cursor = next;
+    }
+    panic!("SCAN {extra:?} did not finish");
+}
+
+#[test]
+fn scan_returns_every_key_exactly_once() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let all = insert_keys(&mut c, 1000);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1000);
+
+    for extra in [
+        &[][..],
+        &["COUNT", "7"],
+        &["COUNT", "100"],
+        &["COUNT", "5000"],
+    ] {
+        let seen = scan_all(&mut c, extra);
+        let unique: BTreeSet<String> = seen.iter().cloned().collect();
+        assert_eq!(
+            unique.len(),
+            seen.len(),
+            "SCAN {extra:?} returned a key twice"
+        );
+        assert_eq!(unique, all, "SCAN {extra:?} missed keys");
+    }
+    let seen = scan_all(&mut c, &["MATCH", "key:1*", "COUNT", "20"]);
+    let unique: BTreeSet<String> = seen.iter().cloned().collect();
+    let expected: BTreeSet<String> = all
+        .iter()
+        .filter(|k| k.starts_with("key:1"))
+        .cloned()
+        .collect();
+    assert_eq!(unique.len(), seen.len(), "SCAN MATCH returned a key twice");
+    assert_eq!(unique, expected);
+    assert_eq!(
+        scan_all(&mut c, &["TYPE", "string", "COUNT", "50"]).len(),
+        1000
+    );
+    assert!(scan_all(&mut c, &["TYPE", "hash", "COUNT", "50"]).is_empty());
+    assert_eq!(err(&mut c, &["SCAN", "0", "COUNT", "0"]), SYNTAX);
+    assert_eq!(err(&mut c, &["SCAN", "0", "COUNT"]), SYNTAX);
+    assert_eq!(err(&mut c, &["SCAN", "x"]), "ERR invalid cursor");
+
+    // Keys present for the whole iteration are returned even while others are added and
+    // removed between calls.
+    let mut cursor = "0".to_string();
+    let mut seen = HashSet::new();
+    let mut round = 0;
+    loop {
+        let (next, keys): (String, Vec<String>) = q(&mut c, &["SCAN", &cursor, "COUNT", "25"]);
+        seen.extend(keys);
+        round += 1;
+        let extra = format!("extra:{round}");
+        ok(raw_value(&mut c, &["SET", &extra, "x"]));
+        if round % 2 == 0 {
+            let _: i64 = q(&mut c, &["DEL", &format!("extra:{}", round - 1)]);
+        }
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    for key in &all {
+        assert!(
+            seen.contains(key),
+            "{key} missed while the keyspace changed"
+        );
+    }
+}
+
+#[test]
+fn rename_and_renamenx() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "a", "1", "EX", "100"]));
+    ok(raw_value(&mut c, &["RENAME", "a", "b"]));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]), None);
+    assert_eq!(q::<String>(&mut c, &["GET", "b"]), "1");
+    let ttl: i64 = q(&mut c, &["TTL", "b"]);
+    assert!(
+        (99..=100).contains(&ttl),
+        "the TTL moves with the key: {ttl}"
+    );
+    assert_eq!(err(&mut c, &["RENAME", "missing", "x"]), "ERR no such key");
+    assert_eq!(
+        err(&mut c, &["RENAMENX", "missing", "x"]),
+        "ERR no such key"
+    );
+    ok(raw_value(&mut c, &["SET", "c", "3"]));
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "b", "c"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GET", "c"]), "3");
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "b", "d"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "b"]), 0);
+    // RENAME replaces the target, and the target's TTL goes with it.
+    ok(raw_value(&mut c, &["SET", "c", "3", "EX", "500"]));
+    ok(raw_value(&mut c, &["RENAME", "d", "c"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "c"]), "1");
+    let ttl: i64 = q(&mut c, &["TTL", "c"]);
+    assert!((98..=100).contains(&ttl), "TTL after replacing: {ttl}");
+    ok(raw_value(&mut c, &["RENAME", "c", "c"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "c"]), "1");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+    // The old key's deadline does not linger: a new key of that name has no TTL and does
+    // not expire.
+    ok(raw_value(&mut c, &["SET", "e", "v", "PX", "150"]));
+    ok(raw_value(&mut c, &["RENAME", "e", "f"]));
+    ok(raw_value(&mut c, &["SET", "e", "new"]));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "e"]).as_deref(),
+        Some("new")
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "f"]), None);
+}
+
+#[test]
+fn expire_ttl_persist() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["PTTL", "k"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "missing"]), -2);
+    assert_eq!(q::<i64>(&mut c, &["PTTL", "missing"]), -2);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "100"]), 1);
+    let ttl: i64 = q(&mut c, &["TTL", "k"]);
+    assert!((99..=100).contains(&ttl), "TTL {ttl}");
+    assert_eq!(q::<i64>(&mut c, &["PEXPIRE", "k", "5000"]), 1);
+    let pttl: i64 = q(&mut c, &["PTTL", "k"]);
+    assert!((4_900..=5_000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "missing"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "missing", "10"]), 0);
+    assert_eq!(err(&mut c, &["EXPIRE", "k", "ten"]), NOT_INTEGER);
+    assert_eq!(
+        err(&mut c, &["EXPIRE", "k", "9223372036854775807"]),
+        "ERR invalid expire time in 'expire' command"
+    );
+    assert_eq!(
+        err(&mut c, &["EXPIRE", "k", "10", "YY"]),
+        "ERR Unsupported option YY"
+    );
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    // NX / XX / GT / LT.
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "100", "XX"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "100", "NX"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "200", "NX"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "50", "GT"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "200", "GT"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "300", "LT"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "150", "LT"]), 1);
+    let ttl: i64 = q(&mut c, &["TTL", "k"]);
+    assert!((149..=150).contains(&ttl), "TTL {ttl}");
+    // A deadline in the past deletes the key.
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "k", "0"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    assert_eq!(q::<i64>(&mut c, &["PEXPIRE", "k", "-1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    // Writes that replace the value clear the TTL; those that modify it keep it.
+    ok(raw_value(&mut c, &["SET", "k", "v", "EX", "100"]));
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "k", "w"]), 2);
+    assert!(q::<i64>(&mut c, &["TTL", "k"]) > 0);
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "k", "0", "x"]), 2);
+    assert!(q::<i64>(&mut c, &["TTL", "k"]) > 0);
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+}
+
+/// A key past its deadline is gone for every command that reads it, at once, whether or not
+/// the active expiry got to it yet.
+#[test]
+fn lazy_expiry() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "live", "v"]));
+    ok(raw_value(&mut c, &["SET", "k", "v", "PX", "50"]));
+    let set_at = Instant::now();
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "k"]).as_deref(),
+        Some("v")
+    );
+    // The key must vanish right at its deadline (the active expiry runs every 100 ms, so a
+    // key that outlives its deadline by much was not expired on access).
+    loop {
+        let got: Option<String> = q(&mut c, &["GET", "k"]);
+        let elapsed = set_at.elapsed();
+        if got.is_none() {
+            assert!(
+                elapsed >= Duration::from_millis(45),
+                "expired early, after {elapsed:?}"
+            );
+            assert!(
+                elapsed < Duration::from_millis(90),
+                "still there {elapsed:?} after SET PX 50"
+            );
+            break;
+        }
+        assert!(
+            elapsed < Duration::from_millis(90),
+            "still there {elapsed:?} after SET PX 50"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -2);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "k"]), 0);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]), ["live"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+    // An expired key counts as absent for NX, and its old TTL does not come back.
+    ok(raw_value(&mut c, &["SET", "old", "v", "PX", "30"]));
+    std::thread::sleep(Duration::from_millis(60));
+    ok(raw_value(&mut c, &["SET", "old", "w", "NX"]));
+    assert_eq!(q::<i64>(&mut c, &["TTL", "old"]), -1);
+    ok(raw_value(&mut c, &["SET", "cnt", "41", "PX", "30"]));
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(q::<i64>(&mut c, &["INCR", "cnt"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "cnt"]), -1);
+}
+
+/// The rows of a table of the keyspace, expired or not: what is really stored.
+fn stored_rows(server: &TestServer, table: &str) -> usize {
+    let db = server.ks.database();
+    let table = db.table(table).expect("table");
+    let mut txn = db.begin();
+    let rows = txn
+        .scan(
+            &table,
+            &tailstore_engine::KeyRange::all(),
+            tailstore_storage::ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect("scan");
+    txn.rollback();
+    rows.len()
+}
+
+/// Keys with a TTL are removed by the server within about a second of their deadline,
+/// without anyone reading them.
+#[test]
+fn active_expiry() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    for i in 0..10 {
+        ok(raw_value(&mut c, &["SET", &format!("keep:{i}"), "v"]));
+    }
+    let set_at = Instant::now();
+    for db in ["0", "3"] {
+        let _: () = q(&mut c, &["SELECT", db]);
+        for i in 0..300 {
+            ok(raw_value(
+                &mut c,
+                &["SET", &format!("short:{i}"), "v", "PX", "1000"],
+            ));
+        }
+    }
+    let _: () = q(&mut c, &["SELECT", "0"]);
+    if set_at.elapsed() < Duration::from_millis(900) {
+        assert_eq!(stored_rows(&server, "kv_keys"), 610);
+        assert_eq!(stored_rows(&server, "kv_expiry"), 600);
+    }
+    // Gone within a second of the deadline.
+    let limit = (set_at + Duration::from_millis(2000)).saturating_duration_since(Instant::now());
+    let gone = eventually(limit, || {
+        stored_rows(&server, "kv_keys") == 10 && stored_rows(&server, "kv_expiry") == 0
+    });
+    assert!(
+        gone,
+        "expired keys still stored: {} key rows, {} deadline rows",
+        stored_rows(&server, "kv_keys"),
+        stored_rows(&server, "kv_expiry")
+    );
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 10);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "short:*"]).len(), 0);
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=10,expires=0"), "{info}");
+    assert!(!info.contains("db3:"), "{info}");
+}
+
+#[test]
+fn select_isolates_databases() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "k", "zero"]));
+    ok(raw_value(&mut c, &["SELECT", "1"]));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "k"]), None);
+    ok(raw_value(&mut c, &["SET", "k", "one"]));
+    ok(raw_value(&mut c, &["SET", "only1", "x"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]).len(), 2);
+    ok(raw_value(&mut c, &["SELECT", "15"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    ok(raw_value(&mut c, &["SELECT", "0"]));
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "zero");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "only1"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+    // Another connection starts in database 0 whatever this one selected.
+    ok(raw_value(&mut c, &["SELECT", "1"]));
+    let mut other = server.client();
+    assert_eq!(q::<String>(&mut other, &["GET", "k"]), "zero");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "one");
+    assert_eq!(
+        err(&mut c, &["SELECT", "16"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err(&mut c, &["SELECT", "-1"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(err(&mut c, &["SELECT", "one"]), NOT_INTEGER);
+    // A refused SELECT leaves the selection alone.
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "one");
+}
+
+#[test]
+fn flushdb_flushall_dbsize() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    insert_keys(&mut c, 150);
+    ok(raw_value(&mut c, &["SET", "t", "v", "EX", "100"]));
+    ok(raw_value(&mut c, &["SELECT", "2"]));
+    ok(raw_value(&mut c, &["MSET", "a", "1", "b", "2"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2);
+    ok(raw_value(&mut c, &["FLUSHDB"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    ok(raw_value(&mut c, &["SELECT", "0"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 151);
+    ok(raw_value(&mut c, &["SELECT", "2"]));
+    ok(raw_value(&mut c, &["SET", "a", "1"]));
+    ok(raw_value(&mut c, &["FLUSHALL"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    ok(raw_value(&mut c, &["SELECT", "0"]));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "key:7"]), None);
+    // Nothing is left stored, deadlines included.
+    assert_eq!(stored_rows(&server, "kv_keys"), 0);
+    assert_eq!(stored_rows(&server, "kv_parts"), 0);
+    assert_eq!(stored_rows(&server, "kv_expiry"), 0);
+    ok(raw_value(&mut c, &["FLUSHALL", "ASYNC"]));
+    ok(raw_value(&mut c, &["FLUSHDB", "SYNC"]));
+    assert_eq!(err(&mut c, &["FLUSHDB", "NOW"]), SYNTAX);
+}
+
+// ---------------------------------------------------------------------------------------
+// connection and server
+
+#[test]
+fn ping_echo_time() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+    assert_eq!(raw_value(&mut c, &["PING", "hi there"]), bulk("hi there"));
+    assert_eq!(
+        raw_value(&mut c, &["ECHO", "hello world"]),
+        bulk("hello world")
+    );
+    assert_eq!(
+        err(&mut c, &["PING", "a", "b"]),
+        "ERR wrong number of arguments for 'ping' command"
+    );
+    assert_eq!(
+        err(&mut c, &["ECHO"]),
+        "ERR wrong number of arguments for 'echo' command"
+    );
+    let (secs, micros): (String, String) = q(&mut c, &["TIME"]);
+    let secs: u64 = secs.parse().unwrap();
+    let micros: u64 = micros.parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(secs.abs_diff(now) <= 2, "TIME says {secs}, now is {now}");
+    assert!(micros < 1_000_000);
+}
+
+#[test]
+fn hello_switches_to_resp3() {
+    let server = TestServer::start();
+    // Through raw bytes: what each protocol puts on the wire.
+    let mut s = server.raw();
+    exchange(&mut s, b"GET missing\r\n", b"$-1\r\n");
+    exchange(&mut s, b"INCRBYFLOAT f 1.5\r\n", b"$3\r\n1.5\r\n");
+    exchange(
+        &mut s,
+        b"CONFIG GET appendonly\r\n",
+        b"*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
+    );
+    s.write_all(b"HELLO 3\r\n").unwrap();
+    let head = read_exactly(&mut s, 3);
+    assert_eq!(head, b"%7\r", "HELLO 3 answers a map of 7");
+    // Read the rest of the map: it ends with `modules` and an empty array.
+    let mut rest = Vec::new();
+    while !rest.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
+        let byte = read_exactly(&mut s, 1);
+        assert_eq!(byte.len(), 1, "connection closed in HELLO's reply");
+        rest.extend(byte);
+        assert!(rest.len() < 4096);
+    }
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.contains("$5\r\nproto\r\n:3\r\n"), "{text}");
+    assert!(text.contains("$6\r\nserver\r\n$5\r\nredis\r\n"), "{text}");
+    exchange(&mut s, b"GET missing\r\n", b"_\r\n");
+    exchange(
+        &mut s,
+        b"CONFIG GET appendonly\r\n",
+        b"%1\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
+    );
+    // Redis answers INCRBYFLOAT with a bulk string in RESP3 too.
+    exchange(&mut s, b"INCRBYFLOAT f 1\r\n", b"$3\r\n2.5\r\n");
+    exchange(&mut s, b"MGET f missing\r\n", b"*2\r\n$3\r\n2.5\r\n_\r\n");
+    // Back to RESP2.
+    s.write_all(b"HELLO 2\r\n").unwrap();
+    let head = read_exactly(&mut s, 4);
+    assert_eq!(head, b"*14\r", "HELLO 2 answers the map as a flat array");
+    drop(s);
+
+    // Through the client: RESP3 values.
+    let mut c = server.client3();
+    assert_eq!(raw_value(&mut c, &["GET", "missing"]), Value::Nil);
+    let hello = raw_value(&mut c, &["HELLO", "3"]);
+    let Value::Map(fields) = hello else {
+        panic!("HELLO 3 answered {hello:?}");
+    };
+    assert!(
+        fields.contains(&(bulk("proto"), Value::Int(3))),
+        "{fields:?}"
+    );
+    let config = raw_value(&mut c, &["CONFIG", "GET", "appendfsync"]);
+    assert_eq!(
+        config,
+        Value::Map(vec![(bulk("appendfsync"), bulk("always"))])
+    );
+    let info = raw_value(&mut c, &["INFO", "server"]);
+    assert!(
+        matches!(&info, Value::VerbatimString { text, .. } if text.contains("redis_version:")),
+        "{info:?}"
+    );
+    let mut c2 = server.client();
+    assert_eq!(
+        err(&mut c2, &["HELLO", "4"]),
+        "NOPROTO unsupported protocol version"
+    );
+    assert_eq!(
+        err(&mut c2, &["HELLO", "three"]),
+        "ERR Protocol version is not an integer or out of range"
+    );
+    // A refused HELLO leaves the protocol alone.
+    assert_eq!(
+        raw_value(&mut c2, &["CONFIG", "GET", "save"]),
+        Value::Array(vec![bulk("save"), bulk("")])
+    );
+    // HELLO with SETNAME names the connection.
+    let _ = raw_value(&mut c2, &["HELLO", "2", "SETNAME", "named"]);
+    assert_eq!(q::<String>(&mut c2, &["CLIENT", "GETNAME"]), "named");
+}
+
+#[test]
+fn client_commands() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut d = server.client();
+    assert_eq!(raw_value(&mut c, &["CLIENT", "GETNAME"]), Value::Nil);
+    ok(raw_value(&mut c, &["CLIENT", "SETNAME", "worker-1"]));
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "worker-1");
+    assert_eq!(
+        err(&mut c, &["CLIENT", "SETNAME", "a b"]),
+        "ERR Client names cannot contain spaces, newlines or special characters."
+    );
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "worker-1");
+    let id: i64 = q(&mut c, &["CLIENT", "ID"]);
+    let other: i64 = q(&mut d, &["CLIENT", "ID"]);
+    assert!(id > 0 && other > 0 && id != other);
+    ok(raw_value(&mut d, &["SELECT", "4"]));
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    let mine = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("id={id} ")))
+        .unwrap_or_else(|| panic!("no line for id {id}: {list}"));
+    assert!(mine.contains(" name=worker-1 "), "{mine}");
+    let theirs = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("id={other} ")))
+        .unwrap_or_else(|| panic!("no line for id {other}: {list}"));
+    assert!(theirs.contains(" db=4 "), "{theirs}");
+    ok(raw_value(
+        &mut c,
+        &["CLIENT", "SETINFO", "LIB-NAME", "tests"],
+    ));
+    assert!(err(&mut c, &["CLIENT", "NOSUCH"]).starts_with("ERR unknown subcommand"));
+    // A closed connection leaves the list.
+    drop(d);
+    let gone = eventually(Duration::from_secs(5), || {
+        q::<String>(&mut c, &["CLIENT", "LIST"]).lines().count() == 1
+    });
+    assert!(gone, "a closed connection stayed in CLIENT LIST");
+}
+
+#[test]
+fn command_introspection() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let count: i64 = q(&mut c, &["COMMAND", "COUNT"]);
+    assert!(count > 50, "COMMAND COUNT {count}");
+    let all = raw_value(&mut c, &["COMMAND"]);
+    assert!(matches!(&all, Value::Array(v) if v.len() as i64 == count));
+    let info = raw_value(&mut c, &["COMMAND", "INFO", "get", "nosuch"]);
+    let Value::Array(entries) = info else {
+        panic!("COMMAND INFO answered {info:?}");
+    };
+    assert_eq!(entries.len(), 2);
+    let Value::Array(get) = &entries[0] else {
+        panic!("COMMAND INFO get: {:?}", entries[0]);
+    };
+    assert_eq!(get[0], bulk("get"));
+    assert_eq!(get[1], Value::Int(2));
+    let flags = format!("{:?}", get[2]);
+    assert!(flags.contains("readonly"), "{flags}");
+    assert_eq!(&get[3..6], &[Value::Int(1), Value::Int(1), Value::Int(1)]);
+    assert_eq!(entries[1], Value::Nil);
+    let set = raw_value(&mut c, &["COMMAND", "INFO", "SET"]);
+    assert!(format!("{set:?}").contains("write"), "{set:?}");
+
+    // DOCS: a map from name to a map with at least the summary (a flat array in RESP2).
+    let docs = raw_value(&mut c, &["COMMAND", "DOCS", "get"]);
+    let Value::Array(pairs) = docs else {
+        panic!("COMMAND DOCS answered {docs:?}");
+    };
+    assert_eq!(pairs.len(), 2);
+    assert_eq!(pairs[0], bulk("get"));
+    let Value::Array(doc) = &pairs[1] else {
+        panic!("COMMAND DOCS get: {:?}", pairs[1]);
+    };
+    assert!(doc.contains(&bulk("summary")), "{doc:?}");
+    assert!(doc.contains(&bulk("group")), "{doc:?}");
+    let mut c3 = server.client3();
+    let docs = raw_value(&mut c3, &["COMMAND", "DOCS", "get"]);
+    assert!(
+        matches!(&docs, Value::Map(m) if m.len() == 1 && m[0].0 == bulk("get")),
+        "{docs:?}"
+    );
+    assert!(err(&mut c, &["COMMAND", "NOSUCH"]).starts_with("ERR unknown subcommand"));
+}
+
+#[test]
+fn config_get_tells_the_durability() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let fsync: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendfsync"]);
+    assert_eq!(fsync, ["appendfsync", "always"]);
+    let several: Vec<String> = q(&mut c, &["CONFIG", "GET", "save", "appendonly"]);
+    assert_eq!(several.len(), 4, "{several:?}");
+    let durability: Vec<String> = q(&mut c, &["CONFIG", "GET", "tailstore-*"]);
+    assert!(durability[1].contains("buffer"), "{durability:?}");
+    let databases: Vec<String> = q(&mut c, &["CONFIG", "GET", "databases"]);
+    assert_eq!(databases, ["databases", "16"]);
+    let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]);
+    assert!(all.contains(&"maxclients".to_string()));
+    assert!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "nosuch"]).is_empty());
+    assert!(err(&mut c, &["CONFIG", "SET", "appendfsync", "no"]).starts_with("ERR"));
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "appendfsync"])[1],
+        "always"
+    );
+    drop(c);
+    drop(server);
+
+    let server = TestServer::with(Options {
+        mode: CommitMode::Async,
+        ..Options::default()
+    });
+    let mut c = server.client();
+    let fsync: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendfsync"]);
+    assert_eq!(fsync, ["appendfsync", "no"]);
+    let appendonly: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly"]);
+    assert_eq!(appendonly, ["appendonly", "no"]);
+}
+
+#[test]
+fn info_has_the_six_sections() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "a", "1"]));
+    ok(raw_value(&mut c, &["SET", "b", "1", "EX", "100"]));
+    let info: String = q(&mut c, &["INFO"]);
+    for section in [
+        "Server",
+        "Clients",
+        "Memory",
+        "Persistence",
+        "Stats",
+        "Keyspace",
+    ] {
+        assert!(
+            info.contains(&format!("# {section}\r\n")),
+            "no {section} in {info}"
+        );
+    }
+    assert!(info.contains("redis_version:"), "{info}");
+    assert!(info.contains("connected_clients:1\r\n"), "{info}");
+    assert!(
+        info.contains(&format!("tcp_port:{}\r\n", server.port())),
+        "{info}"
+    );
+    assert!(info.contains("db0:keys=2,expires=1"), "{info}");
+    let server_only: String = q(&mut c, &["INFO", "server"]);
+    assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
+    assert!(!server_only.contains("# Clients"), "{server_only}");
+    let two: String = q(&mut c, &["INFO", "clients", "keyspace"]);
+    assert!(two.contains("# Clients") && two.contains("# Keyspace") && !two.contains("# Stats"));
+}
+
+// ---------------------------------------------------------------------------------------
+// transactions
+
+#[test]
+fn multi_exec_discard() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["MULTI"]));
+    let queued = Value::SimpleString("QUEUED".into());
+    assert_eq!(raw_value(&mut c, &["SET", "a", "1"]), queued);
+    assert_eq!(raw_value(&mut c, &["INCR", "a"]), queued);
+    assert_eq!(raw_value(&mut c, &["GET", "a"]), queued);
+    assert_eq!(raw_value(&mut c, &["PING"]), queued);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![
+            Value::Okay,
+            Value::Int(2),
+            bulk("2"),
+            Value::SimpleString("PONG".into())
+        ])
+    );
+    // An empty transaction.
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![]));
+    // DISCARD drops the queue.
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["SET", "d", "1"]), queued);
+    ok(raw_value(&mut c, &["DISCARD"]));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "d"]), None);
+    assert_eq!(err(&mut c, &["EXEC"]), "ERR EXEC without MULTI");
+    assert_eq!(err(&mut c, &["DISCARD"]), "ERR DISCARD without MULTI");
+    // Nested MULTI is refused without ending the transaction.
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(err(&mut c, &["MULTI"]), "ERR MULTI calls can not be nested");
+    assert_eq!(raw_value(&mut c, &["SET", "n", "1"]), queued);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay])
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "n"]), "1");
+    // UNWATCH may be queued (it answers OK).
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["UNWATCH"]), queued);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay])
+    );
+    // SELECT inside MULTI changes the database of what follows, and stays selected.
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["SELECT", "1"]), queued);
+    assert_eq!(raw_value(&mut c, &["SET", "in1", "x"]), queued);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay, Value::Okay])
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "in1"]), "x");
+    ok(raw_value(&mut c, &["SELECT", "0"]));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "in1"]), 0);
+}
+
+#[test]
+fn exec_aborts_after_a_queueing_error() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "a", "1"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert!(err(&mut c, &["NOSUCHCOMMAND", "x"]).starts_with("ERR unknown command 'NOSUCHCOMMAND'"));
+    assert_eq!(
+        err(&mut c, &["EXEC"]),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]), None);
+    // A wrong arity aborts too, and the next transaction starts clean.
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "a", "1"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        err(&mut c, &["GET"]),
+        "ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(
+        err(&mut c, &["EXEC"]),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]), None);
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "a", "2"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay])
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "2");
+}
+
+#[test]
+fn an_error_inside_exec_does_not_stop_the_rest() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "s", "abc"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    for args in [
+        &["SET", "before", "1"][..],
+        &["INCR", "s"],
+        &["SET", "k", "v", "EX", "0"],
+        &["SET", "after", "2"],
+        &["GET", "s"],
+    ] {
+        assert_eq!(
+            raw_value(&mut c, args),
+            Value::SimpleString("QUEUED".into())
+        );
+    }
+    let Value::Array(replies) = raw_value(&mut c, &["EXEC"]) else {
+        panic!("EXEC did not answer an array");
+    };
+    assert_eq!(replies.len(), 5);
+    assert_eq!(replies[0], Value::Okay);
+    assert_eq!(server_error_text(&replies[1]).as_deref(), Some(NOT_INTEGER));
+    assert_eq!(
+        server_error_text(&replies[2]).as_deref(),
+        Some("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(replies[3], Value::Okay);
+    assert_eq!(replies[4], bulk("abc"));
+    let values: Vec<Option<String>> = q(&mut c, &["MGET", "before", "after", "k", "s"]);
+    assert_eq!(
+        values,
+        [Some("1".into()), Some("2".into()), None, Some("abc".into())]
+    );
+}
+
+#[test]
+fn watch_aborts_exec_when_a_key_changed() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut other = server.client();
+    ok(raw_value(&mut c, &["SET", "k", "0"]));
+
+    // Changed by another connection: EXEC answers nil and runs nothing.
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut other, &["SET", "k", "other"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "k", "mine"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        raw_value(&mut c, &["SET", "side", "effect"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "other");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "side"]), 0);
+
+    // Unchanged: EXEC runs (and the watch is gone afterwards).
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "k", "mine"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay])
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "mine");
+    ok(raw_value(&mut other, &["SET", "k", "later"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![]));
+
+    // A watched key that did not exist and was created meanwhile.
+    ok(raw_value(&mut c, &["WATCH", "absent"]));
+    ok(raw_value(&mut other, &["SET", "absent", "now"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["INCR", "counter"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "counter"]), 0);
+
+    // Deleted meanwhile; and a change that leaves the same value still counts.
+    ok(raw_value(&mut c, &["WATCH", "absent", "k"]));
+    ok(raw_value(&mut other, &["SET", "k", "later"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    ok(raw_value(&mut c, &["WATCH", "absent"]));
+    assert_eq!(q::<i64>(&mut other, &["DEL", "absent"]), 1);
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+
+    // UNWATCH forgets; DISCARD forgets too.
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut c, &["UNWATCH"]));
+    ok(raw_value(&mut other, &["SET", "k", "x"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["GET", "k"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![bulk("x")]));
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    ok(raw_value(&mut c, &["DISCARD"]));
+    ok(raw_value(&mut other, &["SET", "k", "y"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![]));
+
+    // The watching connection's own change counts, as in Redis.
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut c, &["SET", "k", "self"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+
+    // WATCH in a database is about that database's key.
+    ok(raw_value(&mut c, &["SELECT", "1"]));
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut other, &["SET", "k", "db0 change"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        raw_value(&mut c, &["SET", "k", "db1"]),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Okay])
+    );
+
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert_eq!(
+        err(&mut c, &["WATCH", "k"]),
+        "ERR WATCH inside MULTI is not allowed"
+    );
+    ok(raw_value(&mut c, &["DISCARD"]));
+}
+
+/// Many clients incrementing one counter through WATCH/MULTI/EXEC with retries: no
+/// increment is lost (optimistic locking works across connections and worker threads).
+#[test]
+fn watch_based_increments_are_not_lost() {
+    let server = TestServer::start();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = server.client();
+            std::thread::spawn(move || {
+                let mut done = 0;
+                let mut attempts = 0;
+                while done < 50 {
+                    attempts += 1;
+                    assert!(attempts < 10_000, "too many aborted transactions");
+                    ok(raw_value(&mut c, &["WATCH", "counter"]));
+                    let current: Option<i64> = q(&mut c, &["GET", "counter"]);
+                    let next = (current.unwrap_or(0) + 1).to_string();
+                    ok(raw_value(&mut c, &["MULTI"]));
+                    let _ = raw_value(&mut c, &["SET", "counter", &next]);
+                    if raw_value(&mut c, &["EXEC"]) != Value::Nil {
+                        done += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let mut c = server.client();
+    assert_eq!(q::<i64>(&mut c, &["GET", "counter"]), 200);
+}
+
+// ---------------------------------------------------------------------------------------
+// the protocol, byte by byte
+
+#[test]
+fn inline_commands() {
+    let server = TestServer::start();
+    let mut s = server.raw();
+    exchange(&mut s, b"PING\r\n", b"+PONG\r\n");
+    exchange(&mut s, b"PING\n", b"+PONG\r\n");
+    exchange(&mut s, b"SET a \"b c\"\r\n", b"+OK\r\n");
+    exchange(&mut s, b"GET a\r\n", b"$3\r\nb c\r\n");
+    exchange(
+        &mut s,
+        b"SET q 'it''s'\r\n",
+        b"-ERR Protocol error: unbalanced quotes in request\r\n",
+    );
+    assert!(closed_by_server(&mut s));
+
+    let mut s = server.raw();
+    exchange(&mut s, b"\r\n\r\nSET e \"x\\ty\\x41\"\r\n", b"+OK\r\n");
+    exchange(&mut s, b"GET e\r\n", b"$4\r\nx\tyA\r\n");
+    exchange(&mut s, b"  ECHO   spaced   \r\n", b"$6\r\nspaced\r\n");
+    exchange(
+        &mut s,
+        b"SET u \"open\r\n",
+        b"-ERR Protocol error: unbalanced quotes in request\r\n",
+    );
+    assert!(closed_by_server(&mut s));
+}
+
+#[test]
+fn pipelined_commands_in_one_write() {
+    let server = TestServer::start();
+    let mut s = server.raw();
+    let mut request = Vec::new();
+    let mut expected = Vec::new();
+    for i in 1..=1000 {
+        if i % 2 == 1 {
+            request.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$7\r\ncounter\r\n");
+            expected.extend_from_slice(format!(":{}\r\n", i / 2 + 1).as_bytes());
+        } else {
+            let value = format!("v{i}");
+            request.extend_from_slice(
+                format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\nk{i}\r\n${}\r\n{value}\r\n",
+                    format!("k{i}").len(),
+                    value.len()
+                )
+                .as_bytes(),
+            );
+            expected.extend_from_slice(b"+OK\r\n");
+        }
+    }
+    request.extend_from_slice(b"GET k1000\r\n");
+    expected.extend_from_slice(b"$5\r\nv1000\r\n");
+    exchange(&mut s, &request, &expected);
+    let mut c = server.client();
+    assert_eq!(q::<i64>(&mut c, &["GET", "counter"]), 500);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 501);
+}
+
+#[test]
+fn a_request_split_into_single_bytes() {
+    let server = TestServer::start();
+    let mut s = server.raw();
+    let request = b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$11\r\nhello world\r\n*2\r\n$3\r\nGET\r\n$3\r\nkey\r\nPING\r\n";
+    for (i, byte) in request.iter().enumerate() {
+        s.write_all(&[*byte]).unwrap();
+        if i % 4 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    expect_bytes(&mut s, b"+OK\r\n$11\r\nhello world\r\n+PONG\r\n");
+}
+
+#[test]
+fn command_errors_keep_the_connection() {
+    let server = TestServer::start();
+    let mut s = server.raw();
+    exchange(
+        &mut s,
+        b"*3\r\n$6\r\nFOOBAR\r\n$1\r\na\r\n$2\r\nbc\r\n",
+        b"-ERR unknown command 'FOOBAR', with args beginning with: 'a' 'bc' \r\n",
+    );
+    exchange(
+        &mut s,
+        b"foobar\r\n",
+        b"-ERR unknown command 'foobar', with args beginning with: \r\n",
+    );
+    exchange(
+        &mut s,
+        b"*1\r\n$3\r\nGET\r\n",
+        b"-ERR wrong number of arguments for 'get' command\r\n",
+    );
+    exchange(
+        &mut s,
+        b"GeT a b\r\n",
+        b"-ERR wrong number of arguments for 'get' command\r\n",
+    );
+    exchange(&mut s, b"*0\r\n*-1\r\nPING\r\n", b"+PONG\r\n");
+    exchange(&mut s, b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n");
+}
+
+/// Each malformed request gets Redis's protocol error text, then the connection is closed;
+/// the server goes on serving others.
+#[test]
+fn protocol_errors_close_the_connection() {
+    let server = TestServer::start();
+    let cases: &[(&[u8], &[u8])] = &[
+        (
+            b"*1\r\n$x\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\n$-1\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\nPING\r\n",
+            b"-ERR Protocol error: expected '$', got 'P'\r\n",
+        ),
+        (
+            b"*x\r\n",
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*2147483648\r\n",
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+    ];
+    // Replies to the commands before the error still arrive, in order.
+    let mut s = server.raw();
+    exchange(
+        &mut s,
+        b"PING\r\n*1\r\n$4\r\nECHO\r\n*1\r\n$x\r\nPING\r\n",
+        b"+PONG\r\n-ERR wrong number of arguments for 'echo' command\r\n-ERR Protocol error: invalid bulk length\r\n",
+    );
+    assert!(closed_by_server(&mut s));
+    for (request, reply) in cases {
+        let mut s = server.raw();
+        exchange(&mut s, b"PING\r\n", b"+PONG\r\n");
+        exchange(&mut s, request, reply);
+        assert!(
+            closed_by_server(&mut s),
+            "connection left open after {:?}",
+            String::from_utf8_lossy(request)
+        );
+    }
+    // An inline request without a newline longer than 64 KiB.
+    let mut s = server.raw();
+    let mut long = vec![b'a'; 70 * 1024];
+    long.extend_from_slice(b"\r\n");
+    s.write_all(&long).unwrap();
+    expect_bytes(&mut s, b"-ERR Protocol error: too big inline request\r\n");
+    assert!(closed_by_server(&mut s));
+    let mut c = server.client();
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+}
+
+/// Replies stay in order and complete when a client pipelines more than it reads, and QUIT
+/// answers OK, then closes.
+#[test]
+fn quit_and_a_large_pipeline_of_reads() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let value = vec![b'x'; 64 * 1024];
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query(&mut c)
+        .unwrap();
+    let mut s = server.raw();
+    let n = 300;
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let request: Vec<u8> = b"GET big\r\n".repeat(n);
+            s.write_all(&request).unwrap();
+            s.write_all(b"QUIT\r\n").unwrap();
+        })
+    };
+    let mut header = b"$65536\r\n".to_vec();
+    header.extend_from_slice(&value);
+    header.extend_from_slice(b"\r\n");
+    for _ in 0..n {
+        expect_bytes(&mut s, &header);
+    }
+    expect_bytes(&mut s, b"+OK\r\n");
+    assert!(closed_by_server(&mut s));
+    writer.join().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// limits
+
+/// The soft limit on open files, from /proc/self/limits.
+fn open_file_limit() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1024)
+}
+
+#[test]
+fn a_thousand_connections_held_and_served() {
+    let server = TestServer::start();
+    // Each connection costs two descriptors here (client and server end).
+    let wanted = 1000;
+    let fit = open_file_limit().saturating_sub(200) / 2;
+    let n = wanted.min(fit);
+    if n < wanted {
+        eprintln!(
+            "open-file limit {}: holding {n} connections, not {wanted}",
+            open_file_limit()
+        );
+    }
+    let mut streams: Vec<TcpStream> = (0..n)
+        .map(|i| {
+            TcpStream::connect(server.address()).unwrap_or_else(|e| panic!("connection {i}: {e}"))
+        })
+        .collect();
+    for s in &streams {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    // Every connection sends before any reads: all are open and waiting at once.
+    for (i, s) in streams.iter_mut().enumerate() {
+        s.write_all(format!("SET conn:{i} {i}\r\n").as_bytes())
+            .unwrap();
+    }
+    for s in &mut streams {
+        expect_bytes(s, b"+OK\r\n");
+    }
+    for (i, s) in streams.iter_mut().enumerate() {
+        let value = i.to_string();
+        exchange(s, b"PING\r\nGET conn:0\r\n", b"+PONG\r\n$1\r\n0\r\n");
+        exchange(
+            s,
+            format!("GET conn:{i}\r\n").as_bytes(),
+            format!("${}\r\n{value}\r\n", value.len()).as_bytes(),
+        );
+    }
+    let mut c = server.client();
+    let info: String = q(&mut c, &["INFO", "clients"]);
+    assert!(
+        info.contains(&format!("connected_clients:{}\r\n", n + 1)),
+        "{info}"
+    );
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), n as i64);
+    drop(streams);
+    let all_closed = eventually(Duration::from_secs(10), || {
+        q::<String>(&mut c, &["INFO", "clients"]).contains("connected_clients:1\r\n")
+    });
+    assert!(all_closed, "closed connections are still counted");
+}
+
+#[test]
+fn max_clients_refuses_the_next_one() {
+    let server = TestServer::with(Options {
+        max_clients: 5,
+        ..Options::default()
+    });
+    let mut held: Vec<TcpStream> = (0..5).map(|_| server.raw()).collect();
+    for s in &mut held {
+        exchange(s, b"PING\r\n", b"+PONG\r\n");
+    }
+    let mut sixth = server.raw();
+    expect_bytes(&mut sixth, b"-ERR max number of clients reached\r\n");
+    assert!(closed_by_server(&mut sixth));
+    // The refusal did not take a place: after one leaves, a new one is served.
+    drop(held.pop());
+    let served = eventually(Duration::from_secs(5), || {
+        let mut s = server.raw();
+        s.write_all(b"PING\r\n").unwrap();
+        read_exactly(&mut s, 7) == b"+PONG\r\n"
+    });
+    assert!(served, "no place freed after a client left");
+    for s in &mut held {
+        exchange(s, b"PING\r\n", b"+PONG\r\n");
+    }
+}
+
+/// Resident and virtual memory of this process (the server runs in it), in KiB.
+fn memory_kib() -> (u64, u64) {
+    (proc_status_kib("VmRSS"), proc_status_kib("VmSize"))
+}
+
+#[track_caller]
+fn assert_memory_within(before: (u64, u64), what: &str) {
+    let after = memory_kib();
+    let rss_growth = after.0.saturating_sub(before.0);
+    let virtual_growth = after.1.saturating_sub(before.1);
+    assert!(
+        rss_growth < 64 << 10,
+        "{what}: resident memory grew by {} MiB",
+        rss_growth >> 10
+    );
+    // Reserving the announced length without touching it shows in the address space only.
+    assert!(
+        virtual_growth < 256 << 10,
+        "{what}: address space grew by {} MiB",
+        virtual_growth >> 10
+    );
+}
+
+#[test]
+fn a_two_gib_bulk_header_is_refused_without_allocating() {
+    let server = TestServer::with(Options {
+        exclusive: true,
+        ..Options::default()
+    });
+    let mut c = server.client();
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+    let before = memory_kib();
+    for header in [
+        &b"*2\r\n$3\r\nGET\r\n$2147483648\r\n"[..],
+        b"*2\r\n$3\r\nSET\r\n$536870913\r\n",
+        b"*2\r\n$3\r\nGET\r\n$99999999999999999999999\r\n",
+    ] {
+        let mut s = server.raw();
+        exchange(
+            &mut s,
+            header,
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        );
+        assert!(closed_by_server(&mut s));
+    }
+    assert_memory_within(before, "after 2 GiB bulk headers");
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+}
+
+#[test]
+fn announced_lengths_are_not_allocated_before_the_bytes_arrive() {
+    let server = TestServer::with(Options {
+        exclusive: true,
+        ..Options::default()
+    });
+    let mut c = server.client();
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+    let before = memory_kib();
+    // Just under max_bulk, and a huge argument count; a few bytes of each, then silence.
+    let mut bulk = server.raw();
+    bulk.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870000\r\nabc")
+        .unwrap();
+    let mut args = server.raw();
+    args.write_all(b"*1000000000\r\n$4\r\nPING\r\n").unwrap();
+    let mut both = server.raw();
+    both.write_all(b"*2000000000\r\n$536870000\r\nxyz").unwrap();
+    // Let the server read them; a later command on another connection is served meanwhile.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+    assert_memory_within(before, "with 512 MiB bulks and 10^9 arguments announced");
+    // The partial SET never happened; closing the connections frees them.
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    drop((bulk, args, both));
+    let closed = eventually(Duration::from_secs(5), || {
+        q::<String>(&mut c, &["INFO", "clients"]).contains("connected_clients:1\r\n")
+    });
+    assert!(closed);
+    assert_memory_within(before, "after those connections closed");
+}
+
+/// The CPU time this process has used (user + system), from /proc/self/stat.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name (which is in parentheses): utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// A client that sends requests without reading the replies: the server stops reading it
+/// once its unsent replies pass the high-water mark (memory stays bounded), does not spin
+/// while it waits, and delivers every reply once the client reads.
+#[test]
+fn a_client_that_does_not_read_is_bounded() {
+    let server = TestServer::with(Options {
+        exclusive: true,
+        ..Options::default()
+    });
+    let mut c = server.client();
+    let value: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query(&mut c)
+        .unwrap();
+    let n = 300; // 300 MB of replies
+    let mut s = server.raw();
+    let before = memory_kib();
+    s.write_all(&b"GET big\r\n".repeat(n)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu_before = cpu_time();
+    std::thread::sleep(Duration::from_secs(1));
+    let busy = cpu_time().saturating_sub(cpu_before);
+    let grown = proc_status_kib("VmRSS").saturating_sub(before.0);
+    // Others are still served meanwhile.
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+    assert!(
+        grown < 160 << 10,
+        "resident memory grew by {} MiB for a client that does not read",
+        grown >> 10
+    );
+    assert!(
+        busy < Duration::from_millis(500),
+        "the server used {busy:?} of CPU in 1 s waiting for a client to read"
+    );
+    let mut reply = format!("${}\r\n", value.len()).into_bytes();
+    reply.extend_from_slice(&value);
+    reply.extend_from_slice(b"\r\n");
+    for i in 0..n {
+        let got = read_exactly(&mut s, reply.len());
+        assert!(got == reply, "reply {i} of {n} differs");
+    }
+    exchange(&mut s, b"PING\r\n", b"+PONG\r\n");
+}

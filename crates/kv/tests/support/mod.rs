@@ -1,0 +1,288 @@
+//! A server started by the test, in-process, on a free port of the loopback, over a fresh
+//! database in a temporary directory (its PMEM log buffer in /dev/shm), and the clients that
+//! talk to it: the `redis` crate for commands, a raw TCP stream for the protocol itself.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, FromRedisValue, Value};
+use tailstore_engine::{Database, DbConfig};
+use tailstore_kv::server::{Server, ServerConfig};
+use tailstore_kv::Keyspace;
+use tailstore_log::CommitMode;
+use tempfile::TempDir;
+
+/// How long a test waits for any one reply before it fails instead of hanging.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Tests that measure the process's memory run alone: the others take this lock shared for
+/// as long as their server runs, those take it exclusively.
+static MEMORY: RwLock<()> = RwLock::new(());
+
+enum Guard {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+/// A running server; dropping it stops the server and waits for its threads.
+pub struct TestServer {
+    address: SocketAddr,
+    stop: Arc<AtomicBool>,
+    server: Option<Server>,
+    pub ks: Arc<Keyspace>,
+    _dir: TempDir,
+    _shm: TempDir,
+    _guard: Guard,
+}
+
+/// How a test wants its server.
+pub struct Options {
+    pub mode: CommitMode,
+    pub max_clients: usize,
+    pub max_bulk: usize,
+    pub threads: usize,
+    /// Run with no other test's server alive (for memory measurements).
+    pub exclusive: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mode: CommitMode::Buffer,
+            max_clients: 10_000,
+            max_bulk: 512 << 20,
+            threads: 2,
+            exclusive: false,
+        }
+    }
+}
+
+impl TestServer {
+    /// A server in `buffer` mode with the defaults of `tailstore serve`.
+    pub fn start() -> TestServer {
+        TestServer::with(Options::default())
+    }
+
+    pub fn with(options: Options) -> TestServer {
+        let guard = if options.exclusive {
+            Guard::Exclusive(MEMORY.write().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            Guard::Shared(MEMORY.read().unwrap_or_else(|e| e.into_inner()))
+        };
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let shm = tempfile::Builder::new()
+            .prefix("tailstore-kv-test")
+            .tempdir_in("/dev/shm")
+            .expect("temporary directory in /dev/shm");
+        let pmem = options
+            .mode
+            .uses_pmem()
+            .then(|| shm.path().join("log.pmem"));
+        let mut config = DbConfig::new(dir.path(), options.mode, pmem);
+        config.buffer_pool_bytes = 16 << 20;
+        let (db, _report) = Database::open(config).expect("open the database");
+        let ks = Arc::new(Keyspace::open(Arc::new(db), 16).expect("open the keyspace"));
+        let durable = options.mode.is_durable();
+        let server_config = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            max_clients: options.max_clients,
+            max_bulk: options.max_bulk,
+            threads: options.threads,
+            durability: format!("{} (test)", options.mode),
+            durable_replies: durable,
+            recovery: Duration::ZERO,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let server =
+            Server::start(ks.clone(), server_config, stop.clone()).expect("start the server");
+        TestServer {
+            address: server.address(),
+            stop,
+            server: Some(server),
+            ks,
+            _dir: dir,
+            _shm: shm,
+            _guard: guard,
+        }
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// A RESP2 connection through the `redis` crate.
+    pub fn client(&self) -> redis::Connection {
+        self.connect(&format!("redis://{}/", self.address))
+    }
+
+    /// A RESP3 connection through the `redis` crate (it says HELLO 3 on connecting).
+    pub fn client3(&self) -> redis::Connection {
+        self.connect(&format!("redis://{}/?protocol=resp3", self.address))
+    }
+
+    fn connect(&self, url: &str) -> redis::Connection {
+        let client = redis::Client::open(url).expect("client");
+        let con = client
+            .get_connection_with_timeout(REPLY_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+        con.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        con.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        con
+    }
+
+    /// A plain TCP connection, for what the protocol looks like byte by byte.
+    pub fn raw(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.address).expect("connect");
+        stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(server) = self.server.take() {
+            let outcome = server.wait();
+            if !std::thread::panicking() {
+                outcome.expect("the server stopped with an error");
+            }
+        }
+    }
+}
+
+/// Builds a command from its words.
+pub fn command(args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd
+}
+
+/// Runs a command that must succeed, converting its reply.
+#[track_caller]
+pub fn q<T: FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    match command(args).query(con) {
+        Ok(value) => value,
+        Err(err) => panic!("{args:?} failed: {err}"),
+    }
+}
+
+/// The reply to a command exactly as it came (errors nested in arrays included).
+#[track_caller]
+pub fn raw_value(con: &mut redis::Connection, args: &[&str]) -> Value {
+    con.req_command(&command(args))
+        .unwrap_or_else(|err| panic!("{args:?}: {err}"))
+}
+
+/// The full text of the error a command must be answered with, e.g.
+/// "ERR value is not an integer or out of range".
+#[track_caller]
+pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
+    match command(args).query::<Value>(con) {
+        Ok(value) => panic!("{args:?} answered {value:?}, expected an error"),
+        Err(err) => error_text(&err),
+    }
+}
+
+pub fn error_text(err: &redis::RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => err.to_string(),
+    }
+}
+
+/// The error text of a `Value::ServerError` (an element of an EXEC reply).
+pub fn server_error_text(value: &Value) -> Option<String> {
+    match value {
+        Value::ServerError(err) => Some(match err.details() {
+            Some(detail) => format!("{} {detail}", err.code()),
+            None => err.code().to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// Sends `request` and reads exactly `expected.len()` bytes back, which must be `expected`.
+#[track_caller]
+pub fn exchange(stream: &mut TcpStream, request: &[u8], expected: &[u8]) {
+    stream.write_all(request).expect("write");
+    expect_bytes(stream, expected);
+}
+
+/// Reads exactly `expected.len()` bytes, which must be `expected`.
+#[track_caller]
+pub fn expect_bytes(stream: &mut TcpStream, expected: &[u8]) {
+    let got = read_exactly(stream, expected.len());
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(expected),
+        "unexpected reply bytes"
+    );
+}
+
+/// Reads `n` bytes (fewer if the server closes the connection first).
+pub fn read_exactly(stream: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut got = vec![0; n];
+    let mut filled = 0;
+    while filled < n {
+        match stream.read(&mut got[filled..]) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => panic!("read after {filled} of {n} bytes: {err}"),
+        }
+    }
+    got.truncate(filled);
+    got
+}
+
+/// Whether the server closed the connection: the next read sees the end of the stream (or a
+/// reset), within the reply timeout.
+pub fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(err) => matches!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+        ),
+    }
+}
+
+/// Polls `check` every 20 ms until it is true or `limit` has passed; whether it became true.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if check() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A line of /proc/self/status in KiB, e.g. `VmRSS`.
+pub fn proc_status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
