@@ -263,7 +263,7 @@ impl<'db> Transaction<'db> {
     pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<()> {
         let slot = self.slot(table);
         let schema = table.schema();
-        let row = schema.check_row(row)?;
+        let row = schema.checked_row(row)?;
         let (pk, value) = schema.encode_row(&row)?;
         if self.read_row(slot, &pk)?.is_some() {
             return Err(self.unless_stale(EngineError::DuplicateKey(table.name().to_string())));
@@ -282,7 +282,7 @@ impl<'db> Transaction<'db> {
     pub fn update(&mut self, table: &Table, row: &[Value]) -> Result<()> {
         let slot = self.slot(table);
         let schema = table.schema();
-        let row = schema.check_row(row)?;
+        let row = schema.checked_row(row)?;
         let (pk, value) = schema.encode_row(&row)?;
         let old = match self.read_row(slot, &pk)? {
             Some(old) => schema.decode_row(&pk, &old)?,
@@ -318,7 +318,7 @@ impl<'db> Transaction<'db> {
             };
         }
         let slot = self.slot(table);
-        let row = schema.check_row(row)?;
+        let row = schema.checked_row(row)?;
         let (pk, value) = schema.encode_row(&row)?;
         self.buffer_write(slot, 0, pk, Some(value))?;
         Ok(())

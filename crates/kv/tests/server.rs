@@ -78,7 +78,7 @@ fn set_and_get_with_every_option() {
     assert_eq!(q::<i64>(&mut c, &["TTL", "e"]), -1);
     ok(raw_value(&mut c, &["SET", "p", "1", "PX", "100000"]));
     let pttl: i64 = q(&mut c, &["PTTL", "p"]);
-    assert!((99_000..=100_000).contains(&pttl), "PTTL {pttl}");
+    assert!((95_000..=100_000).contains(&pttl), "PTTL {pttl}");
     let at = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -591,7 +591,7 @@ fn expire_ttl_persist() {
     assert!((99..=100).contains(&ttl), "TTL {ttl}");
     assert_eq!(q::<i64>(&mut c, &["PEXPIRE", "k", "5000"]), 1);
     let pttl: i64 = q(&mut c, &["PTTL", "k"]);
-    assert!((4_900..=5_000).contains(&pttl), "PTTL {pttl}");
+    assert!((4_000..=5_000).contains(&pttl), "PTTL {pttl}");
     assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 1);
     assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
     assert_eq!(q::<i64>(&mut c, &["PERSIST", "k"]), 0);
@@ -640,31 +640,25 @@ fn lazy_expiry() {
     let server = TestServer::start();
     let mut c = server.client();
     ok(raw_value(&mut c, &["SET", "live", "v"]));
+    let sent = Instant::now();
     ok(raw_value(&mut c, &["SET", "k", "v", "PX", "50"]));
-    let set_at = Instant::now();
-    assert_eq!(
-        q::<Option<String>>(&mut c, &["GET", "k"]).as_deref(),
-        Some("v")
-    );
-    // The key must vanish right at its deadline (the active expiry runs every 100 ms, so a
-    // key that outlives its deadline by much was not expired on access).
+    let acked = Instant::now();
+    // Every GET sent after the deadline must find the key gone; the first of them goes out
+    // within a few ms of it, before the active expiry (every 100 ms) is likely to have run.
     loop {
+        let asked = acked.elapsed();
         let got: Option<String> = q(&mut c, &["GET", "k"]);
-        let elapsed = set_at.elapsed();
         if got.is_none() {
+            let elapsed = sent.elapsed();
             assert!(
-                elapsed >= Duration::from_millis(45),
-                "expired early, after {elapsed:?}"
-            );
-            assert!(
-                elapsed < Duration::from_millis(90),
-                "still there {elapsed:?} after SET PX 50"
+                elapsed >= Duration::from_millis(49),
+                "expired early, {elapsed:?} after SET PX 50"
             );
             break;
         }
         assert!(
-            elapsed < Duration::from_millis(90),
-            "still there {elapsed:?} after SET PX 50"
+            asked < Duration::from_millis(52),
+            "a GET sent {asked:?} after SET PX 50 was acknowledged still found the key"
         );
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -721,12 +715,13 @@ fn active_expiry() {
         }
     }
     let _: () = q(&mut c, &["SELECT", "0"]);
+    let set_end = Instant::now();
     if set_at.elapsed() < Duration::from_millis(900) {
         assert_eq!(stored_rows(&server, "kv_keys"), 610);
         assert_eq!(stored_rows(&server, "kv_expiry"), 600);
     }
     // Gone within a second of the deadline.
-    let limit = (set_at + Duration::from_millis(2000)).saturating_duration_since(Instant::now());
+    let limit = (set_end + Duration::from_millis(2000)).saturating_duration_since(Instant::now());
     let gone = eventually(limit, || {
         stored_rows(&server, "kv_keys") == 10 && stored_rows(&server, "kv_expiry") == 0
     });
@@ -1783,7 +1778,7 @@ fn a_client_that_does_not_read_is_bounded() {
         grown >> 10
     );
     assert!(
-        busy < Duration::from_millis(500),
+        busy < Duration::from_millis(200),
         "the server used {busy:?} of CPU in 1 s waiting for a client to read"
     );
     let mut reply = format!("${}\r\n", value.len()).into_bytes();
@@ -1794,4 +1789,74 @@ fn a_client_that_does_not_read_is_bounded() {
         assert!(got == reply, "reply {i} of {n} differs");
     }
     exchange(&mut s, b"PING\r\n", b"+PONG\r\n");
+}
+
+/// Readers of a value cut into parts, while writers replace it with values of other sizes:
+/// every read sees one whole value, never a mix and never an error (an optimistic
+/// transaction that read parts of two versions is retried, not reported as corruption).
+#[test]
+fn reads_of_a_value_rewritten_concurrently_are_whole() {
+    let server = TestServer::start();
+    let values: Vec<Vec<u8>> = [150_000usize, 20_000, 60_000, 5]
+        .iter()
+        .enumerate()
+        .map(|(n, len)| vec![b'a' + n as u8; *len])
+        .collect();
+    let mut c = server.client();
+    let _: () = redis::cmd("SET")
+        .arg("v")
+        .arg(&values[0])
+        .query(&mut c)
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut c = server.client();
+            let values = values.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut i = w;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = &values[i % values.len()];
+                    let reply: Result<Value, _> =
+                        redis::cmd("SET").arg("v").arg(value).query(&mut c);
+                    if let Err(e) = reply {
+                        return Err(format!("SET: {e}"));
+                    }
+                    let reply: Result<Value, _> = redis::cmd("APPEND")
+                        .arg("w")
+                        .arg(&value[..1000.min(value.len())])
+                        .query(&mut c);
+                    if let Err(e) = reply {
+                        return Err(format!("APPEND: {e}"));
+                    }
+                    i += 1;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let mut reads = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        let got: Vec<u8> = match redis::cmd("GET").arg("v").query(&mut c) {
+            Ok(got) => got,
+            Err(e) => panic!("GET failed after {reads} reads: {e}"),
+        };
+        assert!(
+            values.contains(&got),
+            "GET returned a value of {} bytes that was never written",
+            got.len()
+        );
+        let _: Option<Vec<u8>> = match redis::cmd("GETRANGE").arg("w").arg(0).arg(-1).query(&mut c)
+        {
+            Ok(got) => got,
+            Err(e) => panic!("GETRANGE failed after {reads} reads: {e}"),
+        };
+        reads += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap().unwrap();
+    }
 }

@@ -237,7 +237,10 @@ impl BufferPool {
                     page_id: None,
                     dirty: false,
                     unlogged: false,
-                    page: Page::zeroed(),
+                    // Allocated when the frame first gets a page: zeroing every frame up
+                    // front would make opening a large pool (a restart) cost a pass over
+                    // all of its memory.
+                    page: Page::unallocated(),
                 }),
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
@@ -505,6 +508,7 @@ impl BufferPool {
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         }
 
+        data.page.allocate();
         let filled = match fill {
             Fill::Fresh => {
                 data.page.format(id, PageKind::Free);

@@ -124,6 +124,21 @@ impl Page {
         }
     }
 
+    /// A page with no memory yet; [`Page::allocate`] gives it its bytes. Only the buffer pool
+    /// holds such pages, in frames that have never held a page.
+    pub fn unallocated() -> Page {
+        Page {
+            bytes: Box::default(),
+        }
+    }
+
+    /// Gives an [`Page::unallocated`] page its (zeroed) bytes; no-op on any other page.
+    pub fn allocate(&mut self) {
+        if self.bytes.is_empty() {
+            *self = Page::zeroed();
+        }
+    }
+
     /// Resets the page to an empty page `id` of `kind` with LSN 0.
     pub fn format(&mut self, id: PageId, kind: PageKind) {
         self.bytes.fill(0);

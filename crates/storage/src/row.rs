@@ -248,6 +248,24 @@ impl Schema {
             .collect()
     }
 
+    /// [`Schema::check_row`] without copying the row when no value needs normalizing (only
+    /// CHAR values are padded): the common case, and rows can be kilobytes.
+    pub fn checked_row<'r>(
+        &self,
+        row: &'r [Value],
+    ) -> Result<std::borrow::Cow<'r, [Value]>, RowError> {
+        arity(self.columns().len(), row.len())?;
+        let mut needs_padding = false;
+        for (column, value) in self.columns().iter().zip(row) {
+            value.check(column)?;
+            needs_padding |= matches!(column.ty, ColumnType::Char(_));
+        }
+        if needs_padding {
+            return self.check_row(row).map(std::borrow::Cow::Owned);
+        }
+        Ok(std::borrow::Cow::Borrowed(row))
+    }
+
     /// Encodes a full row into its B+tree entry: (primary key, value).
     pub fn encode_row(&self, row: &[Value]) -> Result<(Vec<u8>, Vec<u8>), RowError> {
         Ok((self.primary_key_of(row)?, self.encode_value(row)?))

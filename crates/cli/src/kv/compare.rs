@@ -52,7 +52,7 @@ const RESTART_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct CompareArgs {
     /// Measured seconds of each workload run (after --warmup). The defaults make the whole
     /// comparison take about three minutes.
-    #[arg(long, value_name = "S", default_value_t = 1.5)]
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
     pub test_time: f64,
     /// Seconds of each run whose requests are not counted.
     #[arg(long, value_name = "S", default_value_t = 0.2)]

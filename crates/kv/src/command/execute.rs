@@ -2,6 +2,8 @@
 //! while the engine reports a conflict, committed without waiting so the server can share
 //! one durability wait among every reply of an event-loop pass.
 
+use std::time::Duration;
+
 use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
@@ -41,7 +43,9 @@ impl Keyspace {
         let Run::Data(handler) = command.run else {
             return self.refuse(Reply::error("ERR not a data command"));
         };
-        for _ in 0..ATTEMPTS {
+        let mut torn = None;
+        for attempt in 0..ATTEMPTS {
+            pause(attempt);
             let mut txn = self.database().begin();
             let mut ctx = Ctx {
                 ks: self,
@@ -62,19 +66,25 @@ impl Keyspace {
                 },
                 Err(Fault::Engine(err)) if err.is_retryable() => continue,
                 Err(Fault::Engine(err)) => return self.refuse(engine_reply(&err)),
+                Err(Fault::Torn(detail)) => {
+                    txn.rollback();
+                    torn = Some(detail);
+                }
                 Err(Fault::Reply(reply)) => {
                     txn.rollback();
                     return self.refuse(reply);
                 }
             }
         }
-        self.refuse(conflict_reply())
+        self.refuse(exhausted_reply(torn))
     }
 
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
     pub fn execute_block(&self, steps: &[BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        for _ in 0..ATTEMPTS {
+        let mut torn = None;
+        for attempt in 0..ATTEMPTS {
+            pause(attempt);
             let mut txn = self.database().begin();
             let mut ctx = Ctx {
                 ks: self,
@@ -93,11 +103,16 @@ impl Keyspace {
                     Err(err) if err.is_retryable() => continue,
                     Err(err) => return self.refuse(engine_reply(&err)),
                 },
-                Err(err) if err.is_retryable() => continue,
-                Err(err) => return self.refuse(engine_reply(&err)),
+                Err(Fault::Engine(err)) if err.is_retryable() => continue,
+                Err(Fault::Engine(err)) => return self.refuse(engine_reply(&err)),
+                Err(Fault::Torn(detail)) => {
+                    txn.rollback();
+                    torn = Some(detail);
+                }
+                Err(Fault::Reply(reply)) => return self.refuse(reply),
             }
         }
-        self.refuse(conflict_reply())
+        self.refuse(exhausted_reply(torn))
     }
 
     /// Runs `body` in database `db` as a transaction of its own, committed and durable on
@@ -110,6 +125,7 @@ impl Keyspace {
     ) -> Result<T, EngineError> {
         let mut attempt = 0;
         loop {
+            pause(attempt);
             attempt += 1;
             let mut txn = self.database().begin();
             let mut ctx = Ctx {
@@ -121,6 +137,11 @@ impl Keyspace {
             let outcome = match body(&mut ctx) {
                 Ok(value) => txn.commit().map(|()| value),
                 Err(Fault::Engine(err)) => Err(err),
+                Err(Fault::Torn(_)) if attempt < ATTEMPTS => {
+                    txn.rollback();
+                    continue;
+                }
+                Err(Fault::Torn(detail)) => Err(Fault::corruption(&detail)),
                 Err(Fault::Reply(reply)) => Err(EngineError::Corrupt(format!("kv: {reply:?}"))),
             };
             match outcome {
@@ -158,17 +179,34 @@ impl Keyspace {
     }
 }
 
+/// Before attempt `attempt` (from 0): nothing for the first, a yield for the next two, then
+/// a sleep doubling from 10 µs to at most 1 ms. A command that keeps colliding with the
+/// commits of a hot key lets them finish instead of spinning through its attempts (the
+/// sleep holds up its own event-loop thread only, and only under such contention).
+fn pause(attempt: usize) {
+    match attempt {
+        0 => {}
+        1 | 2 => std::thread::yield_now(),
+        _ => {
+            let wait = Duration::from_micros(10 << (attempt - 3).min(7));
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+        }
+    }
+}
+
+/// The block's reply; `Err` only with an engine error or a torn read (a command's error
+/// reply is an element of the array).
 fn run_block(
     ctx: &mut Ctx<'_, '_>,
     steps: &[BlockStep<'_>],
     watched: &[Watched],
-) -> Result<Reply, EngineError> {
+) -> Result<Reply, Fault> {
     for watch in watched {
         ctx.db = watch.db;
         let now = match ctx.meta(&watch.key) {
             Ok(meta) => meta.map(|m| m.version),
-            Err(Fault::Engine(err)) => return Err(err),
             Err(Fault::Reply(_)) => None,
+            Err(fault) => return Err(fault),
         };
         if now != watch.version {
             return Ok(Reply::NullArray);
@@ -185,7 +223,7 @@ fn run_block(
                 } {
                     Ok(reply) => reply,
                     Err(Fault::Reply(reply)) => reply,
-                    Err(Fault::Engine(err)) => return Err(err),
+                    Err(fault) => return Err(fault),
                 },
                 Run::Server => Reply::error("ERR not a data command"),
             },
@@ -199,13 +237,19 @@ fn engine_reply(err: &EngineError) -> Reply {
     Reply::error(format!("ERR tailstore engine: {err}"))
 }
 
-fn conflict_reply() -> Reply {
-    Reply::error("ERR tailstore: transaction kept conflicting with others; retry it")
+/// The reply once every attempt failed: a conflict, or (when attempts read rows that did
+/// not fit together) the corruption that persisted.
+fn exhausted_reply(torn: Option<String>) -> Reply {
+    match torn {
+        Some(detail) => engine_reply(&Fault::corruption(&detail)),
+        None => Reply::error("ERR tailstore: transaction kept conflicting with others; retry it"),
+    }
 }
 
 fn fault_reply(fault: Fault) -> Reply {
     match fault {
         Fault::Reply(reply) => reply,
         Fault::Engine(err) => engine_reply(&err),
+        Fault::Torn(detail) => engine_reply(&Fault::corruption(&detail)),
     }
 }

@@ -31,8 +31,11 @@ pub(super) fn wrong_arity(args: &[Vec<u8>]) -> Fault {
     ))
 }
 
+/// (field, value) pairs.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Every (field, value) of a hash, in field order.
-fn all_fields(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Fault> {
+fn all_fields(ctx: &mut Ctx, key: &[u8]) -> Result<Fields, Fault> {
     ctx.ks
         .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)
 }
@@ -68,7 +71,7 @@ pub fn hmset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>]) -> Result<i64, Fault> {
     let pairs = &args[2..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(wrong_arity(args));
     }
     for pair in pairs.chunks(2) {

@@ -38,6 +38,12 @@ pub enum Fault {
     Reply(Reply),
     /// The engine refused: a retryable conflict, or a failure that stops the database.
     Engine(EngineError),
+    /// Stored rows that do not fit together (a missing part, a length that disagrees with
+    /// the parts). Reads are not a snapshot in the engine's optimistic transactions: rows
+    /// read before and after another commit can disagree, and validation would abort the
+    /// transaction at commit. So the command is retried; only if this persists is it
+    /// reported as corruption.
+    Torn(String),
 }
 
 impl Fault {
@@ -45,9 +51,15 @@ impl Fault {
         Fault::Reply(Reply::error(message))
     }
 
-    /// Stored data that does not decode: reported, never returned as a value.
+    /// Stored data that does not decode or fit together: never returned as a value; retried
+    /// as a possibly torn read, then reported (see [`Fault::Torn`]).
     pub fn corrupt(detail: String) -> Fault {
-        Fault::Engine(EngineError::Corrupt(format!("kv: {detail}")))
+        Fault::Torn(detail)
+    }
+
+    /// The corruption a torn read that persisted amounts to.
+    pub fn corruption(detail: &str) -> EngineError {
+        EngineError::Corrupt(format!("kv: {detail}"))
     }
 }
 

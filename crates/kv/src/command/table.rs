@@ -1129,7 +1129,37 @@ pub static COMMANDS: &[Command] = &[
 
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    COMMANDS
-        .iter()
-        .find(|command| command.name.as_bytes().eq_ignore_ascii_case(name))
+    // Names are short: lower-case into a small buffer instead of allocating.
+    let mut lower = [0u8; 32];
+    let lower = lower.get_mut(..name.len())?;
+    for (to, from) in lower.iter_mut().zip(name) {
+        *to = from.to_ascii_lowercase();
+    }
+    by_name().get(&*lower).copied()
+}
+
+fn by_name() -> &'static std::collections::HashMap<&'static [u8], &'static Command> {
+    static BY_NAME: std::sync::OnceLock<
+        std::collections::HashMap<&'static [u8], &'static Command>,
+    > = std::sync::OnceLock::new();
+    BY_NAME.get_or_init(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_by_its_name_in_any_case() {
+        let mut names = std::collections::HashSet::new();
+        for command in COMMANDS {
+            assert!(names.insert(command.name), "{} listed twice", command.name);
+            assert_eq!(command.name, command.name.to_ascii_lowercase());
+            let upper = command.name.to_ascii_uppercase();
+            let found = lookup(upper.as_bytes()).map(|c| c.name);
+            assert_eq!(found, Some(command.name));
+        }
+        assert!(lookup(b"no-such-command").is_none());
+        assert!(lookup(&[b'x'; 100]).is_none());
+    }
 }

@@ -241,7 +241,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         i += 1;
     }
     let pairs = &args[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(Fault::err(SYNTAX));
     }
     if f.nx && f.xx {
@@ -249,7 +249,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return Err(Fault::err(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));

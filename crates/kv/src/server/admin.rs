@@ -63,6 +63,8 @@ pub fn in_transaction(
         "info" => info(shared, args),
         "save" | "bgsave" => save(shared, command.name),
         "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
+        // Queued in MULTI: EXEC has dropped the watches already.
+        "unwatch" => Reply::ok(),
         name => Reply::error(format!(
             "ERR '{name}' is not allowed inside MULTI in tailstore"
         )),

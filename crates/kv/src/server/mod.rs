@@ -82,6 +82,11 @@ impl Server {
         let listener = TcpListener::bind(config.listen)?;
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
+        // INFO and CONFIG tell the port bound, also when port 0 was asked for.
+        let config = ServerConfig {
+            listen: address,
+            ..config
+        };
         let threads = config.threads.max(1);
         let shared = Arc::new(Shared {
             ks,

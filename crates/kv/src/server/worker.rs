@@ -47,7 +47,12 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<Token> = Vec::new();
         while !self.shared.stop.load(Ordering::Relaxed) {
-            let unread = self.connections.values().any(|c| c.unread);
+            // A connection held back by its unsent replies waits for its socket to take
+            // them (a writable event), not for the next pass: polling it would spin.
+            let unread = self
+                .connections
+                .values()
+                .any(|c| c.unread && !c.backlogged());
             let timeout = if unread { Duration::ZERO } else { IDLE };
             if let Err(err) = self.poll.poll(&mut events, Some(timeout)) {
                 if err.kind() == io::ErrorKind::Interrupted {
@@ -66,7 +71,7 @@ impl Worker {
             ready.extend(
                 self.connections
                     .iter()
-                    .filter(|(_, c)| c.unread)
+                    .filter(|(_, c)| c.unread && !c.backlogged())
                     .map(|(token, _)| *token),
             );
             ready.sort_unstable();
