@@ -133,15 +133,7 @@ impl Connection {
 
     /// Tops the requests in flight up to the pipeline depth and sends them.
     pub fn fill(&mut self, ctx: &mut ThreadContext<'_>) -> Result<(), String> {
-        let batch = std::env::var_os("KV_BATCH").is_some();
-        if ctx.issuing
-            && self.remaining > 0
-            && (if batch {
-                self.in_flight.is_empty()
-            } else {
-                self.in_flight.len() < ctx.pipeline
-            })
-        {
+        if ctx.issuing && self.remaining > 0 && self.in_flight.len() < ctx.pipeline {
             let now = Instant::now();
             while self.in_flight.len() < ctx.pipeline && self.remaining > 0 {
                 let op = if ctx.ratio.is_set(self.sent) {

@@ -217,14 +217,14 @@ fn run_block(
         let reply = match step {
             BlockStep::Server(reply) => reply.clone(),
             BlockStep::Data(db, command, args) => match command.run {
-                Run::Data(handler) => match {
+                Run::Data(handler) => {
                     ctx.db = *db;
-                    handler(ctx, args)
-                } {
-                    Ok(reply) => reply,
-                    Err(Fault::Reply(reply)) => reply,
-                    Err(fault) => return Err(fault),
-                },
+                    match handler(ctx, args) {
+                        Ok(reply) => reply,
+                        Err(Fault::Reply(reply)) => reply,
+                        Err(fault) => return Err(fault),
+                    }
+                }
                 Run::Server => Reply::error("ERR not a data command"),
             },
         };

@@ -162,7 +162,7 @@ pub fn parse_int(arg: &[u8]) -> Result<i64, Fault> {
     std::str::from_utf8(arg)
         .ok()
         .filter(|s| {
-            !s.starts_with('+') && !(s.len() > 1 && s.starts_with('0')) && !s.starts_with("-0")
+            !(s.starts_with('+') || s.starts_with("-0") || (s.len() > 1 && s.starts_with('0')))
         })
         .and_then(|s| s.parse::<i64>().ok())
         .ok_or_else(|| Fault::err(NOT_INTEGER))

@@ -215,7 +215,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 fn pairs(args: &[Vec<u8>]) -> Result<&[Vec<u8>], Fault> {
     let pairs = &args[1..];
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
         return Err(Fault::err(format!(
             "ERR wrong number of arguments for '{name}' command"

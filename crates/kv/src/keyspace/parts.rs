@@ -40,6 +40,9 @@ pub fn seq_of_field(field: &[u8]) -> Result<i64, Fault> {
     Ok((u64::from_be_bytes(array) ^ (1 << 63)) as i64)
 }
 
+/// (field, value) pairs of a key, in field order.
+pub(crate) type FieldValues = Vec<(Vec<u8>, Vec<u8>)>;
+
 fn part_key(db: u32, key: &[u8], field: &[u8], part: i64) -> Vec<Value> {
     vec![
         Value::Int(i64::from(db)),
@@ -155,7 +158,7 @@ impl Keyspace {
         key: &[u8],
         direction: ScanDirection,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Fault> {
+    ) -> Result<FieldValues, Fault> {
         let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
         let rows = txn.scan(
             &self.parts,

@@ -89,6 +89,7 @@ impl Keyspace {
 
     /// Members with their scores in (score, member) order, from `lower` to `upper` score
     /// (in `direction`), at most `limit`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn members_by_score(
         &self,
         txn: &mut Transaction<'_>,

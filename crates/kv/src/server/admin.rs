@@ -322,7 +322,7 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             }
             Reply::Map(found)
         }
-        "set" if args.len() >= 4 && args.len() % 2 == 0 => Reply::error(
+        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => Reply::error(
             "ERR tailstore's settings are its command-line options; durability is its --commit mode",
         ),
         "resetstat" if args.len() == 2 => Reply::ok(),

@@ -150,6 +150,9 @@ impl Server {
 /// The active expiry: Redis samples keys with a TTL ten times a second; we read the
 /// deadline queue (`kv_expiry`) instead, so no expired key waits to be sampled.
 fn expire_keys(shared: &Shared) {
+    // A failure that persists (a database that stopped accepting writes) is told once, not
+    // ten times a second.
+    let mut last_failure = String::new();
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(EXPIRY_PERIOD);
         loop {
@@ -157,7 +160,11 @@ fn expire_keys(shared: &Shared) {
                 Ok(removed) if removed == EXPIRY_BATCH => continue,
                 Ok(_) => break,
                 Err(err) => {
-                    eprintln!("tailstore serve: active expiry failed: {err}");
+                    let failure = err.to_string();
+                    if failure != last_failure {
+                        eprintln!("tailstore serve: active expiry failed: {failure}");
+                        last_failure = failure;
+                    }
                     break;
                 }
             }
