@@ -55,6 +55,11 @@ pub struct ServeArgs {
     pub tuning: TuningArgs,
 }
 
+/// The log's ring (the PMEM log buffer in `buffer` mode): a commit's record must fit half of
+/// it, which bounds the largest value one command can write (see
+/// `Database::max_commit_bytes`: 8 MiB with this ring).
+const LOG_RING: usize = 64 << 20;
+
 /// Log written between checkpoints by default: recovery after a crash replays at most about
 /// this much, which keeps a restart well under a second.
 const DEFAULT_CHECKPOINT_LOG: u64 = 256 << 20;
@@ -148,6 +153,7 @@ fn db_config(args: &ServeArgs) -> DbConfig {
         config.log.log_dir = dir.clone();
     }
     config.buffer_pool_bytes = args.buffer_pool.0;
+    config.log.ring_bytes = LOG_RING;
     if args.commit != CommitMode::PmemLog {
         config.checkpoint_log_bytes = DEFAULT_CHECKPOINT_LOG;
     }

@@ -254,6 +254,15 @@ impl Database {
         }
     }
 
+    /// The most bytes of keys and values one transaction may write; a larger one fails its
+    /// commit with [`EngineError::TooLarge`] and changes nothing. Its log record must fit the
+    /// log (a record also holds full images of the pages it changes: about three times the
+    /// data for rows near the entry size), and every page it changes stays in the buffer pool
+    /// until the record is logged.
+    pub fn max_commit_bytes(&self) -> usize {
+        self.shared.max_commit_bytes()
+    }
+
     /// The table named `name`.
     pub fn table(&self, name: &str) -> Result<Table> {
         self.shared
@@ -442,6 +451,13 @@ fn run_checkpointer(weak: Weak<Shared>) {
 
 impl Shared {
     /// `Err(Stopped)` after a failure (fail-stop).
+    /// See [`Database::max_commit_bytes`].
+    pub fn max_commit_bytes(&self) -> usize {
+        let log = self.log.max_record_bytes() as usize / 4;
+        let pool = self.pool.capacity() * tailstore_storage::PAGE_SIZE / 8;
+        log.min(pool)
+    }
+
     pub fn check_running(&self) -> Result<()> {
         match self.failure.lock().as_ref() {
             Some(cause) => Err(EngineError::Stopped(cause.clone())),

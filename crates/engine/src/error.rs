@@ -66,6 +66,10 @@ pub enum EngineError {
     Log(#[from] LogError),
     #[error(transparent)]
     Media(#[from] tailstore_media::MediaError),
+    /// The transaction writes more than one commit may (see
+    /// [`crate::Database::max_commit_bytes`]); nothing was changed.
+    #[error("transaction too large: it writes {bytes} bytes, a commit may write at most {limit}")]
+    TooLarge { bytes: usize, limit: usize },
     /// The database's files are not what they should be (meta pages, catalog, log records).
     #[error("database is corrupt: {0}")]
     Corrupt(String),

@@ -446,6 +446,13 @@ impl<'db> Transaction<'db> {
             });
         }
         db.check_running()?;
+        // Refused here, a transaction too large to log changes nothing; refused by the log
+        // after its pages changed, it would stop the database.
+        let bytes = self.write_bytes();
+        let limit = db.max_commit_bytes();
+        if bytes > limit {
+            return Err(EngineError::TooLarge { bytes, limit });
+        }
         // Before any page changes: a full `pmem-log` must not stop us halfway.
         db.wait_for_log_room()?;
         // Ids name lock owners, so only a transaction that locks needs one (taking it at
@@ -476,6 +483,15 @@ impl<'db> Transaction<'db> {
                 abort
             }
         }
+    }
+
+    /// Bytes of keys and values the transaction writes (with a little per entry for the
+    /// record's op headers).
+    fn write_bytes(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|((_, key), write)| key.len() + write.value.as_ref().map_or(0, Vec::len) + 16)
+            .sum()
     }
 
     /// Whether the transaction read at most one row version and scanned nothing: a read-only

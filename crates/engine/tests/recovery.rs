@@ -812,13 +812,14 @@ fn failed_write_during_a_read_stops_the_database() {
 fn transaction_changing_more_pages_than_the_pool_holds_fails_safely() {
     // Changed pages stay in the pool until the commit record is appended (no steal): a
     // transaction that changes more pages than there are frames cannot be applied. It must
-    // fail, stop the database, and lose nothing that was acknowledged.
+    // fail, stop the database, and lose nothing that was acknowledged. (Small rows: more
+    // bytes than `max_commit_bytes` would be refused before any change; see below.)
     let mode = CommitMode::Fsync;
     let (storage, db, table, workload) = loaded(mode, SMALL_POOL, 100);
     let mut txn = db.begin();
     for i in 0..150 {
         // Spread over the whole key space and every group: many leaves of every tree.
-        let item = Item::new(i * 397 % 4_000, i % 8, 5_000_000 + i, 500);
+        let item = Item::new(i * 397 % 4_000, i % 8, 5_000_000 + i, 10);
         if txn.insert(&table, &item.values()).is_err() {
             txn.update(&table, &item.values()).unwrap();
         }
@@ -833,6 +834,40 @@ fn transaction_changing_more_pages_than_the_pool_holds_fails_safely() {
         &workload.model,
         "too large a transaction",
     );
+}
+
+#[test]
+fn transaction_writing_more_than_a_commit_may_is_refused_without_a_change() {
+    // More bytes than the log or the pool can take in one commit: refused before any page
+    // changes, so the database goes on and nothing of the transaction is visible.
+    let mode = CommitMode::Buffer;
+    let (_storage, db, table, workload) = loaded(mode, SMALL_POOL, 100);
+    let limit = db.max_commit_bytes();
+    let mut txn = db.begin();
+    let mut written = 0;
+    let mut id = 100_000;
+    while written <= limit {
+        let item = Item::new(id, 0, 6_000_000 + id, support::MAX_NOTE);
+        txn.insert(&table, &item.values()).unwrap();
+        written += support::MAX_NOTE;
+        id += 1;
+    }
+    match txn.commit() {
+        Err(EngineError::TooLarge { bytes, limit: l }) => assert!(bytes > l && l == limit),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    let mut txn = db.begin();
+    assert!(
+        txn.get(&table, &key(100_000)).unwrap().is_none(),
+        "nothing was applied"
+    );
+    txn.commit().unwrap();
+    assert_eq!(db.check().unwrap(), 3 * workload.model.len() as u64);
+    // And the database still takes commits.
+    let mut txn = db.begin();
+    txn.insert(&table, &Item::new(99_999, 0, 7_000_000, 10).values())
+        .unwrap();
+    txn.commit().expect("a normal commit after the refused one");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1984,7 +1984,6 @@ fn doubles_in_resp2_and_resp3() {
 /// larger than half the log's ring) is refused with an error, and the database goes on
 /// accepting writes: one client's command must not stop the server.
 #[test]
-#[ignore = "engine: a commit whose log record does not fit the ring fails after applying its writes, and the database stops accepting writes"]
 fn a_value_too_large_for_one_commit_is_refused_without_stopping_the_database() {
     let server = TestServer::start();
     let mut c = server.client();

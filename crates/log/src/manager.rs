@@ -665,6 +665,11 @@ impl LogManager {
         self.shared.mode
     }
 
+    /// The largest record an append accepts (payload and header).
+    pub fn max_record_bytes(&self) -> u64 {
+        self.shared.max_record
+    }
+
     /// The medium of the ring for the PMEM modes; `None` when the ring is in DRAM.
     pub fn pmem_medium(&self) -> Option<Medium> {
         self.shared

@@ -231,9 +231,10 @@ pub fn model_scan(
 pub fn sim_config(mode: CommitMode, pool_pages: usize) -> DbConfig {
     let mut config = DbConfig::new(SIM_DIR, mode, Some(PathBuf::from(SIM_PMEM)));
     config.log.block_bytes = 4 * KIB;
-    // Records hold full-page images: a ring of 256 KiB takes records of up to 128 KiB (the
-    // crash workloads write records of up to about 70 KiB).
-    config.log.ring_bytes = 256 * KIB;
+    // Records hold full-page images: a ring of 512 KiB takes records of up to 256 KiB, and
+    // transactions writing up to 64 KiB of rows (`Database::max_commit_bytes`; the crash
+    // workloads write records of up to about 70 KiB).
+    config.log.ring_bytes = 512 * KIB;
     // Small: the simulator copies the whole region at every crash, and the log's recovery
     // wipes its free part at every open (see also `checkpoint_if_log_grew`).
     config.log.pmem_log_bytes = 512 * KIB;
