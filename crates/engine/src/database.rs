@@ -1,7 +1,7 @@
 //! Opening, creating, checkpointing and closing a database.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -138,6 +138,8 @@ pub(crate) struct Shared {
     /// The LSN of the latest completed checkpoint: the log is released up to here (the only
     /// way `pmem-log` gets room back; see [`Shared::wait_for_log_room`]).
     pub released_lsn: AtomicU64,
+    /// Set after a recovery that replayed records: the checkpointer runs one at once.
+    checkpoint_requested: AtomicBool,
     failure: Mutex<Option<String>>,
     checkpoint: Mutex<CheckpointState>,
     shutdown: Mutex<bool>,
@@ -210,13 +212,17 @@ impl Database {
                 lsn: meta.checkpoint_lsn,
                 at: Instant::now(),
             }),
+            checkpoint_requested: AtomicBool::new(false),
             shutdown: Mutex::new(false),
             wake: Condvar::new(),
             config,
         });
         if report.records > 0 {
-            // Recovery's work is now in the data file: the next open need not redo it.
-            shared.checkpoint()?;
+            // Recovery's work goes to the data file with the next checkpoint, soon, in the
+            // background: a restart answers its first request without waiting for every
+            // page redo touched to be written and synced. Until then the state is exactly
+            // that of a database that has been running since the checkpoint it started from.
+            shared.checkpoint_requested.store(true, Ordering::Release);
         }
         let checkpointer = spawn_checkpointer(&shared)?;
         Ok((
@@ -484,6 +490,9 @@ impl Shared {
     }
 
     fn checkpoint_due(&self) -> bool {
+        if self.checkpoint_requested.load(Ordering::Acquire) {
+            return true;
+        }
         let state = self.checkpoint.lock();
         let by_log = self.log.appended_lsn() - state.lsn >= self.config.checkpoint_log_bytes;
         let by_time = self
@@ -503,6 +512,7 @@ impl Shared {
     pub fn checkpoint(&self) -> Result<()> {
         let mut state = self.checkpoint.lock();
         self.check_running()?;
+        self.checkpoint_requested.store(false, Ordering::Release);
         let began = Instant::now();
         let lsn = {
             let _appends = self.log_gate.write();
