@@ -348,3 +348,57 @@ fn planted_early_reply_is_caught() {
         Ok(()) => panic!("replies sent before durability went unnoticed in 20 kills"),
     }
 }
+
+/// Deadlines are stored with the keys: after a SIGKILL and a restart, a key with a TTL still
+/// has it and still expires on time, and a key without one keeps none.
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn expiry_survives_a_sigkill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm =
+        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
+    let pmem = shm.path().join("kv.pmem");
+    let mut server = start(dir.path(), "buffer", &pmem);
+    let mut client = Client::connect(server.address).expect("connect");
+    assert_eq!(
+        client.call(&[b"SET", b"soon", b"v", b"PX", b"1500"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    assert_eq!(
+        client.call(&[b"SET", b"later", b"v", b"EX", b"1000"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    assert_eq!(
+        client.call(&[b"SET", b"never", b"v"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    let set_at = Instant::now();
+    server.child.kill().expect("SIGKILL");
+    let _ = server.child.wait();
+
+    let mut server = start(dir.path(), "buffer", &pmem);
+    let mut client = Client::connect(server.address).expect("connect");
+    let ttl = |client: &mut Client, key: &[u8]| match client.call(&[b"PTTL", key]) {
+        Value::Int(ms) => ms,
+        other => panic!("PTTL answered {other:?}"),
+    };
+    let later = ttl(&mut client, b"later");
+    assert!(
+        (990_000..=1_000_000).contains(&later),
+        "PTTL later = {later}"
+    );
+    assert_eq!(ttl(&mut client, b"never"), -1);
+    if set_at.elapsed() < Duration::from_millis(1_400) {
+        let soon = ttl(&mut client, b"soon");
+        assert!(soon > 0 && soon <= 1_500, "PTTL soon = {soon}");
+    }
+    thread::sleep(Duration::from_millis(1_600).saturating_sub(set_at.elapsed()));
+    assert_eq!(
+        client.call(&[b"GET", b"soon"]),
+        Value::Null,
+        "expired after the restart"
+    );
+    assert_eq!(client.call(&[b"EXISTS", b"later", b"never"]), Value::Int(2));
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}

@@ -49,6 +49,8 @@ pub enum MediaError {
     },
     #[error("persist of {path} failed: {reason}")]
     Persist { path: String, reason: String },
+    #[error("{0} is in use by another process (it holds the file's lock)")]
+    Locked(String),
     #[error("simulated power cut: the medium is gone")]
     PowerCut,
     #[error("injected fault: {0}")]
@@ -140,6 +142,13 @@ pub trait File: Send + Sync {
     /// their space (a hole punched in place; the file keeps its length and offsets). What a
     /// later read of the range returns is unspecified, so nothing may read it again.
     fn discard(&self, offset: u64, len: u64) -> Result<()>;
+    /// Takes an exclusive lock on the file for as long as this handle lives, or fails with
+    /// [`MediaError::Locked`] at once if another process holds it: two processes must never
+    /// open one database.
+    fn lock_exclusive(&self) -> Result<()>;
+    /// Gives the lock of [`File::lock_exclusive`] back (at close: handles to the file may
+    /// outlive the database that used it).
+    fn unlock(&self) -> Result<()>;
 
     /// Reads exactly `buf.len()` bytes or reports how many were missing.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<bool> {

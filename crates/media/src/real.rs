@@ -60,6 +60,20 @@ impl File for RealFile {
         &self.path
     }
 
+    fn lock_exclusive(&self) -> Result<()> {
+        use rustix::fs::{flock, FlockOperation};
+        match flock(&self.file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(MediaError::Locked(self.path.clone())),
+            Err(errno) => Err(self.err("flock")(errno.into())),
+        }
+    }
+
+    fn unlock(&self) -> Result<()> {
+        use rustix::fs::{flock, FlockOperation};
+        flock(&self.file, FlockOperation::Unlock).map_err(|errno| self.err("flock")(errno.into()))
+    }
+
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         use rustix::fs::{fallocate, FallocateFlags};
         let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;

@@ -61,6 +61,14 @@ impl File for ScaledFile {
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         self.0.discard(offset, len)
     }
+
+    fn lock_exclusive(&self) -> Result<()> {
+        self.0.lock_exclusive()
+    }
+
+    fn unlock(&self) -> Result<()> {
+        self.0.unlock()
+    }
 }
 
 impl Storage for ScaledGrowth {

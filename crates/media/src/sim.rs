@@ -693,6 +693,15 @@ impl File for SimFile {
         &self.display
     }
 
+    /// The simulated machine runs one process at a time.
+    fn lock_exclusive(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn unlock(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Zeroes the range in both the current and the durable contents: whatever a crash
     /// leaves, a reader that wrongly relies on discarded bytes finds nothing valid.
     fn discard(&self, offset: u64, len: u64) -> Result<()> {

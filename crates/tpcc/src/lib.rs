@@ -19,7 +19,8 @@
 //! * [`Terminal::new`]`(&workload, w_id, d_id, rng)` and [`Terminal::run_next`] deal the next
 //!   type from the deck and run it: a [`TxnReport`] with its type, [`Outcome`] (committed,
 //!   rolled back, or aborted after the retry policy's last attempt), latency (retries
-//!   included) and engine retries by cause. An `Err` is fatal (the database stopped).
+//!   included), engine retries by cause and, for a committed New-Order, the
+//!   [`EnteredOrder`]. An `Err` is fatal (the database stopped).
 //!   Keying and think times, and Delivery's deferred queue (clause 2.7.2), are the driver's:
 //!   a terminal runs Delivery at once, in its own thread.
 //! * [`check()`]`(db, all)` checks conditions 1–4, or 1–10 and 12; [`check_conditions`] any
@@ -61,6 +62,6 @@ pub mod workload;
 pub use check::{check, check_conditions, CheckReport};
 pub use error::{Result, TpccError, Violation};
 pub use load::{load, load_with, LoadConfig, LoadReport};
-pub use terminal::{Deck, Terminal, TxnKind, TxnReport};
+pub use terminal::{Deck, EnteredOrder, Terminal, TxnKind, TxnReport};
 pub use txn::{Outcome, Retries, RetryPolicy};
 pub use workload::{LoadParameters, Workload};

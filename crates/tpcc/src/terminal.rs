@@ -22,11 +22,11 @@ use rand::Rng;
 use crate::error::{Result, TpccError};
 use crate::schema::DISTRICTS_PER_WAREHOUSE;
 use crate::txn::delivery::{delivery, DeliveryInput};
-use crate::txn::new_order::{new_order, NewOrderInput};
+use crate::txn::new_order::{new_order, NewOrderInput, NewOrderOutput};
 use crate::txn::order_status::{order_status, OrderStatusInput};
 use crate::txn::payment::{payment, PaymentInput};
 use crate::txn::stock_level::{stock_level, StockLevelInput};
-use crate::txn::{execute, Decision, Executed, Outcome, Retries, RetryPolicy};
+use crate::txn::{execute, Decision, Executed, Outcome, Retries, RetryPolicy, TxnOutcome};
 use crate::workload::Workload;
 
 /// The five transaction types.
@@ -129,6 +129,23 @@ pub struct TxnReport {
     pub latency: Duration,
     /// Engine aborts on the way, by cause.
     pub retries: Retries,
+    /// The order a committed New-Order entered (`None` for the other types, and for a
+    /// New-Order that rolled back or was aborted).
+    pub entered: Option<EnteredOrder>,
+}
+
+/// The order a committed New-Order entered: enough to find it again (its key) and to tell it
+/// from another order that got the same id (customer, line count, entry date).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnteredOrder {
+    pub w_id: u32,
+    pub d_id: u32,
+    pub o_id: u32,
+    pub c_id: u32,
+    /// `o_ol_cnt`: the order's lines.
+    pub ol_cnt: u32,
+    /// `o_entry_d`, µs since the epoch.
+    pub entry_d: i64,
 }
 
 /// A terminal bound to a home warehouse (and to a district for Stock-Level, clause 2.8.1.1).
@@ -192,8 +209,13 @@ impl<'w, 'db> Terminal<'w, 'db> {
 
     /// Runs one transaction of type `kind` with fresh random inputs.
     pub fn run(&mut self, kind: TxnKind) -> Result<TxnReport> {
+        let mut entered = None;
         let (outcome, retries, latency) = match kind {
-            TxnKind::NewOrder => self.new_order()?,
+            TxnKind::NewOrder => {
+                let (outcome, retries, latency, order) = self.new_order()?;
+                entered = order;
+                (outcome, retries, latency)
+            }
             TxnKind::Payment => self.payment()?,
             TxnKind::OrderStatus => self.order_status()?,
             TxnKind::Delivery => self.delivery()?,
@@ -204,6 +226,7 @@ impl<'w, 'db> Terminal<'w, 'db> {
             outcome,
             latency,
             retries,
+            entered,
         })
     }
 
@@ -213,18 +236,42 @@ impl<'w, 'db> Terminal<'w, 'db> {
         &self,
         body: impl FnMut(&mut tailstore_engine::Transaction<'_>) -> Result<Decision<T>>,
     ) -> Result<(Outcome, Retries, Duration)> {
+        let (outcome, retries, latency) = self.timed_output(body)?;
+        Ok((outcome.kind(), retries, latency))
+    }
+
+    /// [`Terminal::timed`], keeping the transaction's output.
+    fn timed_output<T>(
+        &self,
+        body: impl FnMut(&mut tailstore_engine::Transaction<'_>) -> Result<Decision<T>>,
+    ) -> Result<(TxnOutcome<T>, Retries, Duration)> {
         let began = Instant::now();
         let Executed {
             outcome, retries, ..
         } = execute(self.workload.db(), &self.policy, body)?;
-        Ok((outcome.kind(), retries, began.elapsed()))
+        Ok((outcome, retries, began.elapsed()))
     }
 
-    fn new_order(&mut self) -> Result<(Outcome, Retries, Duration)> {
+    /// Also returns the order entered, once committed (the commit has returned: in a durable
+    /// commit mode the order is durable).
+    fn new_order(&mut self) -> Result<(Outcome, Retries, Duration, Option<EnteredOrder>)> {
         let wl = self.workload;
         let c = wl.run_constants();
         let input = NewOrderInput::generate(&mut self.rng, self.w_id, wl.warehouses(), &c);
-        self.timed(|txn| new_order(txn, wl.tables(), &input))
+        let (outcome, retries, latency) =
+            self.timed_output(|txn| new_order(txn, wl.tables(), &input))?;
+        let entered = match &outcome {
+            TxnOutcome::Committed(NewOrderOutput { o_id, .. }) => Some(EnteredOrder {
+                w_id: input.w_id,
+                d_id: input.d_id,
+                o_id: *o_id,
+                c_id: input.c_id,
+                ol_cnt: input.lines.len() as u32,
+                entry_d: input.entry_d,
+            }),
+            _ => None,
+        };
+        Ok((outcome.kind(), retries, latency, entered))
     }
 
     fn payment(&mut self) -> Result<(Outcome, Retries, Duration)> {

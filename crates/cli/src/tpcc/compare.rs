@@ -410,6 +410,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
             all_warehouses: false,
             progress_every: (!progress.is_zero()).then_some(progress),
             seed: args.seed,
+            ack_log: None,
         },
     })
 }

@@ -16,9 +16,15 @@
 //!   the two reads (less the driver's own reads of `d_next_o_id`) per minute; NOPM the growth
 //!   of Σ `d_next_o_id` per minute. Transactions that end inside the window are counted in
 //!   the per-type figures (counts, latency percentiles, retries).
+//! * With an [`AckLog`], every New-Order a user saw committed (ramp-up and window alike) is
+//!   appended to it as one line once its commit has returned: the orders a crash test may
+//!   require to survive.
 
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -27,7 +33,9 @@ use tailstore_log::LogCounters;
 use tailstore_storage::Value;
 use tailstore_tpcc::random::{derive_seed, seeded};
 use tailstore_tpcc::schema::{district, DISTRICTS_PER_WAREHOUSE};
-use tailstore_tpcc::{Deck, Outcome, Retries, Terminal, TpccError, TxnKind, TxnReport, Workload};
+use tailstore_tpcc::{
+    Deck, EnteredOrder, Outcome, Retries, Terminal, TpccError, TxnKind, TxnReport, Workload,
+};
 
 use crate::latency::LatencyRecorder;
 use crate::report::group;
@@ -50,6 +58,46 @@ pub struct DriverOptions {
     /// Print a progress line this often (`None`: quiet).
     pub progress_every: Option<Duration>,
     pub seed: u64,
+    /// Where to acknowledge committed New-Orders (`None`: nowhere).
+    pub ack_log: Option<Arc<AckLog>>,
+}
+
+/// The acknowledgement log of `tpcc run --ack-log`: one line per committed New-Order,
+///
+/// ```text
+/// NO <instance> <w_id> <d_id> <o_id> <c_id> <o_ol_cnt> <o_entry_d>
+/// ```
+///
+/// (instance 1-based, `o_entry_d` in µs since the epoch), appended after the transaction's
+/// commit returned, so in a durable commit mode only orders that are durable are listed.
+/// Each line goes to the file in a single `write` on a descriptor opened with `O_APPEND`:
+/// users' lines never interleave, nothing waits in a user-space buffer (a SIGKILL loses no
+/// line written), and no lock is taken. A reader must ignore a last line without its
+/// newline.
+#[derive(Debug)]
+pub struct AckLog {
+    file: File,
+}
+
+impl AckLog {
+    /// Opens `path` for appending, creating it if it does not exist.
+    pub fn open(path: &Path) -> CliResult<AckLog> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot open the ack log {}: {e}", path.display()))?;
+        Ok(AckLog { file })
+    }
+
+    /// Appends the line of `order`, entered in database `instance` (1-based).
+    pub fn acknowledge(&self, instance: usize, order: &EnteredOrder) -> std::io::Result<()> {
+        let line = format!(
+            "NO {instance} {} {} {} {} {} {}\n",
+            order.w_id, order.d_id, order.o_id, order.c_id, order.ol_cnt, order.entry_d
+        );
+        (&self.file).write_all(line.as_bytes())
+    }
 }
 
 /// One transaction type's figures in the window.
@@ -300,14 +348,14 @@ fn think_time<R: Rng>(kind: TxnKind, rng: &mut R) -> f64 {
     (-r.ln() * mean).min(10.0 * mean)
 }
 
-/// One virtual user: runs transactions until told to stop.
+/// One virtual user of database `instance` (1-based): runs transactions until told to stop.
 fn user_loop(
     workload: &Workload<'_>,
     options: &DriverOptions,
     flags: &Flags,
-    u: usize,
+    (instance, u): (usize, usize),
     seed: u64,
-) -> Result<Tally, TpccError> {
+) -> Result<Tally, String> {
     let (warehouses, d_id) = user_plan(
         u,
         options.users,
@@ -317,7 +365,7 @@ fn user_loop(
     let mut terminals = Vec::with_capacity(warehouses.len());
     for (k, &w) in warehouses.iter().enumerate() {
         let rng = seeded(derive_seed(seed, k as u64 + 1));
-        terminals.push(Terminal::new(workload, w, d_id, rng)?);
+        terminals.push(Terminal::new(workload, w, d_id, rng).map_err(|e| e.to_string())?);
     }
     let mut rng = seeded(seed);
     let mut deck = Deck::standard();
@@ -334,7 +382,13 @@ fn user_loop(
             1 => 0,
             n => rng.gen_range(0..n),
         };
-        let report = terminals[t].run(kind)?;
+        let report = terminals[t]
+            .run(kind)
+            .map_err(|e: TpccError| e.to_string())?;
+        if let (Some(log), Some(order)) = (&options.ack_log, &report.entered) {
+            log.acknowledge(instance, order)
+                .map_err(|e| format!("cannot write to the ack log: {e}"))?;
+        }
         if flags.measuring.load(Ordering::Relaxed) {
             tally.record(&report);
         }
@@ -375,7 +429,7 @@ pub fn drive(dbs: &[&Database], options: &DriverOptions) -> CliResult<Measured> 
                 let spawned = std::thread::Builder::new()
                     .name(format!("tpcc-user-{}-{}", i + 1, u + 1))
                     .spawn_scoped(scope, move || {
-                        let result = user_loop(workload, options, flags, u, seed);
+                        let result = user_loop(workload, options, flags, (i + 1, u), seed);
                         if let Err(err) = &result {
                             flags.failed.store(true, Ordering::Relaxed);
                             flags.stop.store(true, Ordering::Relaxed);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -11,7 +12,9 @@ use tailstore_engine::Database;
 use tailstore_log::{CommitMode, LogCounters};
 use tailstore_tpcc::TxnKind;
 
-use super::driver::{abort_names, drive, per_minute, DriverOptions, InstanceMeasure, Measured};
+use super::driver::{
+    abort_names, drive, per_minute, AckLog, DriverOptions, InstanceMeasure, Measured,
+};
 use super::{describe_open, open_existing, DbArgs};
 use crate::report::{filesystem_of, group, log_medium, write_json};
 use crate::CliResult;
@@ -46,6 +49,15 @@ pub struct RunArgs {
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Acknowledge every committed New-Order (ramp-up included) in FILE, appended to (created
+    /// if missing): one line `NO <instance> <w_id> <d_id> <o_id> <c_id> <o_ol_cnt>
+    /// <o_entry_d>` (instance 1-based, o_entry_d in µs since the epoch) written once the
+    /// commit has returned, in one write(2), unbuffered. In a durable commit mode every order
+    /// listed must survive a crash (async acknowledges commits before they are durable). A
+    /// last line without its newline was cut by a crash: ignore it. Rolled-back orders are
+    /// not listed.
+    #[arg(long, value_name = "FILE")]
+    pub ack_log: Option<PathBuf>,
 }
 
 /// One transaction type's figures.
@@ -324,7 +336,7 @@ pub fn build_report(m: &Measured, setup: &RunSetup) -> RunReport {
 
 pub fn run(args: &RunArgs) -> CliResult<()> {
     args.db.validate()?;
-    let options = driver_options(args)?;
+    let mut options = driver_options(args)?;
     let instances = args.db.instances();
     let k = instances.len();
     println!(
@@ -362,6 +374,9 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
             d.as_secs_f64()
         ))
     );
+    if let Some(path) = &args.ack_log {
+        options.ack_log = Some(Arc::new(AckLog::open(path)?));
+    }
     let refs: Vec<&Database> = dbs.iter().collect();
     let measured = drive(&refs, &options)?;
     let setup = RunSetup {
@@ -408,6 +423,7 @@ fn driver_options(args: &RunArgs) -> CliResult<DriverOptions> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(7, |d| d.as_nanos() as u64)
         }),
+        ack_log: None, // opened once the databases are
     })
 }
 

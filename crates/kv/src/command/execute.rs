@@ -7,7 +7,7 @@ use std::time::Duration;
 use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
-use super::{Command, Ctx, Fault, Run};
+use super::{Command, Ctx, Fault, Outcome, Run};
 use crate::keyspace::{now_ms, Keyspace};
 
 /// Attempts before a conflicting command gives up (each one is a real abort: with per-key
@@ -43,6 +43,23 @@ impl Keyspace {
         let Run::Data(handler) = command.run else {
             return self.refuse(Reply::error("ERR not a data command"));
         };
+        self.run_for_client(db, |ctx| handler(ctx, args))
+    }
+
+    /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
+    /// the array of the commands' replies (a command's error reply does not stop the rest).
+    pub fn execute_block(&self, steps: &[BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
+        self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
+    }
+
+    /// Runs `body` as one transaction for a client, retried (with back-off) while the engine
+    /// reports a conflict or the reads saw two commits at once (`Fault::Torn`), and committed
+    /// without waiting for durability: the caller waits before sending the reply.
+    fn run_for_client(
+        &self,
+        db: u32,
+        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
+    ) -> Executed<'_> {
         let mut torn = None;
         for attempt in 0..ATTEMPTS {
             pause(attempt);
@@ -53,7 +70,7 @@ impl Keyspace {
                 db,
                 now: now_ms(),
             };
-            match handler(&mut ctx, args) {
+            match body(&mut ctx) {
                 Ok(reply) => match txn.commit_pending() {
                     Ok(pending) => {
                         return Executed {
@@ -74,42 +91,6 @@ impl Keyspace {
                     txn.rollback();
                     return self.refuse(reply);
                 }
-            }
-        }
-        self.refuse(exhausted_reply(torn))
-    }
-
-    /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
-    /// the array of the commands' replies (a command's error reply does not stop the rest).
-    pub fn execute_block(&self, steps: &[BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        let mut torn = None;
-        for attempt in 0..ATTEMPTS {
-            pause(attempt);
-            let mut txn = self.database().begin();
-            let mut ctx = Ctx {
-                ks: self,
-                txn: &mut txn,
-                db: 0,
-                now: now_ms(),
-            };
-            match run_block(&mut ctx, steps, watched) {
-                Ok(reply) => match txn.commit_pending() {
-                    Ok(pending) => {
-                        return Executed {
-                            reply,
-                            pending: Some(pending),
-                        }
-                    }
-                    Err(err) if err.is_retryable() => continue,
-                    Err(err) => return self.refuse(engine_reply(&err)),
-                },
-                Err(Fault::Engine(err)) if err.is_retryable() => continue,
-                Err(Fault::Engine(err)) => return self.refuse(engine_reply(&err)),
-                Err(Fault::Torn(detail)) => {
-                    txn.rollback();
-                    torn = Some(detail);
-                }
-                Err(Fault::Reply(reply)) => return self.refuse(reply),
             }
         }
         self.refuse(exhausted_reply(torn))

@@ -7,7 +7,6 @@
 //! numbers stay contiguous (O(n), like Redis's own LREM and LINSERT).
 
 use tailstore_resp::Reply;
-use tailstore_storage::ScanDirection;
 
 use super::hashes::wrong_arity;
 use super::strings::clamp_range;
@@ -41,32 +40,30 @@ fn elements(
     to: usize,
 ) -> Result<Vec<Vec<u8>>, Fault> {
     let count = to + 1 - from;
-    // A range covering much of the list is one scan of the key; a small one, point reads.
-    if count > 16 && count as i64 * 4 >= meta.len {
-        let all = ctx
-            .ks
-            .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)?;
-        if all.len() as i64 != meta.len {
-            return Err(Fault::corrupt(format!(
-                "list of length {} has {} elements",
-                meta.len,
-                all.len()
-            )));
-        }
-        let mut out = Vec::with_capacity(count);
-        for (i, (field, value)) in all.into_iter().enumerate().skip(from).take(count) {
-            if seq_of_field(&field)? != meta.head + i as i64 {
-                return Err(Fault::corrupt(
-                    "list sequence numbers are not contiguous".to_string(),
-                ));
-            }
-            out.push(value);
-        }
-        return Ok(out);
+    if count == 1 {
+        return Ok(vec![element(ctx, key, meta.head + from as i64)?]);
     }
-    (from..=to)
-        .map(|i| element(ctx, key, meta.head + i as i64))
-        .collect()
+    // One range scan over the elements' fields (sequence numbers are contiguous).
+    let (first, last) = (meta.head + from as i64, meta.head + to as i64);
+    let found = ctx
+        .ks
+        .fields_between(ctx.txn, ctx.db, key, &seq_field(first), &seq_field(last))?;
+    if found.len() != count {
+        return Err(Fault::corrupt(format!(
+            "list elements {first}..={last}: {} found",
+            found.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for ((field, value), seq) in found.into_iter().zip(first..) {
+        if seq_of_field(&field)? != seq {
+            return Err(Fault::corrupt(
+                "list sequence numbers are not contiguous".to_string(),
+            ));
+        }
+        out.push(value);
+    }
+    Ok(out)
 }
 
 /// Every element of a list.

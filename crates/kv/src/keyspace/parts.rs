@@ -149,8 +149,7 @@ impl Keyspace {
         Ok(true)
     }
 
-    /// Every (field, value) of a key, in field order (`limit` fields at most), optionally
-    /// starting after `after`.
+    /// Every (field, value) of a key, in field order (`limit` fields at most).
     pub(crate) fn fields(
         &self,
         txn: &mut Transaction<'_>,
@@ -160,12 +159,41 @@ impl Keyspace {
         limit: usize,
     ) -> Result<FieldValues, Fault> {
         let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
-        let rows = txn.scan(
-            &self.parts,
-            &KeyRange::prefix(prefix),
-            direction,
-            usize::MAX,
-        )?;
+        self.fields_in(txn, KeyRange::prefix(prefix), direction, limit)
+    }
+
+    /// The (field, value) pairs of a key whose fields lie in `first..=last`, in field order:
+    /// one range scan (a list's elements `i..=j` are the fields `seq_field(head + i)..`).
+    pub(crate) fn fields_between(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        key: &[u8],
+        first: &[u8],
+        last: &[u8],
+    ) -> Result<FieldValues, Fault> {
+        let bound = |field: &[u8]| {
+            vec![
+                Value::Int(i64::from(db)),
+                Value::Bytes(key.to_vec()),
+                Value::Bytes(field.to_vec()),
+            ]
+        };
+        let range = KeyRange::new(
+            std::ops::Bound::Included(bound(first)),
+            std::ops::Bound::Included(bound(last)),
+        );
+        self.fields_in(txn, range, ScanDirection::Ascending, usize::MAX)
+    }
+
+    fn fields_in(
+        &self,
+        txn: &mut Transaction<'_>,
+        range: KeyRange,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<FieldValues, Fault> {
+        let rows = txn.scan(&self.parts, &range, direction, usize::MAX)?;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for row in &rows {
             let field = bytes(&row[2])?;

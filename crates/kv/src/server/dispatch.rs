@@ -27,11 +27,47 @@ pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<Pe
             }
         };
         shared.commands.fetch_add(1, Ordering::Relaxed);
+        if is_shutdown(&args) && conn.multi.is_none() {
+            match shutdown(shared, &args) {
+                // As Redis: no reply; the connection closes as the server stops.
+                None => {
+                    conn.closing = true;
+                    return;
+                }
+                Some(refusal) => {
+                    send(conn, &refusal);
+                    continue;
+                }
+            }
+        }
         let reply = one(shared, conn, args, pending);
         send(conn, &reply);
     }
     // Stopped for backpressure: pick up the rest once the output drains.
     conn.unread = conn.unread || conn.backlogged();
+}
+
+fn is_shutdown(args: &[Vec<u8>]) -> bool {
+    args[0].eq_ignore_ascii_case(b"shutdown")
+}
+
+/// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE]: stops the server, which then closes the database
+/// with a checkpoint (NOSAVE too: every acknowledged write is in the log either way).
+/// `None` when the server is stopping; the error reply otherwise.
+fn shutdown(shared: &Shared, args: &[Vec<u8>]) -> Option<Reply> {
+    for option in &args[1..] {
+        let known = ["NOSAVE", "SAVE", "NOW", "FORCE"]
+            .iter()
+            .any(|o| option.eq_ignore_ascii_case(o.as_bytes()));
+        if option.eq_ignore_ascii_case(b"ABORT") {
+            return Some(Reply::error("ERR No shutdown in progress."));
+        }
+        if !known {
+            return Some(Reply::error("ERR syntax error"));
+        }
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    None
 }
 
 fn send(conn: &mut Connection, reply: &Reply) {

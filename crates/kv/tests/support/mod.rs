@@ -84,7 +84,10 @@ impl TestServer {
             .uses_pmem()
             .then(|| shm.path().join("log.pmem"));
         let mut config = DbConfig::new(dir.path(), options.mode, pmem);
-        config.buffer_pool_bytes = 16 << 20;
+        // As `tailstore serve`: a 64 MiB log ring, so one command may write 8 MiB
+        // (`Database::max_commit_bytes`, which the pool also bounds: an eighth of it).
+        config.buffer_pool_bytes = 64 << 20;
+        config.log.ring_bytes = 64 << 20;
         let (db, _report) = Database::open(config).expect("open the database");
         let ks = Arc::new(Keyspace::open(Arc::new(db), 16).expect("open the keyspace"));
         let durable = options.mode.is_durable();
