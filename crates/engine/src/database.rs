@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -99,14 +99,54 @@ impl EngineStats {
     }
 }
 
+/// A counter bumped by many threads at once (every transaction): one atomic per stripe, each
+/// on its own cache lines, a thread always adding to the same stripe. A single shared
+/// atomic was a cache line written by every read-only transaction, which kept two threads
+/// doing lookups from scaling.
+#[derive(Default)]
+pub(crate) struct StripedCounter {
+    stripes: [Stripe; STRIPES],
+}
+
+const STRIPES: usize = 16;
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Stripe(AtomicU64);
+
+/// Stripes are handed out to threads in turn.
+static NEXT_STRIPE: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) as usize % STRIPES;
+}
+
+impl StripedCounter {
+    pub fn add(&self, n: u64) {
+        let stripe = STRIPE.with(|&stripe| stripe);
+        self.stripes[stripe].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub commits: AtomicU64,
-    pub rollbacks: AtomicU64,
+    pub commits: StripedCounter,
+    pub rollbacks: StripedCounter,
     pub aborts: [AtomicU64; 3],
     pub checkpoints: AtomicU64,
     pub checkpoint_ns: AtomicU64,
 }
+
+/// Tables with an id below this are borrowed by transactions from [`Shared::registered`];
+/// others are reference-counted.
+pub(crate) const REGISTERED_TABLES: usize = 1024;
 
 /// Where the last checkpoint is.
 struct CheckpointState {
@@ -122,6 +162,11 @@ pub(crate) struct Shared {
     pub pool: Arc<BufferPool>,
     pub log: Arc<LogManager>,
     pub catalog: RwLock<Catalog>,
+    /// Every table of the catalog with an id below [`REGISTERED_TABLES`], by id, set once
+    /// (tables are never dropped): a transaction borrows a table from here for the life of the
+    /// database instead of cloning its `Arc`, whose count is a cache line every transaction
+    /// on the table would write.
+    pub registered: Box<[OnceLock<Arc<TableState>>]>,
     /// Row versions: unique and increasing over the life of the database (see `txn.rs`).
     pub next_version: AtomicU64,
     pub next_txn: AtomicU64,
@@ -172,9 +217,13 @@ impl Database {
             )));
         }
         let created = prepare_data_file(storage.as_ref(), &config)?;
+        // Before anything reads or repairs the log: a second process opening the database
+        // while the first still runs (or still closes) would recover from half-written
+        // state and could write over it.
+        let file = storage.open_file(&config.data_file(), OpenMode::Existing)?;
+        file.lock_exclusive()?;
         let (log, _) = LogManager::open(storage.clone(), &config.log)?;
         let log = Arc::new(log);
-        let file = storage.open_file(&config.data_file(), OpenMode::Existing)?;
         let meta = Meta::read_latest(file.as_ref())?;
         let log_end = log.appended_lsn();
         if meta.checkpoint_lsn > log_end {
@@ -204,6 +253,7 @@ impl Database {
             released_lsn: AtomicU64::new(meta.checkpoint_lsn),
             log,
             catalog: RwLock::new(catalog),
+            registered: (0..REGISTERED_TABLES).map(|_| OnceLock::new()).collect(),
             next_txn: AtomicU64::new(1),
             counters: Counters::default(),
             failure: Mutex::new(None),
@@ -217,6 +267,9 @@ impl Database {
             wake: Condvar::new(),
             config,
         });
+        for table in shared.catalog.read().tables() {
+            shared.register(table);
+        }
         if report.records > 0 {
             // Recovery's work goes to the data file with the next checkpoint, soon, in the
             // background: a restart answers its first request without waiting for every
@@ -254,7 +307,10 @@ impl Database {
             let mut txn = self.begin();
             let outcome = body(&mut txn).and_then(|value| txn.commit().map(|()| value));
             match outcome {
-                Err(err) if err.is_retryable() && attempt < attempts => attempt += 1,
+                Err(err) if err.is_retryable() && attempt < attempts => {
+                    pause_before_retry(attempt);
+                    attempt += 1;
+                }
                 other => return other,
             }
         }
@@ -347,7 +403,10 @@ impl Database {
             Ok(()) => self.shared.checkpoint(),
             Err(_) => Ok(()),
         };
-        self.shared.log.close()?;
+        let closed = self.shared.log.close();
+        // Table handles may keep the data file open after this; the lock goes now.
+        let _ = self.shared.file.unlock();
+        closed?;
         result
     }
 }
@@ -356,6 +415,22 @@ impl Drop for Database {
     fn drop(&mut self) {
         if self.checkpointer.is_some() {
             let _ = self.shutdown();
+        }
+    }
+}
+
+/// What a transaction that aborted `failed` times (1, 2, …) in a row does before it runs
+/// again: a yield for the first two, then a sleep doubling from 10 µs to at most 1 ms. Lock
+/// conflicts never wait (no-wait locking), so without this a retrier spins through its
+/// attempts while the holder of the lock it needs is preempted — on a loaded machine, a
+/// whole time slice.
+pub fn pause_before_retry(failed: usize) {
+    match failed {
+        0 => {}
+        1 | 2 => std::thread::yield_now(),
+        _ => {
+            let wait = Duration::from_micros(10 << (failed - 3).min(7));
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
         }
     }
 }
@@ -456,6 +531,21 @@ fn run_checkpointer(weak: Weak<Shared>) {
 }
 
 impl Shared {
+    /// Adds `table` to [`Shared::registered`] if its id fits.
+    fn register(&self, table: &Arc<TableState>) {
+        if let Some(slot) = self.registered.get(table.def.id as usize) {
+            // Set at most once: a table id is never reused.
+            let _ = slot.set(table.clone());
+        }
+    }
+
+    /// `table` borrowed for the life of the database, if it is this database's and
+    /// registered.
+    pub fn registered(&self, table: &Arc<TableState>) -> Option<&TableState> {
+        let slot = self.registered.get(table.def.id as usize)?.get()?;
+        Arc::ptr_eq(slot, table).then_some(&**slot)
+    }
+
     /// `Err(Stopped)` after a failure (fail-stop).
     /// See [`Database::max_commit_bytes`].
     pub fn max_commit_bytes(&self) -> usize {
@@ -582,7 +672,10 @@ impl Shared {
         };
         let state = TableState::open(def, &self.pool)?;
         catalog.add(state);
-        let table = catalog.get(name).map(|t| Table::new(t.clone()));
+        let table = catalog.get(name).map(|t| {
+            self.register(t);
+            Table::new(t.clone())
+        });
         drop(catalog);
         intent.wait(lsn)?;
         table.ok_or_else(|| EngineError::NoSuchTable(name.to_string()))
@@ -634,8 +727,8 @@ impl Shared {
             log: self.log.counters(),
             pool_pages: self.pool.capacity() as u64,
             data_pages: self.pool.page_count(),
-            commits: load(&c.commits),
-            rollbacks: load(&c.rollbacks),
+            commits: c.commits.get(),
+            rollbacks: c.rollbacks.get(),
             aborts: [load(&c.aborts[0]), load(&c.aborts[1]), load(&c.aborts[2])],
             checkpoints: load(&c.checkpoints),
             checkpoint_time: Duration::from_nanos(load(&c.checkpoint_ns)),

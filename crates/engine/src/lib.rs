@@ -80,7 +80,9 @@ mod recovery;
 mod txn;
 mod wal;
 
-pub use database::{Database, DbConfig, EngineStats, OpenReport, DATA_FILE_NAME};
+pub use database::{
+    pause_before_retry, Database, DbConfig, EngineStats, OpenReport, DATA_FILE_NAME,
+};
 pub use error::{AbortCause, EngineError, Result};
 pub use recovery::RecoveryReport;
 pub use txn::{KeyRange, PendingCommit, Table, Transaction};

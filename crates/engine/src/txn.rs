@@ -192,12 +192,28 @@ pub struct Transaction<'db> {
     db: &'db Shared,
     /// Owner id of the key locks; 0 (no owner: every lock is another's) until commit.
     id: u64,
-    tables: Vec<Arc<TableState>>,
+    tables: Vec<TableRef<'db>>,
     reads: Vec<PointRead>,
     scans: Vec<RangeRead>,
     /// Keyed by (tree id, key): the commit order of step 1.
     writes: BTreeMap<(u32, Vec<u8>), Write>,
     done: bool,
+}
+
+/// A table a transaction uses: borrowed from the database's registry when it is there (no
+/// reference count to write, see `Shared::registered`), else a counted reference.
+enum TableRef<'db> {
+    Registered(&'db TableState),
+    Counted(Arc<TableState>),
+}
+
+impl TableRef<'_> {
+    fn state(&self) -> &TableState {
+        match self {
+            TableRef::Registered(state) => state,
+            TableRef::Counted(state) => state,
+        }
+    }
 }
 
 /// A commit applied but not yet known to be durable ([`Transaction::commit_pending`]).
@@ -223,7 +239,7 @@ impl PendingCommit<'_> {
             Some(intent) => intent.wait(self.lsn)?,
             None => self.db.log.wait_durable(self.lsn)?,
         }
-        self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
+        self.db.counters.commits.add(1);
         Ok(())
     }
 }
@@ -503,25 +519,30 @@ impl<'db> Transaction<'db> {
     /// Discards the transaction's writes.
     pub fn rollback(mut self) {
         self.done = true;
-        self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
+        self.db.counters.rollbacks.add(1);
     }
 
     fn slot(&mut self, table: &Table) -> usize {
+        let wanted: &TableState = &table.state;
         match self
             .tables
             .iter()
-            .position(|t| Arc::ptr_eq(t, &table.state))
+            .position(|t| std::ptr::eq(t.state(), wanted))
         {
             Some(slot) => slot,
             None => {
-                self.tables.push(table.state.clone());
+                let entry = match self.db.registered(&table.state) {
+                    Some(state) => TableRef::Registered(state),
+                    None => TableRef::Counted(table.state.clone()),
+                };
+                self.tables.push(entry);
                 self.tables.len() - 1
             }
         }
     }
 
     fn tree(&self, tree: TreeRef) -> &crate::catalog::Tree {
-        &self.tables[tree.table].trees[tree.tree]
+        &self.tables[tree.table].state().trees[tree.tree]
     }
 
     fn tree_id(&self, tree: TreeRef) -> u32 {
@@ -842,7 +863,7 @@ impl<'db> Transaction<'db> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
+            self.db.counters.rollbacks.add(1);
         }
     }
 }

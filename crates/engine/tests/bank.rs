@@ -219,11 +219,14 @@ fn bank(mode: CommitMode) {
                 }
             }
         });
-        for w in workers {
-            w.join().expect("transfer thread");
-        }
+        // Every worker is joined before the auditor is stopped, even if one panicked:
+        // a panic must fail the test, not leave the auditor running forever.
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         stop.store(true, Ordering::Relaxed);
         auditor.join().expect("auditor");
+        for outcome in joined {
+            outcome.expect("transfer thread");
+        }
     });
     let elapsed = began.elapsed();
 

@@ -1089,6 +1089,30 @@ fn missing_data_directory_is_an_open_error() {
     }
 }
 
+#[test]
+fn a_database_open_elsewhere_is_refused() {
+    // Two processes on one database would each recover and write over the other's log;
+    // the second open must fail at once, naming the data file, and change nothing.
+    let (_dir, config) = closed_db(CommitMode::Buffer);
+    let (db, _) = Database::open(config.clone()).expect("first open");
+    match Database::open(config.clone()) {
+        Err(EngineError::Media(tailstore_media::MediaError::Locked(path))) => {
+            assert!(path.contains(DATA_FILE_NAME), "{path}")
+        }
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+    let table = db.table("items").expect("items");
+    let mut txn = db.begin();
+    assert!(txn.get(&table, &key(1)).unwrap().is_some());
+    txn.commit().unwrap();
+    // (A table handle keeps the data file open, so it goes first.)
+    drop(table);
+    db.close().unwrap();
+    // Once closed, it opens again.
+    let (db, _) = Database::open(config).expect("open after the first closed");
+    db.close().unwrap();
+}
+
 /// A database in a temporary directory with one table and a few rows, closed.
 fn closed_db(mode: CommitMode) -> (TempDb, tailstore_engine::DbConfig) {
     let dir = TempDb::new("bad-input");

@@ -51,9 +51,11 @@
 //! only) → one shard; a shard lock is never held while taking another lock, so nothing can
 //! deadlock on the page table.
 //!
-//! What is left shared: every B+tree lookup still locks the root page's shard and pins and
-//! latches the root's frame, cache lines written by every thread. Swizzling and optimistic
-//! latching can remove those later behind the same guard API. Frames and shards are padded to
+//! What is left shared: a request for a hot page locks that page's shard and pins and
+//! latches its frame, cache lines written by every thread. B+tree point reads avoid this for
+//! the root (a per-thread copy, see `btree/mod.rs`, "Optimistic point reads"); scans and
+//! writers still go through the pool for it. Swizzling and optimistic latching can remove
+//! the rest later behind the same guard API. Frames and shards are padded to
 //! 128 bytes so that a hot frame or shard does not share a cache line with its neighbours, and
 //! hits are counted per shard, under its lock, instead of in one shared atomic.
 //!

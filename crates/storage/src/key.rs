@@ -42,7 +42,7 @@
 use std::ops::Bound;
 
 use crate::row::{arity, RowError, Value};
-use crate::schema::{Column, Schema};
+use crate::schema::{Column, ColumnType, Schema};
 
 const TAG_NULL: u8 = 0x01;
 const TAG_INT: u8 = 0x10;
@@ -204,8 +204,29 @@ impl Schema {
     /// Pass it to [`prefix_bounds`] to scan them all; with every column given it is the
     /// whole key.
     pub fn primary_key_prefix(&self, values: &[Value]) -> Result<Vec<u8>, RowError> {
-        let columns = self.columns_at(self.primary_key());
-        encode_checked(&columns, values)
+        // `encode_checked` over the primary-key columns, without collecting them first and
+        // without copying values that need no padding (every lookup encodes its key here).
+        let key_columns = self.primary_key();
+        if values.len() > key_columns.len() {
+            return Err(RowError::WrongArity {
+                expected: key_columns.len(),
+                found: values.len(),
+            });
+        }
+        let mut out = Vec::with_capacity(16);
+        for (&c, v) in key_columns.iter().zip(values) {
+            let column = &self.columns()[c];
+            match (column.ty, v) {
+                (ColumnType::Char(_), Value::Text(_)) => {
+                    encode_value(&v.normalized(column)?, &mut out)
+                }
+                _ => {
+                    v.check(column)?;
+                    encode_value(v, &mut out);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Decodes a primary key into the (checked, normalized) values of the primary-key

@@ -288,6 +288,43 @@ impl Schema {
 
     /// Decodes a B+tree entry back into the full row, in column order.
     pub fn decode_row(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
+        // The common case without intermediate vectors; anything wrong is decoded again by
+        // the plain path below, so that errors are exactly its errors.
+        self.decode_row_directly(key, value)
+            .or_else(|_| self.decode_row_in_parts(key, value))
+    }
+
+    /// [`Schema::decode_row`] decoding straight into the row (a lookup's hot path).
+    fn decode_row_directly(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
+        let columns = self.columns();
+        let mut row = vec![Value::Null; columns.len()];
+        let mut pos = 0;
+        for &c in self.primary_key() {
+            if pos >= key.len() {
+                return Err(RowError::Malformed("key too short".into()));
+            }
+            let v = crate::key::decode_value(key, &mut pos)?;
+            v.check(&columns[c])?;
+            row[c] = match (columns[c].ty, v) {
+                (ColumnType::Char(n), Value::Text(s)) => Value::Text(pad_char(&s, n)),
+                (_, v) => v,
+            };
+        }
+        if pos != key.len() {
+            return Err(RowError::Malformed("key too long".into()));
+        }
+        let value_columns = self.value_columns();
+        decode_fields_into(
+            value_columns.len(),
+            |i| &columns[value_columns[i]],
+            |i| value_columns[i],
+            value,
+            &mut row,
+        )?;
+        Ok(row)
+    }
+
+    fn decode_row_in_parts(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
         let key_values = self.decode_primary_key(key)?;
         let rest = self.decode_value(value)?;
         let mut row = vec![Value::Null; self.columns().len()];
@@ -359,13 +396,26 @@ pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, 
 
 /// Decodes bytes in the row value format for `columns`; never panics.
 pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, RowError> {
+    let mut values = vec![Value::Null; columns.len()];
+    decode_fields_into(columns.len(), |i| columns[i], |i| i, bytes, &mut values)?;
+    Ok(values)
+}
+
+/// [`decode_fields`] for the `n` columns `column(0..n)`, storing the value of column `i` in
+/// `out[place(i)]` (which must be `Null`), so that a whole row is decoded without copies.
+fn decode_fields_into<'c>(
+    n: usize,
+    column: impl Fn(usize) -> &'c Column,
+    place: impl Fn(usize) -> usize,
+    bytes: &[u8],
+    out: &mut [Value],
+) -> Result<(), RowError> {
     let malformed = |reason: String| RowError::Malformed(reason);
     let mut reader = Reader { bytes, pos: 0 };
     let version = reader.take(1)?[0];
     if version != ROW_FORMAT_VERSION {
         return Err(malformed(format!("unknown format version {version}")));
     }
-    let n = columns.len();
     let bitmap = reader.take(n.div_ceil(8))?;
     let used_bits = n % 8;
     if used_bits > 0 {
@@ -376,8 +426,8 @@ pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, Ro
         }
     }
     let is_null = |i: usize| bitmap.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
-    let mut values = vec![Value::Null; n];
-    for (i, column) in columns.iter().enumerate() {
+    for i in 0..n {
+        let column = column(i);
         if is_null(i) {
             if !column.nullable {
                 return Err(malformed(format!(
@@ -387,7 +437,7 @@ pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, Ro
             }
             continue;
         }
-        values[i] = match column.ty {
+        out[place(i)] = match column.ty {
             ColumnType::Int32 => Value::Int(i64::from(i32::from_le_bytes(reader.array()?))),
             ColumnType::Int64 => Value::Int(i64::from_le_bytes(reader.array()?)),
             ColumnType::Decimal { .. } => Value::Decimal(i64::from_le_bytes(reader.array()?)),
@@ -395,13 +445,14 @@ pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, Ro
             ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::Bytes(_) => continue,
         };
     }
-    for (i, column) in columns.iter().enumerate() {
+    for i in 0..n {
+        let column = column(i);
         if is_null(i) || column.ty.fixed_width().is_some() {
             continue;
         }
         let len = reader.varint()? as usize;
         let raw = reader.take(len)?;
-        values[i] =
+        out[place(i)] =
             match column.ty {
                 ColumnType::Bytes(_) => Value::Bytes(raw.to_vec()),
                 ColumnType::Char(n) => {
@@ -424,12 +475,12 @@ pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, Ro
             bytes.len() - reader.pos
         )));
     }
-    for (column, value) in columns.iter().zip(&values) {
-        value
-            .check(column)
+    for i in 0..n {
+        out[place(i)]
+            .check(column(i))
             .map_err(|e| malformed(format!("decoded value does not fit: {e}")))?;
     }
-    Ok(values)
+    Ok(())
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {

@@ -2,8 +2,6 @@
 //! while the engine reports a conflict, committed without waiting so the server can share
 //! one durability wait among every reply of an event-loop pass.
 
-use std::time::Duration;
-
 use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
@@ -62,7 +60,7 @@ impl Keyspace {
     ) -> Executed<'_> {
         let mut torn = None;
         for attempt in 0..ATTEMPTS {
-            pause(attempt);
+            tailstore_engine::pause_before_retry(attempt);
             let mut txn = self.database().begin();
             let mut ctx = Ctx {
                 ks: self,
@@ -106,7 +104,7 @@ impl Keyspace {
     ) -> Result<T, EngineError> {
         let mut attempt = 0;
         loop {
-            pause(attempt);
+            tailstore_engine::pause_before_retry(attempt);
             attempt += 1;
             let mut txn = self.database().begin();
             let mut ctx = Ctx {
@@ -156,21 +154,6 @@ impl Keyspace {
         Executed {
             reply,
             pending: self.database().begin().commit_pending().ok(),
-        }
-    }
-}
-
-/// Before attempt `attempt` (from 0): nothing for the first, a yield for the next two, then
-/// a sleep doubling from 10 µs to at most 1 ms. A command that keeps colliding with the
-/// commits of a hot key lets them finish instead of spinning through its attempts (the
-/// sleep holds up its own event-loop thread only, and only under such contention).
-fn pause(attempt: usize) {
-    match attempt {
-        0 => {}
-        1 | 2 => std::thread::yield_now(),
-        _ => {
-            let wait = Duration::from_micros(10 << (attempt - 3).min(7));
-            std::thread::sleep(wait.min(Duration::from_millis(1)));
         }
     }
 }

@@ -14,11 +14,55 @@
 //! * **Deletes** merge an underfull node (less than a quarter full) with a sibling when the
 //!   two fit in one page, and free the emptied page; an empty leaf always merges. Underfull
 //!   nodes whose sibling is too full to merge are left as they are (no redistribution yet).
-//! * **Concurrency:** one tree-level `parking_lot::RwLock` (readers share, a writer excludes
-//!   everyone). Page latches are still taken through the pool, in root-to-leaf and
-//!   left-to-right order. The next step is latch coupling and then LeanStore's optimistic
-//!   lock coupling (version-validated reads, restart on conflict), at which point the tree
-//!   lock goes away.
+//! * **Concurrency:** one tree-level `parking_lot::RwLock`: a writer excludes everyone who
+//!   takes it, and scans share it. Page latches are still taken through the pool, in
+//!   root-to-leaf and left-to-right order. **Point reads** ([`BTree::get`],
+//!   [`BTree::get_with`]) do not take the tree latch: they validate against the tree's
+//!   *version*, see "Optimistic point reads" below.
+//!
+//! # Optimistic point reads
+//!
+//! A read lock on the tree latch is an atomic read-modify-write of one word that every reader
+//! of the tree shares: two threads doing lookups bounce that cache line on every lookup, and
+//! lookups did not scale beyond one core. Point reads therefore use the tree latch the way a
+//! seqlock is used, but without ever reading memory that is being written (no `unsafe`):
+//!
+//! * A writer ([`TreeWriter`]) takes the write latch and then increments `version` (now odd);
+//!   when it is done (changes applied, logged and stamped), it increments it again (even)
+//!   before releasing the latch. Every change to a page of the tree is made by a writer.
+//! * A reader loads `version` (`v1`); if it is odd a writer is active and the reader takes
+//!   the read latch instead. Otherwise it descends from the root as before, each page read
+//!   under that page's shared frame latch (so every page it reads is a whole image some
+//!   writer left, never one being changed), holding one page at a time. Holding the leaf, it
+//!   loads `version` again: if it is still `v1`, no writer held the latch at any time between
+//!   the two loads, and the leaf is searched (still latched). Otherwise, or if anything failed
+//!   on the way, it retries (a few times, then takes the read latch).
+//!
+//! *Why the result is what a read under the latch would give.* All version accesses are
+//!   `SeqCst`. If the reader saw any page in a state written by a writer `W` whose first
+//!   increment comes after `v1`, it acquired that page's frame latch after `W` released it,
+//!   so `W`'s first increment happens-before the second load, which then cannot return `v1`.
+//!   If `v1` already counts `W`'s second increment, the load of `v1` synchronizes with it and
+//!   every change of `W` is visible. `v1` even rules out a writer between its two increments.
+//!   So a validated descent saw, on every page, exactly the state of the tree at `v1`: the
+//!   state of the last release of the write latch, as a read under the read latch would. (A
+//!   descent that does not validate may have followed a stale child id into a page freed or
+//!   reused meanwhile; each such page is still a whole image, read under its latch, so the
+//!   worst outcomes are an error, a miss, or a walk longer than any tree, which is cut at
+//!   `MAX_HEIGHT`: all discarded by the failed validation.) Commit-time reasoning in the
+//!   engine (txn.rs) relies on exactly this: a point read sees only writes whose
+//!   transaction had finished its step 3 (applied, appended and stamped) before the read.
+//!
+//! *The root, from a per-thread copy.* Even without the tree latch, every lookup still
+//! latched the root's frame and locked its page-table shard: cache lines written by every
+//! thread. Each thread therefore keeps a copy of the payload of the roots it reads (inner
+//! roots only; `ROOT_COPIES`), tagged with the tree's `root_epoch`, which a writer increments
+//! whenever it takes the root page for writing. A descent that starts at `v1` (even) and
+//! finds `root_epoch` equal to its copy's tag routes through the copy. It is the current
+//! root: the copy was taken by a validated descent (no writer active, so the root was as the
+//! last writer left it and `root_epoch` counted every change of it), and any writer that
+//! changed the root since finished before `v1` (its increment of `root_epoch` is then
+//! visible) or starts after `v1` (the second load of `version` catches it).
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
 //! allocated, before it changes anything, so a failed get, delete, merge or single split
@@ -37,13 +81,14 @@
 mod node;
 pub mod redo;
 
+use std::cell::RefCell;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
-use crate::buffer_pool::{BufferPool, PageWriteGuard};
+use crate::buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard};
 use crate::error::{Result, StorageError};
 use crate::page::{Page, PageId, PageKind};
 use node::{CHILD, NODE_HEADER, PAYLOAD};
@@ -60,6 +105,60 @@ const _: () = assert!(NODE_HEADER + 4 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYL
 
 /// A node below this many used bytes is underfull and is merged with a sibling if they fit.
 const UNDERFULL: usize = PAYLOAD / 4;
+
+/// Optimistic descents a point read tries before it takes the tree's read latch.
+const OPTIMISTIC_TRIES: usize = 3;
+
+/// More levels than any tree can have (every node holds at least four entries): an
+/// optimistic descent that walks further has followed stale child ids in a loop.
+const MAX_HEIGHT: usize = 64;
+
+/// Root copies kept per thread, direct-mapped by tree id.
+const ROOT_COPIES: usize = 64;
+
+/// Ids of B+tree instances, unique within the process (keys of the root copies).
+static NEXT_TREE: AtomicU64 = AtomicU64::new(1);
+
+/// A thread's copy of the payload of an inner root (see "Optimistic point reads").
+struct RootCopy {
+    tree: u64,
+    epoch: u64,
+    payload: Box<[u8]>,
+}
+
+thread_local! {
+    static ROOT_COPY: RefCell<Vec<Option<RootCopy>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn root_copy_slot(tree: u64) -> usize {
+    (tree % ROOT_COPIES as u64) as usize
+}
+
+/// The child the current thread's copy of `tree`'s root at `epoch` routes `key` to, if the
+/// thread has that copy.
+fn child_from_root_copy(tree: u64, epoch: u64, key: &[u8]) -> Option<PageId> {
+    ROOT_COPY.with(|copies| {
+        let copies = copies.borrow();
+        match copies.get(root_copy_slot(tree)) {
+            Some(Some(copy)) if copy.tree == tree && copy.epoch == epoch => {
+                let p = &copy.payload[..];
+                Some(node::child(p, node::child_index(p, key)))
+            }
+            _ => None,
+        }
+    })
+}
+
+fn keep_root_copy(copy: RootCopy) {
+    ROOT_COPY.with(|copies| {
+        let mut copies = copies.borrow_mut();
+        if copies.is_empty() {
+            copies.resize_with(ROOT_COPIES, || None);
+        }
+        let slot = root_copy_slot(copy.tree);
+        copies[slot] = Some(copy);
+    });
+}
 
 /// The order of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +208,13 @@ pub struct BTree {
     root: PageId,
     /// The tree-level latch (see "Concurrency" above).
     latch: RwLock<()>,
+    /// Odd while a [`TreeWriter`] is active; incremented twice by each (see "Optimistic
+    /// point reads").
+    version: AtomicU64,
+    /// Incremented by a writer whenever it takes the root page for writing.
+    root_epoch: AtomicU64,
+    /// Unique in the process: names the tree's root copies.
+    uid: u64,
     /// Set when an insert failed after a split had changed pages but before the new page was
     /// linked into its parent. The tree is then fail-stop: every operation returns
     /// [`StorageError::TreeInconsistent`] until recovery (a later issue) repairs it.
@@ -123,6 +229,22 @@ fn kind_of(page: &Page, id: PageId) -> Result<PageKind> {
             reason: format!("expected a B+tree node, found {other:?}"),
         }),
     }
+}
+
+/// Searches leaf `leaf` (latched in `page`) for `key` and calls `read` with its value.
+fn read_leaf<R>(
+    leaf: PageId,
+    page: &Page,
+    key: &[u8],
+    read: impl FnOnce(Option<&[u8]>) -> R,
+) -> (R, LeafStamp) {
+    let p = page.payload();
+    let value = node::search(p, key).ok().map(|i| node::value(p, i));
+    let stamp = LeafStamp {
+        leaf,
+        lsn: page.lsn(),
+    };
+    (read(value), stamp)
 }
 
 fn check_entry(key: &[u8], value: &[u8]) -> Result<()> {
@@ -157,6 +279,18 @@ fn in_lower_bound(key: &[u8], lower: Bound<&[u8]>) -> bool {
 }
 
 impl BTree {
+    fn new(pool: Arc<BufferPool>, root: PageId) -> BTree {
+        BTree {
+            pool,
+            root,
+            latch: RwLock::new(()),
+            version: AtomicU64::new(0),
+            root_epoch: AtomicU64::new(0),
+            uid: NEXT_TREE.fetch_add(1, Ordering::Relaxed),
+            broken: AtomicBool::new(false),
+        }
+    }
+
     /// Creates an empty tree (a root leaf) in a newly allocated page.
     pub fn create(pool: Arc<BufferPool>) -> Result<BTree> {
         Self::create_logged(pool, &mut Redo::disabled())
@@ -170,23 +304,13 @@ impl BTree {
         node::init(page.payload_mut(), PageId(0));
         redo.image(&page);
         drop(page);
-        Ok(BTree {
-            pool,
-            root,
-            latch: RwLock::new(()),
-            broken: AtomicBool::new(false),
-        })
+        Ok(BTree::new(pool, root))
     }
 
     /// Opens the tree rooted at `root` (as returned by [`BTree::root`]).
     pub fn open(pool: Arc<BufferPool>, root: PageId) -> Result<BTree> {
         kind_of(&*pool.read(root)?, root)?;
-        Ok(BTree {
-            pool,
-            root,
-            latch: RwLock::new(()),
-            broken: AtomicBool::new(false),
-        })
+        Ok(BTree::new(pool, root))
     }
 
     /// The root page, which names the tree.
@@ -196,48 +320,98 @@ impl BTree {
 
     /// The value of `key`, if present.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _tree = self.latch.read();
-        self.usable()?;
-        self.get_unlatched(key)
+        self.get_with(key, |value| value.map(<[u8]>::to_vec))
+            .map(|(value, _)| value)
     }
 
-    /// Caller holds the tree latch (either mode).
+    /// Caller holds the tree's write latch.
     fn get_unlatched(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.find(key, |value| value.map(<[u8]>::to_vec))
-            .map(|(value, _)| value)
+        let (leaf, page) = self.descend(key)?;
+        Ok(read_leaf(leaf, &page, key, |value| value.map(<[u8]>::to_vec)).0)
     }
 
     /// Calls `read` with the value of `key` (or `None`) in place, and returns its result with
     /// the leaf that holds (or would hold) the key and the leaf's LSN. While the leaf keeps
     /// that LSN, no logged change has touched it: a transaction validates a read with this
     /// instead of searching the tree again.
+    ///
+    /// The value is the one a read under the tree's read latch would have found at some
+    /// moment during the call (see "Optimistic point reads").
     pub fn get_with<R>(
         &self,
         key: &[u8],
         read: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<(R, LeafStamp)> {
+        self.usable()?;
+        for _ in 0..OPTIMISTIC_TRIES {
+            if let Some(found) = self.descend_optimistic(key) {
+                let (leaf, page) = found?;
+                return Ok(read_leaf(leaf, &page, key, read));
+            }
+        }
         let _tree = self.latch.read();
         self.usable()?;
-        self.find(key, read)
+        let (leaf, page) = self.descend(key)?;
+        Ok(read_leaf(leaf, &page, key, read))
     }
 
-    fn find<R>(&self, key: &[u8], read: impl FnOnce(Option<&[u8]>) -> R) -> Result<(R, LeafStamp)> {
+    /// The leaf for `key`, read-latched. The caller holds the tree latch (either mode).
+    fn descend(&self, key: &[u8]) -> Result<(PageId, PageReadGuard<'_>)> {
         let mut id = self.root;
         loop {
             let page = self.pool.read(id)?;
-            let p = page.payload();
             match kind_of(&page, id)? {
-                PageKind::BTreeInner => id = node::child(p, node::child_index(p, key)),
-                _ => {
-                    let value = node::search(p, key).ok().map(|i| node::value(p, i));
-                    let stamp = LeafStamp {
-                        leaf: id,
-                        lsn: page.lsn(),
-                    };
-                    return Ok((read(value), stamp));
+                PageKind::BTreeInner => {
+                    let p = page.payload();
+                    id = node::child(p, node::child_index(p, key));
                 }
+                _ => return Ok((id, page)),
             }
         }
+    }
+
+    /// One optimistic descent without the tree latch (see "Optimistic point reads"): the
+    /// leaf for `key`, read-latched, validated against the tree's version; `None` if a writer
+    /// was active (the caller tries again). An error is returned only if it validated too.
+    fn descend_optimistic(&self, key: &[u8]) -> Option<Result<(PageId, PageReadGuard<'_>)>> {
+        let v1 = self.version.load(Ordering::SeqCst);
+        if v1 & 1 == 1 {
+            return None;
+        }
+        let epoch = self.root_epoch.load(Ordering::SeqCst);
+        let mut copy = None;
+        let found = (|| {
+            let mut id = match child_from_root_copy(self.uid, epoch, key) {
+                Some(child) => child,
+                None => self.root,
+            };
+            for _ in 0..MAX_HEIGHT {
+                let page = self.pool.read(id)?;
+                match kind_of(&page, id)? {
+                    PageKind::BTreeInner => {
+                        let p = page.payload();
+                        if id == self.root {
+                            copy = Some(p.to_vec().into_boxed_slice());
+                        }
+                        id = node::child(p, node::child_index(p, key));
+                    }
+                    _ => return Ok((id, page)),
+                }
+            }
+            Err(self.corrupt(id, "deeper than any B+tree"))
+        })();
+        // Holding the leaf (when found): no writer may have been active since `v1`.
+        if self.version.load(Ordering::SeqCst) != v1 {
+            return None;
+        }
+        if let Some(payload) = copy {
+            keep_root_copy(RootCopy {
+                tree: self.uid,
+                epoch,
+                payload,
+            });
+        }
+        Some(found)
     }
 
     /// Whether `stamp`'s leaf still has its LSN (see [`BTree::get_with`]). Takes no tree
@@ -270,6 +444,8 @@ impl BTree {
     pub fn writer(&self) -> Result<TreeWriter<'_>> {
         let latch = self.latch.write();
         self.usable()?;
+        // Odd until the writer is dropped: optimistic point reads do not validate meanwhile.
+        self.version.fetch_add(1, Ordering::SeqCst);
         Ok(TreeWriter {
             tree: self,
             _latch: latch,
@@ -366,6 +542,10 @@ impl BTree {
     /// Page `id` for a change: write-latched, and with `redo` enabled marked unlogged (not
     /// to be written until stamped) and noted as touched.
     fn write_page(&self, id: PageId, redo: &mut Redo) -> Result<PageWriteGuard<'_>> {
+        if id == self.root {
+            // Before the change: the threads' copies of the root are stale from here on.
+            self.root_epoch.fetch_add(1, Ordering::SeqCst);
+        }
         let mut page = self.pool.write(id)?;
         mark(&mut page, id, redo);
         Ok(page)
@@ -851,6 +1031,13 @@ fn mark(page: &mut PageWriteGuard<'_>, id: PageId, redo: &mut Redo) {
 pub struct TreeWriter<'t> {
     tree: &'t BTree,
     _latch: RwLockWriteGuard<'t, ()>,
+}
+
+impl Drop for TreeWriter<'_> {
+    fn drop(&mut self) {
+        // Even again, before the latch is released (the field is dropped after this).
+        self.tree.version.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl TreeWriter<'_> {
