@@ -5,34 +5,11 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn tailstore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailstore"))
-        .args(args)
-        .output()
-        .expect("runs the tailstore binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Fails with a non-zero status and a message containing every one of `needles`.
-fn refused(args: &[&str], needles: &[&str]) {
-    let out = tailstore(args);
-    assert!(
-        !out.status.success(),
-        "{args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    let err = text(&out.stderr);
-    for needle in needles {
-        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err:?}");
-    }
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-}
+mod support;
+use support::{refused, tailstore, text};
 
 /// A redis-server on a free port in a temporary directory, killed when dropped.
 struct Redis {

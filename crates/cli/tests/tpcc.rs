@@ -1,15 +1,10 @@
 //! `tailstore tpcc …` from the outside: bad flags and missing databases give one clear error
 //! line and a non-zero status; a one-warehouse load, run and check work end to end.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tailstore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailstore"))
-        .args(args)
-        .output()
-        .expect("runs the tailstore binary")
-}
+mod support;
+use support::{path, refused, tailstore};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -17,25 +12,6 @@ fn stderr(out: &Output) -> String {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Fails with status 1 (or clap's 2) and a message containing every one of `needles`.
-fn refused(args: &[&str], needles: &[&str]) {
-    let out = tailstore(args);
-    assert!(
-        !out.status.success(),
-        "{args:?} succeeded: {}",
-        stdout(&out)
-    );
-    let err = stderr(&out);
-    for needle in needles {
-        assert!(err.contains(needle), "{args:?}: {needle:?} not in {err:?}");
-    }
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 #[test]

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,26 +32,14 @@ use tailstore_log::CommitMode;
 use tailstore_storage::{ScanDirection, Value};
 use tailstore_tpcc::schema::{district, orders};
 
+mod support;
+use support::{path, tailstore, text};
+
 fn kills() -> usize {
     std::env::var("TAILSTORE_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn tailstore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailstore"))
-        .args(args)
-        .output()
-        .expect("runs the tailstore binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// One acknowledged New-Order.
