@@ -27,6 +27,12 @@ fn ok(value: Value) {
     assert_eq!(value, Value::Okay);
 }
 
+/// The command was queued by MULTI.
+#[track_caller]
+fn queued(c: &mut redis::Connection, args: &[&str]) {
+    assert_eq!(raw_value(c, args), Value::SimpleString("QUEUED".into()));
+}
+
 fn bulk(text: &str) -> Value {
     Value::BulkString(text.as_bytes().to_vec())
 }
@@ -1141,10 +1147,7 @@ fn exec_aborts_after_a_queueing_error() {
     let server = TestServer::start();
     let mut c = server.client();
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "a", "1"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "a", "1"]);
     assert!(err(&mut c, &["NOSUCHCOMMAND", "x"]).starts_with("ERR unknown command 'NOSUCHCOMMAND'"));
     assert_eq!(
         err(&mut c, &["EXEC"]),
@@ -1153,10 +1156,7 @@ fn exec_aborts_after_a_queueing_error() {
     assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]), None);
     // A wrong arity aborts too, and the next transaction starts clean.
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "a", "1"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "a", "1"]);
     assert_eq!(
         err(&mut c, &["GET"]),
         "ERR wrong number of arguments for 'get' command"
@@ -1167,10 +1167,7 @@ fn exec_aborts_after_a_queueing_error() {
     );
     assert_eq!(q::<Option<String>>(&mut c, &["GET", "a"]), None);
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "a", "2"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "a", "2"]);
     assert_eq!(
         raw_value(&mut c, &["EXEC"]),
         Value::Array(vec![Value::Okay])
@@ -1226,14 +1223,8 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut other, &["SET", "k", "other"]));
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "k", "mine"]),
-        Value::SimpleString("QUEUED".into())
-    );
-    assert_eq!(
-        raw_value(&mut c, &["SET", "side", "effect"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "k", "mine"]);
+    queued(&mut c, &["SET", "side", "effect"]);
     assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), "other");
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "side"]), 0);
@@ -1241,10 +1232,7 @@ fn watch_aborts_exec_when_a_key_changed() {
     // Unchanged: EXEC runs (and the watch is gone afterwards).
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "k", "mine"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "k", "mine"]);
     assert_eq!(
         raw_value(&mut c, &["EXEC"]),
         Value::Array(vec![Value::Okay])
@@ -1258,10 +1246,7 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["WATCH", "absent"]));
     ok(raw_value(&mut other, &["SET", "absent", "now"]));
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["INCR", "counter"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["INCR", "counter"]);
     assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "counter"]), 0);
 
@@ -1280,10 +1265,7 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["UNWATCH"]));
     ok(raw_value(&mut other, &["SET", "k", "x"]));
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["GET", "k"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["GET", "k"]);
     assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![bulk("x")]));
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut c, &["MULTI"]));
@@ -1303,10 +1285,7 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut other, &["SET", "k", "db0 change"]));
     ok(raw_value(&mut c, &["MULTI"]));
-    assert_eq!(
-        raw_value(&mut c, &["SET", "k", "db1"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["SET", "k", "db1"]);
     assert_eq!(
         raw_value(&mut c, &["EXEC"]),
         Value::Array(vec![Value::Okay])
@@ -2009,15 +1988,9 @@ fn a_large_exec_block() {
     ok(raw_value(&mut c, &["MULTI"]));
     for i in 0..1000 {
         let key = format!("k{i}");
-        assert_eq!(
-            raw_value(&mut c, &["SET", &key, &value]),
-            Value::SimpleString("QUEUED".into())
-        );
+        queued(&mut c, &["SET", &key, &value]);
     }
-    assert_eq!(
-        raw_value(&mut c, &["INCR", "n"]),
-        Value::SimpleString("QUEUED".into())
-    );
+    queued(&mut c, &["INCR", "n"]);
     let Value::Array(replies) = raw_value(&mut c, &["EXEC"]) else {
         panic!("EXEC did not answer an array");
     };
