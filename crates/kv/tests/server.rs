@@ -2025,3 +2025,49 @@ fn quit_and_reset() {
     exchange(&mut s, b"GET a\r\nGET b\r\n", b"$1\r\n1\r\n$-1\r\n");
     exchange(&mut s, b"EXEC\r\n", b"-ERR EXEC without MULTI\r\n");
 }
+
+/// DEL of a collection too large to delete in one commit answers at once; its elements are
+/// freed in the background, and a new key of the same name never sees them. RENAME of such
+/// a key moves it whole, however large.
+#[test]
+fn large_keys_are_deleted_lazily_and_renamed_whole() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    // 300,000 fields: ~14 MB of element keys, more than one commit may delete (8 MiB).
+    for batch in 0..300 {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg("big");
+        for i in 0..1000 {
+            cmd.arg(format!("field:{:07}", batch * 1000 + i)).arg("v");
+        }
+        let added: i64 = cmd.query(&mut c).unwrap();
+        assert_eq!(added, 1000);
+    }
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "big"]), 300_000);
+    ok(raw_value(&mut c, &["RENAME", "big", "moved"]));
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "moved"]), 300_000);
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["HGET", "moved", "field:0123456"]),
+        Some("v".to_string())
+    );
+    let parts_before = stored_rows(&server, "kv_parts");
+    assert!(parts_before >= 300_000, "{parts_before} part rows");
+    assert_eq!(q::<i64>(&mut c, &["DEL", "moved"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "moved"]), 0);
+    // A new key of the same name starts empty while the old elements are still being freed.
+    assert_eq!(q::<i64>(&mut c, &["HSET", "moved", "new", "1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "moved"]), 1);
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["HGET", "moved", "field:0123456"]),
+        None
+    );
+    let freed = eventually(Duration::from_secs(60), || {
+        stored_rows(&server, "kv_parts") == 1 && stored_rows(&server, "kv_garbage") == 0
+    });
+    assert!(
+        freed,
+        "elements of the deleted key still stored: {} part rows, {} queued",
+        stored_rows(&server, "kv_parts"),
+        stored_rows(&server, "kv_garbage")
+    );
+}

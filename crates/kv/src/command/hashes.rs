@@ -1,6 +1,6 @@
 //! Hash commands: HSET, HGET and friends, counters, HSCAN.
 //!
-//! Each field's value is stored under (db, key, field) in `kv_parts`, so a value may be of
+//! Each field's value is stored under (owner, field) in `kv_parts`, so a value may be of
 //! any size; the key's `len` counts the fields.
 
 use tailstore_resp::{format_double, Reply};
@@ -35,23 +35,16 @@ pub(super) fn wrong_arity(args: &[Vec<u8>]) -> Fault {
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Every (field, value) of a hash, in field order.
-fn all_fields(ctx: &mut Ctx, key: &[u8]) -> Result<Fields, Fault> {
+fn all_fields(ctx: &mut Ctx, owner: i64) -> Result<Fields, Fault> {
     ctx.ks
-        .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)
+        .fields(ctx.txn, owner, ScanDirection::Ascending, usize::MAX)
 }
 
-/// Sets `field` of the hash `key` (whose meta is `meta`) to `value`; true if it is new.
-fn put_field(
-    ctx: &mut Ctx,
-    key: &[u8],
-    meta: &mut KeyMeta,
-    field: &[u8],
-    value: &[u8],
-) -> Result<bool, Fault> {
+/// Sets `field` of the hash whose meta is `meta` to `value`; true if it is new.
+fn put_field(ctx: &mut Ctx, meta: &mut KeyMeta, field: &[u8], value: &[u8]) -> Result<bool, Fault> {
     // Reads see the transaction's own writes: a field named twice in one HSET is new once.
-    let old = ctx.ks.value_len(ctx.txn, ctx.db, key, field)?;
-    ctx.ks
-        .write_value(ctx.txn, ctx.db, key, field, value, old)?;
+    let old = ctx.ks.value_len(ctx.txn, meta.id, field)?;
+    ctx.ks.write_value(ctx.txn, meta.id, field, value, old)?;
     if old.is_none() {
         meta.len += 1;
     }
@@ -81,7 +74,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>]) -> Result<i64, Fault> {
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
     let mut added = 0;
     for pair in pairs.chunks(2) {
-        added += i64::from(put_field(ctx, key, &mut meta, &pair[0], &pair[1])?);
+        added += i64::from(put_field(ctx, &mut meta, &pair[0], &pair[1])?);
     }
     ctx.save(key, &mut meta)?;
     Ok(added)
@@ -90,13 +83,13 @@ fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>]) -> Result<i64, Fault> {
 pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, field) = (&args[1], &args[2]);
     check_field(field, "field")?;
-    if let Some(_meta) = ctx.meta_of(key, Kind::Hash)? {
-        if ctx.ks.value_len(ctx.txn, ctx.db, key, field)?.is_some() {
+    if let Some(meta) = ctx.meta_of(key, Kind::Hash)? {
+        if ctx.ks.value_len(ctx.txn, meta.id, field)?.is_some() {
             return Ok(Reply::Int(0));
         }
     }
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
-    put_field(ctx, key, &mut meta, field, &args[3])?;
+    put_field(ctx, &mut meta, field, &args[3])?;
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(1))
 }
@@ -104,10 +97,10 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// The value of `field` in the hash `key`; `None` if either is missing.
 fn field_value(ctx: &mut Ctx, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
     check_field(field, "field")?;
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(None);
-    }
-    ctx.ks.read_value(ctx.txn, ctx.db, key, field)
+    };
+    ctx.ks.read_value(ctx.txn, meta.id, field)
 }
 
 pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -119,13 +112,12 @@ pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for field in &args[2..] {
         check_field(field, "field")?;
     }
-    let exists = ctx.meta_of(key, Kind::Hash)?.is_some();
+    let owner = ctx.meta_of(key, Kind::Hash)?.map(|m| m.id);
     let mut replies = Vec::with_capacity(args.len() - 2);
     for field in &args[2..] {
-        let value = if exists {
-            ctx.ks.read_value(ctx.txn, ctx.db, key, field)?
-        } else {
-            None
+        let value = match owner {
+            Some(owner) => ctx.ks.read_value(ctx.txn, owner, field)?,
+            None => None,
         };
         replies.push(value.map_or(Reply::Null, bulk));
     }
@@ -135,10 +127,10 @@ pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// HGETALL: a map in RESP3, field/value pairs flattened in RESP2 (the encoder's job).
 pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Map(Vec::new()));
-    }
-    let pairs = all_fields(ctx, key)?
+    };
+    let pairs = all_fields(ctx, meta.id)?
         .into_iter()
         .map(|(field, value)| (bulk(field), bulk(value)))
         .collect();
@@ -147,10 +139,10 @@ pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn hkeys(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Array(Vec::new()));
-    }
-    let fields = all_fields(ctx, key)?;
+    };
+    let fields = all_fields(ctx, meta.id)?;
     Ok(Reply::Array(
         fields.into_iter().map(|(f, _)| bulk(f)).collect(),
     ))
@@ -158,10 +150,10 @@ pub fn hkeys(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn hvals(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Array(Vec::new()));
-    }
-    let fields = all_fields(ctx, key)?;
+    };
+    let fields = all_fields(ctx, meta.id)?;
     Ok(Reply::Array(
         fields.into_iter().map(|(_, v)| bulk(v)).collect(),
     ))
@@ -177,7 +169,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     let mut removed = 0;
     for field in &args[2..] {
-        if ctx.ks.delete_value(ctx.txn, ctx.db, key, field)? {
+        if ctx.ks.delete_value(ctx.txn, meta.id, field)? {
             removed += 1;
         }
     }
@@ -191,10 +183,10 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn hexists(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, field) = (&args[1], &args[2]);
     check_field(field, "field")?;
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Int(0));
-    }
-    let found = ctx.ks.value_len(ctx.txn, ctx.db, key, field)?.is_some();
+    };
+    let found = ctx.ks.value_len(ctx.txn, meta.id, field)?.is_some();
     Ok(Reply::Int(i64::from(found)))
 }
 
@@ -207,10 +199,10 @@ pub fn hlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn hstrlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, field) = (&args[1], &args[2]);
     check_field(field, "field")?;
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Int(0));
-    }
-    let len = ctx.ks.value_len(ctx.txn, ctx.db, key, field)?.unwrap_or(0);
+    };
+    let len = ctx.ks.value_len(ctx.txn, meta.id, field)?.unwrap_or(0);
     Ok(Reply::Int(len as i64))
 }
 
@@ -227,7 +219,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .checked_add(delta)
         .ok_or_else(|| Fault::err("ERR increment or decrement would overflow"))?;
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
-    put_field(ctx, key, &mut meta, field, next.to_string().as_bytes())?;
+    put_field(ctx, &mut meta, field, next.to_string().as_bytes())?;
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(next))
 }
@@ -250,7 +242,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     let text = format_double(next);
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
-    put_field(ctx, key, &mut meta, field, text.as_bytes())?;
+    put_field(ctx, &mut meta, field, text.as_bytes())?;
     ctx.save(key, &mut meta)?;
     Ok(bulk(text))
 }
@@ -291,12 +283,12 @@ pub(super) fn scan_reply(items: Vec<Reply>) -> Reply {
 pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     parse_cursor(&args[2])?;
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Hash)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(scan_reply(Vec::new()));
-    }
+    };
     let (pattern, novalues) = collection_scan_options(&args[3..], true)?;
     let mut items = Vec::new();
-    for (field, value) in all_fields(ctx, key)? {
+    for (field, value) in all_fields(ctx, meta.id)? {
         if pattern.as_deref().is_some_and(|p| !matches(p, &field)) {
             continue;
         }

@@ -5,7 +5,7 @@ use tailstore_resp::Reply;
 use super::pattern::matches;
 use super::strings::deadline;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::{KeyMeta, Kind};
+use crate::keyspace::KeyMeta;
 
 /// Keys a SCAN call looks at when COUNT is not given (Redis's default hint).
 const DEFAULT_COUNT: usize = 10;
@@ -179,48 +179,20 @@ fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<b
         }
         ctx.remove(to, &target)?;
     }
-    let mut moved = ctx.meta_for_write(to, meta.kind)?;
-    copy_contents(ctx, from, to, &meta)?;
-    moved.len = meta.len;
-    moved.head = meta.head;
-    moved.tail = meta.tail;
+    // Clears an expired key of that name (a live one was removed above).
+    ctx.meta_for_write(to, meta.kind)?;
+    // The elements belong to the key's id: only its row moves, whatever its size.
+    ctx.ks
+        .set_deadline(ctx.txn, ctx.db, from, meta.expire_at, 0)?;
+    ctx.ks.delete_meta(ctx.txn, ctx.db, from)?;
+    let mut moved = KeyMeta {
+        expire_at: 0,
+        stored: false,
+        ..meta
+    };
     ctx.set_expiry(to, &mut moved, meta.expire_at)?;
-    ctx.remove(from, &meta)?;
     ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut moved)?;
     Ok(true)
-}
-
-/// Copies a key's elements to another key name (part sizes depend on the key's length, so
-/// values are rewritten, not rows copied).
-fn copy_contents(ctx: &mut Ctx, from: &[u8], to: &[u8], meta: &KeyMeta) -> Result<(), Fault> {
-    if meta.kind == Kind::ZSet {
-        let members = ctx.ks.members_by_score(
-            ctx.txn,
-            ctx.db,
-            from,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            tailstore_storage::ScanDirection::Ascending,
-            usize::MAX,
-        )?;
-        for (member, score) in members {
-            ctx.ks
-                .put_member(ctx.txn, ctx.db, to, &member, score, false)?;
-        }
-        return Ok(());
-    }
-    let fields = ctx.ks.fields(
-        ctx.txn,
-        ctx.db,
-        from,
-        tailstore_storage::ScanDirection::Ascending,
-        usize::MAX,
-    )?;
-    for (field, value) in fields {
-        ctx.ks
-            .write_value(ctx.txn, ctx.db, to, &field, &value, None)?;
-    }
-    Ok(())
 }
 
 /// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key amount [NX | XX | GT | LT].
@@ -379,5 +351,23 @@ impl crate::keyspace::Keyspace {
             expires += u64::from(meta.expire_at != 0);
         }
         Ok((keys, expires))
+    }
+}
+
+impl crate::keyspace::Keyspace {
+    /// The lazy free: removes up to one batch of the elements of deleted keys (see
+    /// `Ctx::remove`); returns how many element rows it removed (0: nothing is queued).
+    pub fn free_garbage(&self) -> Result<usize, tailstore_engine::EngineError> {
+        use crate::keyspace::BATCH_ROWS;
+        self.run_internal(0, |ctx| {
+            let Some((owner, kind)) = ctx.ks.next_garbage(ctx.txn)? else {
+                return Ok(0);
+            };
+            let removed = ctx.ks.delete_elements(ctx.txn, owner, kind, BATCH_ROWS)?;
+            if removed < BATCH_ROWS {
+                ctx.ks.forget_garbage(ctx.txn, owner)?;
+            }
+            Ok(removed.max(1))
+        })
     }
 }

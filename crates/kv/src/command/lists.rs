@@ -25,29 +25,23 @@ pub(super) fn parse_count(arg: &[u8]) -> Result<i64, Fault> {
 }
 
 /// The element at sequence number `seq` (it must exist: `head <= seq < tail`).
-fn element(ctx: &mut Ctx, key: &[u8], seq: i64) -> Result<Vec<u8>, Fault> {
+fn element(ctx: &mut Ctx, owner: i64, seq: i64) -> Result<Vec<u8>, Fault> {
     ctx.ks
-        .read_value(ctx.txn, ctx.db, key, &seq_field(seq))?
+        .read_value(ctx.txn, owner, &seq_field(seq))?
         .ok_or_else(|| Fault::corrupt(format!("list element {seq} is missing")))
 }
 
 /// The elements at indexes `from..=to` (both within the list).
-fn elements(
-    ctx: &mut Ctx,
-    key: &[u8],
-    meta: &KeyMeta,
-    from: usize,
-    to: usize,
-) -> Result<Vec<Vec<u8>>, Fault> {
+fn elements(ctx: &mut Ctx, meta: &KeyMeta, from: usize, to: usize) -> Result<Vec<Vec<u8>>, Fault> {
     let count = to + 1 - from;
     if count == 1 {
-        return Ok(vec![element(ctx, key, meta.head + from as i64)?]);
+        return Ok(vec![element(ctx, meta.id, meta.head + from as i64)?]);
     }
     // One range scan over the elements' fields (sequence numbers are contiguous).
     let (first, last) = (meta.head + from as i64, meta.head + to as i64);
     let found = ctx
         .ks
-        .fields_between(ctx.txn, ctx.db, key, &seq_field(first), &seq_field(last))?;
+        .fields_between(ctx.txn, meta.id, &seq_field(first), &seq_field(last))?;
     if found.len() != count {
         return Err(Fault::corrupt(format!(
             "list elements {first}..={last}: {} found",
@@ -67,18 +61,18 @@ fn elements(
 }
 
 /// Every element of a list.
-fn all_elements(ctx: &mut Ctx, key: &[u8], meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
+fn all_elements(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
     if meta.len == 0 {
         return Ok(Vec::new());
     }
-    elements(ctx, key, meta, 0, meta.len as usize - 1)
+    elements(ctx, meta, 0, meta.len as usize - 1)
 }
 
 /// Writes `new` at sequence numbers `new_start..` where `old` was at `old_start..`: values
 /// that did not change are left alone, and old numbers outside the new run are deleted.
 fn write_run(
     ctx: &mut Ctx,
-    key: &[u8],
+    owner: i64,
     old_start: i64,
     old: &[Vec<u8>],
     new_start: i64,
@@ -94,7 +88,7 @@ fn write_run(
             before => {
                 let old_total = before.map(Vec::len);
                 ctx.ks
-                    .write_value(ctx.txn, ctx.db, key, &seq_field(seq), value, old_total)?
+                    .write_value(ctx.txn, owner, &seq_field(seq), value, old_total)?
             }
         }
     }
@@ -102,7 +96,7 @@ fn write_run(
     for i in 0..old.len() {
         let seq = old_start + i as i64;
         if seq < new_start || seq >= new_end {
-            ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+            ctx.ks.delete_value(ctx.txn, owner, &seq_field(seq))?;
         }
     }
     Ok(())
@@ -112,7 +106,6 @@ fn write_run(
 /// `with`, moving whichever side of the list is shorter; updates `meta` (not saved).
 fn splice(
     ctx: &mut Ctx,
-    key: &[u8],
     meta: &mut KeyMeta,
     all: &[Vec<u8>],
     range: std::ops::Range<usize>,
@@ -127,7 +120,7 @@ fn splice(
             .map(Vec::as_slice)
             .collect();
         let start = head + range.start as i64;
-        write_run(ctx, key, start, &all[range.start..], start, &new)?;
+        write_run(ctx, meta.id, start, &all[range.start..], start, &new)?;
         meta.tail = start + new.len() as i64;
     } else {
         // The tail stays: everything before `range.end` is rewritten.
@@ -137,7 +130,7 @@ fn splice(
             .map(Vec::as_slice)
             .collect();
         let new_head = head + range.end as i64 - new.len() as i64;
-        write_run(ctx, key, head, &all[..range.end], new_head, &new)?;
+        write_run(ctx, meta.id, head, &all[..range.end], new_head, &new)?;
         meta.head = new_head;
     }
     meta.len = meta.tail - meta.head;
@@ -159,7 +152,7 @@ fn push(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> Out
             meta.tail - 1
         };
         ctx.ks
-            .write_value(ctx.txn, ctx.db, key, &seq_field(seq), value, None)?;
+            .write_value(ctx.txn, meta.id, &seq_field(seq), value, None)?;
     }
     meta.len = meta.tail - meta.head;
     ctx.save(key, &mut meta)?;
@@ -194,8 +187,8 @@ fn pop_elements(
     let mut popped = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let seq = if left { meta.head } else { meta.tail - 1 };
-        popped.push(element(ctx, key, seq)?);
-        ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+        popped.push(element(ctx, meta.id, seq)?);
+        ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
         if left {
             meta.head += 1;
         } else {
@@ -254,7 +247,7 @@ pub fn lrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some((from, to)) = clamp_range(start, end, meta.len) else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let values = elements(ctx, key, &meta, from, to)?;
+    let values = elements(ctx, &meta, from, to)?;
     Ok(Reply::Array(values.into_iter().map(bulk).collect()))
 }
 
@@ -275,7 +268,7 @@ pub fn lindex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     let index = parse_int(&args[2])?;
     match position(index, meta.len) {
-        Some(at) => Ok(bulk(element(ctx, key, meta.head + at)?)),
+        Some(at) => Ok(bulk(element(ctx, meta.id, meta.head + at)?)),
         None => Ok(Reply::Null),
     }
 }
@@ -290,9 +283,9 @@ pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Err(Fault::err("ERR index out of range"));
     };
     let field = seq_field(meta.head + at);
-    let old = ctx.ks.value_len(ctx.txn, ctx.db, key, &field)?;
+    let old = ctx.ks.value_len(ctx.txn, meta.id, &field)?;
     ctx.ks
-        .write_value(ctx.txn, ctx.db, key, &field, &args[3], old)?;
+        .write_value(ctx.txn, meta.id, &field, &args[3], old)?;
     ctx.save(key, &mut meta)?;
     Ok(Reply::ok())
 }
@@ -309,7 +302,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         Some((from, to)) => {
             let (keep_head, keep_tail) = (meta.head + from as i64, meta.head + to as i64 + 1);
             for seq in (meta.head..keep_head).chain(keep_tail..meta.tail) {
-                ctx.ks.delete_value(ctx.txn, ctx.db, key, &seq_field(seq))?;
+                ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
             }
             meta.head = keep_head;
             meta.tail = keep_tail;
@@ -329,7 +322,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
         return Ok(Reply::Int(0));
     };
-    let all = all_elements(ctx, key, &meta)?;
+    let all = all_elements(ctx, &meta)?;
     let limit = if count == 0 {
         usize::MAX
     } else {
@@ -353,7 +346,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .filter(|i| removed.binary_search(i).is_err())
         .map(|i| all[i].clone())
         .collect();
-    splice(ctx, key, &mut meta, &all, first..last + 1, &kept)?;
+    splice(ctx, &mut meta, &all, first..last + 1, &kept)?;
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(removed.len() as i64))
 }
@@ -372,19 +365,12 @@ pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(mut meta) = ctx.meta_of(key, Kind::List)? else {
         return Ok(Reply::Int(0));
     };
-    let all = all_elements(ctx, key, &meta)?;
+    let all = all_elements(ctx, &meta)?;
     let Some(at) = all.iter().position(|v| v == pivot) else {
         return Ok(Reply::Int(-1));
     };
     let at = at + usize::from(after);
-    splice(
-        ctx,
-        key,
-        &mut meta,
-        &all,
-        at..at,
-        std::slice::from_ref(value),
-    )?;
+    splice(ctx, &mut meta, &all, at..at, std::slice::from_ref(value))?;
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(meta.len))
 }
@@ -446,7 +432,7 @@ pub fn lpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     } else {
         (len - span, len - 1)
     };
-    let window = elements(ctx, key, &meta, from, to)?;
+    let window = elements(ctx, &meta, from, to)?;
     let indexes: Box<dyn Iterator<Item = usize>> = if rank > 0 {
         Box::new(from..=to)
     } else {

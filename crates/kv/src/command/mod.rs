@@ -108,12 +108,17 @@ impl Ctx<'_, '_> {
         match self.ks.load_meta(self.txn, self.db, key)? {
             Some(meta) if meta.is_expired(self.now) => {
                 self.remove(key, &meta)?;
-                Ok(KeyMeta::new(kind))
+                Ok(self.new_meta(kind))
             }
             Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
             Some(meta) => Ok(meta),
-            None => Ok(KeyMeta::new(kind)),
+            None => Ok(self.new_meta(kind)),
         }
+    }
+
+    /// The meta of a key about to be created: a new incarnation, with an id of its own.
+    pub fn new_meta(&self, kind: Kind) -> KeyMeta {
+        KeyMeta::new(kind, self.ks.new_version())
     }
 
     /// Saves a changed key: a collection left empty is deleted, as Redis does.
@@ -127,12 +132,12 @@ impl Ctx<'_, '_> {
         self.ks.store_meta(self.txn, self.db, key, meta)
     }
 
-    /// Deletes a key and everything stored under it.
+    /// Deletes a key and everything stored under it: its elements at once when there are
+    /// few, else by the background task (`Keyspace::free_garbage`), so that deleting a key
+    /// costs one small transaction however large it is (the key is gone either way: its
+    /// elements belong to its id, which no later key reuses).
     pub fn remove(&mut self, key: &[u8], meta: &KeyMeta) -> Result<(), Fault> {
-        match meta.kind {
-            Kind::ZSet => self.ks.delete_members(self.txn, self.db, key)?,
-            _ => self.ks.delete_fields(self.txn, self.db, key)?,
-        }
+        self.ks.free_elements(self.txn, meta)?;
         self.ks
             .set_deadline(self.txn, self.db, key, meta.expire_at, 0)?;
         self.ks.delete_meta(self.txn, self.db, key)

@@ -66,24 +66,23 @@ impl Rng {
 }
 
 /// Every member of the set `key` (which exists), in byte order.
-fn members(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<Vec<u8>>, Fault> {
+fn members(ctx: &mut Ctx, owner: i64) -> Result<Vec<Vec<u8>>, Fault> {
     let fields = ctx
         .ks
-        .fields(ctx.txn, ctx.db, key, ScanDirection::Ascending, usize::MAX)?;
+        .fields(ctx.txn, owner, ScanDirection::Ascending, usize::MAX)?;
     Ok(fields.into_iter().map(|(member, _)| member).collect())
 }
 
-fn is_member(ctx: &mut Ctx, key: &[u8], member: &[u8]) -> Result<bool, Fault> {
-    Ok(ctx.ks.value_len(ctx.txn, ctx.db, key, member)?.is_some())
+fn is_member(ctx: &mut Ctx, owner: i64, member: &[u8]) -> Result<bool, Fault> {
+    Ok(ctx.ks.value_len(ctx.txn, owner, member)?.is_some())
 }
 
 /// Adds `member` to the set; true if it was not there.
-fn add_member(ctx: &mut Ctx, key: &[u8], meta: &mut KeyMeta, member: &[u8]) -> Result<bool, Fault> {
-    if is_member(ctx, key, member)? {
+fn add_member(ctx: &mut Ctx, meta: &mut KeyMeta, member: &[u8]) -> Result<bool, Fault> {
+    if is_member(ctx, meta.id, member)? {
         return Ok(false);
     }
-    ctx.ks
-        .write_value(ctx.txn, ctx.db, key, member, b"", None)?;
+    ctx.ks.write_value(ctx.txn, meta.id, member, b"", None)?;
     meta.len += 1;
     Ok(true)
 }
@@ -100,7 +99,7 @@ pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut meta = ctx.meta_for_write(key, Kind::Set)?;
     let mut added = 0;
     for member in &args[2..] {
-        added += i64::from(add_member(ctx, key, &mut meta, member)?);
+        added += i64::from(add_member(ctx, &mut meta, member)?);
     }
     if added > 0 {
         ctx.save(key, &mut meta)?;
@@ -118,7 +117,7 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     let mut removed = 0;
     for member in &args[2..] {
-        if ctx.ks.delete_value(ctx.txn, ctx.db, key, member)? {
+        if ctx.ks.delete_value(ctx.txn, meta.id, member)? {
             removed += 1;
         }
     }
@@ -132,19 +131,19 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// SMEMBERS: a set in RESP3, an array in RESP2.
 pub fn smembers(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Set)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(Reply::Set(Vec::new()));
-    }
-    Ok(set_reply(members(ctx, key)?))
+    };
+    Ok(set_reply(members(ctx, meta.id)?))
 }
 
 pub fn sismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, member) = (&args[1], &args[2]);
     check_field(member, "member")?;
-    if ctx.meta_of(key, Kind::Set)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(Reply::Int(0));
-    }
-    Ok(Reply::Int(i64::from(is_member(ctx, key, member)?)))
+    };
+    Ok(Reply::Int(i64::from(is_member(ctx, meta.id, member)?)))
 }
 
 pub fn smismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -152,10 +151,13 @@ pub fn smismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for member in &args[2..] {
         check_field(member, "member")?;
     }
-    let exists = ctx.meta_of(key, Kind::Set)?.is_some();
+    let owner = ctx.meta_of(key, Kind::Set)?.map(|m| m.id);
     let mut replies = Vec::with_capacity(args.len() - 2);
     for member in &args[2..] {
-        let found = exists && is_member(ctx, key, member)?;
+        let found = match owner {
+            Some(owner) => is_member(ctx, owner, member)?,
+            None => false,
+        };
         replies.push(Reply::Int(i64::from(found)));
     }
     Ok(Reply::Array(replies))
@@ -181,13 +183,13 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if count == Some(0) {
         return Ok(Reply::Set(Vec::new()));
     }
-    let all = members(ctx, key)?;
+    let all = members(ctx, meta.id)?;
     let wanted = count.map_or(1, |c| {
         usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
     });
     let popped = Rng::new().pick(all, wanted);
     for member in &popped {
-        ctx.ks.delete_value(ctx.txn, ctx.db, key, member)?;
+        ctx.ks.delete_value(ctx.txn, meta.id, member)?;
     }
     meta.len -= popped.len() as i64;
     ctx.save(key, &mut meta)?;
@@ -216,11 +218,11 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     };
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Set)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
-    }
+    };
     let mut rng = Rng::new();
-    let all = members(ctx, key)?;
+    let all = members(ctx, meta.id)?;
     match count {
         None => {
             let at = rng.below(all.len().max(1));
@@ -271,9 +273,10 @@ fn combine(ctx: &mut Ctx, keys: &[Vec<u8>], op: SetOp) -> Result<BTreeSet<Vec<u8
             let smallest = (0..keys.len())
                 .min_by_key(|&i| metas[i].as_ref().map_or(0, |m| m.len))
                 .unwrap_or(0);
-            'members: for member in members(ctx, &keys[smallest])? {
-                for (i, key) in keys.iter().enumerate() {
-                    if i != smallest && !is_member(ctx, key, &member)? {
+            let owners: Vec<i64> = metas.iter().flatten().map(|m| m.id).collect();
+            'members: for member in members(ctx, owners[smallest])? {
+                for (i, &owner) in owners.iter().enumerate() {
+                    if i != smallest && !is_member(ctx, owner, &member)? {
                         continue 'members;
                     }
                 }
@@ -281,24 +284,22 @@ fn combine(ctx: &mut Ctx, keys: &[Vec<u8>], op: SetOp) -> Result<BTreeSet<Vec<u8
             }
         }
         SetOp::Union => {
-            for (key, meta) in keys.iter().zip(&metas) {
-                if meta.is_some() {
-                    result.extend(members(ctx, key)?);
-                }
+            for meta in metas.iter().flatten() {
+                result.extend(members(ctx, meta.id)?);
             }
         }
         SetOp::Diff => {
-            if metas[0].is_none() {
+            let Some(first) = &metas[0] else {
                 return Ok(result);
-            }
-            result.extend(members(ctx, &keys[0])?);
-            for (key, meta) in keys.iter().zip(&metas).skip(1) {
-                if meta.is_none() || result.is_empty() {
-                    continue;
+            };
+            result.extend(members(ctx, first.id)?);
+            for meta in metas.iter().skip(1).flatten() {
+                if result.is_empty() {
+                    break;
                 }
                 let mut kept = BTreeSet::new();
                 for member in result {
-                    if !is_member(ctx, key, &member)? {
+                    if !is_member(ctx, meta.id, &member)? {
                         kept.insert(member);
                     }
                 }
@@ -335,8 +336,7 @@ fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp) -> Outcome {
     }
     let mut meta = ctx.meta_for_write(destination, Kind::Set)?;
     for member in &result {
-        ctx.ks
-            .write_value(ctx.txn, ctx.db, destination, member, b"", None)?;
+        ctx.ks.write_value(ctx.txn, meta.id, member, b"", None)?;
     }
     meta.len = result.len() as i64;
     ctx.save(destination, &mut meta)?;
@@ -364,15 +364,15 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     ctx.meta_of(destination, Kind::Set)?;
     if source == destination {
-        return Ok(Reply::Int(i64::from(is_member(ctx, source, member)?)));
+        return Ok(Reply::Int(i64::from(is_member(ctx, from.id, member)?)));
     }
-    if !ctx.ks.delete_value(ctx.txn, ctx.db, source, member)? {
+    if !ctx.ks.delete_value(ctx.txn, from.id, member)? {
         return Ok(Reply::Int(0));
     }
     from.len -= 1;
     ctx.save(source, &mut from)?;
     let mut to = ctx.meta_for_write(destination, Kind::Set)?;
-    if add_member(ctx, destination, &mut to, member)? {
+    if add_member(ctx, &mut to, member)? {
         ctx.save(destination, &mut to)?;
     }
     Ok(Reply::Int(1))
@@ -382,11 +382,11 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn sscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     parse_cursor(&args[2])?;
     let key = &args[1];
-    if ctx.meta_of(key, Kind::Set)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(scan_reply(Vec::new()));
-    }
+    };
     let (pattern, _) = collection_scan_options(&args[3..], false)?;
-    let items = members(ctx, key)?
+    let items = members(ctx, meta.id)?
         .into_iter()
         .filter(|m| pattern.as_deref().is_none_or(|p| matches(p, m)))
         .map(bulk)

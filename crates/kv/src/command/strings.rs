@@ -11,10 +11,10 @@ const MAX_STRING: i64 = 512 * 1024 * 1024;
 impl Ctx<'_, '_> {
     /// The string at `key`, `None` if absent; WRONGTYPE for another kind.
     pub fn string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
-        if self.meta_of(key, Kind::String)?.is_none() {
+        let Some(meta) = self.meta_of(key, Kind::String)? else {
             return Ok(None);
-        }
-        self.ks.read_value(self.txn, self.db, key, b"")
+        };
+        self.ks.read_value(self.txn, meta.id, b"")
     }
 
     /// Replaces whatever `key` holds with the string `value`, with deadline `expire_at`
@@ -43,13 +43,13 @@ impl Ctx<'_, '_> {
             Some(old) if old.kind == Kind::String && !old.is_expired(self.now) => old,
             Some(old) => {
                 self.remove(key, &old)?;
-                KeyMeta::new(Kind::String)
+                self.new_meta(Kind::String)
             }
-            None => KeyMeta::new(Kind::String),
+            None => self.new_meta(Kind::String),
         };
         let old_total = meta.stored.then_some(meta.len as usize);
         self.ks
-            .write_value(self.txn, self.db, key, b"", value, old_total)?;
+            .write_value(self.txn, meta.id, b"", value, old_total)?;
         meta.len = value.len() as i64;
         if let Some(at) = expire_at {
             self.set_expiry(key, &mut meta, at)?;
@@ -140,10 +140,9 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         Some(meta) => Some(meta),
         None => None,
     };
-    let previous = if options.get && old.is_some() {
-        ctx.ks.read_value(ctx.txn, ctx.db, key, b"")?
-    } else {
-        None
+    let previous = match &old {
+        Some(meta) if options.get => ctx.ks.read_value(ctx.txn, meta.id, b"")?,
+        _ => None,
     };
     let blocked = match options.condition {
         Condition::Always => false,
@@ -203,9 +202,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for key in &args[1..] {
         // MGET answers nil for a key of another kind instead of WRONGTYPE.
         let value = match ctx.meta(key)? {
-            Some(meta) if meta.kind == Kind::String => {
-                ctx.ks.read_value(ctx.txn, ctx.db, key, b"")?
-            }
+            Some(meta) if meta.kind == Kind::String => ctx.ks.read_value(ctx.txn, meta.id, b"")?,
             _ => None,
         };
         replies.push(value.map_or(Reply::Null, bulk));

@@ -86,17 +86,18 @@ fn lex_bound(arg: &[u8]) -> Result<Lex, Fault> {
     }
 }
 
-/// Members of the sorted set `key` whose member lies between `min` and `max` in byte
-/// order (meant, as in Redis, for sets whose members all have one score), at most `limit`.
+/// Members of the sorted set with id `owner` whose member lies between `min` and `max` in
+/// byte order (meant, as in Redis, for sets whose members all have one score), at most
+/// `limit`.
 fn members_by_lex(
     ctx: &mut Ctx,
-    key: &[u8],
+    owner: i64,
     min: &Lex,
     max: &Lex,
     rev: bool,
     limit: usize,
 ) -> Result<Scored, Fault> {
-    let prefix = vec![Value::Int(i64::from(ctx.db)), Value::Bytes(key.to_vec())];
+    let prefix = vec![Value::Int(owner)];
     let with = |member: &[u8]| {
         let mut values = prefix.clone();
         values.push(Value::Bytes(member.to_vec()));
@@ -125,7 +126,7 @@ fn members_by_lex(
     let range = KeyRange::new(lower, upper);
     let rows = ctx.txn.scan(&ctx.ks.zset, &range, direction(rev), limit)?;
     rows.iter()
-        .map(|row| match (&row[2], &row[3]) {
+        .map(|row| match (&row[1], &row[2]) {
             (Value::Bytes(member), Value::Int(score)) => Ok((member.clone(), score_of_key(*score))),
             _ => Err(Fault::corrupt(
                 "kv_zset row of unexpected shape".to_string(),
@@ -138,7 +139,7 @@ fn members_by_lex(
 /// descending with `rev`.
 fn members_by_rank(
     ctx: &mut Ctx,
-    key: &[u8],
+    owner: i64,
     len: i64,
     start: i64,
     end: i64,
@@ -149,8 +150,7 @@ fn members_by_rank(
     };
     let rows = ctx.ks.members_by_score(
         ctx.txn,
-        ctx.db,
-        key,
+        owner,
         Bound::Unbounded,
         Bound::Unbounded,
         direction(rev),
@@ -163,7 +163,7 @@ fn members_by_rank(
 #[allow(clippy::too_many_arguments)]
 fn members_in_scores(
     ctx: &mut Ctx,
-    key: &[u8],
+    owner: i64,
     min: Bound<f64>,
     max: Bound<f64>,
     rev: bool,
@@ -178,8 +178,7 @@ fn members_in_scores(
     let skip = usize::try_from(offset).unwrap_or(usize::MAX);
     let rows = ctx.ks.members_by_score(
         ctx.txn,
-        ctx.db,
-        key,
+        owner,
         min,
         max,
         direction(rev),
@@ -266,14 +265,14 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for (_, member) in &items {
         check_field(member, "member")?;
     }
-    let exists = ctx.meta_of(key, Kind::ZSet)?.is_some();
-    if !exists && f.xx {
+    let existing = ctx.meta_of(key, Kind::ZSet)?;
+    if existing.is_none() && f.xx {
         return Ok(if f.incr { Reply::Null } else { Reply::Int(0) });
     }
-    if f.incr && !f.nx && exists {
+    if let (Some(old), true) = (&existing, f.incr && !f.nx) {
         // The only error a write could meet: found before anything is written.
         let (delta, member) = items[0];
-        if let Some(current) = ctx.ks.member_score(ctx.txn, ctx.db, key, member)? {
+        if let Some(current) = ctx.ks.member_score(ctx.txn, old.id, member)? {
             if (current + delta).is_nan() {
                 return Err(Fault::err(NAN_SCORE));
             }
@@ -283,7 +282,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (mut added, mut updated, mut processed) = (0, 0, 0);
     let mut last = 0.0;
     for (score, member) in items {
-        match ctx.ks.member_score(ctx.txn, ctx.db, key, member)? {
+        match ctx.ks.member_score(ctx.txn, meta.id, member)? {
             Some(current) => {
                 if f.nx {
                     continue;
@@ -295,7 +294,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 processed += 1;
                 last = new;
                 if new != current {
-                    ctx.ks.put_member(ctx.txn, ctx.db, key, member, new, true)?;
+                    ctx.ks.put_member(ctx.txn, meta.id, member, new, true)?;
                     updated += 1;
                 }
             }
@@ -305,8 +304,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 }
                 processed += 1;
                 last = score;
-                ctx.ks
-                    .put_member(ctx.txn, ctx.db, key, member, score, false)?;
+                ctx.ks.put_member(ctx.txn, meta.id, member, score, false)?;
                 meta.len += 1;
                 added += 1;
             }
@@ -327,7 +325,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let delta = parse_float(&args[2])?;
     check_field(member, "member")?;
     let current = match ctx.meta_of(key, Kind::ZSet)? {
-        Some(_) => ctx.ks.member_score(ctx.txn, ctx.db, key, member)?,
+        Some(meta) => ctx.ks.member_score(ctx.txn, meta.id, member)?,
         None => None,
     };
     let new = current.unwrap_or(0.0) + delta;
@@ -336,7 +334,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
     ctx.ks
-        .put_member(ctx.txn, ctx.db, key, member, new, current.is_some())?;
+        .put_member(ctx.txn, meta.id, member, new, current.is_some())?;
     if current.is_none() {
         meta.len += 1;
     }
@@ -354,7 +352,7 @@ pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     let mut removed = 0;
     for member in &args[2..] {
-        if ctx.ks.delete_member(ctx.txn, ctx.db, key, member)? {
+        if ctx.ks.delete_member(ctx.txn, meta.id, member)? {
             removed += 1;
         }
     }
@@ -368,10 +366,10 @@ pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn zscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, member) = (&args[1], &args[2]);
     check_field(member, "member")?;
-    if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
         return Ok(Reply::Null);
-    }
-    let score = ctx.ks.member_score(ctx.txn, ctx.db, key, member)?;
+    };
+    let score = ctx.ks.member_score(ctx.txn, meta.id, member)?;
     Ok(score.map_or(Reply::Null, Reply::Double))
 }
 
@@ -380,13 +378,12 @@ pub fn zmscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for member in &args[2..] {
         check_field(member, "member")?;
     }
-    let exists = ctx.meta_of(key, Kind::ZSet)?.is_some();
+    let owner = ctx.meta_of(key, Kind::ZSet)?.map(|m| m.id);
     let mut replies = Vec::with_capacity(args.len() - 2);
     for member in &args[2..] {
-        let score = if exists {
-            ctx.ks.member_score(ctx.txn, ctx.db, key, member)?
-        } else {
-            None
+        let score = match owner {
+            Some(owner) => ctx.ks.member_score(ctx.txn, owner, member)?,
+            None => None,
         };
         replies.push(score.map_or(Reply::Null, Reply::Double));
     }
@@ -463,23 +460,26 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], mut by: By, rev: Option<bool>
             let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
                 return Ok(Reply::Array(Vec::new()));
             };
-            members_by_rank(ctx, key, meta.len, start, end, rev)?
+            members_by_rank(ctx, meta.id, meta.len, start, end, rev)?
         }
         By::Score => {
             let (min, max) = score_range(min, max)?;
-            if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
                 return Ok(Reply::Array(Vec::new()));
-            }
-            members_in_scores(ctx, key, min, max, rev, offset, limit)?
+            };
+            members_in_scores(ctx, meta.id, min, max, rev, offset, limit)?
         }
         By::Lex => {
             let (min, max) = (lex_bound(min)?, lex_bound(max)?);
-            if ctx.meta_of(key, Kind::ZSet)?.is_none() || offset < 0 || limit == 0 {
+            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+                return Ok(Reply::Array(Vec::new()));
+            };
+            if offset < 0 || limit == 0 {
                 return Ok(Reply::Array(Vec::new()));
             }
             let take = usize::try_from(limit).unwrap_or(usize::MAX);
             let skip = offset as usize;
-            let rows = members_by_lex(ctx, key, &min, &max, rev, skip.saturating_add(take))?;
+            let rows = members_by_lex(ctx, meta.id, &min, &max, rev, skip.saturating_add(take))?;
             rows.into_iter().skip(skip).take(take).collect()
         }
     };
@@ -531,13 +531,12 @@ fn rank(ctx: &mut Ctx, args: &[Vec<u8>], rev: bool) -> Outcome {
     let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
         return Ok(missing);
     };
-    let Some(score) = ctx.ks.member_score(ctx.txn, ctx.db, key, member)? else {
+    let Some(score) = ctx.ks.member_score(ctx.txn, meta.id, member)? else {
         return Ok(missing);
     };
     let below = ctx.ks.members_by_score(
         ctx.txn,
-        ctx.db,
-        key,
+        meta.id,
         Bound::Unbounded,
         Bound::Included(score),
         ScanDirection::Ascending,
@@ -568,19 +567,19 @@ pub fn zrevrank(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn zcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (min, max) = score_range(&args[2], &args[3])?;
-    if ctx.meta_of(&args[1], Kind::ZSet)?.is_none() {
+    let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
         return Ok(Reply::Int(0));
-    }
-    let found = members_in_scores(ctx, &args[1], min, max, false, 0, -1)?;
+    };
+    let found = members_in_scores(ctx, meta.id, min, max, false, 0, -1)?;
     Ok(Reply::Int(found.len() as i64))
 }
 
 pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (min, max) = (lex_bound(&args[2])?, lex_bound(&args[3])?);
-    if ctx.meta_of(&args[1], Kind::ZSet)?.is_none() {
+    let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
         return Ok(Reply::Int(0));
-    }
-    let found = members_by_lex(ctx, &args[1], &min, &max, false, usize::MAX)?;
+    };
+    let found = members_by_lex(ctx, meta.id, &min, &max, false, usize::MAX)?;
     Ok(Reply::Int(found.len() as i64))
 }
 
@@ -602,15 +601,14 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
     };
     let popped = ctx.ks.members_by_score(
         ctx.txn,
-        ctx.db,
-        key,
+        meta.id,
         Bound::Unbounded,
         Bound::Unbounded,
         direction(max),
         usize::try_from(count).unwrap_or(usize::MAX),
     )?;
     for (member, _) in &popped {
-        ctx.ks.delete_member(ctx.txn, ctx.db, key, member)?;
+        ctx.ks.delete_member(ctx.txn, meta.id, member)?;
     }
     meta.len -= popped.len() as i64;
     ctx.save(key, &mut meta)?;
@@ -644,12 +642,12 @@ fn remove_range(ctx: &mut Ctx, key: &[u8], by: By, min: &[u8], max: &[u8]) -> Ou
         return Ok(Reply::Int(0));
     };
     let doomed = match range {
-        Range::Rank(start, end) => members_by_rank(ctx, key, meta.len, start, end, false)?,
-        Range::Score(min, max) => members_in_scores(ctx, key, min, max, false, 0, -1)?,
-        Range::Lex(min, max) => members_by_lex(ctx, key, &min, &max, false, usize::MAX)?,
+        Range::Rank(start, end) => members_by_rank(ctx, meta.id, meta.len, start, end, false)?,
+        Range::Score(min, max) => members_in_scores(ctx, meta.id, min, max, false, 0, -1)?,
+        Range::Lex(min, max) => members_by_lex(ctx, meta.id, &min, &max, false, usize::MAX)?,
     };
     for (member, _) in &doomed {
-        ctx.ks.delete_member(ctx.txn, ctx.db, key, member)?;
+        ctx.ks.delete_member(ctx.txn, meta.id, member)?;
     }
     if !doomed.is_empty() {
         meta.len -= doomed.len() as i64;
@@ -675,14 +673,13 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     parse_cursor(&args[2])?;
     let key = &args[1];
-    if ctx.meta_of(key, Kind::ZSet)?.is_none() {
+    let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
         return Ok(scan_reply(Vec::new()));
-    }
+    };
     let (pattern, _) = collection_scan_options(&args[3..], false)?;
     let all = ctx.ks.members_by_score(
         ctx.txn,
-        ctx.db,
-        key,
+        meta.id,
         Bound::Unbounded,
         Bound::Unbounded,
         ScanDirection::Ascending,

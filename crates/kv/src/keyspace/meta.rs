@@ -28,7 +28,7 @@ impl Kind {
         }
     }
 
-    fn from_code(code: i64) -> Option<Kind> {
+    pub(crate) fn from_code(code: i64) -> Option<Kind> {
         Some(match code {
             0 => Kind::String,
             1 => Kind::Hash,
@@ -53,13 +53,16 @@ pub struct KeyMeta {
     /// A list's first and one-past-last element sequence numbers.
     pub head: i64,
     pub tail: i64,
+    /// The id of this incarnation of the key: its elements are stored under it (see the
+    /// module documentation of `keyspace`).
+    pub id: i64,
     /// Whether the row exists in the table (a new key's meta does not yet).
     pub stored: bool,
 }
 
 impl KeyMeta {
-    /// The meta of a key about to be created.
-    pub fn new(kind: Kind) -> KeyMeta {
+    /// The meta of a key about to be created, with the fresh id `id`.
+    pub fn new(kind: Kind, id: i64) -> KeyMeta {
         KeyMeta {
             kind,
             expire_at: 0,
@@ -67,6 +70,7 @@ impl KeyMeta {
             len: 0,
             head: 0,
             tail: 0,
+            id,
             stored: false,
         }
     }
@@ -122,6 +126,7 @@ impl Keyspace {
             Value::Int(meta.len),
             Value::Int(meta.head),
             Value::Int(meta.tail),
+            Value::Int(meta.id),
         ]);
         // A blind write: the caller loaded the meta (or knows the key is new).
         txn.put(&self.keys, &row)?;
@@ -224,6 +229,7 @@ fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
         len: int(&row[6])?,
         head: int(&row[7])?,
         tail: int(&row[8])?,
+        id: int(&row[9])?,
         stored: true,
     })
 }

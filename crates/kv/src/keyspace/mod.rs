@@ -3,16 +3,23 @@
 //! # Layout (see docs/design/kv.md)
 //!
 //! ```text
-//! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail
-//! kv_parts   (db, key, field, part) -> data, total        values, cut into parts
-//! kv_zset    (db, key, member) -> score; index by_score (db, key, score)
-//! kv_expiry  (at_ms, db, key)                             keys with a TTL, by deadline
+//! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail, id
+//! kv_parts   (owner, field, part) -> data, total     values, cut into parts
+//! kv_zset    (owner, member) -> score; index by_score (owner, score)
+//! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
+//! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
 //! ```
+//!
+//! A key's elements belong to its *id* (the owner), not to its name: each incarnation of a
+//! key gets a new id, so RENAME moves one row, and DEL of a large collection removes the
+//! key's row at once and leaves its elements to a background task (Redis's lazy free)
+//! without a later key of the same name ever seeing them.
 //!
 //! Every write command changes its key's `kv_keys` row (at least its `version`), so WATCH
 //! needs to look at that row only, and two commands on one key always conflict in the
 //! engine's OCC (they both write that row) and never interleave.
 
+mod garbage;
 mod meta;
 mod parts;
 mod zset;
@@ -24,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError};
 
+pub use garbage::BATCH_ROWS;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
 pub use parts::{part_capacity, seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
@@ -50,6 +58,7 @@ pub struct Keyspace {
     pub(crate) parts: Table,
     pub(crate) zset: Table,
     pub(crate) expiry: Table,
+    pub(crate) garbage: Table,
     databases: u32,
     /// Source of key versions (WATCH): unique over the server's life and, since it starts at
     /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
@@ -63,6 +72,7 @@ impl Keyspace {
         let parts = table(&db, "kv_parts", parts_schema()?)?;
         let zset = table(&db, "kv_zset", zset_schema()?)?;
         let expiry = table(&db, "kv_expiry", expiry_schema()?)?;
+        let garbage = table(&db, "kv_garbage", garbage_schema()?)?;
         let start = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -73,6 +83,7 @@ impl Keyspace {
             parts,
             zset,
             expiry,
+            garbage,
             databases,
             next_version: AtomicU64::new(start),
         })
@@ -136,6 +147,7 @@ fn keys_schema() -> Result<Schema, KvError> {
         Column::new("len", Int64),
         Column::new("head", Int64),
         Column::new("tail", Int64),
+        Column::new("id", Int64),
     ];
     schema("kv_keys", columns, vec![0, 1, 2], vec![])
 }
@@ -143,26 +155,30 @@ fn keys_schema() -> Result<Schema, KvError> {
 fn parts_schema() -> Result<Schema, KvError> {
     use ColumnType::{Bytes, Int32, Int64};
     let columns = vec![
-        Column::new("db", Int32),
-        Column::new("key", Bytes(MAX_KEY as u32)),
+        Column::new("owner", Int64),
         Column::new("field", Bytes(MAX_FIELD as u32)),
         Column::new("part", Int32),
         Column::new("data", Bytes(tailstore_storage::MAX_ENTRY as u32)),
         Column::new("total", Int64),
     ];
-    schema("kv_parts", columns, vec![0, 1, 2, 3], vec![])
+    schema("kv_parts", columns, vec![0, 1, 2], vec![])
 }
 
 fn zset_schema() -> Result<Schema, KvError> {
-    use ColumnType::{Bytes, Int32, Int64};
+    use ColumnType::{Bytes, Int64};
     let columns = vec![
-        Column::new("db", Int32),
-        Column::new("key", Bytes(MAX_KEY as u32)),
+        Column::new("owner", Int64),
         Column::new("member", Bytes(MAX_FIELD as u32)),
         Column::new("score", Int64),
     ];
-    let by_score = IndexDef::new("by_score", vec![0, 1, 3], false);
-    schema("kv_zset", columns, vec![0, 1, 2], vec![by_score])
+    let by_score = IndexDef::new("by_score", vec![0, 2], false);
+    schema("kv_zset", columns, vec![0, 1], vec![by_score])
+}
+
+fn garbage_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Int32, Int64};
+    let columns = vec![Column::new("owner", Int64), Column::new("kind", Int32)];
+    schema("kv_garbage", columns, vec![0], vec![])
 }
 
 fn expiry_schema() -> Result<Schema, KvError> {

@@ -1,7 +1,7 @@
 //! Values of any size, cut into parts that each fit a B+tree entry.
 //!
-//! A value is stored under (db, key, field) as rows `part = 0, 1, …`; part 0 also holds the
-//! value's total length, so a reader knows when it has every part. A string's field is
+//! A value is stored under (owner, field) as rows `part = 0, 1, …`, where the owner is the
+//! id of the key's incarnation (`KeyMeta::id`); part 0 also holds the value's total length, so a reader knows when it has every part. A string's field is
 //! empty; a hash field's is the field name; a list element's is its sequence number
 //! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
 
@@ -21,9 +21,9 @@ pub const MAX_FIELD: usize = 256;
 /// Room left in an entry for the row's value header and the engine's version.
 const ROW_OVERHEAD: usize = 64;
 
-/// How many value bytes one part row of (db, key, field) can hold.
-pub fn part_capacity(db: u32, key: &[u8], field: &[u8]) -> usize {
-    let pk = encode_tuple(&part_key(db, key, field, 0));
+/// How many value bytes one part row of (owner, field) can hold.
+pub fn part_capacity(field: &[u8]) -> usize {
+    let pk = encode_tuple(&part_key(0, field, 0));
     MAX_ENTRY.saturating_sub(pk.len() + ROW_OVERHEAD).max(1)
 }
 
@@ -43,13 +43,16 @@ pub fn seq_of_field(field: &[u8]) -> Result<i64, Fault> {
 /// (field, value) pairs of a key, in field order.
 pub(crate) type FieldValues = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn part_key(db: u32, key: &[u8], field: &[u8], part: i64) -> Vec<Value> {
+fn part_key(owner: i64, field: &[u8], part: i64) -> Vec<Value> {
     vec![
-        Value::Int(i64::from(db)),
-        Value::Bytes(key.to_vec()),
+        Value::Int(owner),
         Value::Bytes(field.to_vec()),
         Value::Int(part),
     ]
+}
+
+fn owner_prefix(owner: i64) -> Vec<Value> {
+    vec![Value::Int(owner)]
 }
 
 fn parts_needed(total: usize, capacity: usize) -> usize {
@@ -57,56 +60,54 @@ fn parts_needed(total: usize, capacity: usize) -> usize {
 }
 
 impl Keyspace {
-    /// Stores `value` under (db, key, field), replacing a value of `old_total` bytes if
+    /// Stores `value` under (owner, field), replacing a value of `old_total` bytes if
     /// there was one.
     pub(crate) fn write_value(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         field: &[u8],
         value: &[u8],
         old_total: Option<usize>,
     ) -> Result<(), Fault> {
-        let capacity = part_capacity(db, key, field);
+        let capacity = part_capacity(field);
         let old_parts = old_total.map_or(0, |total| parts_needed(total, capacity));
         let new_parts = parts_needed(value.len(), capacity);
         for part in 0..new_parts {
             let start = part * capacity;
             let data = &value[start.min(value.len())..(start + capacity).min(value.len())];
-            let mut row = part_key(db, key, field, part as i64);
+            let mut row = part_key(owner, field, part as i64);
             row.push(Value::Bytes(data.to_vec()));
             row.push(Value::Int(value.len() as i64));
             // A blind write: whether the part existed is known from `old_total`.
             txn.put(&self.parts, &row)?;
         }
         for part in new_parts..old_parts {
-            txn.remove(&self.parts, &part_key(db, key, field, part as i64))?;
+            txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }
         Ok(())
     }
 
-    /// The value under (db, key, field), if any.
+    /// The value under (owner, field), if any.
     pub(crate) fn read_value(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         field: &[u8],
     ) -> Result<Option<Vec<u8>>, Fault> {
-        let Some(first) = txn.get(&self.parts, &part_key(db, key, field, 0))? else {
+        let Some(first) = txn.get(&self.parts, &part_key(owner, field, 0))? else {
             return Ok(None);
         };
-        let total = usize::try_from(int(&first[5])?)
+        let total = usize::try_from(int(&first[4])?)
             .map_err(|_| Fault::corrupt("negative value length".to_string()))?;
         let mut value = Vec::with_capacity(total);
-        value.extend_from_slice(bytes(&first[4])?);
+        value.extend_from_slice(bytes(&first[3])?);
         let mut part = 1;
         while value.len() < total {
             let row = txn
-                .get(&self.parts, &part_key(db, key, field, part))?
+                .get(&self.parts, &part_key(owner, field, part))?
                 .ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
-            value.extend_from_slice(bytes(&row[4])?);
+            value.extend_from_slice(bytes(&row[3])?);
             part += 1;
         }
         if value.len() != total {
@@ -117,34 +118,32 @@ impl Keyspace {
         Ok(Some(value))
     }
 
-    /// The length of the value under (db, key, field), if any, reading only its first part.
+    /// The length of the value under (owner, field), if any, reading only its first part.
     pub(crate) fn value_len(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         field: &[u8],
     ) -> Result<Option<usize>, Fault> {
-        let Some(first) = txn.get(&self.parts, &part_key(db, key, field, 0))? else {
+        let Some(first) = txn.get(&self.parts, &part_key(owner, field, 0))? else {
             return Ok(None);
         };
-        Ok(Some(int(&first[5])?.max(0) as usize))
+        Ok(Some(int(&first[4])?.max(0) as usize))
     }
 
-    /// Deletes the value under (db, key, field); returns whether there was one.
+    /// Deletes the value under (owner, field); returns whether there was one.
     pub(crate) fn delete_value(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         field: &[u8],
     ) -> Result<bool, Fault> {
-        let Some(total) = self.value_len(txn, db, key, field)? else {
+        let Some(total) = self.value_len(txn, owner, field)? else {
             return Ok(false);
         };
-        let capacity = part_capacity(db, key, field);
+        let capacity = part_capacity(field);
         for part in 0..parts_needed(total, capacity) {
-            txn.remove(&self.parts, &part_key(db, key, field, part as i64))?;
+            txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }
         Ok(true)
     }
@@ -153,13 +152,11 @@ impl Keyspace {
     pub(crate) fn fields(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         direction: ScanDirection,
         limit: usize,
     ) -> Result<FieldValues, Fault> {
-        let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
-        self.fields_in(txn, KeyRange::prefix(prefix), direction, limit)
+        self.fields_in(txn, KeyRange::prefix(owner_prefix(owner)), direction, limit)
     }
 
     /// The (field, value) pairs of a key whose fields lie in `first..=last`, in field order:
@@ -167,18 +164,11 @@ impl Keyspace {
     pub(crate) fn fields_between(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         first: &[u8],
         last: &[u8],
     ) -> Result<FieldValues, Fault> {
-        let bound = |field: &[u8]| {
-            vec![
-                Value::Int(i64::from(db)),
-                Value::Bytes(key.to_vec()),
-                Value::Bytes(field.to_vec()),
-            ]
-        };
+        let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
         let range = KeyRange::new(
             std::ops::Bound::Included(bound(first)),
             std::ops::Bound::Included(bound(last)),
@@ -196,8 +186,8 @@ impl Keyspace {
         let rows = txn.scan(&self.parts, &range, direction, usize::MAX)?;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for row in &rows {
-            let field = bytes(&row[2])?;
-            let data = bytes(&row[4])?;
+            let field = bytes(&row[1])?;
+            let data = bytes(&row[3])?;
             match out.last_mut() {
                 Some((last, value)) if last.as_slice() == field => match direction {
                     ScanDirection::Ascending => value.extend_from_slice(data),
@@ -216,23 +206,23 @@ impl Keyspace {
         Ok(out)
     }
 
-    /// Deletes every part row of a key (all its fields).
+    /// Deletes up to `limit` part rows of a key's elements; returns how many it deleted (fewer
+    /// than `limit`: none are left).
     pub(crate) fn delete_fields(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
-    ) -> Result<(), Fault> {
-        let prefix = vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())];
+        owner: i64,
+        limit: usize,
+    ) -> Result<usize, Fault> {
         let rows = txn.scan(
             &self.parts,
-            &KeyRange::prefix(prefix),
+            &KeyRange::prefix(owner_prefix(owner)),
             ScanDirection::Ascending,
-            usize::MAX,
+            limit,
         )?;
-        for row in rows {
-            txn.remove(&self.parts, &row[..4])?;
+        for row in &rows {
+            txn.remove(&self.parts, &row[..3])?;
         }
-        Ok(())
+        Ok(rows.len())
     }
 }

@@ -1,4 +1,4 @@
-//! Sorted-set members in `kv_zset`, with scores as order-preserving integers so that the
+//! Sorted-set members in `kv_zset` (keyed by the owning key's id), with scores as order-preserving integers so that the
 //! `by_score` index orders members by (score, member) as Redis does.
 
 use std::ops::Bound;
@@ -32,16 +32,12 @@ pub fn score_of_key(key: i64) -> f64 {
     f64::from_bits(bits)
 }
 
-fn member_key(db: u32, key: &[u8], member: &[u8]) -> Vec<Value> {
-    vec![
-        Value::Int(i64::from(db)),
-        Value::Bytes(key.to_vec()),
-        Value::Bytes(member.to_vec()),
-    ]
+fn member_key(owner: i64, member: &[u8]) -> Vec<Value> {
+    vec![Value::Int(owner), Value::Bytes(member.to_vec())]
 }
 
-fn prefix(db: u32, key: &[u8]) -> Vec<Value> {
-    vec![Value::Int(i64::from(db)), Value::Bytes(key.to_vec())]
+fn prefix(owner: i64) -> Vec<Value> {
+    vec![Value::Int(owner)]
 }
 
 impl Keyspace {
@@ -49,25 +45,23 @@ impl Keyspace {
     pub(crate) fn member_score(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         member: &[u8],
     ) -> Result<Option<f64>, Fault> {
-        let row = txn.get(&self.zset, &member_key(db, key, member))?;
-        row.map(|row| Ok(score_of_key(int(&row[3])?))).transpose()
+        let row = txn.get(&self.zset, &member_key(owner, member))?;
+        row.map(|row| Ok(score_of_key(int(&row[2])?))).transpose()
     }
 
     /// Adds a member or changes its score (`had` says whether it was there).
     pub(crate) fn put_member(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         member: &[u8],
         score: f64,
         had: bool,
     ) -> Result<(), Fault> {
-        let mut row = member_key(db, key, member);
+        let mut row = member_key(owner, member);
         row.push(Value::Int(score_key(score)));
         if had {
             txn.update(&self.zset, &row)?;
@@ -80,11 +74,10 @@ impl Keyspace {
     pub(crate) fn delete_member(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         member: &[u8],
     ) -> Result<bool, Fault> {
-        Ok(txn.delete(&self.zset, &member_key(db, key, member))?)
+        Ok(txn.delete(&self.zset, &member_key(owner, member))?)
     }
 
     /// Members with their scores in (score, member) order, from `lower` to `upper` score
@@ -93,47 +86,47 @@ impl Keyspace {
     pub(crate) fn members_by_score(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
+        owner: i64,
         lower: Bound<f64>,
         upper: Bound<f64>,
         direction: ScanDirection,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
         let bound = |b: Bound<f64>| match b {
-            Bound::Included(s) => Bound::Included(with_score(db, key, s)),
-            Bound::Excluded(s) => Bound::Excluded(with_score(db, key, s)),
-            Bound::Unbounded => Bound::Included(prefix(db, key)),
+            Bound::Included(s) => Bound::Included(with_score(owner, s)),
+            Bound::Excluded(s) => Bound::Excluded(with_score(owner, s)),
+            Bound::Unbounded => Bound::Included(prefix(owner)),
         };
         let range = KeyRange::new(bound(lower), bound(upper));
         let rows = txn.scan_index(&self.zset, "by_score", &range, direction, limit)?;
         rows.iter()
-            .map(|row| Ok((bytes(&row[2])?.to_vec(), score_of_key(int(&row[3])?))))
+            .map(|row| Ok((bytes(&row[1])?.to_vec(), score_of_key(int(&row[2])?))))
             .collect()
     }
 
-    /// Deletes every member of a sorted set.
+    /// Deletes up to `limit` members of a sorted set; returns how many it deleted (fewer than
+    /// `limit`: none are left).
     pub(crate) fn delete_members(
         &self,
         txn: &mut Transaction<'_>,
-        db: u32,
-        key: &[u8],
-    ) -> Result<(), Fault> {
+        owner: i64,
+        limit: usize,
+    ) -> Result<usize, Fault> {
         let rows = txn.scan(
             &self.zset,
-            &KeyRange::prefix(prefix(db, key)),
+            &KeyRange::prefix(prefix(owner)),
             ScanDirection::Ascending,
-            usize::MAX,
+            limit,
         )?;
-        for row in rows {
-            txn.delete(&self.zset, &row[..3])?;
+        for row in &rows {
+            txn.delete(&self.zset, &row[..2])?;
         }
-        Ok(())
+        Ok(rows.len())
     }
 }
 
-fn with_score(db: u32, key: &[u8], score: f64) -> Vec<Value> {
-    let mut values = prefix(db, key);
+fn with_score(owner: i64, score: f64) -> Vec<Value> {
+    let mut values = prefix(owner);
     values.push(Value::Int(score_key(score)));
     values
 }

@@ -64,6 +64,8 @@ pub struct Shared {
 /// removes per look.
 const EXPIRY_PERIOD: Duration = Duration::from_millis(100);
 const EXPIRY_BATCH: usize = 200;
+/// Time per housekeeping round given to freeing the elements of deleted keys.
+const FREE_BUDGET: Duration = Duration::from_millis(50);
 
 /// A running server; [`Server::wait`] returns when `stop` is set.
 pub struct Server {
@@ -113,9 +115,9 @@ impl Server {
         let expiry = shared.clone();
         handles.push(
             thread::Builder::new()
-                .name("kv-expiry".into())
+                .name("kv-housekeeping".into())
                 .spawn(move || {
-                    expire_keys(&expiry);
+                    housekeeping(&expiry);
                     Ok(())
                 })?,
         );
@@ -147,12 +149,21 @@ impl Server {
     }
 }
 
-/// The active expiry: Redis samples keys with a TTL ten times a second; we read the
-/// deadline queue (`kv_expiry`) instead, so no expired key waits to be sampled.
-fn expire_keys(shared: &Shared) {
+/// Housekeeping, ten times a second: the active expiry (Redis samples keys with a TTL; we
+/// read the deadline queue, `kv_expiry`, so no expired key waits to be sampled), then the
+/// lazy free of deleted keys' elements (`Keyspace::free_garbage`), for at most
+/// [`FREE_BUDGET`] per round so that it never hogs a core.
+fn housekeeping(shared: &Shared) {
     // A failure that persists (a database that stopped accepting writes) is told once, not
     // ten times a second.
     let mut last_failure = String::new();
+    let mut report = |what: &str, err: tailstore_engine::EngineError| {
+        let failure = format!("{what} failed: {err}");
+        if failure != last_failure {
+            eprintln!("tailstore serve: {failure}");
+            last_failure = failure;
+        }
+    };
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(EXPIRY_PERIOD);
         loop {
@@ -160,11 +171,18 @@ fn expire_keys(shared: &Shared) {
                 Ok(removed) if removed == EXPIRY_BATCH => continue,
                 Ok(_) => break,
                 Err(err) => {
-                    let failure = err.to_string();
-                    if failure != last_failure {
-                        eprintln!("tailstore serve: active expiry failed: {failure}");
-                        last_failure = failure;
-                    }
+                    report("active expiry", err);
+                    break;
+                }
+            }
+        }
+        let began = Instant::now();
+        while began.elapsed() < FREE_BUDGET && !shared.stop.load(Ordering::Relaxed) {
+            match shared.ks.free_garbage() {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(err) => {
+                    report("freeing deleted keys", err);
                     break;
                 }
             }

@@ -1,0 +1,80 @@
+//! Elements of deleted keys: freed at once when few, else queued in `kv_garbage` and freed
+//! in batches by a background task (Redis's lazy free).
+
+use tailstore_engine::{KeyRange, Transaction};
+use tailstore_storage::{ScanDirection, Value};
+
+use super::meta::{int, KeyMeta, Kind};
+use super::{part_capacity, Keyspace};
+use crate::command::Fault;
+
+/// Element rows a delete removes in its own transaction; a larger key's go to the queue.
+pub const INLINE_ROWS: usize = 256;
+/// Element rows the background task removes per transaction.
+pub const BATCH_ROWS: usize = 512;
+
+impl Keyspace {
+    /// Frees the elements of the key `meta` describes (its row is the caller's business).
+    pub(crate) fn free_elements(
+        &self,
+        txn: &mut Transaction<'_>,
+        meta: &KeyMeta,
+    ) -> Result<(), Fault> {
+        if element_rows(meta) <= INLINE_ROWS {
+            self.delete_elements(txn, meta.id, meta.kind, usize::MAX)?;
+            return Ok(());
+        }
+        let row = [Value::Int(meta.id), Value::Int(meta.kind as i64)];
+        txn.put(&self.garbage, &row)?;
+        Ok(())
+    }
+
+    /// Deletes up to `limit` element rows of `owner` (of `kind`); how many it deleted.
+    pub(crate) fn delete_elements(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        kind: Kind,
+        limit: usize,
+    ) -> Result<usize, Fault> {
+        match kind {
+            Kind::ZSet => self.delete_members(txn, owner, limit),
+            _ => self.delete_fields(txn, owner, limit),
+        }
+    }
+
+    /// One queued owner and its kind, if any is queued.
+    pub(crate) fn next_garbage(
+        &self,
+        txn: &mut Transaction<'_>,
+    ) -> Result<Option<(i64, Kind)>, Fault> {
+        let rows = txn.scan(&self.garbage, &KeyRange::all(), ScanDirection::Ascending, 1)?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let code = int(&row[1])?;
+        let kind = Kind::from_code(code)
+            .ok_or_else(|| Fault::corrupt(format!("kv_garbage row with unknown kind {code}")))?;
+        Ok(Some((int(&row[0])?, kind)))
+    }
+
+    /// Takes `owner` off the queue (all its elements are gone).
+    pub(crate) fn forget_garbage(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+    ) -> Result<(), Fault> {
+        txn.remove(&self.garbage, &[Value::Int(owner)])?;
+        Ok(())
+    }
+}
+
+/// About how many element rows a key has: one per element of a collection (a long hash value
+/// or list element has more parts, which only makes the queue take it more often), a string's
+/// parts.
+fn element_rows(meta: &KeyMeta) -> usize {
+    match meta.kind {
+        Kind::String => (meta.len.max(0) as usize).div_ceil(part_capacity(b"")),
+        _ => meta.len.max(0) as usize,
+    }
+}
