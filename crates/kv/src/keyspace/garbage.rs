@@ -37,10 +37,18 @@ impl Keyspace {
         kind: Kind,
         limit: usize,
     ) -> Result<usize, Fault> {
-        match kind {
-            Kind::ZSet => self.delete_members(txn, owner, limit),
-            _ => self.delete_fields(txn, owner, limit),
+        let table = match kind {
+            Kind::ZSet => &self.zset,
+            _ => &self.parts,
+        };
+        // Both tables' keys start with the owner, and it is their first column.
+        let range = KeyRange::prefix(vec![Value::Int(owner)]);
+        let rows = txn.scan(table, &range, ScanDirection::Ascending, limit)?;
+        let key_columns = table.schema().primary_key().len();
+        for row in &rows {
+            txn.remove(table, &row[..key_columns])?;
         }
+        Ok(rows.len())
     }
 
     /// One queued owner and its kind, if any is queued.

@@ -205,24 +205,4 @@ impl Keyspace {
         }
         Ok(out)
     }
-
-    /// Deletes up to `limit` part rows of a key's elements; returns how many it deleted (fewer
-    /// than `limit`: none are left).
-    pub(crate) fn delete_fields(
-        &self,
-        txn: &mut Transaction<'_>,
-        owner: i64,
-        limit: usize,
-    ) -> Result<usize, Fault> {
-        let rows = txn.scan(
-            &self.parts,
-            &KeyRange::prefix(owner_prefix(owner)),
-            ScanDirection::Ascending,
-            limit,
-        )?;
-        for row in &rows {
-            txn.remove(&self.parts, &row[..3])?;
-        }
-        Ok(rows.len())
-    }
 }

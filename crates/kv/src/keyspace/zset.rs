@@ -103,26 +103,6 @@ impl Keyspace {
             .map(|row| Ok((bytes(&row[1])?.to_vec(), score_of_key(int(&row[2])?))))
             .collect()
     }
-
-    /// Deletes up to `limit` members of a sorted set; returns how many it deleted (fewer than
-    /// `limit`: none are left).
-    pub(crate) fn delete_members(
-        &self,
-        txn: &mut Transaction<'_>,
-        owner: i64,
-        limit: usize,
-    ) -> Result<usize, Fault> {
-        let rows = txn.scan(
-            &self.zset,
-            &KeyRange::prefix(prefix(owner)),
-            ScanDirection::Ascending,
-            limit,
-        )?;
-        for row in &rows {
-            txn.delete(&self.zset, &row[..2])?;
-        }
-        Ok(rows.len())
-    }
 }
 
 fn with_score(owner: i64, score: f64) -> Vec<Value> {
