@@ -12,6 +12,17 @@ use crate::keyspace::{now_ms, Keyspace};
 /// conflicts only, running out takes a key hammered by many clients at once).
 const ATTEMPTS: usize = 1000;
 
+/// Why [`Keyspace::run_retried`] gave up.
+enum Failure {
+    /// The body's or the engine's error that retrying cannot cure.
+    Fault(Fault),
+    /// Every attempt conflicted: the last torn read and the last abort, if any.
+    Exhausted {
+        torn: Option<String>,
+        abort: Option<EngineError>,
+    },
+}
+
 /// A command's reply and the commit to wait for before sending it.
 pub struct Executed<'db> {
     pub reply: Reply,
@@ -50,15 +61,56 @@ impl Keyspace {
         self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
     }
 
-    /// Runs `body` as one transaction for a client, retried (with back-off) while the engine
-    /// reports a conflict or the reads saw two commits at once (`Fault::Torn`), and committed
-    /// without waiting for durability: the caller waits before sending the reply.
+    /// Runs `body` as one transaction for a client, committed without waiting for
+    /// durability: the caller waits before sending the reply.
     fn run_for_client(
         &self,
         db: u32,
-        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
+        body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
-        let mut torn = None;
+        match self.run_retried(db, body) {
+            Ok((reply, pending)) => Executed {
+                reply,
+                pending: Some(pending),
+            },
+            Err(Failure::Fault(fault)) => self.refuse(fault_reply(fault)),
+            Err(Failure::Exhausted { torn, .. }) => self.refuse(exhausted_reply(torn)),
+        }
+    }
+
+    /// Runs `body` in database `db` as a transaction of its own, committed and durable on
+    /// return: for work no client waits on (FLUSHDB batches, the active expiry, the lazy
+    /// free). An error reply of `body` is reported as an engine error.
+    pub(crate) fn run_internal<T>(
+        &self,
+        db: u32,
+        body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
+    ) -> Result<T, EngineError> {
+        match self.run_retried(db, body) {
+            Ok((value, pending)) => pending.wait().map(|()| value),
+            Err(Failure::Fault(Fault::Engine(err))) => Err(err),
+            Err(Failure::Fault(Fault::Reply(reply))) => {
+                Err(EngineError::Corrupt(format!("kv: {reply:?}")))
+            }
+            Err(Failure::Fault(Fault::Torn(detail)))
+            | Err(Failure::Exhausted {
+                torn: Some(detail), ..
+            }) => Err(Fault::corruption(&detail)),
+            Err(Failure::Exhausted { abort, .. }) => Err(abort.unwrap_or_else(|| {
+                EngineError::Corrupt("kv: transaction retried without an abort".into())
+            })),
+        }
+    }
+
+    /// The one retry loop: runs `body` in a transaction and commits it without waiting,
+    /// again (with back-off) while the engine reports a conflict or the reads saw two
+    /// commits at once (`Fault::Torn`), up to [`ATTEMPTS`] times.
+    fn run_retried<T>(
+        &self,
+        db: u32,
+        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
+    ) -> Result<(T, PendingCommit<'_>), Failure> {
+        let (mut torn, mut abort) = (None, None);
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
             let mut txn = self.database().begin();
@@ -68,66 +120,28 @@ impl Keyspace {
                 db,
                 now: now_ms(),
             };
-            match body(&mut ctx) {
-                Ok(reply) => match txn.commit_pending() {
-                    Ok(pending) => {
-                        return Executed {
-                            reply,
-                            pending: Some(pending),
-                        }
-                    }
-                    Err(err) if err.is_retryable() => continue,
-                    Err(err) => return self.refuse(engine_reply(&err)),
+            let err = match body(&mut ctx) {
+                Ok(value) => match txn.commit_pending() {
+                    Ok(pending) => return Ok((value, pending)),
+                    Err(err) => err,
                 },
-                Err(Fault::Engine(err)) if err.is_retryable() => continue,
-                Err(Fault::Engine(err)) => return self.refuse(engine_reply(&err)),
+                Err(Fault::Engine(err)) => err,
                 Err(Fault::Torn(detail)) => {
                     txn.rollback();
                     torn = Some(detail);
-                }
-                Err(Fault::Reply(reply)) => {
-                    txn.rollback();
-                    return self.refuse(reply);
-                }
-            }
-        }
-        self.refuse(exhausted_reply(torn))
-    }
-
-    /// Runs `body` in database `db` as a transaction of its own, committed and durable on
-    /// return, retried on conflicts: for work no client waits on (FLUSHDB batches, the
-    /// active expiry). An error reply of `body` is reported as an engine error.
-    pub(crate) fn run_internal<T>(
-        &self,
-        db: u32,
-        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
-    ) -> Result<T, EngineError> {
-        let mut attempt = 0;
-        loop {
-            tailstore_engine::pause_before_retry(attempt);
-            attempt += 1;
-            let mut txn = self.database().begin();
-            let mut ctx = Ctx {
-                ks: self,
-                txn: &mut txn,
-                db,
-                now: now_ms(),
-            };
-            let outcome = match body(&mut ctx) {
-                Ok(value) => txn.commit().map(|()| value),
-                Err(Fault::Engine(err)) => Err(err),
-                Err(Fault::Torn(_)) if attempt < ATTEMPTS => {
-                    txn.rollback();
                     continue;
                 }
-                Err(Fault::Torn(detail)) => Err(Fault::corruption(&detail)),
-                Err(Fault::Reply(reply)) => Err(EngineError::Corrupt(format!("kv: {reply:?}"))),
+                Err(fault) => {
+                    txn.rollback();
+                    return Err(Failure::Fault(fault));
+                }
             };
-            match outcome {
-                Err(err) if err.is_retryable() && attempt < ATTEMPTS => continue,
-                other => return other,
+            if !err.is_retryable() {
+                return Err(Failure::Fault(Fault::Engine(err)));
             }
+            abort = Some(err);
         }
+        Err(Failure::Exhausted { torn, abort })
     }
 
     /// The version WATCH remembers for a key.
