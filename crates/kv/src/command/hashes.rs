@@ -6,7 +6,7 @@
 use tailstore_resp::{format_double, Reply};
 use tailstore_storage::ScanDirection;
 
-use super::keys::{parse_cursor, scan_options};
+use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
 use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome};
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
@@ -265,11 +265,9 @@ pub(super) fn collection_scan_options(
         rest.extend(args[i..].iter().take(2).cloned());
         i += 2;
     }
-    let options = scan_options(&rest, false)?;
     // COUNT is only a hint: the whole collection comes back in one call (cursor 0), as Redis
     // does for a collection in its compact encoding.
-    let _ = options.count;
-    Ok((options.pattern, novalues))
+    Ok((collection_pattern(&rest)?, novalues))
 }
 
 /// The reply of a *SCAN over a collection answered in one call.

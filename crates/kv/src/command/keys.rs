@@ -63,19 +63,10 @@ struct ScanOptions<'a> {
     kind: Option<&'a [u8]>,
 }
 
-/// Parses MATCH / COUNT / TYPE from `args` (SCAN's, or HSCAN's with `allow_type` false).
-pub fn scan_options(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOptionsOwned, Fault> {
-    let options = parse_scan_options(args, allow_type)?;
-    Ok(ScanOptionsOwned {
-        pattern: options.pattern.map(<[u8]>::to_vec),
-        count: options.count,
-    })
-}
-
-/// The MATCH pattern and COUNT hint of a *SCAN command.
-pub struct ScanOptionsOwned {
-    pub pattern: Option<Vec<u8>>,
-    pub count: usize,
+/// The MATCH pattern of HSCAN / SSCAN / ZSCAN's options (MATCH and COUNT; COUNT is checked
+/// but only a hint: those commands answer a whole collection in one call).
+pub fn collection_pattern(args: &[Vec<u8>]) -> Result<Option<Vec<u8>>, Fault> {
+    Ok(parse_scan_options(args, false)?.pattern.map(<[u8]>::to_vec))
 }
 
 fn parse_scan_options(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOptions<'_>, Fault> {

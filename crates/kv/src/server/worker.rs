@@ -113,11 +113,10 @@ impl Worker {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
             };
-            if let Err(message) = &durable {
+            if durable.is_err() {
                 // Fail-stop: the database refuses writes from now on; no reply of this
                 // pass may claim success, so the connection is closed without one.
                 conn.output.clear();
-                let _ = message;
                 dead.push(*token);
                 continue;
             }
@@ -206,5 +205,9 @@ fn is_transient(err: &io::Error) -> bool {
         io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
-    ) || matches!(err.raw_os_error(), Some(libc_emfile) if libc_emfile == 24 || libc_emfile == 23)
+    ) || matches!(err.raw_os_error(), Some(EMFILE | ENFILE))
 }
+
+/// Linux's "too many open files" (per process, system-wide): a shortage that passes.
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
