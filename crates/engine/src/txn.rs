@@ -268,10 +268,8 @@ impl<'db> Transaction<'db> {
             }
             .into());
         }
-        match self.read_row(slot, &pk)? {
-            Some(value) => Ok(Some(table.schema().decode_row(&pk, &value)?)),
-            None => Ok(None),
-        }
+        let schema = table.schema();
+        self.read_row_with(slot, pk, |pk, value| Ok(schema.decode_row(pk, value)?))
     }
 
     /// Adds a row (one value per column); [`EngineError::DuplicateKey`] if its primary key
@@ -552,29 +550,58 @@ impl<'db> Transaction<'db> {
     /// The row value (without version) under primary key `pk`: this transaction's own write
     /// if it has one, else the tree's (recorded in the read set).
     fn read_row(&mut self, slot: usize, pk: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read_row_with(slot, pk.to_vec(), |_, value| Ok(value.to_vec()))
+    }
+
+    /// The row of primary key `pk` (this transaction's own write, else the stored row, a
+    /// read recorded for validation) passed to `decode` with its key, in place.
+    fn read_row_with<R>(
+        &mut self,
+        slot: usize,
+        pk: Vec<u8>,
+        decode: impl FnOnce(&[u8], &[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
         let tree = TreeRef {
             table: slot,
             tree: 0,
         };
         if !self.writes.is_empty() {
-            if let Some(write) = self.writes.get(&(self.tree_id(tree), pk.to_vec())) {
-                return Ok(write.value.clone());
+            let key = (self.tree_id(tree), pk);
+            if let Some(write) = self.writes.get(&key) {
+                return write
+                    .value
+                    .as_deref()
+                    .map(|v| decode(&key.1, v))
+                    .transpose();
             }
+            return self.read_stored_row(tree, key.1, decode);
         }
-        let (found, stamp) = self.tree(tree).btree.get_with(pk, |stored| {
-            stored.map(|bytes| split_version(bytes).map(|(v, value)| (v, value.to_vec())))
+        self.read_stored_row(tree, pk, decode)
+    }
+
+    fn read_stored_row<R>(
+        &mut self,
+        tree: TreeRef,
+        pk: Vec<u8>,
+        decode: impl FnOnce(&[u8], &[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let (found, stamp) = self.tree(tree).btree.get_with(&pk, |stored| {
+            stored.map(|bytes| {
+                let (version, value) = split_version(bytes)?;
+                Ok::<_, EngineError>((version, decode(&pk, value)?))
+            })
         })?;
-        let (version, value) = match found.transpose()? {
-            Some((version, value)) => (Some(version), Some(value)),
+        let (version, row) = match found.transpose()? {
+            Some((version, row)) => (Some(version), Some(row)),
             None => (None, None),
         };
         self.reads.push(PointRead {
             tree,
-            key: pk.to_vec(),
+            key: pk,
             version,
             stamp,
         });
-        Ok(value)
+        Ok(row)
     }
 
     /// Buffers a write. An entry the B+tree could not hold is refused here, before commit:

@@ -48,16 +48,31 @@
 //! page id and retries). The new page Y is then mapped under Y's shard lock, after checking
 //! that no other thread brought Y in meanwhile (if one did, the evictor gives its frame back,
 //! emptied if it was clean, and uses that one). Lock order is clock → frame latch (`try_write`
-//! only) → one shard; a shard lock is never held while taking another lock, so nothing can
-//! deadlock on the page table.
+//! only) → one shard; a shard lock is never held while waiting for another lock (a pinless
+//! hit, below, only *tries* a frame's read latch under it), so nothing can deadlock on the
+//! page table.
 //!
-//! What is left shared: a request for a hot page locks that page's shard and pins and
-//! latches its frame, cache lines written by every thread. B+tree point reads avoid this for
-//! the root (a per-thread copy, see `btree/mod.rs`, "Optimistic point reads"); scans and
-//! writers still go through the pool for it. Swizzling and optimistic latching can remove
-//! the rest later behind the same guard API. Frames and shards are padded to
-//! 128 bytes so that a hot frame or shard does not share a cache line with its neighbours, and
-//! hits are counted per shard, under its lock, instead of in one shared atomic.
+//! **Pinless hits.** A read that finds its page mapped tries the frame's read latch *under the
+//! shard lock* (`try_read`, never waiting). If it gets it, it needs no pin: an evictor must
+//! hold the write latch to take the frame, so it cannot while the read latch is held, and the
+//! mapping invariant says the frame holds exactly the page (checked by an assertion). Only if
+//! a writer holds the latch does the read pin the frame and wait for the latch, as before.
+//! That saves an atomic read-modify-write of the frame's pin count and its undo per hit.
+//!
+//! **Frame versions.** Every time a frame's write latch is taken (to change the page, load
+//! another page into the frame, or write it back) its version, a counter in an array apart
+//! from the frames, is incremented before anything changes. The version is therefore stable
+//! while a read latch is held, and a copy of a page made under the read latch, tagged with
+//! the frame and version ([`FrameVersion`]), is still the frame's exact content for as long as
+//! the version is unchanged ([`BufferPool::is_unchanged`]): that is all the B+tree needs to
+//! route point reads through per-thread copies of inner nodes without touching the shared
+//! latch, pin or shard of those pages (`btree/mod.rs`, "Optimistic point reads").
+//!
+//! What is left shared: a hit on a page that is not routed through a copy (leaves, scans,
+//! writers) locks that page's shard and latches its frame, cache lines written by every
+//! thread. Frames and shards are padded to 128 bytes so that a hot frame or shard does not
+//! share a cache line with its neighbours, and hits are counted per shard, under its lock,
+//! instead of in one shared atomic.
 //!
 //! # Rules for callers
 //!
@@ -195,6 +210,9 @@ struct Allocation {
 pub struct BufferPool {
     file: Arc<dyn File>,
     frames: Box<[Frame]>,
+    /// Per frame, the number of times its write latch was taken (see [`FrameVersion`]). Apart
+    /// from the frames so that validating a copy reads a line that only writers write.
+    versions: Box<[AtomicU64]>,
     /// The page table, `SHARDS` shards.
     shards: Box<[Shard]>,
     /// CLOCK hand: the next frame to consider. Held for the victim search of a miss only.
@@ -261,6 +279,7 @@ impl BufferPool {
         Ok(BufferPool {
             file,
             frames,
+            versions: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             shards,
             clock: Mutex::new(0),
             allocation: Mutex::new(Allocation {
@@ -281,14 +300,69 @@ impl BufferPool {
 
     /// The page `id` for reading (shared latch).
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
+        if let Some(hit) = self.read_hit(id) {
+            return Ok(hit);
+        }
         loop {
             let (frame, pin) = self.pin_or_load(id, Fill::Read)?;
             let guard = self.frames[frame].latch.read();
             if guard.page_id == Some(id) {
-                return Ok(PageReadGuard { guard, _pin: pin });
+                return Ok(self.read_guard(frame, guard, Some(pin)));
             }
             // The frame was repurposed or its load failed while we waited: try again.
         }
+    }
+
+    /// A hit whose frame latch is free of writers: the read latch, taken under the shard lock
+    /// instead of a pin (see "Pinless hits" in the module documentation).
+    fn read_hit(&self, id: PageId) -> Option<PageReadGuard<'_>> {
+        let mut shard = self.shard(id);
+        let frame = *shard.frames.get(&id)?;
+        let guard = self.frames[frame].latch.try_read()?;
+        // The latch is free of writers, so `id` is the only page mapped to the frame.
+        assert_eq!(
+            guard.page_id,
+            Some(id),
+            "page table maps a page to another's frame"
+        );
+        self.note_hit(&mut shard, frame);
+        Some(self.read_guard(frame, guard, None))
+    }
+
+    fn read_guard<'a>(
+        &'a self,
+        frame: usize,
+        guard: RwLockReadGuard<'a, FrameData>,
+        pin: Option<Pin<'a>>,
+    ) -> PageReadGuard<'a> {
+        PageReadGuard {
+            guard,
+            _pin: pin,
+            frame,
+            version: &self.versions[frame],
+        }
+    }
+
+    /// Whether the frame of `version` has not been write-latched since `version` was taken:
+    /// then it still holds the same page, unchanged.
+    pub fn is_unchanged(&self, version: FrameVersion) -> bool {
+        self.versions
+            .get(version.frame)
+            .is_some_and(|v| v.load(Ordering::SeqCst) == version.count)
+    }
+
+    /// Frame `index`'s write latch, counted in its version before anything can change.
+    fn write_latch(&self, index: usize) -> RwLockWriteGuard<'_, FrameData> {
+        let guard = self.frames[index].latch.write();
+        self.versions[index].fetch_add(1, Ordering::SeqCst);
+        guard
+    }
+
+    /// [`BufferPool::write_latch`] if it is free.
+    fn try_write_latch(&self, index: usize) -> Option<RwLockWriteGuard<'_, FrameData>> {
+        let guard = self.frames[index].latch.try_write()?;
+        self.versions[index].fetch_add(1, Ordering::SeqCst);
+        Some(guard)
     }
 
     /// The page `id` for writing (exclusive latch); the frame is marked dirty.
@@ -356,9 +430,9 @@ impl BufferPool {
     /// must hold no guard.
     pub fn flush_all(&self) -> Result<()> {
         self.check_running()?;
-        for frame in self.frames.iter() {
+        for index in 0..self.frames.len() {
             loop {
-                let mut data = frame.latch.write();
+                let mut data = self.write_latch(index);
                 if !data.unlogged {
                     self.write_back(&mut data)?;
                     break;
@@ -427,7 +501,7 @@ impl BufferPool {
     fn write_with(&self, id: PageId, fill: Fill) -> Result<PageWriteGuard<'_>> {
         loop {
             let (frame, pin) = self.pin_or_load(id, fill)?;
-            let mut guard = self.frames[frame].latch.write();
+            let mut guard = self.write_latch(frame);
             if guard.page_id == Some(id) {
                 if fill == Fill::Fresh {
                     // A freed page that was still cached: start from a clean image.
@@ -449,6 +523,12 @@ impl BufferPool {
     fn pin_mapped(&self, shard: &mut ShardMap, id: PageId) -> Option<(usize, Pin<'_>)> {
         let frame = *shard.frames.get(&id)?;
         let pin = self.pin(frame);
+        self.note_hit(shard, frame);
+        Some((frame, pin))
+    }
+
+    /// Counts a hit in its (locked) shard and sets the frame's reference bit.
+    fn note_hit(&self, shard: &mut ShardMap, frame: usize) {
         shard.hits += 1;
         let referenced = &self.frames[frame].referenced;
         // Test first: a hot frame's bit is nearly always set, and a load does not take the
@@ -456,7 +536,6 @@ impl BufferPool {
         if !referenced.load(Ordering::Relaxed) {
             referenced.store(true, Ordering::Relaxed);
         }
-        Some((frame, pin))
     }
 
     /// Pins the frame holding `id`, bringing the page in first if needed. On return the page
@@ -563,8 +642,9 @@ impl BufferPool {
                 continue;
             }
             // Guards drop their latch before their pin, so an unpinned frame is latched only
-            // by `flush_all` or by a request that pinned it since we looked: never wait.
-            let Some(data) = frame.latch.try_write() else {
+            // by `flush_all`, a pinless hit, or a request that pinned it since we looked:
+            // never wait.
+            let Some(data) = self.try_write_latch(index) else {
                 continue;
             };
             if data.unlogged {
@@ -665,7 +745,30 @@ impl Drop for Pin<'_> {
 pub struct PageReadGuard<'a> {
     // Field order matters: the latch is released before the pin.
     guard: RwLockReadGuard<'a, FrameData>,
-    _pin: Pin<'a>,
+    /// `None` for a pinless hit: the latch alone keeps the frame from being evicted.
+    _pin: Option<Pin<'a>>,
+    frame: usize,
+    version: &'a AtomicU64,
+}
+
+impl PageReadGuard<'_> {
+    /// The frame's version now: stable while the guard lives, since it changes only when the
+    /// write latch is taken. A copy of the page made under this guard is the frame's content
+    /// for as long as [`BufferPool::is_unchanged`] says so.
+    pub fn frame_version(&self) -> FrameVersion {
+        FrameVersion {
+            frame: self.frame,
+            count: self.version.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// A frame and the number of times its write latch had been taken at some moment; see
+/// [`PageReadGuard::frame_version`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameVersion {
+    frame: usize,
+    count: u64,
 }
 
 impl Deref for PageReadGuard<'_> {

@@ -273,6 +273,73 @@ fn concurrent_writers_and_scanners_share_one_tree() {
     assert_eq!(shape.entries, 3 * 300);
 }
 
+/// Point reads route through per-thread copies of inner nodes, validated by frame versions
+/// (see "Optimistic point reads"). Writers here keep splitting and merging inner nodes, and a
+/// small pool keeps moving pages between frames, while readers look up keys that are always
+/// present and keys that come and go: a stale copy used as current would send a read to a
+/// leaf that no longer holds its key.
+#[test]
+fn point_reads_stay_exact_while_inner_nodes_split_merge_and_move() {
+    const KEYS: u32 = 9000;
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 48)).expect("create");
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec(); // big-endian: memcmp order = numeric order
+        key.resize(100, b'k'); // long keys: small fan-out, a deep tree
+        key
+    };
+    let value = |k: u32| k.to_le_bytes().repeat(20);
+    let stable = |k: u32| k.is_multiple_of(3);
+    for k in (0..KEYS).filter(|&k| stable(k)) {
+        tree.insert(&key(k), &value(k)).expect("insert");
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (1..3u32)
+            .map(|w| {
+                let (tree, key, value) = (&tree, &key, &value);
+                s.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(u64::from(w));
+                    let mut churn: Vec<u32> = (0..KEYS).filter(|k| k % 3 == w).collect();
+                    for _ in 0..3 {
+                        churn.shuffle(&mut rng);
+                        for &k in &churn {
+                            tree.insert(&key(k), &value(k)).expect("insert");
+                        }
+                        churn.shuffle(&mut rng);
+                        for &k in &churn {
+                            assert!(tree.delete(&key(k)).expect("delete"));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for r in 0..2u64 {
+            let (tree, key, value, done) = (&tree, &key, &value, &done);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + r);
+                let mut reads = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
+                    let k = rng.gen_range(0..KEYS);
+                    let found = tree.get(&key(k)).expect("get");
+                    if stable(k) {
+                        assert_eq!(found, Some(value(k)), "key {k}, always present");
+                    } else if let Some(found) = found {
+                        assert_eq!(found, value(k), "key {k}");
+                    }
+                    reads += 1;
+                }
+            });
+        }
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let shape = tree.check().expect("check");
+    assert_eq!(shape.entries, KEYS.div_ceil(3) as usize);
+}
+
 #[test]
 fn deep_tree_grows_to_height_three_and_shrinks_back() {
     let storage = SimStorage::new();

@@ -53,16 +53,23 @@
 //!   engine (txn.rs) relies on exactly this: a point read sees only writes whose
 //!   transaction had finished its step 3 (applied, appended and stamped) before the read.
 //!
-//! *The root, from a per-thread copy.* Even without the tree latch, every lookup still
-//! latched the root's frame and locked its page-table shard: cache lines written by every
-//! thread. Each thread therefore keeps a copy of the payload of the roots it reads (inner
-//! roots only; `ROOT_COPIES`), tagged with the tree's `root_epoch`, which a writer increments
-//! whenever it takes the root page for writing. A descent that starts at `v1` (even) and
-//! finds `root_epoch` equal to its copy's tag routes through the copy. It is the current
-//! root: the copy was taken by a validated descent (no writer active, so the root was as the
-//! last writer left it and `root_epoch` counted every change of it), and any writer that
-//! changed the root since finished before `v1` (its increment of `root_epoch` is then
-//! visible) or starts after `v1` (the second load of `version` catches it).
+//! *Inner nodes, from per-thread copies.* Even without the tree latch, every lookup still
+//! latched each inner node's frame and locked its page-table shard: cache lines written by
+//! every thread, and the top levels are read by all of them. Each thread therefore keeps
+//! copies of the payloads of the inner nodes it reads (`INNER_COPIES` slots, direct-mapped by
+//! tree and page), each tagged with the frame it came from and that frame's version (see the
+//! buffer pool's "Frame versions"): the number of times the frame's write latch had been
+//! taken, read under the read latch the copy was made under. An optimistic descent routes
+//! through a copy whose frame version is unchanged instead of reading the page. That is the
+//! same as reading the page under its latch at the moment of the version load: the frame
+//! still holds that page with that content, since every change of a frame's content or
+//! mapping is made under its write latch and counted before it is made. So the argument
+//! above holds unchanged, the version load standing for the latch acquisition: a writer that
+//! finished before `v1` counted its write latches before its last increment of `version`,
+//! which `v1` saw, so the load sees them and the stale copy is not used; a writer that
+//! starts after `v1` is caught by the second load of `version`. A copy made during a
+//! descent that then fails validation is still a whole image of its frame, so it is kept.
+//! Only reads validate through copies: writers and scans read the pages themselves.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
 //! allocated, before it changes anything, so a failed get, delete, merge or single split
@@ -88,7 +95,7 @@ use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
-use crate::buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard};
+use crate::buffer_pool::{BufferPool, FrameVersion, PageReadGuard, PageWriteGuard};
 use crate::error::{Result, StorageError};
 use crate::page::{Page, PageId, PageKind};
 use node::{CHILD, NODE_HEADER, PAYLOAD};
@@ -113,34 +120,40 @@ const OPTIMISTIC_TRIES: usize = 3;
 /// optimistic descent that walks further has followed stale child ids in a loop.
 const MAX_HEIGHT: usize = 64;
 
-/// Root copies kept per thread, direct-mapped by tree id.
-const ROOT_COPIES: usize = 64;
+/// Inner-node copies kept per thread, direct-mapped by tree and page: at most this many
+/// page payloads (8 KiB each) per thread that reads trees.
+const INNER_COPIES: usize = 512;
 
-/// Ids of B+tree instances, unique within the process (keys of the root copies).
+/// Ids of B+tree instances, unique within the process (keys of the inner-node copies).
 static NEXT_TREE: AtomicU64 = AtomicU64::new(1);
 
-/// A thread's copy of the payload of an inner root (see "Optimistic point reads").
-struct RootCopy {
+/// A thread's copy of the payload of an inner node (see "Optimistic point reads").
+struct InnerCopy {
     tree: u64,
-    epoch: u64,
+    page: PageId,
+    /// The frame the page was copied from, and its version then.
+    version: FrameVersion,
     payload: Box<[u8]>,
 }
 
 thread_local! {
-    static ROOT_COPY: RefCell<Vec<Option<RootCopy>>> = const { RefCell::new(Vec::new()) };
+    static INNER_COPY: RefCell<Vec<Option<InnerCopy>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn root_copy_slot(tree: u64) -> usize {
-    (tree % ROOT_COPIES as u64) as usize
+fn copy_slot(tree: u64, page: PageId) -> usize {
+    let mixed = (tree ^ page.0.rotate_left(20)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as usize % INNER_COPIES
 }
 
-/// The child the current thread's copy of `tree`'s root at `epoch` routes `key` to, if the
-/// thread has that copy.
-fn child_from_root_copy(tree: u64, epoch: u64, key: &[u8]) -> Option<PageId> {
-    ROOT_COPY.with(|copies| {
+/// The child that the current thread's copy of inner node `page` of `tree` routes `key` to,
+/// if the thread has a copy and the frame it came from is unchanged since.
+fn child_from_copy(pool: &BufferPool, tree: u64, page: PageId, key: &[u8]) -> Option<PageId> {
+    INNER_COPY.with(|copies| {
         let copies = copies.borrow();
-        match copies.get(root_copy_slot(tree)) {
-            Some(Some(copy)) if copy.tree == tree && copy.epoch == epoch => {
+        match copies.get(copy_slot(tree, page)) {
+            Some(Some(copy))
+                if copy.tree == tree && copy.page == page && pool.is_unchanged(copy.version) =>
+            {
                 let p = &copy.payload[..];
                 Some(node::child(p, node::child_index(p, key)))
             }
@@ -149,14 +162,32 @@ fn child_from_root_copy(tree: u64, epoch: u64, key: &[u8]) -> Option<PageId> {
     })
 }
 
-fn keep_root_copy(copy: RootCopy) {
-    ROOT_COPY.with(|copies| {
+/// Keeps a copy of inner node `id` of `tree`, read-latched in `page`, in its slot (reusing
+/// the slot's buffer).
+fn keep_copy(tree: u64, id: PageId, page: &PageReadGuard<'_>) {
+    INNER_COPY.with(|copies| {
         let mut copies = copies.borrow_mut();
         if copies.is_empty() {
-            copies.resize_with(ROOT_COPIES, || None);
+            copies.resize_with(INNER_COPIES, || None);
         }
-        let slot = root_copy_slot(copy.tree);
-        copies[slot] = Some(copy);
+        let version = page.frame_version();
+        let payload = page.payload();
+        match &mut copies[copy_slot(tree, id)] {
+            Some(copy) if copy.payload.len() == payload.len() => {
+                copy.payload.copy_from_slice(payload);
+                copy.tree = tree;
+                copy.page = id;
+                copy.version = version;
+            }
+            slot => {
+                *slot = Some(InnerCopy {
+                    tree,
+                    page: id,
+                    version,
+                    payload: payload.into(),
+                })
+            }
+        }
     });
 }
 
@@ -211,9 +242,7 @@ pub struct BTree {
     /// Odd while a [`TreeWriter`] is active; incremented twice by each (see "Optimistic
     /// point reads").
     version: AtomicU64,
-    /// Incremented by a writer whenever it takes the root page for writing.
-    root_epoch: AtomicU64,
-    /// Unique in the process: names the tree's root copies.
+    /// Unique in the process: names the tree's inner-node copies.
     uid: u64,
     /// Set when an insert failed after a split had changed pages but before the new page was
     /// linked into its parent. The tree is then fail-stop: every operation returns
@@ -239,7 +268,7 @@ fn read_leaf<R>(
     read: impl FnOnce(Option<&[u8]>) -> R,
 ) -> (R, LeafStamp) {
     let p = page.payload();
-    let value = node::search(p, key).ok().map(|i| node::value(p, i));
+    let value = node::find(p, key).map(|i| node::value(p, i));
     let stamp = LeafStamp {
         leaf,
         lsn: page.lsn(),
@@ -285,7 +314,6 @@ impl BTree {
             root,
             latch: RwLock::new(()),
             version: AtomicU64::new(0),
-            root_epoch: AtomicU64::new(0),
             uid: NEXT_TREE.fetch_add(1, Ordering::Relaxed),
             broken: AtomicBool::new(false),
         }
@@ -378,21 +406,19 @@ impl BTree {
         if v1 & 1 == 1 {
             return None;
         }
-        let epoch = self.root_epoch.load(Ordering::SeqCst);
-        let mut copy = None;
         let found = (|| {
-            let mut id = match child_from_root_copy(self.uid, epoch, key) {
-                Some(child) => child,
-                None => self.root,
-            };
+            let mut id = self.root;
             for _ in 0..MAX_HEIGHT {
+                if let Some(child) = child_from_copy(&self.pool, self.uid, id, key) {
+                    id = child;
+                    continue;
+                }
                 let page = self.pool.read(id)?;
                 match kind_of(&page, id)? {
                     PageKind::BTreeInner => {
+                        // A whole image, whatever the validation below says: worth keeping.
+                        keep_copy(self.uid, id, &page);
                         let p = page.payload();
-                        if id == self.root {
-                            copy = Some(p.to_vec().into_boxed_slice());
-                        }
                         id = node::child(p, node::child_index(p, key));
                     }
                     _ => return Ok((id, page)),
@@ -403,13 +429,6 @@ impl BTree {
         // Holding the leaf (when found): no writer may have been active since `v1`.
         if self.version.load(Ordering::SeqCst) != v1 {
             return None;
-        }
-        if let Some(payload) = copy {
-            keep_root_copy(RootCopy {
-                tree: self.uid,
-                epoch,
-                payload,
-            });
         }
         Some(found)
     }
@@ -542,10 +561,6 @@ impl BTree {
     /// Page `id` for a change: write-latched, and with `redo` enabled marked unlogged (not
     /// to be written until stamped) and noted as touched.
     fn write_page(&self, id: PageId, redo: &mut Redo) -> Result<PageWriteGuard<'_>> {
-        if id == self.root {
-            // Before the change: the threads' copies of the root are stale from here on.
-            self.root_epoch.fetch_add(1, Ordering::SeqCst);
-        }
         let mut page = self.pool.write(id)?;
         mark(&mut page, id, redo);
         Ok(page)

@@ -206,6 +206,32 @@ pub fn search(p: &[u8], key: &[u8]) -> Result<usize, usize> {
     Err(lo)
 }
 
+/// The slot holding exactly `key`, if any: [`search`] for a point read. It needs no
+/// insertion position, so it skips the check of `key` against the common prefix (which reads
+/// the first key's cell, a cache miss of its own) and compares the prefix only with the key
+/// whose suffix matched, in the cell it reads anyway. Among keys that share the prefix,
+/// suffix order is key order, so a key of the node is found.
+pub fn find(p: &[u8], key: &[u8]) -> Option<usize> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let plen = prefix_len(p);
+    let suffix = key.get(plen..)?;
+    let head = head_of(suffix);
+    let (mut lo, mut hi) = (0, count(p));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let order = match slot_head(p, mid).cmp(&head) {
+            Equal => self::key(p, mid)[plen..].cmp(suffix),
+            unequal => unequal,
+        };
+        match order {
+            Less => lo = mid + 1,
+            Greater => hi = mid,
+            Equal => return (self::key(p, mid)[..plen] == key[..plen]).then_some(mid),
+        }
+    }
+    None
+}
+
 /// The first slot whose key is `>= key` (`strict`: `> key`).
 pub fn lower_bound(p: &[u8], key: &[u8], strict: bool) -> usize {
     match search(p, key) {
@@ -362,6 +388,10 @@ mod tests {
             }
             for probe in probes {
                 prop_assert_eq!(search(&page, &probe), sorted.binary_search(&&probe));
+                prop_assert_eq!(find(&page, &probe), sorted.binary_search(&&probe).ok());
+            }
+            for (i, key) in sorted.iter().enumerate() {
+                prop_assert_eq!(find(&page, key), Some(i));
             }
         }
     }
