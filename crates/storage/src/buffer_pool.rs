@@ -59,6 +59,18 @@
 //! a writer holds the latch does the read pin the frame and wait for the latch, as before.
 //! That saves an atomic read-modify-write of the frame's pin count and its undo per hit.
 //!
+//! **Frame hints.** Even a pinless hit locked the page's shard: a line that every thread
+//! writes, so two threads reading random leaves bounced it between their cores on about every
+//! other hit. A hit therefore first looks in a lock-free, direct-mapped table of hints
+//! (`HINTS_PER_FRAME` slots per frame, each an atomic word packing a page id and a frame,
+//! written when a page is mapped or found through its shard, and never cleared), tries the
+//! hinted frame's read latch and, holding it, checks that the frame holds the page. A hint
+//! may be stale or overwritten by another page's; it is only ever a guess, and the check
+//! under the latch is what makes the hit safe: while a frame's latch is free, the frame holds
+//! page `p` exactly when `p` is mapped to it (the mapping invariant), and holding the read
+//! latch keeps any loader or evictor out. A wrong guess falls back to the shard. Such hits are
+//! counted per frame, on the line the latch has just written.
+//!
 //! **Frame versions.** Every time a frame's write latch is taken (to change the page, load
 //! another page into the frame, or write it back) its version, a counter in an array apart
 //! from the frames, is incremented before anything changes. The version is therefore stable
@@ -69,10 +81,10 @@
 //! latch, pin or shard of those pages (`btree/mod.rs`, "Optimistic point reads").
 //!
 //! What is left shared: a hit on a page that is not routed through a copy (leaves, scans,
-//! writers) locks that page's shard and latches its frame, cache lines written by every
-//! thread. Frames and shards are padded to 128 bytes so that a hot frame or shard does not
-//! share a cache line with its neighbours, and hits are counted per shard, under its lock,
-//! instead of in one shared atomic.
+//! writers) latches its frame, a line written by every thread that reads the page; a miss, a
+//! write and a hit whose hint is wrong also lock the page's shard. Frames and shards are
+//! padded to 128 bytes so that a hot frame or shard does not share a cache line with its
+//! neighbours.
 //!
 //! # Rules for callers
 //!
@@ -108,6 +120,16 @@ pub type WriteAheadHook = Box<dyn Fn(Lsn) -> std::result::Result<(), HookError> 
 const SHARD_BITS: u32 = 6;
 /// Number of page-table shards (a power of two).
 const SHARDS: usize = 1 << SHARD_BITS;
+
+/// Hint slots per frame (rounded up to a power of two in all): few enough pages share a
+/// slot that most hits find theirs.
+const HINTS_PER_FRAME: usize = 4;
+/// Bits of a hint that hold the frame index; the page id takes the rest.
+const HINT_FRAME_BITS: u32 = 24;
+/// The largest page id a hint can hold: the packed hint of any page stays below `NO_HINT`.
+const MAX_HINTED_PAGE: u64 = (u64::MAX >> HINT_FRAME_BITS) - 1;
+/// An empty hint slot.
+const NO_HINT: u64 = u64::MAX;
 
 /// A snapshot of the pool's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,6 +178,9 @@ struct Frame {
     pins: AtomicU32,
     /// CLOCK's reference bit.
     referenced: AtomicBool,
+    /// Hits served from this frame through its hint (see "Frame hints"): counted here, on
+    /// the line the read latch has just written, instead of in a shared counter.
+    hinted_hits: AtomicU64,
 }
 
 /// Hashes a page id for a shard's map: the MurmurHash3 finalizer, so that every bit of the
@@ -213,6 +238,8 @@ pub struct BufferPool {
     /// Per frame, the number of times its write latch was taken (see [`FrameVersion`]). Apart
     /// from the frames so that validating a copy reads a line that only writers write.
     versions: Box<[AtomicU64]>,
+    /// Where pages probably are: see "Frame hints". `hints.len()` is a power of two.
+    hints: Box<[AtomicU64]>,
     /// The page table, `SHARDS` shards.
     shards: Box<[Shard]>,
     /// CLOCK hand: the next frame to consider. Held for the victim search of a miss only.
@@ -264,6 +291,7 @@ impl BufferPool {
                 }),
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
+                hinted_hits: AtomicU64::new(0),
             })
             .collect();
         // Room for an even share of the frames plus some skew, so that shards rarely grow.
@@ -280,6 +308,9 @@ impl BufferPool {
             file,
             frames,
             versions: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            hints: (0..(capacity * HINTS_PER_FRAME).next_power_of_two())
+                .map(|_| AtomicU64::new(NO_HINT))
+                .collect(),
             shards,
             clock: Mutex::new(0),
             allocation: Mutex::new(Allocation {
@@ -313,9 +344,20 @@ impl BufferPool {
         }
     }
 
-    /// A hit whose frame latch is free of writers: the read latch, taken under the shard lock
-    /// instead of a pin (see "Pinless hits" in the module documentation).
+    /// A hit whose frame latch is free of writers, without a pin: through the page's hint and
+    /// no lock at all, else with the read latch taken under the shard lock (see "Pinless
+    /// hits" and "Frame hints" in the module documentation).
     fn read_hit(&self, id: PageId) -> Option<PageReadGuard<'_>> {
+        if let Some(frame) = self.hinted_frame(id) {
+            let meta = &self.frames[frame];
+            if let Some(guard) = meta.latch.try_read() {
+                if guard.page_id == Some(id) {
+                    meta.hinted_hits.fetch_add(1, Ordering::Relaxed);
+                    set_referenced(meta);
+                    return Some(self.read_guard(frame, guard, None));
+                }
+            }
+        }
         let mut shard = self.shard(id);
         let frame = *shard.frames.get(&id)?;
         let guard = self.frames[frame].latch.try_read()?;
@@ -326,7 +368,41 @@ impl BufferPool {
             "page table maps a page to another's frame"
         );
         self.note_hit(&mut shard, frame);
+        self.set_hint(id, frame);
         Some(self.read_guard(frame, guard, None))
+    }
+
+    /// The hint slot of page `id`; `None` for a page id too large to hint.
+    fn hint_slot(&self, id: PageId) -> Option<&AtomicU64> {
+        if id.0 > MAX_HINTED_PAGE {
+            return None;
+        }
+        let shift = u64::BITS - self.hints.len().trailing_zeros();
+        let index = id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15).checked_shr(shift);
+        Some(&self.hints[index.unwrap_or(0) as usize])
+    }
+
+    /// The frame page `id`'s hint slot names for it, if it names `id`.
+    fn hinted_frame(&self, id: PageId) -> Option<usize> {
+        let held = self.hint_slot(id)?.load(Ordering::Relaxed);
+        let frame = (held & ((1 << HINT_FRAME_BITS) - 1)) as usize;
+        (held != NO_HINT && held >> HINT_FRAME_BITS == id.0 && frame < self.frames.len())
+            .then_some(frame)
+    }
+
+    /// Notes that page `id` is in `frame` (written only when it changes, so that hits on a
+    /// hot page do not take the slot's line from other cores).
+    fn set_hint(&self, id: PageId, frame: usize) {
+        let Some(slot) = self.hint_slot(id) else {
+            return;
+        };
+        if frame >= 1 << HINT_FRAME_BITS {
+            return;
+        }
+        let packed = (id.0 << HINT_FRAME_BITS) | frame as u64;
+        if slot.load(Ordering::Relaxed) != packed {
+            slot.store(packed, Ordering::Relaxed);
+        }
     }
 
     fn read_guard<'a>(
@@ -490,7 +566,16 @@ impl BufferPool {
     pub fn stats(&self) -> PoolStats {
         let c = &self.counters;
         PoolStats {
-            hits: self.shards.iter().map(|shard| shard.0.lock().hits).sum(),
+            hits: self
+                .shards
+                .iter()
+                .map(|shard| shard.0.lock().hits)
+                .sum::<u64>()
+                + self
+                    .frames
+                    .iter()
+                    .map(|f| f.hinted_hits.load(Ordering::Relaxed))
+                    .sum::<u64>(),
             misses: c.misses.load(Ordering::Relaxed),
             pages_read: c.pages_read.load(Ordering::Relaxed),
             pages_written: c.pages_written.load(Ordering::Relaxed),
@@ -530,12 +615,7 @@ impl BufferPool {
     /// Counts a hit in its (locked) shard and sets the frame's reference bit.
     fn note_hit(&self, shard: &mut ShardMap, frame: usize) {
         shard.hits += 1;
-        let referenced = &self.frames[frame].referenced;
-        // Test first: a hot frame's bit is nearly always set, and a load does not take the
-        // cache line away from other cores.
-        if !referenced.load(Ordering::Relaxed) {
-            referenced.store(true, Ordering::Relaxed);
-        }
+        set_referenced(&self.frames[frame]);
     }
 
     /// Pins the frame holding `id`, bringing the page in first if needed. On return the page
@@ -573,6 +653,7 @@ impl BufferPool {
             // instead of loading it twice.
             shard.frames.insert(id, frame);
         }
+        self.set_hint(id, frame);
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
 
         if let Some(old) = still_mapped {
@@ -727,6 +808,14 @@ impl BufferPool {
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         data.dirty = false;
         Ok(())
+    }
+}
+
+/// Sets CLOCK's reference bit of `frame`. Tested first: a hot frame's bit is nearly always
+/// set, and a load does not take the cache line away from other cores.
+fn set_referenced(frame: &Frame) {
+    if !frame.referenced.load(Ordering::Relaxed) {
+        frame.referenced.store(true, Ordering::Relaxed);
     }
 }
 
