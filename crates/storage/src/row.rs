@@ -116,14 +116,12 @@ impl Value {
                 }
             }
             (ColumnType::Char(n), Value::Text(s)) => {
-                let len = s.trim_end_matches(' ').chars().count();
-                if len > n as usize {
+                if let Some(len) = chars_beyond(s.trim_end_matches(' '), n) {
                     return Err(too_long(len));
                 }
             }
             (ColumnType::Varchar(n), Value::Text(s)) => {
-                let len = s.chars().count();
-                if len > n as usize {
+                if let Some(len) = chars_beyond(s, n) {
                     return Err(too_long(len));
                 }
             }
@@ -146,6 +144,16 @@ impl Value {
             _ => self.clone(),
         })
     }
+}
+
+/// The length of `s` in characters if it is more than `n`. A string of at most `n` bytes
+/// has at most `n` characters, so the common case counts nothing (counting was 4% of TPC-C).
+fn chars_beyond(s: &str, n: u32) -> Option<usize> {
+    if s.len() <= n as usize {
+        return None;
+    }
+    let len = s.chars().count();
+    (len > n as usize).then_some(len)
 }
 
 /// `s` without trailing spaces, padded with spaces to `n` characters (`s` must fit).
@@ -459,7 +467,7 @@ fn decode_fields_into<'c>(
                     let s = std::str::from_utf8(raw).map_err(|_| {
                         malformed(format!("column `{}` is not valid UTF-8", column.name))
                     })?;
-                    if s.chars().count() > n as usize {
+                    if chars_beyond(s, n).is_some() {
                         return Err(malformed(format!("column `{}` is too long", column.name)));
                     }
                     Value::Text(pad_char(s, n))
