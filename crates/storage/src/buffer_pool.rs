@@ -124,6 +124,7 @@ const SHARDS: usize = 1 << SHARD_BITS;
 /// Hint slots per frame (rounded up to a power of two in all): few enough pages share a
 /// slot that most hits find theirs.
 const HINTS_PER_FRAME: usize = 4;
+const _: () = assert!(HINTS_PER_FRAME >= 2, "a one-slot table would shift by 64");
 /// Bits of a hint that hold the frame index; the page id takes the rest.
 const HINT_FRAME_BITS: u32 = 24;
 /// The largest page id a hint can hold: the packed hint of any page stays below `NO_HINT`.
@@ -377,9 +378,10 @@ impl BufferPool {
         if id.0 > MAX_HINTED_PAGE {
             return None;
         }
+        // The top bits of a Fibonacci hash; at least `HINTS_PER_FRAME` slots, so the shift
+        // is below 64.
         let shift = u64::BITS - self.hints.len().trailing_zeros();
-        let index = id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15).checked_shr(shift);
-        Some(&self.hints[index.unwrap_or(0) as usize])
+        Some(&self.hints[(id.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize])
     }
 
     /// The frame page `id`'s hint slot names for it, if it names `id`.
