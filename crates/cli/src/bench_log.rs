@@ -55,7 +55,7 @@ pub struct BenchLogArgs {
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     pmem_log_size: ByteSize,
     /// buffer mode: pending log bytes older than this many milliseconds are hardened anyway.
-    #[arg(long, value_name = "MS", default_value_t = 2)]
+    #[arg(long, value_name = "MS", default_value_t = 20)]
     harden_age: u64,
     /// buffer mode: the writer hardens once this much is pending. Default: an eighth of the
     /// ring (at least one block).

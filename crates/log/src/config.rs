@@ -122,7 +122,7 @@ impl LogConfig {
             ring_bytes: 20 * MIB,
             pmem_log_bytes: 256 * MIB,
             async_interval: Duration::from_millis(10),
-            harden_age: Duration::from_millis(2),
+            harden_age: Duration::from_millis(20),
             harden_batch_bytes: None,
         }
     }
