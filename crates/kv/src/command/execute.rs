@@ -6,7 +6,7 @@ use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
 use super::{Command, Ctx, Fault, Outcome, Run};
-use crate::keyspace::{now_ms, Keyspace};
+use crate::keyspace::Keyspace;
 
 /// Attempts before a conflicting command gives up (each one is a real abort: with per-key
 /// conflicts only, running out takes a key hammered by many clients at once).
@@ -114,12 +114,7 @@ impl Keyspace {
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
             let mut txn = self.database().begin();
-            let mut ctx = Ctx {
-                ks: self,
-                txn: &mut txn,
-                db,
-                now: now_ms(),
-            };
+            let mut ctx = Ctx::now(self, &mut txn, db);
             let err = match body(&mut ctx) {
                 Ok(value) => match txn.commit_pending() {
                     Ok(pending) => return Ok((value, pending)),
@@ -147,12 +142,7 @@ impl Keyspace {
     /// The version WATCH remembers for a key.
     pub fn watch(&self, db: u32, key: &[u8]) -> Result<Watched, Reply> {
         let mut txn = self.database().begin();
-        let mut ctx = Ctx {
-            ks: self,
-            txn: &mut txn,
-            db,
-            now: now_ms(),
-        };
+        let mut ctx = Ctx::now(self, &mut txn, db);
         let meta = ctx.meta(key).map_err(fault_reply)?;
         txn.rollback();
         Ok(Watched {

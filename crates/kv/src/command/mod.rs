@@ -19,7 +19,7 @@ mod zsets;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
-use crate::keyspace::{KeyMeta, Keyspace, Kind, MAX_KEY};
+use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use execute::{BlockStep, Executed, Watched};
 pub use pattern::matches;
@@ -83,6 +83,18 @@ pub struct Ctx<'t, 'db> {
     /// The time the command runs at, in ms since the epoch (one value per command, as in
     /// Redis, so a command sees a key either expired or not).
     pub now: i64,
+}
+
+impl<'t, 'db> Ctx<'t, 'db> {
+    /// A command's context in `txn` on database `db`, at the current time.
+    pub fn now(ks: &'db Keyspace, txn: &'t mut Transaction<'db>, db: u32) -> Self {
+        Ctx {
+            ks,
+            txn,
+            db,
+            now: now_ms(),
+        }
+    }
 }
 
 impl Ctx<'_, '_> {
