@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use support::{
-    closed_by_server, err, eventually, exchange, expect_bytes, proc_status_kib, q, raw_value,
-    read_exactly, server_error_text, Options, TestServer,
+    closed_by_server, err, eventually, exchange, expect_bytes, hello3, proc_status_kib, q,
+    raw_value, read_exactly, server_error_text, Options, TestServer,
 };
 use tailstore_log::CommitMode;
 
@@ -855,18 +855,9 @@ fn hello_switches_to_resp3() {
         b"CONFIG GET appendonly\r\n",
         b"*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
     );
-    s.write_all(b"HELLO 3\r\n").unwrap();
-    let head = read_exactly(&mut s, 3);
-    assert_eq!(head, b"%7\r", "HELLO 3 answers a map of 7");
-    // Read the rest of the map: it ends with `modules` and an empty array.
-    let mut rest = Vec::new();
-    while !rest.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
-        let byte = read_exactly(&mut s, 1);
-        assert_eq!(byte.len(), 1, "connection closed in HELLO's reply");
-        rest.extend(byte);
-        assert!(rest.len() < 4096);
-    }
-    let text = String::from_utf8_lossy(&rest);
+    let reply = hello3(&mut s);
+    assert_eq!(&reply[..3], b"%7\r", "HELLO 3 answers a map of 7");
+    let text = String::from_utf8_lossy(&reply);
     assert!(text.contains("$5\r\nproto\r\n:3\r\n"), "{text}");
     assert!(text.contains("$6\r\nserver\r\n$5\r\nredis\r\n"), "{text}");
     exchange(&mut s, b"GET missing\r\n", b"_\r\n");
@@ -1946,13 +1937,7 @@ fn doubles_in_resp2_and_resp3() {
     exchange(&mut s, b"ZADD z 2.5 m\r\n", b":1\r\n");
     exchange(&mut s, b"ZSCORE z m\r\n", b"$3\r\n2.5\r\n");
     exchange(&mut s, b"ZSCORE z nosuch\r\n", b"$-1\r\n");
-    s.write_all(b"HELLO 3\r\n").unwrap();
-    let mut rest = Vec::new();
-    while !rest.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
-        let byte = read_exactly(&mut s, 1);
-        assert_eq!(byte.len(), 1);
-        rest.extend(byte);
-    }
+    hello3(&mut s);
     exchange(&mut s, b"ZSCORE z m\r\n", b",2.5\r\n");
     exchange(&mut s, b"ZSCORE z nosuch\r\n", b"_\r\n");
     let mut c = server.client3();
@@ -2013,13 +1998,7 @@ fn quit_and_reset() {
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "b"]), 1);
 
     let mut s = server.raw();
-    s.write_all(b"HELLO 3\r\n").unwrap();
-    let mut rest = Vec::new();
-    while !rest.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
-        let byte = read_exactly(&mut s, 1);
-        assert_eq!(byte.len(), 1);
-        rest.extend(byte);
-    }
+    hello3(&mut s);
     exchange(&mut s, b"SELECT 2\r\nGET a\r\n", b"+OK\r\n_\r\n");
     exchange(&mut s, b"MULTI\r\nRESET\r\n", b"+OK\r\n+RESET\r\n");
     exchange(&mut s, b"GET a\r\nGET b\r\n", b"$1\r\n1\r\n$-1\r\n");

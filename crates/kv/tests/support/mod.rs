@@ -236,6 +236,21 @@ pub fn expect_bytes(stream: &mut TcpStream, expected: &[u8]) {
     );
 }
 
+/// Switches a raw connection to RESP3 with `HELLO 3` and returns HELLO's whole reply (a map
+/// that ends with `modules` and an empty array).
+#[track_caller]
+pub fn hello3(stream: &mut TcpStream) -> Vec<u8> {
+    stream.write_all(b"HELLO 3\r\n").expect("write");
+    let mut reply = Vec::new();
+    while !reply.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
+        let byte = read_exactly(stream, 1);
+        assert_eq!(byte.len(), 1, "connection closed in HELLO's reply");
+        reply.extend(byte);
+        assert!(reply.len() < 4096);
+    }
+    reply
+}
+
 /// Reads `n` bytes (fewer if the server closes the connection first).
 pub fn read_exactly(stream: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut got = vec![0; n];
