@@ -420,10 +420,10 @@ impl Drop for Database {
 }
 
 /// What a transaction that aborted `failed` times (1, 2, …) in a row does before it runs
-/// again: a yield for the first two, then a sleep doubling from 10 µs to at most 1 ms. Lock
-/// conflicts never wait (no-wait locking), so without this a retrier spins through its
-/// attempts while the holder of the lock it needs is preempted — on a loaded machine, a
-/// whole time slice.
+/// again: a yield for the first two, then a sleep doubling from 10 µs to at most 1 ms. A
+/// committer waits only briefly for a key lock, and a reader's conflict aborts at once, so
+/// without this a retrier spins through its attempts while the holder of the lock it needs
+/// is preempted — on a loaded machine, a whole time slice.
 pub fn pause_before_retry(failed: usize) {
     match failed {
         0 => {}

@@ -56,6 +56,10 @@ pub enum EngineError {
     /// An update named a row that does not exist.
     #[error("no such row in table `{0}`")]
     RowNotFound(String),
+    /// A column read or column change the table does not allow (no such column, a key or
+    /// index column, an addition to a non-number).
+    #[error("{0}")]
+    Column(String),
     #[error(transparent)]
     Schema(#[from] SchemaError),
     #[error(transparent)]

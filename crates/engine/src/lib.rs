@@ -76,6 +76,7 @@ mod database;
 mod error;
 mod locks;
 mod meta;
+mod patch;
 mod recovery;
 mod txn;
 mod wal;
@@ -84,5 +85,6 @@ pub use database::{
     pause_before_retry, Database, DbConfig, EngineStats, OpenReport, DATA_FILE_NAME,
 };
 pub use error::{AbortCause, EngineError, Result};
+pub use patch::ColumnChange;
 pub use recovery::RecoveryReport;
 pub use txn::{KeyRange, PendingCommit, Table, Transaction};

@@ -8,20 +8,29 @@
 //! in the transaction's write set; the trees are not touched.
 //!
 //! *Commit* (transactions with writes):
-//! 1. Lock every written key in its tree's lock table, in (tree, key) order, without
-//!    waiting: a key locked by another transaction aborts this one (`write-conflict`). No
-//!    transaction ever waits for a lock, so there are no deadlocks.
-//! 2. Validate: every point read must still see the same version and not be locked by
-//!    another transaction (`read-changed`); every scan, run again, must return the same pairs,
-//!    and no key in the range it covered may be locked by another transaction (`phantom`).
-//! 3. Take the write latch of every tree written (in tree order), apply the writes with a
-//!    new version (a database-wide counter), log them as one record (`wal.rs`), stamp the
-//!    touched pages with its LSN, return the pages the changes emptied to the free list and
-//!    release the latches. The record ends with a full image of every page changed for the
-//!    first time since the checkpoint recovery would start from (`Shared::redo_lsn`; see
-//!    `recovery.rs`, "torn pages"). Emptied pages are freed only after the append: freed
+//! 1. Lock every written key in its tree's lock table, in (tree, key) order. A key locked by
+//!    another transaction is waited for, yielding the processor, at most `LOCK_YIELDS` times;
+//!    then this transaction aborts (`write-conflict`). Every committer takes its locks in the
+//!    same order and holds no lock while it waits for anything but a later key, so the
+//!    waits cannot form a cycle; the bound keeps a committer from holding its own locks
+//!    for long behind a holder that was preempted.
+//! 2. Validate: every point read must still see the same version (or, for a column read,
+//!    the same values in its columns) and not be locked by another transaction that changes
+//!    what it read (`read-changed`); every scan, run again, must return the same pairs, and
+//!    no key in the range it covered may be locked by another transaction (`phantom`).
+//! 3. Compute the new value of every row changed by column (see below), then, tree by tree
+//!    in *descending* tree order, take the tree's write latch and apply its writes with a
+//!    new version (a database-wide counter); log them all as one record (`wal.rs`), stamp
+//!    the touched pages with its LSN, return the pages the changes emptied to the free list
+//!    and release the latches. The record ends with a full image of every page changed for
+//!    the first time since the checkpoint recovery would start from (`Shared::redo_lsn`;
+//!    see `recovery.rs`, "torn pages"). Emptied pages are freed only after the append: freed
 //!    earlier, another tree's committer could reuse one and log its new contents before
 //!    this record logs it as free, and redo would replay the two in that wrong order.
+//!    Every latch is held until the append, so the first one taken is held longest: any
+//!    fixed order would do against deadlock, and descending order takes last the trees
+//!    created first, which in a schema like TPC-C's are the small, hot ones (warehouse,
+//!    district) that every transaction reads (decision 49 in docs/ARCHITECTURE.md).
 //! 4. Release the key locks, then wait for the record to be durable. The locks are released
 //!    *before* the wait (early lock release).
 //!
@@ -40,6 +49,27 @@
 //! insert into the range is either applied (the re-scan differs) or being committed (its key
 //! is locked in the range) or comes after T's validation (it serializes after T). So each
 //! transaction behaves as if it ran alone at its lock point. See docs/design/storage.md.
+//!
+//! # Column reads and column writes
+//!
+//! [`Transaction::get_columns`] reads some columns of a row; [`Transaction::update_columns`]
+//! (and [`Transaction::add`]) changes some columns of a row that exists, as a patch applied
+//! at commit to the row *as it is then* — after its lock is held, so no one else changes the
+//! row between the computation and the apply. A patch records only a read of the row's
+//! existence; an `Add` does not read the column it adds to. Each read and each key lock
+//! carries a column mask (`patch.rs`); whole-row reads and writes have every bit.
+//!
+//! *Validation.* A column read R of row r whose version changed still holds if the columns
+//! it read have the values it read, and no lock on r held by another transaction changes
+//! one of them. The serializability argument above goes through unchanged with "the
+//! version of what R read" in place of "the version of r": the transactions that changed r
+//! between R's read and the validation changed only other columns (or put back the same
+//! values), so ordering the reader before or after them does not change what it read. Two
+//! patches of one row never lose each other's changes, because each is applied to the row
+//! as the previous one left it, not as a full image computed from a stale read; concurrent
+//! `Add`s to one counter commute. A whole-row write (`update`, `insert`, `delete`) still
+//! conflicts with every reader of the row, and a scan still sees any change to a row as a
+//! new version.
 //!
 //! # Read-only transactions with one point read
 //!
@@ -85,9 +115,16 @@ use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, StorageError, Tr
 use crate::catalog::TableState;
 use crate::database::Shared;
 use crate::error::{AbortCause, EngineError, Result};
+use crate::patch::{check_columns, project, ColumnChange, ColumnMask, Patch};
 use crate::wal;
 
 const VERSION_BYTES: usize = 8;
+
+/// How many times a committer yields while a key it must lock is held by another committer
+/// before it gives up (`write-conflict`). Locks are taken in (tree, key) order, so waiting
+/// cannot deadlock; the bound only stops a transaction from waiting behind a preempted
+/// holder for long while it holds locks of its own.
+const LOCK_YIELDS: u32 = 1000;
 
 /// A handle on a table, cheap to clone.
 #[derive(Clone)]
@@ -169,6 +206,23 @@ struct PointRead {
     version: Option<u64>,
     /// The leaf the key was found in (or would be) and its LSN then: validation's fast path.
     stamp: LeafStamp,
+    /// For a read of some columns of a row that exists: those and the values read. `None`:
+    /// the read depends on the whole row.
+    columns: Option<Box<ColumnRead>>,
+}
+
+struct ColumnRead {
+    columns: Vec<usize>,
+    values: Vec<Value>,
+    mask: ColumnMask,
+}
+
+impl PointRead {
+    fn mask(&self) -> ColumnMask {
+        self.columns
+            .as_ref()
+            .map_or(ColumnMask::WHOLE_ROW, |read| read.mask)
+    }
 }
 
 struct RangeRead {
@@ -183,8 +237,30 @@ struct RangeRead {
 
 struct Write {
     tree: TreeRef,
-    /// The row value (without version) or index value to put; `None` deletes.
-    value: Option<Vec<u8>>,
+    op: WriteOp,
+}
+
+#[derive(Clone)]
+enum WriteOp {
+    /// The row value (without version) or index value to put.
+    Put(Vec<u8>),
+    Delete,
+    /// Column changes to a row that exists, applied to the row as it is at commit.
+    Patch(Patch),
+}
+
+impl WriteOp {
+    fn from_value(value: Option<Vec<u8>>) -> WriteOp {
+        value.map_or(WriteOp::Delete, WriteOp::Put)
+    }
+
+    /// The columns the write changes (for its key lock).
+    fn changes(&self) -> ColumnMask {
+        match self {
+            WriteOp::Patch(patch) => patch.mask(),
+            WriteOp::Put(_) | WriteOp::Delete => ColumnMask::WHOLE_ROW,
+        }
+    }
 }
 
 /// A transaction. Dropping it without [`Transaction::commit`] rolls it back.
@@ -259,17 +335,103 @@ impl<'db> Transaction<'db> {
 
     /// The row whose primary key is `key` (one value per primary-key column).
     pub fn get(&mut self, table: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
+        let pk = self.full_primary_key(table, key)?;
         let slot = self.slot(table);
-        let pk = table.schema().primary_key_prefix(key)?;
-        if key.len() != table.schema().primary_key().len() {
-            return Err(tailstore_storage::RowError::WrongArity {
-                expected: table.schema().primary_key().len(),
-                found: key.len(),
-            }
-            .into());
-        }
         let schema = table.schema();
         self.read_row_with(slot, pk, |pk, value| Ok(schema.decode_row(pk, value)?))
+    }
+
+    /// The values of `columns` (in that order) of the row whose primary key is `key`. The
+    /// transaction depends only on these columns (and on the row existing): a concurrent
+    /// commit that changes other columns of the row with [`Transaction::update_columns`]
+    /// does not abort it. See "Column reads and column writes" in the module documentation.
+    pub fn get_columns(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        columns: &[usize],
+    ) -> Result<Option<Vec<Value>>> {
+        let schema = table.schema();
+        check_columns(schema, table.name(), columns)?;
+        let pk = self.full_primary_key(table, key)?;
+        let slot = self.slot(table);
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        if self.writes.contains_key(&(self.tree_id(tree), pk.clone())) {
+            // Read through this transaction's own write: as a whole-row read.
+            let row =
+                self.read_row_with(slot, pk, |pk, value| Ok(schema.decode_row(pk, value)?))?;
+            return Ok(row.map(|row| project(&row, columns)));
+        }
+        self.read_stored_columns(tree, schema, pk, columns)
+    }
+
+    /// Changes some columns of the row whose primary key is `key`, which must exist
+    /// ([`EngineError::RowNotFound`] otherwise). The changes apply at commit to the row as it
+    /// is then; the transaction reads only the row's existence, so concurrent transactions
+    /// that change or read *other* columns do not conflict with it, nor do concurrent
+    /// [`ColumnChange::Add`]s to the same column. Key and index columns cannot be changed
+    /// this way (use [`Transaction::update`]).
+    pub fn update_columns(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        changes: &[(usize, ColumnChange)],
+    ) -> Result<()> {
+        let schema = table.schema();
+        let patch = Patch::new(schema, table.name(), changes)?;
+        let pk = self.full_primary_key(table, key)?;
+        let slot = self.slot(table);
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        let id = self.tree_id(tree);
+        let missing = || EngineError::RowNotFound(table.name().to_string());
+        if changes.is_empty() {
+            // Nothing to change: only the row's existence matters.
+            return match self.get_columns(table, key, &[])? {
+                Some(_) => Ok(()),
+                None => Err(self.unless_stale(missing())),
+            };
+        }
+        let op = match self.writes.get(&(id, pk.clone())).map(|write| &write.op) {
+            Some(WriteOp::Put(value)) => {
+                let mut row = schema.decode_row(&pk, value)?;
+                patch.apply(schema, &mut row)?;
+                WriteOp::Put(schema.encode_value(&row)?)
+            }
+            Some(WriteOp::Delete) => return Err(missing()),
+            Some(WriteOp::Patch(earlier)) => {
+                let mut combined = earlier.clone();
+                combined.then(patch);
+                WriteOp::Patch(combined)
+            }
+            None => {
+                // A read that found the row already makes the commit depend on its existence.
+                let found = self
+                    .reads
+                    .iter()
+                    .any(|read| read.tree == tree && read.version.is_some() && read.key == pk);
+                if !found
+                    && self
+                        .read_stored_columns(tree, schema, pk.clone(), &[])?
+                        .is_none()
+                {
+                    return Err(self.unless_stale(missing()));
+                }
+                WriteOp::Patch(patch)
+            }
+        };
+        self.buffer_op(slot, 0, pk, op)
+    }
+
+    /// Adds `delta` to integer or decimal column `column` of the row whose primary key is
+    /// `key`, at commit: [`Transaction::update_columns`] with one [`ColumnChange::Add`].
+    pub fn add(&mut self, table: &Table, key: &[Value], column: usize, delta: i64) -> Result<()> {
+        self.update_columns(table, key, &[(column, ColumnChange::Add(delta))])
     }
 
     /// Adds a row (one value per column); [`EngineError::DuplicateKey`] if its primary key
@@ -344,16 +506,8 @@ impl<'db> Transaction<'db> {
         if !table.schema().indexes().is_empty() {
             return self.delete(table, key).map(drop);
         }
+        let pk = self.full_primary_key(table, key)?;
         let slot = self.slot(table);
-        let schema = table.schema();
-        if key.len() != schema.primary_key().len() {
-            return Err(tailstore_storage::RowError::WrongArity {
-                expected: schema.primary_key().len(),
-                found: key.len(),
-            }
-            .into());
-        }
-        let pk = schema.primary_key_prefix(key)?;
         self.buffer_write(slot, 0, pk, None)?;
         Ok(())
     }
@@ -462,11 +616,7 @@ impl<'db> Transaction<'db> {
         db.check_running()?;
         // Refused here, a transaction too large to log changes nothing; refused by the log
         // after its pages changed, it would stop the database.
-        let bytes = self.write_bytes();
-        let limit = db.max_commit_bytes();
-        if bytes > limit {
-            return Err(EngineError::TooLarge { bytes, limit });
-        }
+        self.check_size(0)?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
         db.wait_for_log_room()?;
         // Ids name lock owners, so only a transaction that locks needs one (taking it at
@@ -476,6 +626,13 @@ impl<'db> Transaction<'db> {
         self.lock_writes()?;
         let outcome = self.validate().and_then(|()| self.apply_and_log());
         self.unlock_writes();
+        if let Err(err) = &outcome {
+            if !err.is_retryable() {
+                // Refused before anything changed (a patch that cannot apply, a record too
+                // large): the transaction ends as if rolled back.
+                db.counters.rollbacks.add(1);
+            }
+        }
         let lsn = outcome?;
         Ok(PendingCommit {
             db,
@@ -499,12 +656,31 @@ impl<'db> Transaction<'db> {
         }
     }
 
+    /// Refuses a transaction that writes more than a commit may ([`EngineError::TooLarge`]):
+    /// refused before any page changes, it changes nothing; refused by the log after its
+    /// pages changed, it would stop the database. `patched` is the size of the rows changed
+    /// by column once computed (0 before: they count for their keys only until then).
+    fn check_size(&self, patched: usize) -> Result<()> {
+        let bytes = self.write_bytes() + patched;
+        let limit = self.db.max_commit_bytes();
+        if bytes > limit {
+            return Err(EngineError::TooLarge { bytes, limit });
+        }
+        Ok(())
+    }
+
     /// Bytes of keys and values the transaction writes (with a little per entry for the
-    /// record's op headers).
+    /// record's op headers), rows changed by column counted without their values.
     fn write_bytes(&self) -> usize {
         self.writes
             .iter()
-            .map(|((_, key), write)| key.len() + write.value.as_ref().map_or(0, Vec::len) + 16)
+            .map(|((_, key), write)| {
+                let value = match &write.op {
+                    WriteOp::Put(value) => value.len(),
+                    WriteOp::Delete | WriteOp::Patch(_) => 0,
+                };
+                key.len() + value + 16
+            })
             .sum()
     }
 
@@ -518,6 +694,19 @@ impl<'db> Transaction<'db> {
     pub fn rollback(mut self) {
         self.done = true;
         self.db.counters.rollbacks.add(1);
+    }
+
+    /// The encoded primary key of `table` with one value per key column.
+    fn full_primary_key(&self, table: &Table, key: &[Value]) -> Result<Vec<u8>> {
+        let schema = table.schema();
+        if key.len() != schema.primary_key().len() {
+            return Err(tailstore_storage::RowError::WrongArity {
+                expected: schema.primary_key().len(),
+                found: key.len(),
+            }
+            .into());
+        }
+        Ok(schema.primary_key_prefix(key)?)
     }
 
     fn slot(&mut self, table: &Table) -> usize {
@@ -567,16 +756,39 @@ impl<'db> Transaction<'db> {
         };
         if !self.writes.is_empty() {
             let key = (self.tree_id(tree), pk);
-            if let Some(write) = self.writes.get(&key) {
-                return write
-                    .value
-                    .as_deref()
-                    .map(|v| decode(&key.1, v))
-                    .transpose();
+            match self.writes.get(&key).map(|write| &write.op) {
+                Some(WriteOp::Put(value)) => return decode(&key.1, value).map(Some),
+                Some(WriteOp::Delete) => return Ok(None),
+                Some(WriteOp::Patch(patch)) => {
+                    let patch = patch.clone();
+                    return self.read_patched_row(tree, key.1, &patch, decode);
+                }
+                None => return self.read_stored_row(tree, key.1, decode),
             }
-            return self.read_stored_row(tree, key.1, decode);
         }
         self.read_stored_row(tree, pk, decode)
+    }
+
+    /// The stored row of `pk` (a whole-row read) with this transaction's `patch` applied.
+    fn read_patched_row<R>(
+        &mut self,
+        tree: TreeRef,
+        pk: Vec<u8>,
+        patch: &Patch,
+        decode: impl FnOnce(&[u8], &[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let schema = self.tables[tree.table].state().schema.clone();
+        let Some(mut row) = self.read_stored_row(tree, pk.clone(), |pk, value| {
+            Ok(schema.decode_row(pk, value)?)
+        })?
+        else {
+            // The patch was buffered after reading that the row exists: it was deleted since.
+            return Err(self.unless_stale(EngineError::RowNotFound(
+                self.tables[tree.table].state().name().to_string(),
+            )));
+        };
+        patch.apply(&schema, &mut row)?;
+        decode(&pk, &schema.encode_value(&row)?).map(Some)
     }
 
     fn read_stored_row<R>(
@@ -600,8 +812,46 @@ impl<'db> Transaction<'db> {
             key: pk,
             version,
             stamp,
+            columns: None,
         });
         Ok(row)
+    }
+
+    /// The values of `columns` of the stored row of `pk`, recorded as a read of those
+    /// columns only (of the whole row if there is none: any insert changes that).
+    fn read_stored_columns(
+        &mut self,
+        tree: TreeRef,
+        schema: &Schema,
+        pk: Vec<u8>,
+        columns: &[usize],
+    ) -> Result<Option<Vec<Value>>> {
+        let (found, stamp) = self.tree(tree).btree.get_with(&pk, |stored| {
+            stored.map(|bytes| {
+                let (version, value) = split_version(bytes)?;
+                Ok::<_, EngineError>((version, schema.decode_row(&pk, value)?))
+            })
+        })?;
+        let (version, values, read) = match found.transpose()? {
+            Some((version, row)) => {
+                let values = project(&row, columns);
+                let read = ColumnRead {
+                    columns: columns.to_vec(),
+                    values: values.clone(),
+                    mask: ColumnMask::read_of(columns),
+                };
+                (Some(version), Some(values), Some(Box::new(read)))
+            }
+            None => (None, None, None),
+        };
+        self.reads.push(PointRead {
+            tree,
+            key: pk,
+            version,
+            stamp,
+            columns: read,
+        });
+        Ok(values)
     }
 
     /// Buffers a write. An entry the B+tree could not hold is refused here, before commit:
@@ -613,18 +863,24 @@ impl<'db> Transaction<'db> {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
     ) -> Result<()> {
-        // Rows carry their 8-byte version in front of the value (see `apply_and_log`).
-        let size = key.len() + value.as_ref().map_or(0, |v| v.len() + 8);
-        if size > tailstore_storage::MAX_ENTRY {
+        self.buffer_op(slot, tree, key, WriteOp::from_value(value))
+    }
+
+    /// [`Transaction::buffer_write`] of any op. A patched row's size is known only when it
+    /// is applied, and checked then (`resolve_patches`).
+    fn buffer_op(&mut self, slot: usize, tree: usize, key: Vec<u8>, op: WriteOp) -> Result<()> {
+        if let WriteOp::Put(value) = &op {
+            check_entry_size(&key, value)?;
+        } else if key.len() > tailstore_storage::MAX_ENTRY {
             return Err(StorageError::EntryTooLarge {
-                size,
+                size: key.len(),
                 max: tailstore_storage::MAX_ENTRY,
             }
             .into());
         }
         let tree = TreeRef { table: slot, tree };
         let id = self.tree_id(tree);
-        self.writes.insert((id, key), Write { tree, value });
+        self.writes.insert((id, key), Write { tree, op });
         Ok(())
     }
 
@@ -673,10 +929,10 @@ impl<'db> Transaction<'db> {
             return Ok(Vec::new()); // no key can ever be in it: nothing to validate either
         }
         let id = self.tree_id(tree);
-        let own: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
+        let own: Vec<(Vec<u8>, WriteOp)> = self
             .writes
             .range(write_bounds(id, &lower, &upper))
-            .map(|((_, key), write)| (key.clone(), write.value.clone()))
+            .map(|((_, key), write)| (key.clone(), write.op.clone()))
             .collect();
         // Own deletes may hide up to `own.len()` of the tree's pairs: read that many more.
         let tree_limit = limit.saturating_add(own.len());
@@ -708,19 +964,29 @@ impl<'db> Transaction<'db> {
         // When the tree's answer was cut at the limit, own writes beyond its last key are
         // out of sight: the tree may hold more pairs before them.
         let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
-        for (key, value) in own {
+        let schema = &self.tables[tree.table].state().schema;
+        for (key, op) in own {
             let beyond = match (&frontier, direction) {
                 (Some(Some(last)), ScanDirection::Ascending) => key > *last,
                 (Some(Some(last)), ScanDirection::Descending) => key < *last,
                 _ => false,
             };
-            match value {
-                Some(value) if !beyond => {
+            match op {
+                WriteOp::Put(value) if !beyond => {
                     merged.insert(key, value);
                 }
-                Some(_) => {}
-                None => {
+                WriteOp::Put(_) => {}
+                WriteOp::Delete => {
                     merged.remove(&key);
+                }
+                // A patched row is in sight if the tree returned it (it exists: the patch
+                // read so); it shows with the patch applied.
+                WriteOp::Patch(patch) => {
+                    if let Some(value) = merged.get_mut(&key) {
+                        let mut row = schema.decode_row(&key, value)?;
+                        patch.apply(schema, &mut row)?;
+                        *value = schema.encode_value(&row)?;
+                    }
                 }
             }
         }
@@ -740,12 +1006,21 @@ impl<'db> Transaction<'db> {
         Ok(out)
     }
 
-    /// Step 1: lock the write set, in order, without waiting.
+    /// Step 1: lock the write set, in order, waiting only briefly for each key.
     fn lock_writes(&mut self) -> Result<()> {
         for (locked, ((_, key), write)) in self.writes.iter().enumerate() {
-            if !self.tree(write.tree).locks.try_lock(key, self.id) {
-                self.unlock_first(locked);
-                return Err(self.db.count_abort(AbortCause::WriteConflict));
+            let locks = &self.tree(write.tree).locks;
+            let changes = write.op.changes();
+            let mut tries = 0;
+            while !locks.try_lock(key, self.id, changes) {
+                tries += 1;
+                if tries > LOCK_YIELDS {
+                    self.unlock_first(locked);
+                    return Err(self.db.count_abort(AbortCause::WriteConflict));
+                }
+                // The holder is between its step 1 and step 4, which take microseconds,
+                // unless it was preempted: then yielding lets it run.
+                std::thread::yield_now();
             }
         }
         Ok(())
@@ -765,19 +1040,15 @@ impl<'db> Transaction<'db> {
     fn validate(&self) -> Result<()> {
         for read in &self.reads {
             let tree = self.tree(read.tree);
-            if tree.locks.locked_by_other(&read.key, self.id) {
+            if tree.locks.locked_by_other(&read.key, self.id, read.mask()) {
                 return Err(self.db.count_abort(AbortCause::ReadChanged));
             }
-            // The key is not being changed (no lock) and no logged change touched its leaf
-            // since the read: the version is the same. Otherwise search again.
+            // What it read is not being changed (no lock) and no logged change touched its
+            // leaf since the read: the version is the same. Otherwise search again.
             if tree.btree.leaf_unchanged(read.stamp)? {
                 continue;
             }
-            let now = match tree.btree.get(&read.key)? {
-                Some(bytes) => Some(split_version(&bytes)?.0),
-                None => None,
-            };
-            if now != read.version {
+            if !self.still_reads_the_same(read)? {
                 return Err(self.db.count_abort(AbortCause::ReadChanged));
             }
         }
@@ -785,6 +1056,26 @@ impl<'db> Transaction<'db> {
             self.validate_scan(scan)?;
         }
         Ok(())
+    }
+
+    /// Whether the stored row still gives `read` what it read: the same version, or for a
+    /// column read, the same values in those columns.
+    fn still_reads_the_same(&self, read: &PointRead) -> Result<bool> {
+        let Some(bytes) = self.tree(read.tree).btree.get(&read.key)? else {
+            return Ok(read.version.is_none());
+        };
+        let (version, value) = split_version(&bytes)?;
+        if Some(version) == read.version {
+            return Ok(true);
+        }
+        let Some(columns) = &read.columns else {
+            return Ok(false);
+        };
+        let row = self.tables[read.tree.table]
+            .state()
+            .schema
+            .decode_row(&read.key, value)?;
+        Ok(project(&row, &columns.columns) == columns.values)
     }
 
     fn validate_scan(&self, scan: &RangeRead) -> Result<()> {
@@ -829,33 +1120,37 @@ impl<'db> Transaction<'db> {
     /// stamp the touched pages. Returns the record's end LSN.
     fn apply_and_log(&self) -> Result<u64> {
         let db = self.db;
+        // Nothing has changed yet: an error here fails the transaction, not the database.
+        let patched = self.resolve_patches()?;
+        self.check_size(patched.iter().flatten().map(Vec::len).sum())?;
         let version = db.next_version.fetch_add(1, Ordering::Relaxed);
-        let mut writers: Vec<(u32, TreeWriter<'_>)> = Vec::new();
-        for ((id, _), write) in &self.writes {
-            if writers.last().map(|(last, _)| last) != Some(id) {
-                let writer = self.tree(write.tree).btree.writer();
-                writers.push((*id, writer.map_err(|e| db.fail_stop(e.into()))?));
-            }
-        }
+        let writes: Vec<(&(u32, Vec<u8>), &Write)> = self.writes.iter().collect();
         let mut redo = Redo::new();
         let mut value_buf = Vec::new();
-        let mut w = 0;
-        for ((id, key), write) in &self.writes {
-            while writers[w].0 != *id {
-                w += 1;
+        let mut writers: Vec<TreeWriter<'_>> = Vec::new();
+        for range in tree_runs(&writes).into_iter().rev() {
+            let writer = self.tree(writes[range.start].1.tree).btree.writer();
+            let writer = writer.map_err(|e| db.fail_stop(e.into()))?;
+            for i in range {
+                let ((_, key), write) = writes[i];
+                let value = match &write.op {
+                    WriteOp::Put(value) => Some(value),
+                    WriteOp::Patch(_) => patched[i].as_ref(),
+                    WriteOp::Delete => None,
+                };
+                let applied = match value {
+                    Some(value) if write.tree.tree == 0 => {
+                        value_buf.clear();
+                        value_buf.extend_from_slice(&version.to_le_bytes());
+                        value_buf.extend_from_slice(value);
+                        writer.put(key, &value_buf, &mut redo)
+                    }
+                    Some(value) => writer.put(key, value, &mut redo),
+                    None => writer.delete(key, &mut redo).map(|_| ()),
+                };
+                applied.map_err(|e| db.fail_stop(e.into()))?;
             }
-            let writer = &writers[w].1;
-            let applied = match &write.value {
-                Some(value) if write.tree.tree == 0 => {
-                    value_buf.clear();
-                    value_buf.extend_from_slice(&version.to_le_bytes());
-                    value_buf.extend_from_slice(value);
-                    writer.put(key, &value_buf, &mut redo)
-                }
-                Some(value) => writer.put(key, value, &mut redo),
-                None => writer.delete(key, &mut redo).map(|_| ()),
-            };
-            applied.map_err(|e| db.fail_stop(e.into()))?;
+            writers.push(writer);
         }
         // From reading `redo_lsn` to the end of the append (see `Shared::log_gate`).
         let append = db.log_gate.read();
@@ -873,6 +1168,34 @@ impl<'db> Transaction<'db> {
         }
         drop(writers);
         Ok(lsn)
+    }
+
+    /// The new value of every patched row, by position in the write set (`None` for other
+    /// writes): the stored row with the patch applied, checked against the B+tree's entry
+    /// limit. The row is locked by this transaction (step 1), so no one else changes it, and
+    /// its last writer had applied its change before unlocking it: the plain read is current.
+    fn resolve_patches(&self) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut values = Vec::with_capacity(self.writes.len());
+        for ((_, key), write) in &self.writes {
+            let WriteOp::Patch(patch) = &write.op else {
+                values.push(None);
+                continue;
+            };
+            let state = self.tables[write.tree.table].state();
+            // Validation (step 2) found the row there, and it has been locked since.
+            let stored = self.tree(write.tree).btree.get(key)?.ok_or_else(|| {
+                EngineError::Corrupt(format!(
+                    "a locked row of table `{}` vanished before its change was applied",
+                    state.name()
+                ))
+            })?;
+            let mut row = state.schema.decode_row(key, split_version(&stored)?.1)?;
+            patch.apply(&state.schema, &mut row)?;
+            let value = state.schema.encode_value(&row)?;
+            check_entry_size(key, &value)?;
+            values.push(Some(value));
+        }
+        Ok(values)
     }
 
     /// Ends `redo` with an image of every page it changes for the first time since the
@@ -893,6 +1216,32 @@ impl Drop for Transaction<'_> {
             self.db.counters.rollbacks.add(1);
         }
     }
+}
+
+/// Refuses a row or index entry the B+tree could not hold. Rows carry their 8-byte version
+/// in front of the value (see `apply_and_log`).
+fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
+    let size = key.len() + value.len() + VERSION_BYTES;
+    if size > tailstore_storage::MAX_ENTRY {
+        return Err(StorageError::EntryTooLarge {
+            size,
+            max: tailstore_storage::MAX_ENTRY,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The positions in `writes` (sorted by tree id) of each tree's writes, in tree order.
+fn tree_runs(writes: &[(&(u32, Vec<u8>), &Write)]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, ((id, _), _)) in writes.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if writes[run.start].0 .0 == *id => run.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
 }
 
 fn split_version(stored: &[u8]) -> Result<(u64, &[u8])> {

@@ -2,7 +2,7 @@
 //! districts, all in one transaction.
 
 use rand::Rng;
-use tailstore_engine::{KeyRange, Transaction};
+use tailstore_engine::{ColumnChange, KeyRange, Transaction};
 use tailstore_storage::{ScanDirection, Value};
 
 use super::{must_get, narrow, Decision};
@@ -90,10 +90,15 @@ fn deliver_district(
     txn.update(&tables.orders, &order)?;
 
     let amount = deliver_lines(txn, tables, &order_key, input.delivery_d)?;
-    let mut c = must_get(txn, &tables.customer, &[w, d, id(c_id)])?;
-    c[customer::C_BALANCE] = Value::Decimal(c.decimal(customer::C_BALANCE)? + amount);
-    c[customer::C_DELIVERY_CNT] = Value::Int(c.int(customer::C_DELIVERY_CNT)? + 1);
-    txn.update(&tables.customer, &c)?;
+    // Added to at commit: no conflict with a Payment by the customer at the same time.
+    txn.update_columns(
+        &tables.customer,
+        &[w, d, id(c_id)],
+        &[
+            (customer::C_BALANCE, ColumnChange::Add(amount)),
+            (customer::C_DELIVERY_CNT, ColumnChange::Add(1)),
+        ],
+    )?;
     Ok(Some(o_id))
 }
 

@@ -231,6 +231,19 @@ pub(crate) fn must_get(
         .ok_or_else(|| TpccError::MissingRow(format!("{} {}", table.name(), show_key(key))))
 }
 
+/// The values of `columns` (in that order) of the row under `key`, a read that depends on
+/// those columns only ([`Transaction::get_columns`]); [`TpccError::MissingRow`] if there is
+/// no row.
+pub(crate) fn must_get_columns(
+    txn: &mut Transaction<'_>,
+    table: &Table,
+    key: &[Value],
+    columns: &[usize],
+) -> Result<Vec<Value>> {
+    txn.get_columns(table, key, columns)?
+        .ok_or_else(|| TpccError::MissingRow(format!("{} {}", table.name(), show_key(key))))
+}
+
 /// A key as `(1, 2, 3)`.
 pub(crate) fn show_key(key: &[Value]) -> String {
     let parts: Vec<String> = key

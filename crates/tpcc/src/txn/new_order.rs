@@ -1,10 +1,10 @@
 //! New-Order (clause 2.4): enter an order of 5–15 lines, taking the items from stock.
 
 use rand::Rng;
-use tailstore_engine::Transaction;
+use tailstore_engine::{ColumnChange, Transaction};
 use tailstore_storage::Value;
 
-use super::{must_get, narrow, Decision};
+use super::{must_get, must_get_columns, narrow, Decision};
 use crate::error::Result;
 use crate::random::{other_id, random_customer_id, random_item_id, NuRandConstants, ORIGINAL};
 use crate::row::{build, id, now_micros, Fields};
@@ -119,31 +119,58 @@ pub struct NewOrderOutput {
 
 /// Clause 2.4.2.2. Rolls back when an item id is unused (after doing the work of the lines
 /// before it, as the specification requires).
+///
+/// The lines' items and stock come first and the district's next order id last, so that the
+/// stretch in which another New-Order of the same district conflicts with this one (from
+/// reading `d_next_o_id` to the commit) is as short as it can be. Under serializable
+/// isolation the order of a transaction's reads and writes is not observable: the output
+/// and the changes are those of the clause's order.
 pub fn new_order(
     txn: &mut Transaction<'_>,
     tables: &Tables,
     input: &NewOrderInput,
 ) -> Result<Decision<NewOrderOutput>> {
-    let (w, d) = (id(input.w_id), id(input.d_id));
-    let w_tax =
-        must_get(txn, &tables.warehouse, std::slice::from_ref(&w))?.decimal(warehouse::W_TAX)?;
-    let mut district_row = must_get(txn, &tables.district, &[w.clone(), d.clone()])?;
-    let d_tax = district_row.decimal(district::D_TAX)?;
-    let o_id = narrow(district_row.int(district::D_NEXT_O_ID)?)?;
-    district_row[district::D_NEXT_O_ID] = id(o_id + 1);
-    txn.update(&tables.district, &district_row)?;
-    let customer_key = [w, d, id(input.c_id)];
-    let c_discount =
-        must_get(txn, &tables.customer, &customer_key)?.decimal(customer::C_DISCOUNT)?;
-    insert_order(txn, tables, input, o_id)?;
-    let mut lines = Vec::with_capacity(input.lines.len());
-    for (number, line) in (1..).zip(&input.lines) {
+    let mut supplied = Vec::with_capacity(input.lines.len());
+    for line in &input.lines {
         let Some(item_row) = txn.get(&tables.item, &[id(line.i_id)])? else {
             return Ok(Decision::Rollback);
         };
-        lines.push(supply_line(
-            txn, tables, input, o_id, number, line, &item_row,
-        )?);
+        supplied.push(supply_line(txn, tables, input, line, &item_row)?);
+    }
+    let (w, d) = (id(input.w_id), id(input.d_id));
+    // Column reads and changes: Payment's additions to `w_ytd` and `d_ytd` in the same rows
+    // do not conflict with them.
+    let w_tax = must_get_columns(
+        txn,
+        &tables.warehouse,
+        std::slice::from_ref(&w),
+        &[warehouse::W_TAX],
+    )?
+    .decimal(0)?;
+    let customer_key = [w.clone(), d.clone(), id(input.c_id)];
+    let c_discount = must_get_columns(
+        txn,
+        &tables.customer,
+        &customer_key,
+        &[customer::C_DISCOUNT, customer::C_LAST, customer::C_CREDIT],
+    )?
+    .decimal(0)?;
+    let district_key = [w, d];
+    let district = must_get_columns(
+        txn,
+        &tables.district,
+        &district_key,
+        &[district::D_TAX, district::D_NEXT_O_ID],
+    )?;
+    let d_tax = district.decimal(0)?;
+    let o_id = narrow(district.int(1)?)?;
+    let next = (district::D_NEXT_O_ID, ColumnChange::Set(id(o_id + 1)));
+    txn.update_columns(&tables.district, &district_key, &[next])?;
+    insert_order(txn, tables, input, o_id)?;
+    let mut lines = Vec::with_capacity(supplied.len());
+    for (number, (line, (output, dist_info))) in (1..).zip(input.lines.iter().zip(supplied)) {
+        insert_order_line(txn, tables, input, o_id, number, line, &output, dist_info)?;
+        lines.push(output);
     }
     let sum: i64 = lines.iter().map(|l| l.amount).sum();
     Ok(Decision::Commit(NewOrderOutput {
@@ -188,24 +215,45 @@ fn insert_order(
     Ok(())
 }
 
-/// Takes one line's quantity from stock and inserts the ORDER-LINE row.
+/// Takes one line's quantity from stock; returns the line's output and its `s_dist_xx`.
 fn supply_line(
+    txn: &mut Transaction<'_>,
+    tables: &Tables,
+    input: &NewOrderInput,
+    line: &LineInput,
+    item_row: &[Value],
+) -> Result<(LineOutput, Value)> {
+    let mut stock_row = must_get(txn, &tables.stock, &[id(line.supply_w_id), id(line.i_id)])?;
+    let stock_quantity = take_from_stock(&mut stock_row, line, input.w_id)?;
+    txn.update(&tables.stock, &stock_row)?;
+    let price = item_row.decimal(item::I_PRICE)?;
+    let original = item_row.text(item::I_DATA)?.contains(ORIGINAL)
+        && stock_row.text(stock::S_DATA)?.contains(ORIGINAL);
+    let dist_info = stock_row[stock_dist_column(input.d_id)?].clone();
+    let output = LineOutput {
+        i_id: line.i_id,
+        supply_w_id: line.supply_w_id,
+        quantity: line.quantity,
+        stock_quantity,
+        price,
+        amount: price * i64::from(line.quantity),
+        brand_generic: if original { 'B' } else { 'G' },
+    };
+    Ok((output, dist_info))
+}
+
+/// The ORDER-LINE row of a supplied line.
+#[allow(clippy::too_many_arguments)]
+fn insert_order_line(
     txn: &mut Transaction<'_>,
     tables: &Tables,
     input: &NewOrderInput,
     o_id: u32,
     number: u32,
     line: &LineInput,
-    item_row: &[Value],
-) -> Result<LineOutput> {
-    let mut stock_row = must_get(txn, &tables.stock, &[id(line.supply_w_id), id(line.i_id)])?;
-    let stock_quantity = take_from_stock(&mut stock_row, line, input.w_id)?;
-    txn.update(&tables.stock, &stock_row)?;
-    let price = item_row.decimal(item::I_PRICE)?;
-    let amount = price * i64::from(line.quantity);
-    let original = item_row.text(item::I_DATA)?.contains(ORIGINAL)
-        && stock_row.text(stock::S_DATA)?.contains(ORIGINAL);
-    let dist_info = stock_row[stock_dist_column(input.d_id)?].clone();
+    output: &LineOutput,
+    dist_info: Value,
+) -> Result<()> {
     let order_line = build(
         ol::COLUMNS,
         [
@@ -217,20 +265,12 @@ fn supply_line(
             (ol::OL_SUPPLY_W_ID, id(line.supply_w_id)),
             (ol::OL_DELIVERY_D, Value::Null),
             (ol::OL_QUANTITY, id(line.quantity)),
-            (ol::OL_AMOUNT, Value::Decimal(amount)),
+            (ol::OL_AMOUNT, Value::Decimal(output.amount)),
             (ol::OL_DIST_INFO, dist_info),
         ],
     );
     txn.insert(&tables.order_line, &order_line)?;
-    Ok(LineOutput {
-        i_id: line.i_id,
-        supply_w_id: line.supply_w_id,
-        quantity: line.quantity,
-        stock_quantity,
-        price,
-        amount,
-        brand_generic: if original { 'B' } else { 'G' },
-    })
+    Ok(())
 }
 
 /// Clause 2.4.2.2's stock update; returns the new `s_quantity`.
