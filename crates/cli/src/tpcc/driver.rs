@@ -396,6 +396,12 @@ fn user_loop(
             let think = think_time(kind, &mut rng);
             pause(flags, think);
         }
+        // Between two transactions a HammerDB user is a client waiting on the network, and
+        // the server's worker gives up its processor. Users here call the engine directly,
+        // so each hands the processor over at this boundary itself; otherwise, with more
+        // users than cores, the kernel's preemptions are the only switches and often land
+        // while a user holds a tree latch that the others then wait for (decision 50).
+        std::thread::yield_now();
     }
     Ok(tally)
 }
