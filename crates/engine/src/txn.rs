@@ -373,7 +373,8 @@ impl<'db> Transaction<'db> {
     /// is then; the transaction reads only the row's existence, so concurrent transactions
     /// that change or read *other* columns do not conflict with it, nor do concurrent
     /// [`ColumnChange::Add`]s to the same column. Key and index columns cannot be changed
-    /// this way (use [`Transaction::update`]).
+    /// this way (use [`Transaction::update`]). An `Add` to a column that holds NULL at commit,
+    /// or one that leaves the column's range, fails the commit with nothing changed.
     pub fn update_columns(
         &mut self,
         table: &Table,
