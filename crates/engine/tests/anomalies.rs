@@ -16,7 +16,7 @@ use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::{ScanDirection, Value};
 
-use support::{items_schema, key, open_sim, sim_config, Item};
+use support::{assert_aborted, items_schema, key, open_sim, sim_config, Item};
 
 fn setup(items: &[Item]) -> (SimStorage, Database, Table) {
     let storage = SimStorage::new();
@@ -53,18 +53,6 @@ fn all(db: &Database, table: &Table) -> Vec<Item> {
         .expect("scan");
     txn.commit().expect("read-only commit");
     rows.iter().map(|r| Item::from_values(r)).collect()
-}
-
-/// Asserts that `result` is an abort with `cause`, retryable.
-#[track_caller]
-fn assert_aborted(result: tailstore_engine::Result<()>, cause: AbortCause) {
-    match result {
-        Err(err @ EngineError::Aborted { cause: found }) => {
-            assert_eq!(found, cause, "aborted for the wrong reason: {err}");
-            assert!(err.is_retryable(), "an abort must be retryable");
-        }
-        other => panic!("expected an abort ({cause}), got {other:?}"),
-    }
 }
 
 fn aborts(stats: &EngineStats, cause: AbortCause) -> u64 {

@@ -35,7 +35,7 @@ use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value};
 
-use support::{crash_and_drop, key, open_sim, sim_config, Crash, TempDb};
+use support::{assert_aborted, crash_and_drop, key, open_sim, sim_config, Crash, TempDb};
 
 // ---------------------------------------------------------------------------------------------
 // The `counters` table.
@@ -135,18 +135,6 @@ fn committed_int(db: &Database, table: &Table, id: i64, column: usize) -> i64 {
 fn write_elsewhere(txn: &mut Transaction<'_>, table: &Table) {
     txn.add(table, &key(SCRATCH), A, 1)
         .expect("add to the scratch row");
-}
-
-/// Asserts that `result` is an abort with `cause`, retryable.
-#[track_caller]
-fn assert_aborted(result: tailstore_engine::Result<()>, cause: AbortCause) {
-    match result {
-        Err(err @ EngineError::Aborted { cause: found }) => {
-            assert_eq!(found, cause, "aborted for the wrong reason: {err}");
-            assert!(err.is_retryable(), "an abort must be retryable");
-        }
-        other => panic!("expected an abort ({cause}), got {other:?}"),
-    }
 }
 
 #[track_caller]

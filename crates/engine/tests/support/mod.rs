@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tailstore_engine::{Database, DbConfig, EngineError, KeyRange, OpenReport, Table};
+use tailstore_engine::{AbortCause, Database, DbConfig, EngineError, KeyRange, OpenReport, Table};
 use tailstore_log::{CommitMode, KIB, MIB};
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value, PAGE_SIZE};
@@ -354,4 +354,16 @@ pub fn mix(seed: u64, index: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Asserts that `result` is an abort with `cause`, retryable.
+#[track_caller]
+pub fn assert_aborted(result: tailstore_engine::Result<()>, cause: AbortCause) {
+    match result {
+        Err(err @ EngineError::Aborted { cause: found }) => {
+            assert_eq!(found, cause, "aborted for the wrong reason: {err}");
+            assert!(err.is_retryable(), "an abort must be retryable");
+        }
+        other => panic!("expected an abort ({cause}), got {other:?}"),
+    }
 }
