@@ -359,7 +359,7 @@ impl<'db> Transaction<'db> {
             table: slot,
             tree: 0,
         };
-        if self.writes.contains_key(&(self.tree_id(tree), pk.clone())) {
+        if !self.writes.is_empty() && self.writes.contains_key(&(self.tree_id(tree), pk.clone())) {
             // Read through this transaction's own write: as a whole-row read.
             let row =
                 self.read_row_with(slot, pk, |pk, value| Ok(schema.decode_row(pk, value)?))?;
@@ -1176,6 +1176,10 @@ impl<'db> Transaction<'db> {
     /// limit. The row is locked by this transaction (step 1), so no one else changes it, and
     /// its last writer had applied its change before unlocking it: the plain read is current.
     fn resolve_patches(&self) -> Result<Vec<Option<Vec<u8>>>> {
+        let patches = |write: &Write| matches!(write.op, WriteOp::Patch(_));
+        if !self.writes.values().any(patches) {
+            return Ok(Vec::new()); // never indexed: only patches look their value up
+        }
         let mut values = Vec::with_capacity(self.writes.len());
         for ((_, key), write) in &self.writes {
             let WriteOp::Patch(patch) = &write.op else {
