@@ -827,32 +827,21 @@ impl<'db> Transaction<'db> {
         pk: Vec<u8>,
         columns: &[usize],
     ) -> Result<Option<Vec<Value>>> {
-        let (found, stamp) = self.tree(tree).btree.get_with(&pk, |stored| {
-            stored.map(|bytes| {
-                let (version, value) = split_version(bytes)?;
-                Ok::<_, EngineError>((version, schema.decode_row(&pk, value)?))
-            })
-        })?;
-        let (version, values, read) = match found.transpose()? {
-            Some((version, row)) => {
-                let values = project(&row, columns);
-                let read = ColumnRead {
-                    columns: columns.to_vec(),
-                    values: values.clone(),
-                    mask: ColumnMask::read_of(columns),
-                };
-                (Some(version), Some(values), Some(Box::new(read)))
-            }
-            None => (None, None, None),
+        let row = self.read_stored_row(tree, pk, |pk, value| Ok(schema.decode_row(pk, value)?))?;
+        let Some(row) = row else {
+            return Ok(None);
         };
-        self.reads.push(PointRead {
-            tree,
-            key: pk,
-            version,
-            stamp,
-            columns: read,
-        });
-        Ok(values)
+        let values = project(&row, columns);
+        let read = self
+            .reads
+            .last_mut()
+            .ok_or_else(|| EngineError::Corrupt("a point read left no record".into()))?;
+        read.columns = Some(Box::new(ColumnRead {
+            columns: columns.to_vec(),
+            values: values.clone(),
+            mask: ColumnMask::read_of(columns),
+        }));
+        Ok(Some(values))
     }
 
     /// Buffers a write. An entry the B+tree could not hold is refused here, before commit:
