@@ -26,7 +26,9 @@ const ACCOUNTS: i64 = 48;
 const INITIAL: i64 = 1_000;
 const TOTAL: i64 = ACCOUNTS * INITIAL;
 const THREADS: usize = 4;
-/// Transfers per thread, unless the time limit comes first.
+/// Transfers per thread, unless the time limit comes first; more while no audit has
+/// committed yet (the audits must run concurrently with transfers, and in `async` mode
+/// 1,500 transfers can be over before the auditor's first attempt has finished).
 const TRANSFERS: usize = 1_500;
 const TIME_LIMIT: Duration = Duration::from_millis(2_000);
 /// Attempts per transaction (`Database::run`): effectively "until it commits".
@@ -171,8 +173,9 @@ fn bank(mode: CommitMode) {
                 s.spawn(move || {
                     let mut rng = StdRng::seed_from_u64(t as u64 + 1);
                     barrier.wait();
-                    for _ in 0..TRANSFERS {
-                        if began.elapsed() > TIME_LIMIT {
+                    for done in 0.. {
+                        let audited = tally.audits.load(Ordering::Relaxed) > 0;
+                        if began.elapsed() > TIME_LIMIT || (done >= TRANSFERS && audited) {
                             break;
                         }
                         let from = rng.gen_range(0..ACCOUNTS);
