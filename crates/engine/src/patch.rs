@@ -151,10 +151,7 @@ fn added(current: &Value, delta: i64, def: &Column) -> Result<Value> {
 /// Column `column` of `schema`, if a patch may change it: key and index columns are changed
 /// only by whole-row updates, which also move the entries they are part of.
 fn changeable_column<'s>(schema: &'s Schema, table: &str, column: usize) -> Result<&'s Column> {
-    let def = schema
-        .columns()
-        .get(column)
-        .ok_or_else(|| EngineError::Column(format!("table `{table}` has no column #{column}")))?;
+    let def = column_def(schema, table, column)?;
     let in_key = schema.primary_key().contains(&column);
     let indexed = schema
         .indexes()
@@ -172,12 +169,17 @@ fn changeable_column<'s>(schema: &'s Schema, table: &str, column: usize) -> Resu
 
 /// Checks that every column in `columns` exists in `schema`.
 pub(crate) fn check_columns(schema: &Schema, table: &str, columns: &[usize]) -> Result<()> {
-    match columns.iter().find(|&&c| c >= schema.columns().len()) {
-        Some(c) => Err(EngineError::Column(format!(
-            "table `{table}` has no column #{c}"
-        ))),
-        None => Ok(()),
-    }
+    columns
+        .iter()
+        .try_for_each(|&c| column_def(schema, table, c).map(drop))
+}
+
+/// Column `column` of `schema`, or an error naming the table.
+fn column_def<'s>(schema: &'s Schema, table: &str, column: usize) -> Result<&'s Column> {
+    schema
+        .columns()
+        .get(column)
+        .ok_or_else(|| EngineError::Column(format!("table `{table}` has no column #{column}")))
 }
 
 /// The values of `columns` in `row`, in that order.

@@ -383,13 +383,6 @@ impl<'db> Transaction<'db> {
     ) -> Result<()> {
         let schema = table.schema();
         let patch = Patch::new(schema, table.name(), changes)?;
-        let pk = self.full_primary_key(table, key)?;
-        let slot = self.slot(table);
-        let tree = TreeRef {
-            table: slot,
-            tree: 0,
-        };
-        let id = self.tree_id(tree);
         let missing = || EngineError::RowNotFound(table.name().to_string());
         if changes.is_empty() {
             // Nothing to change: only the row's existence matters.
@@ -398,6 +391,13 @@ impl<'db> Transaction<'db> {
                 None => Err(self.unless_stale(missing())),
             };
         }
+        let pk = self.full_primary_key(table, key)?;
+        let slot = self.slot(table);
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        let id = self.tree_id(tree);
         let op = match self.writes.get(&(id, pk.clone())).map(|write| &write.op) {
             Some(WriteOp::Put(value)) => {
                 let mut row = schema.decode_row(&pk, value)?;
@@ -1112,7 +1112,10 @@ impl<'db> Transaction<'db> {
         let db = self.db;
         // Nothing has changed yet: an error here fails the transaction, not the database.
         let patched = self.resolve_patches()?;
-        self.check_size(patched.iter().flatten().map(Vec::len).sum())?;
+        if !patched.is_empty() {
+            // Checked before locking too, with only the patched rows' keys counted.
+            self.check_size(patched.iter().flatten().map(Vec::len).sum())?;
+        }
         let version = db.next_version.fetch_add(1, Ordering::Relaxed);
         let writes: Vec<(&(u32, Vec<u8>), &Write)> = self.writes.iter().collect();
         let mut redo = Redo::new();

@@ -227,8 +227,7 @@ pub(crate) fn must_get(
     table: &Table,
     key: &[Value],
 ) -> Result<Vec<Value>> {
-    txn.get(table, key)?
-        .ok_or_else(|| TpccError::MissingRow(format!("{} {}", table.name(), show_key(key))))
+    txn.get(table, key)?.ok_or_else(|| missing_row(table, key))
 }
 
 /// The values of `columns` (in that order) of the row under `key`, a read that depends on
@@ -241,7 +240,11 @@ pub(crate) fn must_get_columns(
     columns: &[usize],
 ) -> Result<Vec<Value>> {
     txn.get_columns(table, key, columns)?
-        .ok_or_else(|| TpccError::MissingRow(format!("{} {}", table.name(), show_key(key))))
+        .ok_or_else(|| missing_row(table, key))
+}
+
+fn missing_row(table: &Table, key: &[Value]) -> TpccError {
+    TpccError::MissingRow(format!("{} {}", table.name(), show_key(key)))
 }
 
 /// A key as `(1, 2, 3)`.
