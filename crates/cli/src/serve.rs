@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use tailstore_engine::{Database, DbConfig};
@@ -51,6 +52,13 @@ pub struct ServeArgs {
     /// Event-loop threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Microseconds an event loop that has just served requests keeps polling for more
+    /// before it sleeps (0: sleep at once). A client that sends its next request within
+    /// this window finds the loop awake, which saves the wake-up of a sleeping thread on
+    /// every round trip; the loop yields the processor between polls, and an idle server
+    /// never polls.
+    #[arg(long, value_name = "MICROS", default_value_t = 50)]
+    pub poll_spin: u64,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -98,6 +106,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         max_clients: args.max_clients,
         max_bulk: args.max_bulk.0,
         threads: args.threads.unwrap_or_else(cores),
+        poll_spin: Duration::from_micros(args.poll_spin),
         durability: durability.clone(),
         durable_replies: durable,
         recovery,

@@ -1065,6 +1065,7 @@ fn info_has_the_six_sections() {
         "{info}"
     );
     assert!(info.contains("db0:keys=2,expires=1"), "{info}");
+    assert!(info.contains("tailstore_poll_spin_us:50\r\n"), "{info}");
     let server_only: String = q(&mut c, &["INFO", "server"]);
     assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
     assert!(!server_only.contains("# Clients"), "{server_only}");

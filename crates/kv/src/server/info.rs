@@ -34,6 +34,10 @@ fn server(shared: &Shared) -> String {
         ("uptime_in_seconds", uptime.to_string()),
         ("uptime_in_days", (uptime / 86_400).to_string()),
         ("io_threads_active", shared.config.threads.to_string()),
+        (
+            "tailstore_poll_spin_us",
+            shared.config.poll_spin.as_micros().to_string(),
+        ),
     ])
 }
 

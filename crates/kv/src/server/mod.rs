@@ -34,6 +34,10 @@ pub struct ServerConfig {
     pub max_bulk: usize,
     /// Event-loop threads.
     pub threads: usize,
+    /// How long an event loop that has just served requests keeps polling (yielding the
+    /// processor between polls) before it blocks; zero blocks at once. See
+    /// `server/worker.rs`, "Polling before blocking".
+    pub poll_spin: Duration,
     /// What INFO and CONFIG report about durability, e.g. "buffer (PMEM log buffer in
     /// /dev/shm/x.pmem, emulated: survives a process crash, not a power cut)".
     pub durability: String,

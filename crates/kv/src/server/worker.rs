@@ -1,11 +1,23 @@
 //! One event-loop thread: accept, read, execute, wait for durability once, write.
+//!
+//! # Polling before blocking
+//!
+//! A loop with nothing ready sleeps in `epoll_wait`, and the next request then pays for
+//! waking it: the kernel's wake-up of a sleeping thread, often on a processor that has gone
+//! idle, is several microseconds of a SET round trip that is about 20 µs in all with one
+//! client on loopback. So a loop whose last pass served requests first polls without
+//! sleeping for up to `ServerConfig::poll_spin` (50 µs by default), yielding the processor
+//! between polls so that runnable threads — the log writer, a client on the same core —
+//! are not held up; only then does it sleep. A client that keeps a conversation going finds
+//! the loop awake; an idle server never polls. The cost is at most one window of CPU per
+//! pause in the traffic. Measured in ARCHITECTURE.md, decision 52.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -53,13 +65,8 @@ impl Worker {
                 .connections
                 .values()
                 .any(|c| c.unread && !c.backlogged());
-            let timeout = if unread { Duration::ZERO } else { IDLE };
-            if let Err(err) = self.poll.poll(&mut events, Some(timeout)) {
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
+            let served = !ready.is_empty();
+            self.wait_for_events(&mut events, unread, served)?;
             ready.clear();
             for event in events.iter() {
                 if event.token() == LISTENER {
@@ -82,6 +89,48 @@ impl Worker {
             .clients
             .fetch_sub(self.connections.len(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Fills `events` with what is ready: at once if a connection still has unread input,
+    /// else after polling for up to the spin window if the last pass `served` requests (see
+    /// "Polling before blocking"), else after sleeping until something is ready or `IDLE`
+    /// has passed. The events a poll returns are the ones to serve: mio's polls are
+    /// edge-triggered, so an event taken by one poll is not reported again by the next.
+    fn wait_for_events(
+        &mut self,
+        events: &mut Events,
+        unread: bool,
+        served: bool,
+    ) -> io::Result<()> {
+        if unread {
+            return self.poll_once(events, Duration::ZERO);
+        }
+        let window = self.shared.config.poll_spin;
+        if served && !window.is_zero() {
+            let start = Instant::now();
+            loop {
+                self.poll_once(events, Duration::ZERO)?;
+                if !events.is_empty() {
+                    return Ok(());
+                }
+                if start.elapsed() >= window {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        self.poll_once(events, IDLE)
+    }
+
+    /// One poll; an interrupted one counts as one that found nothing.
+    fn poll_once(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
+        match self.poll.poll(events, Some(timeout)) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {
+                events.clear();
+                Ok(())
+            }
+            outcome => outcome,
+        }
     }
 
     /// Serves the connections in `ready`: every command they sent, then one durability wait,

@@ -46,6 +46,7 @@ pub struct Options {
     pub max_clients: usize,
     pub max_bulk: usize,
     pub threads: usize,
+    pub poll_spin: Duration,
     /// Run with no other test's server alive (for memory measurements).
     pub exclusive: bool,
 }
@@ -57,6 +58,7 @@ impl Default for Options {
             max_clients: 10_000,
             max_bulk: 512 << 20,
             threads: 2,
+            poll_spin: Duration::from_micros(50),
             exclusive: false,
         }
     }
@@ -96,6 +98,7 @@ impl TestServer {
             max_clients: options.max_clients,
             max_bulk: options.max_bulk,
             threads: options.threads,
+            poll_spin: options.poll_spin,
             durability: format!("{} (test)", options.mode),
             durable_replies: durable,
             recovery: Duration::ZERO,

@@ -448,7 +448,11 @@ mod tests {
 
     /// Live bytes as `used` must count them: header, slots, and each entry's key and value.
     fn live_bytes(model: &BTreeMap<Vec<u8>, Vec<u8>>) -> usize {
-        NODE_HEADER + model.iter().map(|(k, v)| entry_size(k.len(), v.len())).sum::<usize>()
+        NODE_HEADER
+            + model
+                .iter()
+                .map(|(k, v)| entry_size(k.len(), v.len()))
+                .sum::<usize>()
     }
 
     proptest! {
