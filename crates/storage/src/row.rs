@@ -158,14 +158,33 @@ fn chars_beyond(s: &str, n: u32) -> Option<usize> {
 
 /// `s` without trailing spaces, padded with spaces to `n` characters (`s` must fit).
 pub(crate) fn pad_char(s: &str, n: u32) -> String {
+    const SPACES: &str = "                                                                ";
     let trimmed = s.trim_end_matches(' ');
-    let len = trimmed.chars().count();
-    let mut out = String::with_capacity(trimmed.len() + (n as usize).saturating_sub(len));
+    let mut pad = (n as usize).saturating_sub(char_len(trimmed));
+    let mut out = String::with_capacity(trimmed.len() + pad);
     out.push_str(trimmed);
-    for _ in len..n as usize {
-        out.push(' ');
+    while pad > 0 {
+        let run = pad.min(SPACES.len());
+        out.push_str(&SPACES[..run]);
+        pad -= run;
     }
     out
+}
+
+/// Whether `s` is already what [`pad_char`] would make of it for CHAR(`n`): exactly `n`
+/// characters (trailing spaces are the padding).
+fn is_padded(s: &str, n: u32) -> bool {
+    char_len(s) == n as usize
+}
+
+/// The length of `s` in characters; for ASCII, its length in bytes (checked at memory
+/// speed, where counting characters walks them one by one).
+fn char_len(s: &str) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().count()
+    }
 }
 
 impl From<i64> for Value {
@@ -257,7 +276,8 @@ impl Schema {
     }
 
     /// [`Schema::check_row`] without copying the row when no value needs normalizing (only
-    /// CHAR values are padded): the common case, and rows can be kilobytes.
+    /// a CHAR value not yet padded to its length): the common case — a row read, changed
+    /// and written back holds its CHAR values padded already — and rows can be kilobytes.
     pub fn checked_row<'r>(
         &self,
         row: &'r [Value],
@@ -266,7 +286,10 @@ impl Schema {
         let mut needs_padding = false;
         for (column, value) in self.columns().iter().zip(row) {
             value.check(column)?;
-            needs_padding |= matches!(column.ty, ColumnType::Char(_));
+            needs_padding |= match (column.ty, value) {
+                (ColumnType::Char(n), Value::Text(s)) => !is_padded(s, n),
+                _ => false,
+            };
         }
         if needs_padding {
             return self.check_row(row).map(std::borrow::Cow::Owned);

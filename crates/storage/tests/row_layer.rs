@@ -325,6 +325,68 @@ fn char_keys_compare_with_pad_space() {
     assert!(key("ab") < key("b"));
 }
 
+/// A CHAR value with exactly its length in characters is stored as it is (the row is
+/// borrowed, not copied); anything else is padded or trimmed to that length, ASCII or not.
+#[test]
+fn char_values_are_padded_only_when_they_need_it() {
+    let schema = Schema::new(
+        vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("c", ColumnType::Char(4)),
+        ],
+        vec![0],
+        vec![],
+    )
+    .expect("valid");
+    let cases = [
+        ("ab  ", "ab  ", true),
+        ("abcd", "abcd", true),
+        ("éééé", "éééé", true),
+        ("é   ", "é   ", true),
+        ("ab", "ab  ", false),
+        ("é", "é   ", false),
+        ("ab      ", "ab  ", false),
+        ("", "    ", false),
+    ];
+    for (given, stored, borrowed) in cases {
+        let row = [Value::Int(1), Value::from(given)];
+        let checked = schema.checked_row(&row).expect("fits");
+        assert_eq!(checked[1], Value::from(stored), "{given:?}");
+        assert_eq!(
+            matches!(checked, std::borrow::Cow::Borrowed(_)),
+            borrowed,
+            "{given:?}"
+        );
+        assert_eq!(
+            checked.as_ref(),
+            schema.check_row(&row).expect("fits").as_slice()
+        );
+    }
+}
+
+proptest! {
+    /// `checked_row` agrees with `check_row` (which always normalizes) on CHAR values of
+    /// spaces, ASCII and multi-byte characters.
+    #[test]
+    fn checked_row_normalizes_like_check_row(
+        text in prop::collection::vec(prop::sample::select(vec!['a', ' ', 'é', '中']), 0..9)
+    ) {
+        let schema = Schema::new(
+            vec![Column::new("id", ColumnType::Int64), Column::new("c", ColumnType::Char(5))],
+            vec![0],
+            vec![],
+        )
+        .expect("valid");
+        let text: String = text.into_iter().collect();
+        let row = [Value::Int(1), Value::from(text.as_str())];
+        match (schema.checked_row(&row), schema.check_row(&row)) {
+            (Ok(checked), Ok(normal)) => prop_assert_eq!(checked.as_ref(), normal.as_slice()),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "checked_row {:?} but check_row {:?}", a, b),
+        }
+    }
+}
+
 #[test]
 fn malformed_rows_are_refused_with_reasons() {
     let columns = [
