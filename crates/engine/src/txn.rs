@@ -827,11 +827,12 @@ impl<'db> Transaction<'db> {
         pk: Vec<u8>,
         columns: &[usize],
     ) -> Result<Option<Vec<Value>>> {
-        let row = self.read_stored_row(tree, pk, |pk, value| Ok(schema.decode_row(pk, value)?))?;
-        let Some(row) = row else {
+        let values = self.read_stored_row(tree, pk, |pk, value| {
+            Ok(schema.decode_columns(pk, value, columns)?)
+        })?;
+        let Some(values) = values else {
             return Ok(None);
         };
-        let values = project(&row, columns);
         let read = self
             .reads
             .last_mut()
@@ -1061,11 +1062,12 @@ impl<'db> Transaction<'db> {
         let Some(columns) = &read.columns else {
             return Ok(false);
         };
-        let row = self.tables[read.tree.table]
-            .state()
-            .schema
-            .decode_row(&read.key, value)?;
-        Ok(project(&row, &columns.columns) == columns.values)
+        let now = self.tables[read.tree.table].state().schema.decode_columns(
+            &read.key,
+            value,
+            &columns.columns,
+        )?;
+        Ok(now == columns.values)
     }
 
     fn validate_scan(&self, scan: &RangeRead) -> Result<()> {

@@ -321,12 +321,43 @@ impl Schema {
     pub fn decode_row(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
         // The common case without intermediate vectors; anything wrong is decoded again by
         // the plain path below, so that errors are exactly its errors.
-        self.decode_row_directly(key, value)
+        self.decode_row_directly(key, value, |_| true)
             .or_else(|_| self.decode_row_in_parts(key, value))
     }
 
-    /// [`Schema::decode_row`] decoding straight into the row (a lookup's hot path).
-    fn decode_row_directly(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
+    /// The values of `columns` (in that order) of the row stored as (`key`, `value`):
+    /// [`Schema::decode_row`] and then those columns, without decoding the other value
+    /// columns' text (a stock row carries eleven strings; a read of its quantity needs none).
+    /// The entry's layout (lengths, NULL bitmap, trailing bytes) is still checked, the text
+    /// of the other columns is not; an error is reported as `decode_row` reports it.
+    pub fn decode_columns(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        columns: &[usize],
+    ) -> Result<Vec<Value>, RowError> {
+        let width = self.columns().len();
+        if let Some(&c) = columns.iter().find(|&&c| c >= width) {
+            return Err(RowError::Malformed(format!(
+                "column {c} asked of a row of {width} columns"
+            )));
+        }
+        let wanted = |c: usize| columns.contains(&c);
+        let row = self
+            .decode_row_directly(key, value, wanted)
+            .or_else(|_| self.decode_row_in_parts(key, value))?;
+        Ok(columns.iter().map(|&c| row[c].clone()).collect())
+    }
+
+    /// [`Schema::decode_row`] decoding straight into the row (a lookup's hot path). Value
+    /// columns that are not `wanted` are left `Null` (key columns are always decoded: they
+    /// are few and short).
+    fn decode_row_directly(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        wanted: impl Fn(usize) -> bool,
+    ) -> Result<Vec<Value>, RowError> {
         let columns = self.columns();
         let mut row = vec![Value::Null; columns.len()];
         let mut pos = 0;
@@ -348,7 +379,7 @@ impl Schema {
         decode_fields_into(
             value_columns.len(),
             |i| &columns[value_columns[i]],
-            |i| value_columns[i],
+            |i| Some(value_columns[i]).filter(|&c| wanted(c)),
             value,
             &mut row,
         )?;
@@ -428,16 +459,18 @@ pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, 
 /// Decodes bytes in the row value format for `columns`; never panics.
 pub fn decode_fields(columns: &[&Column], bytes: &[u8]) -> Result<Vec<Value>, RowError> {
     let mut values = vec![Value::Null; columns.len()];
-    decode_fields_into(columns.len(), |i| columns[i], |i| i, bytes, &mut values)?;
+    decode_fields_into(columns.len(), |i| columns[i], Some, bytes, &mut values)?;
     Ok(values)
 }
 
 /// [`decode_fields`] for the `n` columns `column(0..n)`, storing the value of column `i` in
-/// `out[place(i)]` (which must be `Null`), so that a whole row is decoded without copies.
+/// `out[place(i)]` (which must be `Null`), so that a whole row is decoded without copies. A
+/// column whose `place` is `None` is not wanted: its bytes are walked over (the format is
+/// still checked) but not decoded, validated as text or stored.
 fn decode_fields_into<'c>(
     n: usize,
     column: impl Fn(usize) -> &'c Column,
-    place: impl Fn(usize) -> usize,
+    place: impl Fn(usize) -> Option<usize>,
     bytes: &[u8],
     out: &mut [Value],
 ) -> Result<(), RowError> {
@@ -468,13 +501,16 @@ fn decode_fields_into<'c>(
             }
             continue;
         }
-        out[place(i)] = match column.ty {
+        let value = match column.ty {
             ColumnType::Int32 => Value::Int(i64::from(i32::from_le_bytes(reader.array()?))),
             ColumnType::Int64 => Value::Int(i64::from_le_bytes(reader.array()?)),
             ColumnType::Decimal { .. } => Value::Decimal(i64::from_le_bytes(reader.array()?)),
             ColumnType::Timestamp => Value::Timestamp(i64::from_le_bytes(reader.array()?)),
             ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::Bytes(_) => continue,
         };
+        if let Some(at) = place(i) {
+            out[at] = value;
+        }
     }
     for i in 0..n {
         let column = column(i);
@@ -483,7 +519,10 @@ fn decode_fields_into<'c>(
         }
         let len = reader.varint()? as usize;
         let raw = reader.take(len)?;
-        out[place(i)] =
+        let Some(at) = place(i) else {
+            continue;
+        };
+        out[at] =
             match column.ty {
                 ColumnType::Bytes(_) => Value::Bytes(raw.to_vec()),
                 ColumnType::Char(n) => {
@@ -507,9 +546,11 @@ fn decode_fields_into<'c>(
         )));
     }
     for i in 0..n {
-        out[place(i)]
-            .check(column(i))
-            .map_err(|e| malformed(format!("decoded value does not fit: {e}")))?;
+        if let Some(at) = place(i) {
+            out[at]
+                .check(column(i))
+                .map_err(|e| malformed(format!("decoded value does not fit: {e}")))?;
+        }
     }
     Ok(())
 }

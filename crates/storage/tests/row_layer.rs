@@ -154,6 +154,25 @@ proptest! {
         prop_assert_eq!(schema.encode_row(&back).expect("valid"), (key, value));
     }
 
+    /// A projection decodes what the full decode holds in those columns, in the order asked
+    /// (repeats included), and a damaged entry fails or succeeds as the full decode of the
+    /// asked columns would tell (a layout error fails both).
+    #[test]
+    fn decode_columns_projects_decode_row(
+        row in wide_row(),
+        columns in proptest::collection::vec(0usize..11, 0..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let schema = wide_schema();
+        let (key, value) = schema.encode_row(&row).expect("valid row");
+        let full = schema.decode_row(&key, &value).expect("decodes");
+        let picked: Vec<Value> = columns.iter().map(|&c| full[c].clone()).collect();
+        prop_assert_eq!(schema.decode_columns(&key, &value, &columns).expect("decodes"), picked);
+        let short = &value[..cut.index(value.len())];
+        prop_assert!(schema.decode_columns(&key, short, &columns).is_err(), "a truncated row decoded");
+        prop_assert!(schema.decode_columns(&key, &value, &[11]).is_err(), "a column past the row");
+    }
+
     #[test]
     fn row_decoding_random_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
         let schema = wide_schema();

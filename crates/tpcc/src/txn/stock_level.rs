@@ -8,7 +8,7 @@ use rand::Rng;
 use tailstore_engine::{KeyRange, Transaction};
 use tailstore_storage::ScanDirection;
 
-use super::{must_get, narrow, Decision};
+use super::{must_get_columns, narrow, Decision};
 use crate::error::Result;
 use crate::row::{id, Fields};
 use crate::schema::{district, order_line as ol, stock, Tables};
@@ -52,8 +52,13 @@ pub fn stock_level(
     input: &StockLevelInput,
 ) -> Result<Decision<StockLevelOutput>> {
     let (w, d) = (id(input.w_id), id(input.d_id));
-    let district_row = must_get(txn, &tables.district, &[w.clone(), d.clone()])?;
-    let next = narrow(district_row.int(district::D_NEXT_O_ID)?)?;
+    let district_row = must_get_columns(
+        txn,
+        &tables.district,
+        &[w.clone(), d.clone()],
+        &[district::D_NEXT_O_ID],
+    )?;
+    let next = narrow(district_row.int(0)?)?;
     let first = next.saturating_sub(RECENT_ORDERS);
     let range = KeyRange::new(
         Bound::Included(vec![w.clone(), d.clone(), id(first)]),
@@ -71,12 +76,13 @@ pub fn stock_level(
         .collect::<Result<BTreeSet<i64>>>()?;
     let mut low_stock = 0;
     for i_id in items {
-        let s = must_get(
+        let s = must_get_columns(
             txn,
             &tables.stock,
             &[w.clone(), tailstore_storage::Value::Int(i_id)],
+            &[stock::S_QUANTITY],
         )?;
-        if s.int(stock::S_QUANTITY)? < input.threshold {
+        if s.int(0)? < input.threshold {
             low_stock += 1;
         }
     }
