@@ -254,6 +254,15 @@ impl WriteOp {
         value.map_or(WriteOp::Delete, WriteOp::Put)
     }
 
+    /// About the bytes the write adds to the commit record besides its key: a put's value
+    /// and its row version (a patch's value is known only at commit; counted as nothing).
+    fn logged_value_len(&self) -> usize {
+        match self {
+            WriteOp::Put(value) => value.len() + 8,
+            WriteOp::Patch(_) | WriteOp::Delete => 0,
+        }
+    }
+
     /// The columns the write changes (for its key lock).
     fn changes(&self) -> ColumnMask {
         match self {
@@ -262,6 +271,10 @@ impl WriteOp {
         }
     }
 }
+
+/// Bytes a redo op takes besides its key and value (tag, page id, lengths), rounded up: for
+/// reserving a commit record's buffer at once.
+const REDO_OP_BYTES: usize = 32;
 
 /// A transaction. Dropping it without [`Transaction::commit`] rolls it back.
 pub struct Transaction<'db> {
@@ -1120,7 +1133,13 @@ impl<'db> Transaction<'db> {
         }
         let version = db.next_version.fetch_add(1, Ordering::Relaxed);
         let writes: Vec<(&(u32, Vec<u8>), &Write)> = self.writes.iter().collect();
-        let mut redo = Redo::new();
+        let mut redo = wal::commit_redo();
+        redo.reserve(
+            writes
+                .iter()
+                .map(|((_, key), write)| REDO_OP_BYTES + key.len() + write.op.logged_value_len())
+                .sum(),
+        );
         let mut value_buf = Vec::new();
         let mut writers: Vec<TreeWriter<'_>> = Vec::new();
         for range in tree_runs(&writes).into_iter().rev() {
@@ -1152,9 +1171,7 @@ impl<'db> Transaction<'db> {
         let redo_lsn = db.redo_lsn.load(Ordering::SeqCst);
         self.full_page_images(&mut redo, redo_lsn)
             .map_err(|e| db.fail_stop(e))?;
-        let mut payload = Vec::new();
-        wal::commit_record(redo.bytes(), &mut payload);
-        let lsn = db.log_and_stamp(&payload, &redo)?;
+        let lsn = db.log_and_stamp(redo.bytes(), &redo)?;
         drop(append);
         // Only now may another tree reuse the pages this transaction emptied: its record,
         // which logs them as free, comes first in the log.
@@ -1202,7 +1219,9 @@ impl<'db> Transaction<'db> {
     /// is one. A crash may tear a page written after the checkpoint; redo rebuilds such a
     /// page from this image (skipping the record's earlier ops on it) instead of reading it.
     fn full_page_images(&self, redo: &mut Redo, redo_lsn: u64) -> Result<()> {
-        for id in redo.needing_image(redo_lsn) {
+        let needing = redo.needing_image(redo_lsn);
+        redo.reserve(needing.len() * tailstore_storage::PAGE_SIZE);
+        for id in needing {
             redo.image(&*self.db.pool.read(id)?);
         }
         Ok(())

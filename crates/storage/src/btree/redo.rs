@@ -138,6 +138,24 @@ impl Redo {
         }
     }
 
+    /// A recording redo buffer whose bytes start with `header` (a log record's tag, so
+    /// that [`Redo::bytes`] is the record's payload without a copy).
+    pub fn with_header(header: &[u8]) -> Redo {
+        Redo {
+            enabled: true,
+            bytes: header.to_vec(),
+            ..Redo::default()
+        }
+    }
+
+    /// Makes room for `additional` more bytes of ops at once, so that a large record is not
+    /// built by repeated reallocation (and copying) of the buffer.
+    pub fn reserve(&mut self, additional: usize) {
+        if self.enabled {
+            self.bytes.reserve(additional);
+        }
+    }
+
     /// A redo buffer that records nothing.
     pub fn disabled() -> Redo {
         Redo::default()
@@ -147,7 +165,7 @@ impl Redo {
         self.enabled
     }
 
-    /// The encoded ops so far.
+    /// The header (see [`Redo::with_header`]) and the encoded ops so far.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
