@@ -152,7 +152,7 @@ fn chars_beyond(s: &str, n: u32) -> Option<usize> {
     if s.len() <= n as usize {
         return None;
     }
-    let len = s.chars().count();
+    let len = char_len(s);
     (len > n as usize).then_some(len)
 }
 
