@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use tailstore_media::direct_io::{AlignedBuffer, DIRECT_ALIGN};
 use tailstore_media::{File, MediaError, Medium};
 
 use crate::completion::{Completions, LsnWaiters};
@@ -87,11 +88,42 @@ pub(crate) struct Shared {
 
 #[derive(Default)]
 struct HardenState {
-    /// Bytes copied out of the ring for one write.
-    scratch: Vec<u8>,
+    /// Bytes copied out of the ring for one write, aligned for direct I/O.
+    scratch: AlignedBuffer,
     /// The log file's length as last set: the file is extended ahead of the log in large
     /// steps, so that an `fdatasync` flushes data only, never a new file size.
     file_len: u64,
+}
+
+/// Writes log bytes for the background writer (`buffer`, `async`): the whole aligned blocks
+/// in the middle bypass the page cache, a partial block at either end (where the previous
+/// round stopped or this one stops) goes through it. Nothing waits for these writes, and the
+/// log is read back only by recovery and scans, so caching them buys little and costs the
+/// kernel a copy into the page cache and a writeback walk (decision 55). A block is only ever
+/// written one way or the other within a round, and the kernel keeps the two coherent.
+///
+/// `fsync` leaders write through the cache: a direct write is synchronous, and a commit
+/// would then wait for two device round trips (the write, then `fdatasync`'s) instead of one.
+fn write_around_cache(file: &dyn File, offset: u64, bytes: &[u8]) -> tailstore_media::Result<()> {
+    let align = DIRECT_ALIGN as u64;
+    let end = offset + bytes.len() as u64;
+    let middle_start = offset.next_multiple_of(align).min(end);
+    let middle_end = (end / align * align).max(middle_start);
+    let at = |lsn: u64| (lsn - offset) as usize;
+    let (head, rest) = bytes.split_at(at(middle_start));
+    let (middle, tail) = rest.split_at(at(middle_end) - head.len());
+    if !head.is_empty() {
+        file.write_at(offset, head)?;
+    }
+    if !middle.is_empty() {
+        // Aligned in memory because the caller placed the bytes at their offset within a
+        // block; were it not, the file refuses the write (`Misaligned`) and the log stops.
+        file.write_direct_at(middle_start, middle)?;
+    }
+    if !tail.is_empty() {
+        file.write_at(middle_end, tail)?;
+    }
+    Ok(())
 }
 
 /// The longest a group-commit leader waits for committers that are about to append.
@@ -390,10 +422,18 @@ impl Shared {
             file.set_len(grown).map_err(|e| self.fail_stop(e))?;
             state.file_len = grown;
         }
-        state.scratch.resize(len, 0);
-        self.ring.read(from, &mut state.scratch);
-        file.write_at(from, &state.scratch)
-            .map_err(|e| self.fail_stop(e))?;
+        // The bytes sit in the scratch buffer at the offset they have within an aligned
+        // block of the file, so that whole blocks in the middle are aligned in memory too.
+        let lead = (from % DIRECT_ALIGN as u64) as usize;
+        state.scratch.resize(lead + len);
+        self.ring.read(from, &mut state.scratch.as_mut_slice()[lead..]);
+        let bytes = &state.scratch.as_slice()[lead..];
+        let written = if self.mode == CommitMode::Fsync {
+            file.write_at(from, bytes)
+        } else {
+            write_around_cache(file.as_ref(), from, bytes)
+        };
+        written.map_err(|e| self.fail_stop(e))?;
         self.counters.disk_write(len);
         file.sync_data().map_err(|e| self.fail_stop(e))?;
         self.counters.flush();

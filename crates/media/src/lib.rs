@@ -16,6 +16,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod direct_io;
 pub mod pmem;
 pub mod real;
 pub mod scaled_growth;
@@ -51,6 +52,17 @@ pub enum MediaError {
     Persist { path: String, reason: String },
     #[error("{0} is in use by another process (it holds the file's lock)")]
     Locked(String),
+    #[error(
+        "direct write to {path} is not aligned to {align} bytes (offset {offset}, {len} bytes, \
+         buffer at {address:#x})",
+        align = direct_io::DIRECT_ALIGN
+    )]
+    Misaligned {
+        path: String,
+        offset: u64,
+        len: usize,
+        address: usize,
+    },
     #[error("simulated power cut: the medium is gone")]
     PowerCut,
     #[error("injected fault: {0}")]
@@ -130,6 +142,11 @@ pub trait File: Send + Sync {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
     /// Writes all of `data` at `offset`, extending the file if needed.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// [`File::write_at`], bypassing the operating system's page cache where the file system
+    /// allows it (`O_DIRECT`; see [`direct_io`]). `offset`, `data.len()` and `data`'s address
+    /// must be multiples of [`direct_io::DIRECT_ALIGN`] ([`MediaError::Misaligned`]
+    /// otherwise). Same durability contract: durable once a later `sync_data` returns.
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()>;
     /// `fdatasync`: makes every completed write durable.
     fn sync_data(&self) -> Result<()>;
     /// Current length in bytes.

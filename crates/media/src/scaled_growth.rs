@@ -36,6 +36,10 @@ impl File for ScaledFile {
         self.0.write_at(offset, data)
     }
 
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.0.write_direct_at(offset, data)
+    }
+
     fn sync_data(&self) -> Result<()> {
         self.0.sync_data()
     }

@@ -41,6 +41,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::direct_io::check_direct_aligned;
 use crate::{cache_lines, File, FlushKind, MediaError, Medium, OpenMode, Region, Result, Storage};
 
 /// Size of the unit a file survives a power cut in: a whole sector or nothing of it.
@@ -291,6 +292,8 @@ struct State {
     dead: bool,
 
     writes_seen: u64,
+    /// Writes through [`File::write_direct_at`].
+    direct_writes: u64,
     fail_write_at: Option<u64>,
     syncs_seen: u64,
     fail_sync_at: Option<u64>,
@@ -442,6 +445,12 @@ impl SimStorage {
     /// hit a crash point and those after it are not counted).
     pub fn ops_done(&self) -> u64 {
         self.shared.lock().ops_done
+    }
+
+    /// How many writes went through [`File::write_direct_at`] (tests check that a writer
+    /// that should bypass the page cache does).
+    pub fn direct_writes(&self) -> u64 {
+        self.shared.lock().direct_writes
     }
 
     /// Makes the `n`-th [`File::write_at`] call from now (1-based) fail with
@@ -624,6 +633,31 @@ pub struct SimFile {
     display: String,
 }
 
+impl SimFile {
+    /// A write (direct or not: the simulated medium has no page cache; both keep the same
+    /// durability contract).
+    fn write(&self, offset: u64, data: &[u8], direct: bool) -> Result<()> {
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        state.writes_seen += 1;
+        if state.fail_write_at == Some(state.writes_seen) {
+            state.fail_write_at = None;
+            return Err(MediaError::Injected("write"));
+        }
+        state.direct_writes += u64::from(direct);
+        let file = state.file_mut(&self.path)?;
+        let start = offset as usize;
+        let end = start + data.len();
+        if file.current.len() < end {
+            file.current.resize(end, 0);
+        }
+        file.current[start..end].copy_from_slice(data);
+        Ok(())
+    }
+}
+
 impl File for SimFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let mut state = self.shared.lock();
@@ -639,23 +673,12 @@ impl File for SimFile {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        let mut state = self.shared.lock();
-        if !state.tick() {
-            return Err(MediaError::PowerCut);
-        }
-        state.writes_seen += 1;
-        if state.fail_write_at == Some(state.writes_seen) {
-            state.fail_write_at = None;
-            return Err(MediaError::Injected("write"));
-        }
-        let file = state.file_mut(&self.path)?;
-        let start = offset as usize;
-        let end = start + data.len();
-        if file.current.len() < end {
-            file.current.resize(end, 0);
-        }
-        file.current[start..end].copy_from_slice(data);
-        Ok(())
+        self.write(offset, data, false)
+    }
+
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        check_direct_aligned(&self.display, offset, data)?;
+        self.write(offset, data, true)
     }
 
     fn sync_data(&self) -> Result<()> {
@@ -1039,6 +1062,41 @@ mod tests {
             let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
             assert_eq!(bytes.len(), 612);
             assert_eq!(&bytes[512..], &[2; 100]);
+        }
+    }
+
+    /// A direct write keeps the durability contract of a buffered one (lost or kept by a
+    /// power cut until synced, kept after), is counted, and is refused when misaligned, as
+    /// the kernel refuses it, so that tests of a direct writer catch a misaligned write.
+    #[test]
+    fn direct_writes_are_checked_counted_and_synced_like_writes() {
+        use crate::direct_io::{AlignedBuffer, DIRECT_ALIGN};
+        let storage = SimStorage::new();
+        let f = file(&storage, "/data/f");
+        let mut block = AlignedBuffer::new();
+        block.resize(DIRECT_ALIGN);
+        block.as_mut_slice().fill(3);
+        assert!(matches!(
+            f.write_direct_at(8, block.as_slice()),
+            Err(MediaError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            f.write_direct_at(0, &block.as_slice()[..512]),
+            Err(MediaError::Misaligned { .. })
+        ));
+        assert_eq!(storage.direct_writes(), 0);
+        f.write_direct_at(DIRECT_ALIGN as u64, block.as_slice())
+            .unwrap();
+        assert_eq!(storage.direct_writes(), 1);
+        let lost = (0..SEEDS).any(|seed| {
+            let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
+            bytes.len() < 2 * DIRECT_ALIGN || bytes[DIRECT_ALIGN..] != *block.as_slice()
+        });
+        assert!(lost, "an unsynced direct write must be losable");
+        f.sync_data().unwrap();
+        for seed in 0..SEEDS {
+            let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
+            assert_eq!(&bytes[DIRECT_ALIGN..], block.as_slice());
         }
     }
 
