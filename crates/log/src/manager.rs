@@ -426,7 +426,8 @@ impl Shared {
         // block of the file, so that whole blocks in the middle are aligned in memory too.
         let lead = (from % DIRECT_ALIGN as u64) as usize;
         state.scratch.resize(lead + len);
-        self.ring.read(from, &mut state.scratch.as_mut_slice()[lead..]);
+        self.ring
+            .read(from, &mut state.scratch.as_mut_slice()[lead..]);
         let bytes = &state.scratch.as_slice()[lead..];
         let written = if self.mode == CommitMode::Fsync {
             file.write_at(from, bytes)

@@ -19,10 +19,9 @@ pub const DIRECT_ALIGN: usize = 4096;
 
 /// Whether a write of `data` at `offset` meets [`DIRECT_ALIGN`].
 pub fn is_direct_aligned(offset: u64, data: &[u8]) -> bool {
-    let align = DIRECT_ALIGN as u64;
-    offset % align == 0
-        && data.len() as u64 % align == 0
-        && (data.as_ptr() as usize) % DIRECT_ALIGN == 0
+    offset.is_multiple_of(DIRECT_ALIGN as u64)
+        && data.len().is_multiple_of(DIRECT_ALIGN)
+        && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
 }
 
 /// The error for a direct write that does not meet [`DIRECT_ALIGN`] (a caller's bug: the

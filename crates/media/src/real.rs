@@ -254,18 +254,22 @@ mod tests {
         let f = RealStorage
             .open_file(&dir.path().join("log"), OpenMode::CreateIfMissing)
             .expect("create");
-        f.write_at(0, &vec![7u8; 3 * DIRECT_ALIGN]).expect("buffered write");
+        f.write_at(0, &vec![7u8; 3 * DIRECT_ALIGN])
+            .expect("buffered write");
         let mut block = AlignedBuffer::new();
         block.resize(2 * DIRECT_ALIGN);
         block.as_mut_slice().fill(9);
         f.write_direct_at(DIRECT_ALIGN as u64, block.as_slice())
             .expect("direct write");
-        f.write_at(2 * DIRECT_ALIGN as u64 + 1, b"xy").expect("buffered over direct");
+        f.write_at(2 * DIRECT_ALIGN as u64 + 1, b"xy")
+            .expect("buffered over direct");
         f.sync_data().expect("sync");
         let mut back = vec![0u8; 3 * DIRECT_ALIGN];
         assert!(f.read_exact_at(0, &mut back).expect("read"));
         assert!(back[..DIRECT_ALIGN].iter().all(|&b| b == 7));
-        assert!(back[DIRECT_ALIGN..2 * DIRECT_ALIGN + 1].iter().all(|&b| b == 9));
+        assert!(back[DIRECT_ALIGN..2 * DIRECT_ALIGN + 1]
+            .iter()
+            .all(|&b| b == 9));
         assert_eq!(&back[2 * DIRECT_ALIGN + 1..2 * DIRECT_ALIGN + 3], b"xy");
         assert!(back[2 * DIRECT_ALIGN + 3..].iter().all(|&b| b == 9));
         let err = f
