@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 use tailstore_storage::btree::MAX_ENTRY;
-use tailstore_storage::{BTree, BufferPool, ScanDirection, StorageError};
+use tailstore_storage::{BTree, BufferPool, Redo, ScanDirection, StorageError};
 
 const DATA: &str = "/db/data";
 
@@ -107,16 +107,31 @@ fn as_bound(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     bound.as_ref().map(|k| k.as_slice())
 }
 
-fn run_against_model(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
+/// Runs `ops` against a tree and a model. Changes and point reads go through one
+/// [`tailstore_storage::btree::TreeWriter`] for up to `per_writer` operations at a time (a range scan ends
+/// the writer's turn: it needs the latch the writer holds), so a writer's later changes start
+/// at the leaf an earlier one reached.
+fn run_against_model(ops: &[Op], capacity: usize, per_writer: usize) -> Result<(), TestCaseError> {
     let storage = SimStorage::new();
     let pool = pool(&storage, capacity);
     let tree = BTree::create(Arc::clone(&pool)).expect("create");
     let mut model = Model::new();
+    let mut redo = Redo::disabled();
+    let mut writer = None;
+    let mut turn = 0;
     for (step, op) in ops.iter().enumerate() {
-        match op {
-            Op::Insert(key, len) => {
+        if matches!(op, Op::Range(..)) || turn == per_writer {
+            writer = None;
+            turn = 0;
+        }
+        if !matches!(op, Op::Range(..)) && writer.is_none() {
+            writer = Some(tree.writer().expect("writer"));
+        }
+        turn += 1;
+        match (op, &writer) {
+            (Op::Insert(key, len), Some(w)) => {
                 let value = value_for(key, *len, step);
-                let result = tree.insert(key, &value);
+                let result = w.insert(key, &value, &mut redo);
                 if model.contains_key(key) {
                     prop_assert!(matches!(result, Err(StorageError::DuplicateKey)));
                 } else {
@@ -124,9 +139,9 @@ fn run_against_model(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
                     model.insert(key.clone(), value);
                 }
             }
-            Op::Update(key, len) => {
+            (Op::Update(key, len), Some(w)) => {
                 let value = value_for(key, *len, step);
-                let result = tree.update(key, &value);
+                let result = w.update(key, &value, &mut redo);
                 if let Some(slot) = model.get_mut(key) {
                     prop_assert!(result.is_ok(), "update: {result:?}");
                     *slot = value;
@@ -134,14 +149,14 @@ fn run_against_model(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
                     prop_assert!(matches!(result, Err(StorageError::KeyNotFound)));
                 }
             }
-            Op::Delete(key) => {
-                let found = tree.delete(key).expect("delete");
+            (Op::Delete(key), Some(w)) => {
+                let found = w.delete(key, &mut redo).expect("delete");
                 prop_assert_eq!(found, model.remove(key).is_some());
             }
-            Op::Get(key) => {
-                prop_assert_eq!(tree.get(key).expect("get"), model.get(key).cloned());
+            (Op::Get(key), Some(w)) => {
+                prop_assert_eq!(w.get(key).expect("get"), model.get(key).cloned());
             }
-            Op::Range(lower, upper, descending, limit) => {
+            (Op::Range(lower, upper, descending, limit), None) => {
                 let direction = if *descending {
                     ScanDirection::Descending
                 } else {
@@ -152,8 +167,10 @@ fn run_against_model(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
                 let want = model_range(&model, lower, upper, direction, *limit);
                 prop_assert_eq!(got, want);
             }
+            (op, _) => unreachable!("{op:?} without its writer state"),
         }
     }
+    drop(writer);
     let shape = tree.check().expect("invariants hold");
     prop_assert_eq!(shape.entries, model.len());
     let all = tree
@@ -179,7 +196,19 @@ proptest! {
         ops in prop::collection::vec(op(), 1..500),
         capacity in 4usize..10,
     ) {
-        run_against_model(&ops, capacity)?;
+        run_against_model(&ops, capacity, 1)?;
+    }
+
+    /// The same with one writer for up to 40 operations: a change whose key lies in the
+    /// range of the leaf the writer's last change reached starts there (and must still split,
+    /// fail with the right error, or go through the root when it does not fit).
+    #[test]
+    fn btree_matches_a_btreemap_through_long_lived_writers(
+        ops in prop::collection::vec(op(), 1..500),
+        capacity in 4usize..10,
+        per_writer in 2usize..40,
+    ) {
+        run_against_model(&ops, capacity, per_writer)?;
     }
 }
 

@@ -216,6 +216,82 @@ enum Route {
     },
 }
 
+/// The leaf a [`TreeWriter`]'s last insert or update reached, and the range of keys its
+/// ancestors route to it: `[lower, upper)`, a missing bound meaning none on that side.
+///
+/// A transaction's writes reach a tree sorted by key, and neighbours often share a leaf (the
+/// parts of one Redis value, the lines of one TPC-C order): the next change whose key lies in
+/// the range starts at that leaf instead of descending from the root again. Valid while the
+/// writer holds the tree's latch, because only the writer changes the tree, and only a split
+/// of the leaf or a delete can shrink the range or free the leaf: a leaf that split is not
+/// recorded, and a delete forgets the leaf. A change that does not fit the leaf goes through
+/// the root (and may split there).
+#[derive(Default)]
+struct LeafRange {
+    leaf: Option<PageId>,
+    lower: Fence,
+    upper: Fence,
+}
+
+/// One bound of a [`LeafRange`]; the key buffer is reused from descent to descent.
+#[derive(Default)]
+struct Fence {
+    set: bool,
+    key: Vec<u8>,
+}
+
+impl Fence {
+    fn set_to(&mut self, key: &[u8]) {
+        self.set = true;
+        self.key.clear();
+        self.key.extend_from_slice(key);
+    }
+}
+
+impl LeafRange {
+    /// The recorded leaf, if `key` lies in its range.
+    fn leaf_for(&self, key: &[u8]) -> Option<PageId> {
+        let above_lower = !self.lower.set || self.lower.key.as_slice() <= key;
+        let below_upper = !self.upper.set || key < self.upper.key.as_slice();
+        self.leaf.filter(|_| above_lower && below_upper)
+    }
+
+    /// Starts a descent from the root: no leaf, no bounds.
+    fn forget(&mut self) {
+        self.leaf = None;
+        self.lower.set = false;
+        self.upper.set = false;
+    }
+
+    /// The descent goes to child `at` of inner node `p`: the child holds `[key[at-1],
+    /// key[at])`. Separators deeper down lie inside their ancestors' ranges, so the last
+    /// bound set on each side is the tightest.
+    fn narrow(&mut self, p: &[u8], at: usize) {
+        if at > 0 {
+            self.lower.set_to(node::key(p, at - 1));
+        }
+        if at < node::count(p) {
+            self.upper.set_to(node::key(p, at));
+        }
+    }
+
+    fn reached(&mut self, leaf: PageId) {
+        self.leaf = Some(leaf);
+    }
+}
+
+/// The slot a change of `key` takes in its leaf, given where a search found or would put it,
+/// and whether it replaces an entry; the errors of an insert of a present key and of an
+/// update of an absent one.
+fn leaf_position(slot: std::result::Result<usize, usize>, mode: Mode) -> Result<(usize, bool)> {
+    match (slot, mode) {
+        (Ok(_), Mode::Insert) => Err(StorageError::DuplicateKey),
+        (Err(_), Mode::Update) => Err(StorageError::KeyNotFound),
+        (Ok(at), Mode::Update | Mode::Put) => Ok((at, true)),
+        (Err(at), Mode::Insert | Mode::Put) => Ok((at, false)),
+    }
+}
+
 /// Shape of a tree, as found by [`BTree::check`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TreeShape {
@@ -468,6 +544,7 @@ impl BTree {
         Ok(TreeWriter {
             tree: self,
             _latch: latch,
+            last: RefCell::new(LeafRange::default()),
         })
     }
 
@@ -551,11 +628,51 @@ impl BTree {
     }
 
     /// Caller holds the write latch.
-    fn modify(&self, key: &[u8], value: &[u8], mode: Mode, redo: &mut Redo) -> Result<()> {
+    /// Inserts or updates `key`, starting at the leaf of `last` when `key` lies in its range
+    /// (see [`LeafRange`]) and the change fits there; otherwise from the root, recording the
+    /// leaf it reaches in `last`.
+    fn modify(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        mode: Mode,
+        redo: &mut Redo,
+        last: &mut LeafRange,
+    ) -> Result<()> {
         check_entry(key, value)?;
+        if let Some(leaf) = last.leaf_for(key) {
+            if self.modify_leaf_without_split(leaf, key, value, mode, redo)? {
+                return Ok(());
+            }
+        }
+        last.forget();
         // The root absorbs its own split (see `split`), so nothing comes back up.
-        self.modify_in(self.root, key, value, mode, redo)
+        self.modify_in(self.root, key, value, mode, redo, last)
             .map(|_| ())
+    }
+
+    /// Changes leaf `id`, which holds `key`'s range, if the change fits without a split;
+    /// `false` (nothing changed) if it does not.
+    fn modify_leaf_without_split(
+        &self,
+        id: PageId,
+        key: &[u8],
+        value: &[u8],
+        mode: Mode,
+        redo: &mut Redo,
+    ) -> Result<bool> {
+        let mut page = self.write_page(id, redo)?;
+        assert_eq!(
+            kind_of(&page, id)?,
+            PageKind::BTreeLeaf,
+            "a writer's last leaf stays a leaf while the writer holds the tree"
+        );
+        leaf_position(node::search(page.payload(), key), mode)?;
+        if !node::upsert(page.payload_mut(), key, value) {
+            return Ok(false);
+        }
+        redo.put(id, key, value);
+        Ok(true)
     }
 
     /// Page `id` for a change: write-latched, and with `redo` enabled marked unlogged (not
@@ -581,12 +698,22 @@ impl BTree {
         value: &[u8],
         mode: Mode,
         redo: &mut Redo,
+        last: &mut LeafRange,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
-        let (at, child) = match self.route(id, key)? {
+        let (at, child) = match self.route(id, key, Some(last))? {
             Route::Inner { at, child } => (at, child),
-            Route::Leaf { slot } => return self.modify_leaf(id, slot, key, value, mode, redo),
+            Route::Leaf { slot } => {
+                let split = self.modify_leaf(id, slot, key, value, mode, redo)?;
+                // A leaf that split no longer holds all of the range its parent gave it, and
+                // a root leaf that split became an inner node (returning no split: the root
+                // absorbs its own), so neither is recorded.
+                if split.is_none() && id != self.root {
+                    last.reached(id);
+                }
+                return Ok(split);
+            }
         };
-        let Some((separator, right)) = self.modify_in(child, key, value, mode, redo)? else {
+        let Some((separator, right)) = self.modify_in(child, key, value, mode, redo, last)? else {
             return Ok(None);
         };
         // The child has split: failing now would orphan `right` (see `BTree::broken`).
@@ -637,12 +764,7 @@ impl BTree {
         mode: Mode,
         redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
-        let (at, replaced) = match (slot, mode) {
-            (Ok(_), Mode::Insert) => return Err(StorageError::DuplicateKey),
-            (Err(_), Mode::Update) => return Err(StorageError::KeyNotFound),
-            (Ok(at), Mode::Update | Mode::Put) => (at, true),
-            (Err(at), Mode::Insert | Mode::Put) => (at, false),
-        };
+        let (at, replaced) = leaf_position(slot, mode)?;
         let mut page = self.write_page(id, redo)?;
         if node::upsert(page.payload_mut(), key, value) {
             redo.put(id, key, value);
@@ -784,12 +906,17 @@ impl BTree {
 
     /// Where `key` leads in node `id`, found under a shared latch (so that an operation that
     /// turns out to change nothing does not dirty the page).
-    fn route(&self, id: PageId, key: &[u8]) -> Result<Route> {
+    /// Where `key` goes in node `id`; at an inner node, narrows `range` (when given) to the
+    /// chosen child's keys.
+    fn route(&self, id: PageId, key: &[u8], range: Option<&mut LeafRange>) -> Result<Route> {
         let page = self.pool.read(id)?;
         let p = page.payload();
         Ok(match kind_of(&page, id)? {
             PageKind::BTreeInner => {
                 let at = node::child_index(p, key);
+                if let Some(range) = range {
+                    range.narrow(p, at);
+                }
                 Route::Inner {
                     at,
                     child: node::child(p, at),
@@ -802,7 +929,7 @@ impl BTree {
     }
 
     fn delete_from(&self, id: PageId, key: &[u8], redo: &mut Redo) -> Result<bool> {
-        let (at, child) = match self.route(id, key)? {
+        let (at, child) = match self.route(id, key, None)? {
             Route::Inner { at, child } => (at, child),
             Route::Leaf { slot: Err(_) } => return Ok(false),
             Route::Leaf { slot: Ok(at) } => {
@@ -1046,6 +1173,8 @@ fn mark(page: &mut PageWriteGuard<'_>, id: PageId, redo: &mut Redo) {
 pub struct TreeWriter<'t> {
     tree: &'t BTree,
     _latch: RwLockWriteGuard<'t, ()>,
+    /// The leaf the last insert or update reached (see [`LeafRange`]).
+    last: RefCell<LeafRange>,
 }
 
 impl Drop for TreeWriter<'_> {
@@ -1058,21 +1187,26 @@ impl Drop for TreeWriter<'_> {
 impl TreeWriter<'_> {
     /// Adds `key`; fails with [`StorageError::DuplicateKey`] if it is present.
     pub fn insert(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
-        self.tree.modify(key, value, Mode::Insert, redo)
+        self.tree
+            .modify(key, value, Mode::Insert, redo, &mut self.last.borrow_mut())
     }
 
     /// Replaces the value of `key`; fails with [`StorageError::KeyNotFound`] if it is absent.
     pub fn update(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
-        self.tree.modify(key, value, Mode::Update, redo)
+        self.tree
+            .modify(key, value, Mode::Update, redo, &mut self.last.borrow_mut())
     }
 
     /// Inserts `key` or replaces its value.
     pub fn put(&self, key: &[u8], value: &[u8], redo: &mut Redo) -> Result<()> {
-        self.tree.modify(key, value, Mode::Put, redo)
+        self.tree
+            .modify(key, value, Mode::Put, redo, &mut self.last.borrow_mut())
     }
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8], redo: &mut Redo) -> Result<bool> {
+        // A delete may empty and free a leaf, or collapse the root.
+        self.last.borrow_mut().forget();
         let tree = self.tree;
         let found = tree.delete_from(tree.root, key, redo)?;
         if found {
