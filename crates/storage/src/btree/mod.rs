@@ -661,13 +661,15 @@ impl BTree {
         mode: Mode,
         redo: &mut Redo,
     ) -> Result<bool> {
-        let mut page = self.write_page(id, redo)?;
+        let mut page = self.pool.write(id)?;
         assert_eq!(
             kind_of(&page, id)?,
             PageKind::BTreeLeaf,
             "a writer's last leaf stays a leaf while the writer holds the tree"
         );
+        // Refused before the page is marked, as `modify_leaf` refuses it.
         leaf_position(node::search(page.payload(), key), mode)?;
+        mark(&mut page, id, redo);
         if !node::upsert(page.payload_mut(), key, value) {
             return Ok(false);
         }
