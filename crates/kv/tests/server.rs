@@ -1066,6 +1066,20 @@ fn info_has_the_six_sections() {
     );
     assert!(info.contains("db0:keys=2,expires=1"), "{info}");
     assert!(info.contains("tailstore_poll_spin_us:50\r\n"), "{info}");
+    // The log's counters: the two SETs were logged; no append found the ring full.
+    let counter = |name: &str| -> u64 {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"));
+        line.split('.')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {line}"))
+    };
+    assert!(counter("tailstore_log_bytes") > 0, "{info}");
+    assert_eq!(counter("tailstore_log_ring_full_waits"), 0, "{info}");
+    assert_eq!(counter("tailstore_log_ring_full_wait_ms"), 0, "{info}");
     let server_only: String = q(&mut c, &["INFO", "server"]);
     assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
     assert!(!server_only.contains("# Clients"), "{server_only}");

@@ -91,6 +91,17 @@ fn persistence(shared: &Shared) -> String {
         ("tailstore_checkpoints", stats.checkpoints.to_string()),
         ("tailstore_log_commits", stats.log.commits.to_string()),
         ("tailstore_log_flushes", stats.log.flushes.to_string()),
+        ("tailstore_log_bytes", stats.log.log_bytes.to_string()),
+        // Appends that found the log's ring full (its writer behind): the log device, not
+        // the CPU, was the limit then.
+        (
+            "tailstore_log_ring_full_waits",
+            stats.log.ring_full_waits.to_string(),
+        ),
+        (
+            "tailstore_log_ring_full_wait_ms",
+            format!("{:.3}", stats.log.ring_full_wait_ns as f64 / 1e6),
+        ),
     ])
 }
 
