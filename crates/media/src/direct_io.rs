@@ -18,7 +18,7 @@ use crate::{MediaError, Result};
 pub const DIRECT_ALIGN: usize = 4096;
 
 /// Whether a write of `data` at `offset` meets [`DIRECT_ALIGN`].
-pub fn is_direct_aligned(offset: u64, data: &[u8]) -> bool {
+fn is_direct_aligned(offset: u64, data: &[u8]) -> bool {
     offset.is_multiple_of(DIRECT_ALIGN as u64)
         && data.len().is_multiple_of(DIRECT_ALIGN)
         && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
