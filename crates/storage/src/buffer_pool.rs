@@ -72,7 +72,8 @@
 //! counted per frame, on the line the latch has just written.
 //!
 //! **Frame versions.** Every time a frame's write latch is taken (to change the page, load
-//! another page into the frame, or write it back) its version, a counter in an array apart
+//! another page into the frame, or write it back when it is evicted; a checkpoint writes
+//! from a copy under the read latch) its version, a counter in an array apart
 //! from the frames, is incremented before anything changes. The version is therefore stable
 //! while a read latch is held, and a copy of a page made under the read latch, tagged with
 //! the frame and version ([`FrameVersion`]), is still the frame's exact content for as long as
@@ -160,8 +161,10 @@ struct Counters {
 struct FrameData {
     /// The page in the frame; `None` while empty or after a failed read.
     page_id: Option<PageId>,
-    /// Changed since it was last written.
-    dirty: bool,
+    /// Changed since it was last written. Set only under the write latch; cleared under
+    /// the write latch (eviction) or by the checkpoint under the read latch, which excludes
+    /// every writer, hence an atomic (see [`BufferPool::flush_all`]).
+    dirty: AtomicBool,
     /// Changed by a transaction whose log record is not appended yet, so the page LSN does
     /// not cover the change: the frame must not be written until [`BufferPool::stamp`].
     unlogged: bool,
@@ -283,7 +286,7 @@ impl BufferPool {
             .map(|_| Frame {
                 latch: RwLock::new(FrameData {
                     page_id: None,
-                    dirty: false,
+                    dirty: AtomicBool::new(false),
                     unlogged: false,
                     // Allocated when the frame first gets a page: zeroing every frame up
                     // front would make opening a large pool (a restart) cost a pass over
@@ -506,21 +509,43 @@ impl BufferPool {
     /// Writes every dirty page (after the write-ahead hook), then syncs the data file. A page
     /// changed by a transaction that has not logged yet is waited for. The calling thread
     /// must hold no guard.
+    ///
+    /// Each page is written from a sealed copy taken under the frame's *read* latch, which
+    /// it keeps until the write is done: readers go on meanwhile, and the frame's version
+    /// does not move, so the B+tree's per-thread copies of inner nodes stay valid across a
+    /// checkpoint (taking the write latch of every frame made every reader copy its inner
+    /// nodes again). Writers of the page wait for the write, as they did before; the latch
+    /// keeps an evictor out, so no one reads the page from disk before it is written.
     pub fn flush_all(&self) -> Result<()> {
         self.check_running()?;
+        let mut image = Page::zeroed();
         for index in 0..self.frames.len() {
-            loop {
-                let mut data = self.write_latch(index);
-                if !data.unlogged {
-                    self.write_back(&mut data)?;
-                    break;
-                }
-                drop(data);
-                self.check_running()?;
-                std::thread::yield_now();
-            }
+            self.flush_frame(index, &mut image)?;
         }
         self.file.sync_data().map_err(|e| self.fail_stop(e))
+    }
+
+    /// Writes frame `index`'s page if it is dirty, through `image` (see [`BufferPool::flush_all`]).
+    fn flush_frame(&self, index: usize, image: &mut Page) -> Result<()> {
+        let data = loop {
+            let data = self.frames[index].latch.read();
+            if !data.unlogged {
+                break data;
+            }
+            drop(data);
+            self.check_running()?;
+            std::thread::yield_now();
+        };
+        let Some(id) = data.page_id.filter(|_| data.dirty.load(Ordering::Relaxed)) else {
+            return Ok(());
+        };
+        self.write_ahead_of(id, &data.page)?;
+        image.copy_from(&data.page);
+        image.seal();
+        self.write_sealed(id, image)?;
+        // No writer can have changed the page since the copy: they need the write latch.
+        data.dirty.store(false, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sets the LSN of page `id`, changed under [`PageWriteGuard::mark_unlogged`], to the end
@@ -594,7 +619,7 @@ impl BufferPool {
                     // A freed page that was still cached: start from a clean image.
                     guard.page.format(id, PageKind::Free);
                 }
-                guard.dirty = true;
+                *guard.dirty.get_mut() = true;
                 return Ok(PageWriteGuard { guard, _pin: pin });
             }
         }
@@ -643,7 +668,7 @@ impl BufferPool {
                 // empty the frame (the mapping invariant); a dirty one's is mapped and intact.
                 if still_mapped.is_none() {
                     data.page_id = None;
-                    data.dirty = false;
+                    *data.dirty.get_mut() = false;
                 }
                 drop(data); // latch before pin, as guards do
                 drop(pin);
@@ -683,12 +708,12 @@ impl BufferPool {
         match filled {
             Ok(()) => {
                 data.page_id = Some(id);
-                data.dirty = fill == Fill::Fresh;
+                *data.dirty.get_mut() = fill == Fill::Fresh;
                 Ok((frame, pin))
             }
             Err(err) => {
                 data.page_id = None;
-                data.dirty = false;
+                *data.dirty.get_mut() = false;
                 // Still under the latch: no one sees the frame empty yet mapped.
                 self.unmap(id, frame);
                 drop(data);
@@ -755,7 +780,7 @@ impl BufferPool {
                 continue; // pinned since we looked: requested again
             }
             let pin = self.pin(index);
-            let still_mapped = if data.dirty {
+            let still_mapped = if data.dirty.load(Ordering::Relaxed) {
                 Some(old)
             } else {
                 shard.frames.remove(&old);
@@ -792,23 +817,36 @@ impl BufferPool {
         page.verify(id)
     }
 
-    /// Writes the frame's page if it is dirty: write-ahead hook first, then seal and write.
+    /// Writes the frame's page if it is dirty (under the write latch, for an eviction):
+    /// write-ahead hook first, then seal and write.
     fn write_back(&self, data: &mut FrameData) -> Result<()> {
-        let Some(id) = data.page_id.filter(|_| data.dirty) else {
+        let Some(id) = data.page_id.filter(|_| *data.dirty.get_mut()) else {
             return Ok(());
         };
-        let lsn = data.page.lsn();
+        self.write_ahead_of(id, &data.page)?;
+        data.page.seal();
+        self.write_sealed(id, &data.page)?;
+        *data.dirty.get_mut() = false;
+        Ok(())
+    }
+
+    /// The write-ahead rule for page `id`: returns once the log is durable up to the page's
+    /// LSN.
+    fn write_ahead_of(&self, id: PageId, page: &Page) -> Result<()> {
+        let lsn = page.lsn();
         (self.write_ahead)(lsn).map_err(|source| StorageError::WriteAhead {
             page_id: id,
             lsn,
             source,
-        })?;
-        data.page.seal();
+        })
+    }
+
+    /// Writes the sealed image of page `id` to its place in the data file.
+    fn write_sealed(&self, id: PageId, page: &Page) -> Result<()> {
         self.file
-            .write_at(id.offset(), data.page.bytes())
+            .write_at(id.offset(), page.bytes())
             .map_err(|e| self.fail_stop(e))?;
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
-        data.dirty = false;
         Ok(())
     }
 }

@@ -424,7 +424,49 @@ fn allocate_with_pattern_result(pool: &BufferPool, count: u64) -> Result<(), Sto
 /// page's counter go back (no stale image read from disk), and at the end, read through a
 /// fresh pool after `flush_all`, every counter equals the increments made to its page.
 #[test]
+fn a_checkpoint_writes_dirty_pages_without_moving_frame_versions() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 8);
+    let ids = allocate_with_pattern(&pool, 4);
+    let versions: Vec<_> = ids
+        .iter()
+        .map(|&id| pool.read(id).expect("read").frame_version())
+        .collect();
+    pool.flush_all().expect("flush");
+    assert_eq!(pool.stats().pages_written, 4);
+    for version in versions {
+        // Readers' copies of these pages stay valid across the checkpoint.
+        assert!(pool.is_unchanged(version));
+    }
+    pool.flush_all().expect("flush");
+    assert_eq!(
+        pool.stats().pages_written,
+        4,
+        "clean pages are not written again"
+    );
+    let fresh = BufferPool::new(data_file(&storage), 8, no_hook()).expect("pool");
+    for &id in &ids {
+        assert_eq!(
+            &fresh.read(id).expect("read").payload()[..64],
+            &pattern(id.0)[..]
+        );
+    }
+}
+
+#[test]
 fn stress_random_reads_and_writes_race_evictions_and_lose_no_increment() {
+    stress_random_reads_and_writes(false);
+}
+
+#[test]
+fn stress_random_reads_and_writes_race_checkpoints_and_lose_no_increment() {
+    stress_random_reads_and_writes(true);
+}
+
+/// Threads increment counters in random pages of a pool 8x too small and read them back;
+/// with `checkpoints`, another thread runs `flush_all` all the while. The file must end
+/// with every increment.
+fn stress_random_reads_and_writes(checkpoints: bool) {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     const THREADS: u64 = 4;
@@ -439,7 +481,18 @@ fn stress_random_reads_and_writes_race_evictions_and_lose_no_increment() {
     let pool = pool(&storage, FRAMES);
     let ids = allocate_with_pattern(&pool, PAGES as u64);
     pool.flush_all().expect("flush"); // from now on a stale image of every page is on disk
+    let running = std::sync::atomic::AtomicBool::new(true);
     let increments: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let checkpointer = checkpoints.then(|| {
+            s.spawn(|| {
+                let mut rounds = 0u64;
+                while running.load(Ordering::Relaxed) {
+                    pool.flush_all().expect("checkpoint");
+                    rounds += 1;
+                }
+                rounds
+            })
+        });
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (pool, ids) = (&pool, &ids);
@@ -470,10 +523,18 @@ fn stress_random_reads_and_writes_race_evictions_and_lose_no_increment() {
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().expect("worker"))
-            .collect()
+        // Joined before any panic is raised, so that a failing worker stops the checkpointer
+        // instead of leaving the scope waiting for it.
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        running.store(false, Ordering::Relaxed);
+        let made = joined.into_iter().map(|w| w.expect("worker")).collect();
+        if let Some(checkpointer) = checkpointer {
+            assert!(
+                checkpointer.join().expect("checkpointer") > 10,
+                "too few checkpoints"
+            );
+        }
+        made
     });
     let stats = pool.stats();
     assert!(
