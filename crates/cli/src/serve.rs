@@ -49,7 +49,10 @@ pub struct ServeArgs {
     /// Numbered databases (SELECT 0 .. N-1).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
-    /// Event-loop threads (default: one per core).
+    /// Event-loop threads (default: half the cores, at least one). Connections are dealt to
+    /// them in turn. Writes to a table are applied one at a time (each takes the table's
+    /// tree latch), so more loops than that mostly add contention for write-heavy loads,
+    /// while read-only loads gain from one loop per core: see ARCHITECTURE.md, decision 57.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Microseconds an event loop that has just served requests keeps polling for more
@@ -105,7 +108,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         listen: args.listen,
         max_clients: args.max_clients,
         max_bulk: args.max_bulk.0,
-        threads: args.threads.unwrap_or_else(cores),
+        threads: args.threads.unwrap_or_else(default_threads),
         poll_spin: Duration::from_micros(args.poll_spin),
         durability: durability.clone(),
         durable_replies: durable,
@@ -170,8 +173,10 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     config
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// Half the cores, at least one (see `ServeArgs::threads`).
+fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).max(1)
 }
 
 /// Stops the keyspace and closes the database with a checkpoint.

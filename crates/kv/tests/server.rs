@@ -2065,3 +2065,36 @@ fn large_keys_are_deleted_lazily_and_renamed_whole() {
         stored_rows(&server, "kv_garbage")
     );
 }
+
+/// Connections opened in a burst, before any of them sends a request (as redis-benchmark
+/// opens its clients), are dealt to the event loops in turn rather than all served by the
+/// loop that woke first.
+#[test]
+fn a_burst_of_connections_is_spread_over_the_event_loops() {
+    let server = TestServer::with(Options {
+        threads: 4,
+        ..Options::default()
+    });
+    let streams: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(server.address()).expect("connect"))
+        .collect();
+    let mut c = server.client();
+    let per_loop = |c: &mut redis::Connection| -> Vec<usize> {
+        let info: String = q(c, &["INFO", "clients"]);
+        let mut counts: Vec<usize> = info
+            .lines()
+            .find_map(|l| l.strip_prefix("tailstore_clients_per_loop:"))
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        // Which loop serves the 41st connection (this one) depends on where turns began.
+        counts.sort_unstable();
+        counts
+    };
+    let spread = eventually(Duration::from_secs(10), || {
+        per_loop(&mut c) == [10, 10, 10, 11]
+    });
+    assert!(spread, "connections per loop: {:?}", per_loop(&mut c));
+    drop(streams);
+}

@@ -49,7 +49,18 @@ fn clients(shared: &Shared) -> String {
         ),
         ("maxclients", shared.config.max_clients.to_string()),
         ("blocked_clients", "0".into()),
+        ("tailstore_clients_per_loop", clients_per_loop(shared)),
     ])
+}
+
+/// How many connections each event loop serves, comma-separated in loop order.
+fn clients_per_loop(shared: &Shared) -> String {
+    let counts: Vec<String> = shared
+        .loops
+        .iter()
+        .map(|state| state.serving.load(Ordering::Relaxed).to_string())
+        .collect();
+    counts.join(",")
 }
 
 fn memory(shared: &Shared) -> String {

@@ -62,6 +62,10 @@ pub struct Shared {
     pub last_save: AtomicU64,
     /// Client descriptions for CLIENT LIST, by id.
     pub client_list: parking_lot::Mutex<std::collections::BTreeMap<u64, String>>,
+    /// Per worker, what other threads see of it (connections handed over, connections served).
+    pub loops: Box<[worker::LoopState]>,
+    /// The worker whose turn the next accepted connection is (modulo the workers).
+    pub next_worker: AtomicUsize,
 }
 
 /// How often the active expiry looks for keys whose deadline has passed, and how many it
@@ -94,6 +98,13 @@ impl Server {
             ..config
         };
         let threads = config.threads.max(1);
+        let polls = (0..threads)
+            .map(|_| mio::Poll::new())
+            .collect::<io::Result<Vec<_>>>()?;
+        let loops = polls
+            .iter()
+            .map(worker::LoopState::new)
+            .collect::<io::Result<_>>()?;
         let shared = Arc::new(Shared {
             ks,
             config,
@@ -106,14 +117,16 @@ impl Server {
             stop,
             last_save: AtomicU64::new(unix_seconds()),
             client_list: parking_lot::Mutex::new(Default::default()),
+            loops,
+            next_worker: AtomicUsize::new(0),
         });
         let mut handles = Vec::with_capacity(threads + 1);
-        for index in 0..threads {
+        for (index, poll) in polls.into_iter().enumerate() {
             let listener = listener.try_clone()?;
             let shared = shared.clone();
             let handle = thread::Builder::new()
                 .name(format!("kv-worker-{index}"))
-                .spawn(move || worker::Worker::new(shared, listener)?.run())?;
+                .spawn(move || worker::Worker::new(shared, index, poll, listener)?.run())?;
             handles.push(handle);
         }
         let expiry = shared.clone();

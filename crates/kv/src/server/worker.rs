@@ -1,5 +1,15 @@
 //! One event-loop thread: accept, read, execute, wait for durability once, write.
 //!
+//! # Spreading connections
+//!
+//! Every worker polls the one listening socket, and the first to wake used to accept every
+//! connection waiting: a client that opens its connections in a burst (redis-benchmark opens
+//! all 50 before sending anything) had them all served by one thread while the others idled.
+//! So the worker that accepts a connection gives it to the workers in turn (a shared
+//! round-robin counter): it keeps its own turns and hands the others over through the
+//! receiver's [`LoopState`] queue, waking that worker's poll. INFO's `clients` section tells
+//! how many connections each loop serves (`tailstore_clients_per_loop`).
+//!
 //! # Polling before blocking
 //!
 //! A loop with nothing ready sleeps in `epoll_wait`, and the next request then pays for
@@ -14,13 +24,13 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::TcpListener as StdListener;
-use std::sync::atomic::Ordering;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Limits, Reply};
 
@@ -29,11 +39,44 @@ use super::dispatch;
 use super::Shared;
 
 const LISTENER: Token = Token(0);
+/// The token of a worker's [`LoopState`] waker.
+const HANDOFF: Token = Token(1);
 /// How long a poll waits when nothing is ready, so that a stop request is noticed.
 const IDLE: Duration = Duration::from_millis(100);
 
+/// What other threads see of one worker: the connections other workers accepted for it
+/// (see "Spreading connections") and how many it serves.
+pub struct LoopState {
+    incoming: parking_lot::Mutex<Vec<(TcpStream, SocketAddr)>>,
+    waker: Waker,
+    /// Connections the worker serves, for INFO.
+    pub serving: AtomicUsize,
+}
+
+impl LoopState {
+    /// The state of the worker that will poll `poll`.
+    pub fn new(poll: &Poll) -> io::Result<LoopState> {
+        Ok(LoopState {
+            incoming: parking_lot::Mutex::new(Vec::new()),
+            waker: Waker::new(poll.registry(), HANDOFF)?,
+            serving: AtomicUsize::new(0),
+        })
+    }
+
+    fn give(&self, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        self.incoming.lock().push((stream, peer));
+        self.waker.wake()
+    }
+
+    fn take(&self) -> Vec<(TcpStream, SocketAddr)> {
+        std::mem::take(&mut *self.incoming.lock())
+    }
+}
+
 pub struct Worker {
     shared: Arc<Shared>,
+    /// This worker's place in `shared.loops`.
+    index: usize,
     poll: Poll,
     listener: TcpListener,
     connections: HashMap<Token, Connection>,
@@ -41,17 +84,27 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(shared: Arc<Shared>, listener: StdListener) -> io::Result<Worker> {
-        let poll = Poll::new()?;
+    /// Worker `index`, polling `poll` (whose waker is in `shared.loops[index]`).
+    pub fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        poll: Poll,
+        listener: StdListener,
+    ) -> io::Result<Worker> {
+        assert!(
+            index < shared.loops.len(),
+            "a worker without its loop state"
+        );
         let mut listener = TcpListener::from_std(listener);
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(Worker {
             shared,
+            index,
             poll,
             listener,
             connections: HashMap::new(),
-            next_token: 1,
+            next_token: HANDOFF.0 + 1,
         })
     }
 
@@ -71,6 +124,10 @@ impl Worker {
             for event in events.iter() {
                 if event.token() == LISTENER {
                     self.accept()?;
+                } else if event.token() == HANDOFF {
+                    for (stream, peer) in self.shared.loops[self.index].take() {
+                        self.adopt(stream, peer)?;
+                    }
                 } else {
                     ready.push(event.token());
                 }
@@ -205,23 +262,41 @@ impl Worker {
                 let _ = io::Write::write(&mut stream, &refusal);
                 continue;
             }
-            let _ = stream.set_nodelay(true);
-            let token = Token(self.next_token);
-            self.next_token += 1;
-            self.poll.registry().register(
-                &mut stream,
-                token,
-                Interest::READABLE | Interest::WRITABLE,
-            )?;
-            let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-            let limits = Limits {
-                max_bulk: shared.config.max_bulk,
-                ..Limits::default()
-            };
-            let conn = Connection::new(stream, id, peer.to_string(), limits);
-            shared.client_list.lock().insert(id, conn.describe());
-            self.connections.insert(token, conn);
+            let loops = &shared.loops;
+            let turn = shared.next_worker.fetch_add(1, Ordering::Relaxed) % loops.len();
+            if turn == self.index {
+                self.adopt(stream, peer)?;
+            } else {
+                loops[turn].give(stream, peer)?;
+            }
         }
+    }
+
+    /// Starts serving a connection accepted for this worker.
+    fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        let shared = &self.shared;
+        let _ = stream.set_nodelay(true);
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        // Readiness at registration is reported too, so a request sent before a handed-over
+        // connection is registered is not missed.
+        self.poll.registry().register(
+            &mut stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let limits = Limits {
+            max_bulk: shared.config.max_bulk,
+            ..Limits::default()
+        };
+        let conn = Connection::new(stream, id, peer.to_string(), limits);
+        shared.client_list.lock().insert(id, conn.describe());
+        self.connections.insert(token, conn);
+        shared.loops[self.index]
+            .serving
+            .store(self.connections.len(), Ordering::Relaxed);
+        Ok(())
     }
 
     fn close(&mut self, token: Token) {
@@ -229,6 +304,9 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.lock().remove(&conn.id);
+            self.shared.loops[self.index]
+                .serving
+                .store(self.connections.len(), Ordering::Relaxed);
         }
     }
 }
