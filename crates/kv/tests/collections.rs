@@ -1172,9 +1172,12 @@ fn zrange_by_rank_score_and_lex() {
         err("ERR min or max is not a float")
     );
     assert_eq!(
-        kv.run(&["zrangebyscore", "z", "(", "1"]),
+        kv.run(&["zrangebyscore", "z", "(x", "1"]),
         err("ERR min or max is not a float")
     );
+    // Bounds are read by strtod, as Redis reads them: "(" (nothing to convert) is an
+    // exclusive 0, not an error.
+    assert_eq!(kv.run(&["zrangebyscore", "z", "(", "1"]), arr(&["a"]));
     assert_eq!(
         kv.run(&["zrange", "z", "0", "-1", "LIMIT", "0", "1"]),
         err(

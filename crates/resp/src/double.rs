@@ -12,7 +12,7 @@ const INTEGER_LIMIT: f64 = (i64::MAX / 2) as f64;
 /// with a signed exponent beyond ("1e+20", "1e-7", "1.2345678901234567e+4").
 ///
 /// Used by ZSCORE, ZINCRBY and every RESP2 double. (INCRBYFLOAT and HINCRBYFLOAT store their result
-/// with Redis's long-double "human" format instead, which never uses an exponent.)
+/// with Redis's long-double "human" format instead, which never uses an exponent: [`format_human`].)
 pub fn format_double(value: f64) -> String {
     if value.is_nan() {
         "nan".to_owned()
@@ -24,6 +24,42 @@ pub fn format_double(value: f64) -> String {
         integer.to_string()
     } else {
         shortest(value)
+    }
+}
+
+/// Decimals Redis's "human" long-double format keeps (`%.17Lf`).
+const HUMAN_DECIMALS: usize = 17;
+
+/// Redis's "human" format of a number INCRBYFLOAT and HINCRBYFLOAT store and answer
+/// (`ld2string` with `LD_STR_HUMAN`: `%.17Lf` without trailing zeros): never an exponent
+/// (`1e20` is "100000000000000000000", `1e-7` is "0.0000001"), at most 17 decimals (so
+/// `1e-20` is "0"), and no "-0". The digits are the shortest that read back as the same
+/// double: Redis computes in a long double, so it may show more of them (see
+/// docs/design/kv.md, "Known differences"). Infinities and NaN, which those commands
+/// refuse, are written as [`format_double`] writes them.
+pub fn format_human(value: f64) -> String {
+    if !value.is_finite() {
+        return format_double(value);
+    }
+    // `Display` for f64 lays out the shortest round-trip digits without an exponent.
+    let plain = value.to_string();
+    let decimals = plain
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len());
+    let text = if decimals > HUMAN_DECIMALS {
+        format!("{value:.HUMAN_DECIMALS$}")
+    } else {
+        plain
+    };
+    let trimmed = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    if trimmed == "-0" {
+        "0".to_owned()
+    } else {
+        trimmed.to_owned()
     }
 }
 
@@ -140,6 +176,22 @@ mod tests {
         assert_eq!(format_double(1e100), "1e+100");
         assert_eq!(format_double(5e-324), "5e-324");
         assert_eq!(format_double(f64::MAX), "1.7976931348623157e+308");
+    }
+
+    #[test]
+    fn human_format_has_no_exponent_and_at_most_17_decimals() {
+        assert_eq!(format_human(1.5), "1.5");
+        assert_eq!(format_human(-3.0), "-3");
+        assert_eq!(format_human(0.0), "0");
+        assert_eq!(format_human(-0.0), "0");
+        assert_eq!(format_human(1.1), "1.1");
+        assert_eq!(format_human(1e20), "100000000000000000000");
+        assert_eq!(format_human(-1e20), "-100000000000000000000");
+        assert_eq!(format_human(1e-7), "0.0000001");
+        assert_eq!(format_human(1.5e-17), "0.00000000000000002");
+        assert_eq!(format_human(1e-20), "0");
+        assert_eq!(format_human(-1e-20), "0");
+        assert_eq!(format_human(f64::INFINITY), "inf");
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! Each field's value is stored under (owner, field) in `kv_parts`, so a value may be of
 //! any size; the key's `len` counts the fields.
 
-use tailstore_resp::{format_double, Reply};
+use tailstore_resp::{format_human, Reply};
 use tailstore_storage::ScanDirection;
 
 use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
-use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome};
+use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome};
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
 
 /// Hash fields and (sorted-)set members are B+tree key columns: longer ones are refused up
@@ -226,21 +226,21 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, field) = (&args[1], &args[2]);
-    let delta = parse_float(&args[3])?;
+    let delta = parse_long_double(&args[3])?;
     if delta.is_infinite() {
         return Err(Fault::err("ERR value is NaN or Infinity"));
     }
     let current = match field_value(ctx, key, field)? {
         None => 0.0,
         Some(value) => {
-            parse_float(&value).map_err(|_| Fault::err("ERR hash value is not a float"))?
+            parse_long_double(&value).map_err(|_| Fault::err("ERR hash value is not a float"))?
         }
     };
     let next = current + delta;
     if !next.is_finite() {
         return Err(Fault::err("ERR increment would produce NaN or Infinity"));
     }
-    let text = format_double(next);
+    let text = format_human(next);
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
     put_field(ctx, &mut meta, field, text.as_bytes())?;
     ctx.save(key, &mut meta)?;

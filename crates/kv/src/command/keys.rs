@@ -186,7 +186,59 @@ fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<b
     Ok(true)
 }
 
-/// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key amount [NX | XX | GT | LT].
+/// EXPIRE's conditions on the key's current deadline.
+#[derive(Default)]
+struct ExpireFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+impl ExpireFlags {
+    /// Whether a key whose deadline is `current` (0: none) may get deadline `at`. GT treats
+    /// "no deadline" as infinite (never exceeded), LT as infinite too (always undercut).
+    fn allow(&self, current: i64, at: i64) -> bool {
+        !((self.nx && current != 0)
+            || (self.xx && current == 0)
+            || (self.gt && (current == 0 || at <= current))
+            || (self.lt && current != 0 && at >= current))
+    }
+}
+
+/// The flags after EXPIRE's amount, as Redis reads them: any number, in any order (XX GT is
+/// both conditions), repeats allowed; then the pairs that contradict each other refused.
+fn parse_expire_flags(args: &[Vec<u8>]) -> Result<ExpireFlags, Fault> {
+    let mut flags = ExpireFlags::default();
+    for arg in args {
+        let flag = match arg.to_ascii_uppercase().as_slice() {
+            b"NX" => &mut flags.nx,
+            b"XX" => &mut flags.xx,
+            b"GT" => &mut flags.gt,
+            b"LT" => &mut flags.lt,
+            _ => {
+                return Err(Fault::err(format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(arg)
+                )))
+            }
+        };
+        *flag = true;
+    }
+    if flags.nx && (flags.xx || flags.gt || flags.lt) {
+        return Err(Fault::err(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if flags.gt && flags.lt {
+        return Err(Fault::err(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    Ok(flags)
+}
+
+/// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key amount [NX | XX | GT | LT …].
 pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let unit = match name.as_str() {
@@ -195,34 +247,14 @@ pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         "expireat" => "exat",
         _ => "pxat",
     };
-    let condition = match args.get(3) {
-        None => None,
-        Some(flag) if args.len() == 4 => Some(flag.to_ascii_uppercase()),
-        Some(_) => return Err(Fault::err(SYNTAX)),
-    };
-    if condition
-        .as_deref()
-        .is_some_and(|c| !matches!(c, b"NX" | b"XX" | b"GT" | b"LT"))
-    {
-        return Err(Fault::err(format!(
-            "ERR Unsupported option {}",
-            String::from_utf8_lossy(&args[3])
-        )));
-    }
+    // As in Redis, the flags are checked before the amount.
+    let flags = parse_expire_flags(&args[3..])?;
     let at = expiry_deadline(ctx.now, unit, &args[2], &name)?;
     let key = &args[1];
     let Some(mut meta) = ctx.meta(key)? else {
         return Ok(Reply::Int(0));
     };
-    let current = meta.expire_at;
-    let allowed = match condition.as_deref() {
-        Some(b"NX") => current == 0,
-        Some(b"XX") => current != 0,
-        Some(b"GT") => current != 0 && at > current,
-        Some(b"LT") => current == 0 || at < current,
-        _ => true,
-    };
-    if !allowed {
+    if !flags.allow(meta.expire_at, at) {
         return Ok(Reply::Int(0));
     }
     if at <= ctx.now {

@@ -7,6 +7,7 @@
 //! changed nothing.
 
 mod execute;
+mod float;
 mod hashes;
 mod keys;
 mod lists;
@@ -22,6 +23,7 @@ use tailstore_resp::Reply;
 use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use execute::{BlockStep, Executed, Watched};
+pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use table::{lookup, Command, Run, COMMANDS};
 
@@ -183,21 +185,6 @@ pub fn parse_int(arg: &[u8]) -> Result<i64, Fault> {
         })
         .and_then(|s| s.parse::<i64>().ok())
         .ok_or_else(|| Fault::err(NOT_INTEGER))
-}
-
-/// Parses a float argument as Redis does (`inf`, `-inf` allowed; NaN refused).
-pub fn parse_float(arg: &[u8]) -> Result<f64, Fault> {
-    let text = std::str::from_utf8(arg).map_err(|_| Fault::err(NOT_FLOAT))?;
-    let value = match text.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        other if other.trim() != other || other.is_empty() => return Err(Fault::err(NOT_FLOAT)),
-        other => other.parse::<f64>().map_err(|_| Fault::err(NOT_FLOAT))?,
-    };
-    if value.is_nan() {
-        return Err(Fault::err(NOT_FLOAT));
-    }
-    Ok(value)
 }
 
 /// Whether an argument equals an option name, ignoring case.

@@ -1,8 +1,8 @@
 //! String commands: GET, SET and friends, counters, ranges.
 
-use tailstore_resp::{format_double, Reply};
+use tailstore_resp::{format_human, Reply};
 
-use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX};
+use super::{bulk, parse_int, parse_long_double, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The longest string Redis allows (proto-max-bulk-len's default, and SETRANGE's limit).
@@ -77,38 +77,58 @@ struct SetOptions {
     get: bool,
 }
 
+/// The TTL options of SET as given, before the amount is parsed.
+enum Ttl<'a> {
+    Clear,
+    Keep,
+    /// EX, PX, EXAT or PXAT (lower case) and its amount.
+    Deadline(String, &'a [u8]),
+}
+
+impl Ttl<'_> {
+    /// Whether `option` (lower case, KEEPTTL included) may follow this one. As in Redis, an
+    /// option may be repeated (the last amount counts) but not mixed with another TTL option.
+    fn allows(&self, option: &str) -> bool {
+        match self {
+            Ttl::Clear => true,
+            Ttl::Keep => option == "keepttl",
+            Ttl::Deadline(unit, _) => unit == option,
+        }
+    }
+}
+
 fn parse_set_options(ctx: &Ctx, args: &[Vec<u8>]) -> Result<SetOptions, Fault> {
-    let mut options = SetOptions {
-        condition: Condition::Always,
-        expiry: None,
-        get: false,
-    };
+    let (mut condition, mut ttl, mut get) = (Condition::Always, Ttl::Clear, false);
     let mut i = 3;
     while i < args.len() {
         let arg = &args[i];
-        let has_next = i + 1 < args.len();
-        if is(arg, "NX") && options.condition == Condition::Always {
-            options.condition = Condition::IfAbsent;
-        } else if is(arg, "XX") && options.condition == Condition::Always {
-            options.condition = Condition::IfPresent;
-        } else if is(arg, "GET") {
-            options.get = true;
-        } else if is(arg, "KEEPTTL") && options.expiry.is_none() {
-            options.expiry = Some(None);
-        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(arg, o))
-            && has_next
-            && options.expiry.is_none()
-        {
-            let name = String::from_utf8_lossy(arg).to_ascii_lowercase();
-            let at = deadline(ctx.now, &name, &args[i + 1], "set")?;
-            options.expiry = Some(Some(at));
-            i += 1;
-        } else {
-            return Err(Fault::err(SYNTAX));
+        let name = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        let next = args.get(i + 1);
+        match (name.as_str(), next) {
+            ("nx", _) if condition != Condition::IfPresent => condition = Condition::IfAbsent,
+            ("xx", _) if condition != Condition::IfAbsent => condition = Condition::IfPresent,
+            ("get", _) => get = true,
+            ("keepttl", _) if ttl.allows(&name) => ttl = Ttl::Keep,
+            ("ex" | "px" | "exat" | "pxat", Some(amount)) if ttl.allows(&name) => {
+                ttl = Ttl::Deadline(name, amount);
+                i += 1;
+            }
+            _ => return Err(Fault::err(SYNTAX)),
         }
         i += 1;
     }
-    Ok(options)
+    // Redis parses the amount only once every option is known to fit: a syntax error
+    // anywhere comes first, and only the last of repeated amounts is checked.
+    let expiry = match ttl {
+        Ttl::Clear => None,
+        Ttl::Keep => Some(None),
+        Ttl::Deadline(unit, amount) => Some(Some(deadline(ctx.now, &unit, amount, "set")?)),
+    };
+    Ok(SetOptions {
+        condition,
+        expiry,
+        get,
+    })
 }
 
 /// The deadline an EX/PX/EXAT/PXAT argument names, in ms since the epoch.
@@ -284,16 +304,17 @@ pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    let delta = parse_float(&args[2])?;
+    // Redis checks the stored value (its kind, then its number) before the increment.
     let current = match ctx.string(key)? {
         None => 0.0,
-        Some(value) => parse_float(&value).map_err(|_| Fault::err(super::NOT_FLOAT))?,
+        Some(value) => parse_long_double(&value)?,
     };
+    let delta = parse_long_double(&args[2])?;
     let next = current + delta;
     if !next.is_finite() {
         return Err(Fault::err("ERR increment would produce NaN or Infinity"));
     }
-    let text = format_double(next);
+    let text = format_human(next);
     ctx.put_string(key, text.as_bytes(), None)?;
     Ok(bulk(text))
 }
@@ -334,10 +355,22 @@ pub fn clamp_range(start: i64, end: i64, len: i64) -> Option<(usize, usize)> {
     (start <= end && start < len && len > 0).then_some((start as usize, end as usize))
 }
 
+/// GETRANGE's own rule, which is not [`clamp_range`]: an `end` before the start of the
+/// string is clamped to 0 (so `GETRANGE "10" -5 -5` is "1"), unless both indexes are
+/// negative and `start > end`. Redis keeps this quirk for compatibility (a fix was reverted).
+fn string_range(start: i64, end: i64, len: i64) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let end = if end < 0 { len + end } else { end }.max(0).min(len - 1);
+    (start <= end && len > 0).then_some((start as usize, end as usize))
+}
+
 pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
     let value = ctx.string(&args[1])?.unwrap_or_default();
-    Ok(match clamp_range(start, end, value.len() as i64) {
+    Ok(match string_range(start, end, value.len() as i64) {
         Some((from, to)) => bulk(&value[from..=to]),
         None => bulk(Vec::new()),
     })

@@ -20,7 +20,7 @@ use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::strings::clamp_range;
-use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{score_of_key, Kind};
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
@@ -41,10 +41,10 @@ fn direction(rev: bool) -> ScanDirection {
 /// A score range bound: `(1.5` is exclusive, `1.5`, `-inf`, `+inf` inclusive.
 fn score_bound(arg: &[u8]) -> Result<Bound<f64>, Fault> {
     let parsed = match arg.strip_prefix(b"(") {
-        Some(rest) => parse_float(rest).map(Bound::Excluded),
-        None => parse_float(arg).map(Bound::Included),
+        Some(rest) => parse_score_bound(rest).map(Bound::Excluded),
+        None => parse_score_bound(arg).map(Bound::Included),
     };
-    parsed.map_err(|_| Fault::err(NOT_FLOAT_RANGE))
+    parsed.ok_or_else(|| Fault::err(NOT_FLOAT_RANGE))
 }
 
 fn score_range(min: &[u8], max: &[u8]) -> Result<(Bound<f64>, Bound<f64>), Fault> {
@@ -592,13 +592,14 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
         None => 1,
         Some(arg) => parse_count(arg)?,
     };
-    if count == 0 {
-        return Ok(Reply::Array(Vec::new()));
-    }
     let key = &args[1];
+    // The key's kind is checked before a count of 0 answers, as in Redis (WRONGTYPE wins).
     let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
         return Ok(Reply::Array(Vec::new()));
     };
+    if count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
     let popped = ctx.ks.members_by_score(
         ctx.txn,
         meta.id,

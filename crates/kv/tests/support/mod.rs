@@ -136,13 +136,7 @@ impl TestServer {
     }
 
     fn connect(&self, url: &str) -> redis::Connection {
-        let client = redis::Client::open(url).expect("client");
-        let con = client
-            .get_connection_with_timeout(REPLY_TIMEOUT)
-            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
-        con.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
-        con.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
-        con
+        connect(url)
     }
 
     /// A plain TCP connection, for what the protocol looks like byte by byte.
@@ -165,6 +159,21 @@ impl Drop for TestServer {
             }
         }
     }
+}
+
+/// A RESP2 connection through the `redis` crate to any server (a real redis-server too).
+pub fn client_at(address: SocketAddr) -> redis::Connection {
+    connect(&format!("redis://{address}/"))
+}
+
+fn connect(url: &str) -> redis::Connection {
+    let client = redis::Client::open(url).expect("client");
+    let con = client
+        .get_connection_with_timeout(REPLY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    con.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    con.set_write_timeout(Some(REPLY_TIMEOUT)).unwrap();
+    con
 }
 
 /// Builds a command from its words.
