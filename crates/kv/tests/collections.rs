@@ -1097,11 +1097,11 @@ fn zrange_by_rank_score_and_lex() {
     );
     assert_eq!(
         kv.run(&["zrange", "z", "0", "1", "WITHSCORES"]),
-        Reply::Array(vec![b("neg"), d(-5.0), b("a"), d(1.0)])
+        Reply::Pairs(vec![(b("neg"), d(-5.0)), (b("a"), d(1.0))])
     );
     assert_eq!(
         kv.run(&["zrevrange", "z", "0", "0", "withscores"]),
-        Reply::Array(vec![b("top"), d(10.0)])
+        Reply::Pairs(vec![(b("top"), d(10.0))])
     );
     assert_eq!(kv.run(&["zrange", "missing", "0", "-1"]), arr(&[]));
     assert_eq!(
@@ -1137,7 +1137,7 @@ fn zrange_by_rank_score_and_lex() {
             "1",
             "2"
         ]),
-        Reply::Array(vec![b("a"), d(1.0), b("b"), d(2.0)])
+        Reply::Pairs(vec![(b("a"), d(1.0)), (b("b"), d(2.0))])
     );
     assert_eq!(
         kv.run(&["zrangebyscore", "z", "-inf", "+inf", "LIMIT", "4", "-1"]),
@@ -1271,7 +1271,7 @@ fn zrank_pops_and_range_removal() {
     );
     assert_eq!(
         kv.run(&["zpopmax", "z", "2"]),
-        Reply::Array(vec![b("d"), d(3.0), b("c"), d(2.0)])
+        Reply::Pairs(vec![(b("d"), d(3.0)), (b("c"), d(2.0))])
     );
     assert_eq!(kv.run(&["zpopmin", "z", "0"]), arr(&[]));
     assert_eq!(
@@ -1280,7 +1280,7 @@ fn zrank_pops_and_range_removal() {
     );
     assert_eq!(
         kv.run(&["zpopmin", "z", "10"]),
-        Reply::Array(vec![b("b"), d(2.0)])
+        Reply::Pairs(vec![(b("b"), d(2.0))])
     );
     assert!(!kv.exists("z"), "a sorted set popped empty is deleted");
     assert_eq!(kv.run(&["zpopmin", "z"]), arr(&[]));
@@ -1400,7 +1400,7 @@ fn wrong_type_everywhere() {
     assert_eq!(kv.run(&["smembers", "set"]), set(&["m"]));
     assert_eq!(
         kv.run(&["zrange", "zset", "0", "-1", "withscores"]),
-        Reply::Array(vec![b("m"), d(1.0)])
+        Reply::Pairs(vec![(b("m"), d(1.0))])
     );
 }
 

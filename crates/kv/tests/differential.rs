@@ -12,107 +12,31 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use proptest::prelude::*;
-use proptest::sample::{select, subsequence};
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis::{ConnectionLike, Value};
+use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words};
+use support::real_redis::{redis_program, start_redis, Servers};
 use support::{client_at, command, error_text, server_error_text, TestServer};
 
 /// Sequences run when `PROPTEST_CASES` does not say.
 const DEFAULT_CASES: u32 = 256;
 
-// ---------------------------------------------------------------------------------------
-// redis-server
-
-/// A redis-server on a free port in a temporary directory, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_server() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("redis-server"))
-        .find(|p| p.is_file())
-}
-
-/// Starts redis-server without persistence and waits until it answers PING.
-fn start_redis(program: &Path) -> Redis {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(program)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts redis-server");
-    let redis = Redis {
-        child,
-        port,
-        _dir: dir,
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let limit = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(addr) {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut reply = [0u8; 7];
-            if stream.write_all(b"PING\r\n").is_ok()
-                && stream.read_exact(&mut reply).is_ok()
-                && &reply == b"+PONG\r\n"
-            {
-                return redis;
-            }
-        }
-        assert!(Instant::now() < limit, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Both servers and a RESP2 connection to each.
 struct Pair {
     redis: redis::Connection,
     tailstore: redis::Connection,
-    _redis_server: Redis,
-    _tailstore_server: TestServer,
+    _servers: Servers,
 }
 
 /// Both servers, or `None` (after saying so) when redis-server is not installed.
 fn pair() -> Option<Pair> {
-    let Some(program) = redis_server() else {
-        println!("redis-server not found: skipping the differential test against Redis");
-        return None;
-    };
-    let redis_server = start_redis(&program);
-    let tailstore_server = TestServer::start();
+    let servers = Servers::start("the differential test against Redis")?;
     Some(Pair {
-        redis: client_at(SocketAddr::from(([127, 0, 0, 1], redis_server.port))),
-        tailstore: tailstore_server.client(),
-        _redis_server: redis_server,
-        _tailstore_server: tailstore_server,
+        redis: client_at(servers.redis.address()),
+        tailstore: servers.tailstore.client(),
+        _servers: servers,
     })
 }
 
@@ -293,22 +217,8 @@ fn resync_command(args: &[String], value: String) -> Vec<String> {
     }
 }
 
-fn show(sequence: &[Vec<String>]) -> String {
-    let lines: Vec<String> = sequence
-        .iter()
-        .map(|args| {
-            let words: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
-            format!("  {}", words.join(" "))
-        })
-        .collect();
-    lines.join("\n")
-}
-
 // ---------------------------------------------------------------------------------------
 // the generator
-
-/// A command's words, built from pieces that each give zero or more words.
-type Words = BoxedStrategy<Vec<String>>;
 
 /// Keys: each family has two of its own, so that most commands find a key of their kind
 /// and build up state, and all share `x`, where kinds collide (RENAME mixes them too).
@@ -382,14 +292,6 @@ const USUAL: u32 = 4;
 /// empty it, or collections would seldom hold more than an element.
 const FILL: u32 = 12;
 
-fn lit(word: &'static str) -> Words {
-    Just(vec![word.to_string()]).boxed()
-}
-
-fn one(pool: &'static [&'static str]) -> Words {
-    select(pool).prop_map(|w| vec![w.to_string()]).boxed()
-}
-
 fn field() -> Words {
     one(FIELDS)
 }
@@ -412,48 +314,6 @@ fn index() -> Words {
 
 fn float() -> Words {
     one(FLOATS)
-}
-
-/// `count` (a range) repetitions of `piece`, flattened.
-fn many(piece: Words, count: std::ops::RangeInclusive<usize>) -> Words {
-    prop::collection::vec(piece, count)
-        .prop_map(|parts| parts.concat())
-        .boxed()
-}
-
-/// Several pieces as one piece (for repeating a group of words).
-fn group(pieces: Vec<Words>) -> Words {
-    pieces.prop_map(|parts| parts.concat()).boxed()
-}
-
-/// Either nothing or `piece`.
-fn maybe(piece: Words) -> Words {
-    prop_oneof![Just(Vec::new()), piece].boxed()
-}
-
-/// Some of `options` (each one or more words), in any order: syntax errors and conflicting
-/// flags come from the same generator as valid combinations.
-fn options(options: &'static [&'static str], most: usize) -> Words {
-    subsequence(options, 0..=most)
-        .prop_shuffle()
-        .prop_map(|chosen| {
-            chosen
-                .into_iter()
-                .flat_map(|o| o.split(' ').map(String::from))
-                .collect()
-        })
-        .boxed()
-}
-
-/// A command: its name, then its pieces in order.
-fn cmd(name: &'static str, pieces: Vec<Words>) -> Words {
-    pieces
-        .prop_map(move |parts| {
-            let mut words = vec![name.to_string()];
-            words.extend(parts.into_iter().flatten());
-            words
-        })
-        .boxed()
 }
 
 /// The usual weight for each command.
@@ -1067,11 +927,10 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
 #[test]
 fn the_differences_found_stay_fixed() {
     let tailstore = TestServer::start();
-    let redis = redis_server().map(|program| start_redis(&program));
+    let redis = redis_program().map(|program| start_redis(&program));
     let mut servers = vec![("tailstore", tailstore.client())];
     if let Some(redis) = &redis {
-        let address = SocketAddr::from(([127, 0, 0, 1], redis.port));
-        servers.push(("redis-server", client_at(address)));
+        servers.push(("redis-server", client_at(redis.address())));
     }
     for (sequence, last) in found() {
         for (server, con) in &mut servers {

@@ -23,6 +23,10 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// RESP2: a flat array of 2n; RESP3: `%n`.
     Map(Vec<(Reply, Reply)>),
+    /// RESP2: a flat array of 2n; RESP3: an array of n two-element arrays. Redis's shape for
+    /// members with their scores (ZRANGE … WITHSCORES, ZPOPMIN with a count): ordered, and
+    /// a member may repeat across calls, so not a map.
+    Pairs(Vec<(Reply, Reply)>),
     /// RESP2: an array; RESP3: `~n`.
     Set(Vec<Reply>),
     /// RESP2: a bulk string as [`format_double`] writes it; RESP3: `,1.5`, `,inf`, `,-inf`, `,nan`.
@@ -66,6 +70,7 @@ impl Reply {
                 encode_items(out, if resp3 { b'~' } else { b'*' }, items, protocol)
             }
             Reply::Map(pairs) => encode_map(out, pairs, protocol),
+            Reply::Pairs(pairs) => encode_pairs(out, pairs, protocol),
             Reply::Double(value) => encode_double(out, *value, protocol),
             Reply::Bool(value) if resp3 => {
                 out.extend_from_slice(if *value { b"#t\r\n" } else { b"#f\r\n" })
@@ -92,6 +97,19 @@ fn encode_map(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], protocol: Protocol) {
     for (key, value) in pairs {
         key.encode(protocol, out);
         value.encode(protocol, out);
+    }
+}
+
+fn encode_pairs(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], protocol: Protocol) {
+    let nested = protocol == Protocol::Resp3;
+    let count = if nested { pairs.len() } else { pairs.len() * 2 };
+    write_header(out, b'*', count);
+    for (first, second) in pairs {
+        if nested {
+            write_header(out, b'*', 2);
+        }
+        first.encode(protocol, out);
+        second.encode(protocol, out);
     }
 }
 
@@ -169,6 +187,15 @@ mod tests {
                 "*2\r\n$1\r\nk\r\n$3\r\n1.5\r\n",
                 "%1\r\n$1\r\nk\r\n,1.5\r\n",
             ),
+            (
+                Reply::Pairs(vec![
+                    (Reply::Bulk(b"a".to_vec()), Reply::Double(1.5)),
+                    (Reply::Bulk(b"b".to_vec()), Reply::Double(2.0)),
+                ]),
+                "*4\r\n$1\r\na\r\n$3\r\n1.5\r\n$1\r\nb\r\n$1\r\n2\r\n",
+                "*2\r\n*2\r\n$1\r\na\r\n,1.5\r\n*2\r\n$1\r\nb\r\n,2\r\n",
+            ),
+            (Reply::Pairs(Vec::new()), "*0\r\n", "*0\r\n"),
             (
                 Reply::Set(vec![Reply::Bulk(b"m".to_vec())]),
                 "*1\r\n$1\r\nm\r\n",

@@ -115,6 +115,18 @@ fn expected(reply: &Reply, protocol: Protocol) -> Value {
                 .flat_map(|(key, value)| [expected(key, protocol), expected(value, protocol)])
                 .collect(),
         ),
+        Reply::Pairs(pairs) if resp3 => Value::Array(
+            pairs
+                .iter()
+                .map(|(a, b)| Value::Array(vec![expected(a, protocol), expected(b, protocol)]))
+                .collect(),
+        ),
+        Reply::Pairs(pairs) => Value::Array(
+            pairs
+                .iter()
+                .flat_map(|(a, b)| [expected(a, protocol), expected(b, protocol)])
+                .collect(),
+        ),
         Reply::Double(value) if resp3 => Value::Double(*value),
         Reply::Double(value) => Value::Bulk(format_double(*value).into_bytes()),
         Reply::Bool(value) if resp3 => Value::Bool(*value),
@@ -161,7 +173,8 @@ fn reply() -> impl Strategy<Value = Reply> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Array),
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Set),
-            prop::collection::vec((inner.clone(), inner), 0..4).prop_map(Reply::Map),
+            prop::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(Reply::Map),
+            prop::collection::vec((inner.clone(), inner), 0..4).prop_map(Reply::Pairs),
         ]
     })
 }

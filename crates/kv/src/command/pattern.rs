@@ -2,7 +2,16 @@
 //! `\` to quote the next byte.
 
 /// Whether `text` matches `pattern`.
+///
+/// Redis's matcher (`stringmatchlen`) compares while both the pattern and the text last, so
+/// an empty text matches the empty pattern only: `**` or `*?*` never match the empty key.
+/// KEYS, SCAN and the collection scans short-cut the pattern `*` to "everything" before
+/// matching, so `*` alone does match it. Both quirks are kept, so that the same keys come
+/// back.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    if text.is_empty() {
+        return pattern.is_empty() || pattern == b"*";
+    }
     match_from(pattern, text, 0)
 }
 
@@ -75,7 +84,9 @@ fn class(mut p: &[u8], byte: u8) -> (bool, &[u8]) {
         if c == b'\\' && p.len() >= 2 {
             matched |= p[1] == byte;
             p = &p[2..];
-        } else if p.len() >= 3 && p[1] == b'-' && p[2] != b']' {
+        } else if p.len() >= 3 && p[1] == b'-' {
+            // Any third byte ends the range, `]` too, as in Redis: `[a-]` is the range from
+            // `]` to `a` (and the class is left unclosed), not `a` or `-`.
             let (lo, hi) = if c <= p[2] { (c, p[2]) } else { (p[2], c) };
             matched |= (lo..=hi).contains(&byte);
             p = &p[3..];
@@ -103,6 +114,9 @@ mod tests {
             ("key:*:name", "key:12:name"),
             ("\\*", "*"),
             ("", ""),
+            ("*", ""),
+            ("[a-]", "]"),
+            ("[a-]", "^"),
         ];
         let no: &[(&str, &str)] = &[
             ("h?llo", "hllo"),
@@ -112,6 +126,9 @@ mod tests {
             ("\\*", "a"),
             ("abc", "abcd"),
             ("", "a"),
+            ("**", ""),
+            ("?", ""),
+            ("[a-]", "-"),
         ];
         for (pattern, text) in yes {
             assert!(

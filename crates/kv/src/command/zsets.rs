@@ -5,9 +5,9 @@
 //! `by_score` index and by member through its primary key; the key's `len` counts them.
 //!
 //! Scores are answered with [`Reply::Double`]: a bulk string in RESP2 (Redis's text, via
-//! `format_double`), a double in RESP3. One known difference in RESP3: with WITHSCORES,
-//! Redis 7 answers an array of [member, score] pairs; handlers do not know the connection's
-//! protocol, so we answer the RESP2 shape (member, score, member, score…) in both.
+//! `format_double`), a double in RESP3. Members with their scores (WITHSCORES, ZPOPMIN with
+//! a count) are [`Reply::Pairs`]: flat in RESP2, [member, score] pairs in RESP3, as Redis 7
+//! answers.
 
 use std::ops::Bound;
 
@@ -187,16 +187,20 @@ fn members_in_scores(
     Ok(rows.into_iter().skip(skip).take(take).collect())
 }
 
-/// Members (and with `withscores` their scores, flattened) as an array.
+/// Members as an array, or with `withscores` as (member, score) pairs.
 fn range_reply(items: Scored, withscores: bool) -> Reply {
-    let mut replies = Vec::with_capacity(items.len() * if withscores { 2 } else { 1 });
-    for (member, score) in items {
-        replies.push(bulk(member));
-        if withscores {
-            replies.push(Reply::Double(score));
-        }
+    if withscores {
+        return scored_pairs(items);
     }
-    Reply::Array(replies)
+    Reply::Array(items.into_iter().map(|(member, _)| bulk(member)).collect())
+}
+
+/// (member, score) pairs: flat in RESP2, nested in RESP3.
+fn scored_pairs(items: Scored) -> Reply {
+    let pairs = items
+        .into_iter()
+        .map(|(member, score)| (bulk(member), Reply::Double(score)));
+    Reply::Pairs(pairs.collect())
 }
 
 struct ZaddFlags {
@@ -583,7 +587,8 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Int(found.len() as i64))
 }
 
-/// ZPOPMIN / ZPOPMAX key [count]: member, score… (flattened, as RESP2 answers).
+/// ZPOPMIN / ZPOPMAX key [count]. Without a count, Redis 7.0 answers one flat [member,
+/// score] in both protocols; with one (even 1), (member, score) pairs, nested in RESP3.
 fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
     if args.len() > 3 {
         return Err(Fault::err(SYNTAX));
@@ -592,6 +597,7 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
         None => 1,
         Some(arg) => parse_count(arg)?,
     };
+    let counted = args.len() == 3;
     let key = &args[1];
     // The key's kind is checked before a count of 0 answers, as in Redis (WRONGTYPE wins).
     let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
@@ -613,7 +619,13 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
     }
     meta.len -= popped.len() as i64;
     ctx.save(key, &mut meta)?;
-    Ok(range_reply(popped, true))
+    if counted {
+        return Ok(scored_pairs(popped));
+    }
+    let flat = popped
+        .into_iter()
+        .flat_map(|(member, score)| [bulk(member), Reply::Double(score)]);
+    Ok(Reply::Array(flat.collect()))
 }
 
 pub fn zpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -201,8 +201,15 @@ impl Worker {
                 continue;
             };
             match conn.fill() {
-                Ok(true) => dispatch::serve(&shared, conn, &mut pending),
-                Ok(false) | Err(_) => dead.push(*token),
+                Ok(open) => {
+                    // A client that sends its last commands and shuts its side down
+                    // (`printf 'GET k\r\n' | nc -N`) still gets them run and answered, as
+                    // Redis does: what arrived before the end of the stream is served, and
+                    // the connection closes once the replies are written.
+                    dispatch::serve(&shared, conn, &mut pending);
+                    conn.closing |= !open;
+                }
+                Err(_) => dead.push(*token),
             }
         }
         let durable = if cfg!(feature = "planted-early-reply") {

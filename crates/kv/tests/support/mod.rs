@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod generate;
+pub mod real_redis;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
