@@ -2,85 +2,23 @@
 //! exactly the requests asked for and reports them in its JSON; bad options and an
 //! unreachable server give one clear error line and a non-zero status, never a panic.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 mod support;
 use support::{refused, tailstore, text};
 
-/// A redis-server on a free port in a temporary directory, killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn redis_server() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("redis-server"))
-        .find(|p| p.is_file())
-}
-
-fn start_redis(program: &Path) -> Redis {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(program)
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts redis-server");
-    let redis = Redis {
-        child,
-        port,
-        _dir: dir,
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let limit = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(addr) {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut reply = [0u8; 7];
-            if stream.write_all(b"PING\r\n").is_ok()
-                && stream.read_exact(&mut reply).is_ok()
-                && &reply == b"+PONG\r\n"
-            {
-                return redis;
-            }
-        }
-        assert!(Instant::now() < limit, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+#[path = "../../kv/tests/support/redis_process.rs"]
+mod redis_process;
+use redis_process::{redis_program, start_redis};
 
 #[test]
 fn runs_exactly_the_requests_against_redis() {
-    let Some(program) = redis_server() else {
+    let Some(program) = redis_program() else {
         println!("redis-server not found: skipping the run against Redis");
         return;
     };
     let redis = start_redis(&program);
     let dir = tempfile::tempdir().expect("temporary directory");
     let json = dir.path().join("bench.json");
-    let server = format!("127.0.0.1:{}", redis.port);
+    let server = redis.address().to_string();
     let out = tailstore(&[
         "bench",
         "kv",

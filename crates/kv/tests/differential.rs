@@ -17,7 +17,8 @@ use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis::{ConnectionLike, Value};
 use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words};
-use support::real_redis::{redis_program, start_redis, Servers};
+use support::real_redis::Servers;
+use support::redis_process::{redis_program, start_redis};
 use support::{client_at, command, error_text, server_error_text, TestServer};
 
 /// Sequences run when `PROPTEST_CASES` does not say.

@@ -1133,8 +1133,8 @@ fn found_transcripts() -> Vec<(&'static [u8], End, &'static str)> {
 #[test]
 fn the_differences_found_stay_fixed() {
     let tailstore = support::TestServer::start();
-    let redis = support::real_redis::redis_program()
-        .map(|program| support::real_redis::start_redis(&program));
+    let redis = support::redis_process::redis_program()
+        .map(|program| support::redis_process::start_redis(&program));
     let mut servers = vec![("tailstore", tailstore.address())];
     if let Some(redis) = &redis {
         servers.push(("redis-server", redis.address()));

@@ -6,6 +6,7 @@
 
 pub mod generate;
 pub mod real_redis;
+pub mod redis_process;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
