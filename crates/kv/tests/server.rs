@@ -1533,6 +1533,37 @@ fn quit_and_a_large_pipeline_of_reads() {
     writer.join().unwrap();
 }
 
+/// A client that pipelines more reads than the output may hold (64 MiB) and then shuts its
+/// side down still gets every reply: the server closes only once all it sent is served.
+#[test]
+fn a_half_closed_client_gets_every_reply_past_the_output_limit() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let value = vec![b'x'; 64 * 1024];
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query(&mut c)
+        .unwrap();
+    let mut s = server.raw();
+    let n = 1100; // 1100 × 64 KiB ≈ 69 MiB of replies
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            s.write_all(&b"GET big\r\n".repeat(n)).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        })
+    };
+    let mut header = b"$65536\r\n".to_vec();
+    header.extend_from_slice(&value);
+    header.extend_from_slice(b"\r\n");
+    for _ in 0..n {
+        expect_bytes(&mut s, &header);
+    }
+    assert!(closed_by_server(&mut s));
+    writer.join().unwrap();
+}
+
 // ---------------------------------------------------------------------------------------
 // limits
 

@@ -204,10 +204,12 @@ impl Worker {
                 Ok(open) => {
                     // A client that sends its last commands and shuts its side down
                     // (`printf 'GET k\r\n' | nc -N`) still gets them run and answered, as
-                    // Redis does: what arrived before the end of the stream is served, and
-                    // the connection closes once the replies are written.
+                    // Redis does: the connection closes once everything that arrived before
+                    // the end of the stream is served (not while backpressure holds some
+                    // back: a later pass reads the end again and serves the rest) and the
+                    // replies are written.
                     dispatch::serve(&shared, conn, &mut pending);
-                    conn.closing |= !open;
+                    conn.closing |= !open && !conn.unread;
                 }
                 Err(_) => dead.push(*token),
             }
