@@ -200,6 +200,9 @@ struct TreeRef {
     tree: usize,
 }
 
+/// A stored row's version and its decoded values.
+type VersionedRow = (u64, Vec<Value>);
+
 struct PointRead {
     tree: TreeRef,
     key: Vec<u8>,
@@ -352,6 +355,58 @@ impl<'db> Transaction<'db> {
         let slot = self.slot(table);
         let schema = table.schema();
         self.read_row_with(slot, pk, |pk, value| Ok(schema.decode_row(pk, value)?))
+    }
+
+    /// The rows whose primary keys are `keys`, as [`Transaction::get`] of each would return
+    /// them, read in as few B+tree descents as the leaves allow (rows with adjacent keys,
+    /// such as the parts of one value, usually share a leaf; see [`BTree::get_many_with`]).
+    /// Each row is recorded as a point read of its own.
+    ///
+    /// [`BTree::get_many_with`]: tailstore_storage::BTree::get_many_with
+    pub fn get_many(
+        &mut self,
+        table: &Table,
+        keys: &[Vec<Value>],
+    ) -> Result<Vec<Option<Vec<Value>>>> {
+        if !self.writes.is_empty() {
+            // Its own writes come first: one read at a time, through them.
+            return keys.iter().map(|key| self.get(table, key)).collect();
+        }
+        let pks = keys
+            .iter()
+            .map(|key| self.full_primary_key(table, key))
+            .collect::<Result<Vec<_>>>()?;
+        let slot = self.slot(table);
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        let schema = table.schema();
+        let mut found: Vec<Result<Option<VersionedRow>>> = Vec::with_capacity(pks.len());
+        found.resize_with(pks.len(), || Ok(None));
+        let pk_refs: Vec<&[u8]> = pks.iter().map(Vec::as_slice).collect();
+        let stamps = self.tree(tree).btree.get_many_with(&pk_refs, |i, stored| {
+            found[i] = stored
+                .map(|bytes| {
+                    let (version, value) = split_version(bytes)?;
+                    Ok((version, schema.decode_row(&pks[i], value)?))
+                })
+                .transpose();
+        })?;
+        assert_eq!(stamps.len(), pks.len(), "a stamp for every key read");
+        let mut rows = Vec::with_capacity(pks.len());
+        for ((pk, stamp), found) in pks.into_iter().zip(stamps).zip(found) {
+            let (version, row) = found?.unzip();
+            self.reads.push(PointRead {
+                tree,
+                key: pk,
+                version,
+                stamp,
+                columns: None,
+            });
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     /// The values of `columns` (in that order) of the row whose primary key is `key`. The

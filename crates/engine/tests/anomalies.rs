@@ -477,6 +477,54 @@ fn read_only_transaction_that_read_a_changed_row_aborts() {
     reader.commit().expect("nothing it read changed");
 }
 
+/// `get_many` reads in shared descents what `get` reads one at a time, and each row it read
+/// is validated: a change to any of them (the last one too, found in the first one's leaf)
+/// aborts a read-only transaction.
+#[test]
+fn get_many_reads_and_validates_every_row() {
+    let items: Vec<Item> = (1..=6).map(|id| item(id, 0, id * 100)).collect();
+    let (_s, db, table) = setup(&items);
+    let keys: Vec<Vec<Value>> = [1, 2, 3, 9, 4].iter().map(|&id| key(id)).collect();
+    let mut reader = db.begin();
+    let rows = reader.get_many(&table, &keys).unwrap();
+    let ids: Vec<Option<i64>> = rows
+        .iter()
+        .map(|row| row.as_ref().map(|r| Item::from_values(r).id))
+        .collect();
+    assert_eq!(ids, [Some(1), Some(2), Some(3), None, Some(4)]);
+    reader.commit().expect("nothing changed");
+
+    for changed in [1, 4] {
+        let mut reader = db.begin();
+        reader.get_many(&table, &keys).unwrap();
+        let mut writer = db.begin();
+        writer
+            .update(&table, &item(changed, 0, changed * 100 + 1).values())
+            .unwrap();
+        writer.commit().unwrap();
+        assert_aborted(reader.commit(), AbortCause::ReadChanged);
+    }
+    // The absent key, inserted meanwhile.
+    let mut reader = db.begin();
+    reader.get_many(&table, &keys).unwrap();
+    let mut writer = db.begin();
+    writer.insert(&table, &item(9, 0, 900).values()).unwrap();
+    writer.commit().unwrap();
+    assert_aborted(reader.commit(), AbortCause::ReadChanged);
+
+    // Through the transaction's own writes.
+    let mut txn = db.begin();
+    txn.update(&table, &item(2, 0, 7).values()).unwrap();
+    txn.delete(&table, &key(3)).unwrap();
+    let rows = txn.get_many(&table, &keys).unwrap();
+    let vals: Vec<Option<i64>> = rows
+        .iter()
+        .map(|row| row.as_ref().map(|r| Item::from_values(r).val))
+        .collect();
+    assert_eq!(vals, [Some(101), Some(7), None, Some(900), Some(401)]);
+    txn.commit().unwrap();
+}
+
 #[test]
 fn stats_count_commits_rollbacks_and_aborts_by_cause() {
     let (_s, db, table) = setup(&[item(1, 0, 1000), item(2, 0, 2000)]);

@@ -60,6 +60,7 @@ enum Op {
     Update(Vec<u8>, usize),
     Delete(Vec<u8>),
     Get(Vec<u8>),
+    GetMany(Vec<Vec<u8>>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
 }
 
@@ -93,6 +94,12 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (key(), 0usize..900).prop_map(|(k, n)| Op::Update(k, n)),
         4 => key().prop_map(Op::Delete),
         2 => key().prop_map(Op::Get),
+        2 => prop::collection::vec(key(), 0..6).prop_map(|mut keys| {
+            keys.sort(); // mostly ascending, as the parts of a value are; not always
+            let third = keys.len() / 3;
+            keys.rotate_left(third);
+            Op::GetMany(keys)
+        }),
         2 => (bound(), bound(), any::<bool>(), 0usize..50)
             .prop_map(|(l, u, desc, limit)| Op::Range(l, u, desc, limit)),
     ]
@@ -120,11 +127,12 @@ fn run_against_model(ops: &[Op], capacity: usize, per_writer: usize) -> Result<(
     let mut writer = None;
     let mut turn = 0;
     for (step, op) in ops.iter().enumerate() {
-        if matches!(op, Op::Range(..)) || turn == per_writer {
+        let without_writer = matches!(op, Op::Range(..) | Op::GetMany(..));
+        if without_writer || turn == per_writer {
             writer = None;
             turn = 0;
         }
-        if !matches!(op, Op::Range(..)) && writer.is_none() {
+        if !without_writer && writer.is_none() {
             writer = Some(tree.writer().expect("writer"));
         }
         turn += 1;
@@ -155,6 +163,19 @@ fn run_against_model(ops: &[Op], capacity: usize, per_writer: usize) -> Result<(
             }
             (Op::Get(key), Some(w)) => {
                 prop_assert_eq!(w.get(key).expect("get"), model.get(key).cloned());
+            }
+            (Op::GetMany(keys), None) => {
+                let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let mut got = vec![None; keys.len()];
+                let stamps = tree
+                    .get_many_with(&keys, |i, value| got[i] = Some(value.map(<[u8]>::to_vec)))
+                    .expect("get many");
+                for (i, key) in keys.iter().enumerate() {
+                    prop_assert_eq!(&got[i], &Some(model.get(*key).cloned()), "key {}", i);
+                    // The stamp names the leaf a single read finds the key in (or would).
+                    let ((), alone) = tree.get_with(key, |_| ()).expect("get");
+                    prop_assert_eq!(stamps[i], alone);
+                }
             }
             (Op::Range(lower, upper, descending, limit), None) => {
                 let direction = if *descending {
@@ -349,12 +370,20 @@ fn point_reads_stay_exact_while_inner_nodes_split_merge_and_move() {
                 let mut rng = StdRng::seed_from_u64(100 + r);
                 let mut reads = 0u64;
                 while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
-                    let k = rng.gen_range(0..KEYS);
-                    let found = tree.get(&key(k)).expect("get");
-                    if stable(k) {
-                        assert_eq!(found, Some(value(k)), "key {k}, always present");
-                    } else if let Some(found) = found {
-                        assert_eq!(found, value(k), "key {k}");
+                    let first = rng.gen_range(0..KEYS - 3);
+                    // One reader looks keys up alone, the other three consecutive at once.
+                    let run: Vec<u32> = (first..first + if r == 0 { 1 } else { 3 }).collect();
+                    let keys: Vec<Vec<u8>> = run.iter().map(|&k| key(k)).collect();
+                    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                    let mut found = vec![None; run.len()];
+                    tree.get_many_with(&keys, |i, v| found[i] = v.map(<[u8]>::to_vec))
+                        .expect("get many");
+                    for (&k, found) in run.iter().zip(found) {
+                        if stable(k) {
+                            assert_eq!(found, Some(value(k)), "key {k}, always present");
+                        } else if let Some(found) = found {
+                            assert_eq!(found, value(k), "key {k}");
+                        }
                     }
                     reads += 1;
                 }

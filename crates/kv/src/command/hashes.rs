@@ -100,7 +100,7 @@ fn field_value(ctx: &mut Ctx, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>
     let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(None);
     };
-    ctx.ks.read_value(ctx.txn, meta.id, field)
+    ctx.ks.read_value(ctx.txn, meta.id, field, None)
 }
 
 pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -116,7 +116,7 @@ pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut replies = Vec::with_capacity(args.len() - 2);
     for field in &args[2..] {
         let value = match owner {
-            Some(owner) => ctx.ks.read_value(ctx.txn, owner, field)?,
+            Some(owner) => ctx.ks.read_value(ctx.txn, owner, field, None)?,
             None => None,
         };
         replies.push(value.map_or(Reply::Null, bulk));

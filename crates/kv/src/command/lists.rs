@@ -27,7 +27,7 @@ pub(super) fn parse_count(arg: &[u8]) -> Result<i64, Fault> {
 /// The element at sequence number `seq` (it must exist: `head <= seq < tail`).
 fn element(ctx: &mut Ctx, owner: i64, seq: i64) -> Result<Vec<u8>, Fault> {
     ctx.ks
-        .read_value(ctx.txn, owner, &seq_field(seq))?
+        .read_value(ctx.txn, owner, &seq_field(seq), None)?
         .ok_or_else(|| Fault::corrupt(format!("list element {seq} is missing")))
 }
 

@@ -14,7 +14,8 @@ impl Ctx<'_, '_> {
         let Some(meta) = self.meta_of(key, Kind::String)? else {
             return Ok(None);
         };
-        self.ks.read_value(self.txn, meta.id, b"")
+        self.ks
+            .read_value(self.txn, meta.id, b"", string_len(&meta))
     }
 
     /// Replaces whatever `key` holds with the string `value`, with deadline `expire_at`
@@ -56,6 +57,12 @@ impl Ctx<'_, '_> {
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
     }
+}
+
+/// A string's length as its meta row has it (every string write keeps it), for reading all
+/// its parts at once; `None` if the row says something impossible.
+fn string_len(meta: &KeyMeta) -> Option<usize> {
+    usize::try_from(meta.len).ok()
 }
 
 pub fn get(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -161,7 +168,7 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         None => None,
     };
     let previous = match &old {
-        Some(meta) if options.get => ctx.ks.read_value(ctx.txn, meta.id, b"")?,
+        Some(meta) if options.get => ctx.ks.read_value(ctx.txn, meta.id, b"", string_len(meta))?,
         _ => None,
     };
     let blocked = match options.condition {
@@ -222,7 +229,10 @@ pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for key in &args[1..] {
         // MGET answers nil for a key of another kind instead of WRONGTYPE.
         let value = match ctx.meta(key)? {
-            Some(meta) if meta.kind == Kind::String => ctx.ks.read_value(ctx.txn, meta.id, b"")?,
+            Some(meta) if meta.kind == Kind::String => {
+                ctx.ks
+                    .read_value(ctx.txn, meta.id, b"", string_len(&meta))?
+            }
             _ => None,
         };
         replies.push(value.map_or(Reply::Null, bulk));

@@ -88,14 +88,23 @@ impl Keyspace {
         Ok(())
     }
 
-    /// The value under (owner, field), if any.
+    /// The value under (owner, field), if any. `expected_len` is the caller's guess of its
+    /// length (a string's meta row holds it): the parts it implies are read together, in
+    /// one B+tree descent when they share a leaf. Part 0's total decides; a wrong guess
+    /// costs only reads.
     pub(crate) fn read_value(
         &self,
         txn: &mut Transaction<'_>,
         owner: i64,
         field: &[u8],
+        expected_len: Option<usize>,
     ) -> Result<Option<Vec<u8>>, Fault> {
-        let Some(first) = txn.get(&self.parts, &part_key(owner, field, 0))? else {
+        let guessed = expected_len.map_or(1, |len| parts_needed(len, part_capacity(field)));
+        let keys: Vec<Vec<Value>> = (0..guessed)
+            .map(|part| part_key(owner, field, part as i64))
+            .collect();
+        let mut rows = txn.get_many(&self.parts, &keys)?.into_iter();
+        let Some(first) = rows.next().flatten() else {
             return Ok(None);
         };
         let total = usize::try_from(int(&first[4])?)
@@ -104,9 +113,11 @@ impl Keyspace {
         value.extend_from_slice(bytes(&first[3])?);
         let mut part = 1;
         while value.len() < total {
-            let row = txn
-                .get(&self.parts, &part_key(owner, field, part))?
-                .ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
+            let row = match rows.next() {
+                Some(row) => row,
+                None => txn.get(&self.parts, &part_key(owner, field, part))?,
+            };
+            let row = row.ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
             value.extend_from_slice(bytes(&row[3])?);
             part += 1;
         }

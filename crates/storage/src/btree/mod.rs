@@ -446,17 +446,58 @@ impl BTree {
         key: &[u8],
         read: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<(R, LeafStamp)> {
+        self.with_leaf(key, |leaf, page| read_leaf(leaf, page, key, read))
+    }
+
+    /// [`BTree::get_with`] for several keys, in as few descents as the leaves allow: after a
+    /// descent, the keys that follow are looked for in the same leaf first (so keys in
+    /// ascending order, as the parts of one value are, take the fewest). Calls
+    /// `read(i, value)` for each key in order and returns each key's stamp.
+    ///
+    /// A key found in that leaf has the value a read under the tree's read latch would find
+    /// at the same moment: the leaf was reached by a validated descent (or under the latch),
+    /// so it is the tree's leaf at that moment, and a key lies in one leaf only. A key not
+    /// found there may lie in another leaf (there are no fence keys to say), so it gets a
+    /// descent of its own, and so do the keys after it.
+    pub fn get_many_with(
+        &self,
+        keys: &[&[u8]],
+        mut read: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<Vec<LeafStamp>> {
+        let mut stamps = Vec::with_capacity(keys.len());
+        while let Some(&first) = keys.get(stamps.len()) {
+            let at = stamps.len();
+            self.with_leaf(first, |leaf, page| {
+                let ((), stamp) = read_leaf(leaf, page, first, |value| read(at, value));
+                stamps.push(stamp);
+                let p = page.payload();
+                for (i, key) in keys.iter().enumerate().skip(at + 1) {
+                    let Some(slot) = node::find(p, key) else {
+                        break;
+                    };
+                    read(i, Some(node::value(p, slot)));
+                    stamps.push(stamp);
+                }
+            })?;
+        }
+        Ok(stamps)
+    }
+
+    /// Calls `f` with the leaf for `key`, read-latched, as a point read reaches it: by an
+    /// optimistic descent (see "Optimistic point reads"), or after a few failed tries, by a
+    /// descent under the tree's read latch.
+    fn with_leaf<R>(&self, key: &[u8], f: impl FnOnce(PageId, &Page) -> R) -> Result<R> {
         self.usable()?;
         for _ in 0..OPTIMISTIC_TRIES {
             if let Some(found) = self.descend_optimistic(key) {
                 let (leaf, page) = found?;
-                return Ok(read_leaf(leaf, &page, key, read));
+                return Ok(f(leaf, &page));
             }
         }
         let _tree = self.latch.read();
         self.usable()?;
         let (leaf, page) = self.descend(key)?;
-        Ok(read_leaf(leaf, &page, key, read))
+        Ok(f(leaf, &page))
     }
 
     /// The leaf for `key`, read-latched. The caller holds the tree latch (either mode).
