@@ -256,11 +256,24 @@ const INTS: &[&str] = &[
     "9223372036854775807",
     "-9223372036854775808",
 ];
-/// Small indexes and counts, most of them valid.
-const INDEXES: &[&str] = &["0", "1", "2", "-1", "-2", "-3", "5", "-100", "100"];
-/// Starts and ends of ranges that usually hold something.
-const STARTS: &[&str] = &["0", "1", "-2", "-3", "-100"];
-const ENDS: &[&str] = &["-1", "2", "-2", "100", "0"];
+/// Small indexes and counts, most of them valid, and the ends of i64 (index arithmetic that
+/// overflows, or clamps them differently).
+const INDEXES: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "-1",
+    "-2",
+    "-3",
+    "5",
+    "-100",
+    "100",
+    "9223372036854775807",
+    "-9223372036854775808",
+];
+/// Starts and ends of ranges that usually hold something, and the ends of i64.
+const STARTS: &[&str] = &["0", "1", "-2", "-3", "-100", "-9223372036854775808"];
+const ENDS: &[&str] = &["-1", "2", "-2", "100", "0", "9223372036854775807"];
 /// Float arguments (scores, ZINCRBY's increments). Halves and small integers only: Redis 7.0
 /// replies with a score as `%.17g` ("1.1000000000000001"), 7.2 and tailstore with the
 /// shortest digits ("1.1"); on these values the two agree.
@@ -402,7 +415,15 @@ fn keyspace() -> Vec<(u32, Words)> {
             "EXPIRE",
             vec![
                 key(),
-                one(&["1000", "100000", "-1", "abc"]),
+                one(&[
+                    "1000",
+                    "100000",
+                    "-1",
+                    "abc",
+                    "-9223372036854775808",
+                    "-9223372036854775",
+                    "9223372036854775",
+                ]),
                 maybe(one(&["NX", "XX", "BAD"])),
             ],
         ),
@@ -422,7 +443,13 @@ fn keyspace() -> Vec<(u32, Words)> {
         (RARE, cmd("UNLINK", vec![many(key(), 1..=2)])),
         (
             RARE,
-            cmd("PEXPIRE", vec![key(), one(&["1000000", "-1", "abc"])]),
+            cmd(
+                "PEXPIRE",
+                vec![
+                    key(),
+                    one(&["1000000", "-1", "abc", "-9223372036854775808"]),
+                ],
+            ),
         ),
         (RARE, cmd("PTTL", vec![key()])),
         (RARE, cmd("PERSIST", vec![])),
@@ -828,6 +855,33 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
         (
             &[&["SET", "k", "v", "EX", "100", "PX", "200"]],
             error("ERR syntax error"),
+        ),
+        // EXPIRE refuses seconds that overflow as milliseconds, negative ones too (it
+        // deleted the key); PEXPIRE's most negative amount deletes it.
+        (
+            &[&["SET", "k", "v"], &["EXPIRE", "k", "-9223372036854775808"]],
+            error("ERR invalid expire time in 'expire' command"),
+        ),
+        (
+            &[
+                &["SET", "k", "v"],
+                &["EXPIRE", "k", "-9223372036854775808"],
+                &["EXISTS", "k"],
+            ],
+            Ok(Value::Int(1)),
+        ),
+        (
+            &[
+                &["SET", "k", "v"],
+                &["PEXPIRE", "k", "-9223372036854775808"],
+            ],
+            Ok(Value::Int(1)),
+        ),
+        // SETRANGE at an offset near i64::MAX: refused for its size (the sum overflowed:
+        // a panic with overflow checks, a wrapped size and a huge allocation without).
+        (
+            &[&["SETRANGE", "k", "9223372036854775807", "x"]],
+            error("ERR string exceeds maximum allowed size (proto-max-bulk-len)"),
         ),
         // GETRANGE clamps a negative end to the first byte.
         (

@@ -3,7 +3,7 @@
 use tailstore_resp::Reply;
 
 use super::pattern::matches;
-use super::strings::deadline;
+use super::strings::{deadline_ms, invalid_expire_time};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::KeyMeta;
 
@@ -267,13 +267,13 @@ pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Int(1))
 }
 
-/// Like [`deadline`], but zero and negative amounts are allowed (they expire the key now).
+/// Like [`super::strings::deadline`], but zero and negative amounts are allowed: they expire the key now
+/// (unless so far below zero that Redis finds them out of range: seconds before
+/// `i64::MIN / 1000`).
 fn expiry_deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i64, Fault> {
     let amount = parse_int(arg)?;
-    if amount > 0 {
-        return deadline(now, unit, arg, command);
-    }
-    Ok(now.saturating_sub(1).min(now + amount))
+    let at = deadline_ms(now, unit, amount).ok_or_else(|| invalid_expire_time(command))?;
+    Ok(if amount > 0 { at } else { at.min(now - 1) })
 }
 
 fn remaining(ctx: &mut Ctx, key: &[u8], unit_ms: i64) -> Outcome {

@@ -141,17 +141,29 @@ fn parse_set_options(ctx: &Ctx, args: &[Vec<u8>]) -> Result<SetOptions, Fault> {
 /// The deadline an EX/PX/EXAT/PXAT argument names, in ms since the epoch.
 pub fn deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i64, Fault> {
     let amount = parse_int(arg)?;
-    let invalid = || Fault::err(format!("ERR invalid expire time in '{command}' command"));
     if amount <= 0 {
-        return Err(invalid());
+        return Err(invalid_expire_time(command));
     }
-    let at = match unit {
-        "ex" => amount.checked_mul(1000).and_then(|ms| ms.checked_add(now)),
-        "px" => amount.checked_add(now),
-        "exat" => amount.checked_mul(1000),
-        _ => Some(amount),
+    deadline_ms(now, unit, amount).ok_or_else(|| invalid_expire_time(command))
+}
+
+/// The deadline, in ms since the epoch, that `amount` in `unit` (ex, px, exat, pxat) names
+/// at `now`; `None` where Redis finds it out of range: seconds that overflow as ms, or a
+/// relative amount that overflows when added to now. Negative amounts are allowed.
+pub fn deadline_ms(now: i64, unit: &str, amount: i64) -> Option<i64> {
+    let ms = match unit {
+        "ex" | "exat" => amount.checked_mul(1000)?,
+        _ => amount,
     };
-    at.ok_or_else(invalid)
+    let base = match unit {
+        "ex" | "px" => now,
+        _ => 0,
+    };
+    ms.checked_add(base)
+}
+
+pub fn invalid_expire_time(command: &str) -> Fault {
+    Fault::err(format!("ERR invalid expire time in '{command}' command"))
 }
 
 pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -397,7 +409,8 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if patch.is_empty() {
         return Ok(Reply::Int(value.len() as i64));
     }
-    check_size(offset + patch.len() as i64)?;
+    // Saturating: an offset near i64::MAX must be refused, not wrap to a small size.
+    check_size(offset.saturating_add(patch.len() as i64))?;
     let end = offset as usize + patch.len();
     if value.len() < end {
         value.resize(end, 0);

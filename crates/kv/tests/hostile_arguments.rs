@@ -1,0 +1,215 @@
+//! Every data command in the table, run in-process with arguments chosen to break index and
+//! count arithmetic, number parsing and option parsing: extreme integers, out-of-range and
+//! malformed numbers, option words in the wrong places. Each must be answered with a value or
+//! an error, never with a panic (tests build with overflow checks on, so an overflowing `+`
+//! or `*` on such a value panics here) and never by allocating what a huge count asks for
+//! (Redis 7.0.15 itself aborts on `SRANDMEMBER key -9223372036854775`). Each case runs every
+//! data command once, in random order, against keys of every kind, so the type checks run
+//! too. What it found is kept in `differential.rs`'s `found()`, checked against Redis.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::test_runner::{Config, TestRunner};
+use tailstore_engine::{Database, DbConfig};
+use tailstore_kv::command::{lookup, Run, COMMANDS};
+use tailstore_kv::Keyspace;
+use tailstore_log::CommitMode;
+use tailstore_resp::Reply;
+
+/// Sequences run when `PROPTEST_CASES` does not say.
+const DEFAULT_CASES: u32 = 2048;
+
+/// Keys that exist (one of each kind) and one that does not.
+const KEYS: &[&str] = &["str", "list", "hash", "set", "zset", "missing"];
+
+/// Numbers that have broken arithmetic or parsing somewhere: the ends of i64 and just past
+/// them, what overflows when multiplied by 1000 (seconds to milliseconds), the string size
+/// limit, floats that are not finite, malformed numbers.
+const NUMBERS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "-2",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "9223372036854775",
+    "-9223372036854775",
+    "4611686018427387904",
+    "536870912",
+    "1e308",
+    "-1e308",
+    "1e309",
+    "inf",
+    "-inf",
+    "nan",
+    "0.5",
+    "(1",
+    "[a",
+];
+
+/// Words: option words in the wrong places (SET, ZADD, ZRANGE, SCAN, LINSERT…), range
+/// markers and malformed numbers.
+const WORDS: &[&str] = &[
+    "(",
+    "[",
+    "-",
+    "+",
+    "",
+    " 1",
+    "1 ",
+    "0x10",
+    "+inf",
+    "-0.5",
+    "EX",
+    "PX",
+    "EXAT",
+    "PXAT",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "CH",
+    "INCR",
+    "GET",
+    "KEEPTTL",
+    "PERSIST",
+    "WITHSCORES",
+    "LIMIT",
+    "BYSCORE",
+    "BYLEX",
+    "REV",
+    "COUNT",
+    "MATCH",
+    "TYPE",
+    "*",
+    "BEFORE",
+    "AFTER",
+    "string",
+    "list",
+];
+
+struct Kv {
+    ks: Keyspace,
+    _dir: tempfile::TempDir,
+}
+
+fn kv() -> Kv {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = DbConfig::new(dir.path(), CommitMode::Async, None);
+    let (db, _) = Database::open(config).expect("open database");
+    let ks = Keyspace::open(Arc::new(db), 16).expect("open keyspace");
+    Kv { ks, _dir: dir }
+}
+
+impl Kv {
+    /// Runs one command as the server would (arity first); the reply.
+    fn run(&self, args: &[Vec<u8>]) -> Reply {
+        let Some(command) = lookup(&args[0]) else {
+            return Reply::error("ERR unknown command");
+        };
+        if !command.arity_ok(args.len()) {
+            return Reply::error("ERR wrong number of arguments");
+        }
+        let executed = self.ks.execute(0, command, args);
+        if let Some(pending) = executed.pending {
+            pending
+                .wait()
+                .expect("an async commit is acknowledged at once");
+        }
+        executed.reply
+    }
+
+    fn run_str(&self, args: &[&str]) -> Reply {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        self.run(&args)
+    }
+
+    /// One key of each kind, each with a few elements.
+    fn fill(&self) {
+        for args in [
+            &["SET", "str", "hello world"][..],
+            &["RPUSH", "list", "a", "b", "c", "d"],
+            &["HSET", "hash", "f1", "v1", "f2", "2"],
+            &["SADD", "set", "a", "b", "c"],
+            &["ZADD", "zset", "1", "a", "2", "b", "3", "c"],
+        ] {
+            let reply = self.run_str(args);
+            assert!(!matches!(reply, Reply::Error(_)), "{args:?}: {reply:?}");
+        }
+    }
+}
+
+/// The commands that run against the keyspace, with how many arguments each takes after its
+/// name: exactly that many, or at least that many (negative arity).
+fn data_commands() -> Vec<(&'static str, usize, bool)> {
+    COMMANDS
+        .iter()
+        .filter(|c| matches!(c.run, Run::Data(_)))
+        .map(|c| (c.name, c.arity.unsigned_abs() as usize - 1, c.arity < 0))
+        .collect()
+}
+
+/// Every data command once, each with a key and as many more arguments as its arity allows
+/// (a few more when it takes a variable number): mostly extreme numbers, else words or keys.
+fn every_command_once() -> impl Strategy<Value = Vec<Vec<String>>> {
+    let commands: Vec<_> = data_commands()
+        .into_iter()
+        .map(|(name, takes, variadic)| {
+            let argument = prop_oneof![
+                3 => select(NUMBERS),
+                2 => select(WORDS),
+                1 => select(KEYS),
+            ];
+            let extra = if variadic { 0..4usize } else { 0..1 };
+            let rest = takes.saturating_sub(1);
+            (
+                select(KEYS),
+                extra.prop_flat_map(move |extra| {
+                    prop::collection::vec(argument.clone(), rest + extra)
+                }),
+            )
+                .prop_map(move |(key, rest)| {
+                    let mut args = vec![name.to_string(), key.to_string()];
+                    args.extend(rest.into_iter().map(str::to_string));
+                    args
+                })
+        })
+        .collect();
+    commands.prop_shuffle()
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_CASES)
+}
+
+#[test]
+fn hostile_arguments_get_a_reply_never_a_panic() {
+    let kv = kv();
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&every_command_once(), |commands| {
+            let mut del = vec!["DEL"];
+            del.extend_from_slice(KEYS);
+            kv.run_str(&del);
+            kv.fill();
+            for args in &commands {
+                let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+                // A panic inside fails the case, and proptest shrinks it to the command.
+                kv.run(&args);
+            }
+            Ok(())
+        })
+        .expect("every command answered");
+}
