@@ -7,11 +7,14 @@
 //! data command once, in random order, against keys of every kind, so the type checks run
 //! too. What it found is kept in `differential.rs`'s `found()`, checked against Redis.
 
+mod support;
+
 use std::sync::Arc;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tailstore_engine::{Database, DbConfig};
 use tailstore_kv::command::{lookup, Run, COMMANDS};
 use tailstore_kv::Keyspace;
@@ -212,4 +215,136 @@ fn hostile_arguments_get_a_reply_never_a_panic() {
             Ok(())
         })
         .expect("every command answered");
+}
+
+/// Subcommands and settings the connection and server commands take, to reach past their
+/// first argument's check.
+const SERVER_WORDS: &[&str] = &[
+    "SETNAME",
+    "GETNAME",
+    "ID",
+    "SETINFO",
+    "LIST",
+    "INFO",
+    "LIB-NAME",
+    "LIB-VER",
+    "GET",
+    "SET",
+    "RESETSTAT",
+    "COUNT",
+    "DOCS",
+    "AUTH",
+    "TYPE",
+    "default",
+    "save",
+    "appendonly",
+    "appendfsync",
+    "databases",
+    "maxmemory",
+    "*",
+    "all",
+    "everything",
+    "server",
+    "keyspace",
+    "3",
+    "2",
+    "15",
+    "16",
+    "NOSAVE",
+    "ASYNC",
+    "SYNC",
+];
+
+/// Every connection and server command once (but QUIT, which ends the test's connection),
+/// with hostile arguments as many as its arity allows, as RESP requests.
+fn every_server_command_once() -> impl Strategy<Value = Vec<Vec<String>>> {
+    let commands: Vec<_> = COMMANDS
+        .iter()
+        .filter(|c| matches!(c.run, Run::Server) && c.name != "quit")
+        .map(|c| {
+            let argument = prop_oneof![
+                2 => select(SERVER_WORDS),
+                2 => select(NUMBERS),
+                1 => select(WORDS),
+            ];
+            let takes = c.arity.unsigned_abs() as usize - 1;
+            let extra = if c.arity < 0 { 0..4usize } else { 0..1 };
+            let name = c.name;
+            extra
+                .prop_flat_map(move |extra| prop::collection::vec(argument.clone(), takes + extra))
+                .prop_map(move |rest| {
+                    let mut args = vec![name.to_string()];
+                    args.extend(rest.into_iter().map(str::to_string));
+                    args
+                })
+        })
+        .collect();
+    commands.prop_shuffle()
+}
+
+fn request(args: &[String]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+    }
+    out
+}
+
+/// The connection and server commands under hostile arguments, through a real server: after
+/// each case (all of them pipelined on one connection), the server still answers a new
+/// connection's PING. A panic in a command's handler takes an event loop down, and with it
+/// every client of that loop.
+#[test]
+fn hostile_arguments_to_server_commands_leave_the_server_up() {
+    use std::io::{Read, Write};
+    let server = support::TestServer::start();
+    let mut runner = TestRunner::new(Config {
+        cases: cases() / 8,
+        failure_persistence: None,
+        // A server brought down stays down: every smaller case would fail too, each after
+        // a timeout. The failing case's commands are in the message.
+        max_shrink_iters: 0,
+        ..Config::default()
+    });
+    let connect = || {
+        let stream = server.raw();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        stream
+    };
+    runner
+        .run(&every_server_command_once(), |commands| {
+            let mut stream = connect();
+            let mut input = Vec::new();
+            for args in &commands {
+                input.extend_from_slice(&request(args));
+            }
+            // Out of a MULTI block the case may have left open, then a marker to wait for.
+            input.extend_from_slice(&request(&["DISCARD".into()]));
+            input.extend_from_slice(&request(&["ECHO".into(), "end-of-case".into()]));
+            stream.write_all(&input).expect("send the case");
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !got.windows(11).any(|w| w == b"end-of-case") {
+                match stream.read(&mut chunk) {
+                    Ok(0) => break, // closed after a protocol error: a reply of its own
+                    Ok(n) => got.extend_from_slice(&chunk[..n]),
+                    Err(err) => {
+                        return Err(TestCaseError::fail(format!(
+                            "no reply to {commands:?}: {err}"
+                        )))
+                    }
+                }
+            }
+            let mut fresh = connect();
+            fresh.write_all(b"PING\r\n").expect("send PING");
+            let mut pong = [0u8; 7];
+            fresh
+                .read_exact(&mut pong)
+                .map_err(|err| TestCaseError::fail(format!("down after {commands:?}: {err}")))?;
+            prop_assert_eq!(&pong, b"+PONG\r\n");
+            Ok(())
+        })
+        .expect("the server stays up");
 }
