@@ -289,6 +289,8 @@ pub struct Transaction<'db> {
     scans: Vec<RangeRead>,
     /// Keyed by (tree id, key): the commit order of step 1.
     writes: BTreeMap<(u32, Vec<u8>), Write>,
+    /// What `writes` would log, kept as they change (see [`Transaction::check_size`]).
+    write_bytes: usize,
     done: bool,
 }
 
@@ -345,6 +347,7 @@ impl<'db> Transaction<'db> {
             reads: Vec::new(),
             scans: Vec::new(),
             writes: BTreeMap::new(),
+            write_bytes: 0,
             done: false,
         }
     }
@@ -730,7 +733,7 @@ impl<'db> Transaction<'db> {
     /// pages changed, it would stop the database. `patched` is the size of the rows changed
     /// by column once computed (0 before: they count for their keys only until then).
     fn check_size(&self, patched: usize) -> Result<()> {
-        let bytes = self.write_bytes() + patched;
+        let bytes = self.write_bytes + patched;
         let limit = self.db.max_commit_bytes();
         if bytes > limit {
             return Err(EngineError::TooLarge { bytes, limit });
@@ -738,19 +741,14 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
-    /// Bytes of keys and values the transaction writes (with a little per entry for the
-    /// record's op headers), rows changed by column counted without their values.
-    fn write_bytes(&self) -> usize {
-        self.writes
-            .iter()
-            .map(|((_, key), write)| {
-                let value = match &write.op {
-                    WriteOp::Put(value) => value.len(),
-                    WriteOp::Delete | WriteOp::Patch(_) => 0,
-                };
-                key.len() + value + 16
-            })
-            .sum()
+    /// Bytes a buffered write adds to the commit record: its key and value, with a little
+    /// for the op's header; a row changed by column counts without its value.
+    fn logged_bytes(key_len: usize, op: &WriteOp) -> usize {
+        let value = match op {
+            WriteOp::Put(value) => value.len(),
+            WriteOp::Delete | WriteOp::Patch(_) => 0,
+        };
+        key_len + value + 16
     }
 
     /// Whether the transaction read at most one row version and scanned nothing: a read-only
@@ -939,8 +937,16 @@ impl<'db> Transaction<'db> {
         }
         let tree = TreeRef { table: slot, tree };
         let id = self.tree_id(tree);
-        self.writes.insert((id, key), Write { tree, op });
-        Ok(())
+        let key_len = key.len();
+        let added = Self::logged_bytes(key_len, &op);
+        let replaced = self.writes.insert((id, key), Write { tree, op });
+        let removed = replaced.map_or(0, |old| Self::logged_bytes(key_len, &old.op));
+        self.write_bytes = self.write_bytes + added - removed;
+        // Refused at the write that crosses the limit, not only at commit: a command that
+        // asks for a huge write (SETRANGE at a large offset) stops here instead of building
+        // a write set the commit would refuse anyway. The write stays buffered, so the
+        // commit refuses it too.
+        self.check_size(0)
     }
 
     /// A unique index must not hold `row`'s index columns for another row.

@@ -846,11 +846,19 @@ fn transaction_writing_more_than_a_commit_may_is_refused_without_a_change() {
     let mut txn = db.begin();
     let mut written = 0;
     let mut id = 100_000;
-    while written <= limit {
+    // The insert that crosses the limit is refused at once; the commit refuses too.
+    let crossing = loop {
         let item = Item::new(id, 0, 6_000_000 + id, support::MAX_NOTE);
-        txn.insert(&table, &item.values()).unwrap();
-        written += support::MAX_NOTE;
+        match txn.insert(&table, &item.values()) {
+            Ok(()) => written += support::MAX_NOTE,
+            Err(err) => break err,
+        }
+        assert!(written <= limit, "an insert past the limit was taken");
         id += 1;
+    };
+    match crossing {
+        EngineError::TooLarge { bytes, limit: l } => assert!(bytes > l && l == limit),
+        other => panic!("expected TooLarge, got {other:?}"),
     }
     match txn.commit() {
         Err(EngineError::TooLarge { bytes, limit: l }) => assert!(bytes > l && l == limit),

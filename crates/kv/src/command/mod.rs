@@ -100,6 +100,16 @@ impl<'t, 'db> Ctx<'t, 'db> {
 }
 
 impl Ctx<'_, '_> {
+    /// Refuses, before it is built, a value of `len` bytes that no commit could write: the
+    /// engine's own error, which the commit would give after the value was cut into parts.
+    pub fn check_commit_room(&self, len: usize) -> Result<(), Fault> {
+        let limit = self.ks.database().max_commit_bytes();
+        if len > limit {
+            return Err(EngineError::TooLarge { bytes: len, limit }.into());
+        }
+        Ok(())
+    }
+
     /// The key's meta, or `None` if it does not exist or has expired.
     pub fn meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
         check_key(key)?;

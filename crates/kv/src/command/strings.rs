@@ -412,6 +412,8 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     // Saturating: an offset near i64::MAX must be refused, not wrap to a small size.
     check_size(offset.saturating_add(patch.len() as i64))?;
     let end = offset as usize + patch.len();
+    // SETRANGE is how a short request asks for a huge value: refused before it is built.
+    ctx.check_commit_room(end)?;
     if value.len() < end {
         value.resize(end, 0);
     }
