@@ -43,7 +43,8 @@ pub struct ServeArgs {
     /// Most connections at once; more are refused with Redis's error.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_clients: usize,
-    /// Largest bulk string a request may carry (Redis's proto-max-bulk-len).
+    /// Largest bulk string a request may carry (Redis's proto-max-bulk-len; at least 1MiB,
+    /// as Redis requires).
     #[arg(long, value_name = "SIZE", default_value = "512MiB")]
     pub max_bulk: ByteSize,
     /// Numbered databases (SELECT 0 .. N-1).
@@ -139,6 +140,10 @@ fn validate(args: &ServeArgs) -> CliResult<()> {
     }
     if args.buffer_pool.0 < 1 << 20 {
         return Err("--buffer-pool must be at least 1MiB".into());
+    }
+    if args.max_bulk.0 < 1 << 20 {
+        // A smaller one refuses ordinary values; Redis sets the same floor.
+        return Err("--max-bulk must be at least 1MiB".into());
     }
     args.tuning.validate()?;
     if !args.db.exists() {

@@ -1,0 +1,67 @@
+//! `tailstore serve` from the outside: the settings it refuses.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `tailstore serve` with `args` and expects it to exit at once with an error naming
+/// `needle`; a server that starts instead is killed and the test fails.
+fn serve_refused(args: &[&str], needle: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tailstore");
+    let limit = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: the server started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = support::text(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(err.contains(needle), "{args:?}: {needle:?} not in {err:?}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+/// `tailstore serve` refuses settings it cannot serve with, before it creates or opens
+/// anything: one clear line, a non-zero status, and no database directory left behind.
+#[test]
+fn serve_refuses_bad_settings_before_touching_the_database() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("db");
+    let db = support::path(&db);
+    for (flag, value, needle) in [
+        ("--max-bulk", "0", "--max-bulk must be at least 1MiB"),
+        ("--max-bulk", "1KiB", "--max-bulk must be at least 1MiB"),
+        (
+            "--buffer-pool",
+            "4KiB",
+            "--buffer-pool must be at least 1MiB",
+        ),
+        ("--databases", "0", "--databases must be at least 1"),
+        ("--max-clients", "0", "--max-clients must be at least 1"),
+        ("--threads", "0", "--threads must be at least 1"),
+        ("--listen", "999.1.1.1:1", "invalid socket address"),
+        ("--commit", "sometimes", "--commit"),
+    ] {
+        let mut args = vec!["--db", db, flag, value];
+        if flag != "--listen" {
+            // Port 0: a server started by mistake takes no one's port.
+            args.extend(["--listen", "127.0.0.1:0"]);
+        }
+        serve_refused(&args, needle);
+        assert!(
+            !std::path::Path::new(db).exists(),
+            "{flag} {value}: the database directory was created"
+        );
+    }
+}
