@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The bars of issue 6, all three servers in one session, rounds interleaved:
+#   4 KiB SETs, -c 50 -P 4 --threads 2 (throughput), -c 1 -P 1 (latency), and
+#   redis-benchmark's default test set against tailstore.
+# usage: bench/kv/bars.sh TAILSTORE_BINARY [ROUNDS]   (env: WORK, BASE)
+BIN=${1:?usage: bars.sh TAILSTORE_BINARY [ROUNDS]}
+ROUNDS=${2:-3}
+WORK=${WORK:-/var/tmp/tailstore-bars}
+BASE=${BASE:-7101}
+. "$(dirname "$0")/servers.sh"
+start_servers "$BIN"
+echo "== redis-benchmark -p PORT -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 200000 -q"
+for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
+  echo "round $r port $p: $(benchmark -p "$p" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 200000)"
+done; done
+echo "== redis-benchmark -p PORT -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000 -q"
+for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
+  echo "round $r port $p: $(benchmark -p "$p" -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000)"
+done; done
+echo "== redis-benchmark -p $TAILSTORE -q -n 20000 (the default test set)"
+set +e
+redis-benchmark -p "$TAILSTORE" -q -n 20000 2>&1 | tr '\r' '\n' | grep -E "requests per|rror"
+echo "exit code ${PIPESTATUS[0]}"

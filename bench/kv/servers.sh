@@ -1,0 +1,45 @@
+# Shared by the scripts here: start Redis without persistence (port BASE), Redis with
+# `appendfsync always` (BASE+1) and `tailstore serve --commit buffer` (BASE+2), each fresh in
+# its own directory under WORK (PMEM emulated in /dev/shm), and stop them on exit.
+# Needs redis-server, redis-cli and redis-benchmark on the PATH.
+
+set -euo pipefail
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || { echo "error: $1 is not installed (it is the baseline)" >&2; exit 1; }
+}
+
+start_servers() {
+  local bin=$1
+  need redis-server; need redis-cli; need redis-benchmark
+  [ -x "$bin" ] || { echo "error: $bin is not an executable tailstore binary" >&2; exit 1; }
+  NONE=$BASE; ALWAYS=$((BASE + 1)); TAILSTORE=$((BASE + 2))
+  PMEM=/dev/shm/tailstore-bench-$TAILSTORE.pmem
+  stop_servers
+  rm -rf "$WORK" "$PMEM" && mkdir -p "$WORK/none" "$WORK/always" "$WORK/tailstore"
+  redis-server --port "$NONE" --save '' --appendonly no --dir "$WORK/none" \
+    --daemonize yes --logfile "$WORK/none/log" >/dev/null
+  redis-server --port "$ALWAYS" --save '' --appendonly yes --appendfsync always \
+    --dir "$WORK/always" --daemonize yes --logfile "$WORK/always/log" >/dev/null
+  "$bin" serve --commit buffer --db "$WORK/tailstore/db" --pmem "$PMEM" \
+    --listen "127.0.0.1:$TAILSTORE" >"$WORK/tailstore/log" 2>&1 &
+  trap stop_servers EXIT
+  for port in "$NONE" "$ALWAYS" "$TAILSTORE"; do
+    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    redis-cli -p "$port" ping >/dev/null || { echo "error: no server answers on port $port" >&2; exit 1; }
+  done
+  echo "servers: Redis none :$NONE, Redis always :$ALWAYS, tailstore buffer :$TAILSTORE ($("$bin" --version 2>/dev/null || echo "$bin")); $(date -u +%H:%M) UTC"
+}
+
+stop_servers() {
+  for port in $BASE $((BASE + 1)) $((BASE + 2)); do
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  done
+  sleep 0.5
+  [ -z "${PMEM:-}" ] || rm -f "$PMEM"
+}
+
+# One redis-benchmark run, its "requests per second" line.
+benchmark() {
+  redis-benchmark "$@" -q 2>&1 | tr '\r' '\n' | grep 'requests per' || echo "(no result)"
+}
