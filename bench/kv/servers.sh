@@ -1,6 +1,7 @@
 # Shared by the scripts here: start Redis without persistence (port BASE), Redis with
 # `appendfsync always` (BASE+1) and `tailstore serve --commit buffer` (BASE+2), each fresh in
-# its own directory under WORK (PMEM emulated in /dev/shm), and stop them on exit.
+# its own directory under WORK (PMEM emulated in /dev/shm), and stop them on exit, removing
+# WORK too (GBs after a throughput run) unless KEEP=1.
 # Needs redis-server, redis-cli and redis-benchmark on the PATH.
 
 set -euo pipefail
@@ -23,7 +24,7 @@ start_servers() {
     --dir "$WORK/always" --daemonize yes --logfile "$WORK/always/log" >/dev/null
   "$bin" serve --commit buffer --db "$WORK/tailstore/db" --pmem "$PMEM" \
     --listen "127.0.0.1:$TAILSTORE" >"$WORK/tailstore/log" 2>&1 &
-  trap stop_servers EXIT
+  trap 'stop_servers; [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
   for port in "$NONE" "$ALWAYS" "$TAILSTORE"; do
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     redis-cli -p "$port" ping >/dev/null || { echo "error: no server answers on port $port" >&2; exit 1; }
