@@ -400,13 +400,7 @@ impl<'db> Transaction<'db> {
         let mut rows = Vec::with_capacity(pks.len());
         for ((pk, stamp), found) in pks.into_iter().zip(stamps).zip(found) {
             let (version, row) = found?.unzip();
-            self.reads.push(PointRead {
-                tree,
-                key: pk,
-                version,
-                stamp,
-                columns: None,
-            });
+            self.record_read(tree, pk, version, stamp);
             rows.push(row);
         }
         Ok(rows)
@@ -870,18 +864,20 @@ impl<'db> Transaction<'db> {
                 Ok::<_, EngineError>((version, decode(&pk, value)?))
             })
         })?;
-        let (version, row) = match found.transpose()? {
-            Some((version, row)) => (Some(version), Some(row)),
-            None => (None, None),
-        };
+        let (version, row) = found.transpose()?.unzip();
+        self.record_read(tree, pk, version, stamp);
+        Ok(row)
+    }
+
+    /// Adds a whole-row point read of `key` (found at `version`, or absent) to the read set.
+    fn record_read(&mut self, tree: TreeRef, key: Vec<u8>, version: Option<u64>, stamp: LeafStamp) {
         self.reads.push(PointRead {
             tree,
-            key: pk,
+            key,
             version,
             stamp,
             columns: None,
         });
-        Ok(row)
     }
 
     /// The values of `columns` of the stored row of `pk`, recorded as a read of those

@@ -1,13 +1,12 @@
 //! The collection command families (hashes, lists, sets, sorted sets) driven through the
 //! command table against a real engine database in a temporary directory.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+mod support;
 
-use tailstore_engine::{Database, DbConfig};
+use std::collections::VecDeque;
+
 use tailstore_kv::command::lookup;
 use tailstore_kv::{BlockStep, Keyspace};
-use tailstore_log::CommitMode;
 use tailstore_resp::Reply;
 use tempfile::TempDir;
 
@@ -19,10 +18,7 @@ struct Kv {
 }
 
 fn kv() -> Kv {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = DbConfig::new(dir.path(), CommitMode::Async, None);
-    let (db, _) = Database::open(config).expect("open database");
-    let ks = Keyspace::open(Arc::new(db), 16).expect("open keyspace");
+    let (ks, dir) = support::open_keyspace();
     Kv { ks, _dir: dir }
 }
 

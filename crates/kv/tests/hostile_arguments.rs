@@ -9,16 +9,13 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use tailstore_engine::{Database, DbConfig};
 use tailstore_kv::command::{lookup, Run, COMMANDS};
 use tailstore_kv::Keyspace;
-use tailstore_log::CommitMode;
 use tailstore_resp::Reply;
 
 /// Sequences run when `PROPTEST_CASES` does not say.
@@ -102,10 +99,7 @@ struct Kv {
 }
 
 fn kv() -> Kv {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = DbConfig::new(dir.path(), CommitMode::Async, None);
-    let (db, _) = Database::open(config).expect("open database");
-    let ks = Keyspace::open(Arc::new(db), 16).expect("open keyspace");
+    let (ks, dir) = support::open_keyspace();
     Kv { ks, _dir: dir }
 }
 

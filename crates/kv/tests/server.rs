@@ -1500,11 +1500,16 @@ fn protocol_errors_close_the_connection() {
     );
 }
 
-/// Replies stay in order and complete when a client pipelines more than it reads, and QUIT
-/// answers OK, then closes.
-#[test]
-fn quit_and_a_large_pipeline_of_reads() {
-    let server = TestServer::start();
+/// Sets `big` to 64 KiB, then pipelines `n` GETs of it on a raw connection (from another
+/// thread, so the replies can back up) followed by `end` (more requests, or nothing), and
+/// shuts the writing side down if `half_close`. Returns the connection once the `n` replies
+/// have been read, in order and complete.
+fn read_pipelined_gets_of_64_kib(
+    server: &TestServer,
+    n: usize,
+    end: &'static [u8],
+    half_close: bool,
+) -> TcpStream {
     let mut c = server.client();
     let value = vec![b'x'; 64 * 1024];
     let _: () = redis::cmd("SET")
@@ -1513,13 +1518,14 @@ fn quit_and_a_large_pipeline_of_reads() {
         .query(&mut c)
         .unwrap();
     let mut s = server.raw();
-    let n = 300;
     let writer = {
         let mut s = s.try_clone().unwrap();
         std::thread::spawn(move || {
-            let request: Vec<u8> = b"GET big\r\n".repeat(n);
-            s.write_all(&request).unwrap();
-            s.write_all(b"QUIT\r\n").unwrap();
+            s.write_all(&b"GET big\r\n".repeat(n)).unwrap();
+            s.write_all(end).unwrap();
+            if half_close {
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+            }
         })
     };
     let mut header = b"$65536\r\n".to_vec();
@@ -1528,9 +1534,18 @@ fn quit_and_a_large_pipeline_of_reads() {
     for _ in 0..n {
         expect_bytes(&mut s, &header);
     }
+    writer.join().unwrap();
+    s
+}
+
+/// Replies stay in order and complete when a client pipelines more than it reads, and QUIT
+/// answers OK, then closes.
+#[test]
+fn quit_and_a_large_pipeline_of_reads() {
+    let server = TestServer::start();
+    let mut s = read_pipelined_gets_of_64_kib(&server, 300, b"QUIT\r\n", false);
     expect_bytes(&mut s, b"+OK\r\n");
     assert!(closed_by_server(&mut s));
-    writer.join().unwrap();
 }
 
 /// A client that pipelines more reads than the output may hold (64 MiB) and then shuts its
@@ -1538,30 +1553,9 @@ fn quit_and_a_large_pipeline_of_reads() {
 #[test]
 fn a_half_closed_client_gets_every_reply_past_the_output_limit() {
     let server = TestServer::start();
-    let mut c = server.client();
-    let value = vec![b'x'; 64 * 1024];
-    let _: () = redis::cmd("SET")
-        .arg("big")
-        .arg(&value)
-        .query(&mut c)
-        .unwrap();
-    let mut s = server.raw();
-    let n = 1100; // 1100 × 64 KiB ≈ 69 MiB of replies
-    let writer = {
-        let mut s = s.try_clone().unwrap();
-        std::thread::spawn(move || {
-            s.write_all(&b"GET big\r\n".repeat(n)).unwrap();
-            s.shutdown(std::net::Shutdown::Write).unwrap();
-        })
-    };
-    let mut header = b"$65536\r\n".to_vec();
-    header.extend_from_slice(&value);
-    header.extend_from_slice(b"\r\n");
-    for _ in 0..n {
-        expect_bytes(&mut s, &header);
-    }
+    // 1100 × 64 KiB ≈ 69 MiB of replies.
+    let mut s = read_pipelined_gets_of_64_kib(&server, 1100, b"", true);
     assert!(closed_by_server(&mut s));
-    writer.join().unwrap();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -320,3 +320,13 @@ pub fn proc_status_kib(field: &str) -> u64 {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
+
+/// A keyspace over a fresh database (`async` commits) in a temporary directory, without a
+/// server: for tests of the command layer itself. Keep the directory as long as the keyspace.
+pub fn open_keyspace() -> (Keyspace, TempDir) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = DbConfig::new(dir.path(), CommitMode::Async, None);
+    let (db, _) = Database::open(config).expect("open the database");
+    let ks = Keyspace::open(Arc::new(db), 16).expect("open the keyspace");
+    (ks, dir)
+}
