@@ -267,9 +267,9 @@ pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Int(1))
 }
 
-/// Like [`super::strings::deadline`], but zero and negative amounts are allowed: they expire the key now
-/// (unless so far below zero that Redis finds them out of range: seconds before
-/// `i64::MIN / 1000`).
+/// Like [`super::strings::deadline`], but zero and negative amounts are allowed: they
+/// expire the key now (unless so far below zero that Redis finds them out of range: seconds
+/// before `i64::MIN / 1000`).
 fn expiry_deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i64, Fault> {
     let amount = parse_int(arg)?;
     let at = deadline_ms(now, unit, amount).ok_or_else(|| invalid_expire_time(command))?;
