@@ -2004,6 +2004,29 @@ fn a_value_too_large_for_one_commit_is_refused_without_stopping_the_database() {
     }
 }
 
+/// An EXEC block whose writes together exceed what one commit may log (8 MiB here) is
+/// refused as a whole, even though each command alone fits: nothing of it happens, and the
+/// server goes on.
+#[test]
+fn an_exec_block_larger_than_a_commit_changes_nothing() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let value = "v".repeat(5 << 20);
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["SET", "a", "1"]);
+    queued(&mut c, &["SET", "big1", &value]);
+    queued(&mut c, &["SET", "big2", &value]);
+    queued(&mut c, &["SET", "c", "1"]);
+    let outcome: redis::RedisResult<Value> = redis::cmd("EXEC").query(&mut c);
+    let refused = match &outcome {
+        Err(err) => err.to_string(),
+        Ok(other) => panic!("EXEC answered {other:?}"),
+    };
+    assert!(refused.contains("transaction too large"), "{refused}");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "big1", "big2", "c"]), 0);
+    ok(raw_value(&mut c, &["SET", "after", "ok"]));
+}
+
 /// An EXEC block of a thousand commands is one transaction, and all of it happens.
 #[test]
 fn a_large_exec_block() {
