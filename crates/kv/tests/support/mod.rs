@@ -33,6 +33,12 @@ enum Guard {
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
 }
 
+/// For a test that measures memory without a server of its own: while the guard lives, no
+/// other test's server runs.
+pub fn measuring_memory_alone() -> RwLockWriteGuard<'static, ()> {
+    MEMORY.write().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A running server; dropping it stops the server and waits for its threads.
 pub struct TestServer {
     address: SocketAddr,
