@@ -9,14 +9,8 @@ WORK=${WORK:-/var/tmp/tailstore-bars}
 BASE=${BASE:-7101}
 . "$(dirname "$0")/servers.sh"
 start_servers "$BIN"
-echo "== redis-benchmark -p PORT -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 200000 -q"
-for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
-  echo "round $r port $p: $(benchmark -p "$p" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 200000)"
-done; done
-echo "== redis-benchmark -p PORT -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000 -q"
-for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
-  echo "round $r port $p: $(benchmark -p "$p" -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000)"
-done; done
+interleaved -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 200000
+interleaved -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000
 echo "== redis-benchmark -p $TAILSTORE -q -n 20000 (the default test set)"
 set +e
 redis-benchmark -p "$TAILSTORE" -q -n 20000 2>&1 | tr '\r' '\n' | grep -E "requests per|rror"

@@ -44,3 +44,12 @@ stop_servers() {
 benchmark() {
   redis-benchmark "$@" -q 2>&1 | tr '\r' '\n' | grep 'requests per' || echo "(no result)"
 }
+
+# ROUNDS rounds of one redis-benchmark run per server, interleaved, after a header naming
+# the arguments: `interleaved -t set -d 4096 …`.
+interleaved() {
+  echo "== redis-benchmark -p PORT $* -q"
+  for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
+    echo "round $r port $p: $(benchmark -p "$p" "$@")"
+  done; done
+}
