@@ -17,7 +17,7 @@ start_servers() {
   NONE=$BASE; ALWAYS=$((BASE + 1)); TAILSTORE=$((BASE + 2))
   PMEM=/dev/shm/tailstore-bench-$TAILSTORE.pmem
   stop_servers
-  rm -rf "$WORK" "$PMEM" && mkdir -p "$WORK/none" "$WORK/always" "$WORK/tailstore"
+  rm -rf "$WORK" "$PMEM" "$PMEM.pages" && mkdir -p "$WORK/none" "$WORK/always" "$WORK/tailstore"
   redis-server --port "$NONE" --save '' --appendonly no --dir "$WORK/none" \
     --daemonize yes --logfile "$WORK/none/log" >/dev/null
   redis-server --port "$ALWAYS" --save '' --appendonly yes --appendfsync always \
@@ -37,7 +37,7 @@ stop_servers() {
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   done
   sleep 0.5
-  [ -z "${PMEM:-}" ] || rm -f "$PMEM"
+  [ -z "${PMEM:-}" ] || rm -f "$PMEM" "$PMEM.pages"
 }
 
 # One redis-benchmark run, its "requests per second" line.

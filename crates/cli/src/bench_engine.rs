@@ -200,6 +200,7 @@ struct PmemFile(PathBuf);
 impl Drop for PmemFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.0));
     }
 }
 

@@ -10,7 +10,10 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager, LOG_START_LSN};
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
-use tailstore_storage::{BufferPool, PoolStats, Schema, StorageError, PAGE_SIZE};
+use tailstore_storage::doublewrite;
+use tailstore_storage::{
+    BufferPool, DoubleWrite, PoolStats, Restored, Schema, StorageError, PAGE_SIZE,
+};
 
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::error::{AbortCause, EngineError, Result};
@@ -35,13 +38,17 @@ pub struct DbConfig {
     pub checkpoint_interval: Option<Duration>,
     /// A checkpoint runs once this many log bytes were written since the last one.
     pub checkpoint_log_bytes: u64,
+    /// Slots of the double-write area (`PMEM_FILE.pages`, next to the log's PMEM file) in the
+    /// commit modes that have PMEM; fixed when the area is created. Each holds a page; the
+    /// data file is synced once per this many page writes at most.
+    pub doublewrite_slots: usize,
 }
 
 impl DbConfig {
     /// Defaults: the log in `data_dir`, a 64 MiB pool, a checkpoint every 30 s or 1 GiB of
-    /// log (in `pmem-log`: a quarter of the region, which only a checkpoint frees). Each
-    /// checkpoint makes the next change of every page log a full image of it, so frequent
-    /// checkpoints multiply the log volume (measured with TPC-C: ~34 KiB per transaction at
+    /// log (in `pmem-log`: a quarter of the region, which only a checkpoint frees). In the
+    /// modes without PMEM, each checkpoint makes the next change of every page log a full
+    /// image of it, so frequent checkpoints multiply the log volume (measured with TPC-C: ~34 KiB per transaction at
     /// one checkpoint per 64 MiB, 7 KiB at one per GiB); recovery replays at most this much.
     pub fn new(data_dir: impl Into<PathBuf>, mode: CommitMode, pmem_path: Option<PathBuf>) -> Self {
         let data_dir = data_dir.into();
@@ -56,13 +63,35 @@ impl DbConfig {
             buffer_pool_bytes: 64 << 20,
             checkpoint_interval: Some(Duration::from_secs(30)),
             checkpoint_log_bytes,
+            doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
         }
+    }
+
+    /// The double-write area's file: in the commit modes that keep log bytes in PMEM, the
+    /// PMEM file's path with `.pages` appended. `None` in the other modes, whose log holds
+    /// full images of pages instead.
+    pub fn doublewrite_file(&self) -> Option<PathBuf> {
+        let pmem = self.log.pmem_path.as_deref()?;
+        self.log.mode.uses_pmem().then(|| doublewrite_path(pmem))
     }
 
     /// The data file's path.
     pub fn data_file(&self) -> PathBuf {
         self.data_dir.join(DATA_FILE_NAME)
     }
+}
+
+/// Default slots of the double-write area: 32 MiB of PMEM, a data-file sync at least every
+/// 4,096 page writes (a checkpoint syncs far less often than that only when it writes more
+/// than 32 MiB, when the extra syncs are a small part of its time).
+pub const DEFAULT_DOUBLEWRITE_SLOTS: usize = 4096;
+
+/// The double-write area's file for the PMEM file `pmem`: `pmem` with `.pages` appended.
+/// Keep it with the PMEM file: it may hold the only whole copy of a page a power cut tore.
+pub fn doublewrite_path(pmem: &std::path::Path) -> PathBuf {
+    let mut name = pmem.as_os_str().to_os_string();
+    name.push(".pages");
+    PathBuf::from(name)
 }
 
 /// What opening found and did.
@@ -173,8 +202,9 @@ pub(crate) struct Shared {
     pub counters: Counters,
     /// Where redo would start if the database crashed now: the LSN of the latest checkpoint
     /// that began (its meta page may not be written yet, in which case redo starts at an
-    /// earlier one). A page first changed since then gets a full image in the change's record
-    /// (`txn.rs`), so that redo never needs a page that a crash may have torn.
+    /// earlier one). Without a double-write area, a page first changed since then gets a full
+    /// image in the change's record (`txn.rs`), so that redo never needs a page that a crash
+    /// may have torn.
     pub redo_lsn: AtomicU64,
     /// Held (shared) by every log append, from reading `redo_lsn` to the end of the append;
     /// a checkpoint takes it exclusively to pick its LSN. So no append is in flight when the
@@ -236,10 +266,21 @@ impl Database {
         // A crash between a checkpoint's meta page and its release left the log longer than
         // it needs to be: finish the release (`wait_for_log_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;
-        let pool = Arc::new(open_pool(file.clone(), &config, log.clone())?);
+        // Torn pages are restored before anything reads a page.
+        let doublewrite = open_doublewrite(storage.as_ref(), &config, log.db_id(), created)?;
+        let restored = match &doublewrite {
+            Some(area) => area.restore(file.as_ref())?,
+            None => Restored::default(),
+        };
+        let mut pool = open_pool(file.clone(), &config, log.clone())?;
+        if let Some(area) = doublewrite {
+            pool = pool.with_doublewrite(area);
+        }
+        let pool = Arc::new(pool);
         // Redo before opening the trees: opening reads each root, which redo may rebuild.
         let mut tables = Catalog::decode_defs(&meta.catalog)?;
         let mut report = recovery::redo(&pool, &log, &mut tables, meta.checkpoint_lsn)?;
+        report.torn_pages_restored = restored.pages;
         let catalog = Catalog::open(tables, &pool)?;
         recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
         report.elapsed = began.elapsed();
@@ -487,6 +528,26 @@ fn describe_log(log: &LogConfig) -> String {
         (CommitMode::PmemLog, Some(p)) => p.display().to_string(),
         _ => log.log_file().display().to_string(),
     }
+}
+
+/// The double-write area, in the modes that have one (see [`DbConfig::doublewrite_file`]):
+/// created with `config.doublewrite_slots` slots if absent.
+fn open_doublewrite(
+    storage: &dyn Storage,
+    config: &DbConfig,
+    db_id: u64,
+    new_database: bool,
+) -> Result<Option<Arc<DoubleWrite>>> {
+    let Some(path) = config.doublewrite_file() else {
+        return Ok(None);
+    };
+    let len = match storage.exists(&path) {
+        true => 0, // whatever its size: its header says how many slots it has
+        false => doublewrite::area_bytes(config.doublewrite_slots.max(2)),
+    };
+    let region = storage.map_region(&path, len, OpenMode::CreateIfMissing)?;
+    let area = DoubleWrite::open(region, &path.display().to_string(), db_id, new_database)?;
+    Ok(Some(Arc::new(area)))
 }
 
 fn open_pool(file: Arc<dyn File>, config: &DbConfig, log: Arc<LogManager>) -> Result<BufferPool> {

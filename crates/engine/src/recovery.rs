@@ -15,10 +15,16 @@
 //!    high-water mark is free.
 //!
 //! *Torn pages.* A page is written without a sync by evictions, and by a checkpoint before
-//! its sync, so a power cut may tear it. The first change of a page after the checkpoint
-//! that redo would start from ends its record with a full image of the page (`txn.rs`,
-//! "full-page images"), so redo rebuilds a page torn since the checkpoint from the log and
-//! never reads it; pages not changed since the checkpoint were not written since its sync.
+//! its sync, so a power cut may tear it. Two ways make such a page whole again:
+//! * in the commit modes with PMEM (`buffer`, `pmem-log`), every page is copied into the
+//!   double-write area in PMEM before it is written in place, and the database's open
+//!   restores every torn page from its latest copy *before* redo reads any page
+//!   (`tailstore_storage::doublewrite`); redo then starts from whole pages, which are never
+//!   older than the checkpoint (it synced them);
+//! * in the other modes, the first change of a page after the checkpoint that redo would
+//!   start from ends its record with a full image of the page (`txn.rs`, "full-page
+//!   images"), so redo rebuilds a page torn since the checkpoint from the log and never reads
+//!   it; pages not changed since the checkpoint were not written since its sync.
 //!
 //! Why this restores exactly the committed transactions: each writing transaction is one log
 //! record (`wal.rs`), present whole or not at all, so a transaction is redone entirely or not
@@ -54,6 +60,8 @@ pub struct RecoveryReport {
     pub bytes: u64,
     /// Page ops applied (not skipped by the page-LSN test).
     pub ops_applied: u64,
+    /// Pages torn by the crash and restored from the double-write area before redo.
+    pub torn_pages_restored: usize,
     pub elapsed: Duration,
 }
 
@@ -68,7 +76,15 @@ impl std::fmt::Display for RecoveryReport {
             self.to_lsn,
             self.ops_applied,
             self.elapsed.as_secs_f64() * 1e3
-        )
+        )?;
+        if self.torn_pages_restored > 0 {
+            write!(
+                f,
+                "; restored {} torn pages from the double-write area",
+                self.torn_pages_restored
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -66,7 +66,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use tailstore_crash::{child_exit, env_var, CrashChild, Killed};
-use tailstore_engine::{Database, DbConfig, EngineError, KeyRange, OpenReport, Table};
+use tailstore_engine::{
+    doublewrite_path, Database, DbConfig, EngineError, KeyRange, OpenReport, Table,
+};
 use tailstore_log::{CommitMode, KIB, MIB};
 use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value, PAGE_SIZE};
 
@@ -424,8 +426,15 @@ impl Db {
                     .expect("copy a database file");
             }
         }
-        if self.pmem.exists() && self.pmem.parent() != Some(self.dir.path()) {
-            std::fs::copy(&self.pmem, &copy.pmem).expect("copy the PMEM file");
+        if self.pmem.parent() != Some(self.dir.path()) {
+            for (from, to) in [
+                (self.pmem.clone(), copy.pmem.clone()),
+                (doublewrite_path(&self.pmem), doublewrite_path(&copy.pmem)),
+            ] {
+                if from.exists() {
+                    std::fs::copy(&from, &to).expect("copy a PMEM file");
+                }
+            }
         }
         copy
     }

@@ -702,6 +702,11 @@ impl LogManager {
         self.shared.release(lsn)
     }
 
+    /// The database's identity, chosen at random when the log was created.
+    pub fn db_id(&self) -> u64 {
+        self.shared.db_id
+    }
+
     pub fn mode(&self) -> CommitMode {
         self.shared.mode
     }

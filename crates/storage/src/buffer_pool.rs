@@ -110,6 +110,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_media::File;
 
+use crate::doublewrite::DoubleWrite;
 use crate::error::{HookError, Result, StorageError};
 use crate::page::{Lsn, Page, PageId, PageKind};
 
@@ -250,6 +251,8 @@ pub struct BufferPool {
     clock: Mutex<usize>,
     allocation: Mutex<Allocation>,
     write_ahead: WriteAheadHook,
+    /// Where each page is copied before it is written in place, if anywhere (PMEM modes).
+    doublewrite: Option<Arc<DoubleWrite>>,
     counters: Counters,
     /// Set once `failure` is (so that `write` need not lock it while the pool runs).
     stopped: AtomicBool,
@@ -322,10 +325,24 @@ impl BufferPool {
                 next: len.div_ceil(crate::PAGE_SIZE as u64),
             }),
             write_ahead,
+            doublewrite: None,
             counters: Counters::default(),
             stopped: AtomicBool::new(false),
             failure: Mutex::new(None),
         })
+    }
+
+    /// Makes every write of a page go through `area` first (see `doublewrite.rs`), which must
+    /// have restored the data file already.
+    pub fn with_doublewrite(mut self, area: Arc<DoubleWrite>) -> Self {
+        self.doublewrite = Some(area);
+        self
+    }
+
+    /// Whether a page torn by a crash is restored at open (from the double-write area), so
+    /// that the log need not hold full images of pages.
+    pub fn restores_torn_pages(&self) -> bool {
+        self.doublewrite.is_some()
     }
 
     /// Number of frames.
@@ -522,7 +539,11 @@ impl BufferPool {
         for index in 0..self.frames.len() {
             self.flush_frame(index, &mut image)?;
         }
-        self.file.sync_data().map_err(|e| self.fail_stop(e))
+        let synced = match &self.doublewrite {
+            Some(area) => area.sync(self.file.as_ref()),
+            None => self.file.sync_data(),
+        };
+        synced.map_err(|e| self.fail_stop(e))
     }
 
     /// Writes frame `index`'s page if it is dirty, through `image` (see [`BufferPool::flush_all`]).
@@ -843,9 +864,11 @@ impl BufferPool {
 
     /// Writes the sealed image of page `id` to its place in the data file.
     fn write_sealed(&self, id: PageId, page: &Page) -> Result<()> {
-        self.file
-            .write_at(id.offset(), page.bytes())
-            .map_err(|e| self.fail_stop(e))?;
+        let written = match &self.doublewrite {
+            Some(area) => area.write(self.file.as_ref(), id, page),
+            None => self.file.write_at(id.offset(), page.bytes()),
+        };
+        written.map_err(|e| self.fail_stop(e))?;
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -42,6 +42,9 @@ pub enum StorageError {
     /// refuses every later change (reads still work) until the database is reopened.
     #[error("the storage engine stopped accepting writes after an I/O failure ({cause}); reopen the database to recover")]
     Stopped { cause: String },
+    /// The PMEM double-write area (`doublewrite.rs`) is not one, or is damaged.
+    #[error("double-write area {name}: {reason}")]
+    DoubleWriteArea { name: String, reason: String },
     /// `insert` of a key that is already present.
     #[error("duplicate key")]
     DuplicateKey,

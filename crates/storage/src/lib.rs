@@ -9,7 +9,9 @@
 //!   │            eviction, the write-ahead hook before every dirty write, counters
 //! page         the 8 KiB page and its on-disk header: CRC32C, page id, page LSN, kind
 //!   │
-//! tailstore_media::File   positioned reads and writes of the data file (real or simulated)
+//! doublewrite  (PMEM commit modes) a persistent copy of each page before it is written in
+//!   │            place, from which a page torn by a power cut is restored at open
+//! tailstore_media::File, Region   the data file and the PMEM area (real or simulated)
 //! ```
 //!
 //! Each layer only talks to the one below it. The data file is an array of pages: page `n`
@@ -24,6 +26,7 @@
 
 pub mod btree;
 pub mod buffer_pool;
+pub mod doublewrite;
 pub mod error;
 pub mod key;
 pub mod page;
@@ -34,6 +37,7 @@ pub use btree::{
     BTree, Entry, LeafStamp, PageOp, Redo, ScanDirection, TreeShape, TreeWriter, MAX_ENTRY,
 };
 pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
+pub use doublewrite::{DoubleWrite, Restored};
 pub use error::{HookError, Result, StorageError};
 pub use page::{Lsn, Page, PageId, PageKind, PAGE_SIZE};
 pub use row::{RowError, Value};

@@ -386,6 +386,7 @@ struct Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.pmem);
+        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.pmem));
     }
 }
 

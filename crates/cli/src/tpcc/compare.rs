@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use tailstore_engine::Database;
+use tailstore_engine::{doublewrite_path, Database};
 use tailstore_log::CommitMode;
 use tailstore_tpcc::LoadConfig;
 
@@ -432,7 +432,7 @@ fn load_goldens(args: &CompareArgs, plan: &Plan) -> CliResult<Vec<Golden>> {
         let dir = plan.scratch.path().join(format!("loaded-{mode}"));
         let pmem = plan.pmem_path(&format!("loaded-{mode}.pmem"));
         let files = RunFiles {
-            paths: vec![pmem.clone()],
+            paths: vec![pmem.clone(), doublewrite_path(&pmem)],
         };
         let instance = Instance {
             number: 1,
@@ -504,6 +504,7 @@ fn run_config(plan: &Plan, golden: &Golden, config: Config, seq: usize) -> CliRe
     }
     if mode.uses_pmem() {
         files.paths.push(pmem.clone());
+        files.paths.push(doublewrite_path(&pmem));
         let from = golden
             .instance
             .pmem

@@ -239,6 +239,9 @@ pub fn sim_config(mode: CommitMode, pool_pages: usize) -> DbConfig {
     // wipes its free part at every open (see also `checkpoint_if_log_grew`).
     config.log.pmem_log_bytes = 512 * KIB;
     config.buffer_pool_bytes = pool_pages * PAGE_SIZE;
+    // Few slots: the simulator copies every region at every crash, and slots reused often
+    // exercise the syncs that reuse needs.
+    config.doublewrite_slots = 8;
     config.checkpoint_interval = None;
     // Checkpoints only when the test asks, except that `pmem-log` must free its region.
     config.checkpoint_log_bytes = match mode {
@@ -343,6 +346,7 @@ impl TempDb {
 impl Drop for TempDb {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.pmem);
+        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.pmem));
     }
 }
 
