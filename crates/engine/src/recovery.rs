@@ -98,6 +98,7 @@ pub fn redo(
     from: u64,
 ) -> Result<RecoveryReport> {
     let began = Instant::now();
+    prefetch_pages(pool, log, from)?;
     let mut report = RecoveryReport {
         from_lsn: from,
         to_lsn: from,
@@ -123,6 +124,59 @@ pub fn redo(
     }
     report.elapsed = began.elapsed();
     Ok(report)
+}
+
+/// Threads that read pages into the pool ahead of redo.
+const PREFETCH_THREADS: usize = 16;
+
+/// Reads into the pool, on [`PREFETCH_THREADS`] threads, the pages redo will read from the data
+/// file: those whose first op in the log from `from` on is not an image (at most half the
+/// pool, so that they are still there when redo gets to them). Redo reads one page at a time;
+/// after a power cut nothing is cached, and a restart that replays a few hundred MB of 4 KiB
+/// SETs waited 0.5 s for those reads one by one. A page that cannot be read is left to redo,
+/// which reports it.
+fn prefetch_pages(pool: &Arc<BufferPool>, log: &LogManager, from: u64) -> Result<()> {
+    let (send, receive) = std::sync::mpsc::sync_channel::<PageId>(4096);
+    let receive = std::sync::Mutex::new(receive);
+    std::thread::scope(|scope| {
+        for _ in 0..PREFETCH_THREADS {
+            scope.spawn(|| loop {
+                let next = receive.lock().map(|r| r.recv());
+                let Ok(Ok(id)) = next else { return };
+                let _ = pool.read(id);
+            });
+        }
+        let result = send_pages_to_read(log, from, pool.capacity() / 2, &send);
+        drop(send);
+        result
+    })
+}
+
+/// Sends each page redo will read (see [`prefetch_pages`]) once, at most `limit` of them.
+fn send_pages_to_read(
+    log: &LogManager,
+    from: u64,
+    limit: usize,
+    send: &std::sync::mpsc::SyncSender<PageId>,
+) -> Result<()> {
+    let mut seen = HashSet::new();
+    for record in log.records_from(from) {
+        let record = record?;
+        let ops = match wal::decode(&record.payload, record.lsn)? {
+            WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. } => ops,
+        };
+        let ops = decode_ops(ops)
+            .map_err(|e| EngineError::Corrupt(format!("log record at LSN {}: {e}", record.lsn)))?;
+        for op in ops {
+            if seen.len() >= limit {
+                return Ok(());
+            }
+            if seen.insert(op.page()) && !op.is_image() && send.send(op.page()).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {

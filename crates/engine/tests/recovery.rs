@@ -948,12 +948,10 @@ fn corrupt_page_without_an_image_in_the_log_is_reported() {
     }
 }
 
-#[test]
-fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() {
-    // One small change to the root leaf after the checkpoint: its record carries a full
-    // image of the page (first change since the checkpoint), so a torn copy on disk is
-    // rebuilt by redo instead of stopping recovery.
-    let mode = CommitMode::Fsync;
+/// Five rows, a checkpoint, then three updates of one row in the root leaf; the process
+/// crashes and the root, written by the checkpoint (or since, as an eviction or a checkpoint
+/// cut short by the crash would), is torn on disk. Returns the storage and the committed rows.
+fn torn_root_after_three_updates(mode: CommitMode) -> (SimStorage, Model) {
     let storage = SimStorage::new();
     let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
     let table = create_items(&db);
@@ -973,10 +971,18 @@ fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() 
         txn.commit().unwrap();
         model.insert(2, item);
     }
-    // The root was written after the checkpoint (as an eviction or a checkpoint cut short
-    // by the crash would), and torn.
     let after = crash_and_drop(&storage, db, Crash::Process);
     corrupt_page(&after, ROOT);
+    (after, model)
+}
+
+#[test]
+fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() {
+    // The first of the small changes after the checkpoint carries a full image of the root
+    // (first change since the checkpoint), so the torn copy on disk is rebuilt by redo
+    // instead of stopping recovery.
+    let mode = CommitMode::Fsync;
+    let (after, model) = torn_root_after_three_updates(mode);
     let (db, report) = open_sim(&after, &sim_config(mode, 256))
         .expect("the full-page image in the log rebuilds the page");
     assert_eq!(report.recovery.records, 3);
@@ -992,27 +998,7 @@ fn torn_page_is_restored_from_the_double_write_area_in_pmem_modes() {
     // well under a page. The root, written by the checkpoint and then torn, comes back from
     // its copy before redo applies the updates to it.
     for mode in [CommitMode::Buffer, CommitMode::PmemLog] {
-        let storage = SimStorage::new();
-        let (db, _) = open_sim(&storage, &sim_config(mode, 256)).unwrap();
-        let table = create_items(&db);
-        let mut model = Model::new();
-        let mut txn = db.begin();
-        for id in 0..5 {
-            let item = Item::new(id, 0, id, 10);
-            txn.insert(&table, &item.values()).unwrap();
-            model.insert(id, item);
-        }
-        txn.commit().unwrap();
-        db.checkpoint().unwrap();
-        for round in 0..3 {
-            let item = Item::new(2, round, 100 + round, 20);
-            let mut txn = db.begin();
-            txn.update(&table, &item.values()).unwrap();
-            txn.commit().unwrap();
-            model.insert(2, item);
-        }
-        let after = crash_and_drop(&storage, db, Crash::Process);
-        corrupt_page(&after, ROOT);
+        let (after, model) = torn_root_after_three_updates(mode);
         let (db, report) = open_sim(&after, &sim_config(mode, 256))
             .unwrap_or_else(|e| panic!("{mode}: the copy restores the page: {e}"));
         assert_eq!(report.recovery.torn_pages_restored, 1, "{mode}");

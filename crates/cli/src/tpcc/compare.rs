@@ -94,11 +94,12 @@ pub struct CompareArgs {
     /// and every invocation runs the same database.
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
-    /// Checkpoint once this much log was written since the last checkpoint. The engine's
-    /// default (64MiB) checkpoints a 4-warehouse run several times a second, and each
-    /// checkpoint makes the next change of every page log a full image of the page (5x the
-    /// log volume): the runs would compare checkpointers rather than commit paths. The
-    /// default here checkpoints about once per run, by time or volume.
+    /// Checkpoint once this much log was written since the last checkpoint. A small interval,
+    /// such as serve's 256MiB, would checkpoint a 4-warehouse run several times a
+    /// second, and in fsync and async modes each checkpoint makes the next change of every
+    /// page log a full image of the page (5x the log volume): the runs would compare
+    /// checkpointers rather than commit paths. The default here checkpoints about once per
+    /// run, by time or volume.
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub checkpoint_log: ByteSize,
     /// Checkpoint at least every S seconds (0: only by log volume).

@@ -119,10 +119,11 @@ pub struct DbArgs {
 /// defaults unless given).
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct TuningArgs {
-    /// Checkpoint once this much log was written since the last checkpoint. Default: the
-    /// engine's, 64MiB (a quarter of the pmem-log region if that is smaller). The first change
-    /// of each page after a checkpoint logs a full image of the page, so frequent checkpoints
-    /// multiply the log volume.
+    /// Checkpoint once this much log was written since the last checkpoint. Default: 256MiB
+    /// for serve, the engine's 1GiB otherwise; in pmem-log, a quarter of its region. In fsync
+    /// and async modes the first change of each page after a checkpoint logs a full image of
+    /// the page, so frequent checkpoints multiply the log volume (buffer and pmem-log copy
+    /// pages to a double-write area in PMEM instead).
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_log: Option<ByteSize>,
     /// Checkpoint at least every S seconds (0: only by log volume). Default: the engine's, 30.
