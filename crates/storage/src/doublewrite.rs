@@ -70,6 +70,8 @@ const HEADER_BYTES: usize = 36;
 /// Slots start one 4 KiB block in, so that every page image is cache-line aligned.
 const SLOTS_START: usize = 4096;
 const SLOT_HEADER: usize = 64;
+/// Threads that check (and restore) the pages in place at open.
+const RESTORE_THREADS: usize = 16;
 /// Bytes of one slot: its header, then a page.
 pub const SLOT_BYTES: usize = SLOT_HEADER + PAGE_SIZE;
 
@@ -190,25 +192,56 @@ impl DoubleWrite {
             .collect();
         used.sort_unstable_by_key(|&(seq, _, _)| std::cmp::Reverse(seq));
         let mut done = std::collections::HashSet::new();
-        let mut restored = Restored::default();
+        let mut latest = Vec::new();
         let mut copy = Page::zeroed();
-        let mut in_place = Page::zeroed();
         for (_, id, slot) in used {
-            if done.contains(&id) || !self.read_valid_copy(slot, id, &mut copy) {
-                continue;
-            }
-            done.insert(id);
-            restored.copies += 1;
-            let whole = file.read_exact_at(id.offset(), in_place.bytes_mut_for_read())?
-                && in_place.verify(id).is_ok();
-            if !whole {
-                file.write_at(id.offset(), copy.bytes())?;
-                restored.pages += 1;
+            if !done.contains(&id) && self.read_valid_copy(slot, id, &mut copy) {
+                done.insert(id);
+                latest.push((id, slot));
             }
         }
+        // The pages in place are read on several threads: after a power cut none is cached,
+        // and 4,096 reads one at a time took 100 ms of a restart.
+        let chunk = latest.len().div_ceil(RESTORE_THREADS).max(1);
+        let pages = std::thread::scope(|scope| {
+            let workers: Vec<_> = latest
+                .chunks(chunk)
+                .map(|pages| scope.spawn(move || self.restore_torn(file, pages)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .sum::<Result<usize>>()
+        })?;
+        let restored = Restored {
+            copies: latest.len(),
+            pages,
+        };
         file.sync_data()?;
         let mut ring = self.ring.lock();
         ring.synced_through = ring.next;
+        Ok(restored)
+    }
+
+    /// Writes back from its copy in `slot` each of `pages` that is not whole in place; returns
+    /// how many it wrote.
+    fn restore_torn(&self, file: &dyn File, pages: &[(PageId, u64)]) -> Result<usize> {
+        let mut restored = 0;
+        let mut copy = Page::zeroed();
+        let mut in_place = Page::zeroed();
+        for &(id, slot) in pages {
+            let whole = file.read_exact_at(id.offset(), in_place.bytes_mut_for_read())?
+                && in_place.verify(id).is_ok();
+            if !whole {
+                // Checked when it was chosen; nothing writes the area before restore ends.
+                assert!(self.read_valid_copy(slot, id, &mut copy));
+                file.write_at(id.offset(), copy.bytes())?;
+                restored += 1;
+            }
+        }
         Ok(restored)
     }
 
