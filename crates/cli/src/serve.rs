@@ -83,16 +83,24 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .map_err(|e| format!("cannot open the database in {}: {e}", args.db.display()))?;
     let recovery = report.recovery.elapsed;
     let medium = log_medium(db.log(), &config.log);
+    let restored = match report.recovery.torn_pages_restored {
+        0 => String::new(),
+        n => format!("; {n} pages torn by the crash restored from the double-write area"),
+    };
     eprintln!(
-        "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records)",
+        "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records{restored})",
         args.db.display(),
         recovery.as_secs_f64() * 1e3,
         report.recovery.bytes,
         report.recovery.records
     );
     let durable = args.commit.is_durable();
+    let pages = match config.doublewrite_file() {
+        Some(file) => format!("; pages copied to {} before each write", file.display()),
+        None => String::new(),
+    };
     let durability = format!(
-        "{} ({medium}){}",
+        "{} ({medium}){pages}{}",
         args.commit,
         if durable {
             ""

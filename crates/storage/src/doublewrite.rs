@@ -21,7 +21,8 @@
 //! 0      header: magic "TSDBLWR1", slot count u64, page size u64, database id u64,
 //!        crc32c of those 32 bytes u32
 //! 4096   slot 0, then slot 1, … each SLOT_BYTES (64 + PAGE_SIZE) long:
-//!          seq u64 (0: never used)  page id u64  crc32c(seq ‖ page id ‖ page) u32  (pad to 64)
+//!          seq u64 (0: never used)  page id u64  crc32c(seq ‖ page id ‖ the page's checksum) u32
+//!          (pad to 64)
 //!          the sealed page image (PAGE_SIZE bytes)
 //! ```
 //!
@@ -44,9 +45,10 @@
 //! one of that page in the area; a page that verifies is left alone, whatever the area holds
 //! (an older or newer copy than a page that is whole is harmless: redo brings the page up to
 //! date from its LSN, and the in-place page is never older than the last checkpoint, which
-//! synced it). A slot torn by the crash fails its crc (which covers the image, so an old image
-//! under a new header fails too); its in-place write had not begun, so that page is whole.
-//! The final sync also makes durable what the previous process wrote but did not sync, so
+//! synced it). A slot torn by the crash fails its checks: the header's crc covers the
+//! image's checksum and the image must verify against that checksum, so a torn image fails,
+//! and so does an old image under a new header (it has another checksum, but for a 2^-32
+//! chance); its in-place write had not begun, so that page is whole. The final sync also makes durable what the previous process wrote but did not sync, so
 //! every slot may be reused at once.
 //!
 //! *Sync.* The checkpoint's sync of the data file goes through [`DoubleWrite::sync`], under the
@@ -256,7 +258,7 @@ impl DoubleWrite {
             ring.synced_through = seq;
         }
         let at = self.slot_offset(seq % self.slots);
-        let header = slot_header_bytes(seq, id, page.bytes());
+        let header = slot_header_bytes(seq, id, page.header().checksum);
         self.region
             .write_streaming(at + SLOT_HEADER, page.bytes())?;
         self.region.write_streaming(at, &header)?;
@@ -292,13 +294,13 @@ impl DoubleWrite {
     /// Reads slot `slot` into `page`; whether it holds a whole, valid image of page `id`.
     fn read_valid_copy(&self, slot: u64, id: PageId, page: &mut Page) -> bool {
         let at = self.slot_offset(slot);
-        let mut header = [0u8; 20];
+        let mut header = [0u8; 24];
         self.region.read(at, &mut header);
         self.region
             .read(at + SLOT_HEADER, page.bytes_mut_for_read());
         let seq = u64::from_le_bytes(header[..8].try_into().unwrap_or_default());
-        let expected = slot_header_bytes(seq, id, page.bytes());
-        header[..] == expected[..20] && page.verify(id).is_ok()
+        let expected = slot_header_bytes(seq, id, page.header().checksum);
+        header[..] == expected[..24] && page.verify(id).is_ok()
     }
 
     /// The area's name (its file), for messages.
@@ -362,13 +364,16 @@ fn read_header(
     Ok((slots, word(24)))
 }
 
-/// A slot's header for the `seq`-th write, of page `id` with image `image`.
-fn slot_header_bytes(seq: u64, id: PageId, image: &[u8]) -> [u8; SLOT_HEADER] {
+/// A slot's header for the `seq`-th write, of page `id` whose sealed image has checksum
+/// `checksum`. Covering the page's own checksum (which [`Page::verify`] checks against the
+/// image) ties the header to that image without a second pass over its 8 KiB.
+fn slot_header_bytes(seq: u64, id: PageId, checksum: u32) -> [u8; SLOT_HEADER] {
     let mut header = [0u8; SLOT_HEADER];
     header[..8].copy_from_slice(&seq.to_le_bytes());
     header[8..16].copy_from_slice(&id.0.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..16]), image);
-    header[16..20].copy_from_slice(&crc.to_le_bytes());
+    header[16..20].copy_from_slice(&checksum.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..20]);
+    header[20..24].copy_from_slice(&crc.to_le_bytes());
     header
 }
 
