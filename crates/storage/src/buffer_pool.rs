@@ -537,6 +537,11 @@ impl BufferPool {
         self.check_running()?;
         let mut image = Page::zeroed();
         for index in 0..self.frames.len() {
+            if let Some(area) = &self.doublewrite {
+                // Before the frame's latch is taken (see `DoubleWrite::make_room`).
+                area.make_room(self.file.as_ref())
+                    .map_err(|e| self.fail_stop(e))?;
+            }
             self.flush_frame(index, &mut image)?;
         }
         let synced = match &self.doublewrite {

@@ -252,11 +252,8 @@ impl DoubleWrite {
     pub(crate) fn write(&self, file: &dyn File, id: PageId, page: &Page) -> MediaResult<()> {
         debug_assert_eq!(page.page_id(), id);
         let mut ring = self.ring.lock();
+        self.free_next_slot(&mut ring, file)?;
         let seq = ring.next;
-        if seq >= ring.synced_through + self.slots {
-            file.sync_data()?;
-            ring.synced_through = seq;
-        }
         let at = self.slot_offset(seq % self.slots);
         let header = slot_header_bytes(seq, id, page.header().checksum);
         self.region
@@ -267,6 +264,23 @@ impl DoubleWrite {
         ring.next = seq + 1;
         // The invariant the next write relies on: no slot is two writes ahead of a sync.
         assert!(ring.next <= ring.synced_through + self.slots);
+        Ok(())
+    }
+
+    /// Syncs `file` now if the next write would have to: a caller about to write while it
+    /// holds a page latch calls this first, so that the sync (tens of milliseconds under a
+    /// checkpoint's writes) does not keep the page's writers waiting.
+    pub(crate) fn make_room(&self, file: &dyn File) -> MediaResult<()> {
+        self.free_next_slot(&mut self.ring.lock(), file)
+    }
+
+    /// Makes slot `ring.next % slots` free to reuse: syncs `file` if the in-place write of
+    /// the copy it holds may not be durable yet.
+    fn free_next_slot(&self, ring: &mut Ring, file: &dyn File) -> MediaResult<()> {
+        if ring.next >= ring.synced_through + self.slots {
+            file.sync_data()?;
+            ring.synced_through = ring.next;
+        }
         Ok(())
     }
 
