@@ -34,7 +34,9 @@ pub struct ServeArgs {
     pub log_dir: Option<PathBuf>,
     /// PMEM file for buffer and pmem-log: on a DAX file system, or on /dev/shm to emulate PMEM
     /// (survives a process crash, not a power cut). Default for those modes:
-    /// /dev/shm/tailstore-<port>.pmem.
+    /// /dev/shm/tailstore-<port>.pmem. The double-write area (a copy of each page before it is
+    /// written, to repair pages a power cut tears) goes beside it, in PATH.pages: keep both
+    /// with the database.
     #[arg(long, value_name = "PATH")]
     pub pmem: Option<PathBuf>,
     /// Buffer pool: the data kept in memory; more data than this is paged to the data file.

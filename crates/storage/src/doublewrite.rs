@@ -90,8 +90,6 @@ pub fn area_bytes(slots: usize) -> usize {
 pub struct DoubleWrite {
     region: Arc<dyn Region>,
     slots: u64,
-    /// For messages.
-    name: String,
     ring: Mutex<Ring>,
 }
 
@@ -160,7 +158,6 @@ impl DoubleWrite {
         let area = DoubleWrite {
             region,
             slots,
-            name: name.to_string(),
             ring: Mutex::new(Ring {
                 next: 1,
                 synced_through: 1,
@@ -315,11 +312,6 @@ impl DoubleWrite {
         let seq = u64::from_le_bytes(header[..8].try_into().unwrap_or_default());
         let expected = slot_header_bytes(seq, id, page.header().checksum);
         header[..] == expected[..24] && page.verify(id).is_ok()
-    }
-
-    /// The area's name (its file), for messages.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -541,6 +533,25 @@ mod tests {
     }
 
     #[test]
+    fn a_page_is_not_written_in_place_when_its_copy_could_not_be_persisted() {
+        let storage = SimStorage::new();
+        let area = open_area(&storage, 4, true).unwrap();
+        let file = data(&storage);
+        area.write(file.as_ref(), PageId(1), &version(1, 1))
+            .unwrap();
+        storage.fail_region_fences_after(1);
+        assert!(area
+            .write(file.as_ref(), PageId(1), &version(1, 2))
+            .is_err());
+        let page = in_place(file.as_ref(), 1).expect("still whole");
+        assert_eq!(
+            page.lsn(),
+            1,
+            "the write whose copy failed must not reach the page"
+        );
+    }
+
+    #[test]
     fn an_area_of_another_database_is_refused_and_a_new_database_wipes_it() {
         let storage = SimStorage::new();
         let area = open_area(&storage, 4, true).unwrap();
@@ -578,7 +589,11 @@ mod tests {
         let mut bytes = storage.region_bytes(AREA).unwrap();
         bytes[9] ^= 1;
         storage.set_region_bytes(AREA, bytes);
-        assert!(reopen().is_ok(), "no slot used: formatted again");
+        assert_eq!(
+            reopen().unwrap().slots(),
+            4,
+            "no slot used: formatted again"
+        );
         area.write(data(&storage).as_ref(), PageId(1), &version(1, 1))
             .unwrap();
         let mut bytes = storage.region_bytes(AREA).unwrap();
