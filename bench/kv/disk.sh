@@ -4,21 +4,15 @@
 # a fresh server each run, 200,000 SETs to fill, then 400,000 measured
 # (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2).
 # usage: bench/kv/disk.sh ROUNDS TAILSTORE_BINARY...   (env: WORK, PORT)
-set -euo pipefail
 ROUNDS=${1:?usage: disk.sh ROUNDS TAILSTORE_BINARY...}
 shift
 WORK=${WORK:-/var/tmp/tailstore-disk}
 PORT=${PORT:-7111}
 PMEM=/dev/shm/tailstore-disk-$PORT.pmem
+. "$(dirname "$0")/servers.sh"
+trap stop_lone EXIT
 N=400000
 SET=(-p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2)
-
-cleanup() {
-  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-  sleep 1
-  rm -rf "$WORK" "$PMEM" "$PMEM.pages"
-}
-trap cleanup EXIT
 
 # "thread-name bytes-written" for every thread of process $1.
 written_by_thread() {
@@ -29,17 +23,13 @@ written_by_thread() {
 
 one_run() {
   local bin=$1
-  cleanup
-  mkdir -p "$WORK"
-  "$bin" serve --commit buffer --db "$WORK/db" --pmem "$PMEM" --listen "127.0.0.1:$PORT" \
-    >"$WORK/serve.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  stop_lone
+  start_lone "$bin" serve
   redis-benchmark "${SET[@]}" -n 200000 -q >/dev/null 2>&1
-  written_by_thread "$pid" >"$WORK/before"
+  written_by_thread "$LONE" >"$WORK/before"
   local result
   result=$(redis-benchmark "${SET[@]}" -n "$N" -q 2>&1 | tr '\r' '\n' | grep 'requests per')
-  written_by_thread "$pid" >"$WORK/after"
+  written_by_thread "$LONE" >"$WORK/after"
   echo "$(basename "$bin"): $result"
   join "$WORK/before" "$WORK/after" | awk -v n="$N" '
     { d = ($3 - $2) / n; if (d > 0) printf "    %-18s %6.0f B/SET\n", $1, d; total += d }

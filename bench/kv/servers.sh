@@ -53,3 +53,24 @@ interleaved() {
     echo "round $r port $p: $(benchmark -p "$p" "$@")"
   done; done
 }
+
+# A lone `tailstore serve --commit buffer` on PORT with its data in WORK (disk.sh,
+# cold_restart.sh): `start_lone BINARY LOGNAME [SERVE OPTIONS…]` starts it (its pid in
+# LONE) and waits for its first reply; `stop_lone` stops it and removes its files.
+start_lone() {
+  local bin=$1 log=$2
+  shift 2
+  mkdir -p "$WORK"
+  "$bin" serve --commit buffer --db "$WORK/db" --pmem "$PMEM" --listen "127.0.0.1:$PORT" "$@" \
+    >"$WORK/$log.log" 2>&1 &
+  LONE=$!
+  for _ in $(seq 5000); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.002; done
+  echo "error: $bin does not answer on port $PORT (see $WORK/$log.log)" >&2
+  exit 1
+}
+
+stop_lone() {
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  sleep 1
+  rm -rf "$WORK" "$PMEM" "$PMEM.pages"
+}
