@@ -51,6 +51,12 @@
 //! chance); its in-place write had not begun, so that page is whole. The final sync also makes durable what the previous process wrote but did not sync, so
 //! every slot may be reused at once.
 //!
+//! *Syncing ahead.* Once half the slots hold copies not yet known durable in place, the
+//! writer that notices syncs the data file without holding the mutex, noting first the `seq`
+//! below which every write has finished (writes are made under the mutex); when the sync
+//! returns, every slot below that `seq` is free. Writers go on meanwhile in the other half
+//! and wait for a sync under the mutex only if they fill it too.
+//!
 //! *Sync.* The checkpoint's sync of the data file goes through [`DoubleWrite::sync`], under the
 //! same mutex, and frees every slot.
 //!
@@ -59,7 +65,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tailstore_media::{File, Region};
 
 use tailstore_media::Result as MediaResult;
@@ -86,6 +92,11 @@ pub fn area_bytes(slots: usize) -> usize {
     SLOTS_START + slots * SLOT_BYTES
 }
 
+/// Slots of an area of about `bytes` bytes (at least two).
+pub fn slots_in(bytes: usize) -> usize {
+    (bytes / SLOT_BYTES).max(2)
+}
+
 /// The double-write area over a persistent region (see the module documentation).
 pub struct DoubleWrite {
     region: Arc<dyn Region>,
@@ -98,6 +109,8 @@ struct Ring {
     next: u64,
     /// Every write with a lower `seq` is durable in place.
     synced_through: u64,
+    /// A sync that frees slots ahead of need is running (see [`DoubleWrite::sync_ahead`]).
+    syncing_ahead: bool,
 }
 
 /// What [`DoubleWrite::restore`] did.
@@ -161,6 +174,7 @@ impl DoubleWrite {
             ring: Mutex::new(Ring {
                 next: 1,
                 synced_through: 1,
+                syncing_ahead: false,
             }),
         };
         let last = (0..slots)
@@ -261,14 +275,38 @@ impl DoubleWrite {
         ring.next = seq + 1;
         // The invariant the next write relies on: no slot is two writes ahead of a sync.
         assert!(ring.next <= ring.synced_through + self.slots);
-        Ok(())
+        self.sync_ahead(ring, file)
     }
 
-    /// Syncs `file` now if the next write would have to: a caller about to write while it
-    /// holds a page latch calls this first, so that the sync (tens of milliseconds under a
-    /// checkpoint's writes) does not keep the page's writers waiting.
+    /// Syncs `file` now if the next write would have to, and ahead of need (see
+    /// [`DoubleWrite::sync_ahead`]): a caller about to write while it holds a page latch
+    /// calls this first, so that the sync (tens of milliseconds under a checkpoint's
+    /// writes) does not keep the page's writers waiting.
     pub(crate) fn make_room(&self, file: &dyn File) -> MediaResult<()> {
-        self.free_next_slot(&mut self.ring.lock(), file)
+        let mut ring = self.ring.lock();
+        self.free_next_slot(&mut ring, file)?;
+        self.sync_ahead(ring, file)
+    }
+
+    /// Once half the slots hold copies whose in-place writes may not be durable, syncs
+    /// `file` *without* holding the ring's lock (one thread at a time), freeing those slots
+    /// while the other half takes the writes that come meanwhile. Without it every 4,096th
+    /// write synced under the lock, and every thread evicting a dirty page waited for it:
+    /// TPC-C with a pool an eighth of its data lost a third of its throughput.
+    fn sync_ahead(&self, mut ring: MutexGuard<'_, Ring>, file: &dyn File) -> MediaResult<()> {
+        if ring.syncing_ahead || ring.next - ring.synced_through < self.slots / 2 {
+            return Ok(());
+        }
+        ring.syncing_ahead = true;
+        // Every write below `target` has finished: writes are made under the lock.
+        let target = ring.next;
+        drop(ring);
+        let synced = file.sync_data();
+        let mut ring = self.ring.lock();
+        ring.syncing_ahead = false;
+        synced?;
+        ring.synced_through = ring.synced_through.max(target);
+        Ok(())
     }
 
     /// Makes slot `ring.next % slots` free to reuse: syncs `file` if the in-place write of
