@@ -40,7 +40,7 @@ pub struct DbConfig {
     pub checkpoint_log_bytes: u64,
     /// Slots of the double-write area (`PMEM_FILE.pages`, next to the log's PMEM file) in the
     /// commit modes that have PMEM; fixed when the area is created. Each holds a page; the
-    /// data file is synced once per this many page writes at most.
+    /// data file is synced each time half of them fill (see `doublewrite.rs`).
     pub doublewrite_slots: usize,
 }
 
@@ -48,8 +48,9 @@ impl DbConfig {
     /// Defaults: the log in `data_dir`, a 64 MiB pool, a checkpoint every 30 s or 1 GiB of
     /// log (in `pmem-log`: a quarter of the region, which only a checkpoint frees). In the
     /// modes without PMEM, each checkpoint makes the next change of every page log a full
-    /// image of it, so frequent checkpoints multiply the log volume (measured with TPC-C: ~34 KiB per transaction at
-    /// one checkpoint per 64 MiB, 7 KiB at one per GiB); recovery replays at most this much.
+    /// image of it, so frequent checkpoints multiply the log volume (measured with TPC-C:
+    /// ~34 KiB per transaction at one checkpoint per 64 MiB, 7 KiB at one per GiB); recovery
+    /// replays at most this much.
     pub fn new(data_dir: impl Into<PathBuf>, mode: CommitMode, pmem_path: Option<PathBuf>) -> Self {
         let data_dir = data_dir.into();
         let log = LogConfig::new(mode, data_dir.clone(), pmem_path);
@@ -81,9 +82,10 @@ impl DbConfig {
     }
 }
 
-/// Default slots of the double-write area: 32 MiB of PMEM, a data-file sync at least every
-/// 4,096 page writes (a checkpoint syncs far less often than that only when it writes more
-/// than 32 MiB, when the extra syncs are a small part of its time).
+/// Default slots of the double-write area: 32 MiB of PMEM, a data-file sync every 2,048
+/// page writes at most. A checkpoint that writes more than that syncs more often than once,
+/// a small part of its time; a workload that evicts dirty pages all the time pays more (see
+/// ARCHITECTURE.md, decision 61, and `--doublewrite-size`).
 pub const DEFAULT_DOUBLEWRITE_SLOTS: usize = 4096;
 
 /// The double-write area's file for the PMEM file `pmem`: `pmem` with `.pages` appended.
