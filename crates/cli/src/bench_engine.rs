@@ -199,8 +199,7 @@ struct PmemFile(PathBuf);
 
 impl Drop for PmemFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.0));
+        tailstore_engine::remove_pmem_files(&self.0);
     }
 }
 

@@ -96,6 +96,13 @@ pub fn doublewrite_path(pmem: &std::path::Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Removes the PMEM file `pmem` and its double-write area, where they exist (scratch
+/// databases of tests and benchmarks).
+pub fn remove_pmem_files(pmem: &std::path::Path) {
+    let _ = std::fs::remove_file(pmem);
+    let _ = std::fs::remove_file(doublewrite_path(pmem));
+}
+
 /// What opening found and did.
 #[derive(Clone, Debug)]
 pub struct OpenReport {

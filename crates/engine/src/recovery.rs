@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use tailstore_log::LogManager;
 use tailstore_storage::btree::redo::decode as decode_ops;
-use tailstore_storage::{BufferPool, PageId};
+use tailstore_storage::{BufferPool, PageId, PageOp};
 
 use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
@@ -165,9 +165,7 @@ fn send_pages_to_read(
         let ops = match wal::decode(&record.payload, record.lsn)? {
             WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. } => ops,
         };
-        let ops = decode_ops(ops)
-            .map_err(|e| EngineError::Corrupt(format!("log record at LSN {}: {e}", record.lsn)))?;
-        for op in ops {
+        for op in page_ops(ops, record.lsn)? {
             if seen.len() >= limit {
                 return Ok(());
             }
@@ -179,9 +177,13 @@ fn send_pages_to_read(
     Ok(())
 }
 
+/// The page ops of the log record at `lsn`, decoded.
+fn page_ops(ops: &[u8], lsn: u64) -> Result<Vec<PageOp<'_>>> {
+    decode_ops(ops).map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))
+}
+
 fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
-    let ops = decode_ops(ops)
-        .map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))?;
+    let ops = page_ops(ops, lsn)?;
     // An op followed by an image of its page in the same record is superseded by it: skip
     // it, so that a page whose first change since the checkpoint ends with a full-page image
     // (`txn.rs`) is rebuilt without reading what may be a torn page.

@@ -385,8 +385,7 @@ struct Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.pmem);
-        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.pmem));
+        tailstore_engine::remove_pmem_files(&self.pmem);
     }
 }
 
@@ -405,7 +404,7 @@ impl Scratch {
             "tailstore-kv-compare-{}-{name}-{purpose}.pmem",
             std::process::id()
         ));
-        let _ = std::fs::remove_file(&pmem);
+        tailstore_engine::remove_pmem_files(&pmem);
         Ok(Scratch { dir, pmem })
     }
 

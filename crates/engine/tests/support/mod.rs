@@ -345,8 +345,7 @@ impl TempDb {
 
 impl Drop for TempDb {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.pmem);
-        let _ = std::fs::remove_file(tailstore_engine::doublewrite_path(&self.pmem));
+        tailstore_engine::remove_pmem_files(&self.pmem);
     }
 }
 
