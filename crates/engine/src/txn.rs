@@ -1237,6 +1237,7 @@ impl<'db> Transaction<'db> {
             db.pool.free(id);
         }
         drop(writers);
+        wal::recycle_redo(redo);
         Ok(lsn)
     }
 

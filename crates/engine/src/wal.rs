@@ -26,8 +26,33 @@ pub enum WalRecord<'a> {
 /// recorded, are the payload of its commit record (the ops follow the record's tag, so the
 /// payload is never copied out of the buffer: for a 4 KiB Redis SET with its page images it
 /// is tens of kilobytes).
+///
+/// The buffer is the calling thread's spare one when it has one (see [`recycle_redo`]): a
+/// fresh multi-kilobyte buffer per commit costs an allocation, its growth and, for the
+/// allocator's larger blocks, page faults on memory handed back to the kernel meanwhile.
 pub fn commit_redo() -> Redo {
-    Redo::with_header(&[COMMIT])
+    match SPARE_REDO.take() {
+        Some(mut redo) => {
+            redo.restart(&[COMMIT]);
+            redo
+        }
+        None => Redo::with_header(&[COMMIT]),
+    }
+}
+
+/// Keeps a committed transaction's redo buffer as this thread's spare, unless a very large
+/// commit grew it past what is worth holding on to.
+pub fn recycle_redo(redo: Redo) {
+    if redo.capacity() <= KEPT_REDO_BYTES {
+        SPARE_REDO.set(Some(redo));
+    }
+}
+
+/// The largest redo buffer a thread keeps between commits.
+const KEPT_REDO_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static SPARE_REDO: std::cell::Cell<Option<Redo>> = const { std::cell::Cell::new(None) };
 }
 
 pub fn create_table_record(def: &[u8], ops: &[u8]) -> Vec<u8> {

@@ -13,6 +13,8 @@ const READ_PER_PASS: usize = 256 * 1024;
 /// a client that sends without reading cannot make the server buffer without bound.
 pub const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
+/// An emptied read buffer larger than this is given back rather than kept for the next read.
+const KEPT_INPUT: usize = 1024 * 1024;
 
 /// A command queued by MULTI.
 pub struct Queued {
@@ -23,7 +25,11 @@ pub struct Connection {
     pub stream: TcpStream,
     pub id: u64,
     pub peer: String,
+    /// Read buffer: all of it initialized (zeroed once, when it grows), so that a read
+    /// does not clear the room it reads into; `input[parsed..filled]` is unparsed.
     input: Vec<u8>,
+    /// Bytes of `input` holding data read from the socket.
+    filled: usize,
     /// Bytes of `input` already parsed into commands.
     parsed: usize,
     parser: RequestParser,
@@ -54,7 +60,8 @@ impl Connection {
             stream,
             id,
             peer,
-            input: Vec::with_capacity(READ_CHUNK),
+            input: Vec::new(),
+            filled: 0,
             parsed: 0,
             parser: RequestParser::new(limits),
             output: Vec::new(),
@@ -87,17 +94,13 @@ impl Connection {
                 self.unread = true;
                 return Ok(true);
             }
-            let start = self.input.len();
-            self.input.resize(start + READ_CHUNK, 0);
-            let outcome = self.stream.read(&mut self.input[start..]);
-            let n = match &outcome {
-                Ok(n) => *n,
-                Err(_) => 0,
-            };
-            self.input.truncate(start + n);
-            match outcome {
+            self.make_room();
+            match self.stream.read(&mut self.input[self.filled..]) {
                 Ok(0) => return Ok(false),
-                Ok(n) => read += n,
+                Ok(n) => {
+                    self.filled += n;
+                    read += n;
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
@@ -105,15 +108,31 @@ impl Connection {
         }
     }
 
+    /// Ensures at least [`READ_CHUNK`] bytes of room after the data: first by moving the
+    /// unparsed bytes to the front, then by growing the buffer (only the new part is zeroed).
+    fn make_room(&mut self) {
+        if self.input.len() - self.filled >= READ_CHUNK {
+            return;
+        }
+        self.compact();
+        if self.input.len() - self.filled < READ_CHUNK {
+            let len = (self.filled + READ_CHUNK).max(2 * self.input.len());
+            self.input.resize(len, 0);
+        }
+    }
+
     /// The next complete command in the input, if any.
     pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, tailstore_resp::ProtocolError> {
         loop {
-            if self.parsed == self.input.len() {
-                self.input.clear();
+            if self.parsed == self.filled {
+                self.filled = 0;
                 self.parsed = 0;
+                if self.input.len() > KEPT_INPUT {
+                    self.input = Vec::new(); // after a large request
+                }
                 return Ok(None);
             }
-            match self.parser.parse(&self.input[self.parsed..])? {
+            match self.parser.parse(&self.input[self.parsed..self.filled])? {
                 None => {
                     self.compact();
                     return Ok(None);
@@ -128,10 +147,12 @@ impl Connection {
         }
     }
 
-    /// Drops the parsed prefix of the input so a long-lived connection's buffer does not grow.
+    /// Moves the unparsed bytes to the front so a long-lived connection's buffer does not
+    /// grow.
     fn compact(&mut self) {
         if self.parsed > 0 {
-            self.input.drain(..self.parsed);
+            self.input.copy_within(self.parsed..self.filled, 0);
+            self.filled -= self.parsed;
             self.parsed = 0;
         }
     }
@@ -171,7 +192,7 @@ impl Connection {
             name,
             self.db,
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
-            self.input.len() - self.parsed,
+            self.filled - self.parsed,
             self.output.len() - self.written,
             self.last_command,
             match self.protocol {

@@ -195,6 +195,20 @@ impl Redo {
         &self.freed
     }
 
+    /// Forgets everything recorded and starts over with `header`, keeping the buffers'
+    /// memory (see [`Redo::with_header`]).
+    pub fn restart(&mut self, header: &[u8]) {
+        self.clear();
+        if self.enabled {
+            self.bytes.extend_from_slice(header);
+        }
+    }
+
+    /// Bytes the op buffer can hold without growing.
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
     /// Forgets everything recorded (the buffer is reused by the next transaction).
     pub fn clear(&mut self) {
         self.bytes.clear();
