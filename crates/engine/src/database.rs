@@ -493,6 +493,11 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
     if storage.exists(&data) {
         if !log_exists {
             let file = storage.open_file(&data, OpenMode::Existing)?;
+            if creation_cut_short(file.as_ref())? {
+                write_first_meta(file.as_ref())?;
+                storage.sync_dir(&config.data_dir)?;
+                return Ok(true);
+            }
             let meta = Meta::read_latest(file.as_ref())?;
             // Creation writes the data file first: an empty one may just be missing its log.
             if meta.seq != 1 || !meta.catalog.is_empty() {
@@ -514,15 +519,28 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
         )));
     }
     let file = storage.open_file(&data, OpenMode::CreateIfMissing)?;
+    write_first_meta(file.as_ref())?;
+    storage.sync_dir(&config.data_dir)?;
+    Ok(true)
+}
+
+/// Writes the meta page of a new, empty database (and syncs it).
+fn write_first_meta(file: &dyn File) -> Result<()> {
     Meta {
         seq: 1,
         checkpoint_lsn: LOG_START_LSN,
         page_count: FIRST_DATA_PAGE,
         catalog: Vec::new(),
     }
-    .write(file.as_ref())?;
-    storage.sync_dir(&config.data_dir)?;
-    Ok(true)
+    .write(file)
+}
+
+/// Whether a data file without a log is what a crash during its creation left: no valid
+/// meta page, and nothing past the meta pages. Creation writes the meta page before it
+/// creates the log, and no data page is ever written before the log exists, so such a file
+/// never held a committed transaction; a longer file without a valid meta page is corrupt.
+fn creation_cut_short(file: &dyn File) -> Result<bool> {
+    Ok(file.len()? <= FIRST_DATA_PAGE * PAGE_SIZE as u64 && Meta::read_latest(file).is_err())
 }
 
 fn log_exists(storage: &dyn Storage, log: &LogConfig) -> bool {

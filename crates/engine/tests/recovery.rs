@@ -1228,3 +1228,34 @@ fn data_file_without_its_log_is_an_error() {
     }
     drop(dir);
 }
+
+/// A crash at any point while a database is being created (the medium dying at each of the
+/// creation's operations in turn, then a process crash or a power cut) leaves a directory
+/// that opens as an empty database: nothing was ever committed there.
+#[test]
+fn a_crash_while_a_database_is_created_leaves_one_that_opens() {
+    for mode in [CommitMode::Fsync, CommitMode::Buffer, CommitMode::PmemLog] {
+        let config = sim_config(mode, SMALL_POOL);
+        let creation_ops = {
+            let storage = SimStorage::new();
+            let (db, _) = open_sim(&storage, &config).expect("create");
+            let ops = storage.ops_done();
+            drop(db);
+            ops
+        };
+        for k in 0..=creation_ops {
+            for crash in [Crash::Process, Crash::PowerCut(k)] {
+                let storage = SimStorage::new();
+                storage.crash_after(k);
+                if let Ok((db, _)) = open_sim(&storage, &config) {
+                    storage.crash_after(0);
+                    drop(db);
+                }
+                let what = format!("{mode}: creation died at operation {k}, {crash:?}");
+                let (db, _) = open_sim(&image(&storage, crash), &config)
+                    .unwrap_or_else(|e| panic!("{what}: the reopen failed: {e}"));
+                assert!(db.table("items").is_err(), "{what}: a table appeared");
+            }
+        }
+    }
+}
