@@ -573,43 +573,11 @@ mod tests {
             let storage = SimStorage::new();
             let area = open_area(&storage, 4, true).unwrap();
             let file = data(&storage);
-            let mut floor: HashMap<u64, u64> = HashMap::new();
-            let mut last: HashMap<u64, u64> = HashMap::new();
             if seed % 3 != 0 {
                 storage.crash_after(1 + rng.gen_range(0..400));
             }
-            for lsn in 1..=60u64 {
-                let id = rng.gen_range(0..6u64);
-                // Attempted: a write that fails after its copy is persistent may be restored.
-                last.insert(id, lsn);
-                if area
-                    .write(file.as_ref(), PageId(id), &version(id, lsn))
-                    .is_err()
-                {
-                    break;
-                }
-                if rng.gen_ratio(1, 10) {
-                    if area.sync(file.as_ref()).is_err() {
-                        break;
-                    }
-                    floor.clone_from(&last);
-                }
-            }
-            let restart = storage.power_cut(seed);
-            let area = open_area(&restart, 4, false).unwrap();
-            let file = data(&restart);
-            restored += area.restore(file.as_ref()).unwrap().pages;
-            for (&id, &lsn) in &last {
-                let floor = floor.get(&id).copied().unwrap_or(0);
-                match in_place(file.as_ref(), id) {
-                    Some(page) => {
-                        assert!(page.lsn() >= floor, "seed {seed}: page {id} went back");
-                        assert_eq!(page.bytes(), version(id, page.lsn()).bytes());
-                        assert!(page.lsn() <= lsn);
-                    }
-                    None => assert_eq!(floor, 0, "seed {seed}: page {id} is not whole"),
-                }
-            }
+            let written = write_versions(&area, file.as_ref(), &mut rng, 0..6, 60, 10);
+            restored += restore_and_check(&storage, seed, &[written]);
         }
         assert!(
             restored > 100,
@@ -633,29 +601,19 @@ mod tests {
                 storage.crash_after(1 + (seed * 37) % 600);
             }
             let (area, file) = (&area, &file);
-            let threads: Vec<(HashMap<u64, u64>, HashMap<u64, u64>)> = std::thread::scope(|s| {
+            let written: Vec<Written> = std::thread::scope(|s| {
                 let workers: Vec<_> = (0..4u64)
-                    .map(|t| s.spawn(move || write_pages(area, file.as_ref(), seed, t)))
+                    .map(|t| {
+                        s.spawn(move || {
+                            let mut rng = StdRng::seed_from_u64(seed * 16 + t);
+                            let pages = 10 * t..10 * t + 3;
+                            write_versions(area, file.as_ref(), &mut rng, pages, 40, 8)
+                        })
+                    })
                     .collect();
                 workers.into_iter().map(|w| w.join().unwrap()).collect()
             });
-            let restart = storage.power_cut(seed);
-            let area = open_area(&restart, 4, false).unwrap();
-            let file = data(&restart);
-            restored += area.restore(file.as_ref()).unwrap().pages;
-            for (floor, last) in &threads {
-                for (&id, &lsn) in last {
-                    let floor = floor.get(&id).copied().unwrap_or(0);
-                    match in_place(file.as_ref(), id) {
-                        Some(page) => {
-                            assert!(page.lsn() >= floor, "seed {seed}: page {id} went back");
-                            assert_eq!(page.bytes(), version(id, page.lsn()).bytes());
-                            assert!(page.lsn() <= lsn);
-                        }
-                        None => assert_eq!(floor, 0, "seed {seed}: page {id} is not whole"),
-                    }
-                }
-            }
+            restored += restore_and_check(&storage, seed, &written);
         }
         assert!(
             restored > 30,
@@ -663,24 +621,29 @@ mod tests {
         );
     }
 
-    /// Thread `t`'s part of the test above: versions of pages `10 t .. 10 t + 3`; returns, per
-    /// page, the last version a sync covered and the last one attempted.
-    fn write_pages(
+    /// Per page: the last version a sync covered, and the last version attempted.
+    type Written = (HashMap<u64, u64>, HashMap<u64, u64>);
+
+    /// Writes `versions` versions of pages drawn from `pages` through `area`, syncing after
+    /// one write in `sync_one_in`, until the medium fails.
+    fn write_versions(
         area: &DoubleWrite,
         file: &dyn File,
-        seed: u64,
-        t: u64,
-    ) -> (HashMap<u64, u64>, HashMap<u64, u64>) {
-        let mut rng = StdRng::seed_from_u64(seed * 16 + t);
+        rng: &mut StdRng,
+        pages: std::ops::Range<u64>,
+        versions: u64,
+        sync_one_in: u32,
+    ) -> Written {
         let mut floor = HashMap::new();
         let mut last = HashMap::new();
-        for lsn in 1..=40u64 {
-            let id = 10 * t + rng.gen_range(0..3u64);
+        for lsn in 1..=versions {
+            let id = rng.gen_range(pages.clone());
+            // Attempted: a write that fails after its copy is persistent may be restored.
             last.insert(id, lsn);
             if area.write(file, PageId(id), &version(id, lsn)).is_err() {
                 break;
             }
-            if rng.gen_ratio(1, 8) {
+            if rng.gen_ratio(1, sync_one_in) {
                 if area.sync(file).is_err() {
                     break;
                 }
@@ -688,6 +651,29 @@ mod tests {
             }
         }
         (floor, last)
+    }
+
+    /// Cuts the power, restores the area and checks every page `written` names: whole, a
+    /// version that was attempted, no older than its last sync. Returns the pages restored.
+    fn restore_and_check(storage: &SimStorage, seed: u64, written: &[Written]) -> usize {
+        let restart = storage.power_cut(seed);
+        let area = open_area(&restart, 4, false).unwrap();
+        let file = data(&restart);
+        let restored = area.restore(file.as_ref()).unwrap().pages;
+        for (floor, last) in written {
+            for (&id, &lsn) in last {
+                let floor = floor.get(&id).copied().unwrap_or(0);
+                match in_place(file.as_ref(), id) {
+                    Some(page) => {
+                        assert!(page.lsn() >= floor, "seed {seed}: page {id} went back");
+                        assert_eq!(page.bytes(), version(id, page.lsn()).bytes());
+                        assert!(page.lsn() <= lsn);
+                    }
+                    None => assert_eq!(floor, 0, "seed {seed}: page {id} is not whole"),
+                }
+            }
+        }
+        restored
     }
 
     #[test]
