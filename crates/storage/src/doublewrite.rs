@@ -277,8 +277,8 @@ impl DoubleWrite {
     }
 
     /// Writes the sealed `page` (page `id`) in place in `file`, after its copy is persistent
-    /// in the area.
-    /// Writes of different pages run side by side; see the module documentation.
+    /// in the area. Writes of different pages run side by side (see the module
+    /// documentation).
     pub(crate) fn write(&self, file: &dyn File, id: PageId, page: &Page) -> MediaResult<()> {
         debug_assert_eq!(page.page_id(), id);
         let seq = self.take_slot(file)?;

@@ -109,15 +109,15 @@ impl Connection {
     }
 
     /// Ensures at least [`READ_CHUNK`] bytes of room after the data: first by moving the
-    /// unparsed bytes to the front, then by growing the buffer (only the new part is zeroed).
+    /// unparsed bytes to the front, then by growing the buffer by what is missing (only
+    /// that is zeroed, so memory follows the bytes received; `Vec` amortizes the copies).
     fn make_room(&mut self) {
         if self.input.len() - self.filled >= READ_CHUNK {
             return;
         }
         self.compact();
         if self.input.len() - self.filled < READ_CHUNK {
-            let len = (self.filled + READ_CHUNK).max(2 * self.input.len());
-            self.input.resize(len, 0);
+            self.input.resize(self.filled + READ_CHUNK, 0);
         }
     }
 
