@@ -14,26 +14,20 @@ trap stop_lone EXIT
 N=400000
 SET=(-p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2)
 
-# "thread-name bytes-written" for every thread of process $1.
-written_by_thread() {
-  for task in /proc/"$1"/task/*; do
-    echo "$(tr ' ' '_' <"$task/comm") $(awk '/^write_bytes/ {print $2}' "$task/io")"
-  done | sort
-}
+# Bytes a thread has written, from its /proc directory $1.
+bytes_written() { awk '/^write_bytes/ {print $2}' "$1/io"; }
 
 one_run() {
   local bin=$1
   stop_lone
   start_lone "$bin" serve
   redis-benchmark "${SET[@]}" -n 200000 -q >/dev/null 2>&1
-  written_by_thread "$LONE" >"$WORK/before"
+  by_thread "$LONE" bytes_written >"$WORK/before"
   local result
   result=$(redis-benchmark "${SET[@]}" -n "$N" -q 2>&1 | tr '\r' '\n' | grep 'requests per')
-  written_by_thread "$LONE" >"$WORK/after"
+  by_thread "$LONE" bytes_written >"$WORK/after"
   echo "$(basename "$bin"): $result"
-  join "$WORK/before" "$WORK/after" | awk -v n="$N" '
-    { d = ($3 - $2) / n; if (d > 0) printf "    %-18s %6.0f B/SET\n", $1, d; total += d }
-    END { printf "    %-18s %6.0f B/SET\n", "all threads", total }'
+  per_op "$WORK/before" "$WORK/after" "$N" 1 B/SET
 }
 
 for round in $(seq "$ROUNDS"); do

@@ -74,3 +74,19 @@ stop_lone() {
   sleep 1
   rm -rf "$WORK" "$PMEM" "$PMEM.pages"
 }
+
+# "thread-name value" for every thread of process $1, the value printed by the function $2
+# given the thread's /proc directory (disk.sh, cpu.sh).
+by_thread() {
+  for task in /proc/"$1"/task/*; do
+    echo "$(tr ' ' '_' <"$task/comm") $("$2" "$task")"
+  done | sort
+}
+
+# Per-thread growth between two by_thread listings (files BEFORE and AFTER) divided by N and
+# multiplied by SCALE, then their total, each followed by UNIT: `per_op BEFORE AFTER N SCALE UNIT`.
+per_op() {
+  join "$1" "$2" | awk -v n="$3" -v scale="$4" -v unit="$5" '
+    { d = ($3 - $2) * scale / n; if (d > 0) printf "    %-18s %8.2f %s\n", $1, d, unit; total += d }
+    END { printf "    %-18s %8.2f %s\n", "all threads", total, unit }'
+}
