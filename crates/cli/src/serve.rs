@@ -185,6 +185,11 @@ fn db_config(args: &ServeArgs) -> DbConfig {
         config.checkpoint_log_bytes = DEFAULT_CHECKPOINT_LOG;
     }
     args.tuning.apply(&mut config);
+    if args.tuning.max_replay.is_none() && args.commit != CommitMode::PmemLog {
+        // A restart replays at most two checkpoint intervals of log, however far the
+        // checkpoints fall behind the writes (see `Shared::wait_for_log_room`).
+        config.max_replay_bytes = Some(2 * config.checkpoint_log_bytes);
+    }
     config
 }
 

@@ -38,6 +38,11 @@ pub struct DbConfig {
     pub checkpoint_interval: Option<Duration>,
     /// A checkpoint runs once this many log bytes were written since the last one.
     pub checkpoint_log_bytes: u64,
+    /// The most log a restart replays: once this many bytes were written since the last
+    /// completed checkpoint (a checkpoint that cannot keep up with the writes), writers wait
+    /// for one before they change anything (see [`Shared::wait_for_log_room`]). `None`: no
+    /// bound but the log's own (`pmem-log`'s region).
+    pub max_replay_bytes: Option<u64>,
     /// Slots of the double-write area (`PMEM_FILE.pages`, next to the log's PMEM file) in the
     /// commit modes that have PMEM; fixed when the area is created. Each holds a page; the
     /// data file is synced each time half of them fill (see `doublewrite.rs`).
@@ -64,6 +69,7 @@ impl DbConfig {
             buffer_pool_bytes: 64 << 20,
             checkpoint_interval: Some(Duration::from_secs(30)),
             checkpoint_log_bytes,
+            max_replay_bytes: None,
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
         }
     }
@@ -688,7 +694,16 @@ impl Shared {
     /// with no append in flight (`log_gate`) and published as `redo_lsn` at once, so every
     /// record at or after it logs full images of the pages it is the first to change since.
     pub fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_if(|| true)
+    }
+
+    /// Runs a checkpoint if `needed` still says so once no other checkpoint runs (writers
+    /// that waited for the same one do not each run another).
+    fn checkpoint_if(&self, needed: impl Fn() -> bool) -> Result<()> {
         let mut state = self.checkpoint.lock();
+        if !needed() {
+            return Ok(());
+        }
         self.check_running()?;
         self.checkpoint_requested.store(false, Ordering::Release);
         let began = Instant::now();
@@ -773,22 +788,36 @@ impl Shared {
     /// append that finds it full waits for room. A writer waiting there holds pages it
     /// changed but has not stamped (and tree latches, and the log gate), which the checkpoint
     /// must write before it can free anything: a deadlock. So every writer calls this first,
-    /// holding nothing: while less than a quarter of the region is free, it runs a checkpoint
-    /// itself. The quarter left is room for the records of the writers already past here.
+    /// holding nothing: while less than a quarter of the region is free, it waits for the
+    /// checkpoint that is running, or runs one itself. The quarter left is room for the
+    /// records of the writers already past here. The other modes' logs grow, but a restart
+    /// replays everything since the last completed checkpoint, so with
+    /// [`DbConfig::max_replay_bytes`] writers wait the same way once that much is unreleased:
+    /// when checkpoints fall behind the writes, the writes slow to their pace.
     pub fn wait_for_log_room(&self) -> Result<()> {
-        if self.log.mode() != CommitMode::PmemLog {
+        let Some(limit) = self.unreleased_limit() else {
             return Ok(());
-        }
-        let capacity = self.config.log.pmem_log_bytes as u64;
-        let limit = capacity - capacity / 4;
-        let used = || {
+        };
+        let unreleased = || {
             let released = self.released_lsn.load(Ordering::Acquire);
             self.log.appended_lsn().saturating_sub(released)
         };
-        while used() > limit {
-            self.checkpoint()?;
+        while unreleased() > limit {
+            self.checkpoint_if(|| unreleased() > limit)?;
         }
         Ok(())
+    }
+
+    /// Log bytes past the last completed checkpoint beyond which writers wait.
+    fn unreleased_limit(&self) -> Option<u64> {
+        let region = (self.log.mode() == CommitMode::PmemLog).then(|| {
+            let capacity = self.config.log.pmem_log_bytes as u64;
+            capacity - capacity / 4
+        });
+        match (region, self.config.max_replay_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Appends `payload` (which holds `redo`) and stamps the pages `redo` touched with the

@@ -1259,3 +1259,50 @@ fn a_crash_while_a_database_is_created_leaves_one_that_opens() {
         }
     }
 }
+
+/// With `max_replay_bytes`, a restart after a crash replays at most about that much log,
+/// although no checkpoint ever comes due by volume or time here: writers that find that
+/// much unreleased run one before they change anything. Without it, the same workload's
+/// restart replays all of its log.
+#[test]
+fn max_replay_bounds_what_a_restart_replays() {
+    const LIMIT: u64 = 128 << 10;
+    // A transaction already past the wait may add its record (the workload's are under
+    // 80 KiB) before the checkpoint that another writer runs releases the log.
+    const SLACK: u64 = 96 << 10;
+    for mode in [CommitMode::Fsync, CommitMode::Buffer] {
+        let replayed = |bound: Option<u64>| {
+            let mut config = sim_config(mode, 4 * SMALL_POOL);
+            config.max_replay_bytes = bound;
+            let storage = SimStorage::new();
+            let (db, _) = open_sim(&storage, &config).expect("create");
+            let table = create_items(&db);
+            let mut workload = Workload::new(23);
+            for i in 0..TXNS {
+                if let Err(failed) = workload.step(&db, &table) {
+                    panic!("{mode}: transaction {i} failed: {}", failed.error);
+                }
+            }
+            let after = crash_and_drop(&storage, db, Crash::Process);
+            let (db, report) = open_sim(&after, &config).expect("reopen");
+            let table = db.table("items").expect("items");
+            verify(
+                &db,
+                &table,
+                &workload.model,
+                &format!("{mode}, bound {bound:?}"),
+            );
+            report.recovery.bytes
+        };
+        let unbounded = replayed(None);
+        assert!(
+            unbounded > 4 * (LIMIT + SLACK),
+            "{mode}: the workload should write more log ({unbounded} bytes replayed)"
+        );
+        let bounded = replayed(Some(LIMIT));
+        assert!(
+            bounded <= LIMIT + SLACK,
+            "{mode}: {bounded} bytes replayed with a bound of {LIMIT}"
+        );
+    }
+}

@@ -395,6 +395,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         checkpoint_log: Some(args.checkpoint_log),
         checkpoint_every: Some(args.checkpoint_every),
         pmem_log_size: Some(args.pmem_log_size),
+        max_replay: None,
         doublewrite_size: None,
     };
     tuning.validate()?;

@@ -129,6 +129,13 @@ pub struct TuningArgs {
     /// Checkpoint at least every S seconds (0: only by log volume). Default: the engine's, 30.
     #[arg(long, value_name = "S")]
     pub checkpoint_every: Option<f64>,
+    /// Bound on the log a restart replays: once this much was written since the last
+    /// completed checkpoint (checkpoints falling behind the writes), writes wait for one, so
+    /// a restart after a crash replays about this much at most (plus the commits already
+    /// under way). Default: for serve, twice --checkpoint-log; none otherwise (pmem-log: its
+    /// region bounds it). At least --checkpoint-log.
+    #[arg(long, value_name = "SIZE")]
+    pub max_replay: Option<ByteSize>,
     /// pmem-log: size of the whole log's PMEM region, set when the database is created (a
     /// multiple of 64KiB; an existing PMEM file keeps its size). Only a checkpoint frees it.
     #[arg(long, value_name = "SIZE")]
@@ -163,6 +170,14 @@ impl TuningArgs {
         if self.doublewrite_size.is_some_and(|b| b.0 < 1 << 20) {
             return Err("--doublewrite-size must be at least 1MiB".into());
         }
+        if let (Some(replay), Some(interval)) = (self.max_replay, self.checkpoint_log) {
+            if replay.0 < interval.0 {
+                return Err("--max-replay must be at least --checkpoint-log".into());
+            }
+        }
+        if self.max_replay.is_some_and(|b| b.0 < 1 << 20) {
+            return Err("--max-replay must be at least 1MiB".into());
+        }
         Ok(())
     }
 
@@ -185,6 +200,9 @@ impl TuningArgs {
         }
         if let Some(bytes) = self.checkpoint_log {
             config.checkpoint_log_bytes = bytes.0 as u64;
+        }
+        if let Some(bytes) = self.max_replay {
+            config.max_replay_bytes = Some(bytes.0 as u64);
         }
         if let Some(every) = self.checkpoint_every {
             config.checkpoint_interval = (every > 0.0).then(|| Duration::from_secs_f64(every));
