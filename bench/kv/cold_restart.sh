@@ -6,12 +6,9 @@
 # usage: bench/kv/cold_restart.sh ROUNDS TAILSTORE_BINARY...   (env: WORK, PORT)
 ROUNDS=${1:?usage: cold_restart.sh ROUNDS TAILSTORE_BINARY...}
 shift
-WORK=${WORK:-/var/tmp/tailstore-cold}
-PORT=${PORT:-7121}
-PMEM=/dev/shm/tailstore-cold-$PORT.pmem
 . "$(dirname "$0")/servers.sh"
+lone_defaults cold 7121
 [ -w /proc/sys/vm/drop_caches ] || { echo "error: dropping the page cache needs root" >&2; exit 1; }
-trap stop_lone EXIT
 
 one_run() {
   local bin=$1

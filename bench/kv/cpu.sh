@@ -8,11 +8,8 @@
 # usage: bench/kv/cpu.sh ROUNDS TAILSTORE_BINARY...   (env: WORK, PORT)
 ROUNDS=${1:?usage: cpu.sh ROUNDS TAILSTORE_BINARY...}
 shift
-WORK=${WORK:-/var/tmp/tailstore-cpu}
-PORT=${PORT:-7112}
-PMEM=/dev/shm/tailstore-cpu-$PORT.pmem
 . "$(dirname "$0")/servers.sh"
-trap stop_lone EXIT
+lone_defaults cpu 7112
 N=200000
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 

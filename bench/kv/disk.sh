@@ -6,11 +6,8 @@
 # usage: bench/kv/disk.sh ROUNDS TAILSTORE_BINARY...   (env: WORK, PORT)
 ROUNDS=${1:?usage: disk.sh ROUNDS TAILSTORE_BINARY...}
 shift
-WORK=${WORK:-/var/tmp/tailstore-disk}
-PORT=${PORT:-7111}
-PMEM=/dev/shm/tailstore-disk-$PORT.pmem
 . "$(dirname "$0")/servers.sh"
-trap stop_lone EXIT
+lone_defaults disk 7111
 N=400000
 SET=(-p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2)
 

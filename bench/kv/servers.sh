@@ -54,6 +54,16 @@ interleaved() {
   done; done
 }
 
+# For a script of lone servers named NAME: WORK (default /var/tmp/tailstore-NAME) and PORT
+# (default DEFAULT_PORT) unless set, its PMEM file, and their removal on exit:
+# `lone_defaults NAME DEFAULT_PORT`.
+lone_defaults() {
+  WORK=${WORK:-/var/tmp/tailstore-$1}
+  PORT=${PORT:-$2}
+  PMEM=/dev/shm/tailstore-$1-$PORT.pmem
+  trap stop_lone EXIT
+}
+
 # A lone `tailstore serve --commit buffer` on PORT with its data in WORK (disk.sh,
 # cold_restart.sh): `start_lone BINARY LOGNAME [SERVE OPTIONS…]` starts it (its pid in
 # LONE) and waits for its first reply; `stop_lone` stops it and removes its files.
