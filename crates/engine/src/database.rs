@@ -499,12 +499,14 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
     if storage.exists(&data) {
         if !log_exists {
             let file = storage.open_file(&data, OpenMode::Existing)?;
-            if creation_cut_short(file.as_ref())? {
-                write_first_meta(file.as_ref())?;
-                storage.sync_dir(&config.data_dir)?;
-                return Ok(true);
-            }
-            let meta = Meta::read_latest(file.as_ref())?;
+            let meta = match Meta::read_latest(file.as_ref()) {
+                Err(_) if holds_only_meta_pages(file.as_ref())? => {
+                    write_first_meta(file.as_ref())?;
+                    storage.sync_dir(&config.data_dir)?;
+                    return Ok(true);
+                }
+                read => read?,
+            };
             // Creation writes the data file first: an empty one may just be missing its log.
             if meta.seq != 1 || !meta.catalog.is_empty() {
                 return Err(EngineError::Open(format!(
@@ -541,12 +543,12 @@ fn write_first_meta(file: &dyn File) -> Result<()> {
     .write(file)
 }
 
-/// Whether a data file without a log is what a crash during its creation left: no valid
-/// meta page, and nothing past the meta pages. Creation writes the meta page before it
-/// creates the log, and no data page is ever written before the log exists, so such a file
-/// never held a committed transaction; a longer file without a valid meta page is corrupt.
-fn creation_cut_short(file: &dyn File) -> Result<bool> {
-    Ok(file.len()? <= FIRST_DATA_PAGE * PAGE_SIZE as u64 && Meta::read_latest(file).is_err())
+/// Whether `file` ends within the meta pages. A data file without a log and without a
+/// valid meta page that does is what a crash during creation left: creation writes the
+/// meta page before it creates the log, and no data page is ever written before the log
+/// exists, so it never held a committed transaction; a longer one is corrupt.
+fn holds_only_meta_pages(file: &dyn File) -> Result<bool> {
+    Ok(file.len()? <= FIRST_DATA_PAGE * PAGE_SIZE as u64)
 }
 
 fn log_exists(storage: &dyn Storage, log: &LogConfig) -> bool {
