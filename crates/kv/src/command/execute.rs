@@ -6,6 +6,7 @@ use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
 use super::{Command, Ctx, Fault, Outcome, Run};
+use crate::keyspace::watches::WatchToken;
 use crate::keyspace::Keyspace;
 
 /// Attempts before a conflicting command gives up (each one is a real abort: with per-key
@@ -30,12 +31,13 @@ pub struct Executed<'db> {
     pub pending: Option<PendingCommit<'db>>,
 }
 
-/// A key watched by WATCH: its version then (`None`: absent).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A key watched by WATCH: its version then (`None`: absent). The watch lasts as long as
+/// this does (see `keyspace::watches`).
 pub struct Watched {
     pub db: u32,
     pub key: Vec<u8>,
     pub version: Option<i64>,
+    _live: WatchToken,
 }
 
 /// What an EXEC block is made of: data commands and, in between, connection commands the
@@ -116,10 +118,14 @@ impl Keyspace {
             let mut txn = self.database().begin();
             let mut ctx = Ctx::now(self, &mut txn, db);
             let err = match body(&mut ctx) {
-                Ok(value) => match txn.commit_pending() {
-                    Ok(pending) => return Ok((value, pending)),
-                    Err(err) => err,
-                },
+                Ok(value) => {
+                    // Kept until the changes are applied (see `keyspace::watches`).
+                    let _unwatched = ctx.unwatched.take();
+                    match txn.commit_pending() {
+                        Ok(pending) => return Ok((value, pending)),
+                        Err(err) => err,
+                    }
+                }
                 Err(Fault::Engine(err)) => err,
                 Err(Fault::Torn(detail)) => {
                     txn.rollback();
@@ -141,6 +147,8 @@ impl Keyspace {
 
     /// The version WATCH remembers for a key.
     pub fn watch(&self, db: u32, key: &[u8]) -> Result<Watched, Reply> {
+        // First: from now on every write of the key gives it a new version.
+        let live = self.watches.begin();
         let mut txn = self.database().begin();
         let mut ctx = Ctx::now(self, &mut txn, db);
         let meta = ctx.meta(key).map_err(fault_reply)?;
@@ -149,6 +157,7 @@ impl Keyspace {
             db,
             key: key.to_vec(),
             version: meta.map(|m| m.version),
+            _live: live,
         })
     }
 

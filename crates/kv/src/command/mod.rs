@@ -17,6 +17,7 @@ mod strings;
 mod table;
 mod zsets;
 
+use parking_lot::RwLockReadGuard;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
@@ -85,6 +86,9 @@ pub struct Ctx<'t, 'db> {
     /// The time the command runs at, in ms since the epoch (one value per command, as in
     /// Redis, so a command sees a key either expired or not).
     pub now: i64,
+    /// Held from the first write that left its key's row alone until the transaction's
+    /// changes are applied (see `keyspace::watches`).
+    pub(crate) unwatched: Option<RwLockReadGuard<'db, ()>>,
 }
 
 impl<'t, 'db> Ctx<'t, 'db> {
@@ -95,7 +99,18 @@ impl<'t, 'db> Ctx<'t, 'db> {
             txn,
             db,
             now: now_ms(),
+            unwatched: None,
         }
+    }
+
+    /// Whether a write may leave its key's row (and version) as it is: only while no
+    /// connection watches any key, and then no watch begins until this transaction's changes
+    /// are applied (its runner keeps the hold until then).
+    pub(crate) fn may_keep_row(&mut self) -> bool {
+        if self.unwatched.is_none() {
+            self.unwatched = self.ks.watches.unwatched();
+        }
+        self.unwatched.is_some()
     }
 }
 

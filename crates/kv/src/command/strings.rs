@@ -49,11 +49,17 @@ impl Ctx<'_, '_> {
             None => self.new_meta(Kind::String),
         };
         let old_total = meta.stored.then_some(meta.len as usize);
+        let before = meta.clone();
         self.ks
             .write_value(self.txn, meta.id, b"", value, old_total)?;
         meta.len = value.len() as i64;
         if let Some(at) = expire_at {
             self.set_expiry(key, &mut meta, at)?;
+        }
+        // Same length, same deadline: the row would differ only in its version, which only
+        // a WATCH needs (see `keyspace::watches`).
+        if meta.stored && meta == before && self.may_keep_row() {
+            return Ok(());
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
     }

@@ -16,12 +16,16 @@
 //! without a later key of the same name ever seeing them.
 //!
 //! Every write command changes its key's `kv_keys` row (at least its `version`), so WATCH
-//! needs to look at that row only, and two commands on one key always conflict in the
-//! engine's OCC (they both write that row) and never interleave.
+//! needs to look at that row only, and two commands on one key conflict in the engine's OCC
+//! (they both write that row) and never interleave. The one exception: while no connection
+//! watches any key, a string overwritten by a value of the same length and deadline leaves
+//! the row alone, and two such writes conflict on the part rows they both write instead
+//! (see [`watches`]).
 
 mod garbage;
 mod meta;
 mod parts;
+pub mod watches;
 mod zset;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +67,8 @@ pub struct Keyspace {
     /// Source of key versions (WATCH): unique over the server's life and, since it starts at
     /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
     next_version: AtomicU64,
+    /// Live WATCHes, and the gate between them and writes that leave a key's row alone.
+    pub(crate) watches: Arc<watches::WatchGate>,
 }
 
 impl Keyspace {
@@ -86,6 +92,7 @@ impl Keyspace {
             garbage,
             databases,
             next_version: AtomicU64::new(start),
+            watches: Arc::default(),
         })
     }
 

@@ -49,6 +49,10 @@ fn clients(shared: &Shared) -> String {
         ),
         ("maxclients", shared.config.max_clients.to_string()),
         ("blocked_clients", "0".into()),
+        (
+            "tailstore_live_watches",
+            shared.ks.watches.live().to_string(),
+        ),
         ("tailstore_clients_per_loop", clients_per_loop(shared)),
     ])
 }
