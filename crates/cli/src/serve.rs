@@ -187,7 +187,7 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     args.tuning.apply(&mut config);
     if args.tuning.max_replay.is_none() && args.commit != CommitMode::PmemLog {
         // A restart replays at most two checkpoint intervals of log, however far the
-        // checkpoints fall behind the writes (see `Shared::wait_for_log_room`).
+        // checkpoints fall behind the writes (see `Shared::wait_for_checkpoint_room`).
         config.max_replay_bytes = Some(2 * config.checkpoint_log_bytes);
     }
     config

@@ -40,7 +40,7 @@ pub struct DbConfig {
     pub checkpoint_log_bytes: u64,
     /// The most log a restart replays: once this many bytes were written since the last
     /// completed checkpoint (a checkpoint that cannot keep up with the writes), writers wait
-    /// for one before they change anything (see [`Shared::wait_for_log_room`]). `None`: no
+    /// for one before they change anything (see [`Shared::wait_for_checkpoint_room`]). `None`: no
     /// bound but the log's own (`pmem-log`'s region).
     pub max_replay_bytes: Option<u64>,
     /// Slots of the double-write area (`PMEM_FILE.pages`, next to the log's PMEM file) in the
@@ -226,7 +226,7 @@ pub(crate) struct Shared {
     /// checkpoint LSN is chosen, and every record at or after it saw the new `redo_lsn`.
     pub log_gate: RwLock<()>,
     /// The LSN of the latest completed checkpoint: the log is released up to here (the only
-    /// way `pmem-log` gets room back; see [`Shared::wait_for_log_room`]).
+    /// way `pmem-log` gets room back; see [`Shared::wait_for_checkpoint_room`]).
     pub released_lsn: AtomicU64,
     /// Set after a recovery that replayed records: the checkpointer runs one at once.
     checkpoint_requested: AtomicBool,
@@ -279,7 +279,7 @@ impl Database {
             )));
         }
         // A crash between a checkpoint's meta page and its release left the log longer than
-        // it needs to be: finish the release (`wait_for_log_room` counts from the checkpoint).
+        // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;
         // Torn pages are restored before anything reads a page.
         let doublewrite = open_doublewrite(storage.as_ref(), &config, log.db_id(), created)?;
@@ -742,7 +742,7 @@ impl Shared {
 
     fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
         self.check_running()?;
-        self.wait_for_log_room()?;
+        self.wait_for_checkpoint_room()?;
         if schema.indexes().len() > MAX_INDEXES {
             return Err(EngineError::Open(format!(
                 "table `{name}` has {} indexes; at most {MAX_INDEXES} are supported",
@@ -796,7 +796,7 @@ impl Shared {
     /// replays everything since the last completed checkpoint, so with
     /// [`DbConfig::max_replay_bytes`] writers wait the same way once that much is unreleased:
     /// when checkpoints fall behind the writes, the writes slow to their pace.
-    pub fn wait_for_log_room(&self) -> Result<()> {
+    pub fn wait_for_checkpoint_room(&self) -> Result<()> {
         let Some(limit) = self.unreleased_limit() else {
             return Ok(());
         };

@@ -685,7 +685,7 @@ impl<'db> Transaction<'db> {
         // after its pages changed, it would stop the database.
         self.check_size(0)?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
-        db.wait_for_log_room()?;
+        db.wait_for_checkpoint_room()?;
         // Ids name lock owners, so only a transaction that locks needs one (taking it at
         // `begin` would make every reader write a shared counter).
         self.id = db.next_txn.fetch_add(1, Ordering::Relaxed);
