@@ -104,9 +104,10 @@ pub fn redo(
         to_lsn: from,
         ..RecoveryReport::default()
     };
-    for record in log.records_from(from) {
+    let mut records = log.records_from(from);
+    while let Some(record) = records.next_in_place() {
         let record = record?;
-        match wal::decode(&record.payload, record.lsn)? {
+        match wal::decode(record.payload, record.lsn)? {
             WalRecord::Commit { ops } => {
                 report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
             }
@@ -160,9 +161,10 @@ fn send_pages_to_read(
     send: &std::sync::mpsc::SyncSender<PageId>,
 ) -> Result<()> {
     let mut seen = HashSet::new();
-    for record in log.records_from(from) {
+    let mut records = log.records_from(from);
+    while let Some(record) = records.next_in_place() {
         let record = record?;
-        let ops = match wal::decode(&record.payload, record.lsn)? {
+        let ops = match wal::decode(record.payload, record.lsn)? {
             WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. } => ops,
         };
         for op in page_ops(ops, record.lsn)? {

@@ -44,7 +44,7 @@ pub use format::LOG_START_LSN;
 pub use manager::{CommitIntent, LogManager};
 pub use record::{record_size, MAX_PAYLOAD};
 pub use recovery::Recovery;
-pub use scan::{Record, Records};
+pub use scan::{Record, RecordRef, Records};
 
 /// Name of the log file inside the log directory.
 pub const LOG_FILE_NAME: &str = "tailstore.log";

@@ -158,11 +158,21 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
+/// A record read back from the log into a buffer that [`Records::next_in_place`] reuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub lsn: u64,
+    pub end: u64,
+    pub payload: &'a [u8],
+}
+
 /// Iterator over the records of a log, from its start to the durable end at the time it was made.
 pub struct Records<'a> {
     scanner: Scanner<'a>,
     limit: u64,
     done: bool,
+    /// The payload buffer of [`Records::next_in_place`].
+    buffer: Vec<u8>,
 }
 
 impl<'a> Records<'a> {
@@ -171,24 +181,32 @@ impl<'a> Records<'a> {
             scanner,
             limit,
             done: false,
+            buffer: Vec::new(),
         }
     }
-}
 
-impl Iterator for Records<'_> {
-    type Item = Result<Record>;
+    /// The next record, like [`Iterator::next`], but with its payload in a buffer reused from
+    /// record to record. A restart's redo walks hundreds of MB of records: a fresh vector for
+    /// each cost a third of the replay in page faults on memory the allocator had returned.
+    pub fn next_in_place(&mut self) -> Option<Result<RecordRef<'_>>> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        let next = self.advance(&mut buffer);
+        self.buffer = buffer;
+        Some(next?.map(|(lsn, end)| RecordRef {
+            lsn,
+            end,
+            payload: &self.buffer,
+        }))
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// Reads the next record's payload into `payload`: its LSN and end, or `None` past the
+    /// limit or the valid prefix.
+    fn advance(&mut self, payload: &mut Vec<u8>) -> Option<Result<(u64, u64)>> {
         if self.done || self.scanner.position() >= self.limit {
             return None;
         }
-        let mut payload = Vec::new();
-        match self.scanner.next_record(&mut payload) {
-            Ok(Some(lsn)) => Some(Ok(Record {
-                lsn,
-                end: self.scanner.position(),
-                payload,
-            })),
+        match self.scanner.next_record(payload) {
+            Ok(Some(lsn)) => Some(Ok((lsn, self.scanner.position()))),
             Ok(None) => {
                 self.done = true;
                 None
@@ -198,5 +216,15 @@ impl Iterator for Records<'_> {
                 Some(Err(e))
             }
         }
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut payload = Vec::new();
+        let next = self.advance(&mut payload)?;
+        Some(next.map(|(lsn, end)| Record { lsn, end, payload }))
     }
 }
