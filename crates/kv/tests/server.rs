@@ -1305,6 +1305,75 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["DISCARD"]));
 }
 
+/// WATCH against writes that leave the key's row alone (a same-length overwrite while no
+/// watch is live, decision 65), on several event loops at once: an EXEC that runs must see
+/// the watched key exactly as its client read it after WATCH. Watchers read the key, then
+/// run `GET k; SET k <same length>` in the block; blind writers overwrite it with values of
+/// the same length meanwhile. A blind write applied after a WATCH read the version, without
+/// giving a new one, shows up as an EXEC whose GET differs from the read.
+#[test]
+fn exec_sees_the_watched_key_as_read_after_watch() {
+    let server = TestServer::with(Options {
+        threads: 4,
+        ..Options::default()
+    });
+    ok(raw_value(&mut server.client(), &["SET", "k", "w0000000"]));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Paced, so that some blocks run; a watcher's block takes several round trips.
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut c = server.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    std::thread::sleep(Duration::from_micros(100 * (n % 4)));
+                    ok(raw_value(
+                        &mut c,
+                        &["SET", "k", &format!("b{w}{:06}", n % 1_000_000)],
+                    ));
+                }
+            })
+        })
+        .collect();
+    let watchers: Vec<_> = (0..3)
+        .map(|w| {
+            let mut c = server.client();
+            std::thread::spawn(move || {
+                let mut ran = 0;
+                for attempt in 0..300u64 {
+                    ok(raw_value(&mut c, &["WATCH", "k"]));
+                    let read: String = q(&mut c, &["GET", "k"]);
+                    ok(raw_value(&mut c, &["MULTI"]));
+                    queued(&mut c, &["GET", "k"]);
+                    queued(&mut c, &["SET", "k", &format!("w{w}{attempt:06}")]);
+                    match raw_value(&mut c, &["EXEC"]) {
+                        Value::Nil => {}
+                        Value::Array(replies) => {
+                            assert_eq!(
+                                replies,
+                                vec![bulk(&read), Value::Okay],
+                                "EXEC ran though the watched key changed after WATCH"
+                            );
+                            ran += 1;
+                        }
+                        other => panic!("EXEC answered {other:?}"),
+                    }
+                }
+                ran
+            })
+        })
+        .collect();
+    let ran: usize = watchers.into_iter().map(|t| t.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    // Not a property, but without any EXEC that ran the test would check nothing.
+    assert!(ran > 0, "every EXEC was aborted");
+}
+
 /// Many clients incrementing one counter through WATCH/MULTI/EXEC with retries: no
 /// increment is lost (optimistic locking works across connections and worker threads).
 #[test]
