@@ -120,7 +120,13 @@ impl Keyspace {
             let err = match body(&mut ctx) {
                 Ok(value) => {
                     // Kept until the changes are applied (see `keyspace::watches`).
-                    let _unwatched = ctx.unwatched.take();
+                    let mut unwatched = ctx.unwatched.take();
+                    if cfg!(feature = "planted-early-gate-release") && unwatched.take().is_some() {
+                        // The planted bug (test builds only): released before the apply,
+                        // with time for a WATCH to begin and read in between.
+                        std::thread::sleep(std::time::Duration::from_micros(300));
+                    }
+                    let _unwatched = unwatched;
                     match txn.commit_pending() {
                         Ok(pending) => return Ok((value, pending)),
                         Err(err) => err,
