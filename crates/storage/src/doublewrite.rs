@@ -127,6 +127,15 @@ impl Ring {
     fn finished_below(&self) -> u64 {
         self.in_flight.iter().copied().min().unwrap_or(self.next)
     }
+
+    /// Syncs `file` with the ring locked: every slot below the lowest write in flight when
+    /// the sync began is free afterwards.
+    fn sync_finished(&mut self, file: &dyn File) -> MediaResult<()> {
+        let target = self.finished_below();
+        file.sync_data()?;
+        self.synced_through = self.synced_through.max(target);
+        Ok(())
+    }
 }
 
 /// What [`DoubleWrite::restore`] did.
@@ -355,9 +364,7 @@ impl DoubleWrite {
     fn free_next_slot(&self, ring: &mut MutexGuard<'_, Ring>, file: &dyn File) -> MediaResult<()> {
         while ring.next >= ring.synced_through + self.slots {
             if ring.finished_below() + self.slots > ring.next {
-                let target = ring.finished_below();
-                file.sync_data()?;
-                ring.synced_through = ring.synced_through.max(target);
+                ring.sync_finished(file)?;
             } else {
                 self.finished.wait(ring);
             }
@@ -368,11 +375,7 @@ impl DoubleWrite {
     /// Syncs `file`: every page whose write through the area has finished is durable in
     /// place, and its slot may be reused.
     pub(crate) fn sync(&self, file: &dyn File) -> MediaResult<()> {
-        let mut ring = self.ring.lock();
-        let target = ring.finished_below();
-        file.sync_data()?;
-        ring.synced_through = ring.synced_through.max(target);
-        Ok(())
+        self.ring.lock().sync_finished(file)
     }
 
     fn slot_offset(&self, slot: u64) -> usize {
