@@ -461,16 +461,12 @@ fn repair(
             file.set_len(end)?;
             let region = ring.region();
             persist_start_word(region.as_ref(), end)?;
-            ring.zero(0, capacity as usize);
-            ring.flush(0, capacity as usize)?;
-            ring.fence()?;
+            ring.zero_persistent(0, capacity as usize)?;
         }
         (CommitMode::PmemLog, _, Some(start)) => {
             recovery.pmem_bytes = end - start;
             let stale = (start + capacity - end) as usize;
-            ring.zero(end, stale);
-            ring.flush(end, stale)?;
-            ring.fence()?;
+            ring.zero_persistent(end, stale)?;
         }
         (_, Some(file), _) => file.set_len(end)?,
         _ => {}

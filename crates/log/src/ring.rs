@@ -70,10 +70,12 @@ impl Ring {
         }
     }
 
-    pub fn zero(&self, lsn: u64, len: usize) {
+    /// Zeroes `[lsn, lsn + len)` persistently (see [`Region::zero_persistent`]).
+    pub fn zero_persistent(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
         for (at, _, n) in self.pieces(lsn, len) {
-            self.region.zero(at, n);
+            self.region.zero_persistent(at, n)?;
         }
+        Ok(())
     }
 
     /// Writes a whole record (header and payload) at `lsn`; no intermediate copy.
@@ -115,13 +117,6 @@ impl Ring {
     }
 
     /// Starts write-back of `[lsn, lsn + len)`; a [`Ring::fence`] by the same thread completes it.
-    pub fn flush(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
-        for (at, _, n) in self.pieces(lsn, len) {
-            self.region.flush(at, n)?;
-        }
-        Ok(())
-    }
-
     pub fn fence(&self) -> tailstore_media::Result<()> {
         self.region.fence()
     }
@@ -142,7 +137,7 @@ mod tests {
             prop_assume!(data.len() <= cap);
             let region = SimStorage::new().volatile_region(cap + 16).expect("region");
             let ring = Ring::new(region.clone(), 16, cap);
-            ring.zero(0, cap);
+            ring.zero_persistent(0, cap).expect("zero");
             ring.write(lsn, &data);
             let mut back = vec![0u8; data.len()];
             ring.read(lsn, &mut back);
@@ -154,6 +149,9 @@ mod tests {
             ring.read(0, &mut all);
             let nonzero = all.iter().filter(|b| **b != 0).count();
             prop_assert!(nonzero <= data.len());
+            ring.zero_persistent(lsn, data.len()).expect("zero");
+            ring.read(0, &mut all);
+            prop_assert!(all.iter().all(|b| *b == 0), "zeroing the write's range left bytes of it");
         }
     }
 }

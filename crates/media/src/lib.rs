@@ -226,6 +226,14 @@ pub trait Region: Send + Sync {
         self.flush(offset, len)?;
         self.fence()
     }
+
+    /// Sets a range to zero and makes the zeros persistent: after `Ok`, the range reads as
+    /// zero now and after whatever the region's medium survives. A backend may release the
+    /// memory behind the range instead of writing it (a file-backed mapping punches a hole).
+    fn zero_persistent(&self, offset: usize, len: usize) -> Result<()> {
+        self.zero(offset, len);
+        self.persist(offset, len)
+    }
 }
 
 /// A minimal file system: everything the log manager needs and nothing more.

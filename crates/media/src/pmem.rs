@@ -57,6 +57,9 @@ pub struct MappedRegion {
     medium: Medium,
     flush: FlushKind,
     path: String,
+    /// The mapped file, kept open to punch holes in it ([`Region::zero_persistent`]);
+    /// `None` for anonymous memory.
+    file: Option<std::fs::File>,
 }
 
 // SAFETY: the mapping is plain shared memory that lives until `drop`; every access goes through
@@ -116,6 +119,7 @@ impl MappedRegion {
             medium,
             flush,
             path: name,
+            file: Some(file),
         })
     }
 
@@ -145,6 +149,7 @@ impl MappedRegion {
             medium: Medium::Volatile,
             flush: FlushKind::None,
             path: "(volatile)".into(),
+            file: None,
         })
     }
 
@@ -185,6 +190,39 @@ impl MappedRegion {
         }
     }
 
+    /// Releases the file's blocks behind `[offset, offset + len)` (page-aligned), so that the
+    /// range reads as zero, and makes that durable. `Ok(false)`: the file system cannot punch
+    /// holes (device DAX, some older file systems), and nothing changed.
+    fn punch_hole(&self, file: &std::fs::File, offset: usize, len: usize) -> Result<bool> {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let (Ok(at), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return Ok(false);
+        };
+        // SAFETY: fallocate only changes the file behind the descriptor, which stays open for
+        // the call; the mapping stays valid (the kernel maps zero pages over the hole). No
+        // other thread uses the range: the caller zeroes it, so it holds nothing anyone reads.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, at, n) };
+        if rc != 0 {
+            let error = std::io::Error::last_os_error();
+            return match error.raw_os_error() {
+                Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::ENODEV) => Ok(false),
+                _ => Err(self.persist_error(error)),
+            };
+        }
+        // The hole is file-system metadata: on a DAX file system it is durable only once the
+        // file is synced (on tmpfs this returns at once).
+        file.sync_data()
+            .map_err(|error| self.persist_error(error))?;
+        Ok(true)
+    }
+
+    fn persist_error(&self, error: std::io::Error) -> MediaError {
+        MediaError::Persist {
+            path: self.path.clone(),
+            reason: error.to_string(),
+        }
+    }
+
     fn msync(&self, offset: usize, len: usize) -> Result<()> {
         let page = page_size();
         let start = offset / page * page;
@@ -192,10 +230,7 @@ impl MappedRegion {
         // SAFETY: [start, end) lies within the mapping; msync only reads the range.
         let rc = unsafe { libc::msync(self.base.add(start).cast(), end - start, libc::MS_SYNC) };
         if rc != 0 {
-            return Err(MediaError::Persist {
-                path: self.path.clone(),
-                reason: std::io::Error::last_os_error().to_string(),
-            });
+            return Err(self.persist_error(std::io::Error::last_os_error()));
         }
         Ok(())
     }
@@ -227,6 +262,32 @@ impl Region for MappedRegion {
 
     fn store_u64(&self, offset: usize, value: u64) {
         self.atomic_u64(offset).store(value, Ordering::Release);
+    }
+
+    /// Punches a hole for the whole pages of the range, which costs neither writes nor
+    /// write-backs (recovery clears a 64 MiB ring this way in a few milliseconds instead of
+    /// tens), and writes zeros for the partial pages at its ends.
+    fn zero_persistent(&self, offset: usize, len: usize) -> Result<()> {
+        self.check_range(offset, len);
+        let page = page_size();
+        let end = offset + len;
+        let inner_start = offset.next_multiple_of(page).min(end);
+        let inner_end = (end / page * page).max(inner_start);
+        let punched = match &self.file {
+            Some(file) if inner_end > inner_start => {
+                self.punch_hole(file, inner_start, inner_end - inner_start)?
+            }
+            _ => false,
+        };
+        if !punched {
+            self.zero(offset, len);
+            return self.persist(offset, len);
+        }
+        self.zero(offset, inner_start - offset);
+        self.flush(offset, inner_start - offset)?;
+        self.zero(inner_end, end - inner_end);
+        self.flush(inner_end, end - inner_end)?;
+        self.fence()
     }
 
     fn load_u64(&self, offset: usize) -> u64 {
@@ -407,6 +468,37 @@ mod tests {
         assert_eq!(&buf, b"hello");
         assert_eq!(r.load_u64(4096), 42);
         assert_eq!(r.len(), 8192);
+    }
+
+    /// Zeroing a range persistently clears exactly that range, releases the file's memory
+    /// behind its whole pages (a hole, not written zeros: the file's block count falls), and
+    /// the zeros are in the file after a remap. On tmpfs, as our emulated PMEM is.
+    #[test]
+    fn persistent_zeroing_punches_whole_pages_and_clears_exactly_its_range() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm");
+        let path = dir.path().join("z.pmem");
+        let (len, from, to) = (65_536, 1_000, 41_000);
+        let blocks = || std::os::unix::fs::MetadataExt::blocks(&path.metadata().expect("stat"));
+        {
+            let r = MappedRegion::map_file(&path, len, true).expect("map");
+            r.write(0, &vec![0xAB; len]);
+            r.persist(0, len).expect("persist");
+            let before = blocks();
+            r.zero_persistent(from, to - from).expect("zero");
+            // Pages 1..=9 lie wholly inside the range: 9 × 4 KiB = 72 blocks of 512 bytes.
+            assert!(
+                blocks() + 72 <= before,
+                "no hole punched: {before} blocks before, {} after",
+                blocks()
+            );
+        }
+        let r = MappedRegion::map_file(&path, 0, false).expect("remap");
+        let mut all = vec![0u8; len];
+        r.read(0, &mut all);
+        for (at, byte) in all.iter().enumerate() {
+            let expected = if (from..to).contains(&at) { 0 } else { 0xAB };
+            assert_eq!(*byte, expected, "byte {at}");
+        }
     }
 
     /// Streaming writes at every alignment and length land exactly where they should, leave
