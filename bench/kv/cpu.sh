@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Server CPU per 4 KiB SET of `tailstore serve --commit buffer`, by thread (the event loop,
-# the checkpointer, the log writer), and SET/s, for one or more tailstore binaries in
-# interleaved rounds: a fresh server each run, 200,000 SETs measured from the start
-# (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2), CPU time from
+# the checkpointer, the log writer), with each thread's share of a core, and SET/s, for one
+# or more tailstore binaries in interleaved rounds: a fresh server each run, 200,000 SETs
+# measured (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2), CPU time from
 # /proc/PID/task/*/stat (user + system). Compare medians over several rounds: one run
 # varies by ±15% on a shared machine.
-# usage: bench/kv/cpu.sh ROUNDS TAILSTORE_BINARY...   (env: WORK, PORT)
+# usage: bench/kv/cpu.sh ROUNDS TAILSTORE_BINARY...
+# env: WORK, PORT; FILL=1 runs the same load once, unmeasured, before the measured one (so
+# that the measured SETs overwrite keys instead of creating them); SERVE_ARGS are added to
+# `serve`'s options (e.g. SERVE_ARGS="--checkpoint-log 8GiB --max-replay 16GiB": no
+# checkpoint within the run).
 ROUNDS=${1:?usage: cpu.sh ROUNDS TAILSTORE_BINARY...}
 shift
 . "$(dirname "$0")/servers.sh"
@@ -16,17 +20,26 @@ TICK_US=$((1000000 / $(getconf CLK_TCK)))
 # CPU ticks (user + system) a thread has used, from its /proc directory $1.
 cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
 
+load() {
+  redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n "$N" -q 2>&1 |
+    tr '\r' '\n' | grep 'requests per'
+}
+
 one_run() {
-  local bin=$1
+  local bin=$1 result began ended
   stop_lone
-  start_lone "$bin" serve
+  # shellcheck disable=SC2086 # SERVE_ARGS is a list of options
+  start_lone "$bin" serve ${SERVE_ARGS:-}
+  [ "${FILL:-0}" = 1 ] && load >/dev/null
   by_thread "$LONE" cpu_ticks >"$WORK/before"
-  local result
-  result=$(redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n "$N" -q 2>&1 |
-    tr '\r' '\n' | grep 'requests per')
+  began=$(date +%s%N)
+  result=$(load)
+  ended=$(date +%s%N)
   by_thread "$LONE" cpu_ticks >"$WORK/after"
   echo "$(basename "$bin"): $result"
   per_op "$WORK/before" "$WORK/after" "$N" "$TICK_US" µs/SET
+  per_op "$WORK/before" "$WORK/after" "$(((ended - began) / 1000))" "$((TICK_US * 100))" \
+    "% of a core" | grep -v 'all threads'
 }
 
 for round in $(seq "$ROUNDS"); do
