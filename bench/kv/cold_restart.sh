@@ -11,21 +11,11 @@ lone_defaults cold 7121
 [ -w /proc/sys/vm/drop_caches ] || { echo "error: dropping the page cache needs root" >&2; exit 1; }
 
 one_run() {
-  local bin=$1
   stop_lone
-  start_lone "$bin" first
-  redis-benchmark -p "$PORT" -t set -d 4096 -r 262144 -n 262144 -c 50 -P 4 --threads 2 -q \
-    >/dev/null 2>&1
-  kill -9 "$LONE"
-  wait "$LONE" 2>/dev/null || true
+  crash_after_gib "$1"
   sync
   echo 3 >/proc/sys/vm/drop_caches
-  local began ended
-  began=$(date +%s%N)
-  start_lone "$bin" restart
-  ended=$(date +%s%N)
-  echo "$(basename "$bin"): first reply after $(((ended - began) / 1000000)) ms;" \
-    "$(grep -o 'opened in.*' "$WORK/restart.log")"
+  timed_restart "$1"
 }
 
 for round in $(seq "$ROUNDS"); do

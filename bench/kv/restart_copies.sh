@@ -19,27 +19,18 @@ if [ "${COLD:-0}" = 1 ] && [ ! -w /proc/sys/vm/drop_caches ]; then
 fi
 
 stop_lone
-start_lone "$1" load
-redis-benchmark -p "$PORT" -t set -d 4096 -r 262144 -n 262144 -c 50 -P 4 --threads 2 -q \
-  >/dev/null 2>&1
-kill -9 "$LONE"
-wait "$LONE" 2>/dev/null || true
+crash_after_gib "$1"
 rm -rf "$SAVED" && cp -a "$WORK" "$SAVED"
 cp "$PMEM" "$PMEM.saved" && cp "$PMEM.pages" "$PMEM.pages.saved"
 
 one_run() {
-  local bin=$1 began ended
   kill -9 "${LONE:-0}" 2>/dev/null || true
   wait "${LONE:-0}" 2>/dev/null || true
   rm -rf "$WORK" && cp -a "$SAVED" "$WORK"
   cp "$PMEM.saved" "$PMEM" && cp "$PMEM.pages.saved" "$PMEM.pages"
   sync
   [ "${COLD:-0}" = 1 ] && echo 3 >/proc/sys/vm/drop_caches
-  began=$(date +%s%N)
-  start_lone "$bin" restart
-  ended=$(date +%s%N)
-  echo "$(basename "$bin"): first reply after $(((ended - began) / 1000000)) ms;" \
-    "$(grep -o 'opened in.*' "$WORK/restart.log")"
+  timed_restart "$1"
 }
 
 for round in $(seq "$ROUNDS"); do

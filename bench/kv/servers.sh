@@ -100,3 +100,25 @@ per_op() {
     { d = ($3 - $2) * scale / n; if (d > 0) printf "    %-18s %8.2f %s\n", $1, d, unit; total += d }
     END { printf "    %-18s %8.2f %s\n", "all threads", total, unit }'
 }
+
+# A lone server of BINARY takes 1 GiB of 4 KiB values (262,144 random SETs) and is killed
+# with SIGKILL, leaving its files in WORK (cold_restart.sh, restart_copies.sh):
+# `crash_after_gib BINARY`.
+crash_after_gib() {
+  start_lone "$1" first
+  redis-benchmark -p "$PORT" -t set -d 4096 -r 262144 -n 262144 -c 50 -P 4 --threads 2 -q \
+    >/dev/null 2>&1
+  kill -9 "$LONE"
+  wait "$LONE" 2>/dev/null || true
+}
+
+# Restarts BINARY on the files in WORK and prints the ms from spawn to its first reply and
+# what its open said: `timed_restart BINARY`.
+timed_restart() {
+  local began ended
+  began=$(date +%s%N)
+  start_lone "$1" restart
+  ended=$(date +%s%N)
+  echo "$(basename "$1"): first reply after $(((ended - began) / 1000000)) ms;" \
+    "$(grep -o 'opened in.*' "$WORK/restart.log")"
+}
