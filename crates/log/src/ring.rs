@@ -116,7 +116,7 @@ impl Ring {
         Ok(())
     }
 
-    /// Starts write-back of `[lsn, lsn + len)`; a [`Ring::fence`] by the same thread completes it.
+    /// Waits until this thread's flushes and streaming writes of the ring are persistent.
     pub fn fence(&self) -> tailstore_media::Result<()> {
         self.region.fence()
     }
