@@ -1019,11 +1019,31 @@ fn config_get_tells_the_durability() {
     let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]);
     assert!(all.contains(&"maxclients".to_string()));
     assert!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "nosuch"]).is_empty());
-    assert!(err(&mut c, &["CONFIG", "SET", "appendfsync", "no"]).starts_with("ERR"));
+    let refused = err(&mut c, &["CONFIG", "SET", "appendfsync", "no"]);
+    assert!(
+        refused.contains("'appendfsync'") && refused.contains("--commit"),
+        "{refused}"
+    );
     assert_eq!(
         q::<Vec<String>>(&mut c, &["CONFIG", "GET", "appendfsync"])[1],
         "always"
     );
+    // Values already in effect are accepted (case as Redis compares it); one pair that
+    // would change something refuses the whole command.
+    ok(raw_value(
+        &mut c,
+        &["CONFIG", "SET", "appendfsync", "ALWAYS"],
+    ));
+    ok(raw_value(
+        &mut c,
+        &["CONFIG", "SET", "save", "", "appendonly", "yes"],
+    ));
+    assert!(err(
+        &mut c,
+        &["CONFIG", "SET", "appendonly", "yes", "maxmemory", "1gb"]
+    )
+    .starts_with("ERR CONFIG SET 'maxmemory'"));
+    assert!(err(&mut c, &["CONFIG", "SET", "nosuch", "1"]).starts_with("ERR CONFIG SET 'nosuch'"));
     drop(c);
     drop(server);
 
@@ -1036,6 +1056,8 @@ fn config_get_tells_the_durability() {
     assert_eq!(fsync, ["appendfsync", "no"]);
     let appendonly: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly"]);
     assert_eq!(appendonly, ["appendonly", "no"]);
+    ok(raw_value(&mut c, &["CONFIG", "SET", "appendfsync", "no"]));
+    assert!(err(&mut c, &["CONFIG", "SET", "appendfsync", "always"]).contains("--commit"));
 }
 
 #[test]

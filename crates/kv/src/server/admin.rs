@@ -316,22 +316,49 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             let all = settings(shared);
             let mut found = Vec::new();
             for (name, value) in &all {
-                if args[2..].iter().any(|p| matches(&p.to_ascii_lowercase(), name.as_bytes())) {
-                    found.push((Reply::Bulk(name.as_bytes().to_vec()), Reply::Bulk(value.clone().into_bytes())));
+                if args[2..]
+                    .iter()
+                    .any(|p| matches(&p.to_ascii_lowercase(), name.as_bytes()))
+                {
+                    found.push((
+                        Reply::Bulk(name.as_bytes().to_vec()),
+                        Reply::Bulk(value.clone().into_bytes()),
+                    ));
                 }
             }
             Reply::Map(found)
         }
-        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => Reply::error(
-            "ERR tailstore's settings are its command-line options; durability is its --commit mode",
-        ),
+        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(shared, &args[2..]),
         "resetstat" if args.len() == 2 => Reply::ok(),
-        "rewrite" if args.len() == 2 => Reply::error("ERR The server is running without a config file"),
+        "rewrite" if args.len() == 2 => {
+            Reply::error("ERR The server is running without a config file")
+        }
         _ => Reply::error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+/// CONFIG SET of (name, value) pairs. The settings are command-line options, so a pair that
+/// would change one is refused and nothing is set; pairs whose values are already in effect
+/// (a client making sure of `appendfsync always` before it relies on it, say) are accepted
+/// and change nothing, as Redis accepts setting a value it already has.
+fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
+    let current = settings(shared);
+    for pair in pairs.chunks_exact(2) {
+        let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        let in_effect = current.iter().any(|(known, value)| {
+            *known == name && value.as_bytes().eq_ignore_ascii_case(&pair[1])
+        });
+        if !in_effect {
+            return Reply::error(format!(
+                "ERR CONFIG SET '{name}': tailstore's settings are its command-line options \
+                 (durability is its --commit mode); only a value already in effect is accepted"
+            ));
+        }
+    }
+    Reply::ok()
 }
 
 fn save(shared: &Shared, name: &str) -> Reply {
