@@ -3,6 +3,8 @@
 //! Every subcommand explains itself with `--help`. Errors are printed as one clear line and
 //! end the process with a non-zero status; nothing here panics on bad input.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod bench_engine;
 mod bench_log;

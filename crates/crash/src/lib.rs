@@ -6,6 +6,8 @@
 //! the parent collects complete lines only — a line cut by the kill was never fully printed —
 //! and kills the child with SIGKILL at the moment it chooses.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};

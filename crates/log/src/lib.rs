@@ -26,6 +26,8 @@
 //! Byte formats and the argument for why an acknowledged commit survives a crash:
 //! docs/design/log.md.
 
+#![forbid(unsafe_code)]
+
 mod completion;
 pub mod config;
 mod counters;

@@ -12,11 +12,14 @@
 //!
 //! All `unsafe` code of the project lives in [`pmem`], the mapped-memory backend.
 
+#![deny(unsafe_code)]
+
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
 pub mod direct_io;
+#[allow(unsafe_code)] // the one module that may (see above)
 pub mod pmem;
 pub mod real;
 pub mod scaled_growth;

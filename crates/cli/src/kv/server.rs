@@ -118,12 +118,12 @@ impl ServerProcess {
     /// Asks the process to stop (SIGTERM), waits up to `grace` for it, then kills it.
     pub fn stop(&mut self, grace: Duration) {
         if let Ok(None) = self.child.try_wait() {
-            if let Ok(pid) = i32::try_from(self.child.id()) {
-                // SAFETY: kill(2) on our own child's pid, which has not been reaped yet (so
-                // it cannot have been reused).
-                unsafe {
-                    libc::kill(pid, libc::SIGTERM);
-                }
+            // Our own child, not reaped yet: its pid cannot have been reused.
+            let pid = i32::try_from(self.child.id())
+                .ok()
+                .and_then(rustix::process::Pid::from_raw);
+            if let Some(pid) = pid {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             }
             let limit = Instant::now() + grace;
             while Instant::now() < limit {
