@@ -4,7 +4,8 @@
 # or more tailstore binaries in interleaved rounds: a fresh server each run, 200,000 SETs
 # measured (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2), CPU time from
 # /proc/PID/task/*/stat (user + system). Compare medians over several rounds: one run
-# varies by ±15% on a shared machine.
+# varies by ±15% on a shared machine. (The "% of a core" figures divide by the run's wall time,
+# which redis-benchmark --threads rounds up to a quarter second: up to ~7% low at 200,000 SETs.)
 # usage: bench/kv/cpu.sh ROUNDS TAILSTORE_BINARY...
 # env: WORK, PORT; FILL=1 runs the same load once, unmeasured, before the measured one (so
 # that the measured SETs overwrite keys instead of creating them); SERVE_ARGS are added to
