@@ -9,17 +9,11 @@
 BIN=${1:?usage: latency.sh TAILSTORE_BINARY [ROUNDS]}
 ROUNDS=${2:-3}
 KEYS=100000
-CLIENTS=50
 WORK=${WORK:-/var/tmp/tailstore-latency}
 BASE=${BASE:-7101}
 . "$(dirname "$0")/servers.sh"
 start_servers "$BIN"
-for p in $NONE $TAILSTORE; do
-  # Sequential keys, one thread: --requests KEYS/CLIENTS per connection writes each key once.
-  "$BIN" bench kv --server "127.0.0.1:$p" --clients "$CLIENTS" --threads 1 --pipeline 4 \
-    --ratio 1:0 --data-size 4096 --key-space "$KEYS" --key-pattern sequential \
-    --requests $((KEYS / CLIENTS)) >/dev/null
-done
+fill_bench_kv_keys "$BIN" "$KEYS" "$NONE" "$TAILSTORE"
 echo "== tailstore bench kv --server 127.0.0.1:PORT --clients 1 --threads 1 --pipeline 1 --ratio 1:0 --data-size 4096 --key-space $KEYS --test-time 4 (after every key was written once)"
 for r in $(seq "$ROUNDS"); do for p in $NONE $TAILSTORE; do
   line=$("$BIN" bench kv --server "127.0.0.1:$p" --clients 1 --threads 1 --pipeline 1 \

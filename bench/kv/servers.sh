@@ -54,6 +54,20 @@ interleaved() {
   done; done
 }
 
+# Writes every key that `tailstore bench kv --key-space KEYS` uses (`key:0` … ) once, 4 KiB
+# values, on each of the servers PORTS, so that measured runs overwrite values, as the
+# bar's redis-benchmark runs do after the first: `fill_bench_kv_keys BINARY KEYS PORTS…`.
+fill_bench_kv_keys() {
+  local bin=$1 keys=$2 clients=50 p
+  shift 2
+  for p in "$@"; do
+    # Sequential keys, one thread: --requests KEYS/CLIENTS per connection writes each key once.
+    "$bin" bench kv --server "127.0.0.1:$p" --clients "$clients" --threads 1 --pipeline 4 \
+      --ratio 1:0 --data-size 4096 --key-space "$keys" --key-pattern sequential \
+      --requests $((keys / clients)) >/dev/null
+  done
+}
+
 # For a script of lone servers named NAME: WORK (default /var/tmp/tailstore-NAME) and PORT
 # (default DEFAULT_PORT) unless set, its PMEM file, and their removal on exit:
 # `lone_defaults NAME DEFAULT_PORT`.
