@@ -131,6 +131,15 @@ pub struct EngineStats {
     pub aborts: [u64; 3],
     pub checkpoints: u64,
     pub checkpoint_time: Duration,
+    /// Log past the last completed checkpoint: what a restart would replay now.
+    pub log_since_checkpoint: u64,
+    /// The most log past the last checkpoint before writers wait ([`DbConfig::max_replay_bytes`],
+    /// or `pmem-log`'s region), if there is a limit.
+    pub log_since_checkpoint_limit: Option<u64>,
+    /// Writers that waited for a checkpoint at that limit, and their time waiting: when
+    /// checkpoints fall behind the writes, this is where the writes slow to their pace.
+    pub checkpoint_room_waits: u64,
+    pub checkpoint_room_wait_time: Duration,
 }
 
 impl EngineStats {
@@ -186,6 +195,8 @@ pub(crate) struct Counters {
     pub aborts: [AtomicU64; 3],
     pub checkpoints: AtomicU64,
     pub checkpoint_ns: AtomicU64,
+    pub checkpoint_room_waits: AtomicU64,
+    pub checkpoint_room_wait_ns: AtomicU64,
 }
 
 /// Tables with an id below this are borrowed by transactions from [`Shared::registered`];
@@ -800,14 +811,24 @@ impl Shared {
         let Some(limit) = self.unreleased_limit() else {
             return Ok(());
         };
-        let unreleased = || {
-            let released = self.released_lsn.load(Ordering::Acquire);
-            self.log.appended_lsn().saturating_sub(released)
-        };
-        while unreleased() > limit {
-            self.checkpoint_if(|| unreleased() > limit)?;
+        if self.log_since_checkpoint() <= limit {
+            return Ok(());
         }
+        let began = Instant::now();
+        while self.log_since_checkpoint() > limit {
+            self.checkpoint_if(|| self.log_since_checkpoint() > limit)?;
+        }
+        let c = &self.counters;
+        c.checkpoint_room_waits.fetch_add(1, Ordering::Relaxed);
+        c.checkpoint_room_wait_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Log bytes appended past the last completed checkpoint.
+    fn log_since_checkpoint(&self) -> u64 {
+        let released = self.released_lsn.load(Ordering::Acquire);
+        self.log.appended_lsn().saturating_sub(released)
     }
 
     /// Log bytes past the last completed checkpoint beyond which writers wait.
@@ -851,6 +872,10 @@ impl Shared {
             aborts: [load(&c.aborts[0]), load(&c.aborts[1]), load(&c.aborts[2])],
             checkpoints: load(&c.checkpoints),
             checkpoint_time: Duration::from_nanos(load(&c.checkpoint_ns)),
+            log_since_checkpoint: self.log_since_checkpoint(),
+            log_since_checkpoint_limit: self.unreleased_limit(),
+            checkpoint_room_waits: load(&c.checkpoint_room_waits),
+            checkpoint_room_wait_time: Duration::from_nanos(load(&c.checkpoint_room_wait_ns)),
         }
     }
 

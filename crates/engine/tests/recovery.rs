@@ -1283,6 +1283,7 @@ fn max_replay_bounds_what_a_restart_replays() {
                     panic!("{mode}: transaction {i} failed: {}", failed.error);
                 }
             }
+            let stats = db.stats();
             let after = crash_and_drop(&storage, db, Crash::Process);
             let (db, report) = open_sim(&after, &config).expect("reopen");
             let table = db.table("items").expect("items");
@@ -1292,17 +1293,25 @@ fn max_replay_bounds_what_a_restart_replays() {
                 &workload.model,
                 &format!("{mode}, bound {bound:?}"),
             );
-            report.recovery.bytes
+            (report.recovery.bytes, stats)
         };
-        let unbounded = replayed(None);
+        let (unbounded, stats) = replayed(None);
         assert!(
             unbounded > 4 * (LIMIT + SLACK),
             "{mode}: the workload should write more log ({unbounded} bytes replayed)"
         );
-        let bounded = replayed(Some(LIMIT));
+        // The statistics tell what a restart would replay, and that no writer waited.
+        assert_eq!(stats.log_since_checkpoint, unbounded, "{mode}");
+        assert_eq!(stats.log_since_checkpoint_limit, None, "{mode}");
+        assert_eq!(stats.checkpoint_room_waits, 0, "{mode}");
+        let (bounded, stats) = replayed(Some(LIMIT));
         assert!(
             bounded <= LIMIT + SLACK,
             "{mode}: {bounded} bytes replayed with a bound of {LIMIT}"
         );
+        // … and here that writers waited at the bound, which is where the log stopped.
+        assert_eq!(stats.log_since_checkpoint, bounded, "{mode}");
+        assert_eq!(stats.log_since_checkpoint_limit, Some(LIMIT), "{mode}");
+        assert!(stats.checkpoint_room_waits > 0, "{mode}: {stats:?}");
     }
 }

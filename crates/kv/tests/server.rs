@@ -1102,6 +1102,15 @@ fn info_has_the_six_sections() {
     assert!(counter("tailstore_log_bytes") > 0, "{info}");
     assert_eq!(counter("tailstore_log_ring_full_waits"), 0, "{info}");
     assert_eq!(counter("tailstore_log_ring_full_wait_ms"), 0, "{info}");
+    // What a restart would replay now (a number: `counter` panics otherwise), and its
+    // bound: none for this test's database (`serve` sets one); no write waited at it.
+    counter("tailstore_log_since_checkpoint_bytes");
+    assert!(
+        info.contains("tailstore_log_since_checkpoint_limit_bytes:none\r\n"),
+        "{info}"
+    );
+    assert_eq!(counter("tailstore_checkpoint_room_waits"), 0, "{info}");
+    assert_eq!(counter("tailstore_checkpoint_room_wait_ms"), 0, "{info}");
     let server_only: String = q(&mut c, &["INFO", "server"]);
     assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
     assert!(!server_only.contains("# Clients"), "{server_only}");

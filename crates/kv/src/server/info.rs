@@ -104,6 +104,26 @@ fn persistence(shared: &Shared) -> String {
             format!("{:.3}", config.recovery.as_secs_f64() * 1e3),
         ),
         ("tailstore_checkpoints", stats.checkpoints.to_string()),
+        // What a restart would replay now, the bound on it, and the writes that waited
+        // at that bound for a checkpoint (`--max-replay`).
+        (
+            "tailstore_log_since_checkpoint_bytes",
+            stats.log_since_checkpoint.to_string(),
+        ),
+        (
+            "tailstore_log_since_checkpoint_limit_bytes",
+            stats
+                .log_since_checkpoint_limit
+                .map_or("none".into(), |limit| limit.to_string()),
+        ),
+        (
+            "tailstore_checkpoint_room_waits",
+            stats.checkpoint_room_waits.to_string(),
+        ),
+        (
+            "tailstore_checkpoint_room_wait_ms",
+            format!("{:.3}", stats.checkpoint_room_wait_time.as_secs_f64() * 1e3),
+        ),
         ("tailstore_log_commits", stats.log.commits.to_string()),
         ("tailstore_log_flushes", stats.log.flushes.to_string()),
         ("tailstore_log_bytes", stats.log.log_bytes.to_string()),
