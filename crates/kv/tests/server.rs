@@ -1377,7 +1377,7 @@ fn exec_sees_the_watched_key_as_read_after_watch() {
             let mut c = server.client();
             std::thread::spawn(move || {
                 let mut ran = 0;
-                for attempt in 0..300u64 {
+                for attempt in 0..1500u64 {
                     ok(raw_value(&mut c, &["WATCH", "k"]));
                     let read: String = q(&mut c, &["GET", "k"]);
                     ok(raw_value(&mut c, &["MULTI"]));
