@@ -138,6 +138,7 @@ pub struct TuningArgs {
     pub max_replay: Option<ByteSize>,
     /// pmem-log: size of the whole log's PMEM region, set when the database is created (a
     /// multiple of 64KiB; an existing PMEM file keeps its size). Only a checkpoint frees it.
+    /// Default: 768MiB for serve, 256MiB otherwise.
     #[arg(long, value_name = "SIZE")]
     pub pmem_log_size: Option<ByteSize>,
     /// buffer and pmem-log: size of the double-write area (PMEM_FILE.pages), which holds a
@@ -148,6 +149,13 @@ pub struct TuningArgs {
     /// its throughput to these syncs with 32MiB and 11–13% with 256MiB.
     #[arg(long, value_name = "SIZE")]
     pub doublewrite_size: Option<ByteSize>,
+}
+
+/// `pmem-log`: a whole-log PMEM region of `region` bytes, and the checkpoint interval that
+/// goes with it (a quarter of the region, at most 64 MiB: checkpoints free the region).
+pub fn set_pmem_log_region(config: &mut DbConfig, region: usize) {
+    config.log.pmem_log_bytes = region;
+    config.checkpoint_log_bytes = (region as u64 / 4).min(64 << 20);
 }
 
 impl TuningArgs {
@@ -193,9 +201,7 @@ impl TuningArgs {
                 .filter(|&len| len > HEADER_BYTES as u64)
                 .map(|len| len as usize - HEADER_BYTES);
             if let Some(region) = existing.or(self.pmem_log_size.map(|b| b.0)) {
-                config.log.pmem_log_bytes = region;
-                // The engine's default, recomputed for this region.
-                config.checkpoint_log_bytes = (region as u64 / 4).min(64 << 20);
+                set_pmem_log_region(config, region);
             }
         }
         if let Some(bytes) = self.checkpoint_log {
