@@ -81,8 +81,8 @@ const DEFAULT_CHECKPOINT_LOG: u64 = 256 << 20;
 /// The whole log's PMEM region in `pmem-log` mode when `serve` creates the database. The
 /// engine's 256 MiB (a checkpoint every 64 MiB, writers waiting once 192 MiB are unreleased)
 /// kept 4 KiB SETs waiting for checkpoints nearly half of the time; with 768 MiB they never
-/// waited and ran 1.6× faster, and a restart replays at most 576 MiB (docs/benchmarks.md,
-/// "The whole log in PMEM").
+/// waited and ran about 1.5× faster, and a restart replays at most 576 MiB (docs/benchmarks.md,
+/// "The whole log in PMEM, with room").
 const PMEM_LOG_REGION: usize = 768 << 20;
 
 pub fn run(args: &ServeArgs) -> CliResult<()> {
