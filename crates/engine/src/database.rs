@@ -1,5 +1,6 @@
 //! Opening, creating, checkpointing and closing a database.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -36,8 +37,16 @@ pub struct DbConfig {
     pub buffer_pool_bytes: usize,
     /// A checkpoint runs at least this often (`None`: only by log volume and at close).
     pub checkpoint_interval: Option<Duration>,
-    /// A checkpoint runs once this many log bytes were written since the last one.
+    /// A checkpoint runs once this many log bytes were written since the last one began.
     pub checkpoint_log_bytes: u64,
+    /// A checkpoint run by the checkpointer leaves dirty the pages first changed in about the
+    /// last this many bytes of log (whole stretches between checkpoints' starts), for a later
+    /// checkpoint to write; redo then starts that much further back. 0: every checkpoint
+    /// writes every dirty page. A page changed again and again is written once per this
+    /// much log plus an interval instead of once per interval, for the same bound on what a
+    /// restart replays ([`Shared::checkpoint_if`]). Checkpoints asked for ([`Database::checkpoint`],
+    /// the one at close) write every dirty page.
+    pub checkpoint_keep_bytes: u64,
     /// The most log a restart replays: once this many bytes were written since the last
     /// completed checkpoint (a checkpoint that cannot keep up with the writes), writers wait
     /// for one before they change anything (see [`Shared::wait_for_checkpoint_room`]). `None`: no
@@ -69,6 +78,7 @@ impl DbConfig {
             buffer_pool_bytes: 64 << 20,
             checkpoint_interval: Some(Duration::from_secs(30)),
             checkpoint_log_bytes,
+            checkpoint_keep_bytes: 0,
             max_replay_bytes: None,
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
         }
@@ -206,8 +216,15 @@ pub(crate) const REGISTERED_TABLES: usize = 1024;
 /// Where the last checkpoint is.
 struct CheckpointState {
     seq: u64,
+    /// Where redo starts: the position of the oldest epoch the last checkpoint left dirty.
     lsn: u64,
+    /// Where the last checkpoint began (the next one is due `checkpoint_log_bytes` later).
+    began: u64,
     at: Instant,
+    /// The pool's epochs that pages may still be dirty since, oldest first: each one's
+    /// number and the log position it began at (see [`BufferPool::begin_epoch`]). The first
+    /// is where redo starts.
+    epochs: VecDeque<(u64, u64)>,
 }
 
 /// The state shared by the database handle, its transactions and the checkpointer.
@@ -327,7 +344,11 @@ impl Database {
             checkpoint: Mutex::new(CheckpointState {
                 seq: meta.seq,
                 lsn: meta.checkpoint_lsn,
+                began: meta.checkpoint_lsn,
                 at: Instant::now(),
+                // Redo dirtied pages in the pool's first epoch, with changes logged from the
+                // checkpoint on.
+                epochs: VecDeque::from([(0, meta.checkpoint_lsn)]),
             }),
             checkpoint_requested: AtomicBool::new(false),
             shutdown: Mutex::new(false),
@@ -421,6 +442,13 @@ impl Database {
     /// it. Runs by itself periodically; call it to bound recovery time now.
     pub fn checkpoint(&self) -> Result<()> {
         self.shared.checkpoint()
+    }
+
+    /// A checkpoint of the kind the checkpointer runs by itself: pages first changed in the
+    /// last [`DbConfig::checkpoint_keep_bytes`] of log stay dirty, and redo will start where
+    /// the oldest of them was first changed.
+    pub fn checkpoint_keeping_recent(&self) -> Result<()> {
+        self.shared.scheduled_checkpoint()
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -629,7 +657,7 @@ fn run_checkpointer(weak: Weak<Shared>) {
             }
         }
         if shared.checkpoint_due() {
-            if let Err(err) = shared.checkpoint() {
+            if let Err(err) = shared.scheduled_checkpoint() {
                 eprintln!("tailstore: checkpoint failed: {err}");
                 return;
             }
@@ -691,7 +719,7 @@ impl Shared {
             return true;
         }
         let state = self.checkpoint.lock();
-        let by_log = self.log.appended_lsn() - state.lsn >= self.config.checkpoint_log_bytes;
+        let by_log = self.log.appended_lsn() - state.began >= self.config.checkpoint_log_bytes;
         let by_time = self
             .config
             .checkpoint_interval
@@ -699,20 +727,33 @@ impl Shared {
         by_log || by_time
     }
 
-    /// See [`Database::checkpoint`]. The argument: every change logged below `lsn` was applied
-    /// to its page before its record was appended (`txn.rs`), so it is in the pool or already
-    /// on disk when `flush_all` starts; `flush_all` writes every dirty page (waiting for pages
-    /// whose record is not appended yet) and syncs; only then does the meta page say that redo
-    /// may start at `lsn`, and only then is the log below `lsn` released. `lsn` is chosen
-    /// with no append in flight (`log_gate`) and published as `redo_lsn` at once, so every
-    /// record at or after it logs full images of the pages it is the first to change since.
+    /// See [`Database::checkpoint`]: writes every dirty page.
     pub fn checkpoint(&self) -> Result<()> {
-        self.checkpoint_if(|| true)
+        self.checkpoint_if(|| true, 0)
+    }
+
+    /// See [`Database::checkpoint_keeping_recent`].
+    fn scheduled_checkpoint(&self) -> Result<()> {
+        self.checkpoint_if(|| true, self.config.checkpoint_keep_bytes)
     }
 
     /// Runs a checkpoint if `needed` still says so once no other checkpoint runs (writers
-    /// that waited for the same one do not each run another).
-    fn checkpoint_if(&self, needed: impl Fn() -> bool) -> Result<()> {
+    /// that waited for the same one do not each run another), leaving dirty the pages first
+    /// changed in the last `keep` bytes of log (in whole epochs).
+    ///
+    /// The argument: the checkpoint picks its LSN `l` with no append in flight
+    /// (`log_gate`), publishes it as `redo_lsn` and starts a new epoch of the pool there.
+    /// It keeps the epochs that began at `l - keep` or later (the new one always), and
+    /// writes and syncs every page dirty since an older one: then every change logged
+    /// before the oldest kept epoch's position `r` is in the data file
+    /// ([`BufferPool::begin_epoch`]). Only then does the meta page say that redo may
+    /// start at `r`, and only then is the log below `r` released. With `keep` 0 that is
+    /// `l` itself and every page dirty at `l` is written. Without a double-write area, a
+    /// page's first change in each epoch logs a full image of it (`txn.rs`, against
+    /// `redo_lsn`), so every page a crash may have torn since `r` has an image at or
+    /// after `r`: a page written after the sync is dirty since a kept epoch, and its first
+    /// change in that epoch was imaged.
+    fn checkpoint_if(&self, needed: impl Fn() -> bool, keep: u64) -> Result<()> {
         let mut state = self.checkpoint.lock();
         if !needed() {
             return Ok(());
@@ -724,26 +765,33 @@ impl Shared {
             let _appends = self.log_gate.write();
             let lsn = self.log.appended_lsn();
             self.redo_lsn.store(lsn, Ordering::SeqCst);
+            let epoch = self.pool.begin_epoch();
+            state.epochs.push_back((epoch, lsn));
             lsn
         };
+        while state.epochs[0].1 < lsn.saturating_sub(keep) {
+            state.epochs.pop_front();
+        }
+        let (oldest_kept, redo_from) = state.epochs[0];
         self.pool
-            .flush_all()
+            .flush_dirty_before(oldest_kept)
             .map_err(|e| self.fail_stop(e.into()))?;
         let meta = Meta {
             seq: state.seq + 1,
-            checkpoint_lsn: lsn,
+            checkpoint_lsn: redo_from,
             page_count: self.pool.page_count(),
             catalog: self.catalog.read().encode(),
         };
         meta.write(self.file.as_ref())
             .map_err(|e| self.fail_stop(e))?;
         state.seq = meta.seq;
-        state.lsn = lsn;
+        state.lsn = redo_from;
+        state.began = lsn;
         state.at = Instant::now();
         self.log
-            .release(lsn)
+            .release(redo_from)
             .map_err(|e| self.fail_stop(e.into()))?;
-        self.released_lsn.store(lsn, Ordering::Release);
+        self.released_lsn.store(redo_from, Ordering::Release);
         let c = &self.counters;
         c.checkpoints.fetch_add(1, Ordering::Relaxed);
         c.checkpoint_ns
@@ -816,7 +864,10 @@ impl Shared {
         }
         let began = Instant::now();
         while self.log_since_checkpoint() > limit {
-            self.checkpoint_if(|| self.log_since_checkpoint() > limit)?;
+            // Keeping at most half the bound, one checkpoint brings the log under it
+            // unless the writes during the checkpoint fill the other half.
+            let keep = self.config.checkpoint_keep_bytes.min(limit / 2);
+            self.checkpoint_if(|| self.log_since_checkpoint() > limit, keep)?;
         }
         let c = &self.counters;
         c.checkpoint_room_waits.fetch_add(1, Ordering::Relaxed);

@@ -189,8 +189,50 @@ const PMEM_LOG_IMAGE_EVERY: usize = 20;
 /// right after one, and long after one).
 const CHECKPOINTS_AT: [usize; 4] = [40, 41, 125, 202];
 
+/// Checkpoints of the runs that keep recent pages dirty ([`crash_images_keeping`]):
+/// every this many transactions, keeping about this much log.
+const KEEPING_EVERY: usize = 15;
+const KEEP_BYTES: u64 = 160 << 10;
+
+/// What a run's checkpoints did, for the runs that keep recent pages dirty: how many left
+/// log for redo (kept an epoch), and how many moved redo's start on.
+#[derive(Default)]
+struct Kept {
+    kept: usize,
+    advanced: usize,
+}
+
+impl Kept {
+    fn checkpoint(&mut self, db: &Database) {
+        let before = db.stats().log_since_checkpoint;
+        db.checkpoint_keeping_recent().expect("checkpoint");
+        let after = db.stats().log_since_checkpoint;
+        self.kept += usize::from(after > 0);
+        self.advanced += usize::from(after < before);
+    }
+
+    /// Checks the run had both kinds, so that recovery was tested from a redo start that
+    /// lags the last checkpoint.
+    fn check(&self, what: &str) {
+        assert!(
+            self.kept >= 3 && self.advanced >= 3,
+            "{what}: of the checkpoints, {} kept log to replay and {} moved redo's start on",
+            self.kept,
+            self.advanced
+        );
+    }
+}
+
 fn crash_images(mode: CommitMode, seed: u64) {
-    let config = sim_config(mode, SMALL_POOL);
+    crash_images_with(mode, seed, 0);
+}
+
+/// Like [`crash_images`], with checkpoints that write only the pages dirty since more than
+/// `keep` bytes of log ago (every [`KEEPING_EVERY`] transactions) when `keep` is not 0.
+fn crash_images_with(mode: CommitMode, seed: u64, keep: u64) {
+    let mut config = sim_config(mode, SMALL_POOL);
+    config.checkpoint_keep_bytes = keep;
+    let mut kept = Kept::default();
     let storage = SimStorage::new();
     let (db, _) = open_sim(&storage, &config).expect("create");
     let table = create_items(&db);
@@ -204,10 +246,17 @@ fn crash_images(mode: CommitMode, seed: u64) {
         if let Err(failed) = workload.step(&db, &table) {
             panic!("{mode}: transaction {i} failed: {}", failed.error);
         }
-        if CHECKPOINTS_AT.contains(&i) {
+        let checkpoint_now = if keep == 0 {
+            CHECKPOINTS_AT.contains(&i)
+        } else {
+            i % KEEPING_EVERY == KEEPING_EVERY - 1
+        };
+        if checkpoint_now && keep == 0 {
             db.checkpoint().expect("checkpoint");
+        } else if checkpoint_now {
+            kept.checkpoint(&db);
         }
-        if i % every == every - 1 || CHECKPOINTS_AT.contains(&i) {
+        if i % every == every - 1 || checkpoint_now {
             let crash = if images.len() % 4 == 0 {
                 Crash::Process
             } else {
@@ -223,6 +272,9 @@ fn crash_images(mode: CommitMode, seed: u64) {
         stats.pool
     );
     assert!(stats.data_pages > 2 * SMALL_POOL as u64);
+    if keep > 0 {
+        kept.check(&format!("{mode}, seed {seed}"));
+    }
     db.close().expect("close");
     let final_model = workload.model.clone();
     images.push((TXNS, Crash::Process, storage, final_model));
@@ -274,6 +326,21 @@ fn crash_images_pmem_log() {
     crash_images(CommitMode::PmemLog, 3);
 }
 
+#[test]
+fn crash_images_keeping_recent_pages_fsync() {
+    crash_images_with(CommitMode::Fsync, 4, KEEP_BYTES);
+}
+
+#[test]
+fn crash_images_keeping_recent_pages_buffer() {
+    crash_images_with(CommitMode::Buffer, 5, KEEP_BYTES);
+}
+
+#[test]
+fn crash_images_keeping_recent_pages_pmem_log() {
+    crash_images_with(CommitMode::PmemLog, 6, KEEP_BYTES);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The medium dies in the middle of an operation.
 
@@ -285,8 +352,10 @@ fn die_at(
     seed: u64,
     crash_at: Option<u64>,
     crash: Crash,
+    keep: u64,
 ) -> (SimStorage, Model, Model, u64) {
-    let config = sim_config(mode, SMALL_POOL);
+    let mut config = sim_config(mode, SMALL_POOL);
+    config.checkpoint_keep_bytes = keep;
     let storage = SimStorage::new();
     let (db, _) = open_sim(&storage, &config).expect("create");
     let table = create_items(&db);
@@ -301,11 +370,15 @@ fn die_at(
             would_be = Some(failed.would_be);
             break;
         }
-        if i % 30 == 29 {
-            if let Err(e) = db.checkpoint() {
-                assert!(crash_at.is_some(), "{mode}: checkpoint failed: {e}");
-                break;
-            }
+        let checkpointed = match keep {
+            0 if i % 30 == 29 => Some(db.checkpoint()),
+            0 => None,
+            _ if i % KEEPING_EVERY == KEEPING_EVERY - 1 => Some(db.checkpoint_keeping_recent()),
+            _ => None,
+        };
+        if let Some(Err(e)) = checkpointed {
+            assert!(crash_at.is_some(), "{mode}: checkpoint failed: {e}");
+            break;
         }
     }
     let ops = storage.ops_done() - started;
@@ -316,8 +389,14 @@ fn die_at(
 }
 
 fn crash_points(mode: CommitMode, points: u64) {
+    crash_points_with(mode, points, 0);
+}
+
+/// [`crash_points`] with checkpoints that keep `keep` bytes of log's pages dirty (see
+/// [`crash_images_with`]).
+fn crash_points_with(mode: CommitMode, points: u64, keep: u64) {
     // A run without a crash tells how many operations there are to crash at.
-    let (_, _, _, ops) = die_at(mode, 7, None, Crash::Process);
+    let (_, _, _, ops) = die_at(mode, 7, None, Crash::Process, keep);
     for p in 0..points {
         let seed = mix(mode as u64, p);
         let at = 1 + seed % (ops + ops / 10);
@@ -327,7 +406,7 @@ fn crash_points(mode: CommitMode, points: u64) {
             Crash::PowerCut(seed)
         };
         let what = format!("{mode}: medium dies at operation {at} of ~{ops}, {crash:?}");
-        let (storage, acknowledged, would_be, _) = die_at(mode, 7, Some(at), crash);
+        let (storage, acknowledged, would_be, _) = die_at(mode, 7, Some(at), crash, keep);
         let (db, _) = open_sim(&storage, &sim_config(mode, SMALL_POOL))
             .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
         let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -356,6 +435,16 @@ fn crash_points_buffer() {
 #[test]
 fn crash_points_pmem_log() {
     crash_points(CommitMode::PmemLog, 12);
+}
+
+#[test]
+fn crash_points_keeping_recent_pages_fsync() {
+    crash_points_with(CommitMode::Fsync, 12, KEEP_BYTES);
+}
+
+#[test]
+fn crash_points_keeping_recent_pages_buffer() {
+    crash_points_with(CommitMode::Buffer, 12, KEEP_BYTES);
 }
 
 // ---------------------------------------------------------------------------------------------

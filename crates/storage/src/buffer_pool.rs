@@ -166,10 +166,25 @@ struct FrameData {
     /// the write latch (eviction) or by the checkpoint under the read latch, which excludes
     /// every writer, hence an atomic (see [`BufferPool::flush_all`]).
     dirty: AtomicBool,
+    /// The pool's epoch (see [`BufferPool::begin_epoch`]) when the page last went from clean
+    /// to dirty: every change the frame holds that is not in the data file was made in this
+    /// epoch or a later one. Meaningful only while `dirty`; set under the write latch.
+    dirty_since: u64,
     /// Changed by a transaction whose log record is not appended yet, so the page LSN does
     /// not cover the change: the frame must not be written until [`BufferPool::stamp`].
     unlogged: bool,
     page: Page,
+}
+
+impl FrameData {
+    /// Notes a change under the write latch: a clean page becomes dirty since `epoch`.
+    fn mark_dirty(&mut self, epoch: u64) {
+        let dirty = self.dirty.get_mut();
+        if !*dirty {
+            *dirty = true;
+            self.dirty_since = epoch;
+        }
+    }
 }
 
 /// A frame's metadata (the page image itself is boxed). Aligned to 128 bytes so that the
@@ -254,6 +269,8 @@ pub struct BufferPool {
     /// Where each page is copied before it is written in place, if anywhere (PMEM modes).
     doublewrite: Option<Arc<DoubleWrite>>,
     counters: Counters,
+    /// Numbers the stretches between checkpoints' starts (see [`BufferPool::begin_epoch`]).
+    epoch: AtomicU64,
     /// Set once `failure` is (so that `write` need not lock it while the pool runs).
     stopped: AtomicBool,
     /// Set once a data-file write or sync failed (fail-stop); holds the cause.
@@ -290,6 +307,7 @@ impl BufferPool {
                 latch: RwLock::new(FrameData {
                     page_id: None,
                     dirty: AtomicBool::new(false),
+                    dirty_since: 0,
                     unlogged: false,
                     // Allocated when the frame first gets a page: zeroing every frame up
                     // front would make opening a large pool (a restart) cost a pass over
@@ -327,6 +345,7 @@ impl BufferPool {
             write_ahead,
             doublewrite: None,
             counters: Counters::default(),
+            epoch: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             failure: Mutex::new(None),
         })
@@ -534,6 +553,13 @@ impl BufferPool {
     /// nodes again). Writers of the page wait for the write, as they did before; the latch
     /// keeps an evictor out, so no one reads the page from disk before it is written.
     pub fn flush_all(&self) -> Result<()> {
+        self.flush_dirty_before(u64::MAX)
+    }
+
+    /// Like [`BufferPool::flush_all`], but writes only the pages dirty since an epoch before
+    /// `epoch` (see [`BufferPool::begin_epoch`]); pages first changed in `epoch` or later
+    /// stay dirty. The sync covers every write that finished before it, evictions' too.
+    pub fn flush_dirty_before(&self, epoch: u64) -> Result<()> {
         self.check_running()?;
         let mut image = Page::zeroed();
         for index in 0..self.frames.len() {
@@ -542,7 +568,7 @@ impl BufferPool {
                 area.make_room(self.file.as_ref())
                     .map_err(|e| self.fail_stop(e))?;
             }
-            self.flush_frame(index, &mut image)?;
+            self.flush_frame(index, epoch, &mut image)?;
         }
         let synced = match &self.doublewrite {
             Some(area) => area.sync(self.file.as_ref()),
@@ -551,8 +577,9 @@ impl BufferPool {
         synced.map_err(|e| self.fail_stop(e))
     }
 
-    /// Writes frame `index`'s page if it is dirty, through `image` (see [`BufferPool::flush_all`]).
-    fn flush_frame(&self, index: usize, image: &mut Page) -> Result<()> {
+    /// Writes frame `index`'s page if it is dirty since before `epoch`, through `image` (see
+    /// [`BufferPool::flush_all`]).
+    fn flush_frame(&self, index: usize, epoch: u64, image: &mut Page) -> Result<()> {
         let data = loop {
             let data = self.frames[index].latch.read();
             if !data.unlogged {
@@ -562,7 +589,8 @@ impl BufferPool {
             self.check_running()?;
             std::thread::yield_now();
         };
-        let Some(id) = data.page_id.filter(|_| data.dirty.load(Ordering::Relaxed)) else {
+        let old_enough = data.dirty.load(Ordering::Relaxed) && data.dirty_since < epoch;
+        let Some(id) = data.page_id.filter(|_| old_enough) else {
             return Ok(());
         };
         self.write_ahead_of(id, &data.page)?;
@@ -572,6 +600,24 @@ impl BufferPool {
         // No writer can have changed the page since the copy: they need the write latch.
         data.dirty.store(false, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Starts a new epoch and returns its number (the pool opens in epoch 0). A checkpoint
+    /// starts one at the log position it records, while no log append is in flight. Every
+    /// change is made to its page (reading the epoch) before its log record is appended, so
+    /// a change whose record begins before epoch `e`'s position was made in an earlier
+    /// epoch: a page dirty since `e` or later holds no change logged before that position
+    /// that the data file lacks. So once [`BufferPool::flush_dirty_before`]`(e)` returns,
+    /// redo may start at epoch `e`'s position.
+    pub fn begin_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The current epoch (see [`BufferPool::begin_epoch`]). Relaxed is enough: a change reads
+    /// it before its record's append, which happens before the checkpoint's exclusive hold on
+    /// appends in which the epoch moves on, so the change cannot see the later epoch.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// Sets the LSN of page `id`, changed under [`PageWriteGuard::mark_unlogged`], to the end
@@ -645,7 +691,7 @@ impl BufferPool {
                     // A freed page that was still cached: start from a clean image.
                     guard.page.format(id, PageKind::Free);
                 }
-                *guard.dirty.get_mut() = true;
+                guard.mark_dirty(self.epoch());
                 return Ok(PageWriteGuard { guard, _pin: pin });
             }
         }
@@ -734,7 +780,10 @@ impl BufferPool {
         match filled {
             Ok(()) => {
                 data.page_id = Some(id);
-                *data.dirty.get_mut() = fill == Fill::Fresh;
+                *data.dirty.get_mut() = false;
+                if fill == Fill::Fresh {
+                    data.mark_dirty(self.epoch());
+                }
                 Ok((frame, pin))
             }
             Err(err) => {

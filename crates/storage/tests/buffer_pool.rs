@@ -556,3 +556,64 @@ fn stress_random_reads_and_writes(checkpoints: bool) {
             .sum::<u64>()
     );
 }
+
+/// The byte at offset 100 of page `id`'s payload as the data file holds it, if it holds the
+/// page (read through a fresh pool, so nothing cached answers).
+fn byte_in_file(storage: &SimStorage, id: PageId) -> Option<u8> {
+    let fresh = BufferPool::new(data_file(storage), 4, no_hook()).expect("pool");
+    fresh.read(id).ok().map(|page| page.payload()[100])
+}
+
+#[test]
+fn flushing_by_epoch_writes_only_pages_dirty_since_an_earlier_epoch() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 16);
+    let ids = allocate_with_pattern(&pool, 6);
+    pool.flush_all().expect("flush");
+    let change = |id: PageId, byte: u8| pool.write(id).expect("write").payload_mut()[100] = byte;
+    // Pages 0 and 1 become dirty in epoch 0, pages 2 and 3 in epoch 1; page 0 changes again
+    // in epoch 1 and stays dirty since epoch 0.
+    change(ids[0], 1);
+    change(ids[1], 1);
+    assert_eq!(pool.begin_epoch(), 1);
+    change(ids[2], 2);
+    change(ids[3], 2);
+    change(ids[0], 3);
+    assert_eq!(pool.begin_epoch(), 2);
+    change(ids[4], 4);
+
+    let written = pool.stats().pages_written;
+    pool.flush_dirty_before(1).expect("flush epoch 0");
+    assert_eq!(pool.stats().pages_written - written, 2);
+    assert_eq!(
+        byte_in_file(&storage, ids[0]),
+        Some(3),
+        "the page as it is now"
+    );
+    assert_eq!(byte_in_file(&storage, ids[1]), Some(1));
+    assert_eq!(
+        byte_in_file(&storage, ids[2]),
+        Some(0),
+        "dirty since epoch 1: not written"
+    );
+
+    // Page 1, clean now, is dirty since epoch 2 once it changes again.
+    change(ids[1], 5);
+    pool.flush_dirty_before(2).expect("flush epoch 1");
+    assert_eq!(byte_in_file(&storage, ids[2]), Some(2));
+    assert_eq!(byte_in_file(&storage, ids[3]), Some(2));
+    assert_eq!(
+        byte_in_file(&storage, ids[1]),
+        Some(1),
+        "dirty since epoch 2: not written"
+    );
+    assert_eq!(byte_in_file(&storage, ids[4]), Some(0));
+    pool.flush_all().expect("flush all");
+    assert_eq!(byte_in_file(&storage, ids[1]), Some(5));
+    assert_eq!(byte_in_file(&storage, ids[4]), Some(4));
+    assert_eq!(
+        byte_in_file(&storage, ids[5]),
+        Some(0),
+        "never dirty since the first flush"
+    );
+}

@@ -396,6 +396,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         checkpoint_every: Some(args.checkpoint_every),
         pmem_log_size: Some(args.pmem_log_size),
         max_replay: None,
+        checkpoint_keep: None,
         doublewrite_size: None,
     };
     tuning.validate()?;

@@ -119,8 +119,8 @@ pub struct DbArgs {
 /// defaults unless given).
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct TuningArgs {
-    /// Checkpoint once this much log was written since the last checkpoint. Default: 256MiB
-    /// for serve, the engine's 1GiB otherwise; in pmem-log, a quarter of its region. In fsync
+    /// Checkpoint once this much log was written since the last checkpoint began. Default:
+    /// for serve 128MiB in buffer mode and 256MiB in fsync and async, the engine's 1GiB otherwise; in pmem-log, a quarter of its region. In fsync
     /// and async modes the first change of each page after a checkpoint logs a full image of
     /// the page, so frequent checkpoints multiply the log volume (buffer and pmem-log copy
     /// pages to a double-write area in PMEM instead).
@@ -129,11 +129,18 @@ pub struct TuningArgs {
     /// Checkpoint at least every S seconds (0: only by log volume). Default: the engine's, 30.
     #[arg(long, value_name = "S")]
     pub checkpoint_every: Option<f64>,
+    /// A checkpoint leaves dirty the pages first changed in about the last SIZE of log, for
+    /// a later one to write, and a restart replays that much more: a page changed again and
+    /// again is written once per SIZE plus --checkpoint-log of log instead of once per
+    /// --checkpoint-log. 0: each checkpoint writes every dirty page. Default: for serve in
+    /// buffer and pmem-log modes, twice --checkpoint-log; 0 otherwise.
+    #[arg(long, value_name = "SIZE")]
+    pub checkpoint_keep: Option<ByteSize>,
     /// Bound on the log a restart replays: once this much was written since the last
     /// completed checkpoint (checkpoints falling behind the writes), writes wait for one, so
     /// a restart after a crash replays about this much at most (plus the commits already
-    /// under way). Default: for serve, twice --checkpoint-log; none otherwise (pmem-log: its
-    /// region bounds it). At least --checkpoint-log.
+    /// under way). Default: for serve, --checkpoint-keep plus twice --checkpoint-log; none
+    /// otherwise (pmem-log: its region bounds it). At least --checkpoint-log.
     #[arg(long, value_name = "SIZE")]
     pub max_replay: Option<ByteSize>,
     /// pmem-log: size of the whole log's PMEM region, set when the database is created (a
@@ -209,6 +216,9 @@ impl TuningArgs {
         }
         if let Some(bytes) = self.max_replay {
             config.max_replay_bytes = Some(bytes.0 as u64);
+        }
+        if let Some(bytes) = self.checkpoint_keep {
+            config.checkpoint_keep_bytes = bytes.0 as u64;
         }
         if let Some(every) = self.checkpoint_every {
             config.checkpoint_interval = (every > 0.0).then(|| Duration::from_secs_f64(every));

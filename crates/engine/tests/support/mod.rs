@@ -265,7 +265,9 @@ pub fn checkpoint_if_log_grew(db: &Database, since: &mut u64) -> tailstore_engin
     }
     let now = db.log().appended_lsn();
     if now.saturating_sub(*since) >= PMEM_CHECKPOINT_BYTES {
-        db.checkpoint()?;
+        // The checkpointer's kind: the same as `checkpoint` unless the test's configuration
+        // keeps recent pages dirty.
+        db.checkpoint_keeping_recent()?;
         *since = db.log().appended_lsn();
     }
     Ok(())
