@@ -78,14 +78,14 @@ lone_defaults() {
   trap stop_lone EXIT
 }
 
-# A lone `tailstore serve --commit buffer` on PORT with its data in WORK (disk.sh,
-# cold_restart.sh): `start_lone BINARY LOGNAME [SERVE OPTIONS…]` starts it (its pid in
-# LONE) and waits for its first reply; `stop_lone` stops it and removes its files.
+# A lone `tailstore serve --commit buffer` (or the mode in COMMIT) on PORT with its data in
+# WORK (disk.sh, cold_restart.sh): `start_lone BINARY LOGNAME [SERVE OPTIONS…]` starts it (its
+# pid in LONE) and waits for its first reply; `stop_lone` stops it and removes its files.
 start_lone() {
   local bin=$1 log=$2
   shift 2
   mkdir -p "$WORK"
-  "$bin" serve --commit buffer --db "$WORK/db" --pmem "$PMEM" --listen "127.0.0.1:$PORT" "$@" \
+  "$bin" serve --commit "${COMMIT:-buffer}" --db "$WORK/db" --pmem "$PMEM" --listen "127.0.0.1:$PORT" "$@" \
     >"$WORK/$log.log" 2>&1 &
   LONE=$!
   for _ in $(seq 5000); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.002; done

@@ -243,11 +243,12 @@ pub(crate) struct Shared {
     pub next_version: AtomicU64,
     pub next_txn: AtomicU64,
     pub counters: Counters,
-    /// Where redo would start if the database crashed now: the LSN of the latest checkpoint
-    /// that began (its meta page may not be written yet, in which case redo starts at an
-    /// earlier one). Without a double-write area, a page first changed since then gets a full
-    /// image in the change's record (`txn.rs`), so that redo never needs a page that a crash
-    /// may have torn.
+    /// Where the latest checkpoint began, which is where its epoch of the pool began (see
+    /// [`Shared::checkpoint_if`]): redo starts there or, if checkpoints keep recent pages
+    /// dirty or this one has not finished, at an earlier such position. Without a
+    /// double-write area, a page's first change since then gets a full image in the
+    /// change's record (`txn.rs`), so that redo never needs a page that a crash may have
+    /// torn.
     pub redo_lsn: AtomicU64,
     /// Held (shared) by every log append, from reading `redo_lsn` to the end of the append;
     /// a checkpoint takes it exclusively to pick its LSN. So no append is in flight when the

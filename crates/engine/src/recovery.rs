@@ -3,7 +3,8 @@
 //! # Protocol
 //!
 //! 1. The meta page names the checkpoint LSN `c`: every change logged below `c` is in the
-//!    data file (see `Shared::checkpoint`).
+//!    data file (see `Shared::checkpoint_if`). `c` is where the last completed checkpoint
+//!    began or, if it left the pages of recent epochs dirty, where the oldest of those began.
 //! 2. Redo walks the durable log from `c` in LSN order. For each page op of the record that
 //!    ends at `e`: an op followed by an image of the same page in the same record is skipped
 //!    (the image supersedes it); an `Image` is always applied (it rebuilds the page, even one
@@ -21,10 +22,11 @@
 //!   restores every torn page from its latest copy *before* redo reads any page
 //!   (`tailstore_storage::doublewrite`); redo then starts from whole pages, which are never
 //!   older than the checkpoint (it synced them);
-//! * in the other modes, the first change of a page after the checkpoint that redo would
-//!   start from ends its record with a full image of the page (`txn.rs`, "full-page
-//!   images"), so redo rebuilds a page torn since the checkpoint from the log and never reads
-//!   it; pages not changed since the checkpoint were not written since its sync.
+//! * in the other modes, the first change of a page after each checkpoint's start ends its
+//!   record with a full image of the page (`txn.rs`, "full-page images"), so redo rebuilds a
+//!   page torn since the checkpoint from the log and never reads it; a page written after
+//!   the checkpoint's sync was dirty since a position at or after `c`, and its first change
+//!   after that position was imaged.
 //!
 //! Why this restores exactly the committed transactions: each writing transaction is one log
 //! record (`wal.rs`), present whole or not at all, so a transaction is redone entirely or not

@@ -24,8 +24,7 @@
 //!    the touched pages with its LSN, return the pages the changes emptied to the free list
 //!    and release the latches. Unless the pool copies pages to a double-write area in PMEM,
 //!    the record ends with a full image of every page changed for the first time since the
-//!    checkpoint recovery would start from (`Shared::redo_lsn`; see `recovery.rs`, "torn
-//!    pages"). Emptied pages are freed only after the append: freed
+//!    latest checkpoint began (`Shared::redo_lsn`; see `recovery.rs`, "torn pages"). Emptied pages are freed only after the append: freed
 //!    earlier, another tree's committer could reuse one and log its new contents before
 //!    this record logs it as free, and redo would replay the two in that wrong order.
 //!    Every latch is held until the append, so the first one taken is held longest: any
@@ -1274,9 +1273,11 @@ impl<'db> Transaction<'db> {
     }
 
     /// Ends `redo` with an image of every page it changes for the first time since the
-    /// checkpoint redo would start from (page LSN `<= redo_lsn`), unless its last op already
-    /// is one. A crash may tear a page written after the checkpoint; redo rebuilds such a
-    /// page from this image (skipping the record's earlier ops on it) instead of reading it.
+    /// latest checkpoint began (page LSN `<= redo_lsn`), unless its last op already is one.
+    /// A crash may tear a page written after the checkpoint; redo rebuilds such a page from
+    /// this image (skipping the record's earlier ops on it) instead of reading it. Where
+    /// checkpoints keep recent pages dirty, redo starts at an earlier checkpoint's start,
+    /// and the page's first change since *that* one was imaged too (`Shared::checkpoint_if`).
     /// Not needed where the pool restores torn pages from a double-write area at open.
     fn full_page_images(&self, redo: &mut Redo, redo_lsn: u64) -> Result<()> {
         if self.db.pool.restores_torn_pages() {
