@@ -15,9 +15,10 @@ lone_defaults checkpoints 7113
 SET=(-p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2)
 N=600000
 
-# A field of INFO: `info_field SECTION NAME`.
+# A field of INFO, 0 if the binary has no such field: `info_field SECTION NAME`.
 info_field() {
-  redis-cli -p "$PORT" info "$1" | tr -d '\r' | awk -F: -v k="$2" '$1 == k {print $2}'
+  redis-cli -p "$PORT" info "$1" | tr -d '\r' |
+    awk -F: -v k="$2" '$1 == k {v = $2} END {print (v == "" ? 0 : v)}'
 }
 
 # Sectors written to the device that holds WORK.
@@ -27,12 +28,13 @@ sectors_written() {
   awk -v d="$dev" '$3 == d {print $10}' /proc/diskstats
 }
 
-# "pages log checkpoints wait-ms" from INFO, then the sectors written and the time in ns.
+# "pages log checkpoints wait-ms" from INFO, then the sectors written, the time in ns and
+# the checkpoints' time in ms.
 snapshot() {
   echo "$(info_field all tailstore_pages_written) $(info_field persistence tailstore_log_bytes)" \
     "$(info_field persistence tailstore_checkpoints)" \
     "$(info_field persistence tailstore_checkpoint_room_wait_ms)" \
-    "$(sectors_written) $(date +%s%N)"
+    "$(sectors_written) $(date +%s%N) $(info_field persistence tailstore_checkpoint_ms)"
 }
 
 one_run() {
@@ -47,8 +49,11 @@ one_run() {
   after=$(snapshot)
   echo "$config: $result"
   echo "$before $after" | awk -v n="$N" '{
-    printf "    pages written/SET %.3f, log B/SET %d, checkpoints %d, waited %.0f ms, disk %.0f MB/s\n",
-      ($7 - $1) / n, ($8 - $2) / n, $9 - $3, $10 - $4, ($11 - $5) * 512 / (($12 - $6) / 1e9) / 1e6 }'
+    c = $10 - $3; each = 0
+    if (c > 0) each = ($14 - $7) / c
+    printf "    pages written/SET %.3f, log B/SET %d, checkpoints %d (%.0f ms each), waited %.0f ms, disk %.0f MB/s\n",
+      ($8 - $1) / n, ($9 - $2) / n, c, each, $11 - $4,
+      ($12 - $5) * 512 / (($13 - $6) / 1e9) / 1e6 }'
 }
 
 # `start_lone_with BINARY [SERVE OPTIONS]`: start_lone with its log named serve.

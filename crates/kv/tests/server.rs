@@ -1111,6 +1111,18 @@ fn info_has_the_six_sections() {
     );
     assert_eq!(counter("tailstore_checkpoint_room_waits"), 0, "{info}");
     assert_eq!(counter("tailstore_checkpoint_room_wait_ms"), 0, "{info}");
+    // SAVE runs a checkpoint, whose time counts.
+    let _: String = q(&mut c, &["SAVE"]);
+    let persistence: String = q(&mut c, &["INFO", "persistence"]);
+    let field = |name: &str| -> f64 {
+        persistence
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number {name} in {persistence}"))
+    };
+    assert!(field("tailstore_checkpoints") >= 1.0, "{persistence}");
+    assert!(field("tailstore_checkpoint_ms") > 0.0, "{persistence}");
     let server_only: String = q(&mut c, &["INFO", "server"]);
     assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
     assert!(!server_only.contains("# Clients"), "{server_only}");

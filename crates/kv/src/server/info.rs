@@ -104,6 +104,11 @@ fn persistence(shared: &Shared) -> String {
             format!("{:.3}", config.recovery.as_secs_f64() * 1e3),
         ),
         ("tailstore_checkpoints", stats.checkpoints.to_string()),
+        // Their time in all: set against the log between them, whether they keep up.
+        (
+            "tailstore_checkpoint_ms",
+            format!("{:.3}", stats.checkpoint_time.as_secs_f64() * 1e3),
+        ),
         // What a restart would replay now, the bound on it, and the writes that waited
         // at that bound for a checkpoint (`--max-replay`).
         (
