@@ -213,6 +213,9 @@ pub(crate) struct Counters {
 /// others are reference-counted.
 pub(crate) const REGISTERED_TABLES: usize = 1024;
 
+/// The most epochs a checkpoint keeps dirty pages of (see [`Shared::checkpoint_if`]).
+const MAX_KEPT_EPOCHS: usize = 64;
+
 /// Where the last checkpoint is.
 struct CheckpointState {
     seq: u64,
@@ -767,10 +770,16 @@ impl Shared {
             let lsn = self.log.appended_lsn();
             self.redo_lsn.store(lsn, Ordering::SeqCst);
             let epoch = self.pool.begin_epoch();
-            state.epochs.push_back((epoch, lsn));
+            // An epoch that began where the last one did (nothing logged in between, as
+            // between the timed checkpoints of an idle database) adds nothing to keep.
+            if state.epochs.back().is_none_or(|&(_, began)| began < lsn) {
+                state.epochs.push_back((epoch, lsn));
+            }
             lsn
         };
-        while state.epochs[0].1 < lsn.saturating_sub(keep) {
+        // Dropping an epoch only makes this checkpoint write more, so the list's length
+        // may be bounded too. The newest epoch is never dropped: it began at `lsn`.
+        while state.epochs.len() > MAX_KEPT_EPOCHS || state.epochs[0].1 < lsn.saturating_sub(keep) {
             state.epochs.pop_front();
         }
         let (oldest_kept, redo_from) = state.epochs[0];
