@@ -1360,9 +1360,10 @@ fn max_replay_bounds_what_a_restart_replays() {
     // 80 KiB) before the checkpoint that another writer runs releases the log.
     const SLACK: u64 = 96 << 10;
     for mode in [CommitMode::Fsync, CommitMode::Buffer] {
-        let replayed = |bound: Option<u64>| {
+        let replayed = move |bound: Option<u64>, keep: u64| {
             let mut config = sim_config(mode, 4 * SMALL_POOL);
             config.max_replay_bytes = bound;
+            config.checkpoint_keep_bytes = keep;
             let storage = SimStorage::new();
             let (db, _) = open_sim(&storage, &config).expect("create");
             let table = create_items(&db);
@@ -1384,7 +1385,7 @@ fn max_replay_bounds_what_a_restart_replays() {
             );
             (report.recovery.bytes, stats)
         };
-        let (unbounded, stats) = replayed(None);
+        let (unbounded, stats) = replayed(None, 0);
         assert!(
             unbounded > 4 * (LIMIT + SLACK),
             "{mode}: the workload should write more log ({unbounded} bytes replayed)"
@@ -1393,14 +1394,24 @@ fn max_replay_bounds_what_a_restart_replays() {
         assert_eq!(stats.log_since_checkpoint, unbounded, "{mode}");
         assert_eq!(stats.log_since_checkpoint_limit, None, "{mode}");
         assert_eq!(stats.checkpoint_room_waits, 0, "{mode}");
-        let (bounded, stats) = replayed(Some(LIMIT));
-        assert!(
-            bounded <= LIMIT + SLACK,
-            "{mode}: {bounded} bytes replayed with a bound of {LIMIT}"
-        );
-        // … and here that writers waited at the bound, which is where the log stopped.
-        assert_eq!(stats.log_since_checkpoint, bounded, "{mode}");
-        assert_eq!(stats.log_since_checkpoint_limit, Some(LIMIT), "{mode}");
-        assert!(stats.checkpoint_room_waits > 0, "{mode}: {stats:?}");
+        // The bound holds also when checkpoints would keep more log than it allows: the
+        // writers' own checkpoints keep at most half of it.
+        for keep in [0, 4 * LIMIT] {
+            // On a thread with a deadline: writers whose checkpoints cannot bring the log
+            // under the bound would wait for ever.
+            let (done, result) = std::sync::mpsc::channel();
+            std::thread::spawn(move || done.send(replayed(Some(LIMIT), keep)));
+            let (bounded, stats) = result
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{mode}, keep {keep}: writers stuck at the bound"));
+            assert!(
+                bounded <= LIMIT + SLACK,
+                "{mode}, keep {keep}: {bounded} bytes replayed with a bound of {LIMIT}"
+            );
+            // … and here that writers waited at the bound, which is where the log stopped.
+            assert_eq!(stats.log_since_checkpoint, bounded, "{mode}");
+            assert_eq!(stats.log_since_checkpoint_limit, Some(LIMIT), "{mode}");
+            assert!(stats.checkpoint_room_waits > 0, "{mode}: {stats:?}");
+        }
     }
 }
