@@ -1400,7 +1400,10 @@ fn max_replay_bounds_what_a_restart_replays() {
             // On a thread with a deadline: writers whose checkpoints cannot bring the log
             // under the bound would wait for ever.
             let (done, result) = std::sync::mpsc::channel();
-            std::thread::spawn(move || done.send(replayed(Some(LIMIT), keep)));
+            std::thread::spawn(move || {
+                // The receiver is gone only if it gave up waiting (and panicked).
+                let _ = done.send(replayed(Some(LIMIT), keep));
+            });
             let (bounded, stats) = result
                 .recv_timeout(std::time::Duration::from_secs(60))
                 .unwrap_or_else(|_| panic!("{mode}, keep {keep}: writers stuck at the bound"));
