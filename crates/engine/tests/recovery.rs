@@ -189,7 +189,7 @@ const PMEM_LOG_IMAGE_EVERY: usize = 20;
 /// right after one, and long after one).
 const CHECKPOINTS_AT: [usize; 4] = [40, 41, 125, 202];
 
-/// Checkpoints of the runs that keep recent pages dirty ([`crash_images_keeping`]):
+/// Checkpoints of the runs that keep recent pages dirty ([`crash_images_with`]):
 /// every this many transactions, keeping about this much log.
 const KEEPING_EVERY: usize = 15;
 const KEEP_BYTES: u64 = 160 << 10;
