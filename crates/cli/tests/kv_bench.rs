@@ -153,3 +153,29 @@ fn bad_options_and_unreachable_servers_are_refused() {
     );
     refused(&["kv", "compare", "--ratios", "120"], &["not a percentage"]);
 }
+
+#[test]
+fn compare_passes_serve_args_to_every_tailstore_server() {
+    // An option `serve` does not know: the server must refuse it, and the comparison must
+    // report that instead of measuring a server started without it.
+    let out = tailstore(&[
+        "kv",
+        "compare",
+        "--servers",
+        "tailstore-buffer",
+        "--ratios",
+        "100",
+        "--test-time",
+        "0.1",
+        "--warmup",
+        "0",
+        "--restart-data-mb",
+        "0",
+        "--serve-arg=--no-such-option",
+    ]);
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        all.contains("unexpected argument '--no-such-option'"),
+        "the server did not get the option: {all}"
+    );
+}

@@ -98,6 +98,10 @@ pub struct CompareArgs {
     /// Write the tables as Markdown to FILE.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+    /// An option for every `tailstore serve` this starts, after its own (repeat for more:
+    /// `--serve-arg=--checkpoint-keep --serve-arg=0`).
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub serve_arg: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -227,6 +231,8 @@ struct Plan {
     parent: PathBuf,
     pmem_dir: PathBuf,
     tailstore: PathBuf,
+    /// Options added to every `tailstore serve` (`--serve-arg`).
+    serve_args: Vec<String>,
     redis: Option<PathBuf>,
     ratios: Vec<u32>,
 }
@@ -372,6 +378,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         parent,
         pmem_dir,
         tailstore,
+        serve_args: args.serve_arg.clone(),
         redis: on_path("redis-server"),
         ratios,
     })
@@ -429,6 +436,7 @@ impl Scratch {
                     args.push("--pmem".into());
                     args.push(self.pmem.display().to_string());
                 }
+                args.extend(plan.serve_args.iter().cloned());
                 Ok((plan.tailstore.clone(), args))
             }
             Server::Redis(fsync) => {
