@@ -41,7 +41,8 @@ one_run() {
   local config=$1 result
   stop_lone
   # shellcheck disable=SC2086 # the configuration is a binary and its options
-  start_lone_with $config
+  set -- $config
+  start_lone "$1" serve "${@:2}"
   redis-benchmark "${SET[@]}" -n 300000 -q >/dev/null 2>&1
   local before after
   before=$(snapshot)
@@ -54,13 +55,6 @@ one_run() {
     printf "    pages written/SET %.3f, log B/SET %d, checkpoints %d (%.0f ms each), waited %.0f ms, disk %.0f MB/s\n",
       ($8 - $1) / n, ($9 - $2) / n, c, each, $11 - $4,
       ($12 - $5) * 512 / (($13 - $6) / 1e9) / 1e6 }'
-}
-
-# `start_lone_with BINARY [SERVE OPTIONS]`: start_lone with its log named serve.
-start_lone_with() {
-  local bin=$1
-  shift
-  start_lone "$bin" serve "$@"
 }
 
 for round in $(seq "$ROUNDS"); do

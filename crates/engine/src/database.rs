@@ -219,8 +219,6 @@ const MAX_KEPT_EPOCHS: usize = 64;
 /// Where the last checkpoint is.
 struct CheckpointState {
     seq: u64,
-    /// Where redo starts: the position of the oldest epoch the last checkpoint left dirty.
-    lsn: u64,
     /// Where the last checkpoint began (the next one is due `checkpoint_log_bytes` later).
     began: u64,
     at: Instant,
@@ -347,7 +345,6 @@ impl Database {
             failure: Mutex::new(None),
             checkpoint: Mutex::new(CheckpointState {
                 seq: meta.seq,
-                lsn: meta.checkpoint_lsn,
                 began: meta.checkpoint_lsn,
                 at: Instant::now(),
                 // Redo dirtied pages in the pool's first epoch, with changes logged from the
@@ -795,7 +792,6 @@ impl Shared {
         meta.write(self.file.as_ref())
             .map_err(|e| self.fail_stop(e))?;
         state.seq = meta.seq;
-        state.lsn = redo_from;
         state.began = lsn;
         state.at = Instant::now();
         self.log

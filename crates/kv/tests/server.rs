@@ -1060,6 +1060,14 @@ fn config_get_tells_the_durability() {
     assert!(err(&mut c, &["CONFIG", "SET", "appendfsync", "always"]).contains("--commit"));
 }
 
+/// The number in INFO field `name` of `info`; panics if there is none.
+fn info_number(info: &str, name: &str) -> f64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {name} in {info}"))
+}
+
 #[test]
 fn info_has_the_six_sections() {
     let server = TestServer::start();
@@ -1089,16 +1097,8 @@ fn info_has_the_six_sections() {
     assert!(info.contains("db0:keys=2,expires=1"), "{info}");
     assert!(info.contains("tailstore_poll_spin_us:50\r\n"), "{info}");
     // The log's counters: the two SETs were logged; no append found the ring full.
-    let counter = |name: &str| -> u64 {
-        let line = info
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:")))
-            .unwrap_or_else(|| panic!("no {name} in {info}"));
-        line.split('.')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{name}: {line}"))
-    };
+    // Whole units: the ms fields have three decimals.
+    let counter = |name: &str| info_number(&info, name) as u64;
     assert!(counter("tailstore_log_bytes") > 0, "{info}");
     assert_eq!(counter("tailstore_log_ring_full_waits"), 0, "{info}");
     assert_eq!(counter("tailstore_log_ring_full_wait_ms"), 0, "{info}");
@@ -1114,15 +1114,8 @@ fn info_has_the_six_sections() {
     // SAVE runs a checkpoint, whose time counts.
     let _: String = q(&mut c, &["SAVE"]);
     let persistence: String = q(&mut c, &["INFO", "persistence"]);
-    let field = |name: &str| -> f64 {
-        persistence
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no number {name} in {persistence}"))
-    };
-    assert!(field("tailstore_checkpoints") >= 1.0, "{persistence}");
-    assert!(field("tailstore_checkpoint_ms") > 0.0, "{persistence}");
+    assert!(info_number(&persistence, "tailstore_checkpoints") >= 1.0);
+    assert!(info_number(&persistence, "tailstore_checkpoint_ms") > 0.0);
     let server_only: String = q(&mut c, &["INFO", "server"]);
     assert!(server_only.starts_with("# Server\r\n"), "{server_only}");
     assert!(!server_only.contains("# Clients"), "{server_only}");
