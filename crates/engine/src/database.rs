@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager, LOG_START_LSN};
+use tailstore_log::{CommitMode, LogConfig, LogCounters, LogError, LogManager, LOG_START_LSN};
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
 use tailstore_storage::doublewrite;
@@ -379,6 +379,12 @@ impl Database {
         ))
     }
 
+    /// `Err(Stopped)` once the database stopped after a failure (fail-stop): no commit
+    /// becomes durable any more, and its pages may hold changes that never will.
+    pub fn check_running(&self) -> Result<()> {
+        self.shared.check_running()
+    }
+
     /// Starts a transaction.
     pub fn begin(&self) -> Transaction<'_> {
         Transaction::new(&self.shared)
@@ -691,19 +697,22 @@ impl Shared {
     }
 
     pub fn check_running(&self) -> Result<()> {
-        match self.failure.lock().as_ref() {
-            Some(cause) => Err(EngineError::Stopped(cause.clone())),
-            None => Ok(()),
+        if let Some(cause) = self.failure.lock().as_ref() {
+            return Err(EngineError::Stopped(cause.clone()));
         }
+        // The log may have stopped on its writer thread's failure (`buffer` mode's copy of
+        // the PMEM ring to the log file) with no commit waiting to report it.
+        self.log.check().map_err(|e| self.fail_stop(e.into()))
     }
 
     /// Stops all later changes: the in-memory state may differ from what the log says.
     pub fn fail_stop(&self, err: EngineError) -> EngineError {
         // The pool may have stopped first, on a failed write outside any change (a read
-        // that evicted a dirty page): that is this database's fail-stop too, and reported
-        // as such, with the pool's cause.
+        // that evicted a dirty page), or the log, on a failed flush no change waited for:
+        // that is this database's fail-stop too, and reported as such, with their cause.
         let err = match err {
-            EngineError::Storage(StorageError::Stopped { cause }) => EngineError::Stopped(cause),
+            EngineError::Storage(StorageError::Stopped { cause })
+            | EngineError::Log(LogError::Stopped { cause }) => EngineError::Stopped(cause),
             other => other,
         };
         let cause = match &err {

@@ -329,10 +329,12 @@ impl PendingCommit<'_> {
 
     /// Waits until the commit is durable in the database's commit mode.
     pub fn wait(self) -> Result<()> {
-        match self.intent {
-            Some(intent) => intent.wait(self.lsn)?,
-            None => self.db.log.wait_durable(self.lsn)?,
-        }
+        let durable = match self.intent {
+            Some(intent) => intent.wait(self.lsn),
+            None => self.db.log.wait_durable(self.lsn),
+        };
+        // A log that cannot make it durable has stopped: so has the database.
+        durable.map_err(|e| self.db.fail_stop(e.into()))?;
         self.db.counters.commits.add(1);
         Ok(())
     }

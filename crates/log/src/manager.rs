@@ -662,6 +662,12 @@ impl LogManager {
         CommitIntent { log: self, counted }
     }
 
+    /// `Err(Stopped)` once the log stopped after an I/O failure, also one that struck its
+    /// writer thread while no commit was waiting.
+    pub fn check(&self) -> Result<()> {
+        self.shared.check()
+    }
+
     /// Waits until every record below `lsn` is durable (in `async` mode: returns at once).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
         self.shared.wait_durable(lsn)

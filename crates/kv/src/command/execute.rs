@@ -70,6 +70,9 @@ impl Keyspace {
         db: u32,
         body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
+        if let Err(err) = self.database().check_running() {
+            return stopped(err);
+        }
         match self.run_retried(db, body) {
             Ok((reply, pending)) => Executed {
                 reply,
@@ -170,10 +173,23 @@ impl Keyspace {
     /// An error reply that must still wait for everything appended so far: the reply may
     /// reveal a write (a WRONGTYPE, a refused NX) that is not durable yet.
     fn refuse(&self, reply: Reply) -> Executed<'_> {
+        if let Err(err) = self.database().check_running() {
+            return stopped(err);
+        }
+        // The reply may rest on what the command read (WRONGTYPE): it waits as a read does.
         Executed {
             reply,
             pending: self.database().begin().commit_pending().ok(),
         }
+    }
+}
+
+/// The reply once the database stopped (fail-stop), to reads too: nothing becomes durable
+/// any more, and what a read would see may include a change that never will.
+fn stopped(err: EngineError) -> Executed<'static> {
+    Executed {
+        reply: fault_reply(Fault::Engine(err)),
+        pending: None,
     }
 }
 

@@ -94,6 +94,16 @@ fn persistence(shared: &Shared) -> String {
             shared.last_save.load(Ordering::Relaxed).to_string(),
         ),
         ("aof_enabled", u8::from(config.durable_replies).to_string()),
+        // `err` once the database stopped after a failed write, sync or flush (fail-stop):
+        // Redis's field for a failing AOF, which monitoring already watches.
+        (
+            "aof_last_write_status",
+            match shared.ks.database().check_running() {
+                Ok(()) => "ok",
+                Err(_) => "err",
+            }
+            .into(),
+        ),
         ("tailstore_durability", config.durability.clone()),
         (
             "tailstore_durable_before_reply",

@@ -10,6 +10,7 @@ pub mod redis_process;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -19,7 +20,13 @@ use tailstore_engine::{Database, DbConfig};
 use tailstore_kv::server::{Server, ServerConfig};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
+use tailstore_media::sim::SimStorage;
+use tailstore_media::Storage;
 use tempfile::TempDir;
+
+/// Where [`TestServer::on_sim`] keeps its database on the simulated storage.
+pub const SIM_DIR: &str = "/db";
+pub const SIM_PMEM: &str = "/pmem/db.pmem";
 
 /// How long a test waits for any one reply before it fails instead of hanging.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,6 +38,25 @@ static MEMORY: RwLock<()> = RwLock::new(());
 enum Guard {
     Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+impl Guard {
+    fn for_options(options: &Options) -> Guard {
+        if options.exclusive {
+            Guard::Exclusive(MEMORY.write().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            Guard::Shared(MEMORY.read().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+}
+
+/// The database settings of `tailstore serve` that the tests keep: a 64 MiB log ring, so
+/// one command may write 8 MiB (`Database::max_commit_bytes`, which the pool also bounds: an
+/// eighth of it).
+fn serve_like(mut config: DbConfig) -> DbConfig {
+    config.buffer_pool_bytes = 64 << 20;
+    config.log.ring_bytes = 64 << 20;
+    config
 }
 
 /// For a test that measures memory without a server of its own: while the guard lives, no
@@ -45,8 +71,8 @@ pub struct TestServer {
     stop: Arc<AtomicBool>,
     server: Option<Server>,
     pub ks: Arc<Keyspace>,
-    _dir: TempDir,
-    _shm: TempDir,
+    /// Where the database lives (nothing for the simulated storage).
+    _dirs: Vec<TempDir>,
     _guard: Guard,
 }
 
@@ -81,11 +107,7 @@ impl TestServer {
     }
 
     pub fn with(options: Options) -> TestServer {
-        let guard = if options.exclusive {
-            Guard::Exclusive(MEMORY.write().unwrap_or_else(|e| e.into_inner()))
-        } else {
-            Guard::Shared(MEMORY.read().unwrap_or_else(|e| e.into_inner()))
-        };
+        let guard = Guard::for_options(&options);
         let dir = tempfile::tempdir().expect("temporary directory");
         let shm = tempfile::Builder::new()
             .prefix("tailstore-kv-test")
@@ -95,12 +117,29 @@ impl TestServer {
             .mode
             .uses_pmem()
             .then(|| shm.path().join("log.pmem"));
-        let mut config = DbConfig::new(dir.path(), options.mode, pmem);
-        // As `tailstore serve`: a 64 MiB log ring, so one command may write 8 MiB
-        // (`Database::max_commit_bytes`, which the pool also bounds: an eighth of it).
-        config.buffer_pool_bytes = 64 << 20;
-        config.log.ring_bytes = 64 << 20;
+        let config = serve_like(DbConfig::new(dir.path(), options.mode, pmem));
         let (db, _report) = Database::open(config).expect("open the database");
+        TestServer::serving(db, &options, guard, vec![dir, shm])
+    }
+
+    /// A server over a database on the simulated storage (at `SIM_DIR`, its PMEM file at
+    /// `SIM_PMEM`), created there or recovered from what `storage` holds, with no
+    /// checkpoints unless asked: the tests inject faults into, and crash, `storage`.
+    pub fn on_sim(options: Options, storage: &SimStorage) -> TestServer {
+        let guard = Guard::for_options(&options);
+        let pmem = options.mode.uses_pmem().then(|| PathBuf::from(SIM_PMEM));
+        let mut config = serve_like(DbConfig::new(SIM_DIR, options.mode, pmem));
+        // The simulator copies every region at a crash: a smaller ring than the server's.
+        config.log.ring_bytes = 4 << 20;
+        config.log.pmem_log_bytes = 16 << 20;
+        config.checkpoint_interval = None;
+        config.checkpoint_log_bytes = u64::MAX;
+        let storage: Arc<dyn Storage> = Arc::new(storage.clone());
+        let (db, _report) = Database::open_with(storage, config).expect("open the database");
+        TestServer::serving(db, &options, guard, Vec::new())
+    }
+
+    fn serving(db: Database, options: &Options, guard: Guard, dirs: Vec<TempDir>) -> TestServer {
         let ks = Arc::new(Keyspace::open(Arc::new(db), 16).expect("open the keyspace"));
         let durable = options.mode.is_durable();
         let server_config = ServerConfig {
@@ -121,8 +160,7 @@ impl TestServer {
             stop,
             server: Some(server),
             ks,
-            _dir: dir,
-            _shm: shm,
+            _dirs: dirs,
             _guard: guard,
         }
     }

@@ -1,0 +1,252 @@
+//! The server when the media fail under it: faults injected into the simulated storage
+//! (`SimStorage`) while a client writes. A write whose durability failed is never
+//! acknowledged; from then on the server refuses commands on data with an error that says
+//! why, keeps answering the rest, and every write it did acknowledge is there after a process
+//! crash and after a power cut.
+
+mod support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use support::{error_text, read_exactly, Options, TestServer};
+use tailstore_log::CommitMode;
+use tailstore_media::sim::SimStorage;
+
+/// Writes acknowledged before the fault is armed.
+const BEFORE_FAULT: usize = 40;
+/// How long writes may go on being acknowledged after a fault in work no commit waits for
+/// (the log writer's copy of the PMEM buffer to the log file).
+const STOP_WITHIN: Duration = Duration::from_secs(20);
+
+fn key(i: usize) -> String {
+    format!("key:{i}")
+}
+
+fn value(i: usize) -> String {
+    format!("value {i} {}", "x".repeat(i % 300))
+}
+
+/// How the server answered one SET.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Ok,
+    Error(String),
+    /// The connection closed with no reply.
+    Closed,
+}
+
+/// One SET on a raw connection, read back byte by byte: an early reply or a close must be
+/// seen as such, not hidden behind a client library's retry.
+fn set(stream: &mut TcpStream, i: usize) -> Answer {
+    let (key, value) = (key(i), value(i));
+    let request = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+        key.len(),
+        value.len()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return Answer::Closed;
+    }
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        match read_exactly(stream, 1).as_slice() {
+            [] => return Answer::Closed,
+            [byte] => line.push(*byte),
+            _ => unreachable!("one byte was asked for"),
+        }
+    }
+    match line.as_slice() {
+        b"+OK\r\n" => Answer::Ok,
+        [b'-', text @ ..] => Answer::Error(String::from_utf8_lossy(text).trim_end().to_string()),
+        other => panic!(
+            "unexpected reply to SET: {:?}",
+            String::from_utf8_lossy(other)
+        ),
+    }
+}
+
+/// Writes keys from `*next` on until the server stops acknowledging them; the keys it did
+/// acknowledge are pushed to `acked`. Returns how the first unacknowledged write was answered.
+fn write_until_refused(
+    server: &TestServer,
+    next: &mut usize,
+    acked: &mut Vec<usize>,
+    within: Duration,
+) -> Answer {
+    let mut stream = server.raw();
+    let began = Instant::now();
+    loop {
+        let answer = set(&mut stream, *next);
+        *next += 1;
+        if answer != Answer::Ok {
+            return answer;
+        }
+        acked.push(*next - 1);
+        assert!(
+            began.elapsed() < within,
+            "writes still acknowledged {within:?} after the fault ({} of them)",
+            acked.len() - BEFORE_FAULT
+        );
+    }
+}
+
+/// The whole scenario for one commit mode and one fault. `synchronous`: the fault strikes the
+/// commit of the next write itself, which must then not be acknowledged.
+fn fault_stops_the_writes(mode: CommitMode, arm: fn(&SimStorage), fault: &str, synchronous: bool) {
+    let what = format!("{mode}, {fault}");
+    let storage = SimStorage::new();
+    let server = TestServer::on_sim(
+        Options {
+            mode,
+            ..Options::default()
+        },
+        &storage,
+    );
+    let (mut next, mut acked) = (0, Vec::new());
+    let mut stream = server.raw();
+    for _ in 0..BEFORE_FAULT {
+        assert_eq!(
+            set(&mut stream, next),
+            Answer::Ok,
+            "{what}: before the fault"
+        );
+        acked.push(next);
+        next += 1;
+    }
+    assert_eq!(write_status(&server), "ok", "{what}: before the fault");
+    arm(&storage);
+    let refusal = write_until_refused(&server, &mut next, &mut acked, STOP_WITHIN);
+    if synchronous {
+        assert_eq!(
+            acked.len(),
+            BEFORE_FAULT,
+            "{what}: the write whose commit failed was acknowledged"
+        );
+    }
+    if let Answer::Error(text) = &refusal {
+        assert!(
+            text.contains(fault),
+            "{what}: the error names the fault: {text}"
+        );
+    }
+    refuses_data_commands_and_answers_the_rest(&server, &what, fault);
+    drop(server);
+    for (image, how) in [
+        (storage.process_crash(), "process crash"),
+        (storage.power_cut(7), "power cut"),
+    ] {
+        every_acknowledged_write_is_there(&image, mode, &acked, &format!("{what}, {how}"));
+    }
+}
+
+/// After the fault: a new client's commands on data are refused with the reason (reads too:
+/// the pages in memory may hold a change that never became durable), while the server
+/// itself still answers.
+fn refuses_data_commands_and_answers_the_rest(server: &TestServer, what: &str, fault: &str) {
+    let mut client = server.client();
+    let pong: String = support::q(&mut client, &["PING"]);
+    assert_eq!(pong, "PONG", "{what}");
+    assert_eq!(
+        write_status(server),
+        "err",
+        "{what}: INFO says the writes fail"
+    );
+    for args in [
+        &["SET", "after", "the fault"][..],
+        &["GET", &key(0)],
+        &["DBSIZE"],
+    ] {
+        let err = support::command(args)
+            .query::<redis::Value>(&mut client)
+            .expect_err("a command on data after the fault must be refused");
+        let text = error_text(&err);
+        assert!(
+            text.contains("stopped accepting writes") && text.contains(fault),
+            "{what}: {args:?} is refused with the reason: {text}"
+        );
+    }
+}
+
+/// `aof_last_write_status` of `INFO persistence`.
+fn write_status(server: &TestServer) -> String {
+    let info: String = support::q(&mut server.client(), &["INFO", "persistence"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("aof_last_write_status:"))
+        .unwrap_or_else(|| panic!("no aof_last_write_status in INFO persistence: {info}"))
+        .to_string()
+}
+
+/// Recovers the database from `image` and reads back every acknowledged write.
+fn every_acknowledged_write_is_there(
+    image: &SimStorage,
+    mode: CommitMode,
+    acked: &[usize],
+    what: &str,
+) {
+    let server = TestServer::on_sim(
+        Options {
+            mode,
+            ..Options::default()
+        },
+        image,
+    );
+    let mut client = server.client();
+    for &i in acked {
+        let got: Option<String> = support::q(&mut client, &["GET", &key(i)]);
+        assert_eq!(
+            got,
+            Some(value(i)),
+            "{what}: acknowledged {} is lost",
+            key(i)
+        );
+    }
+    // And it accepts writes again.
+    let _: () = support::q(&mut client, &["SET", "after", "recovery"]);
+}
+
+#[test]
+fn a_failed_log_sync_is_never_acknowledged() {
+    fault_stops_the_writes(
+        CommitMode::Fsync,
+        |storage| storage.fail_nth_sync(1),
+        "injected fault: sync",
+        true,
+    );
+}
+
+#[test]
+fn a_failed_log_write_is_never_acknowledged() {
+    fault_stops_the_writes(
+        CommitMode::Fsync,
+        |storage| storage.fail_nth_write(1),
+        "injected fault: write",
+        true,
+    );
+}
+
+#[test]
+fn a_failed_pmem_fence_is_never_acknowledged() {
+    for mode in [CommitMode::Buffer, CommitMode::PmemLog] {
+        fault_stops_the_writes(
+            mode,
+            |storage| storage.fail_region_fences_after(1),
+            "injected fault: fence",
+            true,
+        );
+    }
+}
+
+#[test]
+fn a_failed_copy_of_the_pmem_buffer_to_the_log_file_stops_the_writes() {
+    // In `buffer` mode a commit is durable once in PMEM; the log writer copies the buffer to
+    // the log file behind the commits, so the writes it fails under were acknowledged
+    // rightly, and the ones after it are refused.
+    fault_stops_the_writes(
+        CommitMode::Buffer,
+        |storage| storage.fail_nth_write(1),
+        "injected fault: write",
+        false,
+    );
+}
