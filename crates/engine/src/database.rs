@@ -489,8 +489,9 @@ impl Database {
         Ok(entries)
     }
 
-    /// A clean shutdown: a final checkpoint (unless the database stopped after a failure),
-    /// then the log is closed. Dropping the handle does the same, ignoring errors.
+    /// A clean shutdown: a final checkpoint, then the log is closed. Dropping the handle does
+    /// the same, ignoring errors. A database that stopped after a failure only closes its
+    /// log, and returns `Err(Stopped)`: nothing was checkpointed, and the next open recovers.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -501,15 +502,15 @@ impl Database {
         if let Some(handle) = self.checkpointer.take() {
             let _ = handle.join();
         }
-        let result = match self.shared.check_running() {
-            Ok(()) => self.shared.checkpoint(),
-            Err(_) => Ok(()),
-        };
+        let result = self
+            .shared
+            .check_running()
+            .and_then(|()| self.shared.checkpoint());
         let closed = self.shared.log.close();
         // Table handles may keep the data file open after this; the lock goes now.
         let _ = self.shared.file.unlock();
-        closed?;
-        result
+        result?;
+        Ok(closed?)
     }
 }
 

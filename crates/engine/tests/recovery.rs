@@ -786,7 +786,11 @@ fn reopen_after_failure(
     what: &str,
 ) {
     let cut = storage.power_cut(99);
-    drop(db);
+    // Closing writes no checkpoint, and says why.
+    let err = db
+        .close()
+        .expect_err("closing a stopped database reports the stop");
+    assert!(matches!(err, EngineError::Stopped(_)), "{what}: {err}");
     for (storage, how) in [(storage, "reopened"), (&cut, "after a power cut")] {
         let (db, _) = recover(storage, mode, model, &format!("{what}: {how}"));
         // It accepts commits again.
