@@ -97,26 +97,9 @@ fn write_until_refused(
 fn fault_stops_the_writes(mode: CommitMode, arm: fn(&SimStorage), fault: &str, synchronous: bool) {
     let what = format!("{mode}, {fault}");
     let storage = SimStorage::new();
-    let server = TestServer::on_sim(
-        Options {
-            mode,
-            ..Options::default()
-        },
-        &storage,
-    );
-    let (mut next, mut acked) = (0, Vec::new());
-    let mut stream = server.raw();
-    for _ in 0..BEFORE_FAULT {
-        assert_eq!(
-            set(&mut stream, next),
-            Answer::Ok,
-            "{what}: before the fault"
-        );
-        acked.push(next);
-        next += 1;
-    }
-    assert_eq!(write_status(&server), "ok", "{what}: before the fault");
+    let (server, mut acked) = serving_acknowledged_writes(mode, &storage, &what);
     arm(&storage);
+    let mut next = acked.len();
     let refusal = write_until_refused(&server, &mut next, &mut acked, STOP_WITHIN);
     if synchronous {
         assert_eq!(
@@ -133,11 +116,43 @@ fn fault_stops_the_writes(mode: CommitMode, arm: fn(&SimStorage), fault: &str, s
     }
     refuses_data_commands_and_answers_the_rest(&server, &what, fault);
     drop(server);
+    acknowledged_writes_survive(&storage, mode, &acked, &what);
+}
+
+/// A server on `storage` that acknowledged the writes of keys `0..BEFORE_FAULT`, and says
+/// that its writes succeed.
+fn serving_acknowledged_writes(
+    mode: CommitMode,
+    storage: &SimStorage,
+    what: &str,
+) -> (TestServer, Vec<usize>) {
+    let server = TestServer::on_sim(
+        Options {
+            mode,
+            ..Options::default()
+        },
+        storage,
+    );
+    let mut stream = server.raw();
+    for i in 0..BEFORE_FAULT {
+        assert_eq!(set(&mut stream, i), Answer::Ok, "{what}: before the fault");
+    }
+    assert_eq!(write_status(&server), "ok", "{what}: before the fault");
+    (server, (0..BEFORE_FAULT).collect())
+}
+
+/// Every acknowledged write is there after a process crash and after a power cut.
+fn acknowledged_writes_survive(
+    storage: &SimStorage,
+    mode: CommitMode,
+    acked: &[usize],
+    what: &str,
+) {
     for (image, how) in [
         (storage.process_crash(), "process crash"),
         (storage.power_cut(7), "power cut"),
     ] {
-        every_acknowledged_write_is_there(&image, mode, &acked, &format!("{what}, {how}"));
+        every_acknowledged_write_is_there(&image, mode, acked, &format!("{what}, {how}"));
     }
 }
 
@@ -249,4 +264,22 @@ fn a_failed_copy_of_the_pmem_buffer_to_the_log_file_stops_the_writes() {
         "injected fault: write",
         false,
     );
+}
+
+#[test]
+fn a_failed_page_write_of_a_checkpoint_stops_the_writes() {
+    // `pmem-log` has no log file: the first file write is a page of the checkpoint SAVE runs.
+    let (mode, fault) = (CommitMode::PmemLog, "injected fault: write");
+    let what = format!("{mode}, {fault} in SAVE");
+    let storage = SimStorage::new();
+    let (server, acked) = serving_acknowledged_writes(mode, &storage, &what);
+    storage.fail_nth_write(1);
+    let err = support::command(&["SAVE"])
+        .query::<()>(&mut server.client())
+        .expect_err("the checkpoint must fail");
+    let text = error_text(&err);
+    assert!(text.contains(fault), "{what}: SAVE says why: {text}");
+    refuses_data_commands_and_answers_the_rest(&server, &what, fault);
+    drop(server);
+    acknowledged_writes_survive(&storage, mode, &acked, &what);
 }
