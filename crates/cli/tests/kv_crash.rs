@@ -23,18 +23,18 @@
 
 #![cfg_attr(feature = "planted-early-reply", allow(dead_code))]
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tailstore_resp::{encode_command, parse_reply, Limits, Value};
+use support::{Client, Server};
+use tailstore_resp::Value;
 
 const WRITERS: usize = 3;
 const IN_FLIGHT: usize = 4;
@@ -52,100 +52,24 @@ fn value_of(key: &str, seq: u64) -> Vec<u8> {
     key.bytes().cycle().take(len).collect()
 }
 
-struct Server {
-    child: Child,
-    address: SocketAddr,
-}
-
 fn start(dir: &Path, mode: &str, pmem: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "2",
-            "--buffer-pool",
-            "64MiB",
-            // Checkpoints during the short runs; in the PMEM modes they leave the pages of
-            // the last two MiB dirty, so that kills find redo starting before the last one.
-            "--checkpoint-log",
-            "1MiB",
-        ])
-        .arg("--db")
-        .arg(dir)
-        .args(["--commit", mode])
-        .arg("--pmem")
-        .arg(pmem)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tailstore serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let address = rest.split(';').next().unwrap_or("").trim().to_string();
-                let _ = tx.send(Ok(address));
-            } else if line.starts_with("error") {
-                let _ = tx.send(Err(line));
-            }
-        }
-    });
-    let address = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(address)) => address.parse().expect("listening address"),
-        Ok(Err(line)) => panic!("tailstore serve failed to start: {line}"),
-        Err(_) => panic!("tailstore serve did not start listening within 30 s"),
-    };
-    Server { child, address }
-}
-
-/// A blocking RESP connection.
-struct Client {
-    stream: TcpStream,
-    input: Vec<u8>,
-}
-
-impl Client {
-    fn connect(address: SocketAddr) -> std::io::Result<Client> {
-        let stream = TcpStream::connect(address)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        Ok(Client {
-            stream,
-            input: Vec::new(),
-        })
-    }
-
-    fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
-        let mut out = Vec::new();
-        encode_command(args, &mut out);
-        self.stream.write_all(&out)
-    }
-
-    fn receive(&mut self) -> std::io::Result<Value> {
-        loop {
-            if let Some((value, used)) = parse_reply(&self.input, &Limits::default())
-                .map_err(|e| std::io::Error::other(e.to_string()))?
-            {
-                self.input.drain(..used);
-                return Ok(value);
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            self.input.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn call(&mut self, args: &[&[u8]]) -> Value {
-        self.send(args).expect("send");
-        self.receive().expect("reply")
-    }
+    let (dir, pmem) = (support::path(dir), support::path(pmem));
+    Server::start(&[
+        "--threads",
+        "2",
+        "--buffer-pool",
+        "64MiB",
+        // Checkpoints during the short runs; in the PMEM modes they leave the pages of the
+        // last two MiB dirty, so that kills find redo starting before the last one.
+        "--checkpoint-log",
+        "1MiB",
+        "--db",
+        dir,
+        "--commit",
+        mode,
+        "--pmem",
+        pmem,
+    ])
 }
 
 /// What one writer thread did in one run.

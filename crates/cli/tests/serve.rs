@@ -1,9 +1,12 @@
-//! `tailstore serve` from the outside: the settings it refuses.
+//! `tailstore serve` from the outside: the settings it refuses, and how it stops.
 
 mod support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support::{Client, Server};
+use tailstore_resp::Value;
 
 /// Runs `tailstore serve` with `args` and expects it to exit at once with an error naming
 /// `needle`; a server that starts instead is killed and the test fails.
@@ -64,4 +67,78 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "{flag} {value}: the database directory was created"
         );
     }
+}
+
+/// A clean stop, by SIGTERM, SIGINT or SHUTDOWN: the server exits 0 after a checkpoint, says
+/// so, and the next start replays nothing and has every key.
+#[test]
+fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = tempfile::Builder::new()
+        .prefix("tailstore-serve-test")
+        .tempdir_in("/dev/shm")
+        .expect("temporary directory in /dev/shm");
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
+    let mut keys = 0;
+    for how in ["SIGTERM", "SIGINT", "SHUTDOWN"] {
+        let server = Server::start(&args);
+        let mut client = Client::connect(server.address).expect("connect");
+        let restarted = keys > 0;
+        if restarted {
+            assert!(
+                server
+                    .said
+                    .iter()
+                    .any(|line| line.contains("replayed 0 log bytes")),
+                "after a clean stop, a start replays nothing: {:?}",
+                server.said
+            );
+        }
+        assert_eq!(
+            client.call(&[b"DBSIZE"]),
+            Value::Int(keys),
+            "{how}: the keys of the runs before"
+        );
+        for _ in 0..500 {
+            let key = format!("key:{keys}");
+            assert_eq!(
+                client.call(&[b"SET", key.as_bytes(), &[b'v'; 3000]]),
+                Value::Simple("OK".into())
+            );
+            keys += 1;
+        }
+        match how {
+            "SHUTDOWN" => {
+                // Redis's SHUTDOWN does not reply: the connection just closes.
+                client.send(&[b"SHUTDOWN"]).expect("send SHUTDOWN");
+                assert!(client.receive().is_err(), "SHUTDOWN replied");
+            }
+            signal => {
+                let status = Command::new("kill")
+                    .args([
+                        &format!("-{}", &signal[3..]),
+                        &server.child.id().to_string(),
+                    ])
+                    .status()
+                    .expect("run kill");
+                assert!(status.success(), "kill -{signal}");
+            }
+        }
+        let (status, said) = server.exit_within(Duration::from_secs(60));
+        assert!(status.success(), "{how}: exit status {status}: {said:?}");
+        assert!(
+            said.iter()
+                .any(|line| line.contains("stopped cleanly (checkpoint written)")),
+            "{how}: {said:?}"
+        );
+    }
+    let server = Server::start(&args);
+    let mut client = Client::connect(server.address).expect("connect");
+    assert_eq!(client.call(&[b"DBSIZE"]), Value::Int(keys));
+    drop(client);
+    let mut server = server;
+    let _ = server.child.kill();
+    let _ = server.child.wait();
 }

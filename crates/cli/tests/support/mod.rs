@@ -2,8 +2,15 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
 /// Runs the `tailstore` binary with `args` and waits for it.
 pub fn tailstore(args: &[&str]) -> Output {
@@ -35,4 +42,126 @@ pub fn refused(args: &[&str], needles: &[&str]) {
         assert!(err.contains(needle), "{args:?}: {needle:?} not in {err:?}");
     }
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+/// A `tailstore serve` process started by a test, on a port of the loopback it chose.
+pub struct Server {
+    pub child: Child,
+    pub address: SocketAddr,
+    /// What it said before it listened ("opened in …, recovery replayed …").
+    pub said: Vec<String>,
+    /// The lines it says on stderr from then on.
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `tailstore serve --listen 127.0.0.1:0 ARGS…` and learns its address from the
+    /// "listening on" line.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tailstore serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut said = Vec::new();
+        let address = loop {
+            let line = match lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => line,
+                Err(_) => panic!("tailstore serve did not start listening within 30 s: {said:?}"),
+            };
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let address = rest.split(';').next().unwrap_or("").trim();
+                break address.parse().expect("listening address");
+            }
+            assert!(
+                !line.starts_with("error"),
+                "tailstore serve failed to start: {line}"
+            );
+            said.push(line);
+        };
+        Server {
+            child,
+            address,
+            said,
+            lines,
+        }
+    }
+
+    /// Waits (at most `limit`) for the process to exit; its status and the lines it said
+    /// since it listened.
+    pub fn exit_within(mut self, limit: Duration) -> (ExitStatus, Vec<String>) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("tailstore serve did not exit within {limit:?}");
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        // The reader thread ends with the pipe, which the exit closed.
+        let said = self.lines.iter().collect();
+        (status, said)
+    }
+}
+
+/// A blocking RESP connection.
+pub struct Client {
+    stream: TcpStream,
+    input: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(address: SocketAddr) -> std::io::Result<Client> {
+        let stream = TcpStream::connect(address)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        Ok(Client {
+            stream,
+            input: Vec::new(),
+        })
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        encode_command(args, &mut out);
+        self.stream.write_all(&out)
+    }
+
+    pub fn receive(&mut self) -> std::io::Result<Value> {
+        loop {
+            if let Some((value, used)) = parse_reply(&self.input, &Limits::default())
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+            {
+                self.input.drain(..used);
+                return Ok(value);
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.input.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub fn call(&mut self, args: &[&[u8]]) -> Value {
+        self.send(args).expect("send");
+        self.receive().expect("reply")
+    }
 }
