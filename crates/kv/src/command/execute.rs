@@ -176,7 +176,6 @@ impl Keyspace {
         if let Err(err) = self.database().check_running() {
             return stopped(err);
         }
-        // The reply may rest on what the command read (WRONGTYPE): it waits as a read does.
         Executed {
             reply,
             pending: self.database().begin().commit_pending().ok(),
