@@ -126,13 +126,7 @@ fn serving_acknowledged_writes(
     storage: &SimStorage,
     what: &str,
 ) -> (TestServer, Vec<usize>) {
-    let server = TestServer::on_sim(
-        Options {
-            mode,
-            ..Options::default()
-        },
-        storage,
-    );
+    let server = on_sim(mode, storage);
     let mut stream = server.raw();
     for i in 0..BEFORE_FAULT {
         assert_eq!(set(&mut stream, i), Answer::Ok, "{what}: before the fault");
@@ -184,6 +178,15 @@ fn refuses_data_commands_and_answers_the_rest(server: &TestServer, what: &str, f
     }
 }
 
+/// A server in `mode`, otherwise as the other tests', on the simulated `storage`.
+fn on_sim(mode: CommitMode, storage: &SimStorage) -> TestServer {
+    let options = Options {
+        mode,
+        ..Options::default()
+    };
+    TestServer::on_sim(options, storage)
+}
+
 /// `aof_last_write_status` of `INFO persistence`.
 fn write_status(server: &TestServer) -> String {
     let info: String = support::q(&mut server.client(), &["INFO", "persistence"]);
@@ -200,13 +203,7 @@ fn every_acknowledged_write_is_there(
     acked: &[usize],
     what: &str,
 ) {
-    let server = TestServer::on_sim(
-        Options {
-            mode,
-            ..Options::default()
-        },
-        image,
-    );
+    let server = on_sim(mode, image);
     let mut client = server.client();
     for &i in acked {
         let got: Option<String> = support::q(&mut client, &["GET", &key(i)]);
