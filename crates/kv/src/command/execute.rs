@@ -232,7 +232,14 @@ fn run_block(
 }
 
 fn engine_reply(err: &EngineError) -> Reply {
-    Reply::error(format!("ERR tailstore engine: {err}"))
+    match err {
+        // The engine's own advice is to reopen the database: for a client, the server.
+        EngineError::Stopped(cause) => Reply::error(format!(
+            "ERR tailstore: the database stopped accepting writes after a failure ({cause}); \
+             restart the server to recover"
+        )),
+        other => Reply::error(format!("ERR tailstore engine: {other}")),
+    }
 }
 
 /// The reply once every attempt failed: a conflict, or (when attempts read rows that did
