@@ -142,3 +142,40 @@ fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
     let _ = server.child.kill();
     let _ = server.child.wait();
 }
+
+/// A second server given a copy of the first's database and the same PMEM file is refused: two processes appending to one PMEM log overwrite each other's durable
+/// records (before the PMEM files were locked, that left the first database unopenable
+/// after a crash: "the log file is corrupt").
+#[test]
+fn a_second_server_on_the_same_pmem_file_is_refused() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = tempfile::Builder::new()
+        .prefix("tailstore-serve-test")
+        .tempdir_in("/dev/shm")
+        .expect("temporary directory in /dev/shm");
+    let pmem = shm.path().join("db.pmem");
+    let pmem = support::path(&pmem);
+    for mode in ["buffer", "pmem-log"] {
+        let first = dir.path().join(format!("{mode}-first"));
+        let other = dir.path().join(format!("{mode}-other"));
+        let args = ["--commit", mode, "--pmem", pmem];
+        let mut server = Server::start(&[&["--db", support::path(&first)][..], &args].concat());
+        std::fs::create_dir(&other).expect("create the copy's directory");
+        for entry in std::fs::read_dir(&first).expect("list the database") {
+            let entry = entry.expect("directory entry");
+            std::fs::copy(entry.path(), other.join(entry.file_name())).expect("copy");
+        }
+        serve_refused(
+            &[
+                &["--db", support::path(&other), "--listen", "127.0.0.1:0"][..],
+                &args,
+            ]
+            .concat(),
+            "db.pmem is in use by another process",
+        );
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        std::fs::remove_file(pmem).expect("remove the PMEM file");
+        let _ = std::fs::remove_file(format!("{pmem}.pages"));
+    }
+}

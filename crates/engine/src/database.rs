@@ -507,8 +507,10 @@ impl Database {
             .check_running()
             .and_then(|()| self.shared.checkpoint());
         let closed = self.shared.log.close();
-        // Table handles may keep the data file open after this; the lock goes now.
+        // Table handles may keep the data file and the double-write area open after this;
+        // their locks go now (the log's went with its close).
         let _ = self.shared.file.unlock();
+        let _ = self.shared.pool.unlock_doublewrite();
         result?;
         Ok(closed?)
     }

@@ -779,10 +779,16 @@ impl LogManager {
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();
         }
-        if s.file.is_some() {
-            s.harden_to(s.filled.load(Ordering::Acquire), false)?;
-        }
-        s.check()
+        let hardened = match s.file {
+            Some(_) => s.harden_to(s.filled.load(Ordering::Acquire), false),
+            None => Ok(()),
+        };
+        // Handles may keep the ring's region mapped past this; its file's lock goes now, so
+        // that the database can be opened again (`Region::unlock`).
+        let unlocked = s.ring.region().unlock();
+        hardened?;
+        s.check()?;
+        Ok(unlocked?)
     }
 }
 

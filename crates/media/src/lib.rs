@@ -237,6 +237,14 @@ pub trait Region: Send + Sync {
         self.zero(offset, len);
         self.persist(offset, len)
     }
+
+    /// Gives up the claim on the region's file: a mapped file is locked from its mapping
+    /// (another process mapping it is refused with [`MediaError::Locked`]) until the file is
+    /// closed or this is called. Called by its owner's close, as handles may keep the mapping
+    /// alive past it. Nothing to give up for memory that is not a file's.
+    fn unlock(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A minimal file system: everything the log manager needs and nothing more.

@@ -88,6 +88,10 @@ impl MappedRegion {
             .truncate(false)
             .open(path)
             .map_err(io("open"))?;
+        // Two processes writing one PMEM log or double-write area would each overwrite what
+        // the other made durable; the data file's lock does not cover them (a server given
+        // another `--db` with the same `--pmem` never meets it). Held until `unlock` or close.
+        crate::real::lock_exclusive(&file, &name)?;
         let actual = file.metadata().map_err(io("stat"))?.len();
         let len = if len == 0 { actual as usize } else { len };
         if actual == 0 && create {
@@ -292,6 +296,13 @@ impl Region for MappedRegion {
 
     fn load_u64(&self, offset: usize) -> u64 {
         self.atomic_u64(offset).load(Ordering::Acquire)
+    }
+
+    fn unlock(&self) -> Result<()> {
+        match &self.file {
+            Some(file) => crate::real::unlock(file, &self.path),
+            None => Ok(()),
+        }
     }
 
     fn flush(&self, offset: usize, len: usize) -> Result<()> {
@@ -538,6 +549,28 @@ mod tests {
             matches!(err, MediaError::TooSmall { actual: 100, .. }),
             "{err}"
         );
+    }
+
+    /// A mapped file is locked until its region unlocks it (or is dropped): a second mapping
+    /// (another open file, as another process would have) is refused by name.
+    #[test]
+    fn a_mapped_file_cannot_be_mapped_again_until_unlocked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.pmem");
+        let refused = || {
+            let err = MappedRegion::map_file(&path, 0, false)
+                .err()
+                .expect("a second mapping must be refused");
+            assert!(matches!(err, MediaError::Locked(_)), "{err}");
+            assert!(err.to_string().contains("r.pmem is in use"), "{err}");
+        };
+        let first = MappedRegion::map_file(&path, 8192, true).expect("map");
+        refused();
+        first.unlock().expect("unlock");
+        let second = MappedRegion::map_file(&path, 0, false).expect("mapped once unlocked");
+        refused();
+        drop(second);
+        MappedRegion::map_file(&path, 0, false).expect("mapped once the other is dropped");
     }
 
     #[test]

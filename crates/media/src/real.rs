@@ -90,17 +90,11 @@ impl File for RealFile {
     }
 
     fn lock_exclusive(&self) -> Result<()> {
-        use rustix::fs::{flock, FlockOperation};
-        match flock(&self.file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK) => Err(MediaError::Locked(self.path.clone())),
-            Err(errno) => Err(self.err("flock")(errno.into())),
-        }
+        lock_exclusive(&self.file, &self.path)
     }
 
     fn unlock(&self) -> Result<()> {
-        use rustix::fs::{flock, FlockOperation};
-        flock(&self.file, FlockOperation::Unlock).map_err(|errno| self.err("flock")(errno.into()))
+        unlock(&self.file, &self.path)
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
@@ -182,6 +176,30 @@ impl Storage for RealStorage {
             path: name,
             source,
         })
+    }
+}
+
+/// Takes `file`'s exclusive advisory lock without waiting: [`MediaError::Locked`] if another
+/// open file (another process) holds it. Closing the file releases it.
+pub(crate) fn lock_exclusive(file: &std::fs::File, path: &str) -> Result<()> {
+    use rustix::fs::{flock, FlockOperation};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(MediaError::Locked(path.to_string())),
+        Err(errno) => Err(flock_error(path, errno)),
+    }
+}
+
+pub(crate) fn unlock(file: &std::fs::File, path: &str) -> Result<()> {
+    use rustix::fs::{flock, FlockOperation};
+    flock(file, FlockOperation::Unlock).map_err(|errno| flock_error(path, errno))
+}
+
+fn flock_error(path: &str, errno: rustix::io::Errno) -> MediaError {
+    MediaError::Io {
+        op: "flock",
+        path: path.to_string(),
+        source: errno.into(),
     }
 }
 

@@ -358,6 +358,15 @@ impl BufferPool {
         self
     }
 
+    /// Releases the double-write area's lock on its file, at the database's close (handles
+    /// may keep the pool, and so the area's mapping, alive past it).
+    pub fn unlock_doublewrite(&self) -> Result<()> {
+        match &self.doublewrite {
+            Some(area) => area.unlock(),
+            None => Ok(()),
+        }
+    }
+
     /// Whether a page torn by a crash is restored at open (from the double-write area), so
     /// that the log need not hold full images of pages.
     pub fn restores_torn_pages(&self) -> bool {

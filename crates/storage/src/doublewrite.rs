@@ -221,6 +221,11 @@ impl DoubleWrite {
         self.slots as usize
     }
 
+    /// Releases the lock on the area's file (`Region::unlock`), at the database's close.
+    pub fn unlock(&self) -> Result<()> {
+        Ok(self.region.unlock()?)
+    }
+
     /// Restores every page of `file` that a crash tore from its latest copy in the area, then
     /// syncs `file`. Must run before anything reads a page of `file`.
     pub fn restore(&self, file: &dyn File) -> Result<Restored> {
