@@ -179,3 +179,29 @@ fn a_second_server_on_the_same_pmem_file_is_refused() {
         let _ = std::fs::remove_file(format!("{pmem}.pages"));
     }
 }
+
+/// A `--pmem` that names the database's own data file or log file is refused by name: mapped
+/// as a ring, the file would be written over.
+#[test]
+fn a_pmem_file_that_is_the_data_file_or_the_log_is_refused() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = support::path(dir.path());
+    for (file, what) in [("tailstore.db", "data file"), ("tailstore.log", "log file")] {
+        let pmem = dir.path().join(file);
+        for mode in ["buffer", "pmem-log"] {
+            serve_refused(
+                &[
+                    "--db",
+                    db,
+                    "--pmem",
+                    support::path(&pmem),
+                    "--commit",
+                    mode,
+                    "--listen",
+                    "127.0.0.1:0",
+                ],
+                &format!("is the database's {what}"),
+            );
+        }
+    }
+}

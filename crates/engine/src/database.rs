@@ -291,6 +291,7 @@ impl Database {
                 config.data_dir.display()
             )));
         }
+        check_files_are_distinct(&config)?;
         let created = prepare_data_file(storage.as_ref(), &config)?;
         // Before anything reads or repairs the log: a second process opening the database
         // while the first still runs (or still closes) would recover from half-written
@@ -612,6 +613,32 @@ fn describe_log(log: &LogConfig) -> String {
         (CommitMode::PmemLog, Some(p)) => p.display().to_string(),
         _ => log.log_file().display().to_string(),
     }
+}
+
+/// Refuses a PMEM file (or its double-write area) that names the data file or the log file:
+/// mapped as a ring, either would be written over. Paths compared as given, made absolute.
+fn check_files_are_distinct(config: &DbConfig) -> Result<()> {
+    let Some(pmem) = config.log.pmem_path.as_deref() else {
+        return Ok(());
+    };
+    let absolute = |path: &std::path::Path| std::path::absolute(path).unwrap_or(path.into());
+    let database_files = [
+        ("data file", config.data_file()),
+        ("log file", config.log.log_file()),
+    ];
+    let pmem_files = std::iter::once(pmem.to_path_buf()).chain(config.doublewrite_file());
+    for pmem_file in pmem_files {
+        for (what, file) in &database_files {
+            if absolute(&pmem_file) == absolute(file) {
+                return Err(EngineError::Open(format!(
+                    "the PMEM file {} is the database's {what}: give the PMEM file a path of \
+                     its own",
+                    pmem_file.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The double-write area, in the modes that have one (see [`DbConfig::doublewrite_file`]):
