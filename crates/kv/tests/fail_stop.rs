@@ -1,8 +1,8 @@
 //! The server when the media fail under it: faults injected into the simulated storage
-//! (`SimStorage`) while a client writes. A write whose durability failed is never
-//! acknowledged; from then on the server refuses commands on data with an error that says
-//! why, keeps answering the rest, and (in the durable modes) every write it did acknowledge is
-//! there after a process crash and after a power cut.
+//! (`SimStorage`) while a client writes. From the failure on, the server refuses commands on
+//! data with an error that says why and keeps answering the rest. In the durable modes, a
+//! write whose durability failed is never acknowledged, and every write that was is there
+//! after a process crash and after a power cut.
 
 mod support;
 
