@@ -187,8 +187,7 @@ fn check(address: SocketAddr, ledger: &Ledger, mode: &str, kill: usize) -> Resul
 /// Kills the server `kills` times under the write load; the first violation found, if any.
 fn crash_loop(mode: &str, kills: usize) -> Result<(), String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let shm =
-        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
+    let shm = support::pmem_dir();
     let pmem = shm.path().join("kv.pmem");
     let mut ledger = Ledger::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ mode.len() as u64;
@@ -283,8 +282,7 @@ fn planted_early_reply_is_caught() {
 #[test]
 fn expiry_survives_a_sigkill() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let shm =
-        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
+    let shm = support::pmem_dir();
     let pmem = shm.path().join("kv.pmem");
     let mut server = start(dir.path(), "buffer", &pmem);
     let mut client = Client::connect(server.address).expect("connect");

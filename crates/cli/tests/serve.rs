@@ -74,10 +74,7 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
 #[test]
 fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let shm = tempfile::Builder::new()
-        .prefix("tailstore-serve-test")
-        .tempdir_in("/dev/shm")
-        .expect("temporary directory in /dev/shm");
+    let shm = support::pmem_dir();
     let db = dir.path().join("db");
     let pmem = shm.path().join("db.pmem");
     let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
@@ -143,16 +140,14 @@ fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
     let _ = server.child.wait();
 }
 
-/// A second server given a copy of the first's database and the same PMEM file is refused: two processes appending to one PMEM log overwrite each other's durable
-/// records (before the PMEM files were locked, that left the first database unopenable
-/// after a crash: "the log file is corrupt").
+/// A second server given a copy of the first's database and the same PMEM file is refused:
+/// two processes appending to one PMEM log overwrite each other's durable records (before the
+/// PMEM files were locked, that left the first database unopenable after a crash: "the log
+/// file is corrupt").
 #[test]
 fn a_second_server_on_the_same_pmem_file_is_refused() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let shm = tempfile::Builder::new()
-        .prefix("tailstore-serve-test")
-        .tempdir_in("/dev/shm")
-        .expect("temporary directory in /dev/shm");
+    let shm = support::pmem_dir();
     let pmem = shm.path().join("db.pmem");
     let pmem = support::path(&pmem);
     for mode in ["buffer", "pmem-log"] {

@@ -249,8 +249,7 @@ fn check_orders(db: &Database, acked: &[Ack]) -> Result<(), String> {
 fn crash_rounds(mode: &str, rounds: usize) -> Result<String, String> {
     let began = Instant::now();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let shm =
-        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
+    let shm = support::pmem_dir();
     let (db, pmem) = (dir.path().join("db"), shm.path().join("tpcc.pmem"));
     let setup = Setup {
         db: &db,

@@ -24,6 +24,11 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A temporary directory for PMEM files: in /dev/shm (emulated PMEM) where it exists.
+pub fn pmem_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"))
+}
+
 pub fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
