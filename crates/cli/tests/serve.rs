@@ -11,14 +11,7 @@ use tailstore_resp::Value;
 /// Runs `tailstore serve` with `args` and expects it to exit at once with an error naming
 /// `needle`; a server that starts instead is killed and the test fails.
 fn serve_refused(args: &[&str], needle: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
-        .arg("serve")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tailstore");
+    let mut child = support::spawn_serve(args, Stdio::piped());
     let limit = Instant::now() + Duration::from_secs(20);
     while child.try_wait().expect("wait").is_none() {
         if Instant::now() > limit {

@@ -59,18 +59,26 @@ pub struct Server {
     lines: mpsc::Receiver<String>,
 }
 
+/// `tailstore serve ARGS…`, started, its stderr piped (where it says what it does).
+pub fn spawn_serve(args: &[&str], stdout: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tailstore serve")
+}
+
 impl Server {
     /// Starts `tailstore serve --listen 127.0.0.1:0 ARGS…` and learns its address from the
     /// "listening on" line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tailstore"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tailstore serve");
+        let mut child = spawn_serve(
+            &[&["--listen", "127.0.0.1:0"][..], args].concat(),
+            Stdio::null(),
+        );
         let stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
