@@ -669,6 +669,9 @@ impl<'db> Transaction<'db> {
     pub fn commit_pending(mut self) -> Result<PendingCommit<'db>> {
         self.done = true;
         let db = self.db;
+        // After a failure nothing commits, reads included: what they read may include a
+        // change whose record never becomes durable.
+        db.check_running()?;
         if self.writes.is_empty() {
             if !self.reads_one_version() {
                 self.validate()?;
@@ -681,7 +684,6 @@ impl<'db> Transaction<'db> {
                 intent: None,
             });
         }
-        db.check_running()?;
         // Refused here, a transaction too large to log changes nothing; refused by the log
         // after its pages changed, it would stop the database.
         self.check_size(0)?;

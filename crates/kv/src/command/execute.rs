@@ -70,9 +70,6 @@ impl Keyspace {
         db: u32,
         body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
-        if let Err(err) = self.database().check_running() {
-            return stopped(err);
-        }
         match self.run_retried(db, body) {
             Ok((reply, pending)) => Executed {
                 reply,
@@ -173,22 +170,18 @@ impl Keyspace {
     /// An error reply that must still wait for everything appended so far: the reply may
     /// reveal a write (a WRONGTYPE, a refused NX) that is not durable yet.
     fn refuse(&self, reply: Reply) -> Executed<'_> {
-        if let Err(err) = self.database().check_running() {
-            return stopped(err);
+        match self.database().begin().commit_pending() {
+            Ok(pending) => Executed {
+                reply,
+                pending: Some(pending),
+            },
+            // The database stopped after a failure: nothing commits any more, reads included
+            // (what they read may never become durable), and the reply says why.
+            Err(err) => Executed {
+                reply: engine_reply(&err),
+                pending: None,
+            },
         }
-        Executed {
-            reply,
-            pending: self.database().begin().commit_pending().ok(),
-        }
-    }
-}
-
-/// The reply once the database stopped (fail-stop), to reads too: nothing becomes durable
-/// any more, and what a read would see may include a change that never will.
-fn stopped(err: EngineError) -> Executed<'static> {
-    Executed {
-        reply: fault_reply(Fault::Engine(err)),
-        pending: None,
     }
 }
 
