@@ -196,11 +196,7 @@ fn crash_loop(mode: &str, kills: usize) -> Result<(), String> {
         let started = Instant::now();
         let mut server = start(dir.path(), mode, &pmem);
         restart_times.push(started.elapsed());
-        if let Err(violation) = check(server.address, &ledger, mode, kill) {
-            let _ = server.child.kill();
-            let _ = server.child.wait();
-            return Err(violation);
-        }
+        check(server.address, &ledger, mode, kill)?;
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -229,11 +225,9 @@ fn crash_loop(mode: &str, kills: usize) -> Result<(), String> {
             *acked = (*acked).max(written.incr_max_ack);
         }
     }
-    let mut server = start(dir.path(), mode, &pmem);
-    let last = check(server.address, &ledger, mode, kills);
-    let _ = server.child.kill();
-    let _ = server.child.wait();
-    last?;
+    let server = start(dir.path(), mode, &pmem);
+    check(server.address, &ledger, mode, kills)?;
+    drop(server);
     restart_times.sort();
     eprintln!(
         "{mode}: {} kills, {} acknowledged SETs all present; restart to listening: median {:?}, max {:?}",
@@ -302,7 +296,7 @@ fn expiry_survives_a_sigkill() {
     server.child.kill().expect("SIGKILL");
     let _ = server.child.wait();
 
-    let mut server = start(dir.path(), "buffer", &pmem);
+    let server = start(dir.path(), "buffer", &pmem);
     let mut client = Client::connect(server.address).expect("connect");
     let ttl = |client: &mut Client, key: &[u8]| match client.call(&[b"PTTL", key]) {
         Value::Int(ms) => ms,
@@ -325,6 +319,4 @@ fn expiry_survives_a_sigkill() {
         "expired after the restart"
     );
     assert_eq!(client.call(&[b"EXISTS", b"later", b"never"]), Value::Int(2));
-    let _ = server.child.kill();
-    let _ = server.child.wait();
 }

@@ -127,10 +127,6 @@ fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
     let server = Server::start(&args);
     let mut client = Client::connect(server.address).expect("connect");
     assert_eq!(client.call(&[b"DBSIZE"]), Value::Int(keys));
-    drop(client);
-    let mut server = server;
-    let _ = server.child.kill();
-    let _ = server.child.wait();
 }
 
 /// A second server given a copy of the first's database and the same PMEM file is refused:
@@ -147,7 +143,7 @@ fn a_second_server_on_the_same_pmem_file_is_refused() {
         let first = dir.path().join(format!("{mode}-first"));
         let other = dir.path().join(format!("{mode}-other"));
         let args = ["--commit", mode, "--pmem", pmem];
-        let mut server = Server::start(&[&["--db", support::path(&first)][..], &args].concat());
+        let server = Server::start(&[&["--db", support::path(&first)][..], &args].concat());
         std::fs::create_dir(&other).expect("create the copy's directory");
         for entry in std::fs::read_dir(&first).expect("list the database") {
             let entry = entry.expect("directory entry");
@@ -161,8 +157,7 @@ fn a_second_server_on_the_same_pmem_file_is_refused() {
             .concat(),
             "db.pmem is in use by another process",
         );
-        let _ = server.child.kill();
-        let _ = server.child.wait();
+        drop(server); // killed: its PMEM file goes next
         std::fs::remove_file(pmem).expect("remove the PMEM file");
         let _ = std::fs::remove_file(format!("{pmem}.pages"));
     }

@@ -133,6 +133,14 @@ impl Server {
     }
 }
 
+/// A test that fails leaves no server behind.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A blocking RESP connection.
 pub struct Client {
     stream: TcpStream,
