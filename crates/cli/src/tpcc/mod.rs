@@ -121,9 +121,10 @@ pub struct DbArgs {
 pub struct TuningArgs {
     /// Checkpoint once this much log was written since the last checkpoint began. Default:
     /// for serve 128MiB in buffer mode and 256MiB in fsync and async, the engine's 1GiB
-    /// otherwise; in pmem-log, a quarter of its region. In fsync and async modes the first change of each page after a checkpoint logs a full image of
-    /// the page, so frequent checkpoints multiply the log volume (buffer and pmem-log copy
-    /// pages to a double-write area in PMEM instead).
+    /// otherwise; in pmem-log, a quarter of its region. In fsync and async modes the first
+    /// change of each page after a checkpoint logs a full image of the page, so frequent
+    /// checkpoints multiply the log volume (buffer and pmem-log copy pages to a double-write
+    /// area in PMEM instead).
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_log: Option<ByteSize>,
     /// Checkpoint at least every S seconds (0: only by log volume). Default: the engine's, 30.
