@@ -90,12 +90,8 @@ impl Keyspace {
     ) -> Result<T, EngineError> {
         match self.run_retried(db, body) {
             Ok((value, pending)) => pending.wait().map(|()| value),
-            Err(Failure::Fault(Fault::Engine(err))) => Err(err),
-            Err(Failure::Fault(Fault::Reply(reply))) => {
-                Err(EngineError::Corrupt(format!("kv: {reply:?}")))
-            }
-            Err(Failure::Fault(Fault::Torn(detail)))
-            | Err(Failure::Exhausted {
+            Err(Failure::Fault(fault)) => Err(fault.into_engine_error()),
+            Err(Failure::Exhausted {
                 torn: Some(detail), ..
             }) => Err(Fault::corruption(&detail)),
             Err(Failure::Exhausted { abort, .. }) => Err(abort.unwrap_or_else(|| {

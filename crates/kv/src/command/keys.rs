@@ -54,7 +54,8 @@ pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 pub fn dbsize(ctx: &mut Ctx, _args: &[Vec<u8>]) -> Outcome {
-    Ok(Reply::Int(live_keys(ctx, 0, usize::MAX)?.len() as i64))
+    let (keys, _) = ctx.ks.live_counts(ctx.txn, ctx.db, ctx.now)?;
+    Ok(Reply::Int(keys as i64))
 }
 
 struct ScanOptions<'a> {
@@ -175,10 +176,11 @@ fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<b
     // The elements belong to the key's id: only its row moves, whatever its size.
     ctx.ks
         .set_deadline(ctx.txn, ctx.db, from, meta.expire_at, 0)?;
-    ctx.ks.delete_meta(ctx.txn, ctx.db, from)?;
+    ctx.ks.delete_meta(ctx.txn, ctx.db, from, &meta)?;
     let mut moved = KeyMeta {
         expire_at: 0,
         stored: false,
+        stored_expire_at: 0,
         ..meta
     };
     ctx.set_expiry(to, &mut moved, meta.expire_at)?;
@@ -362,18 +364,9 @@ impl crate::keyspace::Keyspace {
     /// (live keys, keys with a TTL) in database `db`, for INFO's keyspace section.
     pub fn count_keys(&self, db: u32) -> Result<(u64, u64), String> {
         let mut txn = self.database().begin();
-        let rows = self
-            .keys_from(&mut txn, db, 0, usize::MAX)
-            .map_err(|fault| format!("{fault:?}"))?;
+        let counts = self.live_counts(&mut txn, db, crate::keyspace::now_ms());
         txn.rollback();
-        let now = crate::keyspace::now_ms();
-        let live = rows.iter().filter(|(_, m)| !m.is_expired(now));
-        let (mut keys, mut expires) = (0, 0);
-        for (_, meta) in live {
-            keys += 1;
-            expires += u64::from(meta.expire_at != 0);
-        }
-        Ok((keys, expires))
+        counts.map_err(|fault| format!("{fault:?}"))
     }
 }
 

@@ -64,6 +64,16 @@ impl Fault {
     pub fn corruption(detail: &str) -> EngineError {
         EngineError::Corrupt(format!("kv: {detail}"))
     }
+
+    /// This fault as an engine error, where no client gets a reply (internal work): a
+    /// torn read is corruption there, as is an error reply.
+    pub fn into_engine_error(self) -> EngineError {
+        match self {
+            Fault::Engine(err) => err,
+            Fault::Torn(detail) => Fault::corruption(&detail),
+            Fault::Reply(reply) => EngineError::Corrupt(format!("kv: {reply:?}")),
+        }
+    }
 }
 
 impl From<EngineError> for Fault {
@@ -179,7 +189,7 @@ impl Ctx<'_, '_> {
         self.ks.free_elements(self.txn, meta)?;
         self.ks
             .set_deadline(self.txn, self.db, key, meta.expire_at, 0)?;
-        self.ks.delete_meta(self.txn, self.db, key)
+        self.ks.delete_meta(self.txn, self.db, key, meta)
     }
 
     /// Sets or clears (0) a key's deadline; the caller saves the meta.

@@ -3,6 +3,7 @@
 use tailstore_engine::{KeyRange, Transaction};
 use tailstore_storage::{ScanDirection, Value};
 
+use super::counts::CountDelta;
 use super::Keyspace;
 use crate::command::Fault;
 
@@ -58,6 +59,8 @@ pub struct KeyMeta {
     pub id: i64,
     /// Whether the row exists in the table (a new key's meta does not yet).
     pub stored: bool,
+    /// The deadline the stored row has (0: none, or no row): what `kv_counts` counted.
+    pub(crate) stored_expire_at: i64,
 }
 
 impl KeyMeta {
@@ -72,11 +75,17 @@ impl KeyMeta {
             tail: 0,
             id,
             stored: false,
+            stored_expire_at: 0,
         }
     }
 
     pub fn is_expired(&self, now_ms: i64) -> bool {
         self.expire_at != 0 && self.expire_at <= now_ms
+    }
+
+    /// Whether the stored row has a deadline (`kv_counts` counts it among the expires).
+    pub(crate) fn stored_with_ttl(&self) -> bool {
+        self.stored && self.stored_expire_at != 0
     }
 }
 
@@ -109,7 +118,8 @@ impl Keyspace {
         decode_meta(&row).map(Some)
     }
 
-    /// Writes the key's meta row with a new version.
+    /// Writes the key's meta row with a new version, and counts a new key or a deadline
+    /// given or taken (see [`super::counts`]).
     pub(crate) fn store_meta(
         &self,
         txn: &mut Transaction<'_>,
@@ -130,19 +140,24 @@ impl Keyspace {
         ]);
         // A blind write: the caller loaded the meta (or knows the key is new).
         txn.put(&self.keys, &row)?;
+        self.count(txn, db, CountDelta::of_store(meta))?;
         meta.stored = true;
+        meta.stored_expire_at = meta.expire_at;
         Ok(())
     }
 
-    /// Deletes the key's meta row only.
+    /// Deletes the key's meta row only (`meta` is what was loaded of it), and counts it
+    /// gone.
     pub(crate) fn delete_meta(
         &self,
         txn: &mut Transaction<'_>,
         db: u32,
         key: &[u8],
+        meta: &KeyMeta,
     ) -> Result<(), Fault> {
+        assert!(meta.stored, "deleting the row of a key that has none");
         txn.remove(&self.keys, &key_columns(db, key))?;
-        Ok(())
+        self.count(txn, db, CountDelta::of_delete(meta))
     }
 
     /// Records or clears the key's deadline in `kv_expiry` (the active expiry's queue).
@@ -222,15 +237,17 @@ fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
     let code = int(&row[3])?;
     let kind = Kind::from_code(code)
         .ok_or_else(|| Fault::corrupt(format!("kv_keys row with unknown kind {code}")))?;
+    let expire_at = int(&row[4])?;
     Ok(KeyMeta {
         kind,
-        expire_at: int(&row[4])?,
+        expire_at,
         version: int(&row[5])?,
         len: int(&row[6])?,
         head: int(&row[7])?,
         tail: int(&row[8])?,
         id: int(&row[9])?,
         stored: true,
+        stored_expire_at: expire_at,
     })
 }
 

@@ -8,6 +8,7 @@
 //! kv_zset    (owner, member) -> score; index by_score (owner, score)
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
+//! kv_counts  (db) -> keys, expires                   kv_keys rows, and those with a TTL
 //! ```
 //!
 //! A key's elements belong to its *id* (the owner), not to its name: each incarnation of a
@@ -22,6 +23,7 @@
 //! the row alone, and two such writes conflict on the part rows they both write instead
 //! (see [`watches`]).
 
+mod counts;
 mod garbage;
 mod meta;
 mod parts;
@@ -63,6 +65,7 @@ pub struct Keyspace {
     pub(crate) zset: Table,
     pub(crate) expiry: Table,
     pub(crate) garbage: Table,
+    pub(crate) counts: Table,
     databases: u32,
     /// Source of key versions (WATCH): unique over the server's life and, since it starts at
     /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
@@ -79,21 +82,25 @@ impl Keyspace {
         let zset = table(&db, "kv_zset", zset_schema()?)?;
         let expiry = table(&db, "kv_expiry", expiry_schema()?)?;
         let garbage = table(&db, "kv_garbage", garbage_schema()?)?;
+        let counts = table(&db, "kv_counts", counts_schema()?)?;
         let start = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
-        Ok(Keyspace {
+        let ks = Keyspace {
             db,
             keys,
             parts,
             zset,
             expiry,
             garbage,
+            counts,
             databases,
             next_version: AtomicU64::new(start),
             watches: Arc::default(),
-        })
+        };
+        counts::ensure_rows(&ks, databases)?;
+        Ok(ks)
     }
 
     pub fn database(&self) -> &Database {
@@ -186,6 +193,16 @@ fn garbage_schema() -> Result<Schema, KvError> {
     use ColumnType::{Int32, Int64};
     let columns = vec![Column::new("owner", Int64), Column::new("kind", Int32)];
     schema("kv_garbage", columns, vec![0], vec![])
+}
+
+fn counts_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Int32, Int64};
+    let columns = vec![
+        Column::new("db", Int32),
+        Column::new("keys", Int64),
+        Column::new("expires", Int64),
+    ];
+    schema("kv_counts", columns, vec![0], vec![])
 }
 
 fn expiry_schema() -> Result<Schema, KvError> {
