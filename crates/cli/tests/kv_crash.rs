@@ -12,7 +12,8 @@
 //! - every acknowledged SET of every earlier run reads back byte for byte (MGET);
 //! - a SET that was sent but not acknowledged reads back as its value or nil, nothing else;
 //! - each counter is at least its highest acknowledged INCR reply, and at most the number of
-//!   INCRs ever sent.
+//!   INCRs ever sent;
+//! - DBSIZE, from the counts the writes keep, equals the number of keys KEYS * lists.
 //!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
@@ -181,7 +182,21 @@ fn check(address: SocketAddr, ledger: &Ledger, mode: &str, kill: usize) -> Resul
             )));
         }
     }
-    Ok(())
+    keys_are_counted(&mut client).map_err(context)
+}
+
+/// DBSIZE, which reads the counts the writes keep (decision 73), against the keys listed.
+fn keys_are_counted(client: &mut Client) -> Result<(), String> {
+    let Value::Array(keys) = client.call(&[b"KEYS", b"*"]) else {
+        return Err("KEYS * did not return an array".into());
+    };
+    match client.call(&[b"DBSIZE"]) {
+        Value::Int(n) if n == keys.len() as i64 => Ok(()),
+        other => Err(format!(
+            "DBSIZE answered {other:?}, KEYS * lists {}",
+            keys.len()
+        )),
+    }
 }
 
 /// Kills the server `kills` times under the write load; the first violation found, if any.
