@@ -245,6 +245,21 @@ pub fn child_index(p: &[u8], key: &[u8]) -> usize {
     lower_bound(p, key, true)
 }
 
+/// Inner node: child `left`, whose key range holds `separator`, has split, and `right` now
+/// takes its keys from `separator` on. Points `left`'s position to `right` and inserts
+/// `(separator, left)` before it. `false` (nothing changed) if the child there is not `left`.
+/// The caller has checked [`fits`]. The change and its redo (`PageOp::Link`) are this one
+/// function, so they cannot disagree.
+pub fn link_split(p: &mut [u8], separator: &[u8], left: PageId, right: PageId) -> bool {
+    let at = child_index(p, separator);
+    if child(p, at) != left {
+        return false;
+    }
+    set_child(p, at, right);
+    insert_at(p, at, separator, &left.0.to_le_bytes());
+    true
+}
+
 /// Bytes a (key, value) pair takes in a node, slot included.
 pub fn entry_size(key_len: usize, value_len: usize) -> usize {
     SLOT + key_len + value_len

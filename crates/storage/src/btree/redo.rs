@@ -4,9 +4,12 @@
 //!
 //! * `Put` and `Delete` name a leaf and a key; they are *logical within the page* (redo
 //!   searches the leaf for the key), so they do not depend on slot positions;
-//! * `Image` carries the used bytes of a whole node after a structure modification (split,
-//!   merge, root change, a page created or freed); its redo overwrites the page without reading
-//!   it, which also rebuilds a page whose last write was torn.
+//! * `Link` names an inner node, a child of it that split, the new right sibling and the
+//!   separator between them: redo finds the child by the separator, as the split did;
+//! * `Image` carries the used bytes of a whole node after any other structure modification
+//!   (a split node's halves, merge, root change, a page created or freed); its redo
+//!   overwrites the page without reading it, which also rebuilds a page whose last write was
+//!   torn.
 //!
 //! # Encoding (little-endian)
 //!
@@ -14,6 +17,7 @@
 //! Put     1u8  page u64  key_len u16  value_len u16  key  value
 //! Delete  2u8  page u64  key_len u16  key
 //! Image   3u8  page u64  kind u8  front_len u16  back_len u16  front  back
+//! Link    4u8  page u64  left u64  right u64  key_len u16  separator
 //! ```
 //!
 //! An image's `front` is the start of the payload (node header and slot array) and `back` its
@@ -27,6 +31,7 @@ use super::node;
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const IMAGE: u8 = 3;
+const LINK: u8 = 4;
 
 /// One page change, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +44,14 @@ pub enum PageOp<'a> {
     },
     /// Remove `key` from leaf `page`.
     Delete { page: PageId, key: &'a [u8] },
+    /// In inner node `page`, child `left` split at `separator`, `right` taking the keys
+    /// from there on (see `node::link_split`).
+    Link {
+        page: PageId,
+        left: PageId,
+        right: PageId,
+        separator: &'a [u8],
+    },
     /// Replace `page` with a node of `kind` whose payload starts with `front` and ends with
     /// `back`.
     Image {
@@ -53,9 +66,10 @@ impl PageOp<'_> {
     /// The page the op changes.
     pub fn page(&self) -> PageId {
         match self {
-            PageOp::Put { page, .. } | PageOp::Delete { page, .. } | PageOp::Image { page, .. } => {
-                *page
-            }
+            PageOp::Put { page, .. }
+            | PageOp::Delete { page, .. }
+            | PageOp::Link { page, .. }
+            | PageOp::Image { page, .. } => *page,
         }
     }
 
@@ -92,6 +106,26 @@ impl PageOp<'_> {
                 match node::search(p, key) {
                     Ok(at) => node::remove_at(p, at),
                     Err(_) => return Err(mismatch(id, "delete of a key the leaf lacks")),
+                }
+            }
+            PageOp::Link {
+                page: id,
+                left,
+                right,
+                separator,
+            } => {
+                if page.kind() != Some(PageKind::BTreeInner) {
+                    return Err(mismatch(id, "link in a page that is not an inner node"));
+                }
+                let p = page.payload_mut();
+                if !node::fits(p, separator.len(), node::CHILD) {
+                    return Err(mismatch(id, "link does not fit in the inner node"));
+                }
+                if !node::link_split(p, separator, left, right) {
+                    return Err(mismatch(
+                        id,
+                        "link of a child the inner node does not hold there",
+                    ));
                 }
             }
             PageOp::Image {
@@ -260,6 +294,20 @@ impl Redo {
         self.bytes.extend_from_slice(key);
     }
 
+    /// Records [`node::link_split`]`(separator, left, right)` in inner node `id`.
+    pub(crate) fn link(&mut self, id: PageId, separator: &[u8], left: PageId, right: PageId) {
+        if !self.enabled {
+            return;
+        }
+        self.note_op(id, false);
+        self.bytes.push(LINK);
+        self.bytes.extend_from_slice(&id.0.to_le_bytes());
+        self.bytes.extend_from_slice(&left.0.to_le_bytes());
+        self.bytes.extend_from_slice(&right.0.to_le_bytes());
+        self.push_len(separator.len());
+        self.bytes.extend_from_slice(separator);
+    }
+
     /// Records the current contents of `page` (a node or a freed page). Also used by the
     /// engine for full-page images: the first change of a page after a checkpoint ends with
     /// an image of the page, so that redo never has to read a page torn since then.
@@ -313,6 +361,16 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Vec<PageOp<'_>>, String> {
                     key: cursor.take(klen)?,
                 }
             }
+            LINK => {
+                let (left, right) = (PageId(cursor.u64()?), PageId(cursor.u64()?));
+                let klen = cursor.u16()?;
+                PageOp::Link {
+                    page,
+                    left,
+                    right,
+                    separator: cursor.take(klen)?,
+                }
+            }
             IMAGE => {
                 let kind = cursor.u8()?;
                 let kind = PageKind::from_byte(kind)
@@ -359,5 +417,73 @@ impl<'a> Cursor<'a> {
         let mut a = [0; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inner node over children 10, 20, 30 (upper), split at "g" and "p".
+    fn inner(id: PageId) -> Page {
+        let mut page = Page::zeroed();
+        page.format(id, PageKind::BTreeInner);
+        let entries = vec![
+            (b"g".to_vec(), 10u64.to_le_bytes().to_vec()),
+            (b"p".to_vec(), 20u64.to_le_bytes().to_vec()),
+        ];
+        node::build(page.payload_mut(), PageId(30), &entries);
+        page
+    }
+
+    #[test]
+    fn a_link_replayed_on_the_old_node_gives_the_node_the_split_left() {
+        let id = PageId(5);
+        for (separator, left) in [(&b"c"[..], 10), (b"k", 20), (b"z", 30)] {
+            let (left, right) = (PageId(left), PageId(99));
+            let mut forward = inner(id);
+            assert!(node::link_split(
+                forward.payload_mut(),
+                separator,
+                left,
+                right
+            ));
+            let mut redo = Redo::new();
+            redo.link(id, separator, left, right);
+
+            let ops = decode(redo.bytes()).expect("decode");
+            assert_eq!(
+                ops,
+                vec![PageOp::Link {
+                    page: id,
+                    left,
+                    right,
+                    separator
+                }]
+            );
+            let mut replayed = inner(id);
+            ops[0].apply(&mut replayed).expect("apply");
+            assert_eq!(replayed.payload(), forward.payload());
+            // The separator's range now leads to `right`, the keys below it to `left`.
+            let p = replayed.payload();
+            assert_eq!(node::child(p, node::child_index(p, separator)), right);
+            let below = &separator[..0];
+            assert_eq!(node::child(p, node::child_index(p, below)).0, 10);
+        }
+    }
+
+    #[test]
+    fn a_link_of_a_child_that_is_not_there_is_refused() {
+        let id = PageId(5);
+        let op = PageOp::Link {
+            page: id,
+            left: PageId(20),
+            right: PageId(99),
+            separator: b"c",
+        };
+        let mut page = inner(id);
+        let before = page.payload().to_vec();
+        assert!(op.apply(&mut page).is_err(), "child 10 holds \"c\", not 20");
+        assert_eq!(page.payload(), &before[..]);
     }
 }
