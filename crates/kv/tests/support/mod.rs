@@ -165,21 +165,6 @@ impl TestServer {
         self.address.port()
     }
 
-    /// The database of [`TestServer::on_sim`] in `mode`, opened (created or recovered) on
-    /// `storage` without a server.
-    pub fn open_sim_database(mode: CommitMode, storage: &SimStorage) -> Database {
-        let pmem = mode.uses_pmem().then(|| PathBuf::from(SIM_PMEM));
-        let mut config = serve_like(DbConfig::new(SIM_DIR, mode, pmem));
-        // The simulator copies every region at a crash: a smaller ring than the server's.
-        config.log.ring_bytes = 4 << 20;
-        config.log.pmem_log_bytes = 16 << 20;
-        config.checkpoint_interval = None;
-        config.checkpoint_log_bytes = u64::MAX;
-        let storage: Arc<dyn Storage> = Arc::new(storage.clone());
-        let (db, _report) = Database::open_with(storage, config).expect("open the database");
-        db
-    }
-
     /// A RESP2 connection through the `redis` crate.
     pub fn client(&self) -> redis::Connection {
         self.connect(&format!("redis://{}/", self.address))
