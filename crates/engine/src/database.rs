@@ -20,6 +20,7 @@ use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::error::{AbortCause, EngineError, Result};
 use crate::meta::{Meta, FIRST_DATA_PAGE};
 use crate::recovery::{self, RecoveryReport};
+use crate::replay_weight::ReplayWeight;
 use crate::txn::{Table, Transaction};
 use crate::wal;
 
@@ -52,6 +53,11 @@ pub struct DbConfig {
     /// for one before they change anything (see [`Shared::wait_for_checkpoint_room`]). `None`: no
     /// bound but the log's own (`pmem-log`'s region).
     pub max_replay_bytes: Option<u64>,
+    /// In the checkpoint policy (`checkpoint_log_bytes`, `checkpoint_keep_bytes`,
+    /// `max_replay_bytes` and `pmem-log`'s region bound), each log record counts as at least
+    /// this many bytes: a restart's time follows the number of records it replays as well as
+    /// their bytes (see `replay_weight.rs`). 0: bytes only.
+    pub record_replay_floor: u64,
     /// Slots of the double-write area (`PMEM_FILE.pages`, next to the log's PMEM file) in the
     /// commit modes that have PMEM; fixed when the area is created. Each holds a page; the
     /// data file is synced each time half of them fill (see `doublewrite.rs`).
@@ -80,6 +86,7 @@ impl DbConfig {
             checkpoint_log_bytes,
             checkpoint_keep_bytes: 0,
             max_replay_bytes: None,
+            record_replay_floor: 0,
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
         }
     }
@@ -141,10 +148,12 @@ pub struct EngineStats {
     pub aborts: [u64; 3],
     pub checkpoints: u64,
     pub checkpoint_time: Duration,
-    /// Log past the last completed checkpoint: what a restart would replay now.
+    /// Log past the last completed checkpoint: what a restart would replay now, in bytes and
+    /// in replay weight ([`DbConfig::record_replay_floor`]).
     pub log_since_checkpoint: u64,
-    /// The most log past the last checkpoint before writers wait ([`DbConfig::max_replay_bytes`],
-    /// or `pmem-log`'s region), if there is a limit.
+    pub weight_since_checkpoint: u64,
+    /// The most replay weight past the last checkpoint before writers wait
+    /// ([`DbConfig::max_replay_bytes`], or `pmem-log`'s region), if there is a limit.
     pub log_since_checkpoint_limit: Option<u64>,
     /// Writers that waited for a checkpoint at that limit, and their time waiting: when
     /// checkpoints fall behind the writes, this is where the writes slow to their pace.
@@ -219,13 +228,22 @@ const MAX_KEPT_EPOCHS: usize = 64;
 /// Where the last checkpoint is.
 struct CheckpointState {
     seq: u64,
-    /// Where the last checkpoint began (the next one is due `checkpoint_log_bytes` later).
+    /// The replay weight where the last checkpoint began (the next one is due
+    /// `checkpoint_log_bytes` of weight later).
     began: u64,
     at: Instant,
-    /// The pool's epochs that pages may still be dirty since, oldest first: each one's
-    /// number and the log position it began at (see [`BufferPool::begin_epoch`]). The first
-    /// is where redo starts.
-    epochs: VecDeque<(u64, u64)>,
+    /// The pool's epochs that pages may still be dirty since, oldest first. The first is
+    /// where redo starts.
+    epochs: VecDeque<Epoch>,
+}
+
+/// An epoch of the pool (see [`BufferPool::begin_epoch`]) and where in the log it began.
+#[derive(Clone, Copy)]
+struct Epoch {
+    number: u64,
+    lsn: u64,
+    /// The replay weight at `lsn`.
+    weight: u64,
 }
 
 /// The state shared by the database handle, its transactions and the checkpointer.
@@ -258,6 +276,10 @@ pub(crate) struct Shared {
     /// The LSN of the latest completed checkpoint: the log is released up to here (the only
     /// way `pmem-log` gets room back; see [`Shared::wait_for_checkpoint_room`]).
     pub released_lsn: AtomicU64,
+    /// The replay weight at `released_lsn`.
+    released_weight: AtomicU64,
+    /// The measure of log the checkpoint policy counts in (see `replay_weight.rs`).
+    replay_weight: ReplayWeight,
     /// Set after a recovery that replayed records: the checkpointer runs one at once.
     checkpoint_requested: AtomicBool,
     failure: Mutex<Option<String>>,
@@ -338,6 +360,8 @@ impl Database {
             redo_lsn: AtomicU64::new(meta.checkpoint_lsn),
             log_gate: RwLock::new(()),
             released_lsn: AtomicU64::new(meta.checkpoint_lsn),
+            released_weight: AtomicU64::new(meta.checkpoint_lsn),
+            replay_weight: ReplayWeight::new(config.record_replay_floor),
             log,
             catalog: RwLock::new(catalog),
             registered: (0..REGISTERED_TABLES).map(|_| OnceLock::new()).collect(),
@@ -350,7 +374,11 @@ impl Database {
                 at: Instant::now(),
                 // Redo dirtied pages in the pool's first epoch, with changes logged from the
                 // checkpoint on.
-                epochs: VecDeque::from([(0, meta.checkpoint_lsn)]),
+                epochs: VecDeque::from([Epoch {
+                    number: 0,
+                    lsn: meta.checkpoint_lsn,
+                    weight: meta.checkpoint_lsn,
+                }]),
             }),
             checkpoint_requested: AtomicBool::new(false),
             shutdown: Mutex::new(false),
@@ -759,7 +787,8 @@ impl Shared {
             return true;
         }
         let state = self.checkpoint.lock();
-        let by_log = self.log.appended_lsn() - state.began >= self.config.checkpoint_log_bytes;
+        let by_log =
+            self.weight_now().saturating_sub(state.began) >= self.config.checkpoint_log_bytes;
         let by_time = self
             .config
             .checkpoint_interval
@@ -801,42 +830,50 @@ impl Shared {
         self.check_running()?;
         self.checkpoint_requested.store(false, Ordering::Release);
         let began = Instant::now();
-        let lsn = {
+        let now = {
             let _appends = self.log_gate.write();
             let lsn = self.log.appended_lsn();
             self.redo_lsn.store(lsn, Ordering::SeqCst);
-            let epoch = self.pool.begin_epoch();
+            let now = Epoch {
+                number: self.pool.begin_epoch(),
+                lsn,
+                weight: self.replay_weight.at(lsn),
+            };
             // An epoch that began where the last one did (nothing logged in between, as
             // between the timed checkpoints of an idle database) adds nothing to keep.
-            if state.epochs.back().is_none_or(|&(_, began)| began < lsn) {
-                state.epochs.push_back((epoch, lsn));
+            if state.epochs.back().is_none_or(|last| last.lsn < lsn) {
+                state.epochs.push_back(now);
             }
-            lsn
+            now
         };
         // Dropping an epoch only makes this checkpoint write more, so the list's length
-        // may be bounded too. The newest epoch is never dropped: it began at `lsn`.
-        while state.epochs.len() > MAX_KEPT_EPOCHS || state.epochs[0].1 < lsn.saturating_sub(keep) {
+        // may be bounded too. The newest epoch is never dropped: it began now.
+        while state.epochs.len() > MAX_KEPT_EPOCHS
+            || state.epochs[0].weight < now.weight.saturating_sub(keep)
+        {
             state.epochs.pop_front();
         }
-        let (oldest_kept, redo_from) = state.epochs[0];
+        let redo_from = state.epochs[0];
         self.pool
-            .flush_dirty_before(oldest_kept)
+            .flush_dirty_before(redo_from.number)
             .map_err(|e| self.fail_stop(e.into()))?;
         let meta = Meta {
             seq: state.seq + 1,
-            checkpoint_lsn: redo_from,
+            checkpoint_lsn: redo_from.lsn,
             page_count: self.pool.page_count(),
             catalog: self.catalog.read().encode(),
         };
         meta.write(self.file.as_ref())
             .map_err(|e| self.fail_stop(e))?;
         state.seq = meta.seq;
-        state.began = lsn;
+        state.began = now.weight;
         state.at = Instant::now();
         self.log
-            .release(redo_from)
+            .release(redo_from.lsn)
             .map_err(|e| self.fail_stop(e.into()))?;
-        self.released_lsn.store(redo_from, Ordering::Release);
+        self.released_lsn.store(redo_from.lsn, Ordering::Release);
+        self.released_weight
+            .store(redo_from.weight, Ordering::Release);
         let c = &self.counters;
         c.checkpoints.fetch_add(1, Ordering::Relaxed);
         c.checkpoint_ns
@@ -904,15 +941,15 @@ impl Shared {
         let Some(limit) = self.unreleased_limit() else {
             return Ok(());
         };
-        if self.log_since_checkpoint() <= limit {
+        if self.weight_since_checkpoint() <= limit {
             return Ok(());
         }
         let began = Instant::now();
-        while self.log_since_checkpoint() > limit {
+        while self.weight_since_checkpoint() > limit {
             // Keeping at most half the bound, one checkpoint brings the log under it
             // unless the writes during the checkpoint fill the other half.
             let keep = self.config.checkpoint_keep_bytes.min(limit / 2);
-            self.checkpoint_if(|| self.log_since_checkpoint() > limit, keep)?;
+            self.checkpoint_if(|| self.weight_since_checkpoint() > limit, keep)?;
         }
         let c = &self.counters;
         c.checkpoint_room_waits.fetch_add(1, Ordering::Relaxed);
@@ -927,7 +964,19 @@ impl Shared {
         self.log.appended_lsn().saturating_sub(released)
     }
 
-    /// Log bytes past the last completed checkpoint beyond which writers wait.
+    /// The replay weight of the log appended past the last completed checkpoint.
+    fn weight_since_checkpoint(&self) -> u64 {
+        let released = self.released_weight.load(Ordering::Acquire);
+        self.weight_now().saturating_sub(released)
+    }
+
+    /// The replay weight of the log appended so far.
+    fn weight_now(&self) -> u64 {
+        self.replay_weight.at(self.log.appended_lsn())
+    }
+
+    /// The replay weight past the last completed checkpoint beyond which writers wait. A
+    /// weight is never less than its bytes, so `pmem-log`'s region bound holds in bytes too.
     fn unreleased_limit(&self) -> Option<u64> {
         let region = (self.log.mode() == CommitMode::PmemLog).then(|| {
             let capacity = self.config.log.pmem_log_bytes as u64;
@@ -947,6 +996,7 @@ impl Shared {
             .log
             .append(payload)
             .map_err(|e| self.fail_stop(e.into()))?;
+        self.replay_weight.count(payload.len());
         for &id in redo.touched() {
             self.pool
                 .stamp(id, lsn)
@@ -969,6 +1019,7 @@ impl Shared {
             checkpoints: load(&c.checkpoints),
             checkpoint_time: Duration::from_nanos(load(&c.checkpoint_ns)),
             log_since_checkpoint: self.log_since_checkpoint(),
+            weight_since_checkpoint: self.weight_since_checkpoint(),
             log_since_checkpoint_limit: self.unreleased_limit(),
             checkpoint_room_waits: load(&c.checkpoint_room_waits),
             checkpoint_room_wait_time: Duration::from_nanos(load(&c.checkpoint_room_wait_ns)),

@@ -78,6 +78,7 @@ mod locks;
 mod meta;
 mod patch;
 mod recovery;
+mod replay_weight;
 mod txn;
 mod wal;
 

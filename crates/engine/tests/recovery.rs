@@ -1355,6 +1355,59 @@ fn a_crash_while_a_database_is_created_leaves_one_that_opens() {
     }
 }
 
+/// With `record_replay_floor`, `max_replay_bytes` bounds the records a restart replays,
+/// not only their bytes: a log of small records (one-row updates without a note) is cut at
+/// about `LIMIT / FLOOR` records, where a bound in bytes alone lets many times more through.
+#[test]
+fn a_record_floor_bounds_the_records_a_restart_replays() {
+    const LIMIT: u64 = 64 << 10;
+    const FLOOR: u64 = 2 << 10;
+    // One writer: at most its own record passes the bound before its checkpoint.
+    const MOST_RECORDS: u64 = LIMIT / FLOOR + 1;
+    for mode in [CommitMode::Fsync, CommitMode::Buffer] {
+        let replayed = |floor: u64| {
+            let mut config = sim_config(mode, 4 * SMALL_POOL);
+            config.max_replay_bytes = Some(LIMIT);
+            config.record_replay_floor = floor;
+            let storage = SimStorage::new();
+            let (db, _) = open_sim(&storage, &config).expect("create");
+            let table = create_items(&db);
+            let mut model = Model::new();
+            for i in 0..3_000 {
+                let item = Item::new(i % 50, 0, i, 0);
+                let mut txn = db.begin();
+                let result = if model.contains_key(&item.id) {
+                    txn.update(&table, &item.values())
+                } else {
+                    txn.insert(&table, &item.values())
+                };
+                result.and_then(|_| txn.commit()).expect("commit");
+                model.insert(item.id, item);
+            }
+            let stats = db.stats();
+            assert!(
+                stats.weight_since_checkpoint <= LIMIT + FLOOR,
+                "{mode}: {stats:?}"
+            );
+            let after = crash_and_drop(&storage, db, Crash::Process);
+            let (db, report) = open_sim(&after, &config).expect("reopen");
+            let table = db.table("items").expect("items");
+            verify(&db, &table, &model, &format!("{mode}, floor {floor}"));
+            report.recovery.records
+        };
+        let with_floor = replayed(FLOOR);
+        assert!(
+            (1..=MOST_RECORDS).contains(&with_floor),
+            "{mode}: {with_floor} records replayed, at most {MOST_RECORDS} expected"
+        );
+        let bytes_only = replayed(0);
+        assert!(
+            bytes_only > 4 * MOST_RECORDS,
+            "{mode}: the records should be small ({bytes_only} replayed without a floor)"
+        );
+    }
+}
+
 /// With `max_replay_bytes`, a restart after a crash replays at most about that much log,
 /// although no checkpoint ever comes due by volume or time here: writers that find that
 /// much unreleased run one before they change anything. Without it, the same workload's

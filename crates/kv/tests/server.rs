@@ -1104,9 +1104,13 @@ fn info_has_the_six_sections() {
     assert_eq!(counter("tailstore_log_ring_full_wait_ms"), 0, "{info}");
     // What a restart would replay now (a number: `counter` panics otherwise), and its
     // bound: none for this test's database (`serve` sets one); no write waited at it.
-    counter("tailstore_log_since_checkpoint_bytes");
+    let bytes = counter("tailstore_log_since_checkpoint_bytes");
     assert!(
-        info.contains("tailstore_log_since_checkpoint_limit_bytes:none\r\n"),
+        counter("tailstore_replay_weight_since_checkpoint") >= bytes,
+        "{info}"
+    );
+    assert!(
+        info.contains("tailstore_replay_weight_limit:none\r\n"),
         "{info}"
     );
     assert_eq!(counter("tailstore_checkpoint_room_waits"), 0, "{info}");

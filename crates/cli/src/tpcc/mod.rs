@@ -141,7 +141,9 @@ pub struct TuningArgs {
     /// completed checkpoint (checkpoints falling behind the writes), writes wait for one, so
     /// a restart after a crash replays about this much at most (plus the commits already
     /// under way). Default: for serve, --checkpoint-keep plus twice --checkpoint-log; none
-    /// otherwise (pmem-log: its region bounds it). At least --checkpoint-log.
+    /// otherwise (pmem-log: its region bounds it). At least --checkpoint-log. For serve,
+    /// these three sizes count each log record as at least 1KiB: a restart's time follows
+    /// the records it replays as well as their bytes.
     #[arg(long, value_name = "SIZE")]
     pub max_replay: Option<ByteSize>,
     /// pmem-log: size of the whole log's PMEM region, set when the database is created (a

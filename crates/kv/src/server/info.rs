@@ -119,14 +119,19 @@ fn persistence(shared: &Shared) -> String {
             "tailstore_checkpoint_ms",
             format!("{:.3}", stats.checkpoint_time.as_secs_f64() * 1e3),
         ),
-        // What a restart would replay now, the bound on it, and the writes that waited
-        // at that bound for a checkpoint (`--max-replay`).
+        // What a restart would replay now, in bytes and in replay weight (each record
+        // counted as at least the floor), the bound on the weight, and the writes that
+        // waited at that bound for a checkpoint (`--max-replay`).
         (
             "tailstore_log_since_checkpoint_bytes",
             stats.log_since_checkpoint.to_string(),
         ),
         (
-            "tailstore_log_since_checkpoint_limit_bytes",
+            "tailstore_replay_weight_since_checkpoint",
+            stats.weight_since_checkpoint.to_string(),
+        ),
+        (
+            "tailstore_replay_weight_limit",
             stats
                 .log_since_checkpoint_limit
                 .map_or("none".into(), |limit| limit.to_string()),
