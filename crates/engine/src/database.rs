@@ -8,7 +8,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use tailstore_log::{CommitMode, LogConfig, LogCounters, LogError, LogManager, LOG_START_LSN};
+use tailstore_log::{
+    CommitMode, LogConfig, LogCounters, LogError, LogManager, LogReplay, LOG_START_LSN,
+};
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
 use tailstore_storage::doublewrite;
@@ -320,35 +322,33 @@ impl Database {
         // state and could write over it.
         let file = storage.open_file(&config.data_file(), OpenMode::Existing)?;
         file.lock_exclusive()?;
-        let (log, _) = LogManager::open(storage.clone(), &config.log)?;
-        let log = Arc::new(log);
+        // The log's headers only: redo's walk finds the end of its valid prefix (`LogReplay`).
+        let replay = LogReplay::open(storage.clone(), &config.log)?;
         let meta = Meta::read_latest(file.as_ref())?;
-        let log_end = log.appended_lsn();
-        if meta.checkpoint_lsn > log_end {
-            return Err(EngineError::Open(format!(
-                "the data file's checkpoint (LSN {}) is past the end of the log (LSN {log_end}): \
-                 the log does not belong to this data file or lost its tail",
-                meta.checkpoint_lsn
-            )));
-        }
-        // A crash between a checkpoint's meta page and its release left the log longer than
-        // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
-        log.release(meta.checkpoint_lsn)?;
         // Torn pages are restored before anything reads a page.
-        let doublewrite = open_doublewrite(storage.as_ref(), &config, log.db_id(), created)?;
+        let doublewrite = open_doublewrite(storage.as_ref(), &config, replay.db_id(), created)?;
         let restored = match &doublewrite {
             Some(area) => area.restore(file.as_ref())?,
             None => Restored::default(),
         };
-        let mut pool = open_pool(file.clone(), &config, log.clone())?;
+        let started_log = Arc::new(OnceLock::new());
+        let mut pool = open_pool(file.clone(), &config, started_log.clone())?;
         if let Some(area) = doublewrite {
             pool = pool.with_doublewrite(area);
         }
         let pool = Arc::new(pool);
         // Redo before opening the trees: opening reads each root, which redo may rebuild.
         let mut tables = Catalog::decode_defs(&meta.catalog)?;
-        let mut report = recovery::redo(&pool, &log, &mut tables, meta.checkpoint_lsn)?;
+        let (mut report, walked) =
+            recovery::redo(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
         report.torn_pages_restored = restored.pages;
+        let (log, _) = replay.finish(walked)?;
+        let log = Arc::new(log);
+        let first_start = started_log.set(log.clone()).is_ok();
+        assert!(first_start, "the log is started once, here");
+        // A crash between a checkpoint's meta page and its release left the log longer than
+        // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
+        log.release(meta.checkpoint_lsn)?;
         let catalog = Catalog::open(tables, &pool)?;
         recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
         report.elapsed = began.elapsed();
@@ -689,10 +689,20 @@ fn open_doublewrite(
     Ok(Some(Arc::new(area)))
 }
 
-fn open_pool(file: Arc<dyn File>, config: &DbConfig, log: Arc<LogManager>) -> Result<BufferPool> {
+/// The pool, with the write-ahead rule in every commit mode (`async` included: see
+/// `force_durable`) once `log` is started. Before that only redo changes pages, stamping each
+/// with the end of a record its walk has verified, a record of the valid prefix and so
+/// already durable: a page that redo's pages push out may be written at once.
+fn open_pool(
+    file: Arc<dyn File>,
+    config: &DbConfig,
+    log: Arc<OnceLock<Arc<LogManager>>>,
+) -> Result<BufferPool> {
     let frames = (config.buffer_pool_bytes / PAGE_SIZE).max(16);
-    // The write-ahead rule, in every commit mode (`async` included: see `force_durable`).
-    let hook = Box::new(move |lsn| log.force_durable(lsn).map_err(|e| e.into()));
+    let hook = Box::new(move |lsn| match log.get() {
+        Some(log) => log.force_durable(lsn).map_err(|e| e.into()),
+        None => Ok(()),
+    });
     let pool = BufferPool::new(file, frames, hook)?;
     if pool.page_count() < FIRST_DATA_PAGE {
         pool.set_allocation(FIRST_DATA_PAGE, Vec::new());

@@ -5,8 +5,12 @@
 //! 1. The meta page names the checkpoint LSN `c`: every change logged below `c` is in the
 //!    data file (see `Shared::checkpoint_if`). `c` is where the last completed checkpoint
 //!    began or, if it left the pages of recent epochs dirty, where the oldest of those began.
-//! 2. Redo walks the durable log from `c` in LSN order. For each page op of the record that
-//!    ends at `e`: an op followed by an image of the same page in the same record is skipped
+//! 2. Redo walks the durable log from `c` in LSN order, to the end of its valid prefix: this
+//!    walk is the log's only one at a restart, and where it ends the log goes on
+//!    (`tailstore_log::LogReplay`; a walk that cannot start at `c` safely starts at the
+//!    log's first record and verifies the records before `c` without redoing them, and a
+//!    `c` that is not a record boundary of the valid prefix is an error). For each page op
+//!    of the record that ends at `e`: an op followed by an image of the same page in the same record is skipped
 //!    (the image supersedes it); an `Image` is always applied (it rebuilds the page, even one
 //!    whose last write was torn) and sets the page LSN to `e`; any other op is applied if the
 //!    page LSN is below `e`, or if an earlier op of the same record was applied to the page.
@@ -38,14 +42,12 @@
 //! the order they were made, because the tree's write latch is held from the change to the
 //! stamp).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tailstore_log::LogManager;
+use tailstore_log::{LogReplay, Walked};
 use tailstore_storage::btree::redo::decode as decode_ops;
-use tailstore_storage::{BufferPool, PageId, PageOp};
+use tailstore_storage::{BufferPool, PageId, PageIdMap, PageIdSet, PageOp};
 
 use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
@@ -94,126 +96,274 @@ impl std::fmt::Display for RecoveryReport {
 /// Step 2 of the protocol; adds the tables created after the checkpoint to `tables` (the
 /// catalog's definitions: no tree is opened before redo, since opening reads the root page,
 /// which may be torn until redo rebuilds it).
+///
+/// The log is read once (see [`LogReplay`]), by a reader thread that walks it to the end of
+/// its valid prefix, at most [`READ_AHEAD_BYTES`] ahead of redo: it hands each record to
+/// redo, on this thread, and the pages redo will read to [`PREFETCH_THREADS`] loaders. What
+/// it returns besides the report is what the log needs to go on from the walk's end.
 pub fn redo(
     pool: &Arc<BufferPool>,
-    log: &LogManager,
+    log: &LogReplay,
     tables: &mut Vec<TableDef>,
     from: u64,
-) -> Result<RecoveryReport> {
+) -> Result<(RecoveryReport, Walked)> {
     let began = Instant::now();
-    let redo_done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // Prefetch errors are not ours to report: redo reads the same records and pages
-        // and reports whatever fails.
-        scope.spawn(|| prefetch_pages(pool, log, from, &redo_done));
-        let report = replay(pool, log, tables, from);
-        redo_done.store(true, Ordering::Relaxed);
-        report
-    })
-    .map(|mut report| {
-        report.elapsed = began.elapsed();
-        report
-    })
+    let (pages, to_load) = std::sync::mpsc::sync_channel::<Vec<PageId>>(LOAD_QUEUE);
+    let to_load = std::sync::Mutex::new(to_load);
+    let (batches, to_apply) = std::sync::mpsc::channel::<Result<Vec<ReadRecord>>>();
+    let (spares, spare) = std::sync::mpsc::channel::<Vec<ReadRecord>>();
+    let (report, walked) = std::thread::scope(|scope| {
+        for _ in 0..PREFETCH_THREADS {
+            // A page that cannot be read is left to redo, which reports it.
+            scope.spawn(|| loop {
+                let next = to_load.lock().map(|r| r.recv());
+                let Ok(Ok(ids)) = next else { return };
+                for id in ids {
+                    let _ = pool.read(id);
+                }
+            });
+        }
+        let reader = scope.spawn(|| {
+            let ahead = ReadAhead {
+                batches,
+                spare,
+                pages,
+                page_limit: pool.capacity() / 2,
+            };
+            ahead.walk(log, from)
+        });
+        // Returns (and drops its channels, which stops the reader) at the first error.
+        let report = apply_records(pool, tables, from, to_apply, spares);
+        let walked = reader.join().unwrap_or_else(|_| {
+            Err(EngineError::Corrupt(
+                "the log's reader thread panicked".into(),
+            ))
+        });
+        (report, walked)
+    });
+    let (mut report, walked) = (report?, walked?);
+    if !walked.reached_from() {
+        return Err(EngineError::Open(format!(
+            "the data file's checkpoint (LSN {from}) is not a record boundary of the log, \
+             which ends at LSN {}: the log does not belong to this data file or lost its tail",
+            walked.end()
+        )));
+    }
+    report.elapsed = began.elapsed();
+    Ok((report, walked))
 }
 
-/// The redo walk itself (see [`redo`]).
-fn replay(
+/// A record read ahead of redo, with its payload in a buffer that redo gives back.
+struct ReadRecord {
+    lsn: u64,
+    end: u64,
+    payload: Vec<u8>,
+}
+
+/// Payload bytes the reader may have handed to redo and not had back: enough that the
+/// loaders stay well ahead (16 MiB is ~4,000 4 KiB SETs, and up to three times as many
+/// pages), little enough that a log of large records does not pile up in memory.
+const READ_AHEAD_BYTES: usize = 16 << 20;
+
+/// Records go to redo, and page ids to the loaders, in batches: one message per record and
+/// per page made the threads spend more time waking each other through the channels than
+/// reading pages.
+const RECORD_BATCH: usize = 64;
+const RECORD_BATCH_BYTES: usize = 1 << 20;
+const PAGE_BATCH: usize = 32;
+/// Page batches waiting for a loader, at most.
+const LOAD_QUEUE: usize = 256;
+
+/// Threads that read pages into the pool ahead of redo. Redo reads one page at a time;
+/// after a power cut nothing is cached, and a restart that replays a few hundred MB of 4 KiB
+/// SETs waited 0.5 s for those reads one by one.
+const PREFETCH_THREADS: usize = 16;
+
+/// The reader's side of redo (see [`redo`]).
+struct ReadAhead {
+    batches: std::sync::mpsc::Sender<Result<Vec<ReadRecord>>>,
+    /// Batches redo is done with: their payload buffers, and their bytes back to the budget.
+    spare: std::sync::mpsc::Receiver<Vec<ReadRecord>>,
+    pages: std::sync::mpsc::SyncSender<Vec<PageId>>,
+    /// Pages to prefetch at most (half the pool, so that they are still there when redo
+    /// gets to them).
+    page_limit: usize,
+}
+
+/// The reader's state during its walk.
+#[derive(Default)]
+struct Reading {
+    batch: Vec<ReadRecord>,
+    batch_bytes: usize,
+    /// Bytes of the batches handed to redo and not given back.
+    in_flight: usize,
+    buffers: Vec<Vec<u8>>,
+    seen: PageIdSet,
+    page_batch: Vec<PageId>,
+}
+
+impl ReadAhead {
+    /// Walks the log from `from` to the end of its valid prefix; stops early when redo has
+    /// stopped (a closed channel). Errors go to redo first, which reports them.
+    fn walk(self, log: &LogReplay, from: u64) -> Result<Walked> {
+        let mut walk = match log.records_from(from) {
+            Ok(walk) => walk,
+            Err(err) => return self.fail(err.into()),
+        };
+        let mut state = Reading::default();
+        while let Some(record) = walk.next_in_place() {
+            let record = match record {
+                Ok(record) => record,
+                Err(err) => return self.fail(err.into()),
+            };
+            self.prefetch(record.payload, record.lsn, &mut state);
+            self.wait_for_budget(&mut state, record.payload.len())?;
+            let mut payload = state.buffers.pop().unwrap_or_default();
+            payload.clear();
+            payload.extend_from_slice(record.payload);
+            state.batch_bytes += payload.len();
+            state.batch.push(ReadRecord {
+                lsn: record.lsn,
+                end: record.end,
+                payload,
+            });
+            if state.batch.len() >= RECORD_BATCH || state.batch_bytes >= RECORD_BATCH_BYTES {
+                self.send_batch(&mut state)?;
+            }
+        }
+        self.send_batch(&mut state)?;
+        self.send_pages(&mut state);
+        walk.walked().ok_or_else(|| {
+            EngineError::Corrupt("the log's walk stopped before the end of its valid prefix".into())
+        })
+    }
+
+    /// Waits until a record of `len` bytes fits the read-ahead budget (or nothing is in
+    /// flight), taking back what redo has finished.
+    fn wait_for_budget(&self, state: &mut Reading, len: usize) -> Result<()> {
+        loop {
+            while let Ok(done) = self.spare.try_recv() {
+                take_back(state, done);
+            }
+            if state.in_flight == 0 || state.in_flight + state.batch_bytes + len <= READ_AHEAD_BYTES
+            {
+                return Ok(());
+            }
+            // Redo holds `in_flight` bytes and gives them back as it applies them.
+            let Ok(done) = self.spare.recv() else {
+                return Err(stopped());
+            };
+            take_back(state, done);
+        }
+    }
+
+    fn send_batch(&self, state: &mut Reading) -> Result<()> {
+        if state.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut state.batch);
+        state.in_flight += std::mem::take(&mut state.batch_bytes);
+        self.batches.send(Ok(batch)).map_err(|_| stopped())
+    }
+
+    /// Queues the pages of the record at `lsn` that redo will read from the data file, each
+    /// once: those whose first op from the walk's start on is not an image. A record that
+    /// does not decode is left to redo, which reports it.
+    fn prefetch(&self, payload: &[u8], lsn: u64, state: &mut Reading) {
+        if state.seen.len() >= self.page_limit {
+            return;
+        }
+        let ops = match wal::decode(payload, lsn) {
+            Ok(WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. }) => ops,
+            Err(_) => return,
+        };
+        let Ok(ops) = page_ops(ops, lsn) else { return };
+        for op in ops {
+            if state.seen.len() >= self.page_limit {
+                break;
+            }
+            if state.seen.insert(op.page()) && !op.is_image() {
+                state.page_batch.push(op.page());
+                if state.page_batch.len() >= PAGE_BATCH {
+                    self.send_pages(state);
+                }
+            }
+        }
+    }
+
+    fn send_pages(&self, state: &mut Reading) {
+        if !state.page_batch.is_empty() {
+            // A closed channel only means the loaders are gone: redo reads for itself.
+            let _ = self.pages.send(std::mem::take(&mut state.page_batch));
+        }
+    }
+
+    fn fail(&self, err: EngineError) -> Result<Walked> {
+        let why = err.to_string();
+        let _ = self.batches.send(Err(err));
+        Err(EngineError::Corrupt(format!(
+            "the log's walk failed: {why}"
+        )))
+    }
+}
+
+fn take_back(state: &mut Reading, done: Vec<ReadRecord>) {
+    for record in done {
+        state.in_flight -= record.payload.len();
+        state.buffers.push(record.payload);
+    }
+}
+
+fn stopped() -> EngineError {
+    EngineError::Corrupt("redo stopped before the log's end".into())
+}
+
+/// Redo itself: applies the records the reader hands over, in LSN order, and gives each
+/// batch back.
+fn apply_records(
     pool: &BufferPool,
-    log: &LogManager,
     tables: &mut Vec<TableDef>,
     from: u64,
+    batches: std::sync::mpsc::Receiver<Result<Vec<ReadRecord>>>,
+    spares: std::sync::mpsc::Sender<Vec<ReadRecord>>,
 ) -> Result<RecoveryReport> {
     let mut report = RecoveryReport {
         from_lsn: from,
         to_lsn: from,
         ..RecoveryReport::default()
     };
-    let mut records = log.records_from(from);
-    while let Some(record) = records.next_in_place() {
-        let record = record?;
-        match wal::decode(record.payload, record.lsn)? {
-            WalRecord::Commit { ops } => {
-                report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
-            }
-            WalRecord::CreateTable { def, ops } => {
-                report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
-                let def = decode_def(def)?;
-                if !tables.iter().any(|t| t.name == def.name) {
-                    tables.push(def);
-                }
-            }
+    for batch in batches {
+        let batch = batch?;
+        for record in &batch {
+            apply_record(pool, tables, record, &mut report)?;
         }
-        report.records += 1;
-        report.bytes += record.end - record.lsn;
-        report.to_lsn = record.end;
+        // The reader may be gone (it has sent everything): the buffers are then just freed.
+        let _ = spares.send(batch);
     }
     Ok(report)
 }
 
-/// Threads that read pages into the pool ahead of redo.
-const PREFETCH_THREADS: usize = 16;
-
-/// Reads into the pool, on [`PREFETCH_THREADS`] threads, the pages redo will read from the data
-/// file: those whose first op in the log from `from` on is not an image (at most half the
-/// pool, so that they are still there when redo gets to them). Redo reads one page at a time;
-/// after a power cut nothing is cached, and a restart that replays a few hundred MB of 4 KiB
-/// SETs waited 0.5 s for those reads one by one. A page that cannot be read is left to redo,
-/// which reports it.
-///
-/// The walk runs beside redo's own walk, not before it: it reads no page itself and so runs
-/// ahead of redo, and a walk that must finish before redo starts costs a restart its whole
-/// length (a read and a checksum of every record) even when every page is cached. A page
-/// redo reached first is in the pool, and reading it again is a hit. It stops when redo
-/// has finished.
-fn prefetch_pages(
-    pool: &Arc<BufferPool>,
-    log: &LogManager,
-    from: u64,
-    redo_done: &AtomicBool,
+fn apply_record(
+    pool: &BufferPool,
+    tables: &mut Vec<TableDef>,
+    record: &ReadRecord,
+    report: &mut RecoveryReport,
 ) -> Result<()> {
-    let (send, receive) = std::sync::mpsc::sync_channel::<PageId>(4096);
-    let receive = std::sync::Mutex::new(receive);
-    std::thread::scope(|scope| {
-        for _ in 0..PREFETCH_THREADS {
-            scope.spawn(|| loop {
-                let next = receive.lock().map(|r| r.recv());
-                let Ok(Ok(id)) = next else { return };
-                let _ = pool.read(id);
-            });
+    match wal::decode(&record.payload, record.lsn)? {
+        WalRecord::Commit { ops } => {
+            report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
         }
-        let result = send_pages_to_read(log, from, pool.capacity() / 2, &send, redo_done);
-        drop(send);
-        result
-    })
-}
-
-/// Sends each page redo will read (see [`prefetch_pages`]) once, at most `limit` of them.
-fn send_pages_to_read(
-    log: &LogManager,
-    from: u64,
-    limit: usize,
-    send: &std::sync::mpsc::SyncSender<PageId>,
-    redo_done: &AtomicBool,
-) -> Result<()> {
-    let mut seen = HashSet::new();
-    let mut records = log.records_from(from);
-    while let Some(record) = records.next_in_place() {
-        if redo_done.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let record = record?;
-        let ops = match wal::decode(record.payload, record.lsn)? {
-            WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. } => ops,
-        };
-        for op in page_ops(ops, record.lsn)? {
-            if seen.len() >= limit {
-                return Ok(());
-            }
-            if seen.insert(op.page()) && !op.is_image() && send.send(op.page()).is_err() {
-                return Ok(());
+        WalRecord::CreateTable { def, ops } => {
+            report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
+            let def = decode_def(def)?;
+            if !tables.iter().any(|t| t.name == def.name) {
+                tables.push(def);
             }
         }
     }
+    report.records += 1;
+    report.bytes += record.end - record.lsn;
+    report.to_lsn = record.end;
     Ok(())
 }
 
@@ -227,7 +377,7 @@ fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
     // An op followed by an image of its page in the same record is superseded by it: skip
     // it, so that a page whose first change since the checkpoint ends with a full-page image
     // (`txn.rs`) is rebuilt without reading what may be a torn page.
-    let mut last_image: HashMap<PageId, usize> = HashMap::new();
+    let mut last_image: PageIdMap<usize> = PageIdMap::default();
     for (i, op) in ops.iter().enumerate() {
         if op.is_image() {
             last_image.insert(op.page(), i);
@@ -255,7 +405,7 @@ fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
 
 /// Step 3 of the protocol.
 pub fn rebuild_free_pages(pool: &BufferPool, catalog: &Catalog, page_count: u64) -> Result<()> {
-    let mut used = HashSet::new();
+    let mut used = PageIdSet::default();
     for table in catalog.tables() {
         for tree in &table.trees {
             used.extend(tree.btree.page_ids()?);

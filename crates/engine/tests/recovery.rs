@@ -1324,6 +1324,33 @@ fn data_file_without_its_log_is_an_error() {
     drop(dir);
 }
 
+/// A log that lost its tail (its last record cut short) ends before the checkpoint that
+/// the data file names: the open refuses it, never going on from the shorter end.
+#[test]
+fn a_log_ending_before_the_checkpoint_is_an_error() {
+    let dir = TempDb::new("short-log");
+    let config = dir.config(CommitMode::Fsync);
+    let (db, _) = Database::open(config.clone()).unwrap();
+    let table = create_items(&db);
+    let mut txn = db.begin();
+    txn.insert(&table, &Item::new(1, 1, 1, 1).values()).unwrap();
+    txn.commit().unwrap();
+    let end = db.log().appended_lsn();
+    db.close().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(config.log.log_file())
+        .unwrap();
+    file.set_len(end - 8).unwrap();
+    drop(file);
+    match Database::open(config) {
+        Err(EngineError::Open(why)) => {
+            assert!(why.contains("not a record boundary of the log"), "{why}")
+        }
+        other => panic!("expected an Open error, got {:?}", other.map(|_| ())),
+    }
+}
+
 /// A crash at any point while a database is being created (the medium dying at each of the
 /// creation's operations in turn, then a process crash or a power cut) leaves a directory
 /// that opens as an empty database: nothing was ever committed there.

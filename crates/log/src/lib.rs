@@ -45,7 +45,7 @@ pub use error::{LogError, Result};
 pub use format::LOG_START_LSN;
 pub use manager::{CommitIntent, LogManager};
 pub use record::{record_size, MAX_PAYLOAD};
-pub use recovery::Recovery;
+pub use recovery::{LogReplay, Recovery, Walked};
 pub use scan::{Record, RecordRef, Records};
 
 /// Name of the log file inside the log directory.

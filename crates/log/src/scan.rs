@@ -5,6 +5,7 @@ use tailstore_media::File;
 
 use crate::error::Result;
 use crate::record::{parse_header, record_size, RECORD_HEADER};
+use crate::recovery::Walked;
 use crate::ring::Ring;
 
 /// Where the bytes of the log stream come from.
@@ -170,17 +171,39 @@ pub struct RecordRef<'a> {
 pub struct Records<'a> {
     scanner: Scanner<'a>,
     limit: u64,
+    /// Records below this LSN are read and verified but not yielded ([`LogReplay`]'s walks).
+    ///
+    /// [`LogReplay`]: crate::LogReplay
+    from: u64,
     done: bool,
+    failed: bool,
+    /// Records verified so far, and whether the walk passed a record boundary at `from`.
+    records: u64,
+    reached_from: bool,
     /// The payload buffer of [`Records::next_in_place`].
     buffer: Vec<u8>,
 }
 
 impl<'a> Records<'a> {
     pub(crate) fn new(scanner: Scanner<'a>, limit: u64) -> Self {
+        let from = scanner.position();
+        Self::with_bounds(scanner, from, limit)
+    }
+
+    /// A walk to the end of the valid prefix that yields the records from `from` on.
+    pub(crate) fn walk(scanner: Scanner<'a>, from: u64) -> Self {
+        Self::with_bounds(scanner, from, u64::MAX)
+    }
+
+    fn with_bounds(scanner: Scanner<'a>, from: u64, limit: u64) -> Self {
         Self {
             scanner,
             limit,
+            from,
             done: false,
+            failed: false,
+            records: 0,
+            reached_from: false,
             buffer: Vec::new(),
         }
     }
@@ -199,21 +222,40 @@ impl<'a> Records<'a> {
         }))
     }
 
+    /// Where the walk ended, once it has reached the end of the valid prefix without an
+    /// error; `None` before, or after an error.
+    pub fn walked(&self) -> Option<Walked> {
+        (self.done && !self.failed).then(|| Walked {
+            end: self.scanner.position(),
+            records: self.records,
+            reached_from: self.reached_from,
+        })
+    }
+
     /// Reads the next record's payload into `payload`: its LSN and end, or `None` past the
     /// limit or the valid prefix.
     fn advance(&mut self, payload: &mut Vec<u8>) -> Option<Result<(u64, u64)>> {
-        if self.done || self.scanner.position() >= self.limit {
-            return None;
-        }
-        match self.scanner.next_record(payload) {
-            Ok(Some(lsn)) => Some(Ok((lsn, self.scanner.position()))),
-            Ok(None) => {
-                self.done = true;
-                None
+        loop {
+            if self.done || self.scanner.position() >= self.limit {
+                return None;
             }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
+            self.reached_from |= self.scanner.position() == self.from;
+            match self.scanner.next_record(payload) {
+                Ok(Some(lsn)) => {
+                    self.records += 1;
+                    if lsn >= self.from {
+                        return Some(Ok((lsn, self.scanner.position())));
+                    }
+                }
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    self.failed = true;
+                    return Some(Err(e));
+                }
             }
         }
     }

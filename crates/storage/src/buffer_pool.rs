@@ -102,7 +102,6 @@
 //! log can say what it should be. Reads keep working.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -112,7 +111,7 @@ use tailstore_media::File;
 
 use crate::doublewrite::DoubleWrite;
 use crate::error::{HookError, Result, StorageError};
-use crate::page::{Lsn, Page, PageId, PageKind};
+use crate::page::{Lsn, Page, PageId, PageIdMap, PageKind};
 
 /// Called with a dirty page's LSN before the page is written; must return only once the log
 /// is durable up to that LSN (the write-ahead rule). An error prevents the write.
@@ -203,36 +202,9 @@ struct Frame {
     hinted_hits: AtomicU64,
 }
 
-/// Hashes a page id for a shard's map: the MurmurHash3 finalizer, so that every bit of the
-/// hash depends on every bit of the id (the shard index comes from a different hash, so the
-/// ids in one shard still spread over the map's buckets and control bytes).
-#[derive(Default)]
-struct PageIdHasher(u64);
-
-impl Hasher for PageIdHasher {
-    fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = self.0.rotate_left(32) ^ n;
-    }
-}
-
 /// One shard of the page table.
 struct ShardMap {
-    frames: HashMap<PageId, usize, BuildHasherDefault<PageIdHasher>>,
+    frames: PageIdMap<usize>,
     /// Hits served through this shard.
     hits: u64,
 }

@@ -39,6 +39,6 @@ pub use btree::{
 pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
 pub use doublewrite::{DoubleWrite, Restored};
 pub use error::{HookError, Result, StorageError};
-pub use page::{Lsn, Page, PageId, PageKind, PAGE_SIZE};
+pub use page::{Lsn, Page, PageId, PageIdMap, PageIdSet, PageKind, PAGE_SIZE};
 pub use row::{RowError, Value};
 pub use schema::{Column, ColumnType, IndexDef, Schema, SchemaError};

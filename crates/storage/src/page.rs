@@ -22,7 +22,9 @@
 //! page id and kind just after a read and returns [`StorageError::Corrupt`] on any mismatch.
 //! The checksum covers the page id and LSN, so stale or misdirected writes are caught too.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::{offset_of, size_of};
 
 use crate::error::{Result, StorageError};
@@ -268,6 +270,41 @@ impl Page {
         self.bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
     }
 }
+
+/// Hashes a page id: the MurmurHash3 finalizer, so that every bit of the hash depends on
+/// every bit of the id (the buffer pool's shard index comes from a different hash, so the ids
+/// in one shard still spread over the map's buckets and control bytes). The standard
+/// library's SipHash, made to resist collisions an attacker picks, costs several times as
+/// much, and page ids are not chosen by clients.
+#[derive(Default)]
+pub struct PageIdHasher(u64);
+
+impl Hasher for PageIdHasher {
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(32) ^ n;
+    }
+}
+
+/// A map keyed by page id, hashed with [`PageIdHasher`].
+pub type PageIdMap<V> = HashMap<PageId, V, BuildHasherDefault<PageIdHasher>>;
+
+/// A set of page ids, hashed with [`PageIdHasher`].
+pub type PageIdSet = HashSet<PageId, BuildHasherDefault<PageIdHasher>>;
 
 #[cfg(test)]
 mod tests {

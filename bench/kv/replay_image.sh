@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Restarts of several binaries on one crash image, so that each replays exactly the same log.
+# IMAGE_BINARY's `serve --commit buffer` takes `redis-benchmark -t set -d 4096 -r 100000 -c 50
+# -P 16 --threads 2` until its replay weight since the checkpoint passes KILLAT MiB (default
+# 470), is killed with SIGKILL, and its files are kept. Each round then restarts every BINARY
+# on a fresh copy of them (interleaved): warm, or with COLD=1 after `sync` and drop_caches
+# (root), as after a power cut with the log's tail in real PMEM. Before each restart a 1.5 GiB
+# `dd` buffer is touched and freed, so that every restart starts with the machine's memory in
+# the same state (on this VM, memory the guest has not touched lately costs several times as
+# much to fault in). Prints, per restart, the open's time ("opened in"), the server's CPU
+# until its first reply (user + system, 10 ms ticks) and the machine's steal ticks meanwhile
+# (time the host gave our cores to others: a round with steal is slower for that reason);
+# then the medians.
+#   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...   (env: KILLAT, COLD, WORK, PORT)
+ROUNDS=${1:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
+IMAGE_BIN=${2:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
+shift 2
+. "$(dirname "$0")/servers.sh"
+need redis-cli; need redis-benchmark
+lone_defaults replay-image 7126
+if [ -n "${COLD:-}" ] && [ ! -w /proc/sys/vm/drop_caches ]; then
+  echo "error: COLD=1 needs root (drop_caches)" >&2
+  exit 1
+fi
+IMAGE=$WORK-image
+trap 'stop_lone; rm -rf "$IMAGE"' EXIT
+
+make_image() {
+  start_lone "$IMAGE_BIN" first
+  redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -n 100000000 -c 50 -P 16 --threads 2 -q \
+    >/dev/null 2>&1 &
+  local load=$! since=0
+  for _ in $(seq 300); do
+    sleep 0.2
+    since=$(redis-cli -p "$PORT" info persistence | tr -d '\r' |
+      grep -E '^tailstore_replay_weight_since_checkpoint:' | cut -d: -f2)
+    [ "${since:-0}" -gt $((${KILLAT:-470} << 20)) ] && break
+  done
+  kill -9 "$LONE"; wait "$LONE" 2>/dev/null || true
+  kill "$load" 2>/dev/null || true; wait "$load" 2>/dev/null || true
+  rm -rf "$IMAGE"; mkdir -p "$IMAGE"
+  cp -a "$WORK/db" "$IMAGE/db"; cp -a "$PMEM" "$PMEM.pages" "$IMAGE/"
+  echo "image: killed with $((since >> 20)) MiB of replay weight since the checkpoint"
+}
+
+# One restart of $1 on a fresh copy of the image: "ms cpu_ticks steal_ticks".
+restart_on_copy() {
+  rm -rf "$WORK/db" "$PMEM" "$PMEM.pages"
+  cp -a "$IMAGE/db" "$WORK/db"; cp -a "$IMAGE/$(basename "$PMEM")" "$IMAGE/$(basename "$PMEM").pages" /dev/shm/
+  sync
+  dd if=/dev/zero of=/dev/null bs=1536M count=1 2>/dev/null
+  [ -n "${COLD:-}" ] && echo 3 >/proc/sys/vm/drop_caches
+  local before after proc
+  read -ra before < <(head -1 /proc/stat)
+  start_lone "$1" restart
+  read -ra after < <(head -1 /proc/stat)
+  read -ra proc <"/proc/$LONE/stat"
+  local ms
+  ms=$(grep -o 'opened in [0-9.]*' "$WORK/restart.log" | awk '{print $3}')
+  echo "$ms $((proc[13] + proc[14])) $((after[8] - before[8]))"
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  wait "$LONE" 2>/dev/null || true
+}
+
+MODE=$([ -n "${COLD:-}" ] && echo "cold page cache" || echo "warm page cache")
+make_image
+declare -A results
+for round in $(seq "$ROUNDS"); do
+  for bin in "$@"; do
+    r=$(restart_on_copy "$bin")
+    echo "round $round $(basename "$bin"): opened in ${r%% *} ms; cpu, steal ticks: ${r#* }"
+    results[$bin]+="$r"$'\n'
+  done
+done
+median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+for bin in "$@"; do
+  ms=$(printf '%s' "${results[$bin]}" | awk 'NF {print $1}' | median)
+  cpu=$(printf '%s' "${results[$bin]}" | awk 'NF {print $2}' | median)
+  echo "$(basename "$bin"): median ${ms} ms to open, ${cpu} ticks of CPU ($MODE)"
+done
