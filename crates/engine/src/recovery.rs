@@ -211,22 +211,18 @@ impl ReadAhead {
             Err(err) => return self.fail(err.into()),
         };
         let mut state = Reading::default();
-        while let Some(record) = walk.next_in_place() {
-            let record = match record {
-                Ok(record) => record,
-                Err(err) => return self.fail(err.into()),
-            };
-            self.prefetch(record.payload, record.lsn, &mut state);
-            self.wait_for_budget(&mut state, record.payload.len())?;
+        loop {
+            // Read straight into a buffer that goes to redo: no copy of the payload.
             let mut payload = state.buffers.pop().unwrap_or_default();
-            payload.clear();
-            payload.extend_from_slice(record.payload);
+            let (lsn, end) = match walk.next_into(&mut payload) {
+                None => break,
+                Some(Ok(at)) => at,
+                Some(Err(err)) => return self.fail(err.into()),
+            };
+            self.prefetch(&payload, lsn, &mut state);
+            self.wait_for_budget(&mut state, payload.len())?;
             state.batch_bytes += payload.len();
-            state.batch.push(ReadRecord {
-                lsn: record.lsn,
-                end: record.end,
-                payload,
-            });
+            state.batch.push(ReadRecord { lsn, end, payload });
             if state.batch.len() >= RECORD_BATCH || state.batch_bytes >= RECORD_BATCH_BYTES {
                 self.send_batch(&mut state)?;
             }

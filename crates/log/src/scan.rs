@@ -222,6 +222,12 @@ impl<'a> Records<'a> {
         }))
     }
 
+    /// Reads the next record's payload into `payload` (replacing what it held): its LSN and
+    /// end, like [`Records::next_in_place`], for a caller that keeps the payload.
+    pub fn next_into(&mut self, payload: &mut Vec<u8>) -> Option<Result<(u64, u64)>> {
+        self.advance(payload)
+    }
+
     /// Where the walk ended, once it has reached the end of the valid prefix without an
     /// error; `None` before, or after an error.
     pub fn walked(&self) -> Option<Walked> {
