@@ -10,19 +10,23 @@
 # env: WORK, PORT; FILL=1 runs the same load once, unmeasured, before the measured one (so
 # that the measured SETs overwrite keys instead of creating them); SERVE_ARGS are added to
 # `serve`'s options (e.g. SERVE_ARGS="--checkpoint-log 8GiB --max-replay 16GiB": no
-# checkpoint within the run).
+# checkpoint within the run; SERVE_ARGS="--threads 1": one event loop); N SETs per run
+# (default 200,000); THREADS redis-benchmark threads of 25 connections each (default 2: the
+# bar's load; on a machine with many cores, THREADS=8 N=1000000 loads every event loop).
 ROUNDS=${1:?usage: cpu.sh ROUNDS TAILSTORE_BINARY...}
 shift
 . "$(dirname "$0")/servers.sh"
 lone_defaults cpu 7112
-N=200000
+N=${N:-200000}
+THREADS=${THREADS:-2}
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
 # CPU ticks (user + system) a thread has used, from its /proc directory $1.
 cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
 
 load() {
-  redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n "$N" -q 2>&1 |
+  redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -c $((25 * THREADS)) -P 4 \
+    --threads "$THREADS" -n "$N" -q 2>&1 |
     tr '\r' '\n' | grep 'requests per'
 }
 

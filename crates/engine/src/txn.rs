@@ -1204,7 +1204,8 @@ impl<'db> Transaction<'db> {
         let mut value_buf = Vec::new();
         let mut writers: Vec<TreeWriter<'_>> = Vec::new();
         for range in tree_runs(&writes).into_iter().rev() {
-            let writer = self.tree(writes[range.start].1.tree).btree.writer();
+            let ((_, first_key), first) = writes[range.start];
+            let writer = self.tree(first.tree).btree.writer_for(first_key);
             let writer = writer.map_err(|e| db.fail_stop(e.into()))?;
             for i in range {
                 let ((_, key), write) = writes[i];

@@ -133,7 +133,16 @@ fn run_against_model(ops: &[Op], capacity: usize, per_writer: usize) -> Result<(
             turn = 0;
         }
         if !without_writer && writer.is_none() {
-            writer = Some(tree.writer().expect("writer"));
+            // Every other writer finds its first key's leaf before it takes the latch.
+            writer = Some(
+                match op {
+                    Op::Insert(key, _) | Op::Update(key, _) if step % 2 == 0 => {
+                        tree.writer_for(key)
+                    }
+                    _ => tree.writer(),
+                }
+                .expect("writer"),
+            );
         }
         turn += 1;
         match (op, &writer) {
@@ -396,6 +405,71 @@ fn point_reads_stay_exact_while_inner_nodes_split_merge_and_move() {
     });
     let shape = tree.check().expect("check");
     assert_eq!(shape.entries, KEYS.div_ceil(3) as usize);
+}
+
+/// A writer from `writer_for` finds its first key's leaf before it takes the tree latch, and
+/// uses that leaf only if no inner node on the way changed meanwhile. Here several threads
+/// write through `writer_for` at once, so a thread's path is often read while another writer
+/// holds the latch and splits or merges the nodes on it: a stale path used as current would
+/// put a key into a leaf whose range no longer holds it (the invariant check fails or a
+/// lookup misses), or change a page that is no longer a leaf (the writer's assertion fails).
+#[test]
+fn writers_that_find_their_leaf_before_the_latch_keep_the_tree_exact() {
+    const THREADS: u32 = 4;
+    const KEYS: u32 = 3000;
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 32)).expect("create");
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec();
+        key.resize(60, b'k'); // long keys: small fan-out, many splits
+        key
+    };
+    let value = |k: u32, round: u32| (k ^ round).to_le_bytes().repeat(25);
+    let mut redo = Redo::disabled();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (tree, key, value) = (&tree, &key, &value);
+            s.spawn(move || {
+                let mut redo = Redo::disabled();
+                let mut rng = StdRng::seed_from_u64(u64::from(t));
+                let mut mine: Vec<u32> = (0..KEYS).filter(|k| k % THREADS == t).collect();
+                for round in 0..3 {
+                    mine.shuffle(&mut rng);
+                    for &k in &mine {
+                        let key = key(k);
+                        let writer = tree.writer_for(&key).expect("writer");
+                        writer.put(&key, &value(k, round), &mut redo).expect("put");
+                    }
+                    // Deletes merge leaves and inner nodes, so paths go stale that way too.
+                    for &k in mine.iter().filter(|&&k| k % 2 == round % 2) {
+                        let key = key(k);
+                        let writer = tree.writer_for(&key).expect("writer");
+                        assert!(writer.delete(&key, &mut redo).expect("delete"));
+                    }
+                }
+            });
+        }
+    });
+    // The last round (2) deleted the even keys, after writing every key with value(k, 2).
+    let shape = tree.check().expect("invariants hold");
+    assert_eq!(shape.entries, (KEYS / 2) as usize);
+    for k in 0..KEYS {
+        let want = (k % 2 == 1).then(|| value(k, 2));
+        assert_eq!(tree.get(&key(k)).expect("get"), want, "key {k}");
+    }
+    // Writers that start at a key the tree does not hold, and at its ends, still land right.
+    let writer = tree.writer_for(&key(KEYS + 1)).expect("writer");
+    writer
+        .put(&key(KEYS + 1), b"past the end", &mut redo)
+        .expect("put");
+    writer
+        .put(&[0], b"before the start", &mut redo)
+        .expect("put");
+    drop(writer);
+    assert_eq!(
+        tree.check().expect("check").entries,
+        (KEYS / 2) as usize + 2
+    );
 }
 
 #[test]

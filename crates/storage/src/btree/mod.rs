@@ -69,7 +69,8 @@
 //! which `v1` saw, so the load sees them and the stale copy is not used; a writer that
 //! starts after `v1` is caught by the second load of `version`. A copy made during a
 //! descent that then fails validation is still a whole image of its frame, so it is kept.
-//! Only reads validate through copies: writers and scans read the pages themselves.
+//! Writers route through copies too (see `BTree::route`): holding the tree latch, a copy
+//! whose frame is unchanged is the page as it is. Scans read the pages themselves.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
 //! allocated, before it changes anything, so a failed get, delete, merge or single split
@@ -148,14 +149,27 @@ fn copy_slot(tree: u64, page: PageId) -> usize {
 /// The child that the current thread's copy of inner node `page` of `tree` routes `key` to,
 /// if the thread has a copy and the frame it came from is unchanged since.
 fn child_from_copy(pool: &BufferPool, tree: u64, page: PageId, key: &[u8]) -> Option<PageId> {
+    with_copy(pool, tree, page, |p, _| {
+        node::child(p, node::child_index(p, key))
+    })
+}
+
+/// `f` of the payload of the current thread's copy of inner node `page` of `tree` and the
+/// frame version it was copied at, if the thread has a copy and the frame it came from is
+/// unchanged since.
+fn with_copy<R>(
+    pool: &BufferPool,
+    tree: u64,
+    page: PageId,
+    f: impl FnOnce(&[u8], FrameVersion) -> R,
+) -> Option<R> {
     INNER_COPY.with(|copies| {
         let copies = copies.borrow();
         match copies.get(copy_slot(tree, page)) {
             Some(Some(copy))
                 if copy.tree == tree && copy.page == page && pool.is_unchanged(copy.version) =>
             {
-                let p = &copy.payload[..];
-                Some(node::child(p, node::child_index(p, key)))
+                Some(f(&copy.payload[..], copy.version))
             }
             _ => None,
         }
@@ -278,6 +292,27 @@ impl LeafRange {
     fn reached(&mut self, leaf: PageId) {
         self.leaf = Some(leaf);
     }
+}
+
+/// Inner nodes a writer's descent before the latch records ([`BTree::writer_for`]); a
+/// deeper tree goes without it.
+const PATH_DEPTH: usize = 8;
+
+/// A leaf found without the tree latch, and the frame versions of the inner nodes on the
+/// way to it, root first ([`BTree::writer_for`]).
+struct LeafPath {
+    range: LeafRange,
+    inners: [Option<FrameVersion>; PATH_DEPTH],
+}
+
+/// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
+/// (when given) to that child's keys.
+fn route_inner(p: &[u8], key: &[u8], range: Option<&mut LeafRange>) -> (usize, PageId) {
+    let at = node::child_index(p, key);
+    if let Some(range) = range {
+        range.narrow(p, at);
+    }
+    (at, node::child(p, at))
 }
 
 /// The slot a change of `key` takes in its leaf, given where a search found or would put it,
@@ -587,6 +622,25 @@ impl BTree {
             _latch: latch,
             last: RefCell::new(LeafRange::default()),
         })
+    }
+
+    /// [`BTree::writer`] for a series of changes that starts at `key`: finds `key`'s leaf
+    /// before taking the latch, so that the first change spends less time holding it, the
+    /// only time other writers wait for. Read without the latch, the path is used only if
+    /// the frame of every inner node on it is unchanged once the latch is held: those nodes
+    /// are then as they were read, and route `key` to the same leaf now (the root's page
+    /// never moves, and a leaf that splits or goes away changes its parent). Otherwise the
+    /// first change descends from the root as after [`BTree::writer`].
+    pub fn writer_for(&self, key: &[u8]) -> Result<TreeWriter<'_>> {
+        let path = self.leaf_path(key);
+        let writer = self.writer()?;
+        if let Some(path) = path {
+            let mut inners = path.inners.iter().flatten();
+            if inners.all(|version| self.pool.is_unchanged(*version)) {
+                *writer.last.borrow_mut() = path.range;
+            }
+        }
+        Ok(writer)
     }
 
     /// Calls `visit(key, value)` for the keys within `(lower, upper)` in `direction`, at most
@@ -952,27 +1006,74 @@ impl BTree {
     }
 
     /// Where `key` leads in node `id`, found under a shared latch (so that an operation that
-    /// turns out to change nothing does not dirty the page).
-    /// Where `key` goes in node `id`; at an inner node, narrows `range` (when given) to the
-    /// chosen child's keys.
-    fn route(&self, id: PageId, key: &[u8], range: Option<&mut LeafRange>) -> Result<Route> {
+    /// turns out to change nothing does not dirty the page); at an inner node, narrows
+    /// `range` (when given) to the chosen child's keys.
+    ///
+    /// An inner node is read from the thread's copy when its frame is unchanged since the copy
+    /// was made (as optimistic reads do): the caller holds the tree latch, so that copy is the
+    /// page as it is now, and the shared cache lines of the page's latch are left alone.
+    fn route(&self, id: PageId, key: &[u8], mut range: Option<&mut LeafRange>) -> Result<Route> {
+        let inner = |p: &[u8], range: Option<&mut LeafRange>| {
+            let (at, child) = route_inner(p, key, range);
+            Route::Inner { at, child }
+        };
+        let copied = with_copy(&self.pool, self.uid, id, |p, _| {
+            inner(p, range.as_deref_mut())
+        });
+        if let Some(route) = copied {
+            return Ok(route);
+        }
         let page = self.pool.read(id)?;
         let p = page.payload();
         Ok(match kind_of(&page, id)? {
             PageKind::BTreeInner => {
-                let at = node::child_index(p, key);
-                if let Some(range) = range {
-                    range.narrow(p, at);
-                }
-                Route::Inner {
-                    at,
-                    child: node::child(p, at),
-                }
+                keep_copy(self.uid, id, &page);
+                inner(p, range)
             }
             _ => Route::Leaf {
                 slot: node::search(p, key),
             },
         })
+    }
+
+    /// `key`'s leaf, found without the tree latch, with the frame versions of the inner
+    /// nodes that routed to it (see [`BTree::writer_for`]); `None` if the root is the leaf
+    /// (a root leaf may have become an inner node by the time the latch is taken), the
+    /// tree is deeper than [`PATH_DEPTH`], or a page on the way is not a node or fails to
+    /// read (the writer then descends as usual, and meets any error there).
+    fn leaf_path(&self, key: &[u8]) -> Option<LeafPath> {
+        let mut path = LeafPath {
+            range: LeafRange::default(),
+            inners: [None; PATH_DEPTH],
+        };
+        let mut id = self.root;
+        for inner in &mut path.inners {
+            let range = &mut path.range;
+            let copied = with_copy(&self.pool, self.uid, id, |p, version| {
+                (version, route_inner(p, key, Some(&mut *range)).1)
+            });
+            let (version, child) = match copied {
+                Some(found) => found,
+                None => {
+                    let page = self.pool.read(id).ok()?;
+                    match kind_of(&page, id).ok()? {
+                        PageKind::BTreeInner => {
+                            keep_copy(self.uid, id, &page);
+                            let child = route_inner(page.payload(), key, Some(range)).1;
+                            (page.frame_version(), child)
+                        }
+                        _ if id == self.root => return None,
+                        _ => {
+                            path.range.reached(id);
+                            return Some(path);
+                        }
+                    }
+                }
+            };
+            *inner = Some(version);
+            id = child;
+        }
+        None
     }
 
     fn delete_from(&self, id: PageId, key: &[u8], redo: &mut Redo) -> Result<bool> {
