@@ -146,14 +146,6 @@ fn copy_slot(tree: u64, page: PageId) -> usize {
     (mixed >> 32) as usize % INNER_COPIES
 }
 
-/// The child that the current thread's copy of inner node `page` of `tree` routes `key` to,
-/// if the thread has a copy and the frame it came from is unchanged since.
-fn child_from_copy(pool: &BufferPool, tree: u64, page: PageId, key: &[u8]) -> Option<PageId> {
-    with_copy(pool, tree, page, |p, _| {
-        node::child(p, node::child_index(p, key))
-    })
-}
-
 /// `f` of the payload of the current thread's copy of inner node `page` of `tree` and the
 /// frame version it was copied at, if the thread has a copy and the frame it came from is
 /// unchanged since.
@@ -558,31 +550,46 @@ impl BTree {
         if v1 & 1 == 1 {
             return None;
         }
-        let found = (|| {
-            let mut id = self.root;
-            for _ in 0..MAX_HEIGHT {
-                if let Some(child) = child_from_copy(&self.pool, self.uid, id, key) {
-                    id = child;
-                    continue;
-                }
-                let page = self.pool.read(id)?;
-                match kind_of(&page, id)? {
-                    PageKind::BTreeInner => {
-                        // A whole image, whatever the validation below says: worth keeping.
-                        keep_copy(self.uid, id, &page);
-                        let p = page.payload();
-                        id = node::child(p, node::child_index(p, key));
-                    }
-                    _ => return Ok((id, page)),
-                }
-            }
-            Err(self.corrupt(id, "deeper than any B+tree"))
-        })();
+        let found = self.walk_to_leaf(key, |_, _, _| ());
         // Holding the leaf (when found): no writer may have been active since `v1`.
         if self.version.load(Ordering::SeqCst) != v1 {
             return None;
         }
         Some(found)
+    }
+
+    /// The leaf for `key`, read-latched, reached from the root without the tree latch: each
+    /// inner node through the thread's copy if its frame is unchanged, else read (and a copy
+    /// kept: a whole image whatever the caller's validation says). `visit` sees each inner
+    /// node on the way, root first: its payload, the position of the child taken, and the
+    /// frame version the payload was read at. Nothing here is validated against writers:
+    /// the callers do that ([`BTree::descend_optimistic`], [`BTree::leaf_path`]).
+    fn walk_to_leaf(
+        &self,
+        key: &[u8],
+        mut visit: impl FnMut(&[u8], usize, FrameVersion),
+    ) -> Result<(PageId, PageReadGuard<'_>)> {
+        let mut id = self.root;
+        let mut step = |p: &[u8], version| {
+            let (at, child) = route_inner(p, key, None);
+            visit(p, at, version);
+            child
+        };
+        for _ in 0..MAX_HEIGHT {
+            if let Some(child) = with_copy(&self.pool, self.uid, id, &mut step) {
+                id = child;
+                continue;
+            }
+            let page = self.pool.read(id)?;
+            match kind_of(&page, id)? {
+                PageKind::BTreeInner => {
+                    keep_copy(self.uid, id, &page);
+                    id = step(page.payload(), page.frame_version());
+                }
+                _ => return Ok((id, page)),
+            }
+        }
+        Err(self.corrupt(id, "deeper than any B+tree"))
     }
 
     /// Whether `stamp`'s leaf still has its LSN (see [`BTree::get_with`]). Takes no tree
@@ -1046,34 +1053,20 @@ impl BTree {
             range: LeafRange::default(),
             inners: [None; PATH_DEPTH],
         };
-        let mut id = self.root;
-        for inner in &mut path.inners {
-            let range = &mut path.range;
-            let copied = with_copy(&self.pool, self.uid, id, |p, version| {
-                (version, route_inner(p, key, Some(&mut *range)).1)
-            });
-            let (version, child) = match copied {
-                Some(found) => found,
-                None => {
-                    let page = self.pool.read(id).ok()?;
-                    match kind_of(&page, id).ok()? {
-                        PageKind::BTreeInner => {
-                            keep_copy(self.uid, id, &page);
-                            let child = route_inner(page.payload(), key, Some(range)).1;
-                            (page.frame_version(), child)
-                        }
-                        _ if id == self.root => return None,
-                        _ => {
-                            path.range.reached(id);
-                            return Some(path);
-                        }
-                    }
-                }
-            };
-            *inner = Some(version);
-            id = child;
+        let mut depth = 0;
+        let walked = self.walk_to_leaf(key, |p, at, version| {
+            if let Some(inner) = path.inners.get_mut(depth) {
+                *inner = Some(version);
+                path.range.narrow(p, at);
+            }
+            depth += 1;
+        });
+        let (leaf, _) = walked.ok()?;
+        if leaf == self.root || depth > PATH_DEPTH {
+            return None;
         }
-        None
+        path.range.reached(leaf);
+        Some(path)
     }
 
     fn delete_from(&self, id: PageId, key: &[u8], redo: &mut Redo) -> Result<bool> {
