@@ -15,7 +15,7 @@ use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
 use tailstore_storage::doublewrite;
 use tailstore_storage::{
-    BufferPool, DoubleWrite, PoolStats, Restored, Schema, StorageError, PAGE_SIZE,
+    BufferPool, DoubleWrite, PoolStats, ReadContention, Restored, Schema, StorageError, PAGE_SIZE,
 };
 
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
@@ -161,6 +161,9 @@ pub struct EngineStats {
     /// checkpoints fall behind the writes, this is where the writes slow to their pace.
     pub checkpoint_room_waits: u64,
     pub checkpoint_room_wait_time: Duration,
+    /// Point reads that found a writer in their way, over every tree: where reads and writes
+    /// of one table run side by side, how often a read had to try again or wait.
+    pub read_contention: ReadContention,
 }
 
 impl EngineStats {
@@ -1033,7 +1036,18 @@ impl Shared {
             log_since_checkpoint_limit: self.unreleased_limit(),
             checkpoint_room_waits: load(&c.checkpoint_room_waits),
             checkpoint_room_wait_time: Duration::from_nanos(load(&c.checkpoint_room_wait_ns)),
+            read_contention: self.read_contention(),
         }
+    }
+
+    fn read_contention(&self) -> ReadContention {
+        let mut sum = ReadContention::default();
+        for table in self.catalog.read().tables() {
+            for tree in &table.trees {
+                sum.add(tree.btree.read_contention());
+            }
+        }
+        sum
     }
 
     pub fn count_abort(&self, cause: AbortCause) -> EngineError {

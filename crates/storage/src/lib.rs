@@ -34,7 +34,8 @@ pub mod row;
 pub mod schema;
 
 pub use btree::{
-    BTree, Entry, LeafStamp, PageOp, Redo, ScanDirection, TreeShape, TreeWriter, MAX_ENTRY,
+    BTree, Entry, LeafStamp, PageOp, ReadContention, Redo, ScanDirection, TreeShape, TreeWriter,
+    MAX_ENTRY,
 };
 pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
 pub use doublewrite::{DoubleWrite, Restored};

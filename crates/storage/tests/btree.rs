@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 use tailstore_storage::btree::MAX_ENTRY;
-use tailstore_storage::{BTree, BufferPool, Redo, ScanDirection, StorageError};
+use tailstore_storage::{BTree, BufferPool, ReadContention, Redo, ScanDirection, StorageError};
 
 const DATA: &str = "/db/data";
 
@@ -470,6 +470,42 @@ fn writers_that_find_their_leaf_before_the_latch_keep_the_tree_exact() {
         tree.check().expect("check").entries,
         (KEYS / 2) as usize + 2
     );
+}
+
+#[test]
+fn point_reads_count_the_writers_in_their_way() {
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 32)).expect("create");
+    let mut redo = Redo::disabled();
+    tree.writer()
+        .expect("writer")
+        .put(b"k", b"v", &mut redo)
+        .expect("put");
+    // No writer active: every read validates at once.
+    for _ in 0..100 {
+        assert_eq!(tree.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+    }
+    assert_eq!(tree.read_contention(), ReadContention::default());
+    // A writer holds the tree: the read retries, then waits on the latch until it is gone.
+    let writer = tree.writer().expect("writer");
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| tree.get(b"k").expect("get"));
+        let began = std::time::Instant::now();
+        while tree.read_contention().latched == 0 {
+            assert!(
+                began.elapsed().as_secs() < 10,
+                "the waiting read is not counted"
+            );
+            std::thread::yield_now();
+        }
+        assert!(!reader.is_finished(), "the read waits for the writer");
+        writer.put(b"k", b"w", &mut redo).expect("put");
+        drop(writer);
+        assert_eq!(reader.join().expect("reader").as_deref(), Some(&b"w"[..]));
+    });
+    let contention = tree.read_contention();
+    assert_eq!(contention.latched, 1);
+    assert!(contention.retries >= 1, "{contention:?}");
 }
 
 #[test]

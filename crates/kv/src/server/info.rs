@@ -185,6 +185,15 @@ fn stats(shared: &Shared) -> String {
             "tailstore_pages_written",
             engine.pool.pages_written.to_string(),
         ),
+        // Reads that met a writer of the same tree: a retry, or a wait on the tree's latch.
+        (
+            "tailstore_read_retries",
+            engine.read_contention.retries.to_string(),
+        ),
+        (
+            "tailstore_read_latched",
+            engine.read_contention.latched.to_string(),
+        ),
     ])
 }
 

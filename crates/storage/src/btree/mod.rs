@@ -336,6 +336,35 @@ pub struct LeafStamp {
     pub lsn: crate::page::Lsn,
 }
 
+/// How often point reads found a writer in their way (see "Optimistic point reads"), since
+/// the tree was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadContention {
+    /// Optimistic descents that did not validate: a writer was active at the start, or was
+    /// (or had been) active by the end.
+    pub retries: u64,
+    /// Point reads that gave up after a few such descents (`OPTIMISTIC_TRIES`) and read under the
+    /// tree's read latch, waiting for the writer first.
+    pub latched: u64,
+}
+
+impl ReadContention {
+    pub fn add(&mut self, other: ReadContention) {
+        self.retries += other.retries;
+        self.latched += other.latched;
+    }
+}
+
+/// The counters behind [`ReadContention`], on cache lines of their own: only a read that
+/// fails writes them, and the tree's `version`, which every read loads, must not share a line
+/// with them.
+#[derive(Default)]
+#[repr(align(128))]
+struct ContentionCounters {
+    retries: AtomicU64,
+    latched: AtomicU64,
+}
+
 /// A B+tree rooted at a fixed page. See the module documentation.
 pub struct BTree {
     pool: Arc<BufferPool>,
@@ -351,6 +380,7 @@ pub struct BTree {
     /// linked into its parent. The tree is then fail-stop: every operation returns
     /// [`StorageError::TreeInconsistent`] until recovery (a later issue) repairs it.
     broken: AtomicBool,
+    contention: ContentionCounters,
 }
 
 fn kind_of(page: &Page, id: PageId) -> Result<PageKind> {
@@ -419,6 +449,7 @@ impl BTree {
             version: AtomicU64::new(0),
             uid: NEXT_TREE.fetch_add(1, Ordering::Relaxed),
             broken: AtomicBool::new(false),
+            contention: ContentionCounters::default(),
         }
     }
 
@@ -520,7 +551,9 @@ impl BTree {
                 let (leaf, page) = found?;
                 return Ok(f(leaf, &page));
             }
+            self.contention.retries.fetch_add(1, Ordering::Relaxed);
         }
+        self.contention.latched.fetch_add(1, Ordering::Relaxed);
         let _tree = self.latch.read();
         self.usable()?;
         let (leaf, page) = self.descend(key)?;
@@ -590,6 +623,14 @@ impl BTree {
             }
         }
         Err(self.corrupt(id, "deeper than any B+tree"))
+    }
+
+    /// How often point reads have found a writer in their way so far.
+    pub fn read_contention(&self) -> ReadContention {
+        ReadContention {
+            retries: self.contention.retries.load(Ordering::Relaxed),
+            latched: self.contention.latched.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether `stamp`'s leaf still has its LSN (see [`BTree::get_with`]). Takes no tree
