@@ -948,6 +948,12 @@ impl PageReadGuard<'_> {
             count: self.version.load(Ordering::SeqCst),
         }
     }
+
+    /// Whether the page holds a change whose log record is not appended yet (see
+    /// [`PageWriteGuard::mark_unlogged`]): the change of a writer that has not finished.
+    pub fn has_unlogged_change(&self) -> bool {
+        self.guard.unlogged
+    }
 }
 
 /// A frame and the number of times its write latch had been taken at some moment; see
@@ -956,6 +962,14 @@ impl PageReadGuard<'_> {
 pub struct FrameVersion {
     frame: usize,
     count: u64,
+}
+
+impl FrameVersion {
+    /// A version that [`BufferPool::is_unchanged`] never accepts (no such frame).
+    pub const NEVER_CURRENT: FrameVersion = FrameVersion {
+        frame: usize::MAX,
+        count: 0,
+    };
 }
 
 impl Deref for PageReadGuard<'_> {
