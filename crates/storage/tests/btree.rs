@@ -609,6 +609,120 @@ fn reads_beside_a_logged_writer_wait_only_for_its_unfinished_change() {
     });
 }
 
+/// Reads caught in the middle of a logged writer's structure change. Holding the root's read
+/// latch stops a writer at the one moment a reader must never trust: it has split a child of
+/// the root (a leaf in a tree of height 2; an inner node, after a leaf below it, in a tree of
+/// height 3) and waits to link the new sibling into the root, whose old routing still sends
+/// the moved keys to the child that no longer holds them. Readers that warmed their copy of
+/// the root before the writer began then look up every key: each answer that comes back while
+/// the writer is stopped must be right (a stale leaf would answer "absent"), and the others
+/// must be right once it goes on.
+fn reads_caught_in_a_structure_change_are_exact(base_keys: u32, height: usize) {
+    const KEY_LEN: usize = 400; // about 19 entries per node: a few hundred keys make height 3
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 256);
+    let tree = BTree::create(pool.clone()).expect("create");
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec();
+        key.resize(KEY_LEN, b'k');
+        key
+    };
+    let value = |k: u32| k.to_le_bytes().to_vec();
+    let lsn = std::sync::atomic::AtomicU64::new(1);
+    let put = |k: u32| {
+        let mut redo = Redo::new();
+        let writer = tree.writer().expect("writer");
+        writer.put(&key(k), &value(k), &mut redo).expect("put");
+        let at = lsn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for &id in redo.touched() {
+            pool.stamp(id, at).expect("stamp");
+        }
+    };
+    let mut present: Vec<u32> = (0..base_keys).map(|k| k * 1000).collect();
+    for &k in &present {
+        put(k);
+    }
+    assert_eq!(tree.check().expect("check").height, height);
+    let (mut caught, mut early_answers) = (0, 0);
+    // Into the middle of the tree, each key below the last: splits into halves, keys move.
+    let gap = base_keys / 2 * 1000;
+    for k in (gap + 1..gap + 999).rev() {
+        if caught == 3 {
+            break;
+        }
+        // The keys a split near the gap can move, thinned out: the added ones, and every
+        // third of the first keys for a while around them.
+        let near: Vec<u32> = present
+            .iter()
+            .copied()
+            .filter(|&r| r.abs_diff(gap) <= 120_000 && (r % 1000 != 0 || r % 3000 == 0))
+            .collect();
+        let readers_ready = std::sync::Barrier::new(near.len() + 1);
+        let go = std::sync::Barrier::new(near.len() + 1);
+        std::thread::scope(|s| {
+            let readers: Vec<_> = near
+                .iter()
+                .map(|&r| {
+                    let (tree, key, ready, go) = (&tree, &key, &readers_ready, &go);
+                    s.spawn(move || {
+                        tree.get(&key(r)).expect("warm-up read");
+                        ready.wait();
+                        go.wait();
+                        (r, tree.get(&key(r)).expect("get"))
+                    })
+                })
+                .collect();
+            readers_ready.wait();
+            let root = pool.read(tree.root()).expect("root");
+            let writer = s.spawn(|| put(k));
+            let began = std::time::Instant::now();
+            while !writer.is_finished() && began.elapsed().as_millis() < 20 {
+                std::thread::yield_now();
+            }
+            let stopped = !writer.is_finished();
+            go.wait();
+            let mut waiting = Vec::new();
+            if stopped {
+                caught += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                for reader in readers {
+                    if reader.is_finished() {
+                        let (r, found) = reader.join().expect("reader");
+                        assert_eq!(found, Some(value(r)), "key {r} read beside a split");
+                        early_answers += 1;
+                    } else {
+                        waiting.push(reader);
+                    }
+                }
+            } else {
+                waiting = readers;
+            }
+            drop(root);
+            writer.join().expect("writer");
+            for reader in waiting {
+                let (r, found) = reader.join().expect("reader");
+                assert_eq!(found, Some(value(r)), "key {r}");
+            }
+        });
+        present.push(k);
+    }
+    assert_eq!(caught, 3, "the writer was never caught splitting");
+    assert!(
+        early_answers > 0,
+        "no read was served beside the stopped writer"
+    );
+}
+
+#[test]
+fn reads_caught_in_a_leaf_split_are_exact() {
+    reads_caught_in_a_structure_change_are_exact(60, 2);
+}
+
+#[test]
+fn reads_caught_in_an_inner_node_split_are_exact() {
+    reads_caught_in_a_structure_change_are_exact(600, 3);
+}
+
 #[test]
 fn deep_tree_grows_to_height_three_and_shrinks_back() {
     let storage = SimStorage::new();

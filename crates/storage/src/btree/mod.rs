@@ -110,9 +110,10 @@
 //! caller relied on: a transaction's reads of several keys are checked at its validation.
 //!
 //! Tests (`storage/tests/btree.rs`): a read of a leaf that an unfinished writer changed waits
-//! for it, and one of another leaf does not; point reads beside logged writers that split and
-//! merge always find the keys that never leave. Deep trees (more inner levels than
-//! `PATH_DEPTH`) keep to the version.
+//! for it, and one of another leaf does not; reads caught while a writer is stopped between a
+//! split and its link into the root (a leaf split; an inner node's) are exact; point reads
+//! beside logged writers that split and merge always find the keys that never leave. Deep
+//! trees (more inner levels than `PATH_DEPTH`) keep to the version.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
 //! allocated, before it changes anything, so a failed get, delete, merge or single split
