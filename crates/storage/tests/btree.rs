@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -12,7 +13,9 @@ use rand::{Rng, SeedableRng};
 use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 use tailstore_storage::btree::MAX_ENTRY;
-use tailstore_storage::{BTree, BufferPool, ReadContention, Redo, ScanDirection, StorageError};
+use tailstore_storage::{
+    BTree, BufferPool, ReadContention, Redo, ScanDirection, StorageError, TreeWriter,
+};
 
 const DATA: &str = "/db/data";
 
@@ -337,6 +340,25 @@ fn concurrent_writers_and_scanners_share_one_tree() {
 /// small pool keeps moving pages between frames, while readers look up keys that are always
 /// present and keys that come and go: a stale copy used as current would send a read to a
 /// leaf that no longer holds its key.
+/// One change through a writer of `tree`, as the engine makes its changes: with `redo`
+/// enabled, every page the change touched is stamped with the next LSN of `lsn` before the
+/// writer lets go of the tree (with `redo` disabled nothing is touched, nothing stamped).
+fn change_stamped<R>(
+    pool: &BufferPool,
+    tree: &BTree,
+    mut redo: Redo,
+    lsn: &AtomicU64,
+    change: impl FnOnce(&TreeWriter<'_>, &mut Redo) -> R,
+) -> R {
+    let writer = tree.writer().expect("writer");
+    let result = change(&writer, &mut redo);
+    let at = lsn.fetch_add(1, Ordering::Relaxed);
+    for &id in redo.touched() {
+        pool.stamp(id, at).expect("stamp");
+    }
+    result
+}
+
 /// Point reads beside writers that split, merge and move inner nodes: a key that is always
 /// present is always found, and any key found has its value. Run with writers that change
 /// the tree without a log record (reads then accept a leaf only by the tree's version) and
@@ -355,26 +377,21 @@ fn point_reads_stay_exact_beside_writers(logged: bool) {
     };
     let value = |k: u32| k.to_le_bytes().repeat(20);
     let stable = |k: u32| k.is_multiple_of(3);
-    let lsn = std::sync::atomic::AtomicU64::new(1);
-    // One change, logged (stamped before the writer lets go) or not; whether the key was there.
+    let lsn = AtomicU64::new(1);
+    // One change, logged or not; whether the key was there.
     let change = |k: u32, put: bool| -> bool {
-        let mut redo = if logged {
+        let redo = if logged {
             Redo::new()
         } else {
             Redo::disabled()
         };
-        let writer = tree.writer().expect("writer");
-        let was_there = if put {
-            writer.insert(&key(k), &value(k), &mut redo).is_ok()
-        } else {
-            writer.delete(&key(k), &mut redo).expect("delete")
-        };
-        let at = lsn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for &id in redo.touched() {
-            pool.stamp(id, at).expect("stamp");
-        }
-        drop(writer);
-        was_there
+        change_stamped(&pool, &tree, redo, &lsn, |writer, redo| {
+            if put {
+                writer.insert(&key(k), &value(k), redo).is_ok()
+            } else {
+                writer.delete(&key(k), redo).expect("delete")
+            }
+        })
     };
     for k in (0..KEYS).filter(|&k| stable(k)) {
         assert!(change(k, true));
@@ -405,7 +422,7 @@ fn point_reads_stay_exact_beside_writers(logged: bool) {
             s.spawn(move || {
                 let mut rng = StdRng::seed_from_u64(100 + r);
                 let mut reads = 0u64;
-                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
+                while !done.load(Ordering::Relaxed) || reads < 1000 {
                     let first = rng.gen_range(0..KEYS - 3);
                     // One reader looks keys up alone, the other three consecutive at once.
                     let run: Vec<u32> = (first..first + if r == 0 { 1 } else { 3 }).collect();
@@ -428,7 +445,7 @@ fn point_reads_stay_exact_beside_writers(logged: bool) {
         for writer in writers {
             writer.join().expect("writer");
         }
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        done.store(true, Ordering::Relaxed);
     });
     let shape = tree.check().expect("check");
     assert_eq!(shape.entries, KEYS.div_ceil(3) as usize);
@@ -550,13 +567,11 @@ fn point_reads_count_the_writers_in_their_way() {
 fn logged_tree(storage: &SimStorage, keys: u32) -> (Arc<BufferPool>, BTree) {
     let pool = pool(storage, 64);
     let tree = BTree::create(pool.clone()).expect("create");
+    let lsn = AtomicU64::new(1);
     for k in 0..keys {
-        let mut redo = Redo::new();
-        let writer = tree.writer().expect("writer");
-        writer.put(&long_key(k), b"old", &mut redo).expect("put");
-        for &id in redo.touched() {
-            pool.stamp(id, u64::from(k) + 1).expect("stamp");
-        }
+        change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
+            writer.put(&long_key(k), b"old", redo).expect("put")
+        });
     }
     assert!(tree.check().expect("check").leaves >= 2);
     (pool, tree)
@@ -628,15 +643,11 @@ fn reads_caught_in_a_structure_change_are_exact(base_keys: u32, height: usize) {
         key
     };
     let value = |k: u32| k.to_le_bytes().to_vec();
-    let lsn = std::sync::atomic::AtomicU64::new(1);
+    let lsn = AtomicU64::new(1);
     let put = |k: u32| {
-        let mut redo = Redo::new();
-        let writer = tree.writer().expect("writer");
-        writer.put(&key(k), &value(k), &mut redo).expect("put");
-        let at = lsn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for &id in redo.touched() {
-            pool.stamp(id, at).expect("stamp");
-        }
+        change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
+            writer.put(&key(k), &value(k), redo).expect("put")
+        });
     };
     let mut present: Vec<u32> = (0..base_keys).map(|k| k * 1000).collect();
     for &k in &present {
