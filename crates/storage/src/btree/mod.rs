@@ -341,7 +341,48 @@ const PATH_DEPTH: usize = 8;
 /// way to it, root first ([`BTree::writer_for`]).
 struct LeafPath {
     range: LeafRange,
-    inners: [Option<FrameVersion>; PATH_DEPTH],
+    inners: InnerVersions,
+}
+
+/// The frame versions of the inner nodes a walk from the root went through, root first, as
+/// far as [`PATH_DEPTH`] (a deeper walk is only counted).
+struct InnerVersions {
+    versions: [Option<FrameVersion>; PATH_DEPTH],
+    depth: usize,
+}
+
+impl InnerVersions {
+    fn new() -> InnerVersions {
+        InnerVersions {
+            versions: [None; PATH_DEPTH],
+            depth: 0,
+        }
+    }
+
+    /// Notes the next inner node's version; whether it was within [`PATH_DEPTH`].
+    fn record(&mut self, version: FrameVersion) -> bool {
+        let kept = self
+            .versions
+            .get_mut(self.depth)
+            .map(|slot| *slot = Some(version));
+        self.depth += 1;
+        kept.is_some()
+    }
+
+    fn too_deep(&self) -> bool {
+        self.depth > PATH_DEPTH
+    }
+
+    /// Whether every inner node on the walk is still as it was read (and the walk was not
+    /// too deep to say).
+    fn unchanged(&self, pool: &BufferPool) -> bool {
+        !self.too_deep()
+            && self
+                .versions
+                .iter()
+                .flatten()
+                .all(|version| pool.is_unchanged(*version))
+    }
 }
 
 /// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
@@ -632,13 +673,9 @@ impl BTree {
     /// was active (the caller tries again). An error is returned only if it validated too.
     fn descend_optimistic(&self, key: &[u8]) -> Option<Result<(PageId, PageReadGuard<'_>)>> {
         let v1 = self.version.load(Ordering::SeqCst);
-        let mut path = [None; PATH_DEPTH];
-        let mut depth = 0;
+        let mut inners = InnerVersions::new();
         let found = self.walk_to_leaf(key, |_, _, version| {
-            if let Some(inner) = path.get_mut(depth) {
-                *inner = Some(version);
-            }
-            depth += 1;
+            inners.record(version);
         });
         // Holding the leaf (when found): no writer may have been active since `v1`.
         if v1 & 1 == 0 && self.version.load(Ordering::SeqCst) == v1 {
@@ -646,13 +683,9 @@ impl BTree {
         }
         // A writer was: the leaf still serves if nothing on its path is changing.
         let (_, page) = found.as_ref().ok()?;
-        let settled = depth <= PATH_DEPTH
-            && !page.has_unlogged_change()
+        let settled = !page.has_unlogged_change()
             && !self.unlogged_changes.load(Ordering::SeqCst)
-            && path
-                .iter()
-                .flatten()
-                .all(|inner| self.pool.is_unchanged(*inner));
+            && inners.unchanged(&self.pool);
         settled.then_some(found)
     }
 
@@ -754,8 +787,7 @@ impl BTree {
         let path = self.leaf_path(key);
         let writer = self.writer()?;
         if let Some(path) = path {
-            let mut inners = path.inners.iter().flatten();
-            if inners.all(|version| self.pool.is_unchanged(*version)) {
+            if path.inners.unchanged(&self.pool) {
                 *writer.last.borrow_mut() = path.range;
             }
         }
@@ -1163,18 +1195,15 @@ impl BTree {
     fn leaf_path(&self, key: &[u8]) -> Option<LeafPath> {
         let mut path = LeafPath {
             range: LeafRange::default(),
-            inners: [None; PATH_DEPTH],
+            inners: InnerVersions::new(),
         };
-        let mut depth = 0;
         let walked = self.walk_to_leaf(key, |p, at, version| {
-            if let Some(inner) = path.inners.get_mut(depth) {
-                *inner = Some(version);
+            if path.inners.record(version) {
                 path.range.narrow(p, at);
             }
-            depth += 1;
         });
         let (leaf, _) = walked.ok()?;
-        if leaf == self.root || depth > PATH_DEPTH {
+        if leaf == self.root || path.inners.too_deep() {
             return None;
         }
         path.range.reached(leaf);
