@@ -74,6 +74,7 @@
 mod catalog;
 mod database;
 mod error;
+mod interleave;
 mod locks;
 mod meta;
 mod patch;

@@ -14,10 +14,11 @@
 //!    same order and holds no lock while it waits for anything but a later key, so the
 //!    waits cannot form a cycle; the bound keeps a committer from holding its own locks
 //!    for long behind a holder that was preempted.
-//! 2. Validate: every point read must still see the same version (or, for a column read,
-//!    the same values in its columns) and not be locked by another transaction that changes
-//!    what it read (`read-changed`); every scan, run again, must return the same pairs, and
-//!    no key in the range it covered may be locked by another transaction (`phantom`).
+//! 2. Validate: every point read must not be locked by another transaction that changes
+//!    what it read, and then still see the same version (or, for a column read, the same
+//!    values in its columns) (`read-changed`); for every scan, no key in the range it covered
+//!    may be locked by another transaction, and then the scan, run again, must return the
+//!    same pairs (`phantom`). The lock is checked first: see `validate_scan`.
 //! 3. Compute the new value of every row changed by column (see below), then, tree by tree
 //!    in *descending* tree order, take the tree's write latch and apply its writes with a
 //!    new version (a database-wide counter); log them all as one record (`wal.rs`), stamp
@@ -115,6 +116,7 @@ use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, StorageError, Tr
 use crate::catalog::TableState;
 use crate::database::Shared;
 use crate::error::{AbortCause, EngineError, Result};
+use crate::interleave::{self, Point};
 use crate::patch::{check_columns, project, ColumnChange, ColumnMask, Patch};
 use crate::wal;
 
@@ -694,7 +696,10 @@ impl<'db> Transaction<'db> {
         self.id = db.next_txn.fetch_add(1, Ordering::Relaxed);
         let intent = db.log.intend_commit();
         self.lock_writes()?;
-        let outcome = self.validate().and_then(|()| self.apply_and_log());
+        let outcome = self.validate().and_then(|()| {
+            interleave::reached(Point::Validated);
+            self.apply_and_log()
+        });
         self.unlock_writes();
         if let Err(err) = &outcome {
             if !err.is_retryable() {
@@ -1108,6 +1113,7 @@ impl<'db> Transaction<'db> {
             if tree.locks.locked_by_other(&read.key, self.id, read.mask()) {
                 return Err(self.db.count_abort(AbortCause::ReadChanged));
             }
+            interleave::reached(Point::BetweenTheChecksOfAPointRead);
             // What it read is not being changed (no lock) and no logged change touched its
             // leaf since the read: the version is the same. Otherwise search again.
             if tree.btree.leaf_unchanged(read.stamp)? {
@@ -1144,11 +1150,53 @@ impl<'db> Transaction<'db> {
         Ok(now == columns.values)
     }
 
+    /// A scan holds if no other transaction holds a lock in the part of its range it covered
+    /// and, run again, it returns the same pairs — checked in that order, as a point read's
+    /// lock is checked before its version. A writer of a key in the range holds the key's
+    /// lock from before its own validation until after its row is in the tree; found
+    /// unlocked first, such a writer either applied already (the scan run afterwards sees its
+    /// row) or locks later, serializing after us. Run first, the scan could miss a row
+    /// applied just after it, and the lock check find that row's writer already gone: write
+    /// skew (`txn/interleavings.rs` stops a writer exactly there).
     fn validate_scan(&self, scan: &RangeRead) -> Result<()> {
-        let tree = self.tree(scan.tree);
+        if cfg!(feature = "planted-rescan-before-lock-check") {
+            // The old, wrong order, planted so that CI sees `txn/interleavings.rs` catch it.
+            self.check_scan_returns_the_same(scan)?;
+            interleave::reached(Point::BetweenTheChecksOfAScan);
+            return self.check_scan_range_unlocked(scan);
+        }
+        self.check_scan_range_unlocked(scan)?;
+        interleave::reached(Point::BetweenTheChecksOfAScan);
+        self.check_scan_returns_the_same(scan)
+    }
+
+    /// No other transaction holds a key in the part of the range `scan` covered: up to its
+    /// last key if the limit cut it.
+    fn check_scan_range_unlocked(&self, scan: &RangeRead) -> Result<()> {
+        let (mut lower, mut upper) = (as_ref(&scan.lower), as_ref(&scan.upper));
+        if scan.seen.len() == scan.limit {
+            if let Some((last, _)) = scan.seen.last() {
+                match scan.direction {
+                    ScanDirection::Ascending => upper = Bound::Included(last),
+                    ScanDirection::Descending => lower = Bound::Included(last),
+                }
+            }
+        }
+        if self
+            .tree(scan.tree)
+            .locks
+            .range_locked_by_other(lower, upper, self.id)
+        {
+            return Err(self.db.count_abort(AbortCause::Phantom));
+        }
+        Ok(())
+    }
+
+    /// `scan`, run again, returns the same (key, version) pairs.
+    fn check_scan_returns_the_same(&self, scan: &RangeRead) -> Result<()> {
         let primary = scan.tree.tree == 0;
         let mut again = Vec::with_capacity(scan.seen.len());
-        tree.btree.scan(
+        self.tree(scan.tree).btree.scan(
             as_ref(&scan.lower),
             as_ref(&scan.upper),
             scan.direction,
@@ -1164,19 +1212,6 @@ impl<'db> Transaction<'db> {
             },
         )?;
         if again != scan.seen {
-            return Err(self.db.count_abort(AbortCause::Phantom));
-        }
-        // The part of the range the scan covered: up to its last key if the limit cut it.
-        let (mut lower, mut upper) = (as_ref(&scan.lower), as_ref(&scan.upper));
-        if scan.seen.len() == scan.limit {
-            if let Some((last, _)) = scan.seen.last() {
-                match scan.direction {
-                    ScanDirection::Ascending => upper = Bound::Included(last),
-                    ScanDirection::Descending => lower = Bound::Included(last),
-                }
-            }
-        }
-        if tree.locks.range_locked_by_other(lower, upper, self.id) {
             return Err(self.db.count_abort(AbortCause::Phantom));
         }
         Ok(())
@@ -1401,3 +1436,6 @@ fn write_bounds(id: u32, lower: &ByteBound, upper: &ByteBound) -> (WriteBound, W
     };
     (lower, upper)
 }
+
+#[cfg(test)]
+mod interleavings;
