@@ -734,6 +734,155 @@ fn reads_caught_in_an_inner_node_split_are_exact() {
     reads_caught_in_a_structure_change_are_exact(600, 3);
 }
 
+/// A structure change a logged writer has made but not yet stamped (its record is not
+/// appended): a leaf split below an inner node that is not the root, or a merge of two leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnstampedChange {
+    LeafSplitBelowTheRoot,
+    LeafMerge,
+}
+
+/// Readers beside a writer that has finished a structure change deep in a tree of height 3
+/// and not yet stamped its pages (the engine's writer between its changes and its append).
+/// Readers whose copies of the inner nodes were warmed before the change look up the keys
+/// around it: an answer that comes before the stamp must be the tree as it was before the
+/// change (the change may still be lost in a crash), and any answer must be the tree before
+/// or after it. A reader that trusted a stale copy of the changed inner node, or a leaf that
+/// carries the writer's mark, would answer from the wrong leaf or from the unlogged change.
+/// Complements `reads_caught_in_a_structure_change_are_exact` (a writer stopped *during* a
+/// split below the root), and covers merges, which it cannot stop. In this window the rules
+/// back each other up (the changed parent is both a stale copy and marked, the changed leaf
+/// is marked), so breaking one of them alone passes; with the marks ignored on leaves and
+/// inner nodes alike, both cases fail.
+fn reads_beside_an_unstamped_structure_change_see_the_tree_before_it(change: UnstampedChange) {
+    const KEY_LEN: usize = 400; // about 19 entries per node: 600 keys make height 3
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 256);
+    let tree = BTree::create(pool.clone()).expect("create");
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec();
+        key.resize(KEY_LEN, b'k');
+        key
+    };
+    let value = |k: u32| k.to_le_bytes().to_vec();
+    let lsn = AtomicU64::new(1);
+    let mut present: std::collections::BTreeSet<u32> = (0..600).map(|k| k * 1000).collect();
+    for &k in &present {
+        change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
+            writer.put(&key(k), &value(k), redo).expect("put")
+        });
+    }
+    assert_eq!(tree.check().expect("check").height, 3);
+    let middle = 300_000;
+    // Splits: keys added into one gap, each below the last, until its leaf splits (its
+    // parent has room: a leaf split links into it). Merges: keys deleted upwards from the
+    // middle until a leaf falls underfull and merges with a neighbour.
+    let changes: Vec<(u32, bool)> = match change {
+        UnstampedChange::LeafSplitBelowTheRoot => (middle + 1..middle + 999)
+            .rev()
+            .map(|k| (k, true))
+            .collect(),
+        UnstampedChange::LeafMerge => (300..500).map(|k| (k * 1000, false)).collect(),
+    };
+    let (mut caught, mut early_answers) = (0, 0);
+    for (k, put) in changes {
+        if caught == 3 {
+            break;
+        }
+        let before = present.clone();
+        if put {
+            present.insert(k);
+        } else {
+            present.remove(&k);
+        }
+        // The keys around the change, whose paths share its inner node (a reader of one of
+        // those waits for the writer), and a sample of the others (a reader of one of those
+        // need not).
+        let near: Vec<u32> = before
+            .union(&present)
+            .copied()
+            .filter(|&r| r.abs_diff(k) <= 60_000 || r % 20_000 == 0)
+            .collect();
+        let ready = std::sync::Barrier::new(near.len() + 1);
+        let go = std::sync::Barrier::new(near.len() + 1);
+        std::thread::scope(|s| {
+            let readers: Vec<_> = near
+                .iter()
+                .map(|&r| {
+                    let (tree, key, ready, go) = (&tree, &key, &ready, &go);
+                    s.spawn(move || {
+                        tree.get(&key(r)).expect("warm-up read");
+                        ready.wait();
+                        go.wait();
+                        (r, tree.get(&key(r)).expect("get"))
+                    })
+                })
+                .collect();
+            ready.wait();
+            let mut redo = Redo::new();
+            let writer = tree.writer().expect("writer");
+            if put {
+                writer.put(&key(k), &value(k), &mut redo).expect("put");
+            } else {
+                assert!(writer.delete(&key(k), &mut redo).expect("delete"));
+            }
+            // One page touched: no structure change, and nothing for this test to look at.
+            let structure_changed = redo.touched().len() > 1;
+            go.wait();
+            let mut waiting = Vec::new();
+            if structure_changed {
+                caught += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                for reader in readers {
+                    if !reader.is_finished() {
+                        waiting.push(reader);
+                        continue;
+                    }
+                    let (r, found) = reader.join().expect("reader");
+                    let expected = before.contains(&r).then(|| value(r));
+                    assert_eq!(
+                        found, expected,
+                        "key {r} read beside an unstamped {change:?}"
+                    );
+                    early_answers += 1;
+                }
+            } else {
+                waiting = readers;
+            }
+            let at = lsn.fetch_add(1, Ordering::Relaxed);
+            for &id in redo.touched() {
+                pool.stamp(id, at).expect("stamp");
+            }
+            drop(writer);
+            for reader in waiting {
+                let (r, found) = reader.join().expect("reader");
+                let (old, new) = (before.contains(&r), present.contains(&r));
+                let possible = [old.then(|| value(r)), new.then(|| value(r))];
+                assert!(possible.contains(&found), "key {r}: {found:?}");
+            }
+        });
+    }
+    assert_eq!(caught, 3, "no {change:?} happened");
+    assert!(early_answers > 0, "no read was served beside the writer");
+    let shape = tree.check().expect("check");
+    assert_eq!(shape.entries, present.len());
+    if change == UnstampedChange::LeafSplitBelowTheRoot {
+        assert_eq!(shape.height, 3);
+    }
+}
+
+#[test]
+fn reads_beside_an_unstamped_leaf_split_below_the_root_see_the_tree_before_it() {
+    reads_beside_an_unstamped_structure_change_see_the_tree_before_it(
+        UnstampedChange::LeafSplitBelowTheRoot,
+    );
+}
+
+#[test]
+fn reads_beside_an_unstamped_leaf_merge_see_the_tree_before_it() {
+    reads_beside_an_unstamped_structure_change_see_the_tree_before_it(UnstampedChange::LeafMerge);
+}
+
 #[test]
 fn deep_tree_grows_to_height_three_and_shrinks_back() {
     let storage = SimStorage::new();
