@@ -152,17 +152,30 @@ fn a_writer_between_the_checks_of_a_scan_is_caught() {
 #[derive(Debug)]
 struct Committed {
     id: i64,
-    /// (key, writer) for every row read that the transaction had not written itself.
+    /// (key, writer) for every row read that the transaction had not written itself, with
+    /// [`ABSENT`] for a key it found missing (by a point read, or inside a scan's range).
     reads: Vec<(i64, i64)>,
-    /// (key, prev): the row's writer that this transaction's write replaced.
+    /// (key, prev): the version that this transaction's write replaced ([`ABSENT`] for an
+    /// insert).
     writes: Vec<(i64, i64)>,
 }
 
+/// The writer of the rows there at the start.
 const INITIAL: i64 = 0;
+/// The version of a key that is not there. Rows are inserted at most once and never deleted,
+/// so a key has one such version, before its insert (and it counts as written by
+/// [`INITIAL`]).
+const ABSENT: i64 = -1;
+
+/// Whether `key` is there at the start: the even keys; the odd ones are inserted later.
+fn initially_present(key: i64) -> bool {
+    key % 2 == 0
+}
 
 fn history_database(keys: i64) -> (Database, Table) {
     let rows: Vec<Vec<Value>> = (0..keys)
-        .map(|id| vec![Value::Int(id), Value::Int(INITIAL), Value::Int(-1)])
+        .filter(|&id| initially_present(id))
+        .map(|id| vec![Value::Int(id), Value::Int(INITIAL), Value::Int(ABSENT)])
         .collect();
     database_with(&["id", "writer", "prev"], &rows)
 }
@@ -174,8 +187,9 @@ fn writer_of(row: &[Value]) -> (i64, i64) {
     }
 }
 
-/// One random transaction of `id` against `keys` rows: scans (either direction, some with a
-/// limit), point reads (one row or a few at once), and read-modify-writes that name `id` as the row's writer.
+/// One random transaction of `id` against keys `0..keys`: scans (either direction, some with
+/// a limit), point reads (one row or a few at once), read-modify-writes that name `id` as
+/// the row's writer, and now and then the insert of a missing key.
 fn random_transaction(
     db: &Database,
     table: &Table,
@@ -185,8 +199,9 @@ fn random_transaction(
 ) -> crate::Result<Committed> {
     let mut txn = db.begin();
     let (mut reads, mut writes) = (Vec::new(), Vec::new());
-    let note = |row: &[Value], reads: &mut Vec<(i64, i64)>| {
-        let (key, writer) = writer_of(row);
+    // Notes what was seen of `key`, unless it was this transaction's own write.
+    let mut saw = |key: i64, row: Option<&Vec<Value>>| {
+        let writer = row.map_or(ABSENT, |row| writer_of(row).1);
         if writer != id {
             reads.push((key, writer));
         }
@@ -195,9 +210,10 @@ fn random_transaction(
         let key = rng.gen_range(0..keys);
         match rng.gen_range(0..4) {
             0 => {
+                let end = (key + rng.gen_range(1..=4)).min(keys);
                 let range = KeyRange::new(
                     Bound::Included(vec![Value::Int(key)]),
-                    Bound::Excluded(vec![Value::Int(key + rng.gen_range(1..=4))]),
+                    Bound::Excluded(vec![Value::Int(end)]),
                 );
                 let direction = if rng.gen_bool(0.5) {
                     ScanDirection::Ascending
@@ -205,33 +221,51 @@ fn random_transaction(
                     ScanDirection::Descending
                 };
                 let limit = if rng.gen_bool(0.3) { 2 } else { usize::MAX };
-                for row in txn.scan(table, &range, direction, limit)? {
-                    note(&row, &mut reads);
+                let rows = txn.scan(table, &range, direction, limit)?;
+                let found: std::collections::BTreeMap<i64, &Vec<Value>> =
+                    rows.iter().map(|row| (writer_of(row).0, row)).collect();
+                // A scan cut by its limit read nothing beyond its last row.
+                let mut covered = key..end;
+                if rows.len() == limit {
+                    let last = writer_of(rows.last().expect("limit > 0")).0;
+                    covered = match direction {
+                        ScanDirection::Ascending => key..last + 1,
+                        ScanDirection::Descending => last..end,
+                    };
+                }
+                for k in covered {
+                    saw(k, found.get(&k).copied());
                 }
             }
-            1 => {
-                let row = txn
-                    .get(table, &[Value::Int(key)])?
-                    .expect("rows are never deleted");
-                note(&row, &mut reads);
-            }
+            1 => saw(key, txn.get(table, &[Value::Int(key)])?.as_ref()),
             2 => {
-                let some: Vec<Vec<Value>> = (key..keys.min(key + 3))
-                    .map(|k| vec![Value::Int(k)])
-                    .collect();
-                for row in txn.get_many(table, &some)? {
-                    note(&row.expect("rows are never deleted"), &mut reads);
+                let some: Vec<i64> = (key..keys.min(key + 3)).collect();
+                let wanted: Vec<Vec<Value>> = some.iter().map(|&k| vec![Value::Int(k)]).collect();
+                for (k, row) in some.into_iter().zip(txn.get_many(table, &wanted)?) {
+                    saw(k, row.as_ref());
                 }
             }
             _ => {
-                let row = txn
-                    .get(table, &[Value::Int(key)])?
-                    .expect("rows are never deleted");
-                let (_, prev) = writer_of(&row);
-                if prev != id {
-                    note(&row, &mut reads);
-                    txn.update(table, &[Value::Int(key), Value::Int(id), Value::Int(prev)])?;
-                    writes.push((key, prev));
+                let row = txn.get(table, &[Value::Int(key)])?;
+                saw(key, row.as_ref());
+                match row.map(|row| writer_of(&row).1) {
+                    Some(writer) if writer != id => {
+                        txn.update(
+                            table,
+                            &[Value::Int(key), Value::Int(id), Value::Int(writer)],
+                        )?;
+                        writes.push((key, writer));
+                    }
+                    Some(_) => {}
+                    // Rarely, so that keys stay missing for a while and scans meet inserts.
+                    None if rng.gen_ratio(1, 20) => {
+                        txn.insert(
+                            table,
+                            &[Value::Int(key), Value::Int(id), Value::Int(ABSENT)],
+                        )?;
+                        writes.push((key, ABSENT));
+                    }
+                    None => {}
                 }
             }
         }
@@ -286,15 +320,20 @@ fn random_history(
         )
         .expect("final scan");
     txn.commit().expect("final read");
-    (committed, rows.iter().map(|row| writer_of(row)).collect())
+    let present: std::collections::BTreeMap<i64, i64> =
+        rows.iter().map(|row| writer_of(row)).collect();
+    let finals = (0..keys)
+        .map(|k| (k, present.get(&k).copied().unwrap_or(ABSENT)))
+        .collect();
+    (committed, finals)
 }
 
 /// Checks that `history` is serializable (Adya's direct serialization graph has no cycle)
-/// and that `finals` (each row's last writer) ends each row's chain of versions. Each write
-/// names the version it replaced, so the version order of every row is a chain from
-/// [`INITIAL`]; write-write edges follow it, write-read edges go from a version's writer to
-/// its readers, and read-write (anti-dependency) edges from a reader to the writer of the
-/// next version.
+/// and that `finals` (each key's last writer, or [`ABSENT`]) ends each key's chain of
+/// versions. Each write names the version it replaced, so the versions of every key form a
+/// chain from [`INITIAL`] or [`ABSENT`]; write-write edges follow it, write-read edges go
+/// from a version's writer to its readers, and read-write (anti-dependency) edges from a
+/// reader to the writer of the next version.
 fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
     use std::collections::{BTreeMap, BTreeSet};
     let ids: BTreeSet<i64> = history.iter().map(|t| t.id).collect();
@@ -310,7 +349,11 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
         }
     }
     for &(key, last) in finals {
-        let mut at = INITIAL;
+        let mut at = if initially_present(key) {
+            INITIAL
+        } else {
+            ABSENT
+        };
         while let Some(&n) = next.get(&(key, at)) {
             at = n;
         }
@@ -319,22 +362,31 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
             "key {key}'s chain of versions does not end at its row"
         );
     }
+    // The transaction that wrote a version: the initial state wrote the missing keys too.
+    let writer_of_version = |version: i64| {
+        assert!(
+            version == INITIAL || version == ABSENT || ids.contains(&version),
+            "a version by {version}, which did not commit, was read or overwritten"
+        );
+        if version == ABSENT {
+            INITIAL
+        } else {
+            version
+        }
+    };
     let mut edges: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
     for t in history {
-        for &(key, prev) in &t.writes {
-            edges.entry(prev).or_default().insert(t.id);
-            assert!(
-                prev == INITIAL || ids.contains(&prev),
-                "key {key}: wrote over uncommitted {prev}"
-            );
+        for &(_, prev) in &t.writes {
+            edges
+                .entry(writer_of_version(prev))
+                .or_default()
+                .insert(t.id);
         }
         for &(key, writer) in &t.reads {
-            assert!(
-                writer == INITIAL || ids.contains(&writer),
-                "transaction {} read key {key} from {writer}, which did not commit",
-                t.id
-            );
-            edges.entry(writer).or_default().insert(t.id);
+            edges
+                .entry(writer_of_version(writer))
+                .or_default()
+                .insert(t.id);
             if let Some(&overwriter) = next.get(&(key, writer)) {
                 if overwriter != t.id {
                     edges.entry(t.id).or_default().insert(overwriter);
