@@ -26,7 +26,7 @@ use tailstore_media::sim::SimStorage;
 use tailstore_storage::{Column, ColumnType, ScanDirection, Schema, Value, PAGE_SIZE};
 
 use crate::interleave::{self, Point};
-use crate::{AbortCause, Database, DbConfig, EngineError, KeyRange, Table};
+use crate::{AbortCause, ColumnChange, Database, DbConfig, EngineError, KeyRange, Table};
 
 const X: i64 = 1;
 const K: i64 = 15;
@@ -147,49 +147,99 @@ fn a_writer_between_the_checks_of_a_scan_is_caught() {
     assert_one_commits(Read::Scan, AbortCause::Phantom);
 }
 
-/// A committed transaction of [`random_history`], as the checker sees it: each row holds the
-/// id of the transaction that wrote it last and of the one before (`prev`).
+/// A committed transaction of [`random_history`], as the checker sees it. The objects are
+/// registers: each row of the history table holds two (columns `w0, p0` and `w1, p1`), and
+/// register `r` of row `key` is object `2 * key + r`. A register holds the id of the
+/// transaction that wrote it last and of the one before.
 #[derive(Debug)]
 struct Committed {
     id: i64,
-    /// (key, writer) for every row read that the transaction had not written itself, with
-    /// [`ABSENT`] for a key it found missing (by a point read, or inside a scan's range).
+    /// (object, writer) for every register read that the transaction had not written
+    /// itself, with [`ABSENT`] for a row it found missing (by a point read, or inside a
+    /// scan's range).
     reads: Vec<(i64, i64)>,
-    /// (key, prev): the version that this transaction's write replaced ([`ABSENT`] for an
-    /// insert).
+    /// (object, prev): the version that this transaction's write replaced ([`ABSENT`] for
+    /// an insert).
     writes: Vec<(i64, i64)>,
 }
 
 /// The writer of the rows there at the start.
 const INITIAL: i64 = 0;
-/// The version of a key that is not there. Rows are inserted at most once and never deleted,
-/// so a key has one such version, before its insert (and it counts as written by
-/// [`INITIAL`]).
+/// The version of a register whose row is not there. Rows are inserted at most once and
+/// never deleted, so a register has one such version, before its row's insert (and it
+/// counts as written by [`INITIAL`]).
 const ABSENT: i64 = -1;
+/// Registers per row.
+const REGISTERS: i64 = 2;
+/// The columns of register `r`: its writer and the writer before.
+const fn register_columns(r: i64) -> [usize; 2] {
+    [1 + 2 * r as usize, 2 + 2 * r as usize]
+}
 
-/// Whether `key` is there at the start: the even keys; the odd ones are inserted later.
+/// Whether `key`'s row is there at the start: the even keys; the odd ones are inserted later.
 fn initially_present(key: i64) -> bool {
     key % 2 == 0
+}
+
+fn object(key: i64, register: i64) -> i64 {
+    REGISTERS * key + register
 }
 
 fn history_database(keys: i64) -> (Database, Table) {
     let rows: Vec<Vec<Value>> = (0..keys)
         .filter(|&id| initially_present(id))
-        .map(|id| vec![Value::Int(id), Value::Int(INITIAL), Value::Int(ABSENT)])
+        .map(|id| row_of(id, [INITIAL, ABSENT], [INITIAL, ABSENT]))
         .collect();
-    database_with(&["id", "writer", "prev"], &rows)
+    database_with(&["id", "w0", "p0", "w1", "p1"], &rows)
 }
 
-fn writer_of(row: &[Value]) -> (i64, i64) {
-    match row {
-        [Value::Int(key), Value::Int(writer), _] => (*key, *writer),
-        other => panic!("not a row of the history table: {other:?}"),
+/// A row whose registers hold (writer, prev) pairs `r0` and `r1`.
+fn row_of(key: i64, r0: [i64; 2], r1: [i64; 2]) -> Vec<Value> {
+    [key, r0[0], r0[1], r1[0], r1[1]].map(Value::Int).to_vec()
+}
+
+fn int(value: &Value) -> i64 {
+    match value {
+        Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// A row's key and the writers of its registers.
+fn writers_of(row: &[Value]) -> (i64, [i64; 2]) {
+    (
+        int(&row[0]),
+        [0, 1].map(|r| int(&row[register_columns(r)[0]])),
+    )
+}
+
+/// The registers a transaction read, as the checker wants them: (object, writer), leaving
+/// out those it had written itself.
+struct Reads {
+    reader: i64,
+    seen: Vec<(i64, i64)>,
+}
+
+impl Reads {
+    fn register(&mut self, key: i64, register: i64, writer: i64) {
+        if writer != self.reader {
+            self.seen.push((object(key, register), writer));
+        }
+    }
+
+    /// Both registers of `key`, from its row or its absence.
+    fn row(&mut self, key: i64, row: Option<&Vec<Value>>) {
+        let writers = row.map_or([ABSENT; 2], |row| writers_of(row).1);
+        for register in 0..REGISTERS {
+            self.register(key, register, writers[register as usize]);
+        }
     }
 }
 
 /// One random transaction of `id` against keys `0..keys`: scans (either direction, some with
-/// a limit), point reads (one row or a few at once), read-modify-writes that name `id` as
-/// the row's writer, and now and then the insert of a missing key.
+/// a limit), point reads (one row or a few at once) and reads of one register, writes of one
+/// register (a column patch after a column read) or of the whole row (after a read of it),
+/// and now and then the insert of a missing row.
 fn random_transaction(
     db: &Database,
     table: &Table,
@@ -198,17 +248,15 @@ fn random_transaction(
     rng: &mut StdRng,
 ) -> crate::Result<Committed> {
     let mut txn = db.begin();
-    let (mut reads, mut writes) = (Vec::new(), Vec::new());
-    // Notes what was seen of `key`, unless it was this transaction's own write.
-    let mut saw = |key: i64, row: Option<&Vec<Value>>| {
-        let writer = row.map_or(ABSENT, |row| writer_of(row).1);
-        if writer != id {
-            reads.push((key, writer));
-        }
+    let mut reads = Reads {
+        reader: id,
+        seen: Vec::new(),
     };
+    let mut writes = Vec::new();
     for _ in 0..rng.gen_range(1..=4) {
         let key = rng.gen_range(0..keys);
-        match rng.gen_range(0..4) {
+        let register = rng.gen_range(0..REGISTERS);
+        match rng.gen_range(0..6) {
             0 => {
                 let end = (key + rng.gen_range(1..=4)).min(keys);
                 let range = KeyRange::new(
@@ -223,47 +271,72 @@ fn random_transaction(
                 let limit = if rng.gen_bool(0.3) { 2 } else { usize::MAX };
                 let rows = txn.scan(table, &range, direction, limit)?;
                 let found: std::collections::BTreeMap<i64, &Vec<Value>> =
-                    rows.iter().map(|row| (writer_of(row).0, row)).collect();
+                    rows.iter().map(|row| (int(&row[0]), row)).collect();
                 // A scan cut by its limit read nothing beyond its last row.
                 let mut covered = key..end;
                 if rows.len() == limit {
-                    let last = writer_of(rows.last().expect("limit > 0")).0;
+                    let last = int(&rows.last().expect("limit > 0")[0]);
                     covered = match direction {
                         ScanDirection::Ascending => key..last + 1,
                         ScanDirection::Descending => last..end,
                     };
                 }
                 for k in covered {
-                    saw(k, found.get(&k).copied());
+                    reads.row(k, found.get(&k).copied());
                 }
             }
-            1 => saw(key, txn.get(table, &[Value::Int(key)])?.as_ref()),
+            1 => reads.row(key, txn.get(table, &[Value::Int(key)])?.as_ref()),
             2 => {
                 let some: Vec<i64> = (key..keys.min(key + 3)).collect();
                 let wanted: Vec<Vec<Value>> = some.iter().map(|&k| vec![Value::Int(k)]).collect();
                 for (k, row) in some.into_iter().zip(txn.get_many(table, &wanted)?) {
-                    saw(k, row.as_ref());
+                    reads.row(k, row.as_ref());
+                }
+            }
+            3 => {
+                let columns = register_columns(register);
+                match txn.get_columns(table, &[Value::Int(key)], &columns)? {
+                    Some(values) => reads.register(key, register, int(&values[0])),
+                    None => reads.row(key, None),
+                }
+            }
+            4 => {
+                // One register, as a column patch: the other register is neither read nor
+                // written, so a concurrent write of it must not conflict (or be lost).
+                let [writer_column, prev_column] = register_columns(register);
+                let Some(values) = txn.get_columns(table, &[Value::Int(key)], &[writer_column])?
+                else {
+                    reads.row(key, None);
+                    continue;
+                };
+                let writer = int(&values[0]);
+                reads.register(key, register, writer);
+                if writer != id {
+                    let changes = [
+                        (writer_column, ColumnChange::Set(Value::Int(id))),
+                        (prev_column, ColumnChange::Set(Value::Int(writer))),
+                    ];
+                    txn.update_columns(table, &[Value::Int(key)], &changes)?;
+                    writes.push((object(key, register), writer));
                 }
             }
             _ => {
                 let row = txn.get(table, &[Value::Int(key)])?;
-                saw(key, row.as_ref());
-                match row.map(|row| writer_of(&row).1) {
-                    Some(writer) if writer != id => {
-                        txn.update(
-                            table,
-                            &[Value::Int(key), Value::Int(id), Value::Int(writer)],
-                        )?;
-                        writes.push((key, writer));
+                reads.row(key, row.as_ref());
+                match row.map(|row| writers_of(&row).1) {
+                    Some(writers) if !writers.contains(&id) => {
+                        txn.update(table, &row_of(key, [id, writers[0]], [id, writers[1]]))?;
+                        for register in 0..REGISTERS {
+                            writes.push((object(key, register), writers[register as usize]));
+                        }
                     }
                     Some(_) => {}
-                    // Rarely, so that keys stay missing for a while and scans meet inserts.
+                    // Rarely, so that rows stay missing for a while and scans meet inserts.
                     None if rng.gen_ratio(1, 20) => {
-                        txn.insert(
-                            table,
-                            &[Value::Int(key), Value::Int(id), Value::Int(ABSENT)],
-                        )?;
-                        writes.push((key, ABSENT));
+                        txn.insert(table, &row_of(key, [id, ABSENT], [id, ABSENT]))?;
+                        for register in 0..REGISTERS {
+                            writes.push((object(key, register), ABSENT));
+                        }
                     }
                     None => {}
                 }
@@ -271,7 +344,11 @@ fn random_transaction(
         }
     }
     txn.commit()?;
-    Ok(Committed { id, reads, writes })
+    Ok(Committed {
+        id,
+        reads: reads.seen,
+        writes,
+    })
 }
 
 /// `threads` threads each run `per_thread` random transactions, pausing at random between
@@ -320,10 +397,13 @@ fn random_history(
         )
         .expect("final scan");
     txn.commit().expect("final read");
-    let present: std::collections::BTreeMap<i64, i64> =
-        rows.iter().map(|row| writer_of(row)).collect();
+    let present: std::collections::BTreeMap<i64, [i64; 2]> =
+        rows.iter().map(|row| writers_of(row)).collect();
     let finals = (0..keys)
-        .map(|k| (k, present.get(&k).copied().unwrap_or(ABSENT)))
+        .flat_map(|k| {
+            let writers = present.get(&k).copied().unwrap_or([ABSENT; 2]);
+            (0..REGISTERS).map(move |r| (object(k, r), writers[r as usize]))
+        })
         .collect();
     (committed, finals)
 }
@@ -349,7 +429,7 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
         }
     }
     for &(key, last) in finals {
-        let mut at = if initially_present(key) {
+        let mut at = if initially_present(key / REGISTERS) {
             INITIAL
         } else {
             ABSENT
