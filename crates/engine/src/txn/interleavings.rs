@@ -19,6 +19,7 @@ use std::sync::{Arc, Barrier};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tailstore_history::DependencyGraph;
 
 use tailstore_log::CommitMode;
 use tailstore_media::scaled_growth::ScaledGrowth;
@@ -419,30 +420,30 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
     let ids: BTreeSet<i64> = history.iter().map(|t| t.id).collect();
     let mut next: BTreeMap<(i64, i64), i64> = BTreeMap::new();
     for t in history {
-        for &(key, prev) in &t.writes {
-            if let Some(other) = next.insert((key, prev), t.id) {
+        for &(object, prev) in &t.writes {
+            if let Some(other) = next.insert((object, prev), t.id) {
                 panic!(
-                    "lost update: {other} and {} both replaced key {key}'s version by {prev}",
+                    "lost update: {other} and {} both replaced object {object}'s version by {prev}",
                     t.id
                 );
             }
         }
     }
-    for &(key, last) in finals {
-        let mut at = if initially_present(key / REGISTERS) {
+    for &(object, last) in finals {
+        let mut at = if initially_present(object / REGISTERS) {
             INITIAL
         } else {
             ABSENT
         };
-        while let Some(&n) = next.get(&(key, at)) {
+        while let Some(&n) = next.get(&(object, at)) {
             at = n;
         }
         assert_eq!(
             at, last,
-            "key {key}'s chain of versions does not end at its row"
+            "object {object}'s chain of versions does not end at its row"
         );
     }
-    // The transaction that wrote a version: the initial state wrote the missing keys too.
+    // The transaction that wrote a version: the initial state wrote the missing rows too.
     let writer_of_version = |version: i64| {
         assert!(
             version == INITIAL || version == ABSENT || ids.contains(&version),
@@ -454,83 +455,25 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
             version
         }
     };
-    let mut edges: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    let mut graph = DependencyGraph::new();
     for t in history {
+        graph.node(t.id);
         for &(_, prev) in &t.writes {
-            edges
-                .entry(writer_of_version(prev))
-                .or_default()
-                .insert(t.id);
+            graph.edge(writer_of_version(prev), t.id);
         }
-        for &(key, writer) in &t.reads {
-            edges
-                .entry(writer_of_version(writer))
-                .or_default()
-                .insert(t.id);
-            if let Some(&overwriter) = next.get(&(key, writer)) {
-                if overwriter != t.id {
-                    edges.entry(t.id).or_default().insert(overwriter);
-                }
+        for &(object, writer) in &t.reads {
+            graph.edge(writer_of_version(writer), t.id);
+            if let Some(&overwriter) = next.get(&(object, writer)) {
+                graph.edge(t.id, overwriter);
             }
         }
     }
-    // Kahn's algorithm: what is left once every node without a predecessor is removed lies
-    // on a cycle or after one.
-    let mut indegree: BTreeMap<i64, usize> =
-        ids.iter().chain([&INITIAL]).map(|&n| (n, 0)).collect();
-    for targets in edges.values() {
-        for t in targets {
-            *indegree.entry(*t).or_default() += 1;
-        }
-    }
-    let mut ready: Vec<i64> = indegree
-        .iter()
-        .filter(|(_, &d)| d == 0)
-        .map(|(&n, _)| n)
-        .collect();
-    while let Some(n) = ready.pop() {
-        indegree.remove(&n);
-        for t in edges.get(&n).into_iter().flatten() {
-            let d = indegree.get_mut(t).expect("a node not yet removed");
-            *d -= 1;
-            if *d == 0 {
-                ready.push(*t);
-            }
-        }
-    }
-    if !indegree.is_empty() {
-        let cycle = a_cycle_among(&indegree, &edges);
+    if let Some(cycle) = graph.cycle() {
         let on_it: Vec<&Committed> = cycle
             .iter()
             .filter_map(|id| history.iter().find(|t| t.id == *id))
             .collect();
         panic!("not serializable: the dependency cycle {cycle:?}, of {on_it:?}");
-    }
-}
-
-/// A cycle through `left`, the nodes Kahn's algorithm could not remove: each has a
-/// predecessor among them, so walking from one to a predecessor, again and again, comes back
-/// to a node already passed. Returned in the edges' direction.
-fn a_cycle_among(
-    left: &std::collections::BTreeMap<i64, usize>,
-    edges: &std::collections::BTreeMap<i64, std::collections::BTreeSet<i64>>,
-) -> Vec<i64> {
-    let predecessor = |n: i64| {
-        edges
-            .iter()
-            .find(|(from, to)| left.contains_key(from) && to.contains(&n))
-            .map(|(&from, _)| from)
-            .expect("a node left by Kahn's algorithm has a predecessor left too")
-    };
-    let mut walk = vec![*left.keys().next().expect("not empty")];
-    loop {
-        let p = predecessor(*walk.last().expect("not empty"));
-        if let Some(at) = walk.iter().position(|&n| n == p) {
-            let mut cycle = walk.split_off(at);
-            cycle.reverse();
-            return cycle;
-        }
-        walk.push(p);
     }
 }
 
