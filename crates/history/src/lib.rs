@@ -8,8 +8,13 @@
 //! readers) and read-write (a reader to the writer of the next version, an anti-dependency).
 //! A history is serializable if and only if that graph has no cycle; [`DependencyGraph::cycle`]
 //! finds one, to print.
+//!
+//! [`pauses`] widens the windows such histories need: named points where a test stops a
+//! thread, or makes it pause at random.
 
 #![forbid(unsafe_code)]
+
+pub mod pauses;
 
 use std::collections::{BTreeMap, BTreeSet};
 
