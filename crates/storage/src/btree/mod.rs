@@ -111,9 +111,12 @@
 //!
 //! Tests (`storage/tests/btree.rs`): a read of a leaf that an unfinished writer changed waits
 //! for it, and one of another leaf does not; reads caught while a writer is stopped between a
-//! split and its link into the root (a leaf split; an inner node's) are exact; point reads
-//! beside logged writers that split and merge always find the keys that never leave. Deep
-//! trees (more inner levels than `PATH_DEPTH`) keep to the version.
+//! split and its link into the root (a leaf split; an inner node's) are exact; reads beside a
+//! leaf split below the root or a merge, made and not yet stamped, see the tree before it;
+//! point reads beside logged writers that split and merge always find the keys that never
+//! leave — also with every thread pausing at random at the points of `interleave`
+//! (`readers_beside_writers.rs`, which catches each of the three rules above broken alone).
+//! Deep trees (more inner levels than `PATH_DEPTH`) keep to the version.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
 //! allocated, before it changes anything, so a failed get, delete, merge or single split
@@ -121,14 +124,14 @@
 //! after it fails). The one exception is a split that propagates: once a child has split, a
 //! failure to link the new page into its parent would orphan it. Then the tree becomes
 //! fail-stop ([`StorageError::TreeInconsistent`] from every call), in the spirit of the log
-//! manager's fail-stop rule; logging and recovery (later issues) will make structure
-//! modifications atomic instead.
+//! manager's fail-stop rule; the half-made change was never logged, so recovery after a
+//! restart rebuilds the tree without it.
 //!
-//! Not done yet: page LSNs are not stamped (there is no logging of tree changes yet);
-//! separators are full keys (no suffix truncation or prefix compression); underfull nodes are
-//! not redistributed; node contents are trusted once the page checksum verifies (a logically
-//! corrupt but correctly checksummed node can panic on a bad offset).
+//! Not done yet: separators are full keys (no suffix truncation or prefix compression);
+//! underfull nodes are not redistributed; node contents are trusted once the page checksum
+//! verifies (a logically corrupt but correctly checksummed node can panic on a bad offset).
 
+mod interleave;
 mod node;
 pub mod redo;
 
@@ -139,6 +142,7 @@ use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
+use self::interleave::Point;
 use crate::buffer_pool::{BufferPool, FrameVersion, PageReadGuard, PageWriteGuard};
 use crate::error::{Result, StorageError};
 use crate::page::{Page, PageId, PageKind};
@@ -677,6 +681,7 @@ impl BTree {
         let found = self.walk_to_leaf(key, |_, _, version| {
             inners.record(version);
         });
+        interleave::reached(Point::LeafBeforeValidation);
         // Holding the leaf (when found): no writer may have been active since `v1`.
         if v1 & 1 == 0 && self.version.load(Ordering::SeqCst) == v1 {
             return Some(found);
@@ -704,6 +709,7 @@ impl BTree {
         let mut step = |p: &[u8], version| {
             let (at, child) = route_inner(p, key, None);
             visit(p, at, version);
+            interleave::reached(Point::WalkBetweenNodes);
             child
         };
         for _ in 0..MAX_HEIGHT {
@@ -964,6 +970,7 @@ impl BTree {
         let Some((separator, right)) = self.modify_in(child, key, value, mode, redo, last)? else {
             return Ok(None);
         };
+        interleave::reached(Point::ChildSplitBeforeLink);
         // The child has split: failing now would orphan `right` (see `BTree::broken`).
         self.absorb_split(id, at, child, separator, right, redo)
             .inspect_err(|_| self.broken.store(true, Ordering::Release))
@@ -1275,7 +1282,7 @@ impl BTree {
             entries.extend(node::entries(rp));
             (entries, node::upper(rp))
         };
-
+        interleave::reached(Point::MergeDecided);
         let mut parent = self.write_page(parent_id, redo)?;
         let mut left = self.write_page(left_id, redo)?;
         let mut right = self.write_page(right_id, redo)?;
@@ -1513,3 +1520,6 @@ impl TreeWriter<'_> {
         self.tree.get_unlatched(key)
     }
 }
+
+#[cfg(test)]
+mod readers_beside_writers;

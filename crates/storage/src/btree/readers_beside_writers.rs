@@ -1,0 +1,141 @@
+//! Point reads beside logged writers that split and merge, with every thread pausing at
+//! random at the tree's interleaving points (`super::interleave`): inside a walk, before a
+//! read validates, between a child's split and its link into the parent, between a merge's
+//! decision and its latches. The same workload without the pauses is
+//! `point_reads_stay_exact_beside_logged_writers` in `tests/btree.rs`, which meets those
+//! windows only now and then.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use tailstore_history::pauses;
+use tailstore_media::sim::SimStorage;
+use tailstore_media::{OpenMode, Storage};
+
+use super::redo::Redo;
+use super::BTree;
+use crate::buffer_pool::BufferPool;
+
+const KEYS: u32 = 3000;
+
+fn key(k: u32) -> Vec<u8> {
+    let mut key = k.to_be_bytes().to_vec(); // big-endian: memcmp order = numeric order
+    key.resize(400, b'k'); // long keys: ~19 per node, a tree of height 3 or 4 whose inner nodes split
+    key
+}
+
+fn value(k: u32) -> Vec<u8> {
+    k.to_le_bytes().repeat(20)
+}
+
+/// Keys always present; the others come and go.
+fn stable(k: u32) -> bool {
+    k.is_multiple_of(3)
+}
+
+/// One change as the engine makes it: through a writer, every touched page stamped with the
+/// next LSN before the writer lets go of the tree (with a pause point in between, where the
+/// engine appends the record). Returns whether the key was there.
+fn change(pool: &BufferPool, tree: &BTree, lsn: &AtomicU64, k: u32, put: bool) -> bool {
+    let writer = tree.writer().expect("writer");
+    let mut redo = Redo::new();
+    let found = if put {
+        writer.insert(&key(k), &value(k), &mut redo).is_ok()
+    } else {
+        writer.delete(&key(k), &mut redo).expect("delete")
+    };
+    pauses::reached("test: changed, not yet stamped");
+    let at = lsn.fetch_add(1, Ordering::Relaxed);
+    for &id in redo.touched() {
+        pool.stamp(id, at).expect("stamp");
+    }
+    found
+}
+
+/// Reads runs of one to three keys near the key a writer changed last (where its splits and
+/// merges move keys), checking every answer.
+fn reader(tree: &BTree, seed: u64, recent: &AtomicU32, done: &AtomicBool) {
+    pauses::chaos(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut reads = 0u64;
+    while !done.load(Ordering::Relaxed) || reads < 1000 {
+        // Around it, or as far as an inner node's keys reach (an inner node that split moves
+        // the keys of half its subtree).
+        let reach = if rng.gen_bool(0.5) { 40 } else { 400 };
+        let near = recent.load(Ordering::Relaxed).saturating_sub(reach);
+        let first = (near + rng.gen_range(0..2 * reach)).min(KEYS - 3);
+        let run: Vec<u32> = (first..first + rng.gen_range(1..=3)).collect();
+        let keys: Vec<Vec<u8>> = run.iter().map(|&k| key(k)).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut found = vec![None; run.len()];
+        tree.get_many_with(&keys, |i, v| found[i] = v.map(<[u8]>::to_vec))
+            .expect("get many");
+        for (&k, found) in run.iter().zip(found) {
+            if stable(k) {
+                assert_eq!(found, Some(value(k)), "key {k}, always present");
+            } else if let Some(found) = found {
+                assert_eq!(found, value(k), "key {k}");
+            }
+        }
+        reads += 1;
+    }
+}
+
+#[test]
+fn point_reads_stay_exact_beside_logged_writers_that_pause_mid_change() {
+    for seed in [1, 1000] {
+        readers_beside_writers(seed);
+    }
+}
+
+/// Two writers churn the keys that are not stable in and out four times, while two
+/// readers check their answers; `seed` picks the schedule of pauses and the orders.
+fn readers_beside_writers(seed: u64) {
+    let storage = SimStorage::new();
+    let file = storage
+        .open_file(Path::new("/db/data"), OpenMode::CreateIfMissing)
+        .expect("open");
+    let pool = Arc::new(BufferPool::new(file, 256, Box::new(|_| Ok(()))).expect("pool"));
+    let tree = BTree::create(pool.clone()).expect("create");
+    let lsn = AtomicU64::new(1);
+    for k in (0..KEYS).filter(|&k| stable(k)) {
+        assert!(change(&pool, &tree, &lsn, k, true));
+    }
+    let done = AtomicBool::new(false);
+    let recent = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (1..3u32)
+            .map(|w| {
+                let (pool, tree, lsn, recent) = (&pool, &tree, &lsn, &recent);
+                s.spawn(move || {
+                    pauses::chaos(seed + u64::from(w));
+                    let mut rng = StdRng::seed_from_u64(seed + u64::from(w));
+                    let mut churn: Vec<u32> = (0..KEYS).filter(|k| k % 3 == w).collect();
+                    for _ in 0..4 {
+                        for put in [true, false] {
+                            churn.shuffle(&mut rng);
+                            for &k in &churn {
+                                recent.store(k, Ordering::Relaxed);
+                                assert!(change(pool, tree, lsn, k, put), "put {put} of {k}");
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for r in 0..2u64 {
+            let (tree, recent, done) = (&tree, &recent, &done);
+            s.spawn(move || reader(tree, seed + 100 + r, recent, done));
+        }
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let shape = tree.check().expect("check");
+    assert_eq!(shape.entries, KEYS.div_ceil(3) as usize);
+}
