@@ -15,6 +15,12 @@ thread_local! {
     static HOOKS: RefCell<Vec<(&'static str, Hook)>> = const { RefCell::new(Vec::new()) };
     /// This thread's random pauses: 0 for none, else the generator's state.
     static CHAOS: Cell<u64> = const { Cell::new(0) };
+    /// The points where this thread pauses at random.
+    static CHAOS_AT: Cell<fn(&'static str) -> bool> = const { Cell::new(everywhere) };
+}
+
+fn everywhere(_point: &'static str) -> bool {
+    true
 }
 
 /// Runs `hook` (once) when this thread next reaches `point`.
@@ -26,7 +32,14 @@ pub fn at(point: &'static str, hook: impl FnMut() + 'static) {
 /// half of them, sleep up to 200 µs at one in eight, so that random schedules reach the
 /// windows between steps. `seed` picks the pauses.
 pub fn chaos(seed: u64) {
+    chaos_where(seed, everywhere);
+}
+
+/// [`chaos`] at the points `at` accepts only (some points are reached so often that pausing
+/// there would slow a test that looks for other windows).
+pub fn chaos_where(seed: u64, at: fn(&'static str) -> bool) {
     CHAOS.with(|state| state.set(seed | 1));
+    CHAOS_AT.with(|filter| filter.set(at));
 }
 
 /// This thread is at `point`: runs the hook waiting there, then pauses if chaos is on.
@@ -40,7 +53,9 @@ pub fn reached(point: &'static str) {
     if let Some(mut hook) = hook {
         hook();
     }
-    pause_at_random();
+    if CHAOS_AT.with(|filter| filter.get()(point)) {
+        pause_at_random();
+    }
 }
 
 fn pause_at_random() {

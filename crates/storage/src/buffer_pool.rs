@@ -111,6 +111,7 @@ use tailstore_media::File;
 
 use crate::doublewrite::DoubleWrite;
 use crate::error::{HookError, Result, StorageError};
+use crate::interleave::{self, Point};
 use crate::page::{Lsn, Page, PageId, PageIdMap, PageKind};
 
 /// Called with a dirty page's LSN before the page is written; must return only once the log
@@ -357,6 +358,7 @@ impl BufferPool {
         }
         loop {
             let (frame, pin) = self.pin_or_load(id, Fill::Read)?;
+            interleave::reached(Point::PinnedBeforeLatch);
             let guard = self.frames[frame].latch.read();
             if guard.page_id == Some(id) {
                 return Ok(self.read_guard(frame, guard, Some(pin)));
@@ -370,6 +372,7 @@ impl BufferPool {
     /// hits" and "Frame hints" in the module documentation).
     fn read_hit(&self, id: PageId) -> Option<PageReadGuard<'_>> {
         if let Some(frame) = self.hinted_frame(id) {
+            interleave::reached(Point::HintBeforeLatch);
             let meta = &self.frames[frame];
             if let Some(guard) = meta.latch.try_read() {
                 if guard.page_id == Some(id) {
@@ -713,6 +716,7 @@ impl BufferPool {
             pin,
             still_mapped,
         } = self.claim_victim()?;
+        interleave::reached(Point::VictimClaimed);
         {
             let mut shard = self.shard(id);
             if shard.frames.contains_key(&id) {

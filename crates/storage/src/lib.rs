@@ -28,6 +28,7 @@ pub mod btree;
 pub mod buffer_pool;
 pub mod doublewrite;
 pub mod error;
+mod interleave;
 pub mod key;
 pub mod page;
 pub mod row;

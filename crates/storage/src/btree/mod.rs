@@ -131,7 +131,6 @@
 //! underfull nodes are not redistributed; node contents are trusted once the page checksum
 //! verifies (a logically corrupt but correctly checksummed node can panic on a bad offset).
 
-mod interleave;
 mod node;
 pub mod redo;
 
@@ -142,9 +141,9 @@ use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
-use self::interleave::Point;
 use crate::buffer_pool::{BufferPool, FrameVersion, PageReadGuard, PageWriteGuard};
 use crate::error::{Result, StorageError};
+use crate::interleave::{self, Point};
 use crate::page::{Page, PageId, PageKind};
 use node::{CHILD, NODE_HEADER, PAYLOAD};
 pub use redo::{PageOp, Redo};
@@ -791,6 +790,7 @@ impl BTree {
     /// first change descends from the root as after [`BTree::writer`].
     pub fn writer_for(&self, key: &[u8]) -> Result<TreeWriter<'_>> {
         let path = self.leaf_path(key);
+        interleave::reached(Point::WriterPathBeforeLatch);
         let writer = self.writer()?;
         if let Some(path) = path {
             if path.inners.unchanged(&self.pool) {

@@ -41,7 +41,13 @@ fn stable(k: u32) -> bool {
 /// next LSN before the writer lets go of the tree (with a pause point in between, where the
 /// engine appends the record). Returns whether the key was there.
 fn change(pool: &BufferPool, tree: &BTree, lsn: &AtomicU64, k: u32, put: bool) -> bool {
-    let writer = tree.writer().expect("writer");
+    // Half of them find their leaf before the latch, as the engine's commits do.
+    let writer = if k.is_multiple_of(2) {
+        tree.writer_for(&key(k))
+    } else {
+        tree.writer()
+    }
+    .expect("writer");
     let mut redo = Redo::new();
     let found = if put {
         writer.insert(&key(k), &value(k), &mut redo).is_ok()
@@ -56,10 +62,23 @@ fn change(pool: &BufferPool, tree: &BTree, lsn: &AtomicU64, k: u32, put: bool) -
     found
 }
 
+/// How a run is set up.
+#[derive(Clone, Copy)]
+struct Run {
+    /// Picks the schedule of pauses and the orders of the changes.
+    seed: u64,
+    /// The pool's frames: enough for the whole tree, or so few that lookups keep evicting.
+    frames: usize,
+    /// How many times each writer puts its keys in and takes them out again.
+    rounds: usize,
+    /// The points where threads pause at random.
+    pause_at: fn(&'static str) -> bool,
+}
+
 /// Reads runs of one to three keys near the key a writer changed last (where its splits and
 /// merges move keys), checking every answer.
-fn reader(tree: &BTree, seed: u64, recent: &AtomicU32, done: &AtomicBool) {
-    pauses::chaos(seed);
+fn reader(tree: &BTree, run: Run, seed: u64, recent: &AtomicU32, done: &AtomicBool) {
+    pauses::chaos_where(seed, run.pause_at);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut reads = 0u64;
     while !done.load(Ordering::Relaxed) || reads < 1000 {
@@ -85,21 +104,48 @@ fn reader(tree: &BTree, seed: u64, recent: &AtomicU32, done: &AtomicBool) {
     }
 }
 
+fn outside_the_pool(point: &'static str) -> bool {
+    !point.starts_with("pool:")
+}
+
+fn everywhere(_point: &'static str) -> bool {
+    true
+}
+
+/// The tree's windows: pauses in the tree's code, a pool that holds the whole tree.
 #[test]
 fn point_reads_stay_exact_beside_logged_writers_that_pause_mid_change() {
     for seed in [1, 1000] {
-        readers_beside_writers(seed);
+        readers_beside_writers(Run {
+            seed,
+            frames: 256,
+            rounds: 4,
+            pause_at: outside_the_pool,
+        });
     }
 }
 
-/// Two writers churn the keys that are not stable in and out four times, while two
-/// readers check their answers; `seed` picks the schedule of pauses and the orders.
-fn readers_beside_writers(seed: u64) {
+/// The pool's windows as well: a pool of a few dozen frames, so that lookups (pausing
+/// between finding a frame and latching it) keep meeting evictions (pausing between
+/// claiming a victim and mapping it).
+#[test]
+fn point_reads_stay_exact_beside_writers_in_a_pool_that_keeps_evicting() {
+    readers_beside_writers(Run {
+        seed: 7,
+        frames: 32,
+        rounds: 1,
+        pause_at: everywhere,
+    });
+}
+
+/// Two writers churn the keys that are not stable in and out, while two readers check their
+/// answers.
+fn readers_beside_writers(run: Run) {
     let storage = SimStorage::new();
     let file = storage
         .open_file(Path::new("/db/data"), OpenMode::CreateIfMissing)
         .expect("open");
-    let pool = Arc::new(BufferPool::new(file, 256, Box::new(|_| Ok(()))).expect("pool"));
+    let pool = Arc::new(BufferPool::new(file, run.frames, Box::new(|_| Ok(()))).expect("pool"));
     let tree = BTree::create(pool.clone()).expect("create");
     let lsn = AtomicU64::new(1);
     for k in (0..KEYS).filter(|&k| stable(k)) {
@@ -112,10 +158,11 @@ fn readers_beside_writers(seed: u64) {
             .map(|w| {
                 let (pool, tree, lsn, recent) = (&pool, &tree, &lsn, &recent);
                 s.spawn(move || {
-                    pauses::chaos(seed + u64::from(w));
-                    let mut rng = StdRng::seed_from_u64(seed + u64::from(w));
+                    let seed = run.seed + u64::from(w);
+                    pauses::chaos_where(seed, run.pause_at);
+                    let mut rng = StdRng::seed_from_u64(seed);
                     let mut churn: Vec<u32> = (0..KEYS).filter(|k| k % 3 == w).collect();
-                    for _ in 0..4 {
+                    for _ in 0..run.rounds {
                         for put in [true, false] {
                             churn.shuffle(&mut rng);
                             for &k in &churn {
@@ -129,7 +176,7 @@ fn readers_beside_writers(seed: u64) {
             .collect();
         for r in 0..2u64 {
             let (tree, recent, done) = (&tree, &recent, &done);
-            s.spawn(move || reader(tree, seed + 100 + r, recent, done));
+            s.spawn(move || reader(tree, run, run.seed + 100 + r, recent, done));
         }
         for writer in writers {
             writer.join().expect("writer");
