@@ -19,6 +19,13 @@ pub(crate) enum Point {
     /// The same for a scan (no other transaction's lock in its range; run again, it returns
     /// the same rows).
     BetweenTheChecksOfAScan,
+    /// Step 3 has applied every write (the touched pages are marked unlogged, the trees'
+    /// latches held) and not yet appended the record.
+    AppliedNotLogged,
+    /// The record is appended and the pages stamped; the trees' latches are still held.
+    LoggedStillLatched,
+    /// Step 4 has released the key locks; the commit has yet to wait for durability.
+    Unlocked,
 }
 
 impl Point {
@@ -28,6 +35,9 @@ impl Point {
             Point::Validated => "engine: validated",
             Point::BetweenTheChecksOfAPointRead => "engine: between the checks of a point read",
             Point::BetweenTheChecksOfAScan => "engine: between the checks of a scan",
+            Point::AppliedNotLogged => "engine: applied, not logged",
+            Point::LoggedStillLatched => "engine: logged, still latched",
+            Point::Unlocked => "engine: unlocked",
         }
     }
 }

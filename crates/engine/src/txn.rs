@@ -701,6 +701,7 @@ impl<'db> Transaction<'db> {
             self.apply_and_log()
         });
         self.unlock_writes();
+        interleave::reached(Point::Unlocked);
         if let Err(err) = &outcome {
             if !err.is_retryable() {
                 // Refused before anything changed (a patch that cannot apply, a record too
@@ -1263,6 +1264,7 @@ impl<'db> Transaction<'db> {
             }
             writers.push(writer);
         }
+        interleave::reached(Point::AppliedNotLogged);
         // From reading `redo_lsn` to the end of the append (see `Shared::log_gate`).
         let append = db.log_gate.read();
         let redo_lsn = db.redo_lsn.load(Ordering::SeqCst);
@@ -1270,6 +1272,7 @@ impl<'db> Transaction<'db> {
             .map_err(|e| db.fail_stop(e))?;
         let lsn = db.log_and_stamp(redo.bytes(), &redo)?;
         drop(append);
+        interleave::reached(Point::LoggedStillLatched);
         // Only now may another tree reuse the pages this transaction emptied: its record,
         // which logs them as free, comes first in the log.
         for &id in redo.freed() {
