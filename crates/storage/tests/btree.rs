@@ -335,11 +335,6 @@ fn concurrent_writers_and_scanners_share_one_tree() {
     assert_eq!(shape.entries, 3 * 300);
 }
 
-/// Point reads route through per-thread copies of inner nodes, validated by frame versions
-/// (see "Optimistic point reads"). Writers here keep splitting and merging inner nodes, and a
-/// small pool keeps moving pages between frames, while readers look up keys that are always
-/// present and keys that come and go: a stale copy used as current would send a read to a
-/// leaf that no longer holds its key.
 /// One change through a writer of `tree`, as the engine makes its changes: with `redo`
 /// enabled, every page the change touched is stamped with the next LSN of `lsn` before the
 /// writer lets go of the tree (with `redo` disabled nothing is touched, nothing stamped).
@@ -357,108 +352,6 @@ fn change_stamped<R>(
         pool.stamp(id, at).expect("stamp");
     }
     result
-}
-
-/// Point reads beside writers that split, merge and move inner nodes: a key that is always
-/// present is always found, and any key found has its value. Run with writers that change
-/// the tree without a log record (reads then accept a leaf only by the tree's version) and
-/// with logged writers that stamp their pages before they let go of the tree, as the engine's
-/// do (reads then also accept a leaf while a writer is active, when nothing on its path is
-/// that writer's unfinished change: see "Reads beside a writer" in `btree/mod.rs`).
-fn point_reads_stay_exact_beside_writers(logged: bool) {
-    const KEYS: u32 = 9000;
-    let storage = SimStorage::new();
-    let pool = pool(&storage, 48);
-    let tree = BTree::create(pool.clone()).expect("create");
-    let key = |k: u32| {
-        let mut key = k.to_be_bytes().to_vec(); // big-endian: memcmp order = numeric order
-        key.resize(100, b'k'); // long keys: small fan-out, a deep tree
-        key
-    };
-    let value = |k: u32| k.to_le_bytes().repeat(20);
-    let stable = |k: u32| k.is_multiple_of(3);
-    let lsn = AtomicU64::new(1);
-    // One change, logged or not; whether the key was there.
-    let change = |k: u32, put: bool| -> bool {
-        let redo = if logged {
-            Redo::new()
-        } else {
-            Redo::disabled()
-        };
-        change_stamped(&pool, &tree, redo, &lsn, |writer, redo| {
-            if put {
-                writer.insert(&key(k), &value(k), redo).is_ok()
-            } else {
-                writer.delete(&key(k), redo).expect("delete")
-            }
-        })
-    };
-    for k in (0..KEYS).filter(|&k| stable(k)) {
-        assert!(change(k, true));
-    }
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let writers: Vec<_> = (1..3u32)
-            .map(|w| {
-                let change = &change;
-                s.spawn(move || {
-                    let mut rng = StdRng::seed_from_u64(u64::from(w));
-                    let mut churn: Vec<u32> = (0..KEYS).filter(|k| k % 3 == w).collect();
-                    for _ in 0..3 {
-                        churn.shuffle(&mut rng);
-                        for &k in &churn {
-                            assert!(change(k, true), "insert");
-                        }
-                        churn.shuffle(&mut rng);
-                        for &k in &churn {
-                            assert!(change(k, false), "delete");
-                        }
-                    }
-                })
-            })
-            .collect();
-        for r in 0..2u64 {
-            let (tree, key, value, done) = (&tree, &key, &value, &done);
-            s.spawn(move || {
-                let mut rng = StdRng::seed_from_u64(100 + r);
-                let mut reads = 0u64;
-                while !done.load(Ordering::Relaxed) || reads < 1000 {
-                    let first = rng.gen_range(0..KEYS - 3);
-                    // One reader looks keys up alone, the other three consecutive at once.
-                    let run: Vec<u32> = (first..first + if r == 0 { 1 } else { 3 }).collect();
-                    let keys: Vec<Vec<u8>> = run.iter().map(|&k| key(k)).collect();
-                    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-                    let mut found = vec![None; run.len()];
-                    tree.get_many_with(&keys, |i, v| found[i] = v.map(<[u8]>::to_vec))
-                        .expect("get many");
-                    for (&k, found) in run.iter().zip(found) {
-                        if stable(k) {
-                            assert_eq!(found, Some(value(k)), "key {k}, always present");
-                        } else if let Some(found) = found {
-                            assert_eq!(found, value(k), "key {k}");
-                        }
-                    }
-                    reads += 1;
-                }
-            });
-        }
-        for writer in writers {
-            writer.join().expect("writer");
-        }
-        done.store(true, Ordering::Relaxed);
-    });
-    let shape = tree.check().expect("check");
-    assert_eq!(shape.entries, KEYS.div_ceil(3) as usize);
-}
-
-#[test]
-fn point_reads_stay_exact_beside_unlogged_writers() {
-    point_reads_stay_exact_beside_writers(false);
-}
-
-#[test]
-fn point_reads_stay_exact_beside_logged_writers() {
-    point_reads_stay_exact_beside_writers(true);
 }
 
 /// A writer from `writer_for` finds its first key's leaf before it takes the tree latch, and
@@ -624,6 +517,29 @@ fn reads_beside_a_logged_writer_wait_only_for_its_unfinished_change() {
     });
 }
 
+/// One reader thread per key of `keys`: each reads its key once (which warms its copies of
+/// the inner nodes on the way), waits at `ready`, and once `go` opens reads it again and
+/// returns (key, answer).
+fn spawn_warm_readers<'scope, 'env, K: Fn(u32) -> Vec<u8> + Sync>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    tree: &'env BTree,
+    key: &'env K,
+    keys: &[u32],
+    ready: &'env std::sync::Barrier,
+    go: &'env std::sync::Barrier,
+) -> Vec<std::thread::ScopedJoinHandle<'scope, (u32, Option<Vec<u8>>)>> {
+    keys.iter()
+        .map(|&r| {
+            s.spawn(move || {
+                tree.get(&key(r)).expect("warm-up read");
+                ready.wait();
+                go.wait();
+                (r, tree.get(&key(r)).expect("get"))
+            })
+        })
+        .collect()
+}
+
 /// Reads caught in the middle of a logged writer's structure change. Holding the root's read
 /// latch stops a writer at the one moment a reader must never trust: it has split a child of
 /// the root (a leaf in a tree of height 2; an inner node, after a leaf below it, in a tree of
@@ -671,18 +587,7 @@ fn reads_caught_in_a_structure_change_are_exact(base_keys: u32, height: usize) {
         let readers_ready = std::sync::Barrier::new(near.len() + 1);
         let go = std::sync::Barrier::new(near.len() + 1);
         std::thread::scope(|s| {
-            let readers: Vec<_> = near
-                .iter()
-                .map(|&r| {
-                    let (tree, key, ready, go) = (&tree, &key, &readers_ready, &go);
-                    s.spawn(move || {
-                        tree.get(&key(r)).expect("warm-up read");
-                        ready.wait();
-                        go.wait();
-                        (r, tree.get(&key(r)).expect("get"))
-                    })
-                })
-                .collect();
+            let readers = spawn_warm_readers(s, &tree, &key, &near, &readers_ready, &go);
             readers_ready.wait();
             let root = pool.read(tree.root()).expect("root");
             let writer = s.spawn(|| put(k));
@@ -806,18 +711,7 @@ fn reads_beside_an_unstamped_structure_change_see_the_tree_before_it(change: Uns
         let ready = std::sync::Barrier::new(near.len() + 1);
         let go = std::sync::Barrier::new(near.len() + 1);
         std::thread::scope(|s| {
-            let readers: Vec<_> = near
-                .iter()
-                .map(|&r| {
-                    let (tree, key, ready, go) = (&tree, &key, &ready, &go);
-                    s.spawn(move || {
-                        tree.get(&key(r)).expect("warm-up read");
-                        ready.wait();
-                        go.wait();
-                        (r, tree.get(&key(r)).expect("get"))
-                    })
-                })
-                .collect();
+            let readers = spawn_warm_readers(s, &tree, &key, &near, &ready, &go);
             ready.wait();
             let mut redo = Redo::new();
             let writer = tree.writer().expect("writer");

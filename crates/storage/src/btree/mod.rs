@@ -112,10 +112,10 @@
 //! Tests (`storage/tests/btree.rs`): a read of a leaf that an unfinished writer changed waits
 //! for it, and one of another leaf does not; reads caught while a writer is stopped between a
 //! split and its link into the root (a leaf split; an inner node's) are exact; reads beside a
-//! leaf split below the root or a merge, made and not yet stamped, see the tree before it;
-//! point reads beside logged writers that split and merge always find the keys that never
-//! leave — also with every thread pausing at random at the points of `interleave`
-//! (`readers_beside_writers.rs`, which catches each of the three rules above broken alone).
+//! leaf split below the root or a merge, made and not yet stamped, see the tree before it.
+//! In `readers_beside_writers.rs`: point reads beside writers (logged or not) that split and
+//! merge always find the keys that never leave, with every thread pausing at random at the
+//! points of `crate::interleave`; it catches each of the rules above broken alone.
 //! Deep trees (more inner levels than `PATH_DEPTH`) keep to the version.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
