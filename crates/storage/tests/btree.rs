@@ -517,6 +517,37 @@ fn reads_beside_a_logged_writer_wait_only_for_its_unfinished_change() {
     });
 }
 
+/// A key of 400 bytes, in numeric order: about 19 entries per node, so that a few hundred
+/// keys make a tree of height 3.
+fn wide_key(k: u32) -> Vec<u8> {
+    let mut key = k.to_be_bytes().to_vec();
+    key.resize(400, b'k');
+    key
+}
+
+fn small_value(k: u32) -> Vec<u8> {
+    k.to_le_bytes().to_vec()
+}
+
+/// A tree (in a pool of 256 frames) holding [`wide_key`]s `keys`, each put as the engine puts
+/// it (see [`change_stamped`]); the pool, the tree, and the LSNs its changes are stamped with.
+fn tree_of_wide_keys(
+    storage: &SimStorage,
+    keys: impl IntoIterator<Item = u32>,
+) -> (Arc<BufferPool>, BTree, AtomicU64) {
+    let pool = pool(storage, 256);
+    let tree = BTree::create(pool.clone()).expect("create");
+    let lsn = AtomicU64::new(1);
+    for k in keys {
+        change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
+            writer
+                .put(&wide_key(k), &small_value(k), redo)
+                .expect("put")
+        });
+    }
+    (pool, tree, lsn)
+}
+
 /// One reader thread per key of `keys`: each reads its key once (which warms its copies of
 /// the inner nodes on the way), waits at `ready`, and once `go` opens reads it again and
 /// returns (key, answer).
@@ -549,26 +580,15 @@ fn spawn_warm_readers<'scope, 'env, K: Fn(u32) -> Vec<u8> + Sync>(
 /// the writer is stopped must be right (a stale leaf would answer "absent"), and the others
 /// must be right once it goes on.
 fn reads_caught_in_a_structure_change_are_exact(base_keys: u32, height: usize) {
-    const KEY_LEN: usize = 400; // about 19 entries per node: a few hundred keys make height 3
     let storage = SimStorage::new();
-    let pool = pool(&storage, 256);
-    let tree = BTree::create(pool.clone()).expect("create");
-    let key = |k: u32| {
-        let mut key = k.to_be_bytes().to_vec();
-        key.resize(KEY_LEN, b'k');
-        key
-    };
-    let value = |k: u32| k.to_le_bytes().to_vec();
-    let lsn = AtomicU64::new(1);
+    let mut present: Vec<u32> = (0..base_keys).map(|k| k * 1000).collect();
+    let (pool, tree, lsn) = tree_of_wide_keys(&storage, present.iter().copied());
+    let (key, value) = (wide_key, small_value);
     let put = |k: u32| {
         change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
             writer.put(&key(k), &value(k), redo).expect("put")
         });
     };
-    let mut present: Vec<u32> = (0..base_keys).map(|k| k * 1000).collect();
-    for &k in &present {
-        put(k);
-    }
     assert_eq!(tree.check().expect("check").height, height);
     let (mut caught, mut early_answers) = (0, 0);
     // Into the middle of the tree, each key below the last: splits into halves, keys move.
@@ -660,23 +680,10 @@ enum UnstampedChange {
 /// is marked), so breaking one of them alone passes; with the marks ignored on leaves and
 /// inner nodes alike, both cases fail.
 fn reads_beside_an_unstamped_structure_change_see_the_tree_before_it(change: UnstampedChange) {
-    const KEY_LEN: usize = 400; // about 19 entries per node: 600 keys make height 3
     let storage = SimStorage::new();
-    let pool = pool(&storage, 256);
-    let tree = BTree::create(pool.clone()).expect("create");
-    let key = |k: u32| {
-        let mut key = k.to_be_bytes().to_vec();
-        key.resize(KEY_LEN, b'k');
-        key
-    };
-    let value = |k: u32| k.to_le_bytes().to_vec();
-    let lsn = AtomicU64::new(1);
     let mut present: std::collections::BTreeSet<u32> = (0..600).map(|k| k * 1000).collect();
-    for &k in &present {
-        change_stamped(&pool, &tree, Redo::new(), &lsn, |writer, redo| {
-            writer.put(&key(k), &value(k), redo).expect("put")
-        });
-    }
+    let (pool, tree, lsn) = tree_of_wide_keys(&storage, present.iter().copied());
+    let (key, value) = (wide_key, small_value);
     assert_eq!(tree.check().expect("check").height, 3);
     let middle = 300_000;
     // Splits: keys added into one gap, each below the last, until its leaf splits (its
