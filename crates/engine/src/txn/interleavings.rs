@@ -20,7 +20,6 @@ use std::sync::{Arc, Barrier};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tailstore_history::DependencyGraph;
-
 use tailstore_log::CommitMode;
 use tailstore_media::scaled_growth::ScaledGrowth;
 use tailstore_media::sim::SimStorage;
