@@ -155,20 +155,27 @@ fn a_writer_between_the_checks_of_a_scan_is_caught() {
 struct Committed {
     id: i64,
     /// (object, writer) for every register read that the transaction had not written
-    /// itself, with [`ABSENT`] for a row it found missing (by a point read, or inside a
-    /// scan's range).
+    /// itself, with [`ABSENT`] or [`DELETED`] for a row it found missing (by a point read,
+    /// or inside a scan's range).
     reads: Vec<(i64, i64)>,
-    /// (object, prev): the version that this transaction's write replaced ([`ABSENT`] for
-    /// an insert).
+    /// (object, prev): the version that this transaction's write (an update, an insert, or
+    /// a delete: the deleter's version of a row is its absence) replaced ([`ABSENT`] for an
+    /// insert).
     writes: Vec<(i64, i64)>,
+    /// The rows this transaction deleted.
+    deleted: Vec<i64>,
 }
 
 /// The writer of the rows there at the start.
 const INITIAL: i64 = 0;
-/// The version of a register whose row is not there. Rows are inserted at most once and
-/// never deleted, so a register has one such version, before its row's insert (and it
-/// counts as written by [`INITIAL`]).
+/// The version of a register whose row is not there yet. The rows missing at the start are
+/// inserted at most once and never deleted, and the others deleted at most once and never
+/// inserted again, so a missing row has one version: before its insert ([`ABSENT`], written
+/// by [`INITIAL`]) or after its delete ([`DELETED`], written by its deleter).
 const ABSENT: i64 = -1;
+/// The version of a register whose row was deleted, as its readers record it: the checker
+/// knows the deleter from the history.
+const DELETED: i64 = -2;
 /// Registers per row.
 const REGISTERS: i64 = 2;
 /// The columns of register `r`: its writer and the writer before.
@@ -176,9 +183,19 @@ const fn register_columns(r: i64) -> [usize; 2] {
     [1 + 2 * r as usize, 2 + 2 * r as usize]
 }
 
-/// Whether `key`'s row is there at the start: the even keys; the odd ones are inserted later.
+/// Whether `key`'s row is there at the start: the even keys, which may be deleted later;
+/// the odd ones may be inserted later.
 fn initially_present(key: i64) -> bool {
     key % 2 == 0
+}
+
+/// The version a missing row of `key` has.
+fn missing(key: i64) -> i64 {
+    if initially_present(key) {
+        DELETED
+    } else {
+        ABSENT
+    }
 }
 
 fn object(key: i64, register: i64) -> i64 {
@@ -229,7 +246,7 @@ impl Reads {
 
     /// Both registers of `key`, from its row or its absence.
     fn row(&mut self, key: i64, row: Option<&Vec<Value>>) {
-        let writers = row.map_or([ABSENT; 2], |row| writers_of(row).1);
+        let writers = row.map_or([missing(key); 2], |row| writers_of(row).1);
         for register in 0..REGISTERS {
             self.register(key, register, writers[register as usize]);
         }
@@ -239,7 +256,7 @@ impl Reads {
 /// One random transaction of `id` against keys `0..keys`: scans (either direction, some with
 /// a limit), point reads (one row or a few at once) and reads of one register, writes of one
 /// register (a column patch after a column read) or of the whole row (after a read of it),
-/// and now and then the insert of a missing row.
+/// and now and then the insert of a missing row or the delete of one there at the start.
 fn random_transaction(
     db: &Database,
     table: &Table,
@@ -252,7 +269,7 @@ fn random_transaction(
         reader: id,
         seen: Vec::new(),
     };
-    let mut writes = Vec::new();
+    let (mut writes, mut deleted) = (Vec::new(), Vec::new());
     for _ in 0..rng.gen_range(1..=4) {
         let key = rng.gen_range(0..keys);
         let register = rng.gen_range(0..REGISTERS);
@@ -325,14 +342,21 @@ fn random_transaction(
                 reads.row(key, row.as_ref());
                 match row.map(|row| writers_of(&row).1) {
                     Some(writers) if !writers.contains(&id) => {
-                        txn.update(table, &row_of(key, [id, writers[0]], [id, writers[1]]))?;
+                        // Rarely, so that most rows stay a while and scans meet the deletes.
+                        if initially_present(key) && rng.gen_ratio(1, 100) {
+                            assert!(txn.delete(table, &[Value::Int(key)])?);
+                            deleted.push(key);
+                        } else {
+                            let row = row_of(key, [id, writers[0]], [id, writers[1]]);
+                            txn.update(table, &row)?;
+                        }
                         for register in 0..REGISTERS {
                             writes.push((object(key, register), writers[register as usize]));
                         }
                     }
                     Some(_) => {}
                     // Rarely, so that rows stay missing for a while and scans meet inserts.
-                    None if rng.gen_ratio(1, 20) => {
+                    None if !initially_present(key) && rng.gen_ratio(1, 20) => {
                         txn.insert(table, &row_of(key, [id, ABSENT], [id, ABSENT]))?;
                         for register in 0..REGISTERS {
                             writes.push((object(key, register), ABSENT));
@@ -348,6 +372,7 @@ fn random_transaction(
         id,
         reads: reads.seen,
         writes,
+        deleted,
     })
 }
 
@@ -401,7 +426,7 @@ fn random_history(
         rows.iter().map(|row| writers_of(row)).collect();
     let finals = (0..keys)
         .flat_map(|k| {
-            let writers = present.get(&k).copied().unwrap_or([ABSENT; 2]);
+            let writers = present.get(&k).copied().unwrap_or([missing(k); 2]);
             (0..REGISTERS).map(move |r| (object(k, r), writers[r as usize]))
         })
         .collect();
@@ -409,14 +434,31 @@ fn random_history(
 }
 
 /// Checks that `history` is serializable (Adya's direct serialization graph has no cycle)
-/// and that `finals` (each key's last writer, or [`ABSENT`]) ends each key's chain of
-/// versions. Each write names the version it replaced, so the versions of every key form a
-/// chain from [`INITIAL`] or [`ABSENT`]; write-write edges follow it, write-read edges go
-/// from a version's writer to its readers, and read-write (anti-dependency) edges from a
-/// reader to the writer of the next version.
+/// and that `finals` (each object's last writer, or its row's absence) ends each object's
+/// chain of versions. Each write names the version it replaced, so the versions of every
+/// object form a chain from [`INITIAL`] or [`ABSENT`]; write-write edges follow it,
+/// write-read edges go from a version's writer to its readers, and read-write
+/// (anti-dependency) edges from a reader to the writer of the next version.
 fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
     use std::collections::{BTreeMap, BTreeSet};
     let ids: BTreeSet<i64> = history.iter().map(|t| t.id).collect();
+    let mut deleters: BTreeMap<i64, i64> = BTreeMap::new();
+    for t in history {
+        for &key in &t.deleted {
+            if let Some(other) = deleters.insert(key, t.id) {
+                panic!("row {key} deleted by both {other} and {}", t.id);
+            }
+        }
+    }
+    // A read or final state of "deleted" is the deleter's version.
+    let resolve = |object: i64, version: i64| {
+        if version != DELETED {
+            return version;
+        }
+        *deleters
+            .get(&(object / REGISTERS))
+            .unwrap_or_else(|| panic!("object {object} found deleted, but no delete committed"))
+    };
     let mut next: BTreeMap<(i64, i64), i64> = BTreeMap::new();
     for t in history {
         for &(object, prev) in &t.writes {
@@ -429,6 +471,7 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
         }
     }
     for &(object, last) in finals {
+        let last = resolve(object, last);
         let mut at = if initially_present(object / REGISTERS) {
             INITIAL
         } else {
@@ -461,6 +504,7 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
             graph.edge(writer_of_version(prev), t.id);
         }
         for &(object, writer) in &t.reads {
+            let writer = resolve(object, writer);
             graph.edge(writer_of_version(writer), t.id);
             if let Some(&overwriter) = next.get(&(object, writer)) {
                 graph.edge(t.id, overwriter);
