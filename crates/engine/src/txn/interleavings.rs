@@ -31,18 +31,14 @@ use crate::{AbortCause, ColumnChange, Database, DbConfig, EngineError, KeyRange,
 const X: i64 = 1;
 const K: i64 = 15;
 
-/// A database on simulated storage with one table, "rows", of 64-bit integer `columns` (the
-/// first is the primary key), holding `rows`.
-fn database_with(columns: &[&str], rows: &[Vec<Value>]) -> (Database, Table) {
+/// A database on simulated storage with one table, "rows", of `columns` (the first is the
+/// primary key), holding `rows`.
+fn database_with(columns: Vec<Column>, rows: &[Vec<Value>]) -> (Database, Table) {
     let mut config = DbConfig::new("/db", CommitMode::Fsync, Some(PathBuf::from("/pmem")));
     config.buffer_pool_bytes = 64 * PAGE_SIZE;
     config.checkpoint_interval = None;
     let storage = Arc::new(ScaledGrowth(SimStorage::new()));
     let (db, _) = Database::open_with(storage, config).expect("open");
-    let columns = columns
-        .iter()
-        .map(|&name| Column::new(name, ColumnType::Int64))
-        .collect();
     let schema = Schema::new(columns, vec![0], vec![]).expect("schema");
     let table = db.create_table("rows", &schema).expect("create");
     let mut txn = db.begin();
@@ -53,9 +49,16 @@ fn database_with(columns: &[&str], rows: &[Vec<Value>]) -> (Database, Table) {
     (db, table)
 }
 
+fn integer_columns(names: &[&str]) -> Vec<Column> {
+    names
+        .iter()
+        .map(|&name| Column::new(name, ColumnType::Int64))
+        .collect()
+}
+
 fn database() -> (Database, Table) {
     let rows = [10, 20].map(|id| vec![Value::Int(id), Value::Int(0)]);
-    database_with(&["id", "val"], &rows)
+    database_with(integer_columns(&["id", "val"]), &rows)
 }
 
 /// How T reads k.
@@ -207,12 +210,20 @@ fn history_database(keys: i64) -> (Database, Table) {
         .filter(|&id| initially_present(id))
         .map(|id| row_of(id, [INITIAL, ABSENT], [INITIAL, ABSENT]))
         .collect();
-    database_with(&["id", "w0", "p0", "w1", "p1"], &rows)
+    let mut columns = integer_columns(&["id", "w0", "p0", "w1", "p1"]);
+    columns.push(Column::new("pad", ColumnType::Varchar(PAD as u32)));
+    database_with(columns, &rows)
 }
+
+/// Bytes of padding in each row of the history table: four rows fill a page, so the table
+/// spans several leaves, and inserts and deletes split and merge them.
+const PAD: usize = 1500;
 
 /// A row whose registers hold (writer, prev) pairs `r0` and `r1`.
 fn row_of(key: i64, r0: [i64; 2], r1: [i64; 2]) -> Vec<Value> {
-    [key, r0[0], r0[1], r1[0], r1[1]].map(Value::Int).to_vec()
+    let mut row = [key, r0[0], r0[1], r1[0], r1[1]].map(Value::Int).to_vec();
+    row.push(Value::Text("p".repeat(PAD)));
+    row
 }
 
 fn int(value: &Value) -> i64 {
