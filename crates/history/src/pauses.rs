@@ -19,7 +19,8 @@ thread_local! {
     static CHAOS_AT: Cell<fn(&'static str) -> bool> = const { Cell::new(everywhere) };
 }
 
-fn everywhere(_point: &'static str) -> bool {
+/// A filter for [`chaos_where`] that pauses at every point (what [`chaos`] does).
+pub fn everywhere(_point: &'static str) -> bool {
     true
 }
 

@@ -122,10 +122,6 @@ fn outside_the_pool(point: &'static str) -> bool {
     !point.starts_with("pool:")
 }
 
-fn everywhere(_point: &'static str) -> bool {
-    true
-}
-
 /// The tree's windows: pauses in the tree's code, a pool that holds the whole tree. Point
 /// reads route through per-thread copies of inner nodes validated by frame versions, and
 /// beside a logged writer accept a leaf that carries no unfinished change (see "Reads beside
@@ -165,7 +161,7 @@ fn point_reads_stay_exact_beside_writers_in_a_pool_that_keeps_evicting() {
         seed: 7,
         frames: 32,
         rounds: 1,
-        pause_at: everywhere,
+        pause_at: pauses::everywhere,
         logged: true,
     });
 }
