@@ -1441,4 +1441,6 @@ fn write_bounds(id: u32, lower: &ByteBound, upper: &ByteBound) -> (WriteBound, W
 }
 
 #[cfg(test)]
+mod histories;
+#[cfg(test)]
 mod interleavings;
