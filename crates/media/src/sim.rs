@@ -25,8 +25,8 @@
 //!
 //! * [`SimStorage::process_crash`] keeps every completed store and write;
 //! * [`SimStorage::power_cut`] keeps what was persisted plus a seeded random subset of the rest:
-//!   each pending 8-byte word of a region and each differing 512-byte sector of a file
-//!   independently;
+//!   each pending 8-byte word of a region independently, and of each file's differing
+//!   512-byte sectors a random half (writes tear), or all (written back), or none;
 //! * [`SimStorage::crash_after`] kills the medium at a chosen mutating operation;
 //! * [`SimStorage::fail_nth_write`], [`SimStorage::fail_nth_sync`] and
 //!   [`SimStorage::fail_region_fences_after`] inject fail-stop errors.
@@ -244,8 +244,18 @@ impl FileState {
     }
 
     /// What survives a power cut: `durable`, each 512-byte sector that differs from `current`
-    /// replaced by the current one with probability 1/2, cut to either length.
+    /// replaced by the current one, cut to either length. Each file draws how much of what
+    /// it had not synced survives: a random half of the sectors (so most multi-sector writes
+    /// tear), or all of them (the kernel had written the file back, as it may at any time),
+    /// or none. The extremes matter because with independent sectors a page write survives
+    /// whole almost never, and a page that reached the disk whole ahead of the log record
+    /// that changed it is exactly what the write-ahead rule must prevent.
     fn power_cut_image(&self, rng: &mut StdRng) -> Vec<u8> {
+        let survival = match rng.gen_range(0..4) {
+            0 => 0.0,
+            1 => 1.0,
+            _ => 0.5,
+        };
         let max = self.current.len().max(self.durable.len());
         let mut durable = self.durable.clone();
         durable.resize(max, 0);
@@ -254,7 +264,7 @@ impl FileState {
         let mut image = durable.clone();
         for start in (0..max).step_by(SECTOR) {
             let end = (start + SECTOR).min(max);
-            if current[start..end] != durable[start..end] && rng.gen_bool(0.5) {
+            if current[start..end] != durable[start..end] && rng.gen_bool(survival) {
                 image[start..end].copy_from_slice(&current[start..end]);
             }
         }
@@ -395,8 +405,9 @@ impl SimStorage {
     }
 
     /// What a restart after a power cut finds, chosen at random (deterministically for a given
-    /// `seed` and history): every persisted byte, plus each pending region word and each
-    /// unsynced file sector independently with probability 1/2. Volatile regions are gone.
+    /// `seed` and history): every persisted byte, plus each pending region word independently
+    /// with probability 1/2, and of each file's unsynced sectors a random half, or all, or
+    /// none (drawn per file). Volatile regions are gone.
     /// In the new storage nothing is pending and no fault or crash point is armed.
     pub fn power_cut(&self, seed: u64) -> SimStorage {
         let state = self.shared.lock();

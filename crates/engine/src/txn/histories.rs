@@ -391,7 +391,13 @@ fn random_history_cut(mode: CommitMode, shape: Shape, cuts: usize) -> (Vec<Commi
             }
             // Read before the image: each of these commits returned before it was taken.
             let acknowledged = committed.lock().iter().map(|t| t.id).collect();
-            let image = history.storage.power_cut(rng.gen());
+            // Half of the cuts kill the process only: everything written survives, and a
+            // log record still in the process's buffer is lost.
+            let image = if i % 2 == 0 {
+                history.storage.process_crash()
+            } else {
+                history.storage.power_cut(rng.gen())
+            };
             taken.push(Cut {
                 image,
                 acknowledged,
