@@ -28,6 +28,8 @@
 //!   each pending 8-byte word of a region independently, and of each file's differing
 //!   512-byte sectors a random half (writes tear), or all (written back), or none;
 //! * [`SimStorage::crash_after`] kills the medium at a chosen mutating operation;
+//! * [`SimStorage::set_sync_latency`] makes syncs slow, so that a log lags its commits as on a
+//!   disk and a crash can find them applied and not yet durable;
 //! * [`SimStorage::fail_nth_write`], [`SimStorage::fail_nth_sync`] and
 //!   [`SimStorage::fail_region_fences_after`] inject fail-stop errors.
 
@@ -36,6 +38,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -307,6 +310,8 @@ struct State {
     fail_write_at: Option<u64>,
     syncs_seen: u64,
     fail_sync_at: Option<u64>,
+    /// How long each [`File::sync_data`] takes before it takes effect.
+    sync_latency: Duration,
     fences_seen: u64,
     fail_fences_from: Option<u64>,
 }
@@ -469,6 +474,14 @@ impl SimStorage {
     pub fn fail_nth_write(&self, n: u64) {
         let mut state = self.shared.lock();
         state.fail_write_at = (n > 0).then(|| state.writes_seen + n);
+    }
+
+    /// Makes every later [`File::sync_data`] take `latency` (a slow disk) before it takes
+    /// effect, without holding the storage's lock meanwhile: a log then lags its commits,
+    /// and the windows in which a change is applied and not yet durable stay open long
+    /// enough for other threads (and a test's crash) to act in them.
+    pub fn set_sync_latency(&self, latency: Duration) {
+        self.shared.lock().sync_latency = latency;
     }
 
     /// Makes the `n`-th [`File::sync_data`] call from now (1-based) fail with
@@ -693,6 +706,10 @@ impl File for SimFile {
     }
 
     fn sync_data(&self) -> Result<()> {
+        let latency = self.shared.lock().sync_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
         let mut state = self.shared.lock();
         if !state.tick() {
             return Err(MediaError::PowerCut);
