@@ -448,6 +448,109 @@ fn crash_points_keeping_recent_pages_buffer() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The medium dies in the middle of a recovery.
+
+/// Transactions after the last checkpoint in [`crash_during_recovery`]'s image: enough that
+/// redo changes more pages than the pool holds, so that recovery evicts (writes) pages too.
+const REDONE_TXNS: usize = 150;
+
+/// `count` restart images (process crashes and power cuts) of a run whose last checkpoint is
+/// [`REDONE_TXNS`] transactions old, and the commits they must recover.
+fn images_with_much_to_redo(mode: CommitMode, seed: u64, count: u64) -> (Vec<SimStorage>, Model) {
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(mode, SMALL_POOL)).expect("create");
+    let table = create_items(&db);
+    let mut workload = Workload::new(seed);
+    for i in 0..40 + REDONE_TXNS {
+        if let Err(failed) = workload.step(&db, &table) {
+            panic!("{mode}: transaction {i} failed: {}", failed.error);
+        }
+        if i == 39 {
+            db.checkpoint().expect("checkpoint");
+        }
+    }
+    let images = (0..count)
+        .map(|c| image(&storage, crash_kind(seed, c)))
+        .collect();
+    crash_and_drop(&storage, db, Crash::Process);
+    (images, workload.model)
+}
+
+/// Crash number `n` of `seed`'s run: one in three a process crash, else a power cut.
+fn crash_kind(seed: u64, n: u64) -> Crash {
+    if n.is_multiple_of(3) {
+        Crash::Process
+    } else {
+        Crash::PowerCut(mix(seed, 100 + n))
+    }
+}
+
+/// Recovery itself is cut short: the medium dies at one of its operations (the double-write
+/// area's restores, the log's own recovery, redo's page writes and evictions), by a process
+/// crash or a power cut, and so does the recovery after that; the next recovery must still
+/// find exactly the acknowledged commits, however much the ones before it had done.
+fn crash_during_recovery(mode: CommitMode, seed: u64, points: u64) {
+    let (cuts, model) = images_with_much_to_redo(mode, seed, points);
+    let config = sim_config(mode, SMALL_POOL);
+    let (mut torn, mut evicting) = (0, 0);
+    for (p, cut) in cuts.iter().enumerate() {
+        let p = p as u64;
+        // A clean recovery tells how many operations there are to die at.
+        let probe = cut.process_crash();
+        let (db, report) = open_sim(&probe, &config).expect("recovery");
+        let ops = probe.ops_done();
+        torn += report.recovery.torn_pages_restored;
+        evicting += usize::from(db.stats().pool.evictions > 0);
+        drop(db);
+        let mut storage = cut.process_crash();
+        let mut what = format!("{mode}, seed {seed}, image {p}");
+        for depth in 1..=2 {
+            let at = 1 + mix(seed, 1_000 + p * 2 + depth) % ops;
+            let crash = crash_kind(seed, 1_000 + p * 2 + depth);
+            what = format!("{what}, recovery dies at operation {at} of {ops} ({crash:?})");
+            storage.crash_after(at);
+            storage = match open_sim(&storage, &config) {
+                Ok((db, _)) => crash_and_drop(&storage, db, crash),
+                Err(e) => {
+                    assert!(
+                        storage.is_dead(),
+                        "{what}: recovery failed on a live medium: {e}"
+                    );
+                    image(&storage, crash)
+                }
+            };
+        }
+        let (db, _) = recover(&storage, mode, &model, &what);
+        db.close().expect("close");
+    }
+    assert_eq!(
+        evicting,
+        cuts.len(),
+        "{mode}: every recovery should evict pages"
+    );
+    if mode != CommitMode::Fsync {
+        // Some images tore pages that the double-write area restored (`fsync` rebuilds them
+        // from the log's images instead, and does not count them).
+        assert!(torn > 0, "{mode}: no recovery restored a torn page");
+    }
+}
+
+#[test]
+fn crash_during_recovery_fsync() {
+    crash_during_recovery(CommitMode::Fsync, 11, 16);
+}
+
+#[test]
+fn crash_during_recovery_buffer() {
+    crash_during_recovery(CommitMode::Buffer, 12, 16);
+}
+
+#[test]
+fn crash_during_recovery_pmem_log() {
+    crash_during_recovery(CommitMode::PmemLog, 13, 16);
+}
+
+// ---------------------------------------------------------------------------------------------
 // `async`: a crash loses a suffix of the commits, never a transaction in part.
 
 #[test]
