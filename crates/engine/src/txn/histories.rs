@@ -293,6 +293,18 @@ struct Shape {
     seed: u64,
 }
 
+impl Shape {
+    /// The tests' shape: enough threads to interleave, few enough rows to conflict often.
+    fn four_threads_over_twelve_rows(per_thread: i64, seed: u64) -> Shape {
+        Shape {
+            threads: 4,
+            per_thread,
+            keys: 12,
+            seed,
+        }
+    }
+}
+
 /// A restart image taken by a power cut while a history ran, and the transactions
 /// acknowledged (their `commit` had returned) before it was taken.
 struct Cut {
@@ -609,12 +621,7 @@ fn assert_recovered(
 #[test]
 fn random_histories_with_pauses_between_commit_steps_are_serializable() {
     for seed in 1..=6u64 {
-        let shape = Shape {
-            threads: 4,
-            per_thread: 1500,
-            keys: 12,
-            seed,
-        };
+        let shape = Shape::four_threads_over_twelve_rows(1500, seed);
         let (history, finals) = random_history(shape);
         assert!(
             history.len() > 1000,
@@ -636,12 +643,7 @@ fn random_histories_with_pauses_between_commit_steps_are_serializable() {
 fn random_histories_cut_by_power_failures_recover_what_was_acknowledged_and_seen() {
     for mode in [CommitMode::Fsync, CommitMode::Buffer, CommitMode::PmemLog] {
         for seed in 1..=3u64 {
-            let shape = Shape {
-                threads: 4,
-                per_thread: 600,
-                keys: 12,
-                seed,
-            };
+            let shape = Shape::four_threads_over_twelve_rows(600, seed);
             let (history, cuts) = random_history_cut(mode, shape, 12);
             assert!(cuts.len() >= 6, "{mode:?} seed {seed}: {} cuts", cuts.len());
             for (i, cut) in cuts.into_iter().enumerate() {
