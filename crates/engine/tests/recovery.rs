@@ -425,17 +425,10 @@ fn verify_either(db: &Database, acknowledged: &Model, would_be: &Model, what: &s
     }
 }
 
-fn crash_points(mode: CommitMode, points: u64) {
-    crash_points_with(mode, points, 0);
-}
-
-/// [`crash_points`] with checkpoints that keep `keep` bytes of log's pages dirty (see
-/// [`crash_images_with`]).
-fn crash_points_with(mode: CommitMode, points: u64, keep: u64) {
-    let checkpoints = match keep {
-        0 => Checkpoints::Every30,
-        keep => Checkpoints::KeepingRecent(keep),
-    };
+/// The medium dies at `points` operations of a run checkpointing by `checkpoints` (a
+/// process crash or a power cut); each restart must hold the acknowledged commits, or those
+/// and the one in flight.
+fn crash_points(mode: CommitMode, points: u64, checkpoints: Checkpoints) {
     // A run without a crash tells how many operations there are to crash at.
     let (_, _, _, ops) = die_at(mode, 7, None, Crash::Process, checkpoints, 120);
     for p in 0..points {
@@ -458,27 +451,35 @@ fn crash_points_with(mode: CommitMode, points: u64, keep: u64) {
 
 #[test]
 fn crash_points_fsync() {
-    crash_points(CommitMode::Fsync, 12);
+    crash_points(CommitMode::Fsync, 12, Checkpoints::Every30);
 }
 
 #[test]
 fn crash_points_buffer() {
-    crash_points(CommitMode::Buffer, 12);
+    crash_points(CommitMode::Buffer, 12, Checkpoints::Every30);
 }
 
 #[test]
 fn crash_points_pmem_log() {
-    crash_points(CommitMode::PmemLog, 12);
+    crash_points(CommitMode::PmemLog, 12, Checkpoints::Every30);
 }
 
 #[test]
 fn crash_points_keeping_recent_pages_fsync() {
-    crash_points_with(CommitMode::Fsync, 12, KEEP_BYTES);
+    crash_points(
+        CommitMode::Fsync,
+        12,
+        Checkpoints::KeepingRecent(KEEP_BYTES),
+    );
 }
 
 #[test]
 fn crash_points_keeping_recent_pages_buffer() {
-    crash_points_with(CommitMode::Buffer, 12, KEEP_BYTES);
+    crash_points(
+        CommitMode::Buffer,
+        12,
+        Checkpoints::KeepingRecent(KEEP_BYTES),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

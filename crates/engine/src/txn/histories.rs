@@ -305,17 +305,17 @@ impl Shape {
     }
 }
 
-/// A restart image taken by a power cut while a history ran, and the transactions
-/// acknowledged (their `commit` had returned) before it was taken.
+/// A restart image taken while a history ran (a process crash or a power cut), and the
+/// transactions acknowledged (their `commit` had returned) before it was taken.
 struct Cut {
     image: SimStorage,
     acknowledged: Vec<i64>,
 }
 
-/// Runs the history of `shape` on `history`, every commit pausing at random between its steps, and
-/// returns the committed transactions in the order their commits returned. `beside` runs on
-/// a thread of its own meanwhile, given the transactions acknowledged so far, how many were
-/// begun, and whether the threads are still running.
+/// Runs the history of `shape` on `history`, every commit pausing at random between its
+/// steps, and returns the committed transactions in the order their commits returned.
+/// `beside` runs on a thread of its own meanwhile, given the transactions acknowledged so
+/// far, how many were begun, and whether the threads are still running.
 fn run_history<R: Send>(
     history: &HistoryDb,
     shape: Shape,
@@ -385,8 +385,9 @@ fn random_history(shape: Shape) -> (Vec<Committed>, Vec<(i64, i64)>) {
     (committed, finals)
 }
 
-/// The history of `shape` in commit mode `mode`, cut by a power failure `cuts` times while
-/// it runs (spread over the run, at random); returns the committed transactions and the cuts.
+/// The history of `shape` in commit mode `mode`, cut `cuts` times while it runs (spread over
+/// the run, at random; process crashes and power cuts in turn); returns the committed
+/// transactions and the cuts.
 fn random_history_cut(mode: CommitMode, shape: Shape, cuts: usize) -> (Vec<Committed>, Vec<Cut>) {
     let history = history_database(mode, shape.keys);
     // A slow disk: in `fsync` mode the log then lags the commits by a sync or two, so that
@@ -428,23 +429,23 @@ const SYNC_LATENCY: Duration = Duration::from_micros(300);
 /// The chains of versions of a history's objects: every write names the version it
 /// replaced, so each object's versions form a chain from [`INITIAL`] (the rows there at the
 /// start) or [`ABSENT`] (those not).
-struct Versions {
+struct Versions<'h> {
     /// (object, version) → the transaction that replaced that version.
     next: BTreeMap<(i64, i64), i64>,
     /// Row → the transaction that deleted it.
     deleters: BTreeMap<i64, i64>,
-    /// The transactions of the history.
-    ids: BTreeSet<i64>,
+    /// The transactions of the history, by id.
+    by_id: BTreeMap<i64, &'h Committed>,
 }
 
-impl Versions {
+impl<'h> Versions<'h> {
     /// The chains of `history`; panics if two transactions replaced the same version (a lost
     /// update) or deleted the same row.
-    fn of(history: &[Committed]) -> Versions {
+    fn of(history: &'h [Committed]) -> Versions<'h> {
         let mut versions = Versions {
             next: BTreeMap::new(),
             deleters: BTreeMap::new(),
-            ids: history.iter().map(|t| t.id).collect(),
+            by_id: history.iter().map(|t| (t.id, t)).collect(),
         };
         for t in history {
             for &key in &t.deleted {
@@ -493,7 +494,7 @@ impl Versions {
     /// The transaction that wrote `version`: the initial state wrote the missing rows too.
     fn writer(&self, version: i64) -> i64 {
         assert!(
-            version == INITIAL || version == ABSENT || self.ids.contains(&version),
+            version == INITIAL || version == ABSENT || self.by_id.contains_key(&version),
             "a version by {version}, which did not commit, was read or overwritten"
         );
         if version == ABSENT {
@@ -543,15 +544,15 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
     if let Some(cycle) = graph.cycle() {
         let on_it: Vec<&Committed> = cycle
             .iter()
-            .filter_map(|id| history.iter().find(|t| t.id == *id))
+            .filter_map(|id| versions.by_id.get(id).copied())
             .collect();
         panic!("not serializable: the dependency cycle {cycle:?}, of {on_it:?}");
     }
 }
 
-/// Checks a restart image against the whole `history` (every commit of the run, before the
-/// cut and after): `recovered` is each object's writer in the image (or its row's absence),
-/// `acknowledged` the commits that had returned before the cut.
+/// Checks a restart image against the versions of the whole history (every commit of the
+/// run, before the cut and after): `recovered` is each object's writer in the image (or its
+/// row's absence), `acknowledged` the commits that had returned before the cut.
 ///
 /// The image's versions name the *survivors*: the writers of each object's chain up to its
 /// recovered version. Then:
@@ -563,12 +564,10 @@ fn assert_serializable(history: &[Committed], finals: &[(i64, i64)]) {
 ///   commits' dependencies.
 fn assert_recovered(
     what: &str,
-    history: &[Committed],
+    versions: &Versions<'_>,
     acknowledged: &[i64],
     recovered: &[(i64, i64)],
 ) {
-    let versions = Versions::of(history);
-    let by_id: BTreeMap<i64, &Committed> = history.iter().map(|t| (t.id, t)).collect();
     let mut kept: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for &(object, version) in recovered {
         let version = versions.resolve(object, version);
@@ -584,7 +583,7 @@ fn assert_recovered(
         .flat_map(|chain| chain[1..].iter().copied())
         .collect();
     for &id in &survivors {
-        let t = by_id[&id];
+        let t = versions.by_id[&id];
         for &(object, _) in &t.writes {
             assert!(
                 kept[&object].contains(&id),
@@ -600,7 +599,7 @@ fn assert_recovered(
         }
     }
     for &id in acknowledged {
-        let t = by_id[&id];
+        let t = versions.by_id[&id];
         assert!(
             t.writes.is_empty() || survivors.contains(&id),
             "{what}: commit {id} was acknowledged before the cut and is lost ({t:?})"
@@ -646,12 +645,13 @@ fn random_histories_cut_by_power_failures_recover_what_was_acknowledged_and_seen
             let shape = Shape::four_threads_over_twelve_rows(600, seed);
             let (history, cuts) = random_history_cut(mode, shape, 12);
             assert!(cuts.len() >= 6, "{mode:?} seed {seed}: {} cuts", cuts.len());
+            let versions = Versions::of(&history);
             for (i, cut) in cuts.into_iter().enumerate() {
                 let db = open_sim(&cut.image, &history_config(mode));
                 let table = db.table("rows").expect("the table survives");
                 let recovered = final_writers(&db, &table, shape.keys);
                 let what = format!("{mode:?}, seed {seed}, cut {i}");
-                assert_recovered(&what, &history, &cut.acknowledged, &recovered);
+                assert_recovered(&what, &versions, &cut.acknowledged, &recovered);
             }
         }
     }
