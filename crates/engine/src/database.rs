@@ -694,8 +694,9 @@ fn open_doublewrite(
 
 /// The pool, with the write-ahead rule in every commit mode (`async` included: see
 /// `force_durable`) once `log` is started. Before that only redo changes pages, stamping each
-/// with the end of a record its walk has verified, a record of the valid prefix and so
-/// already durable: a page that redo's pages push out may be written at once.
+/// with the end of a record its walk has verified, which the walk made durable before it
+/// handed it over (`tailstore_log::LogReplay::records_from`: a crashed process may have left
+/// it written and not synced): a page that redo's pages push out may be written at once.
 fn open_pool(
     file: Arc<dyn File>,
     config: &DbConfig,

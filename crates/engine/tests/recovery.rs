@@ -573,6 +573,69 @@ fn crash_during_recovery_pmem_log() {
     crash_during_recovery(CommitMode::PmemLog, 13, 24);
 }
 
+/// After a process crash, the log's valid prefix may end in records that were written and
+/// not yet synced (`fsync`) or stored and not yet flushed (`pmem-log`, `buffer`): a commit in
+/// flight. Recovery keeps them, so it must make them durable before anything is appended
+/// after them; else a power cut after the restart drops one, and with it every commit
+/// acknowledged after the restart (the valid prefix ends at the hole). Each point: the run
+/// dies by a process crash in its last third, a clean recovery, 20 more acknowledged
+/// transactions, a power cut; the last recovery must hold every one of them.
+fn commits_after_a_restart_survive_a_power_cut(mode: CommitMode, seed: u64, points: u64) {
+    let config = sim_config(mode, SMALL_POOL);
+    let checkpoints = Checkpoints::OnceAfter(RECOVERED_RUN_CHECKPOINT);
+    let (_, _, _, run_ops) = die_at(mode, seed, None, Crash::Process, checkpoints, RECOVERED_RUN);
+    for p in 0..points {
+        let at = run_ops - mix(seed, p) % (run_ops / 3);
+        let what = format!("{mode}, seed {seed}: the run dies at operation {at} (process)");
+        let (storage, acknowledged, would_be, _) = die_at(
+            mode,
+            seed,
+            Some(at),
+            Crash::Process,
+            checkpoints,
+            RECOVERED_RUN,
+        );
+        let (db, _) =
+            open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+        let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+        let mut workload = Workload::new(mix(seed, 500 + p));
+        workload.model = match try_verify(&db, &table, &acknowledged) {
+            Ok(()) => acknowledged,
+            Err(_) => would_be,
+        };
+        verify(&db, &table, &workload.model, &what);
+        workload.checkpointed_at = db.log().appended_lsn();
+        workload.next_val = 1 << 40; // `by_val` is unique: past every value of the run
+        while workload.commits < 20 {
+            workload
+                .step(&db, &table)
+                .unwrap_or_else(|f| panic!("{what}: after the restart: {}", f.error));
+        }
+        let cut = crash_and_drop(&storage, db, Crash::PowerCut(mix(seed, 900 + p)));
+        recover(
+            &cut,
+            mode,
+            &workload.model,
+            &format!("{what}, then a power cut"),
+        );
+    }
+}
+
+#[test]
+fn commits_after_a_restart_survive_a_power_cut_fsync() {
+    commits_after_a_restart_survive_a_power_cut(CommitMode::Fsync, 21, 16);
+}
+
+#[test]
+fn commits_after_a_restart_survive_a_power_cut_buffer() {
+    commits_after_a_restart_survive_a_power_cut(CommitMode::Buffer, 22, 16);
+}
+
+#[test]
+fn commits_after_a_restart_survive_a_power_cut_pmem_log() {
+    commits_after_a_restart_survive_a_power_cut(CommitMode::PmemLog, 23, 16);
+}
+
 // ---------------------------------------------------------------------------------------------
 // `async`: a crash loses a suffix of the commits, never a transaction in part.
 
@@ -610,30 +673,190 @@ fn async_crash_recovers_a_prefix_of_the_commits() {
     for (i, crash, storage, committed) in images {
         let what = format!("async: {crash:?} after transaction {i}");
         let (db, _) = open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let table = db.table("items").unwrap();
-        let mut txn = db.begin();
-        let rows: BTreeMap<i64, Item> = txn
-            .scan(
-                &table,
-                &KeyRange::all(),
-                ScanDirection::Ascending,
-                usize::MAX,
-            )
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let item = Item::from_values(r);
-                (item.id, item)
-            })
-            .collect();
-        txn.commit().unwrap();
-        let prefix = history[..committed]
-            .iter()
-            .rposition(|m| *m == rows)
-            .unwrap_or_else(|| panic!("{what}: the recovered rows are no prefix of the commits"));
-        verify(&db, &table, &history[prefix], &what);
+        assert_prefix(&db, &history[..committed], &what);
         db.close().unwrap();
     }
+}
+
+/// Checks that `db` holds the state after one of the commits of `history` (its first entry
+/// being the state before any).
+fn assert_prefix(db: &Database, history: &[Model], what: &str) {
+    let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut txn = db.begin();
+    let rows: BTreeMap<i64, Item> = txn
+        .scan(
+            &table,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .iter()
+        .map(|r| {
+            let item = Item::from_values(r);
+            (item.id, item)
+        })
+        .collect();
+    txn.commit().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let prefix = history
+        .iter()
+        .rposition(|m| *m == rows)
+        .unwrap_or_else(|| panic!("{what}: the recovered rows are no prefix of the commits"));
+    verify(db, &table, &history[prefix], what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery cut short while the log it replays is written and not yet synced.
+
+/// A run of [`RECOVERED_RUN`] transactions whose last log write is not synced: in `fsync`, a
+/// transaction changing the note of a row in each of 24 leaves spread over the table, whose
+/// commit's sync fails (in `buffer` and `pmem-log`, the fence after its record's stores); in `async` (a background flush every hour, so only the ring's quarter-full
+/// wake-ups and this test flush), the flush of the log's records since the last of those,
+/// whose sync fails. Returns the process crash's image and the states it may hold: the history of
+/// commits, the last of them written and not synced.
+fn unsynced_tail(mode: CommitMode, seed: u64) -> (SimStorage, Vec<Model>) {
+    let config = unsynced_tail_config(mode, SMALL_POOL);
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &config).expect("create");
+    let table = create_items(&db);
+    let mut workload = Workload::new(seed);
+    let mut history = vec![Model::new()];
+    // The unsynced records follow a checkpoint, so that they hold the first change of each
+    // page since it, as a full-page image in `fsync` mode: redo rebuilds a page from the
+    // last image the log holds, which would hide a page written with a lost record's change
+    // if an older image of it survived.
+    let unsynced_from = match mode {
+        CommitMode::Async => RECOVERED_RUN - 25,
+        _ => RECOVERED_RUN,
+    };
+    for i in 0..RECOVERED_RUN {
+        if i == unsynced_from {
+            db.checkpoint().expect("checkpoint");
+        }
+        if workload
+            .step(&db, &table)
+            .unwrap_or_else(|f| panic!("{mode}: {}", f.error))
+        {
+            history.push(workload.model.clone());
+        }
+        if i == 0 || i == RECOVERED_RUN_CHECKPOINT {
+            db.checkpoint().expect("checkpoint"); // the first makes the table durable (`async`)
+        }
+    }
+    if unsynced_from == RECOVERED_RUN {
+        db.checkpoint().expect("checkpoint");
+    }
+    match mode {
+        CommitMode::Fsync | CommitMode::Async => storage.fail_nth_sync(1),
+        _ => storage.fail_region_fences_after(1),
+    }
+    match mode {
+        CommitMode::Async => {
+            let failed = db.log().force_durable(db.log().appended_lsn());
+            assert!(failed.is_err(), "async: the flush's sync did not fail");
+        }
+        _ => {
+            let mut wide = workload.model.clone();
+            let ids: Vec<i64> = wide.keys().copied().collect();
+            let mut txn = db.begin();
+            for id in ids.iter().step_by(ids.len() / 24).take(24) {
+                let old = &wide[id];
+                let note = old.note.as_ref().map_or(0, String::len);
+                let item = Item::new(old.id, old.grp, old.val, (note + 50) % support::MAX_NOTE);
+                txn.update(&table, &item.values()).expect("update");
+                wide.insert(*id, item);
+            }
+            assert!(
+                txn.commit().is_err(),
+                "{mode}: the commit's sync did not fail"
+            );
+            history.push(wide);
+        }
+    }
+    (crash_and_drop(&storage, db, Crash::Process), history)
+}
+
+/// The configuration of [`unsynced_tail`]'s runs and their recoveries: in `async`, a ring of
+/// 4 MiB, so that flushes (at a quarter of it) leave up to 1 MiB unsynced, and no timed flush.
+fn unsynced_tail_config(mode: CommitMode, pool_pages: usize) -> tailstore_engine::DbConfig {
+    let mut config = sim_config(mode, pool_pages);
+    if mode == CommitMode::Async {
+        config.log.ring_bytes = 4 << 20;
+        config.log.async_interval = std::time::Duration::from_secs(3_600);
+    }
+    config
+}
+
+/// Redo applies the records a process crash left written and not synced, and writes pages it
+/// changed to the data file once they outgrow the pool (here half the run's). A power cut during that recovery may
+/// drop the records and keep the pages, unless recovery made the log durable first: the
+/// next recovery would then find parts of transactions its log no longer holds. The
+/// recovery of the image dies at each of its operations in turn (or at 48 spread over them), by a power cut; the one
+/// after must hold the state before or after the unsynced transaction (`fsync`), or after
+/// one of the commits (`async`, which may lose any suffix of them).
+fn power_cut_while_redoing_unsynced_records(mode: CommitMode, seed: u64) {
+    // Fewer frames than the unsynced transactions change: redo evicts some of their pages.
+    let config = unsynced_tail_config(mode, 16);
+    let (crashed, history) = unsynced_tail(mode, seed);
+    let probe = crashed.process_crash();
+    let (db, _) = open_sim(&probe, &config).expect("recovery");
+    let ops = probe.ops_done();
+    assert!(
+        db.stats().pool.evictions > 0,
+        "{mode}: redo evicted no page"
+    );
+    let table = db.table("items").expect("table");
+    let last = history.last().expect("a history");
+    try_verify(&db, &table, last).unwrap_or_else(|e| {
+        panic!("{mode}: the process crash's image does not hold the unsynced commit: {e}")
+    });
+    drop(db);
+    // At most 48 points, spread over the whole recovery (the `buffer` and `pmem-log`
+    // recoveries take ~140 operations: each eviction goes through the double-write area).
+    for at in (1..=ops).step_by((ops as usize).div_ceil(48)) {
+        let what = format!("{mode}: recovery dies at operation {at} of {ops} (power cut)");
+        let storage = crashed.process_crash();
+        storage.crash_after(at);
+        let cut = match open_sim(&storage, &config) {
+            Ok((db, _)) => crash_and_drop(&storage, db, Crash::PowerCut(mix(seed, at))),
+            Err(e) => {
+                assert!(
+                    storage.is_dead(),
+                    "{what}: recovery failed on a live medium: {e}"
+                );
+                image(&storage, Crash::PowerCut(mix(seed, at)))
+            }
+        };
+        let (db, _) =
+            open_sim(&cut, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+        let from = if mode == CommitMode::Async {
+            0
+        } else {
+            history.len() - 2
+        };
+        assert_prefix(&db, &history[from..], &what);
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn power_cut_while_redoing_unsynced_records_fsync() {
+    power_cut_while_redoing_unsynced_records(CommitMode::Fsync, 41);
+}
+
+#[test]
+fn power_cut_while_redoing_unsynced_records_buffer() {
+    power_cut_while_redoing_unsynced_records(CommitMode::Buffer, 43);
+}
+
+#[test]
+fn power_cut_while_redoing_unsynced_records_pmem_log() {
+    power_cut_while_redoing_unsynced_records(CommitMode::PmemLog, 44);
+}
+
+#[test]
+fn power_cut_while_redoing_unsynced_records_async() {
+    power_cut_while_redoing_unsynced_records(CommitMode::Async, 42);
 }
 
 // ---------------------------------------------------------------------------------------------

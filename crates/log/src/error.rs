@@ -49,6 +49,11 @@ pub enum LogError {
     #[error("record of {len} bytes does not fit the log's ring (at most {max} bytes)")]
     RecordTooLarge { len: usize, max: usize },
 
+    /// A page (or a caller) waits for a log position no record reaches: the data file holds
+    /// changes whose log records were lost, which the write-ahead rule forbids.
+    #[error("LSN {lsn} is past the end of the log ({end}): a data page holds changes the log does not have (the log lost records the data file kept); the database is corrupt")]
+    PastTheEnd { lsn: u64, end: u64 },
+
     #[error("LSN {lsn} is not the start of a record in the log (valid range {start}..={end})")]
     NotARecordBoundary { lsn: u64, start: u64, end: u64 },
 }

@@ -294,6 +294,11 @@ impl Shared {
 
     fn wait_filled(&self, lsn: u64) -> Result<()> {
         if self.filled.load(Ordering::Acquire) < lsn {
+            // Else the wait never ends: no append is coming that would fill it.
+            let end = self.reserved.load(Ordering::Acquire);
+            if lsn > end {
+                return Err(LogError::PastTheEnd { lsn, end });
+            }
             self.filled_waiters
                 .wait(&self.filled, lsn, || self.failed.load(Ordering::Acquire));
         }

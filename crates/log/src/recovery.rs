@@ -140,6 +140,9 @@ impl LogReplay {
                 layout.ring_bytes,
             ),
         };
+        if !created {
+            make_file_durable(&layout, config.mode)?;
+        }
         let pmem_start = pmem_start(&layout)?;
         let start_lsn = match (config.mode, pmem_start) {
             (CommitMode::PmemLog, Some(start)) => start,
@@ -171,7 +174,9 @@ impl LogReplay {
 
     /// The records of the valid prefix from `from` (a record boundary) to its end; once the
     /// walk has returned `None`, [`Records::walked`] gives what [`LogReplay::finish`] takes.
-    /// The walk itself may start earlier (see [`LogReplay`]).
+    /// The walk itself may start earlier (see [`LogReplay`]). Each record is durable by the
+    /// time it is returned (the file was synced at open, ring records are flushed as they
+    /// are read): the caller may write pages that carry it at once.
     pub fn records_from(&self, from: u64) -> Result<Records<'_>> {
         let buffer_hardened = match self.config.mode {
             CommitMode::Buffer => self.pmem_start,
@@ -181,7 +186,7 @@ impl LogReplay {
             Some(hardened) if (self.start_lsn..=hardened).contains(&from) => from,
             _ => self.start_lsn,
         };
-        let scanner = Scanner::new(self.source()?, self.salt, walk_from);
+        let scanner = Scanner::new(self.source()?, self.salt, walk_from).persisting();
         Ok(Records::walk(scanner, from))
     }
 
@@ -247,6 +252,18 @@ impl LogReplay {
                 "neither a log file nor a PMEM buffer to recover from",
             )),
         }
+    }
+}
+
+/// Syncs the log file where the records of the valid prefix are read from it (`fsync`,
+/// `async`): a crashed process may have written records and died before their sync (a group
+/// commit in flight), and redo is about to apply them and write the pages they change
+/// (see [`Scanner::persisting`] for the ring's part). Cheap when the crash was a power cut:
+/// nothing is left unsynced then.
+fn make_file_durable(layout: &Layout, mode: CommitMode) -> Result<()> {
+    match (mode, &layout.file) {
+        (CommitMode::Fsync | CommitMode::Async, Some(file)) => Ok(file.sync_data()?),
+        _ => Ok(()),
     }
 }
 

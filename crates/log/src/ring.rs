@@ -70,6 +70,14 @@ impl Ring {
         }
     }
 
+    /// Makes `[lsn, lsn + len)` persistent (flushed and fenced by this thread).
+    pub fn persist(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
+        for (at, _, n) in self.pieces(lsn, len) {
+            self.region.flush(at, n)?;
+        }
+        self.region.fence()
+    }
+
     /// Zeroes `[lsn, lsn + len)` persistently (see [`Region::zero_persistent`]).
     pub fn zero_persistent(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
         for (at, _, n) in self.pieces(lsn, len) {

@@ -23,6 +23,24 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// Makes the stream's bytes `[lsn, lsn + len)` persistent where they come from the ring
+    /// (a PMEM region: stores a crashed process made may still sit unflushed in the CPU's
+    /// caches). The file's bytes are the caller's: [`LogReplay::open`] syncs the file once.
+    ///
+    /// [`LogReplay::open`]: crate::LogReplay::open
+    fn persist(&self, lsn: u64, len: u64) -> Result<()> {
+        let (ring, from) = match self {
+            Source::File(_) => return Ok(()),
+            Source::Ring { ring, .. } => (ring, lsn),
+            Source::Stitched { ring, boundary, .. } => (ring, lsn.max(*boundary)),
+        };
+        let end = lsn + len;
+        if from < end {
+            ring.persist(from, (end - from) as usize)?;
+        }
+        Ok(())
+    }
+
     /// Fills `buf` with the stream's bytes at `lsn`; `false` if they are not (all) available.
     fn read(&mut self, lsn: u64, buf: &mut [u8]) -> Result<bool> {
         match self {
@@ -110,6 +128,8 @@ pub(crate) struct Scanner<'a> {
     source: Source<'a>,
     salt: u32,
     next: u64,
+    /// Whether each record is made persistent before it is returned ([`Scanner::persisting`]).
+    persist: bool,
 }
 
 impl<'a> Scanner<'a> {
@@ -118,7 +138,19 @@ impl<'a> Scanner<'a> {
             source,
             salt,
             next: start,
+            persist: false,
         }
+    }
+
+    /// A scanner that makes each record persistent before returning it: recovery's. What a
+    /// crashed process left in the log's valid prefix may not be durable yet (a commit in
+    /// flight: written and not synced, stored and not flushed), yet redo applies it, may write
+    /// the pages it changed, and appends follow it; a power cut that then dropped it would
+    /// leave pages holding parts of a transaction the log no longer has, and cut the log
+    /// short before commits acknowledged after the restart.
+    pub fn persisting(mut self) -> Self {
+        self.persist = true;
+        self
     }
 
     /// The LSN just past the last record returned: the end of the valid prefix once
@@ -144,7 +176,11 @@ impl<'a> Scanner<'a> {
         {
             return Ok(None);
         }
-        self.next = lsn + record_size(candidate.len);
+        let size = record_size(candidate.len);
+        if self.persist {
+            self.source.persist(lsn, size)?;
+        }
+        self.next = lsn + size;
         Ok(Some(lsn))
     }
 }
