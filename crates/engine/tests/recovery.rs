@@ -530,17 +530,7 @@ fn crash_during_recovery(mode: CommitMode, seed: u64, points: u64) {
             let at = 1 + mix(seed, 1_000 + p * 2 + depth) % ops;
             let crash = crash_kind(seed, 1_000 + p * 2 + depth);
             what = format!("{what}, recovery dies at operation {at} of {ops} ({crash:?})");
-            storage.crash_after(at);
-            storage = match open_sim(&storage, &config) {
-                Ok((db, _)) => crash_and_drop(&storage, db, crash),
-                Err(e) => {
-                    assert!(
-                        storage.is_dead(),
-                        "{what}: recovery failed on a live medium: {e}"
-                    );
-                    image(&storage, crash)
-                }
-            };
+            storage = recovery_dies_at(&storage, &config, at, crash, &what);
         }
         let (db, _) =
             open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
@@ -555,6 +545,28 @@ fn crash_during_recovery(mode: CommitMode, seed: u64, points: u64) {
         // Some images tore pages that the double-write area restored (`fsync` rebuilds them
         // from the log's images instead, and does not count them).
         assert!(torn > 0, "{mode}: no recovery restored a torn page");
+    }
+}
+
+/// Opens `storage` (recovering it) with the medium dying at its `at`-th operation from now,
+/// and returns what `crash` leaves of it. A recovery may fail only once the medium is dead.
+fn recovery_dies_at(
+    storage: &SimStorage,
+    config: &tailstore_engine::DbConfig,
+    at: u64,
+    crash: Crash,
+    what: &str,
+) -> SimStorage {
+    storage.crash_after(at);
+    match open_sim(storage, config) {
+        Ok((db, _)) => crash_and_drop(storage, db, crash),
+        Err(e) => {
+            assert!(
+                storage.is_dead(),
+                "{what}: recovery failed on a live medium: {e}"
+            );
+            image(storage, crash)
+        }
     }
 }
 
@@ -708,12 +720,13 @@ fn assert_prefix(db: &Database, history: &[Model], what: &str) {
 // ---------------------------------------------------------------------------------------------
 // Recovery cut short while the log it replays is written and not yet synced.
 
-/// A run of [`RECOVERED_RUN`] transactions whose last log write is not synced: in `fsync`, a
-/// transaction changing the note of a row in each of 24 leaves spread over the table, whose
-/// commit's sync fails (in `buffer` and `pmem-log`, the fence after its record's stores); in `async` (a background flush every hour, so only the ring's quarter-full
-/// wake-ups and this test flush), the flush of the log's records since the last of those,
-/// whose sync fails. Returns the process crash's image and the states it may hold: the history of
-/// commits, the last of them written and not synced.
+/// A run of [`RECOVERED_RUN`] transactions whose last log write is not made durable: in
+/// `fsync`, `buffer` and `pmem-log`, a transaction changing the note of a row in each of 24
+/// leaves spread over the table, whose commit's sync (or fence, after its record's stores)
+/// fails; in `async` (a background flush every hour, so only the ring's quarter-full
+/// wake-ups and this test flush), the flush of the records since the last of those, whose
+/// sync fails. Returns the process crash's image and the history of the commits (states),
+/// the last of them the one not made durable.
 fn unsynced_tail(mode: CommitMode, seed: u64) -> (SimStorage, Vec<Model>) {
     let config = unsynced_tail_config(mode, SMALL_POOL);
     let storage = SimStorage::new();
@@ -747,15 +760,16 @@ fn unsynced_tail(mode: CommitMode, seed: u64) -> (SimStorage, Vec<Model>) {
         db.checkpoint().expect("checkpoint");
     }
     match mode {
-        CommitMode::Fsync | CommitMode::Async => storage.fail_nth_sync(1),
-        _ => storage.fail_region_fences_after(1),
-    }
-    match mode {
         CommitMode::Async => {
+            storage.fail_nth_sync(1);
             let failed = db.log().force_durable(db.log().appended_lsn());
             assert!(failed.is_err(), "async: the flush's sync did not fail");
         }
         _ => {
+            match mode {
+                CommitMode::Fsync => storage.fail_nth_sync(1),
+                _ => storage.fail_region_fences_after(1),
+            }
             let mut wide = workload.model.clone();
             let ids: Vec<i64> = wide.keys().copied().collect();
             let mut txn = db.begin();
@@ -766,10 +780,7 @@ fn unsynced_tail(mode: CommitMode, seed: u64) -> (SimStorage, Vec<Model>) {
                 txn.update(&table, &item.values()).expect("update");
                 wide.insert(*id, item);
             }
-            assert!(
-                txn.commit().is_err(),
-                "{mode}: the commit's sync did not fail"
-            );
+            assert!(txn.commit().is_err(), "{mode}: the commit did not fail");
             history.push(wide);
         }
     }
@@ -787,13 +798,14 @@ fn unsynced_tail_config(mode: CommitMode, pool_pages: usize) -> tailstore_engine
     config
 }
 
-/// Redo applies the records a process crash left written and not synced, and writes pages it
-/// changed to the data file once they outgrow the pool (here half the run's). A power cut during that recovery may
-/// drop the records and keep the pages, unless recovery made the log durable first: the
-/// next recovery would then find parts of transactions its log no longer holds. The
-/// recovery of the image dies at each of its operations in turn (or at 48 spread over them), by a power cut; the one
-/// after must hold the state before or after the unsynced transaction (`fsync`), or after
-/// one of the commits (`async`, which may lose any suffix of them).
+/// Redo applies the records a process crash left written and not synced (or not flushed),
+/// and writes pages it changed to the data file once they outgrow the pool (here half the
+/// run's). A power cut during that recovery may drop the records and keep the pages, unless
+/// recovery made the log durable first: the next recovery would then find parts of
+/// transactions its log no longer holds. The recovery of the image dies at each of its
+/// operations in turn (or at 48 spread over them) by a power cut; the next recovery must
+/// find the state before or after the transaction not made durable, or in `async`, which may
+/// lose any suffix of the commits, the state after one of them.
 fn power_cut_while_redoing_unsynced_records(mode: CommitMode, seed: u64) {
     // Fewer frames than the unsynced transactions change: redo evicts some of their pages.
     let config = unsynced_tail_config(mode, 16);
@@ -815,18 +827,13 @@ fn power_cut_while_redoing_unsynced_records(mode: CommitMode, seed: u64) {
     // recoveries take ~140 operations: each eviction goes through the double-write area).
     for at in (1..=ops).step_by((ops as usize).div_ceil(48)) {
         let what = format!("{mode}: recovery dies at operation {at} of {ops} (power cut)");
-        let storage = crashed.process_crash();
-        storage.crash_after(at);
-        let cut = match open_sim(&storage, &config) {
-            Ok((db, _)) => crash_and_drop(&storage, db, Crash::PowerCut(mix(seed, at))),
-            Err(e) => {
-                assert!(
-                    storage.is_dead(),
-                    "{what}: recovery failed on a live medium: {e}"
-                );
-                image(&storage, Crash::PowerCut(mix(seed, at)))
-            }
-        };
+        let cut = recovery_dies_at(
+            &crashed.process_crash(),
+            &config,
+            at,
+            Crash::PowerCut(mix(seed, at)),
+            &what,
+        );
         let (db, _) =
             open_sim(&cut, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
         let from = if mode == CommitMode::Async {
