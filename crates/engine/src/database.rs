@@ -325,6 +325,11 @@ impl Database {
         // state and could write over it.
         let file = storage.open_file(&config.data_file(), OpenMode::Existing)?;
         file.lock_exclusive()?;
+        // What a crashed process wrote and did not sync is read as if it were durable: a
+        // checkpoint's meta page (its sync cut short) says where redo starts, and this open
+        // releases the log below that; a power cut that then took the page back would leave
+        // an older checkpoint whose log is gone. (The log's part: `LogReplay::open`.)
+        file.sync_data()?;
         // The log's headers only: redo's walk finds the end of its valid prefix (`LogReplay`).
         let replay = LogReplay::open(storage.clone(), &config.log)?;
         let meta = Meta::read_latest(file.as_ref())?;

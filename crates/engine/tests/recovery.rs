@@ -585,67 +585,130 @@ fn crash_during_recovery_pmem_log() {
     crash_during_recovery(CommitMode::PmemLog, 13, 24);
 }
 
-/// After a process crash, the log's valid prefix may end in records that were written and
-/// not yet synced (`fsync`) or stored and not yet flushed (`pmem-log`, `buffer`): a commit in
-/// flight. Recovery keeps them, so it must make them durable before anything is appended
-/// after them; else a power cut after the restart drops one, and with it every commit
-/// acknowledged after the restart (the valid prefix ends at the hole). Each point: the run
-/// dies by a process crash in its last third, a clean recovery, 20 more acknowledged
-/// transactions, a power cut; the last recovery must hold every one of them.
-fn commits_after_a_restart_survive_a_power_cut(mode: CommitMode, seed: u64, points: u64) {
+/// After a process crash, the media may hold what was never durable: the log's valid prefix
+/// ending in records written and not yet synced (`fsync`) or stored and not yet flushed
+/// (`pmem-log`, `buffer`), a commit in flight; a PMEM start word stored and not flushed; a
+/// checkpoint's meta page written and not synced. A recovery that builds on them must make
+/// them durable first, or a power cut after the restart takes them back: the valid prefix
+/// ending at the hole, before every commit acknowledged since the restart; or a checkpoint
+/// older than the log's start, whose records the restart released. The run (`txns`
+/// transactions, checkpointing by `checkpoints`) dies at operation `at` by a process crash;
+/// a clean recovery, `more` acknowledged transactions, then `cuts` different power cuts of
+/// that state; each recovery must hold every one of them.
+fn commits_after_a_restart_survive_a_power_cut(
+    mode: CommitMode,
+    seed: u64,
+    checkpoints: Checkpoints,
+    txns: usize,
+    at: u64,
+    (more, cuts): (u64, u64),
+) {
     let config = sim_config(mode, SMALL_POOL);
+    let what = format!("{mode}, seed {seed}: the run dies at operation {at} (process)");
+    let (storage, acknowledged, would_be, _) =
+        die_at(mode, seed, Some(at), Crash::Process, checkpoints, txns);
+    let (db, _) =
+        open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+    let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut workload = Workload::new(mix(seed, at));
+    workload.model = match try_verify(&db, &table, &acknowledged) {
+        Ok(()) => acknowledged,
+        Err(_) => would_be,
+    };
+    verify(&db, &table, &workload.model, &what);
+    workload.checkpointed_at = db.log().appended_lsn();
+    workload.next_val = 1 << 40; // `by_val` is unique: past every value of the run
+    while workload.commits < more {
+        workload
+            .step(&db, &table)
+            .unwrap_or_else(|f| panic!("{what}: after the restart: {}", f.error));
+    }
+    for cut in 0..cuts {
+        let seed = mix(seed, 900 + at * cuts + cut);
+        let what = format!("{what}, {more} commits, then power cut {seed}");
+        let (db, _) = recover(
+            &image(&storage, Crash::PowerCut(seed)),
+            mode,
+            &workload.model,
+            &what,
+        );
+        db.close().expect("close");
+    }
+    storage.crash_after(0);
+    drop(db);
+}
+
+/// [`commits_after_a_restart_survive_a_power_cut`] at `points` operations of the last third
+/// of a run (most often in the middle of a commit).
+fn restarts_after_commits_in_flight(mode: CommitMode, seed: u64, points: u64) {
     let checkpoints = Checkpoints::OnceAfter(RECOVERED_RUN_CHECKPOINT);
     let (_, _, _, run_ops) = die_at(mode, seed, None, Crash::Process, checkpoints, RECOVERED_RUN);
     for p in 0..points {
         let at = run_ops - mix(seed, p) % (run_ops / 3);
-        let what = format!("{mode}, seed {seed}: the run dies at operation {at} (process)");
-        let (storage, acknowledged, would_be, _) = die_at(
+        commits_after_a_restart_survive_a_power_cut(
             mode,
             seed,
-            Some(at),
-            Crash::Process,
             checkpoints,
             RECOVERED_RUN,
+            at,
+            (20, 1),
         );
-        let (db, _) =
-            open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
-        let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
-        let mut workload = Workload::new(mix(seed, 500 + p));
-        workload.model = match try_verify(&db, &table, &acknowledged) {
-            Ok(()) => acknowledged,
-            Err(_) => would_be,
-        };
-        verify(&db, &table, &workload.model, &what);
-        workload.checkpointed_at = db.log().appended_lsn();
-        workload.next_val = 1 << 40; // `by_val` is unique: past every value of the run
-        while workload.commits < 20 {
-            workload
-                .step(&db, &table)
-                .unwrap_or_else(|f| panic!("{what}: after the restart: {}", f.error));
-        }
-        let cut = crash_and_drop(&storage, db, Crash::PowerCut(mix(seed, 900 + p)));
-        recover(
-            &cut,
-            mode,
-            &workload.model,
-            &format!("{what}, then a power cut"),
-        );
+    }
+}
+
+/// Transactions of the runs of [`restarts_after_a_checkpoint_in_flight`], the last followed
+/// by a checkpoint.
+const CHECKPOINTED_RUN: usize = 60;
+
+/// [`commits_after_a_restart_survive_a_power_cut`] at operations of a checkpoint that ends
+/// the run: its last 16 (the meta page's write and sync, the log's release) and 8 others.
+fn restarts_after_a_checkpoint_in_flight(mode: CommitMode, seed: u64) {
+    let never = Checkpoints::OnceAfter(usize::MAX);
+    let last = Checkpoints::OnceAfter(CHECKPOINTED_RUN - 1);
+    let (_, _, _, before) = die_at(mode, seed, None, Crash::Process, never, CHECKPOINTED_RUN);
+    let (_, _, _, after) = die_at(mode, seed, None, Crash::Process, last, CHECKPOINTED_RUN);
+    assert!(
+        after > before + 16,
+        "{mode}: the checkpoint did {} operations",
+        after - before
+    );
+    let earlier = (0..8).map(|p| before + 1 + mix(seed, p) % (after - before - 16));
+    for at in earlier.chain(after - 15..=after) {
+        // Two transactions only: with more, pages they push out through the double-write
+        // area sync the data file, and with it whatever the crash had left unsynced there.
+        // Four cuts: a meta page left unsynced survives one whole in four.
+        commits_after_a_restart_survive_a_power_cut(mode, seed, last, CHECKPOINTED_RUN, at, (2, 4));
     }
 }
 
 #[test]
 fn commits_after_a_restart_survive_a_power_cut_fsync() {
-    commits_after_a_restart_survive_a_power_cut(CommitMode::Fsync, 21, 16);
+    restarts_after_commits_in_flight(CommitMode::Fsync, 21, 16);
 }
 
 #[test]
 fn commits_after_a_restart_survive_a_power_cut_buffer() {
-    commits_after_a_restart_survive_a_power_cut(CommitMode::Buffer, 22, 16);
+    restarts_after_commits_in_flight(CommitMode::Buffer, 22, 16);
 }
 
 #[test]
 fn commits_after_a_restart_survive_a_power_cut_pmem_log() {
-    commits_after_a_restart_survive_a_power_cut(CommitMode::PmemLog, 23, 16);
+    restarts_after_commits_in_flight(CommitMode::PmemLog, 23, 16);
+}
+
+#[test]
+fn commits_after_a_restart_from_a_checkpoint_in_flight_survive_a_power_cut_fsync() {
+    restarts_after_a_checkpoint_in_flight(CommitMode::Fsync, 24);
+}
+
+#[test]
+fn commits_after_a_restart_from_a_checkpoint_in_flight_survive_a_power_cut_buffer() {
+    restarts_after_a_checkpoint_in_flight(CommitMode::Buffer, 25);
+}
+
+#[test]
+fn commits_after_a_restart_from_a_checkpoint_in_flight_survive_a_power_cut_pmem_log() {
+    restarts_after_a_checkpoint_in_flight(CommitMode::PmemLog, 26);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -140,10 +140,10 @@ impl LogReplay {
                 layout.ring_bytes,
             ),
         };
-        if !created {
-            make_file_durable(&layout, config.mode)?;
-        }
         let pmem_start = pmem_start(&layout)?;
+        if !created {
+            make_found_durable(&layout, config.mode, pmem_start)?;
+        }
         let start_lsn = match (config.mode, pmem_start) {
             (CommitMode::PmemLog, Some(start)) => start,
             _ => layout.file_start,
@@ -255,12 +255,18 @@ impl LogReplay {
     }
 }
 
-/// Syncs the log file where the records of the valid prefix are read from it (`fsync`,
-/// `async`): a crashed process may have written records and died before their sync (a group
-/// commit in flight), and redo is about to apply them and write the pages they change
-/// (see [`Scanner::persisting`] for the ring's part). Cheap when the crash was a power cut:
-/// nothing is left unsynced then.
-fn make_file_durable(layout: &Layout, mode: CommitMode) -> Result<()> {
+/// Makes what a crashed process left, and this open is about to rely on, durable: the log
+/// file where the records of the valid prefix are read from it (`fsync`, `async`: a group
+/// commit written and not yet synced; redo is about to apply those records and write the pages
+/// they change), and the PMEM region's start word (a release or a hardening stored and not
+/// yet flushed: recovery reads the new value, and `pmem-log`'s repair then zeroes the slots
+/// of the records below it, which an old value, back after a power cut, would point to). The
+/// ring's records are made durable as they are read ([`Scanner::persisting`]). Cheap after a
+/// power cut: nothing is left unsynced then.
+fn make_found_durable(layout: &Layout, mode: CommitMode, pmem_start: Option<u64>) -> Result<()> {
+    if let (Some(region), Some(start)) = (&layout.pmem, pmem_start) {
+        persist_start_word(region.as_ref(), start)?;
+    }
     match (mode, &layout.file) {
         (CommitMode::Fsync | CommitMode::Async, Some(file)) => Ok(file.sync_data()?),
         _ => Ok(()),
