@@ -142,7 +142,7 @@ impl LogReplay {
         };
         let pmem_start = pmem_start(&layout)?;
         if !created {
-            make_found_durable(&layout, config.mode, pmem_start)?;
+            make_found_durable(&layout, pmem_start)?;
         }
         let start_lsn = match (config.mode, pmem_start) {
             (CommitMode::PmemLog, Some(start)) => start,
@@ -256,21 +256,21 @@ impl LogReplay {
 }
 
 /// Makes what a crashed process left, and this open is about to rely on, durable: the log
-/// file where the records of the valid prefix are read from it (`fsync`, `async`: a group
-/// commit written and not yet synced; redo is about to apply those records and write the pages
-/// they change), and the PMEM region's start word (a release or a hardening stored and not
+/// file (its header, and in `fsync` and `async` the records of the valid prefix: a group
+/// commit written and not yet synced, which redo is about to apply and write the pages they
+/// change), and the PMEM region's start word (a release or a hardening stored and not
 /// yet flushed: recovery reads the new value, and `pmem-log`'s repair then zeroes the slots
 /// of the records below it, which an old value, back after a power cut, would point to). The
 /// ring's records are made durable as they are read ([`Scanner::persisting`]). Cheap after a
 /// power cut: nothing is left unsynced then.
-fn make_found_durable(layout: &Layout, mode: CommitMode, pmem_start: Option<u64>) -> Result<()> {
+fn make_found_durable(layout: &Layout, pmem_start: Option<u64>) -> Result<()> {
     if let (Some(region), Some(start)) = (&layout.pmem, pmem_start) {
         persist_start_word(region.as_ref(), start)?;
     }
-    match (mode, &layout.file) {
-        (CommitMode::Fsync | CommitMode::Async, Some(file)) => Ok(file.sync_data()?),
-        _ => Ok(()),
+    if let Some(file) = &layout.file {
+        file.sync_data()?;
     }
+    Ok(())
 }
 
 /// The PMEM region's start word: the hardened LSN (`buffer`) or the ring's first LSN
