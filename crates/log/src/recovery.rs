@@ -17,6 +17,11 @@ use crate::record::salt;
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
 
+/// The planted bug of `planted-recovery-trusts-the-crash`: an open that relies on what a
+/// crashed process left without making it durable first ([`make_found_durable`],
+/// [`Scanner::persisting`]). Exists only so that the recovery tests can prove they catch it.
+const TRUSTS_THE_CRASH: bool = cfg!(feature = "planted-recovery-trusts-the-crash");
+
 /// What opening the log found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovery {
@@ -140,10 +145,10 @@ impl LogReplay {
                 layout.ring_bytes,
             ),
         };
-        let pmem_start = pmem_start(&layout)?;
-        if !created {
-            make_found_durable(&layout, pmem_start)?;
+        if !created && !TRUSTS_THE_CRASH {
+            make_found_durable(&layout)?;
         }
+        let pmem_start = pmem_start(&layout)?;
         let start_lsn = match (config.mode, pmem_start) {
             (CommitMode::PmemLog, Some(start)) => start,
             _ => layout.file_start,
@@ -186,7 +191,11 @@ impl LogReplay {
             Some(hardened) if (self.start_lsn..=hardened).contains(&from) => from,
             _ => self.start_lsn,
         };
-        let scanner = Scanner::new(self.source()?, self.salt, walk_from).persisting();
+        let scanner = Scanner::new(self.source()?, self.salt, walk_from);
+        let scanner = match TRUSTS_THE_CRASH {
+            true => scanner,
+            false => scanner.persisting(),
+        };
         Ok(Records::walk(scanner, from))
     }
 
@@ -258,14 +267,15 @@ impl LogReplay {
 /// Makes what a crashed process left, and this open is about to rely on, durable: the log
 /// file (its header, and in `fsync` and `async` the records of the valid prefix: a group
 /// commit written and not yet synced, which redo is about to apply and write the pages they
-/// change), and the PMEM region's start word (a release or a hardening stored and not
-/// yet flushed: recovery reads the new value, and `pmem-log`'s repair then zeroes the slots
-/// of the records below it, which an old value, back after a power cut, would point to). The
-/// ring's records are made durable as they are read ([`Scanner::persisting`]). Cheap after a
-/// power cut: nothing is left unsynced then.
-fn make_found_durable(layout: &Layout, pmem_start: Option<u64>) -> Result<()> {
-    if let (Some(region), Some(start)) = (&layout.pmem, pmem_start) {
-        persist_start_word(region.as_ref(), start)?;
+/// change), and the PMEM region's header with its start word (the creation's header stored
+/// and not flushed, which a power cut would turn into "header missing"; a release or a
+/// hardening stored and not flushed: recovery reads the new start, and `pmem-log`'s repair
+/// then zeroes the slots of the records below it, which the old one, back after a power cut,
+/// would point to). The ring's records are made durable as they are read
+/// ([`Scanner::persisting`]). Cheap after a power cut: nothing is left unsynced then.
+fn make_found_durable(layout: &Layout) -> Result<()> {
+    if let Some(region) = &layout.pmem {
+        region.persist(0, HEADER_BYTES)?;
     }
     if let Some(file) = &layout.file {
         file.sync_data()?;

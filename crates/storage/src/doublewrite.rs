@@ -168,7 +168,12 @@ impl DoubleWrite {
             region.read(0, &mut header);
         }
         let slots = match read_header(&header, region.len()) {
-            Ok((slots, owner)) if owner == db_id && !new_database => slots,
+            Ok((slots, owner)) if owner == db_id && !new_database => {
+                // A crash during the area's creation may have left its header stored and not
+                // flushed: valid now, gone after a power cut, with slots used meanwhile.
+                region.persist(0, HEADER_BYTES)?;
+                slots
+            }
             Ok((_, owner)) if !new_database => {
                 return Err(broken(format!(
                     "it belongs to another database (id {owner:#x}, this one is {db_id:#x}); \
