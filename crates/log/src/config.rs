@@ -106,6 +106,10 @@ pub struct LogConfig {
     /// `buffer` mode: the writer hardens once this many bytes are pending, so that one
     /// `fdatasync` covers many blocks. `None`: an eighth of the ring (at least one block).
     pub harden_batch_bytes: Option<usize>,
+    /// `fsync`, `buffer`, `async`: the log file's head is given back in steps of this many
+    /// bytes; each release rewrites and syncs the file's header. Small only in tests, so that
+    /// the simulator's short logs release (and crash while releasing) too.
+    pub release_step_bytes: u64,
 }
 
 pub const KIB: usize = 1024;
@@ -124,6 +128,7 @@ impl LogConfig {
             async_interval: Duration::from_millis(10),
             harden_age: Duration::from_millis(20),
             harden_batch_bytes: None,
+            release_step_bytes: 64 * MIB as u64,
         }
     }
 
@@ -153,6 +158,9 @@ impl LogConfig {
                 "ring size {ring} must be a multiple of the block size {} and hold at least two blocks",
                 self.block_bytes
             ));
+        }
+        if self.release_step_bytes == 0 {
+            return Err("the release step must not be 0".into());
         }
         if self.mode.uses_pmem() && self.pmem_path.is_none() {
             return Err(format!(

@@ -29,8 +29,6 @@ use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
 use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
 
-/// The log file's head is discarded in steps of this many bytes (see `release_file`).
-const RELEASE_STEP: u64 = 64 << 20;
 use crate::record::{parse_header, record_size, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
@@ -55,6 +53,8 @@ pub(crate) struct Shared {
     pub harden_age: Duration,
     /// `buffer`: bytes pending before the writer hardens without waiting for `harden_age`.
     pub harden_batch: u64,
+    /// The log file's head is discarded in steps of this many bytes (see `release_file`).
+    release_step: u64,
     /// `filled` when the log was opened, for the bytes counter.
     pub opened_at: u64,
 
@@ -180,6 +180,7 @@ impl Shared {
             async_interval: config.async_interval,
             harden_age: config.harden_age,
             harden_batch,
+            release_step: config.release_step_bytes,
             opened_at: start.end,
             reserved: CachePadded::new(AtomicU64::new(start.end)),
             filled: CachePadded::new(AtomicU64::new(start.end)),
@@ -568,15 +569,15 @@ impl Shared {
     /// Discards the log file's head below `lsn` (a record boundary): first the header is
     /// rewritten to start there and synced, so that no later open scans the discarded part,
     /// then the space is given back. Only a prefix already hardened to the file moves the
-    /// start (open scans from the file's start), and only in steps of [`RELEASE_STEP`]: each
-    /// costs a sync.
+    /// start (open scans from the file's start), and only in steps of the release step
+    /// (`LogConfig::release_step_bytes`): each costs a sync.
     fn release_file(&self, lsn: u64) -> Result<()> {
         let Some(file) = &self.file else {
             return Ok(());
         };
         let _serial = self.release_lock.lock();
         let current = self.released.load(Ordering::Acquire);
-        if lsn > self.hardened.load(Ordering::Acquire) || lsn < current + RELEASE_STEP {
+        if lsn > self.hardened.load(Ordering::Acquire) || lsn < current + self.release_step {
             return Ok(());
         }
         let header =
@@ -586,7 +587,7 @@ impl Shared {
             .map_err(|e| self.fail_stop(e))?;
         self.released.store(lsn, Ordering::Release);
         let first = HEADER_BYTES as u64;
-        let end = lsn / RELEASE_STEP * RELEASE_STEP;
+        let end = lsn / self.release_step * self.release_step;
         if end > first {
             // Losing the space is not losing data: a failed discard leaves the log correct.
             let _ = file.discard(first, end - first);

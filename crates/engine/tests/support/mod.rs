@@ -238,6 +238,9 @@ pub fn sim_config(mode: CommitMode, pool_pages: usize) -> DbConfig {
     // Small: the simulator copies the whole region at every crash, and the log's recovery
     // wipes its free part at every open (see also `checkpoint_if_log_grew`).
     config.log.pmem_log_bytes = 512 * KIB;
+    // The runs' logs are a few MB: release the log file's head in small steps, so that
+    // checkpoints move its start (and crashes strike while they do).
+    config.log.release_step_bytes = 32 * KIB as u64;
     config.buffer_pool_bytes = pool_pages * PAGE_SIZE;
     // Few slots: the simulator copies every region at every crash, and slots reused often
     // exercise the syncs that reuse needs.
