@@ -192,9 +192,10 @@ impl LogReplay {
             _ => self.start_lsn,
         };
         let scanner = Scanner::new(self.source()?, self.salt, walk_from);
-        let scanner = match TRUSTS_THE_CRASH {
-            true => scanner,
-            false => scanner.persisting(),
+        let scanner = if TRUSTS_THE_CRASH {
+            scanner
+        } else {
+            scanner.persisting()
         };
         Ok(Records::walk(scanner, from))
     }
