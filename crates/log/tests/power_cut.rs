@@ -10,9 +10,9 @@
 //!    number, then 0..300 bytes of filler, one in twenty 1,000..3,500 bytes) and stop at their
 //!    first error. They commit with `commit`, with `append` + `wait_durable`, or in batches of
 //!    2..24 appends with one `wait_durable` at the end (this is what fills an `fsync` ring);
-//!    someone releases the durable prefix now and then: in `pmem-log` mode so that the ring is
-//!    reused (the single appender itself, or a releaser thread), in the others (a single
-//!    appender) so that the log file's head is given back, in 4 KiB steps;
+//!    someone (the single appender itself, or a releaser thread) releases the durable prefix
+//!    now and then: in `pmem-log` mode so that the ring is reused, in the others so that the
+//!    log file's head is given back (in 4 KiB steps);
 //! 3. the storage's image after a power cut (or a process crash) is reopened — on a quarter of
 //!    the points after a *second* crash that interrupts the first recovery — and the records
 //!    are checked: (a) every acknowledged commit beyond the recovered start (a released
@@ -523,7 +523,7 @@ fn run_workload(log: &LogManager, storage: &SimStorage, p: &Point) -> Result<His
                 s.spawn(move || appender.run())
             })
             .collect();
-        let releaser = (p.mode == CommitMode::PmemLog && p.threads > 1).then(|| {
+        let releaser = (p.threads > 1).then(|| {
             s.spawn(move || {
                 let mut rng = StdRng::seed_from_u64(releaser_seed);
                 while !stop.load(Ordering::Acquire) {
