@@ -514,10 +514,11 @@ mod tests {
             .expect("data file")
     }
 
-    /// Version `lsn` of page `id`: a leaf whose payload is derived from both.
+    /// Version `lsn` of page `id`: a page whose payload is derived from both (a free page's:
+    /// a node's payload would be checked as one).
     fn version(id: u64, lsn: u64) -> Page {
         let mut page = Page::zeroed();
-        page.format(PageId(id), PageKind::BTreeLeaf);
+        page.format(PageId(id), PageKind::Free);
         page.set_lsn(lsn);
         for (i, b) in page.payload_mut().iter_mut().enumerate() {
             *b = (i as u64).wrapping_mul(31).wrapping_add(id * 7 + lsn) as u8;

@@ -13,8 +13,10 @@ use rand::{Rng, SeedableRng};
 use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 use tailstore_storage::btree::MAX_ENTRY;
+use tailstore_storage::page::HEADER_SIZE;
 use tailstore_storage::{
-    BTree, BufferPool, ReadContention, Redo, ScanDirection, StorageError, TreeWriter,
+    BTree, BufferPool, Page, PageId, PageKind, ReadContention, Redo, ScanDirection, StorageError,
+    TreeWriter, PAGE_SIZE,
 };
 
 const DATA: &str = "/db/data";
@@ -1008,6 +1010,71 @@ fn entry_size_limits_and_key_errors() {
     }
     let shape = tree.check().expect("check");
     assert!(shape.height >= 2 && shape.entries == 42, "{shape:?}");
+}
+
+/// A leaf that passes its checksum but is malformed (a slot pointing past the page, as a
+/// bug's write or a crafted file could leave it) is a corrupt-page error for every read,
+/// never a panic on the bad offset.
+#[test]
+fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
+    let storage = SimStorage::new();
+    let root = {
+        let pool = pool(&storage, 8);
+        let tree = BTree::create(Arc::clone(&pool)).expect("create");
+        for i in 0..300u32 {
+            tree.insert(&i.to_be_bytes(), &[7; 200]).expect("insert");
+        }
+        pool.flush_all().expect("flush");
+        tree.root()
+    };
+    let mut bytes = storage.file_bytes(DATA).expect("file");
+    let leaves: Vec<usize> = (0..bytes.len() / PAGE_SIZE)
+        .filter(|&i| bytes[i * PAGE_SIZE..(i + 1) * PAGE_SIZE] != [0; PAGE_SIZE][..])
+        .filter(|&i| {
+            let mut page = Page::zeroed();
+            page.bytes_mut_for_read()
+                .copy_from_slice(&bytes[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
+            page.kind() == Some(PageKind::BTreeLeaf)
+        })
+        .collect();
+    let victim = leaves[leaves.len() / 2];
+    let mut page = Page::zeroed();
+    page.bytes_mut_for_read()
+        .copy_from_slice(&bytes[victim * PAGE_SIZE..(victim + 1) * PAGE_SIZE]);
+    // Slot 1's cell offset (payload bytes 16 + 10 .. +2): one byte before the page's end.
+    let past_the_end = (PAGE_SIZE - HEADER_SIZE - 1) as u16;
+    page.payload_mut()[26..28].copy_from_slice(&past_the_end.to_le_bytes());
+    page.seal();
+    bytes[victim * PAGE_SIZE..(victim + 1) * PAGE_SIZE].copy_from_slice(page.bytes());
+    storage.set_file_bytes(DATA, bytes);
+
+    let tree = BTree::open(pool(&storage, 8), root).expect("the root is intact");
+    let malformed = |err: StorageError| match err {
+        StorageError::Corrupt { page_id, reason } => {
+            assert_eq!(page_id, PageId(victim as u64));
+            assert!(reason.contains("malformed node"), "{reason}");
+        }
+        other => panic!("not a corrupt page: {other}"),
+    };
+    malformed(tree.check().expect_err("check reads every page"));
+    let all = tree.range(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        ScanDirection::Ascending,
+        usize::MAX,
+    );
+    malformed(all.expect_err("a full scan reads the leaf"));
+    let mut errors = 0;
+    for i in 0..300u32 {
+        match tree.get(&i.to_be_bytes()) {
+            Ok(value) => assert_eq!(value, Some(vec![7; 200])),
+            Err(err) => {
+                malformed(err);
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 0, "the leaf's keys are not read");
 }
 
 #[test]

@@ -94,6 +94,9 @@ impl PageOp<'_> {
                 if page.kind() != Some(PageKind::BTreeLeaf) {
                     return Err(mismatch(id, "put into a page that is not a leaf"));
                 }
+                if key.len() + value.len() > super::MAX_ENTRY {
+                    return Err(mismatch(id, "put of an entry larger than a node allows"));
+                }
                 if !node::upsert(page.payload_mut(), key, value) {
                     return Err(mismatch(id, "put does not fit in the leaf"));
                 }
@@ -116,6 +119,12 @@ impl PageOp<'_> {
             } => {
                 if page.kind() != Some(PageKind::BTreeInner) {
                     return Err(mismatch(id, "link in a page that is not an inner node"));
+                }
+                if separator.len() > super::MAX_ENTRY {
+                    return Err(mismatch(
+                        id,
+                        "link of a separator larger than a node allows",
+                    ));
                 }
                 let p = page.payload_mut();
                 if !node::fits(p, separator.len(), node::CHILD) {
@@ -144,6 +153,8 @@ impl PageOp<'_> {
                 }
                 p[..front.len()].copy_from_slice(front);
                 p[n - back.len()..].copy_from_slice(back);
+                super::check_node(page)
+                    .map_err(|what| mismatch(id, &format!("image of a malformed node: {what}")))?;
             }
         }
         Ok(())
@@ -485,5 +496,27 @@ mod tests {
         let before = page.payload().to_vec();
         assert!(op.apply(&mut page).is_err(), "child 10 holds \"c\", not 20");
         assert_eq!(page.payload(), &before[..]);
+    }
+
+    #[test]
+    fn an_image_of_a_malformed_node_is_refused() {
+        let id = PageId(5);
+        let mut source = inner(id);
+        let mut redo = Redo::new();
+        redo.image(&source);
+        let ops = decode(redo.bytes()).expect("decode");
+        let mut page = Page::zeroed();
+        ops[0]
+            .apply(&mut page)
+            .expect("a whole node's image applies");
+        assert_eq!(page.payload(), source.payload());
+        // Slot 0's key length (payload bytes 18..20) beyond the page: checksummed in the
+        // log as any record is, but not a node.
+        source.payload_mut()[18..20].copy_from_slice(&9000u16.to_le_bytes());
+        let mut redo = Redo::new();
+        redo.image(&source);
+        let ops = decode(redo.bytes()).expect("decode");
+        let err = ops[0].apply(&mut Page::zeroed()).expect_err("refused");
+        assert!(err.to_string().contains("malformed node"), "{err}");
     }
 }
