@@ -155,7 +155,7 @@ use node::{CHILD, NODE_HEADER, PAYLOAD};
 pub use redo::{PageOp, Redo};
 
 /// What is wrong with the structure of node page `page`, if anything (see `node::check`).
-pub(crate) fn check_node(page: &Page) -> std::result::Result<(), String> {
+pub(crate) fn check_node_structure(page: &Page) -> std::result::Result<(), String> {
     match page.kind() {
         Some(PageKind::BTreeInner) => node::check(page.payload(), true),
         Some(PageKind::BTreeLeaf) => node::check(page.payload(), false),

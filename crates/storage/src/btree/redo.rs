@@ -153,7 +153,7 @@ impl PageOp<'_> {
                 }
                 p[..front.len()].copy_from_slice(front);
                 p[n - back.len()..].copy_from_slice(back);
-                super::check_node(page)
+                super::check_node_structure(page)
                     .map_err(|what| mismatch(id, &format!("image of a malformed node: {what}")))?;
             }
         }
@@ -532,7 +532,7 @@ mod tests {
 
     proptest::proptest! {
         /// Redo of a damaged log record is refused or leaves a node: every op that applies
-        /// leaves the page passing `check_node`, and none panics. A record passes its own
+        /// leaves the page passing `check_node_structure`, and none panics. A record passes its own
         /// checksum before redo decodes it, so this is what a bug's record or a crafted log
         /// gets.
         #[test]
@@ -563,7 +563,7 @@ mod tests {
                 if op.apply(&mut page).is_err() {
                     break;
                 }
-                proptest::prop_assert_eq!(super::super::check_node(&page), Ok(()), "after {:?}", op);
+                proptest::prop_assert_eq!(super::super::check_node_structure(&page), Ok(()), "after {:?}", op);
             }
         }
     }
