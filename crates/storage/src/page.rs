@@ -244,7 +244,8 @@ impl Page {
         if self.kind().is_none() {
             return Err(corrupt(format!("invalid kind {}", self.bytes[KIND_AT])));
         }
-        crate::btree::check_node_structure(self).map_err(|what| corrupt(format!("malformed node: {what}")))
+        crate::btree::check_node_structure(self)
+            .map_err(|what| corrupt(format!("malformed node: {what}")))
     }
 
     /// The buffer a read fills; the caller must [`Page::verify`] afterwards.

@@ -15,10 +15,11 @@
 //!   two fit in one page, and free the emptied page; an empty leaf always merges. Underfull
 //!   nodes whose sibling is too full to merge are left as they are (no redistribution yet).
 //! * **Concurrency:** one tree-level `parking_lot::RwLock`: a writer excludes everyone who
-//!   takes it, and scans share it. Page latches are still taken through the pool, in
-//!   root-to-leaf and left-to-right order. **Point reads** ([`BTree::get`],
-//!   [`BTree::get_with`]) do not take the tree latch: they validate against the tree's
-//!   *version*, see "Optimistic point reads" below.
+//!   takes it. Page latches are still taken through the pool, in root-to-leaf and
+//!   left-to-right order. **Point reads** ([`BTree::get`], [`BTree::get_with`]) and
+//!   **scans** ([`BTree::scan`], one leaf at a time) do not take the tree latch: they
+//!   validate against the tree's *version*, see "Optimistic point reads" and "Scans, leaf by
+//!   leaf" below, and take its read latch only after three failed tries.
 //!
 //! # Optimistic point reads
 //!
@@ -109,13 +110,38 @@
 //! before. What is lost is only the snapshot of the whole tree at one version, which no
 //! caller relied on: a transaction's reads of several keys are checked at its validation.
 //!
+//! # Scans, leaf by leaf
+//!
+//! A scan used to hold the tree's read latch from its first leaf to its last: every writer
+//! of the tree waited for it, and it for every writer. It now reads one leaf at a time, each
+//! found from the root as a point read finds its leaf (the same descent and the same
+//! validation: by the version, or beside a writer by the rules above), and takes the range
+//! `[lower, upper)` of keys that the leaf's path routes to it (the separators either side of
+//! the child taken at each inner node, the deepest being the tightest: `LeafRange`). The leaf
+//! gives the pairs of that range that the scan still wants, and the next descent goes to the
+//! leaf holding the keys from `upper` on (ascending; `Probe::At`) or just below `lower`
+//! (descending; `Probe::Below`), cut at that fence: each key is visited at most once, in
+//! order, even when the tree changed between two leaves.
+//!
+//! *Why each leaf's part is exact.* The argument of "Reads beside a writer" for one key holds
+//! for every key of the range at once: at the moment of validation the inner nodes on the
+//! path are as read, so the tree routes every key of `[lower, upper)` to this leaf, which
+//! holds no unfinished change, so its pairs in that range are the tree's pairs in that range
+//! then, each the value the last finished change of its key left. A scan is therefore a
+//! sequence of exact parts taken at increasing moments, not a snapshot of the whole range at
+//! one moment. No caller needs one: a transaction validates its scans by checking the
+//! range's key locks and then scanning again (engine `txn.rs`; storage.md §2), and that
+//! argument uses only that each key of the second scan is read after the lock check.
+//!
 //! Tests (`storage/tests/btree.rs`): a read of a leaf that an unfinished writer changed waits
 //! for it, and one of another leaf does not; reads caught while a writer is stopped between a
 //! split and its link into the root (a leaf split; an inner node's) are exact; reads beside a
 //! leaf split below the root or a merge, made and not yet stamped, see the tree before it.
-//! In `readers_beside_writers.rs`: point reads beside writers (logged or not) that split and
-//! merge always find the keys that never leave, with every thread pausing at random at the
-//! points of `crate::interleave`; it catches each of the rules above broken alone.
+//! In `readers_beside_writers.rs`: point reads and scans beside writers (logged or not) that
+//! split and merge always find the keys that never leave (scans: in order, each once, with
+//! their values), with every thread pausing at random at the points of `crate::interleave`;
+//! it catches each of the rules above broken alone, and a scan that does not cut a leaf at
+//! the fence it resumed from.
 //! Deep trees (more inner levels than `PATH_DEPTH`) keep to the version.
 //!
 //! **Failures.** Every page an operation needs is latched, and every page it allocates is
@@ -405,6 +431,29 @@ impl InnerVersions {
 
 /// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
 /// (when given) to that child's keys.
+/// Which leaf a descent goes to: the position it takes in each inner node.
+#[derive(Clone, Copy, Debug)]
+enum Probe<'k> {
+    /// The leaf whose range holds `key`.
+    At(&'k [u8]),
+    /// The leaf whose range holds the keys just below `key` (a descending scan's next leaf).
+    Below(&'k [u8]),
+    /// The last leaf.
+    Last,
+}
+
+impl Probe<'_> {
+    /// The child position this probe takes in inner node `p`.
+    fn position(self, p: &[u8]) -> usize {
+        match self {
+            Probe::At(key) => node::child_index(p, key),
+            // Children before the first separator `>= key` hold keys `< key`.
+            Probe::Below(key) => node::lower_bound(p, key, false),
+            Probe::Last => node::count(p),
+        }
+    }
+}
+
 fn route_inner(p: &[u8], key: &[u8], range: Option<&mut LeafRange>) -> (usize, PageId) {
     let at = node::child_index(p, key);
     if let Some(range) = range {
@@ -442,15 +491,15 @@ pub struct LeafStamp {
     pub lsn: crate::page::Lsn,
 }
 
-/// How often point reads found a writer in their way (see "Optimistic point reads"), since
-/// the tree was opened.
+/// How often point reads and scans' leaves found a writer in their way (see "Optimistic
+/// point reads" and "Scans, leaf by leaf"), since the tree was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadContention {
     /// Optimistic descents that did not validate: a writer was active at the start, or was
     /// (or had been) active by the end.
     pub retries: u64,
-    /// Point reads that gave up after a few such descents (`OPTIMISTIC_TRIES`) and read under the
-    /// tree's read latch, waiting for the writer first.
+    /// Point reads (and scans' leaves) that gave up after a few such descents
+    /// (`OPTIMISTIC_TRIES`) and read under the tree's read latch, waiting for the writer first.
     pub latched: u64,
 }
 
@@ -539,14 +588,6 @@ fn in_upper_bound(key: &[u8], upper: Bound<&[u8]>) -> bool {
         Bound::Unbounded => true,
         Bound::Included(bound) => key <= bound,
         Bound::Excluded(bound) => key < bound,
-    }
-}
-
-fn in_lower_bound(key: &[u8], lower: Bound<&[u8]>) -> bool {
-    match lower {
-        Bound::Unbounded => true,
-        Bound::Included(bound) => key >= bound,
-        Bound::Excluded(bound) => key > bound,
     }
 }
 
@@ -658,7 +699,7 @@ impl BTree {
     fn with_leaf<R>(&self, key: &[u8], f: impl FnOnce(PageId, &Page) -> R) -> Result<R> {
         self.usable()?;
         for _ in 0..OPTIMISTIC_TRIES {
-            if let Some(found) = self.descend_optimistic(key) {
+            if let Some(found) = self.descend_optimistic(Probe::At(key), None) {
                 let (leaf, page) = found?;
                 return Ok(f(leaf, &page));
             }
@@ -687,13 +728,22 @@ impl BTree {
     }
 
     /// One optimistic descent without the tree latch (see "Optimistic point reads"): the
-    /// leaf for `key`, read-latched, validated against the tree's version; `None` if a writer
-    /// was active (the caller tries again). An error is returned only if it validated too.
-    fn descend_optimistic(&self, key: &[u8]) -> Option<Result<(PageId, PageReadGuard<'_>)>> {
+    /// leaf `probe` leads to, read-latched, validated against the tree's version or, beside
+    /// a writer, by its path (see "Reads beside a writer"); `None` if that failed (the
+    /// caller tries again). An error is returned only if it validated too. `range`, if
+    /// given, receives the range of keys the path routes to the leaf.
+    fn descend_optimistic(
+        &self,
+        probe: Probe<'_>,
+        mut range: Option<&mut LeafRange>,
+    ) -> Option<Result<(PageId, PageReadGuard<'_>)>> {
         let v1 = self.version.load(Ordering::SeqCst);
         let mut inners = InnerVersions::new();
-        let found = self.walk_to_leaf(key, |_, _, version| {
+        let found = self.walk_to_leaf(probe, |p, at, version| {
             inners.record(version);
+            if let Some(range) = range.as_deref_mut() {
+                range.narrow(p, at);
+            }
         });
         interleave::reached(Point::LeafBeforeValidation);
         // Holding the leaf (when found): no writer may have been active since `v1`.
@@ -708,7 +758,7 @@ impl BTree {
         settled.then_some(found)
     }
 
-    /// The leaf for `key`, read-latched, reached from the root without the tree latch: each
+    /// The leaf `probe` leads to, read-latched, reached from the root without the tree latch: each
     /// inner node through the thread's copy if its frame is unchanged, else read (and a copy
     /// kept: a whole image whatever the caller's validation says). `visit` sees each inner
     /// node on the way, root first: its payload, the position of the child taken, and the
@@ -716,15 +766,15 @@ impl BTree {
     /// the callers do that ([`BTree::descend_optimistic`], [`BTree::leaf_path`]).
     fn walk_to_leaf(
         &self,
-        key: &[u8],
+        probe: Probe<'_>,
         mut visit: impl FnMut(&[u8], usize, FrameVersion),
     ) -> Result<(PageId, PageReadGuard<'_>)> {
         let mut id = self.root;
         let mut step = |p: &[u8], version| {
-            let (at, child) = route_inner(p, key, None);
+            let at = probe.position(p);
             visit(p, at, version);
             interleave::reached(Point::WalkBetweenNodes);
-            child
+            node::child(p, at)
         };
         for _ in 0..MAX_HEIGHT {
             if let Some(child) = with_copy(&self.pool, self.uid, id, &mut step) {
@@ -749,7 +799,7 @@ impl BTree {
         Err(self.corrupt(id, "deeper than any B+tree"))
     }
 
-    /// How often point reads have found a writer in their way so far.
+    /// How often point reads and scans' leaves have found a writer in their way so far.
     pub fn read_contention(&self) -> ReadContention {
         ReadContention {
             retries: self.contention.retries.load(Ordering::Relaxed),
@@ -817,8 +867,15 @@ impl BTree {
 
     /// Calls `visit(key, value)` for the keys within `(lower, upper)` in `direction`, at most
     /// `limit` times, stopping early when `visit` returns `false`. Returns how many pairs were
-    /// visited. The tree is read-locked during the scan: `visit` must not call back into the
-    /// tree (a writer waiting for the lock would deadlock with it).
+    /// visited. `visit` runs with a leaf read-latched (and at times the tree): it must not
+    /// call back into the tree (a writer waiting for a latch would deadlock with it).
+    ///
+    /// The scan goes leaf by leaf (see "Scans, leaf by leaf"): each leaf is found from the
+    /// root like a point read's, with the range of keys its path routes to it, and gives the
+    /// pairs of that range the scan still wants; the next leaf is the one that holds the keys
+    /// from the end of that range on. Each leaf's part is exact at the moment it was read,
+    /// and the parts follow each other in key order, each key visited at most once; the
+    /// whole is not one snapshot of the tree (a transaction validates its scans).
     pub fn scan(
         &self,
         lower: Bound<&[u8]>,
@@ -827,7 +884,6 @@ impl BTree {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        let _tree = self.latch.read();
         self.usable()?;
         let mut scan = Scan {
             lower,
@@ -837,10 +893,43 @@ impl BTree {
             visited: 0,
             visit: &mut visit,
         };
-        if limit > 0 {
-            self.scan_node(self.root, &mut scan)?;
+        let mut resume: Option<Vec<u8>> = None;
+        while scan.remaining > 0 {
+            let probe = scan.probe(resume.as_deref());
+            let from = resume.as_deref();
+            match self
+                .with_scan_leaf(probe, |page, range| scan.leaf(page.payload(), range, from))?
+            {
+                Some(fence) => resume = Some(fence),
+                None => break,
+            }
         }
         Ok(scan.visited)
+    }
+
+    /// `f` of the leaf `probe` leads to and the range of keys its path routes to it: found
+    /// optimistically, or after [`OPTIMISTIC_TRIES`] failures under the tree's read latch
+    /// (held while `f` runs).
+    fn with_scan_leaf<R>(
+        &self,
+        probe: Probe<'_>,
+        f: impl FnOnce(&Page, &LeafRange) -> R,
+    ) -> Result<R> {
+        let mut range = LeafRange::default();
+        for _ in 0..OPTIMISTIC_TRIES {
+            range.forget();
+            if let Some(found) = self.descend_optimistic(probe, Some(&mut range)) {
+                let (_, page) = found?;
+                return Ok(f(&page, &range));
+            }
+            self.contention.retries.fetch_add(1, Ordering::Relaxed);
+        }
+        self.contention.latched.fetch_add(1, Ordering::Relaxed);
+        let _tree = self.latch.read();
+        self.usable()?;
+        range.forget();
+        let (_, page) = self.walk_to_leaf(probe, |p, at, _| range.narrow(p, at))?;
+        Ok(f(&page, &range))
     }
 
     /// [`BTree::scan`] collecting copies of the pairs.
@@ -1219,7 +1308,7 @@ impl BTree {
             range: LeafRange::default(),
             inners: InnerVersions::new(),
         };
-        let walked = self.walk_to_leaf(key, |p, at, version| {
+        let walked = self.walk_to_leaf(Probe::At(key), |p, at, version| {
             if path.inners.record(version) {
                 path.range.narrow(p, at);
             }
@@ -1328,73 +1417,6 @@ impl BTree {
         }
     }
 
-    fn scan_node(&self, id: PageId, scan: &mut Scan<'_, '_>) -> Result<bool> {
-        let page = self.pool.read(id)?;
-        let p = page.payload();
-        if kind_of(&page, id)? == PageKind::BTreeInner {
-            let first = match scan.lower {
-                Bound::Unbounded => 0,
-                Bound::Included(key) | Bound::Excluded(key) => node::child_index(p, key),
-            };
-            let last = match scan.upper {
-                Bound::Unbounded => node::count(p),
-                Bound::Included(key) | Bound::Excluded(key) => node::child_index(p, key),
-            };
-            let mut children: Vec<PageId> = (first..=last).map(|i| node::child(p, i)).collect();
-            drop(page);
-            if scan.direction == ScanDirection::Descending {
-                children.reverse();
-            }
-            for child in children {
-                if !self.scan_node(child, scan)? {
-                    return Ok(false);
-                }
-            }
-            return Ok(true);
-        }
-
-        let n = node::count(p);
-        let mut emit = |i: usize| -> bool {
-            let go_on = (scan.visit)(node::key(p, i), node::value(p, i));
-            scan.visited += 1;
-            scan.remaining -= 1;
-            go_on && scan.remaining > 0
-        };
-        match scan.direction {
-            ScanDirection::Ascending => {
-                let start = match scan.lower {
-                    Bound::Unbounded => 0,
-                    Bound::Included(key) => node::lower_bound(p, key, false),
-                    Bound::Excluded(key) => node::lower_bound(p, key, true),
-                };
-                for i in start..n {
-                    if !in_upper_bound(node::key(p, i), scan.upper) {
-                        return Ok(false);
-                    }
-                    if !emit(i) {
-                        return Ok(false);
-                    }
-                }
-            }
-            ScanDirection::Descending => {
-                let end = match scan.upper {
-                    Bound::Unbounded => n,
-                    Bound::Included(key) => node::lower_bound(p, key, true),
-                    Bound::Excluded(key) => node::lower_bound(p, key, false),
-                };
-                for i in (0..end).rev() {
-                    if !in_lower_bound(node::key(p, i), scan.lower) {
-                        return Ok(false);
-                    }
-                    if !emit(i) {
-                        return Ok(false);
-                    }
-                }
-            }
-        }
-        Ok(true)
-    }
-
     /// Checks the subtree at `id`, whose keys must lie in `[low, high)`; returns its height.
     fn check_node(
         &self,
@@ -1461,6 +1483,135 @@ struct Scan<'b, 'v> {
     remaining: usize,
     visited: usize,
     visit: &'v mut dyn FnMut(&[u8], &[u8]) -> bool,
+}
+
+impl<'b> Scan<'b, '_> {
+    /// The leaf to read next: the first, or the one past `resume`, the end of the last
+    /// leaf's range in the scan's direction.
+    fn probe<'k>(&self, resume: Option<&'k [u8]>) -> Probe<'k>
+    where
+        'b: 'k,
+    {
+        match (self.direction, resume) {
+            (ScanDirection::Ascending, Some(fence)) => Probe::At(fence),
+            (ScanDirection::Ascending, None) => match self.lower {
+                Bound::Unbounded => Probe::At(&[]),
+                Bound::Included(key) | Bound::Excluded(key) => Probe::At(key),
+            },
+            (ScanDirection::Descending, Some(fence)) => Probe::Below(fence),
+            (ScanDirection::Descending, None) => match self.upper {
+                Bound::Unbounded => Probe::Last,
+                Bound::Included(key) => Probe::At(key),
+                Bound::Excluded(key) => Probe::Below(key),
+            },
+        }
+    }
+
+    /// Visits the pairs of leaf `p` that the scan still wants: within the scan's bounds,
+    /// within `range` (the keys the leaf's path routes to it, which it answers for), and
+    /// past `resume`. Returns the fence to resume from if the scan goes on beyond this leaf.
+    fn leaf(&mut self, p: &[u8], range: &LeafRange, resume: Option<&[u8]>) -> Option<Vec<u8>> {
+        let (mut lower, mut upper) = (self.lower, self.upper);
+        if range.lower.set {
+            lower = tighter_lower(lower, Bound::Included(&range.lower.key));
+        }
+        if range.upper.set {
+            upper = tighter_upper(upper, Bound::Excluded(&range.upper.key));
+        }
+        match (self.direction, resume) {
+            (ScanDirection::Ascending, Some(from)) => {
+                lower = tighter_lower(lower, Bound::Included(from));
+            }
+            (ScanDirection::Descending, Some(below)) => {
+                upper = tighter_upper(upper, Bound::Excluded(below));
+            }
+            (_, None) => {}
+        }
+        let start = match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(key) => node::lower_bound(p, key, false),
+            Bound::Excluded(key) => node::lower_bound(p, key, true),
+        };
+        let end = match upper {
+            Bound::Unbounded => node::count(p),
+            Bound::Included(key) => node::lower_bound(p, key, true),
+            Bound::Excluded(key) => node::lower_bound(p, key, false),
+        };
+        let wanted = start..end.max(start);
+        let mut visit_at = |i: usize| {
+            let go_on = (self.visit)(node::key(p, i), node::value(p, i));
+            self.visited += 1;
+            self.remaining -= 1;
+            go_on && self.remaining > 0
+        };
+        let went_through = match self.direction {
+            ScanDirection::Ascending => wanted.into_iter().all(&mut visit_at),
+            ScanDirection::Descending => wanted.rev().all(&mut visit_at),
+        };
+        if went_through {
+            self.beyond(range)
+        } else {
+            None
+        }
+    }
+
+    /// The fence past `range` in the scan's direction, if there are keys beyond it and the
+    /// scan's bounds reach them.
+    fn beyond(&self, range: &LeafRange) -> Option<Vec<u8>> {
+        let fence = match self.direction {
+            ScanDirection::Ascending => &range.upper,
+            ScanDirection::Descending => &range.lower,
+        };
+        if !fence.set {
+            return None; // the last leaf in this direction
+        }
+        let reaches = match self.direction {
+            // The keys from the fence on.
+            ScanDirection::Ascending => in_upper_bound(&fence.key, self.upper),
+            // The keys below the fence.
+            ScanDirection::Descending => match self.lower {
+                Bound::Unbounded => true,
+                Bound::Included(key) | Bound::Excluded(key) => key < fence.key.as_slice(),
+            },
+        };
+        reaches.then(|| fence.key.clone())
+    }
+}
+
+/// The tighter of two lower bounds.
+fn tighter_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y))
+            if x != y =>
+        {
+            if x > y {
+                a
+            } else {
+                b
+            }
+        }
+        (Bound::Excluded(_), _) => a,
+        _ => b,
+    }
+}
+
+/// The tighter of two upper bounds.
+fn tighter_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y))
+            if x != y =>
+        {
+            if x < y {
+                a
+            } else {
+                b
+            }
+        }
+        (Bound::Excluded(_), _) => a,
+        _ => b,
+    }
 }
 
 /// Marks a page about to change for a logged operation (see [`BTree::writer`]).

@@ -1,4 +1,4 @@
-//! Point reads beside writers that split and merge, logged (as the engine's, which stamp
+//! Point reads and scans beside writers that split and merge, logged (as the engine's, which stamp
 //! their pages before they let go of the tree) or not, with every thread pausing at random
 //! at the named points of `crate::interleave`: inside a walk, before a read validates,
 //! between a child's split and its link into the parent, between a merge's decision and
@@ -17,8 +17,9 @@ use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 
 use super::redo::Redo;
-use super::BTree;
+use super::{BTree, ScanDirection};
 use crate::buffer_pool::BufferPool;
+use std::ops::Bound;
 
 const KEYS: u32 = 3000;
 
@@ -100,6 +101,14 @@ fn reader(tree: &BTree, run: Run, seed: u64, recent: &AtomicU32, done: &AtomicBo
         // the keys of half its subtree).
         let reach = if rng.gen_bool(0.5) { 40 } else { 400 };
         let near = recent.load(Ordering::Relaxed).saturating_sub(reach);
+        if rng.gen_bool(0.5) {
+            // A scan across several leaves (~19 keys a leaf).
+            let first = (near + rng.gen_range(0..2 * reach)).min(KEYS - 1);
+            let last = (first + rng.gen_range(1..120)).min(KEYS);
+            scan_and_check(tree, first..last, &mut rng);
+            reads += 1;
+            continue;
+        }
         let first = (near + rng.gen_range(0..2 * reach)).min(KEYS - 3);
         let run: Vec<u32> = (first..first + rng.gen_range(1..=3)).collect();
         let keys: Vec<Vec<u8>> = run.iter().map(|&k| key(k)).collect();
@@ -115,6 +124,52 @@ fn reader(tree: &BTree, run: Run, seed: u64, recent: &AtomicU32, done: &AtomicBo
             }
         }
         reads += 1;
+    }
+}
+
+/// Scans keys `wanted` (in either direction, now and then with a limit) and checks the
+/// answer: keys in order, inside the range, each with its value, and every stable key of the
+/// part of the range the scan covered (all of it, or up to its last key if the limit cut it).
+fn scan_and_check(tree: &BTree, wanted: std::ops::Range<u32>, rng: &mut StdRng) {
+    let descending = rng.gen_bool(0.5);
+    let direction = if descending {
+        ScanDirection::Descending
+    } else {
+        ScanDirection::Ascending
+    };
+    let limit = if rng.gen_bool(0.3) {
+        rng.gen_range(1..40)
+    } else {
+        usize::MAX
+    };
+    let (lower, upper) = (key(wanted.start), key(wanted.end));
+    let mut got: Vec<u32> = Vec::new();
+    tree.scan(
+        Bound::Included(&lower),
+        Bound::Excluded(&upper),
+        direction,
+        limit,
+        |k, v| {
+            let k = u32::from_be_bytes([k[0], k[1], k[2], k[3]]);
+            assert_eq!(v, value(k), "key {k} scanned");
+            got.push(k);
+            true
+        },
+    )
+    .expect("scan");
+    let in_order = got.windows(2).all(|pair| (pair[0] < pair[1]) != descending);
+    assert!(in_order, "scan of {wanted:?} out of order: {got:?}");
+    assert!(
+        got.iter().all(|k| wanted.contains(k)),
+        "scan of {wanted:?} left it: {got:?}"
+    );
+    let covered = match (got.len() == limit, got.last()) {
+        (true, Some(&last)) if descending => last..wanted.end,
+        (true, Some(&last)) => wanted.start..last + 1,
+        _ => wanted.clone(),
+    };
+    for k in covered.filter(|&k| stable(k)) {
+        assert!(got.contains(&k), "key {k}, always present, missing from a scan of {wanted:?} ({direction:?}, limit {limit}): {got:?}");
     }
 }
 
