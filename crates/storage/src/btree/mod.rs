@@ -429,8 +429,6 @@ impl InnerVersions {
     }
 }
 
-/// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
-/// (when given) to that child's keys.
 /// Which leaf a descent goes to: the position it takes in each inner node.
 #[derive(Clone, Copy, Debug)]
 enum Probe<'k> {
@@ -454,6 +452,8 @@ impl Probe<'_> {
     }
 }
 
+/// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
+/// (when given) to that child's keys.
 fn route_inner(p: &[u8], key: &[u8], range: Option<&mut LeafRange>) -> (usize, PageId) {
     let at = node::child_index(p, key);
     if let Some(range) = range {
@@ -1511,19 +1511,20 @@ impl<'b> Scan<'b, '_> {
     /// within `range` (the keys the leaf's path routes to it, which it answers for), and
     /// past `resume`. Returns the fence to resume from if the scan goes on beyond this leaf.
     fn leaf(&mut self, p: &[u8], range: &LeafRange, resume: Option<&[u8]>) -> Option<Vec<u8>> {
+        use std::cmp::Ordering::{Greater, Less};
         let (mut lower, mut upper) = (self.lower, self.upper);
         if range.lower.set {
-            lower = tighter_lower(lower, Bound::Included(&range.lower.key));
+            lower = tighter(lower, Bound::Included(&range.lower.key), Greater);
         }
         if range.upper.set {
-            upper = tighter_upper(upper, Bound::Excluded(&range.upper.key));
+            upper = tighter(upper, Bound::Excluded(&range.upper.key), Less);
         }
         match (self.direction, resume) {
             (ScanDirection::Ascending, Some(from)) => {
-                lower = tighter_lower(lower, Bound::Included(from));
+                lower = tighter(lower, Bound::Included(from), Greater);
             }
             (ScanDirection::Descending, Some(below)) => {
-                upper = tighter_upper(upper, Bound::Excluded(below));
+                upper = tighter(upper, Bound::Excluded(below), Less);
             }
             (_, None) => {}
         }
@@ -1578,32 +1579,20 @@ impl<'b> Scan<'b, '_> {
     }
 }
 
-/// The tighter of two lower bounds.
-fn tighter_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+/// The tighter of two bounds on the same side of a range: the one whose key compares as
+/// `inward` to the other's (`Greater` for lower bounds, `Less` for upper ones), or at equal
+/// keys the one that excludes it.
+fn tighter<'a>(
+    a: Bound<&'a [u8]>,
+    b: Bound<&'a [u8]>,
+    inward: std::cmp::Ordering,
+) -> Bound<&'a [u8]> {
     match (a, b) {
         (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
         (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y))
             if x != y =>
         {
-            if x > y {
-                a
-            } else {
-                b
-            }
-        }
-        (Bound::Excluded(_), _) => a,
-        _ => b,
-    }
-}
-
-/// The tighter of two upper bounds.
-fn tighter_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    match (a, b) {
-        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y))
-            if x != y =>
-        {
-            if x < y {
+            if x.cmp(y) == inward {
                 a
             } else {
                 b
