@@ -12,14 +12,6 @@ shift
 lone_defaults read-contention 7114
 LOOPS=${LOOPS:-2}
 
-# total_commands_processed, tailstore_read_retries, tailstore_read_latched
-counters() {
-  redis-cli -p "$PORT" info stats | tr -d '\r' |
-    awk -F: '/^(total_commands_processed|tailstore_read_retries|tailstore_read_latched):/ {printf "%s ", $2}'
-}
-
-per_thousand() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", d ? 1000 * n / d : 0 }'; }
-
 one_run() {
   local bin=$1 ratio before after ops
   stop_lone
@@ -28,10 +20,10 @@ one_run() {
     --data-size 4096 --key-space 10000 --key-pattern sequential --requests 200 >/dev/null
   echo "$(basename "$bin"):"
   for ratio in 0:1 1:9 1:4 1:1 4:1; do
-    read -r -a before <<<"$(counters)"
+    read -r -a before <<<"$(read_counters)"
     ops=$("$bin" bench kv --server "127.0.0.1:$PORT" --clients 50 --threads 2 --pipeline 4 \
       --ratio "$ratio" --data-size 4096 --key-space 10000 --test-time 5 2>&1 | awk '/^Totals/ {print $2}')
-    read -r -a after <<<"$(counters)"
+    read -r -a after <<<"$(read_counters)"
     local commands=$((after[0] - before[0]))
     echo "    SET:GET $ratio  $ops ops/s  per 1,000 commands: retries" \
       "$(per_thousand $((after[1] - before[1])) "$commands"), latched reads" \

@@ -16,14 +16,6 @@ LOOPS=${LOOPS:-2}
 LISTS=${LISTS:-1000}
 SECONDS_EACH=${DURATION:-5}
 
-# total_commands_processed, tailstore_read_retries, tailstore_read_latched
-counters() {
-  redis-cli -p "$PORT" info stats | tr -d '\r' |
-    awk -F: '/^(total_commands_processed|tailstore_read_retries|tailstore_read_latched):/ {printf "%s ", $2}'
-}
-
-per_thousand() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", d ? 1000 * n / d : 0 }'; }
-
 # A redis-benchmark load of command $@ on random lists for SECONDS_EACH, its progress lines
 # to file $1 (it is stopped then; SIGTERM, since a background job ignores SIGINT).
 load() {
@@ -46,12 +38,12 @@ one_run() {
   for i in $(seq 0 $((LISTS - 1))); do
     echo "RPUSH list:$(printf '%012d' "$i") $(seq -s ' ' 1 100)"
   done | redis-cli -p "$PORT" >/dev/null
-  read -r -a before <<<"$(counters)"
+  read -r -a before <<<"$(read_counters)"
   load "$WORK/writes" RPUSH list:__rand_int__ element &
   writer=$!
   load "$WORK/reads" LRANGE list:__rand_int__ 0 99 || true
   wait "$writer" || true
-  read -r -a after <<<"$(counters)"
+  read -r -a after <<<"$(read_counters)"
   local commands=$((after[0] - before[0]))
   echo "$(basename "$bin"): LRANGE 0 99 $(rate_of "$WORK/reads")/s beside RPUSH" \
     "$(rate_of "$WORK/writes")/s; per 1,000 commands: retries" \

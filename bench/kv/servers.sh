@@ -68,6 +68,16 @@ fill_bench_kv_keys() {
   done
 }
 
+# "total_commands_processed tailstore_read_retries tailstore_read_latched" from the `INFO
+# stats` of the server on PORT (read_contention.sh, scan_contention.sh).
+read_counters() {
+  redis-cli -p "$PORT" info stats | tr -d '\r' |
+    awk -F: '/^(total_commands_processed|tailstore_read_retries|tailstore_read_latched):/ {printf "%s ", $2}'
+}
+
+# $1 per 1,000 of $2, one decimal.
+per_thousand() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", d ? 1000 * n / d : 0 }'; }
+
 # For a script of lone servers named NAME: WORK (default /var/tmp/tailstore-NAME) and PORT
 # (default DEFAULT_PORT) unless set, its PMEM file, and their removal on exit:
 # `lone_defaults NAME DEFAULT_PORT`.

@@ -1012,21 +1012,25 @@ fn entry_size_limits_and_key_errors() {
     assert!(shape.height >= 2 && shape.entries == 42, "{shape:?}");
 }
 
+/// A tree of keys 0..300 (big-endian u32) with 200-byte values `[7; 200]`, written to the
+/// data file of `storage`; its root.
+fn three_hundred_keys_on_disk(storage: &SimStorage) -> PageId {
+    let pool = pool(storage, 8);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    for i in 0..300u32 {
+        tree.insert(&i.to_be_bytes(), &[7; 200]).expect("insert");
+    }
+    pool.flush_all().expect("flush");
+    tree.root()
+}
+
 /// A leaf that passes its checksum but is malformed (a slot pointing past the page, as a
 /// bug's write or a crafted file could leave it) is a corrupt-page error for every read,
 /// never a panic on the bad offset.
 #[test]
 fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
     let storage = SimStorage::new();
-    let root = {
-        let pool = pool(&storage, 8);
-        let tree = BTree::create(Arc::clone(&pool)).expect("create");
-        for i in 0..300u32 {
-            tree.insert(&i.to_be_bytes(), &[7; 200]).expect("insert");
-        }
-        pool.flush_all().expect("flush");
-        tree.root()
-    };
+    let root = three_hundred_keys_on_disk(&storage);
     let mut bytes = storage.file_bytes(DATA).expect("file");
     let leaves: Vec<usize> = (0..bytes.len() / PAGE_SIZE)
         .filter(|&i| bytes[i * PAGE_SIZE..(i + 1) * PAGE_SIZE] != [0; PAGE_SIZE][..])
@@ -1080,17 +1084,7 @@ fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
 #[test]
 fn a_corrupt_node_is_reported_by_lookups() {
     let storage = SimStorage::new();
-    let root = {
-        let pool = pool(&storage, 8);
-        let tree = BTree::create(Arc::clone(&pool)).expect("create");
-        let mut rng = StdRng::seed_from_u64(1);
-        for i in 0..300u32 {
-            tree.insert(&i.to_be_bytes(), &[rng.gen(); 200])
-                .expect("insert");
-        }
-        pool.flush_all().expect("flush");
-        tree.root()
-    };
+    let root = three_hundred_keys_on_disk(&storage);
     let mut bytes = storage.file_bytes(DATA).expect("file");
     let last_page = bytes.len() / tailstore_storage::PAGE_SIZE - 1;
     bytes[last_page * tailstore_storage::PAGE_SIZE + 4000] ^= 0xff;
