@@ -202,6 +202,7 @@ fn keyspace(shared: &Shared) -> String {
     for db in 0..shared.ks.databases() {
         match shared.ks.count_keys(db) {
             Ok((0, _)) => {}
+            // avg_ttl: no estimate (design/kv.md, `kv_counts`), as Redis says before it has one.
             Ok((keys, expires)) => out.push_str(&format!(
                 "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n"
             )),
