@@ -1139,6 +1139,10 @@ impl<'db> Transaction<'db> {
     /// Whether the stored row still gives `read` what it read: the same version, or for a
     /// column read, the same values in those columns.
     fn still_reads_the_same(&self, read: &PointRead) -> Result<bool> {
+        if cfg!(feature = "planted-absent-reads-unchecked") && read.version.is_none() {
+            // Planted so that CI sees `txn/histories.rs` catch it (decision 85).
+            return Ok(true);
+        }
         let Some(bytes) = self.tree(read.tree).btree.get(&read.key)? else {
             return Ok(read.version.is_none());
         };
