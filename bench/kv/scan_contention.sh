@@ -14,14 +14,14 @@ shift
 lone_defaults scan-contention 7115
 LOOPS=${LOOPS:-2}
 LISTS=${LISTS:-1000}
-SECONDS_EACH=${DURATION:-5}
+DURATION=${DURATION:-5}
 
-# A redis-benchmark load of command $@ on random lists for SECONDS_EACH, its progress lines
+# A redis-benchmark load of command $@ on random lists for DURATION seconds, its progress lines
 # to file $1 (it is stopped then; SIGTERM, since a background job ignores SIGINT).
 load() {
   local out=$1
   shift
-  timeout "$SECONDS_EACH" redis-benchmark -p "$PORT" -c 25 -r "$LISTS" -n 100000000 "$@" \
+  timeout "$DURATION" redis-benchmark -p "$PORT" -c 25 -r "$LISTS" -n 100000000 "$@" \
     >"$out" 2>&1
 }
 

@@ -5,6 +5,7 @@
 //! its latches, before a writer's latch, between a change and its stamp, and in the pool's
 //! lookups. Without the pauses, such a test meets those windows only now and then.
 
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +20,6 @@ use tailstore_media::{OpenMode, Storage};
 use super::redo::Redo;
 use super::{BTree, ScanDirection};
 use crate::buffer_pool::BufferPool;
-use std::ops::Bound;
 
 const KEYS: u32 = 3000;
 
