@@ -358,7 +358,7 @@ impl Database {
         // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;
         let catalog = Catalog::open(tables, &pool)?;
-        recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
+        recovery::rebuild_free_pages(&pool, &catalog)?;
         report.elapsed = began.elapsed();
 
         let shared = Arc::new(Shared {

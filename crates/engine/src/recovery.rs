@@ -17,7 +17,7 @@
 //!    A page that fails its checksum and has no image in the log is reported as corrupt.
 //!    Trees are opened (their roots read) only after redo, which may rebuild a root.
 //! 3. Pages reachable from the catalog's roots are in use; every other page below the
-//!    high-water mark is free.
+//!    high-water mark (the data file's end, or the highest page redo wrote) is free.
 //!
 //! *Torn pages.* A page is written without a sync by evictions, and by a checkpoint before
 //! its sync, so a power cut may tear it. Two ways make such a page whole again:
@@ -328,10 +328,14 @@ fn apply_records(
         to_lsn: from,
         ..RecoveryReport::default()
     };
+    let mut pages = RedoPages {
+        file_pages: pool.page_count(),
+        ops_seen: 0,
+    };
     for batch in batches {
         let batch = batch?;
         for record in &batch {
-            apply_record(pool, tables, record, &mut report)?;
+            apply_record(pool, tables, record, &mut pages, &mut report)?;
         }
         // The reader may be gone (it has sent everything): the buffers are then just freed.
         let _ = spares.send(batch);
@@ -343,14 +347,15 @@ fn apply_record(
     pool: &BufferPool,
     tables: &mut Vec<TableDef>,
     record: &ReadRecord,
+    pages: &mut RedoPages,
     report: &mut RecoveryReport,
 ) -> Result<()> {
     match wal::decode(&record.payload, record.lsn)? {
         WalRecord::Commit { ops } => {
-            report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
+            report.ops_applied += redo_ops(pool, ops, record, pages)?;
         }
         WalRecord::CreateTable { def, ops } => {
-            report.ops_applied += redo_ops(pool, ops, record.end, record.lsn)?;
+            report.ops_applied += redo_ops(pool, ops, record, pages)?;
             let def = decode_def(def)?;
             if !tables.iter().any(|t| t.name == def.name) {
                 tables.push(def);
@@ -368,7 +373,49 @@ fn page_ops(ops: &[u8], lsn: u64) -> Result<Vec<PageOp<'_>>> {
     decode_ops(ops).map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))
 }
 
-fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
+/// Pages far past the data file's end that redo may be asked for: allocations the log's
+/// records had not yet reached when the process stopped (transactions in flight allocate in
+/// one order and log in another), and pages a checkpoint counted but never wrote.
+const REDO_PAGES_PAST_THE_FILE: u64 = 1 << 20;
+
+/// What bounds the pages redo may change: the data file's length when redo began, and the
+/// page ops met since. A page past the file's end was allocated after the checkpoint, and
+/// allocation hands out the next page, so each op can take the end one page further (a
+/// damaged page id of 2^40, redone, once made the free list 2^40 pages long).
+struct RedoPages {
+    file_pages: u64,
+    ops_seen: u64,
+}
+
+impl RedoPages {
+    fn check(&mut self, id: PageId, lsn: u64) -> Result<()> {
+        self.ops_seen += 1;
+        let limit = self
+            .file_pages
+            .saturating_add(REDO_PAGES_PAST_THE_FILE)
+            .saturating_add(self.ops_seen);
+        if id.0 < FIRST_DATA_PAGE {
+            return Err(EngineError::Corrupt(format!(
+                "log record at LSN {lsn} changes page {id}, a meta page"
+            )));
+        }
+        if id.0 >= limit {
+            return Err(EngineError::Corrupt(format!(
+                "log record at LSN {lsn} changes page {id}, far past the end of the data file ({} pages)",
+                self.file_pages
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn redo_ops(
+    pool: &BufferPool,
+    ops: &[u8],
+    record: &ReadRecord,
+    pages: &mut RedoPages,
+) -> Result<u64> {
+    let (lsn, end) = (record.lsn, record.end);
     let ops = page_ops(ops, lsn)?;
     // An op followed by an image of its page in the same record is superseded by it: skip
     // it, so that a page whose first change since the checkpoint ends with a full-page image
@@ -383,6 +430,7 @@ fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
     let mut applied = 0;
     for (i, op) in ops.iter().enumerate() {
         let id = op.page();
+        pages.check(id, lsn)?;
         if last_image.get(&id).is_some_and(|&last| i < last) {
             continue;
         }
@@ -399,19 +447,34 @@ fn redo_ops(pool: &BufferPool, ops: &[u8], end: u64, lsn: u64) -> Result<u64> {
     Ok(applied)
 }
 
-/// Step 3 of the protocol.
-pub fn rebuild_free_pages(pool: &BufferPool, catalog: &Catalog, page_count: u64) -> Result<()> {
+/// Step 3 of the protocol. The high-water mark is the data file's end, or the highest page
+/// redo wrote past it (the pool's count after redo): every page a tree uses lies below it,
+/// since the checkpoint wrote each page it had and redo rewrote each one changed since. The
+/// checkpoint's own page count is not needed (it is higher only by free pages never
+/// written). A page past the mark, among the meta pages, or in two trees is damage behind
+/// valid checksums, reported here rather than met later (a child id of 2^40 once made this
+/// list 2^40 pages long).
+pub fn rebuild_free_pages(pool: &BufferPool, catalog: &Catalog) -> Result<()> {
+    let next = pool.page_count().max(FIRST_DATA_PAGE);
     let mut used = PageIdSet::default();
     for table in catalog.tables() {
         for tree in &table.trees {
-            used.extend(tree.btree.page_ids()?);
+            for page in tree.btree.page_ids()? {
+                if !(FIRST_DATA_PAGE..next).contains(&page.0) {
+                    return Err(EngineError::Corrupt(format!(
+                        "table `{}` has page {page}, outside the data pages {FIRST_DATA_PAGE}..{next}",
+                        table.def.name
+                    )));
+                }
+                if !used.insert(page) {
+                    return Err(EngineError::Corrupt(format!(
+                        "page {page} is in two trees (the second of table `{}`)",
+                        table.def.name
+                    )));
+                }
+            }
         }
     }
-    let highest = used.iter().map(|p: &PageId| p.0 + 1).max().unwrap_or(0);
-    let next = page_count
-        .max(pool.page_count())
-        .max(highest)
-        .max(FIRST_DATA_PAGE);
     let free = (FIRST_DATA_PAGE..next)
         .map(PageId)
         .filter(|p| !used.contains(p))

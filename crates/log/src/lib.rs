@@ -34,7 +34,7 @@ mod counters;
 mod error;
 pub mod format;
 mod manager;
-mod record;
+pub mod record;
 mod recovery;
 mod ring;
 mod scan;

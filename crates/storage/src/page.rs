@@ -43,9 +43,10 @@ pub type Lsn = u64;
 pub struct PageId(pub u64);
 
 impl PageId {
-    /// Byte offset of this page in the data file.
+    /// Byte offset of this page in the data file. Saturates: an id too large to have an
+    /// offset (a damaged child id) lies past the end of any file, and reading it says so.
     pub fn offset(self) -> u64 {
-        self.0 * PAGE_SIZE as u64
+        self.0.saturating_mul(PAGE_SIZE as u64)
     }
 }
 

@@ -1081,6 +1081,112 @@ fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
     assert!(errors > 0, "the leaf's keys are not read");
 }
 
+/// Rewrites page `id` of the data file with `change`, sealed again: damage that passes the
+/// checksum.
+fn rewrite_page(storage: &SimStorage, id: PageId, change: impl FnOnce(&mut Page)) {
+    let mut bytes = storage.file_bytes(DATA).expect("file");
+    let at = id.0 as usize * PAGE_SIZE;
+    let mut page = Page::zeroed();
+    page.bytes_mut_for_read()
+        .copy_from_slice(&bytes[at..at + PAGE_SIZE]);
+    change(&mut page);
+    page.seal();
+    bytes[at..at + PAGE_SIZE].copy_from_slice(page.bytes());
+    storage.set_file_bytes(DATA, bytes);
+}
+
+/// Runs `f` on another thread; fails the test if it has not returned within 30 s.
+fn within_30s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("finished within 30 s (or panicked)")
+}
+
+fn reported_as(err: StorageError, reason: &str) {
+    match err {
+        StorageError::Corrupt { reason: r, .. } => assert!(r.contains(reason), "{r}"),
+        other => panic!("not a corrupt page: {other}"),
+    }
+}
+
+// An inner node's payload: `count` at byte 0, `upper` (the rightmost child) at byte 8.
+const UPPER_AT: usize = 8;
+
+/// An inner node whose rightmost child is itself, as damage behind a valid checksum could
+/// leave it: every walk that follows the cycle stops with an error (recursive ones used to
+/// overflow the stack), and the walks of the whole tree report it.
+#[test]
+fn a_root_that_is_its_own_child_is_reported_not_followed() {
+    let storage = SimStorage::new();
+    let root = three_hundred_keys_on_disk(&storage);
+    rewrite_page(&storage, root, |page| {
+        assert_eq!(
+            page.kind(),
+            Some(PageKind::BTreeInner),
+            "300 keys need a root node"
+        );
+        page.payload_mut()[UPPER_AT..UPPER_AT + 8].copy_from_slice(&root.0.to_le_bytes());
+    });
+    let tree = Arc::new(BTree::open(pool(&storage, 8), root).expect("open"));
+    reported_as(tree.page_ids().expect_err("a cycle"), "reached twice");
+    reported_as(tree.check().expect_err("a cycle"), "reached twice");
+    // The last key lies under the rightmost child.
+    let last = 299u32.to_be_bytes();
+    reported_as(
+        tree.get(&last).expect_err("a cycle"),
+        "deeper than any B+tree",
+    );
+    let t = Arc::clone(&tree);
+    reported_as(
+        within_30s(move || t.delete(&last)).expect_err("a cycle"),
+        "deeper than any B+tree",
+    );
+    let t = Arc::clone(&tree);
+    let past = 1000u32.to_be_bytes();
+    let inserted = within_30s(move || t.insert(&past, &[1; 10]));
+    match inserted.expect_err("a cycle") {
+        StorageError::TreeInconsistent { .. } => {}
+        err => reported_as(err, "deeper than any B+tree"),
+    }
+}
+
+/// An inner node whose last two children are one page: a merge of the pair would latch the
+/// page twice and wait for itself forever; it reports the damage instead.
+#[test]
+fn a_merge_of_a_page_with_itself_is_reported_not_awaited() {
+    let storage = SimStorage::new();
+    let root = three_hundred_keys_on_disk(&storage);
+    rewrite_page(&storage, root, |page| {
+        let p = page.payload_mut();
+        let count = u16::from_le_bytes([p[0], p[1]]) as usize;
+        // Slot `count - 1`: its cell holds the key, then the child id.
+        let slot = 16 + 10 * (count - 1);
+        let cell = u16::from_le_bytes([p[slot], p[slot + 1]]) as usize;
+        let key_len = u16::from_le_bytes([p[slot + 2], p[slot + 3]]) as usize;
+        let child: [u8; 8] = p[cell + key_len..cell + key_len + 8]
+            .try_into()
+            .expect("8 bytes");
+        p[UPPER_AT..UPPER_AT + 8].copy_from_slice(&child);
+    });
+    let tree = BTree::open(pool(&storage, 8), root).expect("open");
+    reported_as(
+        tree.page_ids().expect_err("a shared child"),
+        "reached twice",
+    );
+    // Deleting from the top empties the shared leaf until a merge is due.
+    let deleted = within_30s(move || {
+        (0..300u32)
+            .rev()
+            .map(|i| tree.delete(&i.to_be_bytes()))
+            .find_map(Result::err)
+    });
+    reported_as(deleted.expect("an error"), "a child reached twice");
+}
+
 #[test]
 fn a_corrupt_node_is_reported_by_lookups() {
     let storage = SimStorage::new();

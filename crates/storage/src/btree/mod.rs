@@ -160,6 +160,17 @@
 //! passes its checksum and is still malformed is a corrupt-page error, never a panic on a
 //! bad offset.
 //!
+//! **Damage behind valid checksums.** A node can pass every check of its own and still say
+//! something wrong about the tree: a child id that leads back up (a cycle), two parents of
+//! one page, an inner node where the leaves are, an id past the file's end. The walk that
+//! every open makes of each tree's inner nodes ([`BTree::page_ids`], for the free list)
+//! reports a page reached twice and a leaf on a level of inner nodes, so a cycle never
+//! reaches the recursive walks; those (`modify_in`, `delete_from`, `check_node`) also stop
+//! at [`MAX_HEIGHT`] levels, for a page damaged on disk while the database runs, and a merge
+//! refuses a pair that is one page (it would latch it twice and wait for itself). Checked by
+//! `storage/tests/btree.rs` (a root that is its own child; a merge of a page with itself)
+//! and `engine/tests/damaged_pages.rs` (thousands of damaged databases opened and used).
+//!
 //! Not done yet: separators are full keys (no suffix truncation or prefix compression);
 //! underfull nodes are not redistributed.
 
@@ -176,7 +187,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 use crate::buffer_pool::{BufferPool, FrameVersion, PageReadGuard, PageWriteGuard};
 use crate::error::{Result, StorageError};
 use crate::interleave::{self, Point};
-use crate::page::{Page, PageId, PageKind};
+use crate::page::{Page, PageId, PageIdSet, PageKind};
 use node::{CHILD, NODE_HEADER, PAYLOAD};
 pub use redo::{PageOp, Redo};
 
@@ -301,6 +312,14 @@ enum Mode {
     Update,
     /// Insert or replace.
     Put,
+}
+
+/// One insert or update on its way down the tree.
+#[derive(Clone, Copy)]
+struct Change<'k> {
+    key: &'k [u8],
+    value: &'k [u8],
+    mode: Mode,
 }
 
 /// Where a key leads in a node.
@@ -482,6 +501,13 @@ pub struct TreeShape {
     pub inner_nodes: usize,
     pub leaves: usize,
     pub entries: usize,
+}
+
+/// [`BTree::check`]'s walk so far: the shape counted, the pages met, the depth reached.
+struct CheckWalk<'s> {
+    shape: &'s mut TreeShape,
+    seen: PageIdSet,
+    depth: usize,
 }
 
 /// Where a point read found its key: the leaf and the leaf's page LSN at that moment.
@@ -949,26 +975,41 @@ impl BTree {
     }
 
     /// Every page of the tree (inner nodes and leaves), found from the inner nodes alone.
-    /// Recovery rebuilds the free-page list from this.
+    /// Recovery rebuilds the free-page list from this, at every open, so it is also where
+    /// the shape of the tree is checked before anything walks it (see "Damage behind valid
+    /// checksums"): a page reached twice (a cycle, or two parents) and an inner node beside
+    /// a leaf on one level are reported as [`StorageError::Corrupt`].
     pub fn page_ids(&self) -> Result<Vec<PageId>> {
         let _tree = self.latch.read();
         self.usable()?;
-        // Level by level: all leaves are at the same depth, so only inner nodes are read.
+        // Level by level: all leaves are at the same depth, so only inner nodes are read
+        // (and the first page of the leaves' level, which says that it is one).
+        let mut seen = PageIdSet::default();
+        seen.insert(self.root);
         let mut out = vec![self.root];
         let mut level = vec![self.root];
-        loop {
+        for _ in 0..MAX_HEIGHT {
             let mut next = Vec::new();
-            for &id in &level {
+            for (i, &id) in level.iter().enumerate() {
                 let page = self.pool.read(id)?;
                 if kind_of(&page, id)? != PageKind::BTreeInner {
-                    return Ok(out);
+                    if i == 0 {
+                        return Ok(out);
+                    }
+                    return Err(self.corrupt(id, "a leaf on a level of inner nodes"));
                 }
                 let p = page.payload();
-                next.extend((0..=node::count(p)).map(|i| node::child(p, i)));
+                for child in (0..=node::count(p)).map(|at| node::child(p, at)) {
+                    if !seen.insert(child) {
+                        return Err(self.corrupt(child, "reached twice from the root"));
+                    }
+                    next.push(child);
+                }
             }
             out.extend_from_slice(&next);
             level = next;
         }
+        Err(self.corrupt(self.root, "deeper than any B+tree"))
     }
 
     /// Walks the whole tree and checks its invariants: node kinds, keys sorted within each
@@ -978,7 +1019,12 @@ impl BTree {
         let _tree = self.latch.read();
         self.usable()?;
         let mut shape = TreeShape::default();
-        let height = self.check_node(self.root, None, None, &mut shape)?;
+        let mut walk = CheckWalk {
+            shape: &mut shape,
+            seen: PageIdSet::default(),
+            depth: 0,
+        };
+        let height = self.check_node(self.root, None, None, &mut walk)?;
         shape.height = height;
         Ok(shape)
     }
@@ -1002,8 +1048,9 @@ impl BTree {
             }
         }
         last.forget();
+        let change = Change { key, value, mode };
         // The root absorbs its own split (see `split`), so nothing comes back up.
-        self.modify_in(self.root, key, value, mode, redo, last)
+        self.modify_in(self.root, 0, &change, redo, last)
             .map(|_| ())
     }
 
@@ -1047,21 +1094,24 @@ impl BTree {
         Ok((id, page))
     }
 
-    /// Inserts or updates below `id`. If `id` had to split, it keeps the lower half and the
-    /// result is the separator and the new page holding the upper half.
+    /// Inserts or updates below `id`, `depth` levels below the root. If `id` had to split,
+    /// it keeps the lower half and the result is the separator and the new page holding the
+    /// upper half.
     fn modify_in(
         &self,
         id: PageId,
-        key: &[u8],
-        value: &[u8],
-        mode: Mode,
+        depth: usize,
+        change: &Change<'_>,
         redo: &mut Redo,
         last: &mut LeafRange,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
-        let (at, child) = match self.route(id, key, Some(last))? {
+        if depth >= MAX_HEIGHT {
+            return Err(self.corrupt(id, "deeper than any B+tree"));
+        }
+        let (at, child) = match self.route(id, change.key, Some(last))? {
             Route::Inner { at, child } => (at, child),
             Route::Leaf { slot } => {
-                let split = self.modify_leaf(id, slot, key, value, mode, redo)?;
+                let split = self.modify_leaf(id, slot, change, redo)?;
                 // A leaf that split no longer holds all of the range its parent gave it, and
                 // a root leaf that split became an inner node (returning no split: the root
                 // absorbs its own), so neither is recorded.
@@ -1071,7 +1121,7 @@ impl BTree {
                 return Ok(split);
             }
         };
-        let Some((separator, right)) = self.modify_in(child, key, value, mode, redo, last)? else {
+        let Some((separator, right)) = self.modify_in(child, depth + 1, change, redo, last)? else {
             return Ok(None);
         };
         interleave::reached(Point::ChildSplitBeforeLink);
@@ -1117,16 +1167,15 @@ impl BTree {
         self.split(page, PageKind::BTreeInner, entries, upper, false, redo)
     }
 
-    /// Inserts or updates in leaf `id`, where `slot` is the result of searching for `key`.
+    /// Makes `change` in leaf `id`, where `slot` is the result of searching for its key.
     fn modify_leaf(
         &self,
         id: PageId,
         slot: std::result::Result<usize, usize>,
-        key: &[u8],
-        value: &[u8],
-        mode: Mode,
+        change: &Change<'_>,
         redo: &mut Redo,
     ) -> Result<Option<(Vec<u8>, PageId)>> {
+        let Change { key, value, mode } = *change;
         let (at, replaced) = leaf_position(slot, mode)?;
         let mut page = self.write_page(id, redo)?;
         if node::upsert(page.payload_mut(), key, value) {
@@ -1321,7 +1370,12 @@ impl BTree {
         Some(path)
     }
 
-    fn delete_from(&self, id: PageId, key: &[u8], redo: &mut Redo) -> Result<bool> {
+    /// Removes `key` below `id`, `depth` levels below the root; returns whether it was
+    /// present.
+    fn delete_from(&self, id: PageId, depth: usize, key: &[u8], redo: &mut Redo) -> Result<bool> {
+        if depth >= MAX_HEIGHT {
+            return Err(self.corrupt(id, "deeper than any B+tree"));
+        }
         let (at, child) = match self.route(id, key, None)? {
             Route::Inner { at, child } => (at, child),
             Route::Leaf { slot: Err(_) } => return Ok(false),
@@ -1331,7 +1385,7 @@ impl BTree {
                 return Ok(true);
             }
         };
-        let found = self.delete_from(child, key, redo)?;
+        let found = self.delete_from(child, depth + 1, key, redo)?;
         if found {
             self.rebalance(id, at, redo)?;
         }
@@ -1356,12 +1410,12 @@ impl BTree {
             }
             // The pair (left, right) at positions (l, l + 1), separated by key l.
             let l = if at < n { at } else { at - 1 };
-            (
-                l,
-                node::child(p, l),
-                node::child(p, l + 1),
-                node::key(p, l).to_vec(),
-            )
+            let (left, right) = (node::child(p, l), node::child(p, l + 1));
+            // Latched one after the other below: one page twice would wait for itself.
+            if left == right || left == parent_id || right == parent_id {
+                return Err(self.corrupt(parent_id, "a child reached twice"));
+            }
+            (l, left, right, node::key(p, l).to_vec())
         };
         let (entries, upper) = {
             let left = self.pool.read(left_id)?;
@@ -1423,8 +1477,14 @@ impl BTree {
         id: PageId,
         low: Option<&[u8]>,
         high: Option<&[u8]>,
-        shape: &mut TreeShape,
+        walk: &mut CheckWalk<'_>,
     ) -> Result<usize> {
+        if !walk.seen.insert(id) {
+            return Err(self.corrupt(id, "reached twice from the root"));
+        }
+        if walk.depth >= MAX_HEIGHT {
+            return Err(self.corrupt(id, "deeper than any B+tree"));
+        }
         let page = self.pool.read(id)?;
         let kind = kind_of(&page, id)?;
         let p = page.payload();
@@ -1439,11 +1499,11 @@ impl BTree {
             }
         }
         if kind == PageKind::BTreeLeaf {
-            shape.leaves += 1;
-            shape.entries += n;
+            walk.shape.leaves += 1;
+            walk.shape.entries += n;
             return Ok(1);
         }
-        shape.inner_nodes += 1;
+        walk.shape.inner_nodes += 1;
         let keys: Vec<Vec<u8>> = (0..n).map(|i| node::key(p, i).to_vec()).collect();
         let children: Vec<PageId> = (0..=n).map(|i| node::child(p, i)).collect();
         drop(page);
@@ -1451,7 +1511,10 @@ impl BTree {
         for (i, child) in children.into_iter().enumerate() {
             let child_low = if i == 0 { low } else { Some(&keys[i - 1][..]) };
             let child_high = if i == n { high } else { Some(&keys[i][..]) };
-            let h = self.check_node(child, child_low, child_high, shape)?;
+            walk.depth += 1;
+            let h = self.check_node(child, child_low, child_high, walk);
+            walk.depth -= 1;
+            let h = h?;
             if height.is_some_and(|height| height != h) {
                 return Err(self.corrupt(id, "leaves at different depths"));
             }
@@ -1663,7 +1726,7 @@ impl TreeWriter<'_> {
         // A delete may empty and free a leaf, or collapse the root.
         self.last.borrow_mut().forget();
         let tree = self.tree;
-        let found = tree.delete_from(tree.root, key, redo)?;
+        let found = tree.delete_from(tree.root, 0, key, redo)?;
         if found {
             tree.collapse_root(redo)?;
         }
