@@ -767,6 +767,19 @@ impl<'db> Transaction<'db> {
         self.reads.len() <= 1 && self.scans.is_empty()
     }
 
+    /// Whether every read so far still holds at this moment: the commit's validation, run
+    /// without committing (`Ok(false)` where it would abort). When it holds, the values read
+    /// are the database's committed state now, together, so rows that contradict each other
+    /// were stored that way; a caller that retries reads which do not fit together (they may
+    /// have straddled another commit) can tell damage from a race by this.
+    pub fn reads_still_hold(&self) -> Result<bool> {
+        match self.validate() {
+            Ok(()) => Ok(true),
+            Err(err) if err.is_retryable() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Discards the transaction's writes.
     pub fn rollback(mut self) {
         self.done = true;

@@ -130,8 +130,17 @@ impl Keyspace {
                 }
                 Err(Fault::Engine(err)) => err,
                 Err(Fault::Torn(detail)) => {
+                    // Retried only while what it read has changed since: rows that do not
+                    // fit together in reads that all still hold are stored that way, and
+                    // are reported at once (a damaged row made every command on its key
+                    // retry for about a second, the event loop and its clients waiting).
+                    let settled = txn.reads_still_hold();
                     txn.rollback();
-                    torn = Some(detail);
+                    match settled {
+                        Ok(true) => return Err(Failure::Fault(Fault::Torn(detail))),
+                        Ok(false) => torn = Some(detail),
+                        Err(err) => return Err(Failure::Fault(Fault::Engine(err))),
+                    }
                     continue;
                 }
                 Err(fault) => {

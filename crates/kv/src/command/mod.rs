@@ -44,8 +44,8 @@ pub enum Fault {
     /// Stored rows that do not fit together (a missing part, a length that disagrees with
     /// the parts). Reads are not a snapshot in the engine's optimistic transactions: rows
     /// read before and after another commit can disagree, and validation would abort the
-    /// transaction at commit. So the command is retried; only if this persists is it
-    /// reported as corruption.
+    /// transaction at commit. So the command is retried if its reads no longer hold; rows
+    /// that disagree in reads that all still hold are corruption, reported at once.
     Torn(String),
 }
 

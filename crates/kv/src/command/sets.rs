@@ -70,6 +70,11 @@ fn members(ctx: &mut Ctx, owner: i64) -> Result<Vec<Vec<u8>>, Fault> {
     let fields = ctx
         .ks
         .fields(ctx.txn, owner, ScanDirection::Ascending, usize::MAX)?;
+    if fields.is_empty() {
+        // An empty set is deleted with its last member: its key's row is then stale or
+        // damaged, and the random picks below would divide by zero.
+        return Err(Fault::corrupt(format!("set {owner} has no members")));
+    }
     Ok(fields.into_iter().map(|(member, _)| member).collect())
 }
 

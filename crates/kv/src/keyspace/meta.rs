@@ -238,7 +238,7 @@ fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
     let kind = Kind::from_code(code)
         .ok_or_else(|| Fault::corrupt(format!("kv_keys row with unknown kind {code}")))?;
     let expire_at = int(&row[4])?;
-    Ok(KeyMeta {
+    let meta = KeyMeta {
         kind,
         expire_at,
         version: int(&row[5])?,
@@ -248,7 +248,20 @@ fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
         id: int(&row[9])?,
         stored: true,
         stored_expire_at: expire_at,
-    })
+    };
+    // Counts and positions are stored data that commands compute with (an element count
+    // of -1 once became an allocation of 2^64 elements): checked before any command sees them.
+    let list_span = meta.tail.checked_sub(meta.head);
+    if meta.len < 0 || (kind == Kind::List && list_span != Some(meta.len)) {
+        return Err(Fault::corrupt(format!(
+            "kv_keys row of a {} with length {}, head {} and tail {}",
+            kind.name(),
+            meta.len,
+            meta.head,
+            meta.tail
+        )));
+    }
+    Ok(meta)
 }
 
 pub(crate) fn int(value: &Value) -> Result<i64, Fault> {

@@ -55,6 +55,13 @@ fn owner_prefix(owner: i64) -> Vec<Value> {
     vec![Value::Int(owner)]
 }
 
+/// Parts of one value read in one shared descent at most (~2 MB); the rest are read one by
+/// one. Bounds what a damaged length in a key's row can make a read ask for at once.
+const MAX_PARTS_AT_ONCE: usize = 1024;
+
+/// Bytes of a value allocated before its parts are read, at most.
+const PREALLOCATED: usize = 4 << 20;
+
 fn parts_needed(total: usize, capacity: usize) -> usize {
     total.div_ceil(capacity).max(1)
 }
@@ -99,7 +106,9 @@ impl Keyspace {
         field: &[u8],
         expected_len: Option<usize>,
     ) -> Result<Option<Vec<u8>>, Fault> {
-        let guessed = expected_len.map_or(1, |len| parts_needed(len, part_capacity(field)));
+        let guessed = expected_len.map_or(1, |len| {
+            parts_needed(len, part_capacity(field)).min(MAX_PARTS_AT_ONCE)
+        });
         let keys: Vec<Vec<Value>> = (0..guessed)
             .map(|part| part_key(owner, field, part as i64))
             .collect();
@@ -109,7 +118,9 @@ impl Keyspace {
         };
         let total = usize::try_from(int(&first[4])?)
             .map_err(|_| Fault::corrupt("negative value length".to_string()))?;
-        let mut value = Vec::with_capacity(total);
+        // Lengths are stored data: what one asks for is allocated as its parts arrive, not
+        // before (a damaged total of 2^40 once aborted the process here).
+        let mut value = Vec::with_capacity(total.min(PREALLOCATED));
         value.extend_from_slice(bytes(&first[3])?);
         let mut part = 1;
         while value.len() < total {
