@@ -1,4 +1,5 @@
-//! The SIGKILL crash harness shared by the log's and the engine's process-crash tests.
+//! The SIGKILL crash harness shared by the log's and the engine's process-crash tests (and,
+//! in [`damage`], what the damage tests share).
 //!
 //! A test binary re-executes itself with `--exact <entry>` and [`CHILD_ENV`] set, so the
 //! entry test runs the child's workload instead of being an empty test. The child prints one
@@ -7,6 +8,8 @@
 //! and kills the child with SIGKILL at the moment it chooses.
 
 #![forbid(unsafe_code)]
+
+pub mod damage;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};

@@ -16,13 +16,10 @@
 mod support;
 
 use std::ops::Range;
-use std::panic;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use support::*;
+use tailstore_crash::damage::{env_number, run_with_deadline, PanicLog, Rng, Unfinished};
 use tailstore_engine::{Database, KeyRange};
 use tailstore_log::format::LogFileHeader;
 use tailstore_log::{record, record_size, CommitMode};
@@ -64,7 +61,7 @@ const META_CATALOG_AT: usize = 48;
 
 #[test]
 fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
-    let panics = record_panics();
+    let panics = PanicLog::install();
     let bases = [
         ("closed cleanly", closed_database()),
         ("crashed after commits", crashed_database()),
@@ -78,7 +75,13 @@ fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
                 eprintln!("{case}");
             }
             let meta_before = meta_page_kinds(&storage);
-            let outcome = run_with_deadline(storage.clone(), &case);
+            let run = storage.clone();
+            let outcome = match run_with_deadline(HANG, move || exercise(&run)) {
+                Ok(outcome) => outcome,
+                // The panic log has the message; it is reported below.
+                Err(Unfinished::Panicked) => Outcome::ErrorAfterOpen("panicked".into()),
+                Err(Unfinished::Hung) => panic!("{case}: still running after {HANG:?}"),
+            };
             assert_eq!(
                 meta_page_kinds(&storage),
                 meta_before,
@@ -91,7 +94,7 @@ fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
                     Outcome::NoError => eprintln!("  no error"),
                 }
             }
-            let panicked = std::mem::take(&mut *panics.lock().unwrap_or_else(|p| p.into_inner()));
+            let panicked = panics.take();
             assert!(
                 panicked.is_empty(),
                 "{case}: the engine panicked: {}",
@@ -122,10 +125,6 @@ fn verbose() -> bool {
     std::env::var_os("DAMAGED_PAGES_VERBOSE").is_some()
 }
 
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|n| n.parse().ok())
-}
-
 /// What one case came to (each is fine; only panics and hangs are failures), with the
 /// first error.
 enum Outcome {
@@ -148,41 +147,6 @@ impl Outcomes {
             Outcome::ErrorAfterOpen(_) => self.errors_after_open += 1,
             Outcome::NoError => self.no_error += 1,
         }
-    }
-}
-
-/// Every panic message from any thread, from now on (this file has one test, so no other
-/// test's panics land here).
-fn record_panics() -> Arc<Mutex<Vec<String>>> {
-    let panics = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&panics);
-    let report = panic::take_hook();
-    panic::set_hook(Box::new(move |info| {
-        report(info);
-        let thread = thread::current().name().unwrap_or("unnamed").to_string();
-        sink.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(format!("thread {thread}: {info}"));
-    }));
-    panics
-}
-
-fn run_with_deadline(storage: SimStorage, case: &str) -> Outcome {
-    let (done, outcome) = mpsc::channel();
-    let worker = thread::Builder::new()
-        .name("damaged-case".into())
-        .spawn(move || {
-            let _ = done.send(exercise(&storage));
-        })
-        .expect("spawn a case");
-    match outcome.recv_timeout(HANG) {
-        Ok(outcome) => {
-            let _ = worker.join();
-            outcome
-        }
-        // A panic dropped the sender: the hook has its message, and the caller reports it.
-        Err(mpsc::RecvTimeoutError::Disconnected) => Outcome::ErrorAfterOpen("panicked".into()),
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{case}: still running after {HANG:?}"),
     }
 }
 
@@ -253,15 +217,21 @@ fn fill(db: &Database, ids: Range<i64>) {
     }
 }
 
-/// `items` with [`ROWS`] rows over several levels of leaves and inner nodes, and a second
-/// table, checkpointed and closed.
-fn closed_database() -> SimStorage {
+/// A new database on simulated storage with `items` and a second table of its schema.
+fn two_tables() -> (SimStorage, Database) {
     let storage = SimStorage::new();
     let (db, _) = open_sim(&storage, &sim_config(MODE, 1024)).expect("create");
     for name in ["items", "other"] {
         db.create_table(name, &items_schema())
             .expect("create a table");
     }
+    (storage, db)
+}
+
+/// `items` with [`ROWS`] rows over several levels of leaves and inner nodes, and a second
+/// table, checkpointed and closed.
+fn closed_database() -> SimStorage {
+    let (storage, db) = two_tables();
     fill(&db, 0..ROWS);
     db.close().expect("close");
     storage
@@ -270,12 +240,7 @@ fn closed_database() -> SimStorage {
 /// As [`closed_database`], but half the rows are committed after the checkpoint and the
 /// process then crashes: the open replays them onto the damaged file.
 fn crashed_database() -> SimStorage {
-    let storage = SimStorage::new();
-    let (db, _) = open_sim(&storage, &sim_config(MODE, 1024)).expect("create");
-    for name in ["items", "other"] {
-        db.create_table(name, &items_schema())
-            .expect("create a table");
-    }
+    let (storage, db) = two_tables();
     fill(&db, 0..ROWS / 2);
     db.checkpoint().expect("checkpoint");
     fill(&db, ROWS / 2..ROWS);
@@ -285,7 +250,7 @@ fn crashed_database() -> SimStorage {
 /// A copy of `base` with damage chosen by `seed`, and what the damage was.
 fn damaged(base: &SimStorage, seed: u64) -> (SimStorage, String) {
     let storage = image(base, Crash::Process);
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::from_seed(seed);
     if rng.below(4) == 0 {
         if let Some(what) = damage_log_record(&storage, &mut rng) {
             return (storage, what);
@@ -315,15 +280,14 @@ fn damage_page(file: &mut [u8], pages: u64, page: u64, rng: &mut Rng) -> String 
                 let n = 1 + rng.below(8);
                 for _ in 0..n {
                     let i = payload.start + rng.below(payload.len() as u64) as usize;
-                    bytes[i] = rng.next() as u8;
+                    bytes[i] = rng.next_u64() as u8;
                 }
                 format!("{n} random bytes")
             }
             1 => {
                 // Node headers and slot arrays: small integers at the payload's start.
                 let i = HEADER + 2 * rng.below(64) as usize;
-                let value =
-                    [0u16, 1, 2, 0x7FFF, 0xFFFF, PAGE_SIZE as u16 - 1, 4096][rng.below(7) as usize];
+                let value = rng.pick(&[0u16, 1, 2, 0x7FFF, 0xFFFF, PAGE_SIZE as u16 - 1, 4096]);
                 bytes[i..i + 2].copy_from_slice(&value.to_le_bytes());
                 format!("u16 {value:#x} at byte {i}")
             }
@@ -331,16 +295,17 @@ fn damage_page(file: &mut [u8], pages: u64, page: u64, rng: &mut Rng) -> String 
                 // A child id of an inner node (anywhere in other pages): itself, another
                 // page of the file (an ancestor, a sibling, another tree's), a meta page,
                 // past the end.
-                let value = [
+                let other = META_PAGES + rng.below(pages - META_PAGES);
+                let value = rng.pick(&[
                     0,
                     META_PAGES - 1,
                     page,
                     META_PAGES,
-                    META_PAGES + rng.below(pages - META_PAGES),
+                    other,
                     pages,
                     1 << 40,
                     u64::MAX,
-                ][rng.below(8) as usize];
+                ]);
                 let i = child_id_at(bytes, rng).unwrap_or_else(|| {
                     HEADER + rng.below((PAGE_SIZE - HEADER - 8) as u64) as usize
                 });
@@ -348,7 +313,7 @@ fn damage_page(file: &mut [u8], pages: u64, page: u64, rng: &mut Rng) -> String 
                 format!("u64 {value} at byte {i}")
             }
             3 => {
-                let lsn = [u64::MAX, 1 << 40, 1][rng.below(3) as usize];
+                let lsn = rng.pick(&[u64::MAX, 1 << 40, 1]);
                 bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
                 format!("LSN {lsn}")
             }
@@ -398,8 +363,8 @@ fn child_id_at(bytes: &[u8], rng: &mut Rng) -> Option<usize> {
 /// fall back on the older one) and seals their pages again.
 fn damage_checkpoint_record(file: &mut [u8], rng: &mut Rng) -> String {
     let choice = rng.below(3);
-    let value = rng.next();
-    let digit = rng.next();
+    let value = rng.next_u64();
+    let digit = rng.next_u64();
     let mut what = Vec::new();
     for slot in 0..2u64 {
         let first = (slot * 4) as usize * PAGE_SIZE;
@@ -519,20 +484,20 @@ fn damage_payload(payload: &mut [u8], rng: &mut Rng) -> String {
     let choice = rng.below(3);
     if choice == 0 && !fields.ids.is_empty() {
         let i = fields.ids[rng.below(fields.ids.len() as u64) as usize];
-        let id = [0, 1, META_PAGES - 1, META_PAGES, 40, 1 << 40, u64::MAX][rng.below(7) as usize];
+        let id = rng.pick(&[0, 1, META_PAGES - 1, META_PAGES, 40, 1 << 40, u64::MAX]);
         payload[i..i + 8].copy_from_slice(&id.to_le_bytes());
         return format!("page id {id} at byte {i}");
     }
     if choice == 1 && !fields.lengths.is_empty() {
         let i = fields.lengths[rng.below(fields.lengths.len() as u64) as usize];
-        let len = [0u16, 1, 2001, 8160, 0xFFFF][rng.below(5) as usize];
+        let len = rng.pick(&[0u16, 1, 2001, 8160, 0xFFFF]);
         payload[i..i + 2].copy_from_slice(&len.to_le_bytes());
         return format!("length {len} at byte {i}");
     }
     let n = 1 + rng.below(4);
     for _ in 0..n {
         let i = rng.below(payload.len() as u64) as usize;
-        payload[i] = rng.next() as u8;
+        payload[i] = rng.next_u64() as u8;
     }
     format!("{n} random bytes")
 }
@@ -604,20 +569,4 @@ fn seal(bytes: &mut [u8]) {
     page.bytes_mut_for_read().copy_from_slice(bytes);
     page.seal();
     bytes.copy_from_slice(page.bytes());
-}
-
-/// xorshift64: the cases' choices, reproducible from the seed alone.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }

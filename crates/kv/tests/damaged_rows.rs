@@ -9,12 +9,10 @@
 
 mod support;
 
-use std::panic;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tailstore_crash::damage::{env_number, run_with_deadline, PanicLog, Rng, Unfinished};
 use tailstore_engine::{Database, DbConfig, KeyRange};
 use tailstore_kv::command::{lookup, Run};
 use tailstore_kv::Keyspace;
@@ -52,17 +50,22 @@ const KEYS: &[&str] = &[
 
 #[test]
 fn damaged_rows_get_replies_never_a_panic_a_hang_or_a_huge_allocation() {
-    let panics = record_panics();
+    let panics = PanicLog::install();
     let base = filled_database();
     let mut outcomes = Outcomes::default();
     for seed in 0..env_number("DAMAGED_ROWS_CASES").unwrap_or(CASES) {
         let (storage, damage) = damaged(&base, seed);
         let case = format!("seed {seed}: {damage}");
-        let outcome = run_with_deadline(storage, &case);
+        let outcome = match run_with_deadline(HANG, move || exercise(&storage)) {
+            Ok(outcome) => outcome,
+            // The panic log has the message; it is reported below.
+            Err(Unfinished::Panicked) => Outcome::Refused("panicked".into()),
+            Err(Unfinished::Hung) => panic!("{case}: still running after {HANG:?}"),
+        };
         if std::env::var_os("DAMAGED_ROWS_VERBOSE").is_some() {
             eprintln!("{case}\n  {}", outcome.describe());
         }
-        let panicked = std::mem::take(&mut *panics.lock().unwrap_or_else(|p| p.into_inner()));
+        let panicked = panics.take();
         assert!(
             panicked.is_empty(),
             "{case}: a panic: {}",
@@ -161,40 +164,6 @@ impl Outcomes {
             } => self.served_unaware += 1,
             Outcome::Served { .. } => self.served_reporting_damage += 1,
         }
-    }
-}
-
-/// Every panic message from any thread (this file has one test).
-fn record_panics() -> Arc<Mutex<Vec<String>>> {
-    let panics = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&panics);
-    let report = panic::take_hook();
-    panic::set_hook(Box::new(move |info| {
-        report(info);
-        let thread = thread::current().name().unwrap_or("unnamed").to_string();
-        sink.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(format!("thread {thread}: {info}"));
-    }));
-    panics
-}
-
-fn run_with_deadline(storage: SimStorage, case: &str) -> Outcome {
-    let (done, outcome) = mpsc::channel();
-    let worker = thread::Builder::new()
-        .name("damaged-case".into())
-        .spawn(move || {
-            let _ = done.send(exercise(&storage));
-        })
-        .expect("spawn a case");
-    match outcome.recv_timeout(HANG) {
-        Ok(outcome) => {
-            let _ = worker.join();
-            outcome
-        }
-        // A panic dropped the sender: the hook has its message, and the caller reports it.
-        Err(mpsc::RecvTimeoutError::Disconnected) => Outcome::Refused("panicked".into()),
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{case}: still running after {HANG:?}"),
     }
 }
 
@@ -385,7 +354,7 @@ fn damaged(base: &SimStorage, seed: u64) -> (SimStorage, String) {
     let leaves: Vec<usize> = (0..file.len() / PAGE_SIZE)
         .filter(|&p| file[p * PAGE_SIZE + KIND_AT] == KIND_LEAF)
         .collect();
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::from_seed(seed);
     let page = leaves[rng.below(leaves.len() as u64) as usize];
     let bytes = &mut file[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
     let what = match value_of_a_row(bytes, &mut rng) {
@@ -420,7 +389,7 @@ fn damage_value(value: &mut [u8], rng: &mut Rng) -> String {
     if columns > 0 && rng.below(3) != 0 {
         let column = rng.below(columns as u64) as usize;
         let at = fixed + 8 * column;
-        let n = [0, 1, -1, 2, 7, 255, 1 << 31, 1 << 40, i64::MAX, i64::MIN][rng.below(10) as usize];
+        let n = rng.pick(&[0, 1, -1, 2, 7, 255, 1 << 31, 1 << 40, i64::MAX, i64::MIN]);
         value[at..at + 8].copy_from_slice(&n.to_le_bytes());
         return format!(
             "integer {column} of a {}-byte value set to {n}",
@@ -433,7 +402,7 @@ fn damage_value(value: &mut [u8], rng: &mut Rng) -> String {
     let n = 1 + rng.below(3);
     for _ in 0..n {
         let i = rng.below(value.len() as u64) as usize;
-        value[i] = rng.next() as u8;
+        value[i] = rng.next_u64() as u8;
     }
     format!("{n} random bytes in a {}-byte value", value.len())
 }
@@ -453,24 +422,4 @@ fn peak_memory_bytes() -> u64 {
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|n| n.parse().ok())
-}
-
-/// xorshift64: each case's choices, reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
