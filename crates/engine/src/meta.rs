@@ -18,7 +18,9 @@
 //!     12    4 reserved        zero
 //!     16    8 seq             checkpoint number, from 1
 //!     24    8 checkpoint_lsn  redo starts here: every change logged below it is in the file
-//!     32    8 page_count      pages in use or free below this page number
+//!     32    8 page_count      pages in use or free below this page number (a record of
+//!                             the checkpoint; an open bounds pages by the data file's
+//!                             length, `recovery::rebuild_free_pages`)
 //!     40    4 catalog_len     bytes of catalog that follow
 //!     44    4 catalog_crc     CRC32C of the catalog bytes
 //!     48    … catalog         JSON (see `catalog.rs`)
