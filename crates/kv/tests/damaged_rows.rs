@@ -24,7 +24,7 @@ use tailstore_resp::Reply;
 use tailstore_storage::{Page, ScanDirection, Value, PAGE_SIZE};
 
 /// Cases; `DAMAGED_ROWS_CASES` runs more, `DAMAGED_ROWS_VERBOSE` prints each.
-const CASES: u64 = 500;
+const CASES: u64 = 2000;
 
 /// Longer than any case takes: a case still running then is taken to hang.
 const HANG: Duration = Duration::from_secs(60);
@@ -45,7 +45,7 @@ const HEADER: usize = 32;
 
 /// The keys filled, one or more of each kind, in database 0 (and `elsewhere` in 3).
 const KEYS: &[&str] = &[
-    "small", "big", "ttl", "counter", "list", "hash", "set", "zset", "empty",
+    "small", "big", "ttl", "due", "counter", "list", "hash", "set", "zset", "empty",
 ];
 
 #[test]
@@ -221,6 +221,8 @@ fn filled_database() -> SimStorage {
         &["SET", "small", "hello"][..],
         &["SET", "big", &big],
         &["SET", "ttl", "soon", "EX", "100000"],
+        // Due by the time the cases run: the active expiry removes it.
+        &["SET", "due", "now", "PX", "1"],
         &["INCRBY", "counter", "41"],
         &["SET", "empty", ""],
         &list,
@@ -283,8 +285,18 @@ fn exercise(storage: &SimStorage) -> Outcome {
         }
     }
     replied(run(&ks, 3, &["GET", "elsewhere"]));
+    // The server's background work over the same rows: the active expiry, and the lazy
+    // free of the deleted collections' elements.
+    let mut background = vec![ks.expire_due(100)];
     for key in KEYS {
         replied(run(&ks, 0, &["DEL", key]));
+    }
+    background.push(ks.free_garbage());
+    for result in background {
+        if let Err(err) = result {
+            damage_reports += 1;
+            first.get_or_insert(format!("background: {err}"));
+        }
     }
     close(ks);
     Outcome::Served {

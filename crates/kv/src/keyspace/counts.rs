@@ -89,14 +89,15 @@ impl Keyspace {
             .ok_or_else(|| Fault::corrupt(format!("kv_counts has no row for database {db}")))?;
         let (stored, with_ttl) = (int(&row[KEYS])?, int(&row[EXPIRES])?);
         let due = self.due_rows(txn, db, now_ms)? as i64;
-        let (keys, expires) = (stored - due, with_ttl - due);
-        if keys < 0 || expires < 0 || expires > keys {
-            return Err(Fault::corrupt(format!(
+        // Checked: the counts are stored data (a damaged count of i64::MIN overflowed here).
+        let live = |count: i64| count.checked_sub(due).filter(|&n| n >= 0);
+        match (live(stored), live(with_ttl)) {
+            (Some(keys), Some(expires)) if expires <= keys => Ok((keys as u64, expires as u64)),
+            _ => Err(Fault::corrupt(format!(
                 "kv_counts of database {db} is inconsistent: {stored} keys, {with_ttl} with a \
                  TTL, {due} of them expired"
-            )));
+            ))),
         }
-        Ok((keys as u64, expires as u64))
     }
 
     /// How many keys of database `db` are stored with a deadline at or before `now_ms`:
