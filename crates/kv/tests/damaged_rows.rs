@@ -1,6 +1,6 @@
 //! The keyspace over rows damaged behind valid checksums: one stored row's value bytes
-//! changed (a count, a length, a deadline, an id, a kind, random bytes) in a page whose
-//! checksum is computed again, as a bug's write or a crafted file would leave it. The page
+//! changed (a count, a length, a deadline, an id, a kind, random bytes), or a byte of its
+//! key, in a page whose checksum is computed again, as a bug's write or a crafted file would leave it. The page
 //! and the row are well formed, so only the keyspace can see that the value is wrong. Every
 //! command on every key must get a reply (an error is fine) — never a panic, in any thread,
 //! never a hang, and never an allocation as large as a damaged length asks for.
@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -369,8 +370,21 @@ fn damaged(base: &SimStorage, seed: u64) -> (SimStorage, String) {
     let mut rng = Rng::from_seed(seed);
     let page = leaves[rng.below(leaves.len() as u64) as usize];
     let bytes = &mut file[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
-    let what = match value_of_a_row(bytes, &mut rng) {
-        Some(value) => format!("page {page}: {}", damage_value(&mut bytes[value], &mut rng)),
+    let what = match cells_of_a_row(bytes, &mut rng) {
+        // One case in five changes a key's byte (most such keys fail the node's check;
+        // the others name another key, database or owner).
+        Some((key, _)) if rng.below(5) == 0 && !key.is_empty() => {
+            let at = key.start + rng.below(key.len() as u64) as usize;
+            bytes[at] = rng.next_u64() as u8;
+            format!(
+                "page {page}: byte {} of a {}-byte key",
+                at - key.start,
+                key.len()
+            )
+        }
+        Some((_, value)) => {
+            format!("page {page}: {}", damage_value(&mut bytes[value], &mut rng))
+        }
         None => format!("page {page}: an empty leaf, left alone"),
     };
     seal(bytes);
@@ -378,8 +392,9 @@ fn damaged(base: &SimStorage, seed: u64) -> (SimStorage, String) {
     (storage, what)
 }
 
-/// The byte range, in the page, of the value of a slot of the leaf in `page` chosen by `rng`.
-fn value_of_a_row(page: &[u8], rng: &mut Rng) -> Option<std::ops::Range<usize>> {
+/// The byte ranges, in the page, of the key and the value of a slot of the leaf in `page`
+/// chosen by `rng`.
+fn cells_of_a_row(page: &[u8], rng: &mut Rng) -> Option<(Range<usize>, Range<usize>)> {
     let payload = &page[HEADER..];
     let u16_at = |at: usize| u16::from_le_bytes([payload[at], payload[at + 1]]) as usize;
     let count = u16_at(0);
@@ -387,8 +402,9 @@ fn value_of_a_row(page: &[u8], rng: &mut Rng) -> Option<std::ops::Range<usize>> 
         return None;
     }
     let slot = 16 + 10 * rng.below(count as u64) as usize;
-    let start = HEADER + u16_at(slot) + u16_at(slot + 2);
-    Some(start..start + u16_at(slot + 4))
+    let key = HEADER + u16_at(slot);
+    let value = key + u16_at(slot + 2);
+    Some((key..value, value..value + u16_at(slot + 4)))
 }
 
 /// Damages a row's value (`storage/src/row.rs`: a format byte, a NULL bitmap, then the
