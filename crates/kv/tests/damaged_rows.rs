@@ -1,7 +1,8 @@
 //! The keyspace over rows damaged behind valid checksums: one stored row's value bytes
 //! changed (a count, a length, a deadline, an id, a kind, random bytes), or a byte of its
-//! key, in a page whose checksum is computed again, as a bug's write or a crafted file would leave it. The page
-//! and the row are well formed, so only the keyspace can see that the value is wrong. Every
+//! key, in a page whose checksum is computed again, as a bug's write or a crafted file would
+//! leave it. A changed value leaves the page and the row well formed, so only the keyspace
+//! can see that it is wrong (a changed key mostly fails the node's own check). Every
 //! command on every key must get a reply (an error is fine) — never a panic, in any thread,
 //! never a hang, and never an allocation as large as a damaged length asks for.
 //!
