@@ -1,13 +1,13 @@
-//! Damage behind a valid checksum: pages of the data file, and the checkpoint record in the
-//! meta pages, that pass their checksums but say something wrong (bit rot under a checksum
-//! computed again, a buggy writer, a file from someone else). Checksums cannot catch it; the
+//! Damage behind a valid checksum: pages of the data file, the checkpoint record in the meta
+//! pages, and log records that redo applies, each passing its checksum but saying something
+//! wrong (bit rot under a checksum computed again, a buggy writer, a file from someone else). Checksums cannot catch it; the
 //! structure checks must. The engine may refuse to open, report a page as corrupt or stop
 //! after the error; it must never panic, in any thread, and never hang.
 //!
 //! Each case damages one copy of one database, in one of several ways chosen from its seed
 //! (random bytes, boundary values in the fields a node's header and slots hold, another
 //! page's payload, another kind, an LSN past the log, fields of the checkpoint record and of
-//! the catalog), opens it, and reads and writes everything through the engine: a structure
+//! the catalog, page ids and lengths of a logged op), opens it, and reads and writes everything through the engine: a structure
 //! check, scans of every tree both ways, point reads, a transaction of inserts, updates and
 //! deletes, a checkpoint and a close. Two databases are damaged: one closed cleanly (the
 //! damage is met by reads) and one whose process crashed after commits past the last
