@@ -336,7 +336,12 @@ impl Database {
         // Torn pages are restored before anything reads a page.
         let doublewrite = open_doublewrite(storage.as_ref(), &config, replay.db_id(), created)?;
         let restored = match &doublewrite {
-            Some(area) => area.restore(file.as_ref())?,
+            Some(area) => {
+                let file_pages = file.len()? / PAGE_SIZE as u64;
+                let pages =
+                    FIRST_DATA_PAGE..file_pages.saturating_add(recovery::PAGES_PAST_THE_FILE);
+                area.restore(file.as_ref(), pages)?
+            }
             None => Restored::default(),
         };
         let started_log = Arc::new(OnceLock::new());

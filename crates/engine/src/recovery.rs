@@ -373,10 +373,13 @@ fn page_ops(ops: &[u8], lsn: u64) -> Result<Vec<PageOp<'_>>> {
     decode_ops(ops).map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))
 }
 
-/// Pages far past the data file's end that redo may be asked for: allocations the log's
-/// records had not yet reached when the process stopped (transactions in flight allocate in
-/// one order and log in another), and pages a checkpoint counted but never wrote.
-const REDO_PAGES_PAST_THE_FILE: u64 = 1 << 20;
+/// How far past the data file's end an open may find pages that were written before a crash
+/// (by redo, or as copies in the double-write area whose in-place writes a power cut took
+/// back): allocation hands out the next page, so only allocations not yet logged or written
+/// when the process stopped (transactions in flight allocate in one order and log in
+/// another) and pages a checkpoint counted but never wrote lie between. Far more than that,
+/// and far less than a damaged id of 2^40.
+pub(crate) const PAGES_PAST_THE_FILE: u64 = 1 << 20;
 
 /// What bounds the pages redo may change: the data file's length when redo began, and the
 /// page ops met since. A page past the file's end was allocated after the checkpoint, and
@@ -392,7 +395,7 @@ impl RedoPages {
         self.ops_seen += 1;
         let limit = self
             .file_pages
-            .saturating_add(REDO_PAGES_PAST_THE_FILE)
+            .saturating_add(PAGES_PAST_THE_FILE)
             .saturating_add(self.ops_seen);
         if id.0 < FIRST_DATA_PAGE {
             return Err(EngineError::Corrupt(format!(

@@ -45,7 +45,9 @@
 //! *Restore* (at open, before anything reads a page): for every page id with a valid slot (its
 //! crc matches and the image verifies), take the valid copy with the highest `seq` and read the page
 //! in place; if it does not verify (torn, or past the end of the file), write the copy there.
-//! Then sync the data file. A torn page was torn by its last write, whose copy is the latest
+//! Then sync the data file. A valid copy of a page the caller says no copy can be of (the
+//! engine's meta pages, or pages further past the file's end than its writes can reach) is
+//! damage behind valid checksums and stops the restore before it writes anything. A torn page was torn by its last write, whose copy is the latest
 //! one of that page in the area; a page that verifies is left alone, whatever the area holds
 //! (an older or newer copy than a page that is whole is harmless: redo brings the page up to
 //! date from its LSN, and the in-place page is never older than the last checkpoint, which
@@ -67,6 +69,7 @@
 //! The area protects against power cuts only as far as its medium does: on emulated PMEM in
 //! /dev/shm, a power cut loses the area along with the log's PMEM buffer.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -233,7 +236,13 @@ impl DoubleWrite {
 
     /// Restores every page of `file` that a crash tore from its latest copy in the area, then
     /// syncs `file`. Must run before anything reads a page of `file`.
-    pub fn restore(&self, file: &dyn File) -> Result<Restored> {
+    ///
+    /// `pages` are the pages a copy may be restored to (the caller's data pages, up to as far
+    /// past the file's end as its writes can have reached): a whole, valid copy of a page
+    /// outside them was never written by this area, and is reported as
+    /// [`StorageError::Corrupt`] before anything is written (a copy of page 2^40 would
+    /// otherwise be written 8 PiB into the file).
+    pub fn restore(&self, file: &dyn File, pages: Range<u64>) -> Result<Restored> {
         // Latest first: the first valid copy of a page is its latest one. A slot torn by the
         // crash may claim a higher `seq` than the page's latest whole copy, so validity is
         // checked before a copy is chosen.
@@ -246,6 +255,16 @@ impl DoubleWrite {
         let mut copy = Page::zeroed();
         for (_, id, slot) in used {
             if !done.contains(&id) && self.read_valid_copy(slot, id, &mut copy) {
+                if !pages.contains(&id.0) {
+                    return Err(StorageError::Corrupt {
+                        page_id: id,
+                        reason: format!(
+                            "the double-write area's slot {slot} holds a copy of it, outside \
+                             the pages {}..{} it may restore",
+                            pages.start, pages.end
+                        ),
+                    });
+                }
                 done.insert(id);
                 latest.push((id, slot));
             }
@@ -497,6 +516,8 @@ mod tests {
     const AREA: &str = "/pmem.pages";
     const DATA: &str = "/data";
     const DB: u64 = 0xdb;
+    /// The pages a restore may write, for the tests that are not about that bound.
+    const ANY_PAGE: Range<u64> = 0..1 << 20;
 
     fn open_area(storage: &SimStorage, slots: usize, new_database: bool) -> Result<DoubleWrite> {
         let len = if storage.exists(Path::new(AREA)) {
@@ -559,7 +580,7 @@ mod tests {
         let area = open_area(&restart, 8, false).unwrap();
         let file = data(&restart);
         assert!(in_place(file.as_ref(), 3).is_none(), "the page is torn");
-        let restored = area.restore(file.as_ref()).unwrap();
+        let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
         assert_eq!(
             restored,
             Restored {
@@ -573,6 +594,47 @@ mod tests {
             version(3, 20).bytes(),
             "the latest copy, not the older one"
         );
+    }
+
+    /// A whole, valid copy of a page the caller says no copy can be of (a meta page of the
+    /// engine's, one 2^40 pages into the file) was never written by the area: damage behind
+    /// valid checksums, refused before anything is written in place.
+    #[test]
+    fn a_copy_of_a_page_outside_the_restorable_ones_is_refused() {
+        for outside in [3, 1 << 40] {
+            let storage = SimStorage::new();
+            let area = open_area(&storage, 8, true).unwrap();
+            let file = data(&storage);
+            area.write(file.as_ref(), PageId(9), &version(9, 10))
+                .unwrap();
+            // The slot of that write now holds a copy of page `outside`, every check valid.
+            let slot = (0..area.slots)
+                .find(|&slot| area.slot_header(slot).is_some())
+                .expect("a used slot");
+            let (seq, _) = area.slot_header(slot).expect("used");
+            let copy = version(outside, 10);
+            let at = area.slot_offset(slot);
+            area.region.write(at + SLOT_HEADER, copy.bytes());
+            let header = slot_header_bytes(seq, PageId(outside), copy.header().checksum);
+            area.region.write(at, &header);
+            let restart = storage.process_crash();
+            let area = open_area(&restart, 8, false).unwrap();
+            let file = data(&restart);
+            let len = file.len().unwrap();
+            match area.restore(file.as_ref(), 8..100) {
+                Err(StorageError::Corrupt { page_id, reason }) => {
+                    assert_eq!(page_id, PageId(outside));
+                    assert!(reason.contains("double-write"), "{reason}");
+                }
+                other => panic!("a copy of page {outside} restored: {other:?}"),
+            }
+            assert_eq!(file.len().unwrap(), len, "nothing written");
+            // Within the pages, the same copy is restored (page 3 is missing in place).
+            if outside == 3 {
+                let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
+                assert_eq!(restored.pages, 1);
+            }
+        }
     }
 
     /// Pages written (several versions each) through an area of a few slots, with syncs now
@@ -675,7 +737,7 @@ mod tests {
         let restart = storage.power_cut(seed);
         let area = open_area(&restart, 4, false).unwrap();
         let file = data(&restart);
-        let restored = area.restore(file.as_ref()).unwrap().pages;
+        let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap().pages;
         for (floor, last) in written {
             for (&id, &lsn) in last {
                 let floor = floor.get(&id).copied().unwrap_or(0);
@@ -730,7 +792,7 @@ mod tests {
         let fresh_file = data(&fresh);
         let area = DoubleWrite::open(region, AREA, DB + 1, true).unwrap();
         assert_eq!(
-            area.restore(fresh_file.as_ref()).unwrap(),
+            area.restore(fresh_file.as_ref(), ANY_PAGE).unwrap(),
             Restored::default()
         );
         assert!(in_place(fresh_file.as_ref(), 2).is_none());
