@@ -273,70 +273,66 @@ fn damaged(base: &SimStorage, seed: u64) -> (SimStorage, String) {
 fn damage_page(file: &mut [u8], pages: u64, page: u64, rng: &mut Rng) -> String {
     let at = page as usize * PAGE_SIZE;
     let payload = HEADER..PAGE_SIZE;
-    let what = {
-        let bytes = &mut file[at..at + PAGE_SIZE];
-        match rng.below(6) {
-            0 => {
-                let n = 1 + rng.below(8);
-                for _ in 0..n {
-                    let i = payload.start + rng.below(payload.len() as u64) as usize;
-                    bytes[i] = rng.next_u64() as u8;
-                }
-                format!("{n} random bytes")
-            }
-            1 => {
-                // Node headers and slot arrays: small integers at the payload's start.
-                let i = HEADER + 2 * rng.below(64) as usize;
-                let value = rng.pick(&[0u16, 1, 2, 0x7FFF, 0xFFFF, PAGE_SIZE as u16 - 1, 4096]);
-                bytes[i..i + 2].copy_from_slice(&value.to_le_bytes());
-                format!("u16 {value:#x} at byte {i}")
-            }
-            2 => {
-                // A child id of an inner node (anywhere in other pages): itself, another
-                // page of the file (an ancestor, a sibling, another tree's), a meta page,
-                // past the end.
-                let other = META_PAGES + rng.below(pages - META_PAGES);
-                let value = rng.pick(&[
-                    0,
-                    META_PAGES - 1,
-                    page,
-                    META_PAGES,
-                    other,
-                    pages,
-                    1 << 40,
-                    u64::MAX,
-                ]);
-                let i = child_id_at(bytes, rng).unwrap_or_else(|| {
-                    HEADER + rng.below((PAGE_SIZE - HEADER - 8) as u64) as usize
-                });
-                bytes[i..i + 8].copy_from_slice(&value.to_le_bytes());
-                format!("u64 {value} at byte {i}")
-            }
-            3 => {
-                let lsn = rng.pick(&[u64::MAX, 1 << 40, 1]);
-                bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
-                format!("LSN {lsn}")
-            }
-            4 => {
-                let kind = 1 + rng.below(4) as u8;
-                bytes[KIND_AT] = kind;
-                format!("kind {kind}")
-            }
-            _ => String::new(),
-        }
-    };
-    let what = if what.is_empty() {
+    let choice = rng.below(6);
+    if choice == 5 {
         // Another page's payload (and kind) under this page's id.
         let other = META_PAGES + rng.below(pages - META_PAGES);
         let from = other as usize * PAGE_SIZE;
         let copy = file[from..from + PAGE_SIZE].to_vec();
         file[at + KIND_AT] = copy[KIND_AT];
         file[at + HEADER..at + PAGE_SIZE].copy_from_slice(&copy[HEADER..]);
-        format!("the payload of page {other}")
-    } else {
-        what
+        seal(&mut file[at..at + PAGE_SIZE]);
+        return format!("the payload of page {other}");
+    }
+    let bytes = &mut file[at..at + PAGE_SIZE];
+    let what = match choice {
+        0 => {
+            let n = 1 + rng.below(8);
+            for _ in 0..n {
+                let i = payload.start + rng.below(payload.len() as u64) as usize;
+                bytes[i] = rng.next_u64() as u8;
+            }
+            format!("{n} random bytes")
+        }
+        1 => {
+            // Node headers and slot arrays: small integers at the payload's start.
+            let i = HEADER + 2 * rng.below(64) as usize;
+            let value = rng.pick(&[0u16, 1, 2, 0x7FFF, 0xFFFF, PAGE_SIZE as u16 - 1, 4096]);
+            bytes[i..i + 2].copy_from_slice(&value.to_le_bytes());
+            format!("u16 {value:#x} at byte {i}")
+        }
+        2 => {
+            // A child id of an inner node (anywhere in other pages): itself, another
+            // page of the file (an ancestor, a sibling, another tree's), a meta page,
+            // past the end.
+            let other = META_PAGES + rng.below(pages - META_PAGES);
+            let value = rng.pick(&[
+                0,
+                META_PAGES - 1,
+                page,
+                META_PAGES,
+                other,
+                pages,
+                1 << 40,
+                u64::MAX,
+            ]);
+            let i = child_id_at(bytes, rng)
+                .unwrap_or_else(|| HEADER + rng.below((PAGE_SIZE - HEADER - 8) as u64) as usize);
+            bytes[i..i + 8].copy_from_slice(&value.to_le_bytes());
+            format!("u64 {value} at byte {i}")
+        }
+        3 => {
+            let lsn = rng.pick(&[u64::MAX, 1 << 40, 1]);
+            bytes[LSN_AT..LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
+            format!("LSN {lsn}")
+        }
+        _ => {
+            let kind = 1 + rng.below(4) as u8;
+            bytes[KIND_AT] = kind;
+            format!("kind {kind}")
+        }
     };
-    seal(&mut file[at..at + PAGE_SIZE]);
+    seal(bytes);
     what
 }
 

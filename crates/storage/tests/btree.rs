@@ -1031,7 +1031,7 @@ fn three_hundred_keys_on_disk(storage: &SimStorage) -> PageId {
 fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
     let storage = SimStorage::new();
     let root = three_hundred_keys_on_disk(&storage);
-    let mut bytes = storage.file_bytes(DATA).expect("file");
+    let bytes = storage.file_bytes(DATA).expect("file");
     let leaves: Vec<usize> = (0..bytes.len() / PAGE_SIZE)
         .filter(|&i| bytes[i * PAGE_SIZE..(i + 1) * PAGE_SIZE] != [0; PAGE_SIZE][..])
         .filter(|&i| {
@@ -1042,15 +1042,11 @@ fn a_malformed_leaf_with_a_valid_checksum_is_reported_not_read() {
         })
         .collect();
     let victim = leaves[leaves.len() / 2];
-    let mut page = Page::zeroed();
-    page.bytes_mut_for_read()
-        .copy_from_slice(&bytes[victim * PAGE_SIZE..(victim + 1) * PAGE_SIZE]);
-    // Slot 1's cell offset (payload bytes 16 + 10 .. +2): one byte before the page's end.
-    let past_the_end = (PAGE_SIZE - HEADER_SIZE - 1) as u16;
-    page.payload_mut()[26..28].copy_from_slice(&past_the_end.to_le_bytes());
-    page.seal();
-    bytes[victim * PAGE_SIZE..(victim + 1) * PAGE_SIZE].copy_from_slice(page.bytes());
-    storage.set_file_bytes(DATA, bytes);
+    rewrite_page(&storage, PageId(victim as u64), |page| {
+        // Slot 1's cell offset (payload bytes 16 + 10 .. +2): one byte before the page's end.
+        let past_the_end = (PAGE_SIZE - HEADER_SIZE - 1) as u16;
+        page.payload_mut()[26..28].copy_from_slice(&past_the_end.to_le_bytes());
+    });
 
     let tree = BTree::open(pool(&storage, 8), root).expect("the root is intact");
     let malformed = |err: StorageError| match err {
