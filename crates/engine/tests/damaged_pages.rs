@@ -12,16 +12,26 @@
 //! deletes, a checkpoint and a close. Two databases are damaged: one closed cleanly (the
 //! damage is met by reads) and one whose process crashed after commits past the last
 //! checkpoint (met by redo first).
+//!
+//! A second test damages what only the PMEM modes keep (`buffer`, `pmem-log`) in databases
+//! whose process crashed with commits still only in the PMEM ring: a record of the ring (its
+//! length, its LSN or its payload, with its CRC computed again) and a copy in the
+//! double-write area (its page id, another page's payload, its kind, its LSN, its write
+//! number, with the page's checksum and the slot's computed again), the page in place torn
+//! in most cases so that the open restores the damaged copy, and the headers beside them
+//! (the ring's capacity, block size and start word; the area's slot count, page size and
+//! database id).
 
 mod support;
 
 use std::ops::Range;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use support::*;
 use tailstore_crash::damage::{env_number, run_with_deadline, PanicLog, Rng, Unfinished};
-use tailstore_engine::{Database, KeyRange};
-use tailstore_log::format::LogFileHeader;
+use tailstore_engine::{doublewrite_path, Database, KeyRange};
+use tailstore_log::format::{encode_start_word, LogFileHeader, PmemHeader, LOG_START_LSN, MAX_LSN};
 use tailstore_log::{record, record_size, CommitMode};
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::{Page, ScanDirection, PAGE_SIZE};
@@ -40,6 +50,7 @@ const POOL_PAGES: usize = 48;
 /// Rows of `items` in the damaged databases; ids `0..ROWS`.
 const ROWS: i64 = 400;
 
+/// The mode of the first test's databases.
 const MODE: CommitMode = CommitMode::Fsync;
 /// The log file of the simulated databases (in `fsync` mode, the whole log).
 const SIM_LOG_FILE: &str = "/db/tailstore.log";
@@ -59,9 +70,12 @@ const META_CATALOG_LEN_AT: usize = 40;
 const META_CATALOG_CRC_AT: usize = 44;
 const META_CATALOG_AT: usize = 48;
 
+/// Cases per database of the PMEM modes' test; `DAMAGED_PMEM_CASES` runs more.
+const PMEM_CASES: u64 = 150;
+
 #[test]
 fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
-    let panics = PanicLog::install();
+    let (_alone, panics) = panic_log();
     let bases = [
         ("closed cleanly", closed_database()),
         ("crashed after commits", crashed_database()),
@@ -71,36 +85,7 @@ fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
         for seed in first_case()..cases() {
             let (storage, damage) = damaged(base, seed);
             let case = format!("{what}, seed {seed}: {damage}");
-            if verbose() {
-                eprintln!("{case}");
-            }
-            let meta_before = meta_page_kinds(&storage);
-            let run = storage.clone();
-            let outcome = match run_with_deadline(HANG, move || exercise(&run)) {
-                Ok(outcome) => outcome,
-                // The panic log has the message; it is reported below.
-                Err(Unfinished::Panicked) => Outcome::ErrorAfterOpen("panicked".into()),
-                Err(Unfinished::Hung) => panic!("{case}: still running after {HANG:?}"),
-            };
-            assert_eq!(
-                meta_page_kinds(&storage),
-                meta_before,
-                "{case}: a meta page was overwritten with another kind of page"
-            );
-            if verbose() {
-                match &outcome {
-                    Outcome::RefusedOpen(err) => eprintln!("  refused to open: {err}"),
-                    Outcome::ErrorAfterOpen(err) => eprintln!("  error after the open: {err}"),
-                    Outcome::NoError => eprintln!("  no error"),
-                }
-            }
-            let panicked = panics.take();
-            assert!(
-                panicked.is_empty(),
-                "{case}: the engine panicked: {}",
-                panicked.join(" | ")
-            );
-            outcomes.count(outcome);
+            outcomes.count(run_case(&case, MODE, storage, panics));
         }
     }
     eprintln!("{outcomes:?}");
@@ -111,8 +96,80 @@ fn damaged_pages_with_valid_checksums_never_panic_or_hang() {
     );
 }
 
+/// The PMEM modes' structures, damaged behind valid checksums in databases whose process
+/// crashed with commits only in the ring: a record of the ring, a copy in the double-write
+/// area.
+#[test]
+fn damaged_pmem_ring_and_doublewrite_copies_never_panic_or_hang() {
+    let (_alone, panics) = panic_log();
+    let mut outcomes = Outcomes::default();
+    for mode in [CommitMode::Buffer, CommitMode::PmemLog] {
+        let base = crashed_with_commits_in_the_ring(mode);
+        for seed in first_case()..pmem_cases() {
+            let (storage, damage) = damaged_pmem(&base, seed);
+            let case = format!("{mode}, crashed with commits in the ring, seed {seed}: {damage}");
+            outcomes.count(run_case(&case, mode, storage, panics));
+        }
+    }
+    eprintln!("{outcomes:?}");
+    assert!(
+        outcomes.refused_open > 0 && outcomes.errors_after_open > 0,
+        "{outcomes:?}"
+    );
+}
+
+/// The process's panic log, and this test's turn: the tests of this file run one at a time,
+/// so that a panic is reported by the test whose case caused it.
+fn panic_log() -> (MutexGuard<'static, ()>, &'static PanicLog) {
+    static TURN: Mutex<()> = Mutex::new(());
+    static LOG: OnceLock<PanicLog> = OnceLock::new();
+    let turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let log = LOG.get_or_init(PanicLog::install);
+    log.take();
+    (turn, log)
+}
+
+/// Runs one case on a database of `mode` with a deadline; fails on a hang, a panic in any
+/// thread, or a meta page of another kind afterwards.
+fn run_case(case: &str, mode: CommitMode, storage: SimStorage, panics: &PanicLog) -> Outcome {
+    if verbose() {
+        eprintln!("{case}");
+    }
+    let meta_before = meta_page_kinds(&storage);
+    let run = storage.clone();
+    let outcome = match run_with_deadline(HANG, move || exercise(&run, mode)) {
+        Ok(outcome) => outcome,
+        // The panic log has the message; it is reported below.
+        Err(Unfinished::Panicked) => Outcome::ErrorAfterOpen("panicked".into()),
+        Err(Unfinished::Hung) => panic!("{case}: still running after {HANG:?}"),
+    };
+    assert_eq!(
+        meta_page_kinds(&storage),
+        meta_before,
+        "{case}: a meta page was overwritten with another kind of page"
+    );
+    if verbose() {
+        match &outcome {
+            Outcome::RefusedOpen(err) => eprintln!("  refused to open: {err}"),
+            Outcome::ErrorAfterOpen(err) => eprintln!("  error after the open: {err}"),
+            Outcome::NoError => eprintln!("  no error"),
+        }
+    }
+    let panicked = panics.take();
+    assert!(
+        panicked.is_empty(),
+        "{case}: the engine panicked: {}",
+        panicked.join(" | ")
+    );
+    outcome
+}
+
 fn cases() -> u64 {
     env_number("DAMAGED_PAGES_CASES").unwrap_or(CASES)
+}
+
+fn pmem_cases() -> u64 {
+    env_number("DAMAGED_PMEM_CASES").unwrap_or(PMEM_CASES)
 }
 
 /// `DAMAGED_PAGES_FIRST` skips the seeds below it (to run again the case a failure names).
@@ -152,8 +209,8 @@ impl Outcomes {
 
 /// Opens the database on `storage` and uses all of it; errors are expected, results are not
 /// compared (damage behind a valid checksum can change a value undetectably).
-fn exercise(storage: &SimStorage) -> Outcome {
-    let db = match open_sim(storage, &sim_config(MODE, POOL_PAGES)) {
+fn exercise(storage: &SimStorage, mode: CommitMode) -> Outcome {
+    let db = match open_sim(storage, &sim_config(mode, POOL_PAGES)) {
         Ok((db, _)) => db,
         Err(err) => return Outcome::RefusedOpen(err.to_string()),
     };
@@ -219,8 +276,12 @@ fn fill(db: &Database, ids: Range<i64>) {
 
 /// A new database on simulated storage with `items` and a second table of its schema.
 fn two_tables() -> (SimStorage, Database) {
+    two_tables_with(&sim_config(MODE, 1024))
+}
+
+fn two_tables_with(config: &tailstore_engine::DbConfig) -> (SimStorage, Database) {
     let storage = SimStorage::new();
-    let (db, _) = open_sim(&storage, &sim_config(MODE, 1024)).expect("create");
+    let (db, _) = open_sim(&storage, config).expect("create");
     for name in ["items", "other"] {
         db.create_table(name, &items_schema())
             .expect("create a table");
@@ -549,6 +610,389 @@ fn op_fields(payload: &[u8]) -> OpFields {
     fields.ids.retain(|&i| i + 8 <= payload.len());
     fields.lengths.retain(|&i| i + 2 <= payload.len());
     fields
+}
+
+// ---------------------------------------------------------------------------------------------
+// The PMEM modes: records in the ring, copies in the double-write area.
+
+/// The PMEM file's layout (`tailstore_log::format`; docs/design/log.md §1.3): the database
+/// id and the ring's capacity in its header, the start word (the hardened LSN in `buffer`,
+/// the released one in `pmem-log`, above a CRC-8 byte), the ring from 4 KiB on.
+const PMEM_DB_ID_AT: usize = 16;
+const PMEM_RING_BYTES_AT: usize = 24;
+const PMEM_START_WORD_AT: usize = 64;
+const PMEM_RING_AT: usize = 4096;
+/// The double-write area's layout (`tailstore_storage::doublewrite`): slots from 4 KiB on,
+/// each a header (write number u64, page id u64, the page's checksum u32, a CRC32C of those
+/// 20 bytes) padded to 64 bytes, then the page.
+const SLOTS_AT: usize = 4096;
+const SLOT_HEADER: usize = 64;
+const SLOT_BYTES: usize = tailstore_storage::doublewrite::SLOT_BYTES;
+const PAGE_ID_AT: usize = 8;
+
+/// A database of `mode` (`buffer` or `pmem-log`) as [`crashed_database`] makes one, with
+/// a few small commits more, whose last commits are, in `buffer` mode, still only in the
+/// PMEM ring when the process dies (the writer hardens only once a quarter of the ring is
+/// pending, and the log ends less than that past its one round), and whose checkpoint wrote
+/// its pages through the double-write area.
+fn crashed_with_commits_in_the_ring(mode: CommitMode) -> SimStorage {
+    let mut config = sim_config(mode, 1024);
+    config.log.harden_age = Duration::from_secs(3600);
+    config.log.harden_batch_bytes = Some(config.log.ring_bytes / 4);
+    let (storage, db) = two_tables_with(&config);
+    fill(&db, 0..ROWS / 2);
+    db.checkpoint().expect("checkpoint");
+    fill(&db, ROWS / 2..ROWS);
+    // Small commits after the writer's last round: records of a few hundred bytes, most
+    // of the ring's records (the fills' are tens of KB each).
+    let table = db.table("items").expect("items");
+    for round in 0..8 {
+        let mut txn = db.begin();
+        for id in (round..ROWS).step_by(67) {
+            txn.put(&table, &Item::new(id, round, 3_000_000 + id, 12).values())
+                .expect("put");
+        }
+        txn.delete(&table, &key(ROWS - 1 - round)).expect("delete");
+        txn.commit().expect("commit");
+    }
+    let crashed = crash_and_drop(&storage, db, Crash::Process);
+    // Otherwise the cases would damage nothing the open reads.
+    let log = LogStream::read(&crashed);
+    if verbose() {
+        eprintln!(
+            "{mode}: start word {}, checkpoint at {}, records only in the ring: {:?}",
+            log.boundary,
+            checkpoint_lsn(&crashed),
+            log.ring_records(checkpoint_lsn(&crashed))
+        );
+    }
+    assert!(
+        log.ring_records(checkpoint_lsn(&crashed)).len() > 2,
+        "{mode}: no commits after the checkpoint only in the ring"
+    );
+    assert!(
+        !used_slots(&doublewrite_area(&crashed)).is_empty(),
+        "{mode}: the double-write area holds no copy"
+    );
+    crashed
+}
+
+/// A copy of `base` (a database of a PMEM mode) with damage chosen by `seed`: a record of
+/// the ring or a copy in the double-write area.
+fn damaged_pmem(base: &SimStorage, seed: u64) -> (SimStorage, String) {
+    let storage = image(base, Crash::Process);
+    let mut rng = Rng::from_seed(seed);
+    let what = match rng.below(8) {
+        0..3 => damage_ring_record(&storage, &mut rng),
+        3..6 => damage_doublewrite_copy(&storage, &mut rng),
+        6 => damage_log_pmem_header(&storage, &mut rng),
+        _ => damage_doublewrite_header(&storage, &mut rng),
+    };
+    (storage, what)
+}
+
+/// Changes a field of the PMEM file's header (the ring's capacity, the block size) and
+/// computes its CRC again, or the start word (with its CRC-8 again): where the ring ends,
+/// how the writer cuts it, where the log starts.
+fn damage_log_pmem_header(storage: &SimStorage, rng: &mut Rng) -> String {
+    let mut region = storage.region_bytes(SIM_PMEM).expect("PMEM file");
+    let bytes: &[u8; 56] = region[..56].try_into().expect("56 bytes");
+    let mut header = PmemHeader::decode(bytes).expect("a valid PMEM header");
+    let log = LogStream::read(storage);
+    let what = match rng.below(3) {
+        0 => {
+            let capacity = header.ring_bytes;
+            header.ring_bytes = rng.pick(&[
+                0,
+                4,
+                capacity - 8,
+                capacity / 2,
+                capacity * 2,
+                1 << 40,
+                u64::MAX,
+            ]);
+            format!("ring capacity {capacity} → {}", header.ring_bytes)
+        }
+        1 => {
+            let block = rng.pick(&[0, 1, 3, 4096 * 3, 1 << 40, u64::MAX]);
+            // In `buffer` mode the writer cuts the ring into blocks of the log file's size.
+            if let Some(mut file) = storage
+                .file_bytes(SIM_LOG_FILE)
+                .filter(|_| rng.below(2) == 0)
+            {
+                let bytes: &[u8; 48] = file[..48].try_into().expect("48 bytes");
+                let mut header = LogFileHeader::decode(bytes).expect("a valid log file header");
+                header.block_bytes = block;
+                file[..48].copy_from_slice(&header.encode());
+                storage.set_file_bytes(SIM_LOG_FILE, file);
+                return format!("log file header: block size {block}");
+            }
+            header.block_bytes = block;
+            format!("block size {block}")
+        }
+        _ => {
+            let start = log.boundary;
+            let records = log.ring_records(checkpoint_lsn(storage));
+            let skip_one = records.get(1).map_or(start + 8, |&(lsn, _)| lsn);
+            let lsn = rng.pick(&[
+                start + 8,
+                start.saturating_sub(8).max(LOG_START_LSN),
+                skip_one,
+                start + log.capacity,
+                1 << 40,
+                MAX_LSN & !7,
+            ]);
+            region[PMEM_START_WORD_AT..PMEM_START_WORD_AT + 8]
+                .copy_from_slice(&encode_start_word(lsn).to_le_bytes());
+            storage.set_region_bytes(SIM_PMEM, region);
+            return format!("PMEM start word {start} → {lsn}");
+        }
+    };
+    region[..56].copy_from_slice(&header.encode());
+    storage.set_region_bytes(SIM_PMEM, region);
+    format!("PMEM header: {what}")
+}
+
+/// Changes a field of the double-write area's header (its slot count, page size, database
+/// id) and computes its CRC again.
+fn damage_doublewrite_header(storage: &SimStorage, rng: &mut Rng) -> String {
+    let mut area = doublewrite_area(storage);
+    let slots = u64_at(&area, 8);
+    let (at, value) = match rng.below(3) {
+        0 => (
+            8,
+            rng.pick(&[0, 1, slots - 1, slots + 1, 1 << 40, u64::MAX / 2, u64::MAX]),
+        ),
+        1 => (16, rng.pick(&[0, 4096, u64::MAX])),
+        _ => (24, u64_at(&area, 24) ^ 1),
+    };
+    area[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    let crc = crc32c::crc32c(&area[..32]);
+    area[32..36].copy_from_slice(&crc.to_le_bytes());
+    storage.set_region_bytes(doublewrite_path(std::path::Path::new(SIM_PMEM)), area);
+    let field = ["slot count", "page size", "database id"][(at - 8) / 8];
+    format!("double-write area's header: {field} {value}")
+}
+
+/// The log's byte stream as recovery reads it: from the log file below `boundary` (the
+/// hardened LSN; `buffer` only), from the PMEM ring from there on.
+struct LogStream {
+    region: Vec<u8>,
+    file: Vec<u8>,
+    boundary: u64,
+    capacity: u64,
+    salt: u32,
+}
+
+impl LogStream {
+    fn read(storage: &SimStorage) -> LogStream {
+        let region = storage.region_bytes(SIM_PMEM).expect("PMEM file");
+        let word = |at: usize| u64::from_le_bytes(region[at..at + 8].try_into().unwrap_or([0; 8]));
+        LogStream {
+            boundary: word(PMEM_START_WORD_AT) >> 8,
+            capacity: word(PMEM_RING_BYTES_AT),
+            salt: record::salt(word(PMEM_DB_ID_AT)),
+            file: storage.file_bytes(SIM_LOG_FILE).unwrap_or_default(),
+            region,
+        }
+    }
+
+    fn ring_offset(&self, lsn: u64) -> usize {
+        PMEM_RING_AT + (lsn % self.capacity) as usize
+    }
+
+    /// The stream's bytes `[lsn, lsn + len)` (zeros where the file ends).
+    fn bytes(&self, lsn: u64, len: usize) -> Vec<u8> {
+        (lsn..lsn + len as u64)
+            .map(|at| match at < self.boundary {
+                true => self.file.get(at as usize).copied().unwrap_or(0),
+                false => self.region[self.ring_offset(at)],
+            })
+            .collect()
+    }
+
+    /// Writes `bytes` at `lsn`, which must lie in the ring.
+    fn write_ring(&mut self, lsn: u64, bytes: &[u8]) {
+        assert!(lsn >= self.boundary, "LSN {lsn} is in the log file");
+        for (at, &byte) in (lsn..).zip(bytes) {
+            let offset = self.ring_offset(at);
+            self.region[offset] = byte;
+        }
+    }
+
+    /// (LSN, payload length) of the valid records from `from` (a record boundary) on that
+    /// lie wholly in the ring: the commits only the PMEM region holds.
+    fn ring_records(&self, from: u64) -> Vec<(u64, usize)> {
+        let mut out = Vec::new();
+        let mut lsn = from;
+        // Beyond one lap from the boundary the ring holds nothing of this stream.
+        while lsn + record::RECORD_HEADER as u64 <= self.boundary + self.capacity {
+            let header = self.bytes(lsn, record::RECORD_HEADER);
+            let header: &[u8; record::RECORD_HEADER] = header[..].try_into().expect("16 bytes");
+            let Some(candidate) = record::parse_header(header, lsn) else {
+                break;
+            };
+            let end = lsn + record_size(candidate.len);
+            if end > self.boundary + self.capacity
+                || !candidate.verifies(self.salt, &self.bytes(lsn + 16, candidate.len))
+            {
+                break;
+            }
+            if lsn >= self.boundary {
+                out.push((lsn, candidate.len));
+            }
+            lsn = end;
+        }
+        out
+    }
+}
+
+/// Damages one record that only the ring holds, past the checkpoint (so that redo applies
+/// it), and computes its CRC again: its length (shorter, longer, swallowing the next record,
+/// more than the ring holds), its LSN field, or its payload as [`damage_payload`] does.
+fn damage_ring_record(storage: &SimStorage, rng: &mut Rng) -> String {
+    let mut log = LogStream::read(storage);
+    let records = log.ring_records(checkpoint_lsn(storage));
+    let index = rng.below(records.len() as u64) as usize;
+    let (lsn, len) = records[index];
+    let payload_at = lsn + record::RECORD_HEADER as u64;
+    let what = match rng.below(3) {
+        0 => {
+            let swallow_next = records.get(index + 1).map_or(len + 8, |&(_, next)| {
+                (record_size(len) + record_size(next)) as usize - record::RECORD_HEADER
+            });
+            let new_len = rng.pick(&[
+                0,
+                1,
+                len.saturating_sub(1),
+                len + 8,
+                swallow_next,
+                log.capacity as usize,
+                record::MAX_PAYLOAD,
+                u32::MAX as usize,
+            ]);
+            let mut header = record::encode_header(log.salt, lsn, &log.bytes(payload_at, len));
+            if new_len as u64 + record::RECORD_HEADER as u64 <= log.capacity {
+                header = record::encode_header(log.salt, lsn, &log.bytes(payload_at, new_len));
+            } else {
+                // No CRC can cover more than the ring holds: the length alone.
+                header[4..8].copy_from_slice(&(new_len as u32).to_le_bytes());
+            }
+            log.write_ring(lsn, &header);
+            format!("length {len} → {new_len}")
+        }
+        1 => {
+            let field = rng.pick(&[lsn + 8, lsn + log.capacity, 1 << 40, u64::MAX]);
+            let header = record::encode_header(log.salt, field, &log.bytes(payload_at, len));
+            log.write_ring(lsn, &header);
+            format!("LSN field {field}")
+        }
+        _ => {
+            let mut payload = log.bytes(payload_at, len);
+            let what = damage_payload(&mut payload, rng);
+            log.write_ring(lsn, &record::encode_header(log.salt, lsn, &payload));
+            log.write_ring(payload_at, &payload);
+            what
+        }
+    };
+    storage.set_region_bytes(SIM_PMEM, log.region);
+    format!("ring record at LSN {lsn} (of {len} bytes): {what}")
+}
+
+fn doublewrite_area(storage: &SimStorage) -> Vec<u8> {
+    let path = doublewrite_path(std::path::Path::new(SIM_PMEM));
+    storage.region_bytes(path).expect("double-write area")
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+/// The slots of the area that hold a copy (write number not 0).
+fn used_slots(area: &[u8]) -> Vec<usize> {
+    let slots = area.len().saturating_sub(SLOTS_AT) / SLOT_BYTES;
+    (0..slots)
+        .filter(|slot| u64_at(area, SLOTS_AT + slot * SLOT_BYTES) != 0)
+        .collect()
+}
+
+/// Damages the copy in one used slot of the double-write area and makes both its checks
+/// pass again (the page's checksum, the slot's CRC): another page id (a data page, a meta
+/// page, past the file's end), another page's payload and kind, another kind, an LSN far
+/// ahead, a write number far ahead or another slot's, random bytes. In three cases in four
+/// the page in place that the copy names is torn, as a power cut in its write would leave
+/// it, so that the open writes the copy back.
+fn damage_doublewrite_copy(storage: &SimStorage, rng: &mut Rng) -> String {
+    let mut area = doublewrite_area(storage);
+    let mut file = storage.file_bytes(SIM_DATA_FILE).expect("data file");
+    let pages = (file.len() / PAGE_SIZE) as u64;
+    let used = used_slots(&area);
+    let slot = used[rng.below(used.len() as u64) as usize];
+    let at = SLOTS_AT + slot * SLOT_BYTES;
+    let mut seq = u64_at(&area, at);
+    let mut id = u64_at(&area, at + PAGE_ID_AT);
+    let copy = at + SLOT_HEADER..at + SLOT_BYTES;
+    let what = match rng.below(7) {
+        0 => {
+            let data_page = META_PAGES + rng.below(pages - META_PAGES);
+            id = rng.pick(&[data_page, 0, 3, pages, pages + 5, 1 << 40, u64::MAX]);
+            area[copy.start + PAGE_ID_AT..copy.start + PAGE_ID_AT + 8]
+                .copy_from_slice(&id.to_le_bytes());
+            format!("page id {id}")
+        }
+        1 => {
+            // Another data page than the one the copy is of.
+            let other = META_PAGES
+                + (id - META_PAGES + 1 + rng.below(pages - META_PAGES - 1)) % (pages - META_PAGES);
+            let from = other as usize * PAGE_SIZE;
+            area[copy.start + KIND_AT] = file[from + KIND_AT];
+            area[copy.start + HEADER..copy.end]
+                .copy_from_slice(&file[from + HEADER..from + PAGE_SIZE]);
+            format!("the payload of page {other}")
+        }
+        2 => {
+            let kind = rng.below(6) as u8;
+            area[copy.start + KIND_AT] = kind;
+            format!("kind {kind}")
+        }
+        3 => {
+            let lsn = rng.pick(&[u64::MAX, 1 << 40, 0]);
+            area[copy.start + LSN_AT..copy.start + LSN_AT + 8].copy_from_slice(&lsn.to_le_bytes());
+            format!("LSN {lsn}")
+        }
+        4 => {
+            let other = u64_at(
+                &area,
+                SLOTS_AT + used[rng.below(used.len() as u64) as usize] * SLOT_BYTES,
+            );
+            seq = rng.pick(&[u64::MAX, u64::MAX - 1, 1 << 63, other, 1]);
+            format!("write number {seq}")
+        }
+        _ => {
+            let n = 1 + rng.below(8);
+            for _ in 0..n {
+                let i = copy.start + HEADER + rng.below((PAGE_SIZE - HEADER) as u64) as usize;
+                area[i] = rng.next_u64() as u8;
+            }
+            format!("{n} random bytes")
+        }
+    };
+    seal(&mut area[copy.clone()]);
+    let mut header = [0u8; 20];
+    header[..8].copy_from_slice(&seq.to_le_bytes());
+    header[8..16].copy_from_slice(&id.to_le_bytes());
+    header[16..20].copy_from_slice(&area[copy.start..copy.start + 4]);
+    area[at..at + 20].copy_from_slice(&header);
+    area[at + 20..at + 24].copy_from_slice(&crc32c::crc32c(&header).to_le_bytes());
+    storage.set_region_bytes(doublewrite_path(std::path::Path::new(SIM_PMEM)), area);
+    let torn = (META_PAGES..pages).contains(&id) && rng.below(4) != 0;
+    if torn {
+        let from = id as usize * PAGE_SIZE + PAGE_SIZE / 2;
+        file[from..from + PAGE_SIZE / 2].fill(0xEE);
+        storage.set_file_bytes(SIM_DATA_FILE, file);
+    }
+    let torn = if torn { ", the page in place torn" } else { "" };
+    format!("double-write slot {slot} (a copy of page {id}): {what}{torn}")
 }
 
 /// The kind byte of each meta page of the data file.

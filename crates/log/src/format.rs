@@ -121,6 +121,15 @@ pub enum HeaderProblem {
     Version(u32),
     Checksum,
     Mode(u32),
+    /// Sizes no log is made with (`LogConfig::validate`), though the checksum matches.
+    Sizes(String),
+}
+
+/// Whether a log could have been made with blocks of `block_bytes` (`LogConfig::validate`:
+/// a power of two of at least 4 KiB). A header's sizes are checked, not only its checksum:
+/// a block size of 0 divided by zero in the writer, a ring of 4 bytes failed an assertion.
+fn plausible_block(block_bytes: u64) -> bool {
+    block_bytes >= 4096 && block_bytes.is_power_of_two()
 }
 
 impl std::fmt::Display for HeaderProblem {
@@ -130,6 +139,7 @@ impl std::fmt::Display for HeaderProblem {
             HeaderProblem::Version(v) => write!(f, "unsupported format version {v}"),
             HeaderProblem::Checksum => write!(f, "header checksum mismatch (corrupt header)"),
             HeaderProblem::Mode(m) => write!(f, "unknown commit mode code {m}"),
+            HeaderProblem::Sizes(what) => write!(f, "impossible sizes in the header: {what}"),
         }
     }
 }
@@ -230,6 +240,11 @@ impl LogFileHeader {
         if start_lsn < LOG_START_LSN {
             return Err(HeaderProblem::Checksum);
         }
+        if !plausible_block(block_bytes) {
+            return Err(HeaderProblem::Sizes(format!(
+                "blocks of {block_bytes} bytes"
+            )));
+        }
         Ok(Self {
             magic: LOG_MAGIC,
             version: FORMAT_VERSION,
@@ -277,6 +292,15 @@ impl PmemHeader {
         if data_offset != HEADER_BYTES as u64 {
             return Err(HeaderProblem::Checksum);
         }
+        // As `LogConfig::validate` requires of a new log: whole blocks, at least two.
+        let whole_blocks = plausible_block(block_bytes)
+            && ring_bytes.is_multiple_of(block_bytes)
+            && ring_bytes / block_bytes >= 2;
+        if !whole_blocks {
+            return Err(HeaderProblem::Sizes(format!(
+                "a ring of {ring_bytes} bytes in blocks of {block_bytes}"
+            )));
+        }
         Ok(Self {
             magic: PMEM_MAGIC,
             version: FORMAT_VERSION,
@@ -296,7 +320,7 @@ impl PmemHeader {
 
     /// Bytes the region must have to hold this header and its ring.
     pub fn region_bytes(&self) -> u64 {
-        self.data_offset + self.ring_bytes
+        self.data_offset.saturating_add(self.ring_bytes)
     }
 }
 
@@ -319,6 +343,45 @@ mod tests {
         }
         assert_eq!(decode_start_word(0), None);
         assert_eq!(decode_start_word(u64::MAX), None);
+    }
+
+    /// Sizes no log is made with, under a valid checksum, are refused: they reached the
+    /// ring's assertions (a capacity of 4 bytes) and the writer's division (blocks of 0).
+    #[test]
+    fn headers_with_impossible_sizes_are_refused() {
+        for block in [0, 1, 3, 4095, 4096 * 3, u64::MAX] {
+            let log = LogFileHeader::new(CommitMode::Fsync, 1, block as usize);
+            assert!(
+                matches!(
+                    LogFileHeader::decode(&log.encode()),
+                    Err(HeaderProblem::Sizes(_))
+                ),
+                "log file header, blocks of {block}"
+            );
+        }
+        let cases: [(u64, u64); 8] = [
+            (4, 4096),
+            (0, 4096),
+            (4096, 4096),
+            (65536 + 8, 4096),
+            (65536, 0),
+            (65536, 4096 * 3),
+            (u64::MAX, 4096),
+            (u64::MAX / 4096 * 4096, 1 << 40),
+        ];
+        for (ring, block) in cases {
+            let pmem = PmemHeader::new(CommitMode::Buffer, 1, ring as usize, block as usize);
+            assert!(
+                matches!(
+                    PmemHeader::decode(&pmem.encode()),
+                    Err(HeaderProblem::Sizes(_))
+                ),
+                "PMEM header, a ring of {ring} in blocks of {block}"
+            );
+        }
+        let largest = PmemHeader::new(CommitMode::Buffer, 1, usize::MAX / 4096 * 4096, 4096);
+        let decoded = PmemHeader::decode(&largest.encode()).expect("whole blocks");
+        assert_eq!(decoded.region_bytes(), u64::MAX, "saturates");
     }
 
     #[test]

@@ -87,6 +87,9 @@ const SLOTS_START: usize = 4096;
 const SLOT_HEADER: usize = 64;
 /// Threads that check (and restore) the pages in place at open.
 const RESTORE_THREADS: usize = 16;
+/// The highest write number a slot may hold: 2^62 page writes, 146 years at a billion a
+/// second. Far from overflowing when the slot count and a sync's margin are added to it.
+const MAX_SEQ: u64 = 1 << 62;
 /// Bytes of one slot: its header, then a page.
 pub const SLOT_BYTES: usize = SLOT_HEADER + PAGE_SIZE;
 
@@ -212,11 +215,23 @@ impl DoubleWrite {
             }),
             finished: Condvar::new(),
         };
-        let last = (0..slots)
-            .filter_map(|slot| area.slot_header(slot))
-            .map(|(seq, _)| seq)
-            .max()
-            .unwrap_or(0);
+        let mut last = 0;
+        for slot in 0..slots {
+            let Some((seq, _)) = area.slot_header(slot) else {
+                continue;
+            };
+            // Writes are numbered on from the highest number found, and slots and syncs are
+            // counted by adding to it: a number near 2^64 (written by no area, its slot's
+            // CRC computed again) made the next write overflow (a panic) or wrap to 0, which
+            // marks a slot as never used.
+            if seq > MAX_SEQ {
+                return Err(broken(format!(
+                    "slot {slot} holds write number {seq}, more writes than any area makes \
+                     (at most {MAX_SEQ})"
+                )));
+            }
+            last = last.max(seq);
+        }
         let mut ring = area.ring.lock();
         ring.next = last + 1;
         ring.synced_through = last + 1;
@@ -479,7 +494,13 @@ fn read_header(
         return Err(format!("made for {}-byte pages, not {PAGE_SIZE}", word(16)));
     }
     let slots = word(8);
-    if slots < 2 || area_bytes(slots as usize) > region_len {
+    // Checked: a count near 2^64 (its CRC computed again) overflowed the multiplication.
+    let fits = usize::try_from(slots)
+        .ok()
+        .and_then(|slots| slots.checked_mul(SLOT_BYTES))
+        .and_then(|bytes| bytes.checked_add(SLOTS_START))
+        .is_some_and(|bytes| bytes <= region_len);
+    if slots < 2 || !fits {
         return Err(format!(
             "header says {slots} slots, the region holds {region_len} bytes"
         ));
@@ -634,6 +655,55 @@ mod tests {
                 let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
                 assert_eq!(restored.pages, 1);
             }
+        }
+    }
+
+    /// A slot whose write number lies past any an area makes (its CRC computed again, so
+    /// only the number tells) is refused when the area opens; counted on from, it overflowed
+    /// at the next write.
+    #[test]
+    fn a_slot_numbered_past_any_write_the_area_makes_is_refused() {
+        for seq in [MAX_SEQ + 1, u64::MAX - 1, u64::MAX] {
+            let storage = SimStorage::new();
+            let area = open_area(&storage, 8, true).unwrap();
+            let file = data(&storage);
+            area.write(file.as_ref(), PageId(9), &version(9, 10))
+                .unwrap();
+            let slot = (0..area.slots)
+                .find(|&slot| area.slot_header(slot).is_some())
+                .expect("a used slot");
+            let copy = version(9, 10);
+            let header = slot_header_bytes(seq, PageId(9), copy.header().checksum);
+            area.region.write(area.slot_offset(slot), &header);
+            let restart = storage.process_crash();
+            match open_area(&restart, 8, false) {
+                Err(StorageError::DoubleWriteArea { reason, .. }) => {
+                    assert!(reason.contains("write number"), "{reason}")
+                }
+                Err(other) => panic!("write number {seq}: another error: {other}"),
+                Ok(area) => {
+                    let file = data(&restart);
+                    area.restore(file.as_ref(), ANY_PAGE).unwrap();
+                    let written = area.write(file.as_ref(), PageId(10), &version(10, 11));
+                    panic!("write number {seq}: the area opened (and wrote: {written:?})");
+                }
+            }
+        }
+        // The bound itself is a number an area may have reached.
+        let storage = SimStorage::new();
+        let area = open_area(&storage, 8, true).unwrap();
+        let file = data(&storage);
+        area.write(file.as_ref(), PageId(9), &version(9, 10))
+            .unwrap();
+        let slot = (0..area.slots)
+            .find(|&slot| area.slot_header(slot).is_some())
+            .expect("a used slot");
+        let header = slot_header_bytes(MAX_SEQ, PageId(9), version(9, 10).header().checksum);
+        area.region.write(area.slot_offset(slot), &header);
+        let area = open_area(&storage.process_crash(), 8, false).unwrap();
+        for lsn in 11..30 {
+            area.write(file.as_ref(), PageId(9), &version(9, lsn))
+                .unwrap();
         }
     }
 
@@ -796,6 +866,30 @@ mod tests {
             Restored::default()
         );
         assert!(in_place(fresh_file.as_ref(), 2).is_none());
+    }
+
+    /// A header whose slot count is more than the region holds, however large, with its
+    /// CRC computed again, is refused (a count near 2^64 overflowed computing the area's size).
+    #[test]
+    fn a_header_claiming_more_slots_than_the_region_holds_is_refused() {
+        for claimed in [5, 1 << 40, u64::MAX / 2, u64::MAX] {
+            let storage = SimStorage::new();
+            let area = open_area(&storage, 4, true).unwrap();
+            area.write(data(&storage).as_ref(), PageId(1), &version(1, 1))
+                .unwrap();
+            let mut bytes = storage.region_bytes(AREA).unwrap();
+            bytes[8..16].copy_from_slice(&claimed.to_le_bytes());
+            let crc = crc32c::crc32c(&bytes[..32]);
+            bytes[32..36].copy_from_slice(&crc.to_le_bytes());
+            storage.set_region_bytes(AREA, bytes);
+            let region = storage
+                .map_region(Path::new(AREA), 0, OpenMode::Existing)
+                .unwrap();
+            let err = DoubleWrite::open(region, AREA, DB, false)
+                .err()
+                .expect("refused");
+            assert!(err.to_string().contains("slots"), "{claimed}: {err}");
+        }
     }
 
     #[test]
