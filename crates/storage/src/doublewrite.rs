@@ -617,6 +617,18 @@ mod tests {
         );
     }
 
+    /// A new area of 8 slots after one write (page 9 at LSN 10), and the slot that holds it:
+    /// the starting point of the tests that damage a slot behind its checksums.
+    fn area_with_one_write(storage: &SimStorage) -> (DoubleWrite, u64) {
+        let area = open_area(storage, 8, true).unwrap();
+        area.write(data(storage).as_ref(), PageId(9), &version(9, 10))
+            .unwrap();
+        let slot = (0..area.slots)
+            .find(|&slot| area.slot_header(slot).is_some())
+            .expect("a used slot");
+        (area, slot)
+    }
+
     /// A whole, valid copy of a page the caller says no copy can be of (a meta page of the
     /// engine's, one 2^40 pages into the file) was never written by the area: damage behind
     /// valid checksums, refused before anything is written in place.
@@ -624,14 +636,8 @@ mod tests {
     fn a_copy_of_a_page_outside_the_restorable_ones_is_refused() {
         for outside in [3, 1 << 40] {
             let storage = SimStorage::new();
-            let area = open_area(&storage, 8, true).unwrap();
-            let file = data(&storage);
-            area.write(file.as_ref(), PageId(9), &version(9, 10))
-                .unwrap();
+            let (area, slot) = area_with_one_write(&storage);
             // The slot of that write now holds a copy of page `outside`, every check valid.
-            let slot = (0..area.slots)
-                .find(|&slot| area.slot_header(slot).is_some())
-                .expect("a used slot");
             let (seq, _) = area.slot_header(slot).expect("used");
             let copy = version(outside, 10);
             let at = area.slot_offset(slot);
@@ -665,15 +671,8 @@ mod tests {
     fn a_slot_numbered_past_any_write_the_area_makes_is_refused() {
         for seq in [MAX_SEQ + 1, u64::MAX - 1, u64::MAX] {
             let storage = SimStorage::new();
-            let area = open_area(&storage, 8, true).unwrap();
-            let file = data(&storage);
-            area.write(file.as_ref(), PageId(9), &version(9, 10))
-                .unwrap();
-            let slot = (0..area.slots)
-                .find(|&slot| area.slot_header(slot).is_some())
-                .expect("a used slot");
-            let copy = version(9, 10);
-            let header = slot_header_bytes(seq, PageId(9), copy.header().checksum);
+            let (area, slot) = area_with_one_write(&storage);
+            let header = slot_header_bytes(seq, PageId(9), version(9, 10).header().checksum);
             area.region.write(area.slot_offset(slot), &header);
             let restart = storage.process_crash();
             match open_area(&restart, 8, false) {
@@ -691,16 +690,12 @@ mod tests {
         }
         // The bound itself is a number an area may have reached.
         let storage = SimStorage::new();
-        let area = open_area(&storage, 8, true).unwrap();
-        let file = data(&storage);
-        area.write(file.as_ref(), PageId(9), &version(9, 10))
-            .unwrap();
-        let slot = (0..area.slots)
-            .find(|&slot| area.slot_header(slot).is_some())
-            .expect("a used slot");
+        let (area, slot) = area_with_one_write(&storage);
         let header = slot_header_bytes(MAX_SEQ, PageId(9), version(9, 10).header().checksum);
         area.region.write(area.slot_offset(slot), &header);
-        let area = open_area(&storage.process_crash(), 8, false).unwrap();
+        let restart = storage.process_crash();
+        let area = open_area(&restart, 8, false).unwrap();
+        let file = data(&restart);
         for lsn in 11..30 {
             area.write(file.as_ref(), PageId(9), &version(9, lsn))
                 .unwrap();
