@@ -108,6 +108,9 @@ pub struct TypeTally {
     pub aborted: u64,
     /// Committed and rolled-back transactions, retries included.
     pub latency: LatencyRecorder,
+    /// Attempts run again (engine aborts and stale reads), of every outcome: where an
+    /// optimistic engine spends the work that a locking one spends waiting.
+    pub retries: u64,
 }
 
 impl TypeTally {
@@ -117,6 +120,7 @@ impl TypeTally {
             rolled_back: 0,
             aborted: 0,
             latency: LatencyRecorder::new(),
+            retries: 0,
         }
     }
 
@@ -151,6 +155,7 @@ impl Tally {
         if !matches!(report.outcome, Outcome::Aborted(_)) {
             t.latency.record_ns(report.latency.as_nanos() as u64);
         }
+        t.retries += report.retries.total();
         self.retries.add(&report.retries);
     }
 
@@ -160,6 +165,7 @@ impl Tally {
             mine.rolled_back += theirs.rolled_back;
             mine.aborted += theirs.aborted;
             mine.latency.merge(&theirs.latency);
+            mine.retries += theirs.retries;
         }
         self.retries.add(&other.retries);
     }
@@ -651,6 +657,58 @@ mod tests {
         assert_eq!(user_plan(5, 8, 4, false).1, 2);
         assert_eq!(user_plan(1, 2, 5, true).0, vec![2, 4]);
         assert_eq!(user_plan(3, 8, 4, true).0, vec![4]);
+    }
+
+    /// Each type counts the attempts its own transactions ran again, whatever their end, and
+    /// merged tallies add them up: the per-type column of the report.
+    #[test]
+    fn retries_are_counted_per_type() {
+        let report = |kind, outcome, causes: &[AbortCause]| {
+            let mut retries = Retries::default();
+            for &cause in causes {
+                retries.record(cause);
+            }
+            TxnReport {
+                kind,
+                outcome,
+                latency: Duration::from_micros(100),
+                retries,
+                entered: None,
+            }
+        };
+        let mut a = Tally::new();
+        a.record(&report(
+            TxnKind::NewOrder,
+            Outcome::Committed,
+            &[AbortCause::ReadChanged, AbortCause::WriteConflict],
+        ));
+        a.record(&report(
+            TxnKind::NewOrder,
+            Outcome::Aborted(AbortCause::WriteConflict),
+            &[AbortCause::WriteConflict],
+        ));
+        a.record(&report(TxnKind::Payment, Outcome::Committed, &[]));
+        let mut b = Tally::new();
+        b.record(&report(
+            TxnKind::Delivery,
+            Outcome::RolledBack,
+            &[AbortCause::Phantom],
+        ));
+        b.record(&report(
+            TxnKind::NewOrder,
+            Outcome::Committed,
+            &[AbortCause::ReadChanged],
+        ));
+        a.merge(&b);
+        let retries = |kind: TxnKind| a.per_type[kind.index()].retries;
+        assert_eq!(retries(TxnKind::NewOrder), 4);
+        assert_eq!(retries(TxnKind::Payment), 0);
+        assert_eq!(retries(TxnKind::Delivery), 1);
+        assert_eq!(
+            a.retries.total(),
+            5,
+            "the per-type counts add up to the total"
+        );
     }
 
     #[test]

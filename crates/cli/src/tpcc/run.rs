@@ -69,6 +69,8 @@ pub struct TypeReport {
     pub rolled_back: u64,
     /// Still aborted after the retry policy's last attempt (not in `count`).
     pub aborted: u64,
+    /// Attempts run again after an engine abort or a stale read.
+    pub retries: u64,
     /// Share of `count` among all types.
     pub mix: f64,
     pub p50_ms: f64,
@@ -258,6 +260,7 @@ pub fn build_report(m: &Measured, setup: &RunSetup) -> RunReport {
                 committed: t.committed,
                 rolled_back: t.rolled_back,
                 aborted: t.aborted,
+                retries: t.retries,
                 mix: t.completed() as f64 / completed as f64,
                 p50_ms: l.p50 / 1e3,
                 p95_ms: l.p95 / 1e3,
@@ -435,12 +438,13 @@ pub fn print_report(r: &RunReport) {
         r.duration_s, r.users, r.instances, r.warehouses, r.commit
     );
     println!(
-        "{:<13} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:<13} {:>9} {:>6} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "type",
         "count",
         "mix",
         "rolled-bk",
         "aborted",
+        "retries",
         "p50 ms",
         "p95 ms",
         "p99 ms",
@@ -450,12 +454,13 @@ pub fn print_report(r: &RunReport) {
     for kind in TxnKind::ALL {
         if let Some(t) = r.per_type.get(kind.name()) {
             println!(
-                "{:<13} {:>9} {:>5.1}% {:>9} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.1} {:>8.2}",
+                "{:<13} {:>9} {:>5.1}% {:>9} {:>8} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.1} {:>8.2}",
                 kind.name(),
                 group(t.count),
                 t.mix * 100.0,
                 t.rolled_back,
                 t.aborted,
+                group(t.retries),
                 t.p50_ms,
                 t.p95_ms,
                 t.p99_ms,
