@@ -432,6 +432,14 @@ impl Database {
         Transaction::new(&self.shared)
     }
 
+    /// Starts a read-only transaction at isolation level 1 (read committed): it sees only
+    /// committed changes, is never aborted by a conflict, and refuses writes. For reads that
+    /// need no serializability, like TPC-C's Stock-Level (see "Read-committed transactions"
+    /// in `txn.rs`).
+    pub fn begin_read_committed(&self) -> Transaction<'_> {
+        Transaction::new_read_committed(&self.shared)
+    }
+
     /// Runs `body` in a transaction and commits it, retrying (up to `attempts` times in all)
     /// while it aborts with a retryable error.
     pub fn run<T>(

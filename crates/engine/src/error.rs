@@ -75,6 +75,9 @@ pub enum EngineError {
     #[error("transaction too large: it writes {bytes} bytes, a commit may write at most {limit}")]
     TooLarge { bytes: usize, limit: usize },
     /// The database's files are not what they should be (meta pages, catalog, log records).
+    /// A write in a read-committed transaction, whose reads are not validated.
+    #[error("a read-committed transaction only reads; run writes in a serializable one (`Database::begin`)")]
+    ReadCommittedWrite,
     #[error("database is corrupt: {0}")]
     Corrupt(String),
     /// The database was opened with something it cannot use.

@@ -85,6 +85,22 @@
 //! something X overwrote, which closes a cycle X → R → Y → X that validation catches.
 //! Durability is unchanged: R still waits for the log as far as it was appended.
 //!
+//! # Read-committed transactions
+//!
+//! [`Database::begin_read_committed`](crate::Database::begin_read_committed) starts a
+//! transaction that only reads and is not validated at commit: isolation level 1 (no dirty
+//! writes, no dirty reads), what the TPC-C specification asks of Stock-Level (clause 3.4.1)
+//! and what a report that may mix moments needs. It never sees a change of a transaction that
+//! has not committed: writes are buffered until commit and applied only after their
+//! transaction has validated, and a read never takes a change not yet appended (the leaf's
+//! unlogged mark, "Reads beside a writer" in the B+tree). It may see part of a commit that is
+//! being applied and rows of different moments (read skew), which level 1 allows. Its commit
+//! waits, as every read-only one does, for the log as far as it was appended, so nothing it
+//! saw can be lost once it is acknowledged. It writes nothing: a write is refused
+//! ([`EngineError::ReadCommittedWrite`]), since a write computed from unvalidated reads could
+//! lose another transaction's update. Serializable transactions are unaffected: they never
+//! read its (non-existent) writes, and its reads constrain no one.
+//!
 //! # Validating a point read without searching again
 //!
 //! A point read remembers the leaf it searched and the leaf's LSN. At validation, if the key
@@ -293,6 +309,8 @@ pub struct Transaction<'db> {
     writes: BTreeMap<(u32, Vec<u8>), Write>,
     /// What `writes` would log, kept as they change (see [`Transaction::check_size`]).
     write_bytes: usize,
+    /// Read-only and not validated (see "Read-committed transactions").
+    read_committed: bool,
     done: bool,
 }
 
@@ -352,8 +370,16 @@ impl<'db> Transaction<'db> {
             scans: Vec::new(),
             writes: BTreeMap::new(),
             write_bytes: 0,
+            read_committed: false,
             done: false,
         }
+    }
+
+    /// A transaction at isolation level 1 (see "Read-committed transactions").
+    pub(crate) fn new_read_committed(db: &'db Shared) -> Self {
+        let mut txn = Transaction::new(db);
+        txn.read_committed = true;
+        txn
     }
 
     /// The row whose primary key is `key` (one value per primary-key column).
@@ -675,7 +701,7 @@ impl<'db> Transaction<'db> {
         // change whose record never becomes durable.
         db.check_running()?;
         if self.writes.is_empty() {
-            if !self.reads_one_version() {
+            if !self.read_committed && !self.reads_one_version() {
                 self.validate()?;
             }
             // Whatever this transaction read may have been written by a commit not yet
@@ -951,6 +977,9 @@ impl<'db> Transaction<'db> {
     /// [`Transaction::buffer_write`] of any op. A patched row's size is known only when it
     /// is applied, and checked then (`resolve_patches`).
     fn buffer_op(&mut self, slot: usize, tree: usize, key: Vec<u8>, op: WriteOp) -> Result<()> {
+        if self.read_committed {
+            return Err(EngineError::ReadCommittedWrite);
+        }
         if let WriteOp::Put(value) = &op {
             check_entry_size(&key, value)?;
         } else if key.len() > tailstore_storage::MAX_ENTRY {
