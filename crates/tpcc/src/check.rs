@@ -18,6 +18,12 @@
 //! Conditions 2 and 3 do not apply to the new-order rows of a district that has none.
 //! Every condition reports the first row that breaks it.
 //!
+//! The conditions are stated over the rows present, so the check also requires the rows
+//! the population always has: warehouses 1 ..= `tpcc_meta`'s count, districts 1 ..= 10 of
+//! each and, where it reads them (conditions 10 and 12), customers 1 ..= 3,000 of each
+//! district ([`TpccError::MissingRow`], or [`TpccError::UnexpectedRow`] for one past them).
+//! A row whose id is out of range is named in the error.
+//!
 //! The checks read each district (its orders, new orders, lines and customers) in one
 //! read-only transaction, and HISTORY in chunks; run them on a database no terminal is
 //! writing to, or a chunk may be read at a different moment from another.
@@ -33,10 +39,10 @@ use crate::error::{Result, TpccError, Violation};
 use crate::row::{id, Fields};
 use crate::schema::{
     customer as c, district, history as h, new_order as no, order_line as ol, orders as o,
-    warehouse, Tables, FIRST_UNDELIVERED_ORDER,
+    warehouse, Tables, CUSTOMERS_PER_DISTRICT, DISTRICTS_PER_WAREHOUSE, FIRST_UNDELIVERED_ORDER,
 };
-use crate::txn::{format_cents, narrow};
-use crate::workload::run_txn;
+use crate::txn::{format_cents, narrow, show_key};
+use crate::workload::{run_txn, LoadParameters};
 
 /// Conditions 1–4: those the specification requires to be tested in every run.
 pub const BASIC: [u8; 4] = [1, 2, 3, 4];
@@ -74,6 +80,7 @@ pub fn check_conditions(db: &Database, conditions: &[u8]) -> Result<CheckReport>
     let began = Instant::now();
     let wanted: BTreeSet<u8> = conditions.iter().copied().collect();
     let tables = Tables::open(db)?;
+    let warehouses = LoadParameters::read(db, &tables)?.warehouses;
     let history = if wanted.iter().any(|n| [8, 9, 10].contains(n)) {
         HistorySums::read(db, &tables.history)?
     } else {
@@ -82,6 +89,7 @@ pub fn check_conditions(db: &Database, conditions: &[u8]) -> Result<CheckReport>
     let checker = Checker {
         db,
         tables: &tables,
+        warehouses,
         wanted: &wanted,
         history: &history,
     };
@@ -92,6 +100,52 @@ pub fn check_conditions(db: &Database, conditions: &[u8]) -> Result<CheckReport>
         districts,
         elapsed: began.elapsed(),
     })
+}
+
+/// Whether `ids` (ascending, as a primary key scan returns them) are exactly 1 ..= `count`:
+/// the warehouses the load made, the districts of each. Every condition is stated over
+/// them, so a missing one would otherwise pass unseen (a database whose only warehouse was
+/// gone passed every condition).
+pub(crate) fn one_to(ids: &[u32], count: u32, name: impl Fn(u32) -> String) -> Result<()> {
+    let mut expected = 1u32;
+    for &id in ids {
+        if id > count {
+            return Err(TpccError::UnexpectedRow(format!(
+                "{} (only 1 ..= {count})",
+                name(id)
+            )));
+        }
+        if id != expected {
+            return Err(TpccError::MissingRow(name(expected)));
+        }
+        expected = expected.saturating_add(1);
+    }
+    if (1..=count).contains(&expected) {
+        return Err(TpccError::MissingRow(name(expected)));
+    }
+    Ok(())
+}
+
+impl TpccError {
+    /// A missing or unexpected row's message with `why` appended.
+    pub(crate) fn counted(self, why: String) -> TpccError {
+        match self {
+            TpccError::MissingRow(what) => TpccError::MissingRow(format!("{what} ({why})")),
+            TpccError::UnexpectedRow(what) => TpccError::UnexpectedRow(format!("{what} ({why})")),
+            other => other,
+        }
+    }
+}
+
+/// `err`, met reading one row, with the row named: an id out of range or a value of another
+/// kind says which row holds it.
+fn in_row(err: TpccError, row: impl FnOnce() -> String) -> TpccError {
+    match err {
+        TpccError::OutOfRange(_) | TpccError::BadValue { .. } => {
+            TpccError::UnexpectedRow(format!("{}: {err}", row()))
+        }
+        other => other,
+    }
 }
 
 fn violation(condition: u8, detail: String) -> TpccError {
@@ -120,7 +174,8 @@ impl HistorySums {
                     .map_err(TpccError::from)
             })?;
             for row in &rows {
-                sums.add(row)?;
+                sums.add(row)
+                    .map_err(|e| in_row(e, || format!("history {}", show_key(&row[..1]))))?;
             }
             match rows.last() {
                 Some(last) if rows.len() == HISTORY_CHUNK => after = Some(last[h::H_ID].clone()),
@@ -147,6 +202,8 @@ impl HistorySums {
 struct Checker<'a> {
     db: &'a Database,
     tables: &'a Tables,
+    /// How many warehouses the load made (`tpcc_meta`).
+    warehouses: u32,
     wanted: &'a BTreeSet<u8>,
     history: &'a HistorySums,
 }
@@ -166,6 +223,12 @@ impl Checker<'_> {
                 usize::MAX,
             )?)
         })?;
+        let ids = warehouses
+            .iter()
+            .map(|w| narrow(w.int(warehouse::W_ID)?))
+            .collect::<Result<Vec<u32>>>()?;
+        one_to(&ids, self.warehouses, |w| format!("warehouse {w}"))
+            .map_err(|e| e.counted(format!("tpcc_meta counts {} warehouses", self.warehouses)))?;
         let mut districts = 0;
         for w_row in &warehouses {
             districts += self.check_warehouse(w_row)?;
@@ -183,6 +246,13 @@ impl Checker<'_> {
                 ScanDirection::Ascending,
                 usize::MAX,
             )?)
+        })?;
+        let ids = districts
+            .iter()
+            .map(|d| narrow(d.int(district::D_ID)?))
+            .collect::<Result<Vec<u32>>>()?;
+        one_to(&ids, DISTRICTS_PER_WAREHOUSE, |d| {
+            format!("district (w {w_id}, d {d})")
         })?;
         self.check_warehouse_totals(w_id, w_ytd, &districts)?;
         for d_row in &districts {
@@ -359,33 +429,57 @@ impl DistrictData {
                 lines: Vec::new(),
                 customers: Vec::new(),
             };
+            let named = |table: &Table, row: &[Value], e| {
+                let key = table.schema().primary_key().iter().map(|&c| row[c].clone());
+                in_row(e, || {
+                    format!("{} {}", table.name(), show_key(&key.collect::<Vec<_>>()))
+                })
+            };
             for row in all(txn, &t.orders, &prefix)? {
-                let info = OrderInfo {
-                    c_id: narrow(row.int(o::O_C_ID)?)?,
-                    carrier: row.int_or_null(o::O_CARRIER_ID)?,
-                    ol_cnt: row.int(o::O_OL_CNT)?,
+                let read = || -> Result<(u32, OrderInfo)> {
+                    let info = OrderInfo {
+                        c_id: narrow(row.int(o::O_C_ID)?)?,
+                        carrier: row.int_or_null(o::O_CARRIER_ID)?,
+                        ol_cnt: row.int(o::O_OL_CNT)?,
+                    };
+                    Ok((narrow(row.int(o::O_ID)?)?, info))
                 };
-                data.orders.insert(narrow(row.int(o::O_ID)?)?, info);
+                let (o_id, info) = read().map_err(|e| named(&t.orders, &row, e))?;
+                data.orders.insert(o_id, info);
             }
             for row in all(txn, &t.new_order, &prefix)? {
-                data.new_orders.push(narrow(row.int(no::NO_O_ID)?)?);
+                let o_id =
+                    narrow(row.int(no::NO_O_ID)?).map_err(|e| named(&t.new_order, &row, e))?;
+                data.new_orders.push(o_id);
             }
             for row in all(txn, &t.order_line, &prefix)? {
-                data.lines.push(LineInfo {
-                    o_id: narrow(row.int(ol::OL_O_ID)?)?,
-                    number: row.int(ol::OL_NUMBER)?,
-                    delivered: row.timestamp_or_null(ol::OL_DELIVERY_D)?.is_some(),
-                    amount: row.decimal(ol::OL_AMOUNT)?,
-                });
+                let read = || -> Result<LineInfo> {
+                    Ok(LineInfo {
+                        o_id: narrow(row.int(ol::OL_O_ID)?)?,
+                        number: row.int(ol::OL_NUMBER)?,
+                        delivered: row.timestamp_or_null(ol::OL_DELIVERY_D)?.is_some(),
+                        amount: row.decimal(ol::OL_AMOUNT)?,
+                    })
+                };
+                data.lines
+                    .push(read().map_err(|e| named(&t.order_line, &row, e))?);
             }
             if customers {
                 for row in all(txn, &t.customer, &prefix)? {
-                    data.customers.push(CustomerInfo {
-                        c_id: narrow(row.int(c::C_ID)?)?,
-                        balance: row.decimal(c::C_BALANCE)?,
-                        ytd_payment: row.decimal(c::C_YTD_PAYMENT)?,
-                    });
+                    let read = || -> Result<CustomerInfo> {
+                        Ok(CustomerInfo {
+                            c_id: narrow(row.int(c::C_ID)?)?,
+                            balance: row.decimal(c::C_BALANCE)?,
+                            ytd_payment: row.decimal(c::C_YTD_PAYMENT)?,
+                        })
+                    };
+                    data.customers
+                        .push(read().map_err(|e| named(&t.customer, &row, e))?);
                 }
+                // Conditions 10 and 12 are stated per customer: every one the load made.
+                let ids: Vec<u32> = data.customers.iter().map(|c| c.c_id).collect();
+                let name = |c| format!("customer (w {w_id}, d {d_id}, c {c})");
+                one_to(&ids, CUSTOMERS_PER_DISTRICT, name)?;
             }
             Ok(data)
         })
@@ -539,4 +633,98 @@ fn condition_11(d: &DistrictData) -> Check {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{DISTRICT, HISTORY, ORDERS};
+    use crate::workload::tests::{row_of, warehouse_1, with_db};
+
+    #[test]
+    fn ids_must_be_one_to_the_count() {
+        let name = |n: u32| format!("row {n}");
+        assert!(one_to(&[1, 2, 3], 3, name).is_ok());
+        assert!(one_to(&[], 0, name).is_ok());
+        let missing = |ids: &[u32], count| match one_to(ids, count, name) {
+            Err(TpccError::MissingRow(m)) => m,
+            other => panic!("{ids:?} of {count}: {other:?}"),
+        };
+        assert_eq!(missing(&[], 1), "row 1");
+        assert_eq!(missing(&[1, 3], 3), "row 2");
+        assert_eq!(missing(&[2, 3], 3), "row 1");
+        assert_eq!(missing(&[1], u32::MAX), "row 2");
+        assert!(matches!(
+            one_to(&[1, 2], 1, name),
+            Err(TpccError::UnexpectedRow(_))
+        ));
+        assert!(matches!(
+            one_to(&[1], 0, name),
+            Err(TpccError::UnexpectedRow(_))
+        ));
+    }
+
+    /// Every condition is stated over the warehouses and districts present: without the
+    /// count from `tpcc_meta` a database whose only warehouse was gone passed them all.
+    #[test]
+    fn a_missing_warehouse_or_district_fails_the_check() {
+        with_db(1, &[], |db| match check_conditions(db, &AFTER_LOAD) {
+            Err(TpccError::MissingRow(m)) => assert!(m.contains("warehouse 1"), "{m}"),
+            other => panic!("no warehouse: {other:?}"),
+        });
+        let district = |d: i64| {
+            let key = [
+                (district::D_ID, Value::Int(d)),
+                (district::D_W_ID, Value::Int(1)),
+            ];
+            (DISTRICT, row_of(&district::columns(), &key))
+        };
+        let nine: Vec<_> = std::iter::once(warehouse_1())
+            .chain((1..=10).filter(|&d| d != 4).map(district))
+            .collect();
+        with_db(1, &nine, |db| match check_conditions(db, &BASIC) {
+            Err(TpccError::MissingRow(m)) => assert_eq!(m, "district (w 1, d 4)"),
+            other => panic!("nine districts: {other:?}"),
+        });
+        let eleven: Vec<_> = std::iter::once(warehouse_1())
+            .chain((1..=11).map(district))
+            .collect();
+        with_db(1, &eleven, |db| match check_conditions(db, &BASIC) {
+            Err(TpccError::UnexpectedRow(m)) => assert!(m.contains("d 11"), "{m}"),
+            other => panic!("eleven districts: {other:?}"),
+        });
+    }
+
+    /// A row whose id is out of range is named in the error (it said "id or count -1 is out
+    /// of range", nothing more); every customer of a district must be there for conditions
+    /// 10 and 12, which are stated per customer.
+    #[test]
+    fn a_row_out_of_range_is_named_and_customers_are_counted() {
+        let district = |d: i64| {
+            let key = [
+                (district::D_ID, Value::Int(d)),
+                (district::D_W_ID, Value::Int(1)),
+            ];
+            (DISTRICT, row_of(&district::columns(), &key))
+        };
+        let mut rows: Vec<_> = std::iter::once(warehouse_1())
+            .chain((1..=10).map(district))
+            .collect();
+        with_db(1, &rows, |db| match check_conditions(db, &[10]) {
+            Err(TpccError::MissingRow(m)) => assert_eq!(m, "customer (w 1, d 1, c 1)"),
+            other => panic!("no customers: {other:?}"),
+        });
+        let order = [(o::O_C_ID, Value::Int(-1)), (o::O_ID, Value::Int(7))];
+        rows.push((ORDERS, row_of(&o::columns(), &order)));
+        with_db(1, &rows, |db| match check_conditions(db, &BASIC) {
+            Err(TpccError::UnexpectedRow(m)) => assert!(m.starts_with("orders (1, 1, 7): "), "{m}"),
+            other => panic!("an order of customer -1: {other:?}"),
+        });
+        let payment = [(h::H_ID, Value::Int(5)), (h::H_W_ID, Value::Int(-1))];
+        rows.push((HISTORY, row_of(&h::columns(), &payment)));
+        with_db(1, &rows, |db| match check_conditions(db, &[8]) {
+            Err(TpccError::UnexpectedRow(m)) => assert!(m.starts_with("history (5): "), "{m}"),
+            other => panic!("a payment to warehouse -1: {other:?}"),
+        });
+    }
 }

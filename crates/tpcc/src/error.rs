@@ -35,6 +35,9 @@ pub enum TpccError {
     /// A row the population guarantees is missing (e.g. a customer without any order).
     #[error("missing row: {0}")]
     MissingRow(String),
+    /// A row the population never has (a warehouse past `tpcc_meta`'s count, a district 11).
+    #[error("unexpected row: {0}")]
+    UnexpectedRow(String),
     /// A column holds a value of the wrong kind: the table was not created by this kit.
     #[error("column #{column} holds {found}, expected {expected}")]
     BadValue {
