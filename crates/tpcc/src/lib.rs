@@ -63,5 +63,5 @@ pub use check::{check, check_conditions, CheckReport};
 pub use error::{Result, TpccError, Violation};
 pub use load::{load, load_with, LoadConfig, LoadReport};
 pub use terminal::{Deck, EnteredOrder, Terminal, TxnKind, TxnReport};
-pub use txn::{Outcome, Retries, RetryPolicy};
+pub use txn::{Isolation, Outcome, Retries, RetryPolicy};
 pub use workload::{LoadParameters, Workload};

@@ -32,7 +32,9 @@ use tailstore_tpcc::LoadConfig;
 use super::driver::{drive, DriverOptions};
 use super::load::{cores, load_instance};
 use super::run::{build_report, RunReport, RunSetup};
-use super::{describe_open, load_pool_bytes, run_pool_bytes, Instance, TuningArgs};
+use super::{
+    describe_open, load_pool_bytes, run_pool_bytes, Instance, StockLevelIsolation, TuningArgs,
+};
 use crate::args::ByteSize;
 use crate::report::{
     default_scratch_parent, filesystem_of, group, log_medium, median_run, settle_disk, write_json,
@@ -58,6 +60,17 @@ pub struct CompareArgs {
     /// reference experiments use 3.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub runs: usize,
+    /// Isolation of Stock-Level: read-committed (level 1, all that clause 3.4.1 asks of it:
+    /// it never aborts) or serializable (level 3, like the other four; aborted by every
+    /// New-Order that changes a stock row it read, and run again).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value = "read-committed"
+    )]
+    pub stock_level_isolation: StockLevelIsolation,
+
     /// Configurations to run, comma-separated: fsync-disk, fsync-tmpfs, buffer, pmem-log,
     /// async.
     #[arg(
@@ -264,13 +277,14 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     let plan = plan(args)?;
     let data_medium = filesystem_of(plan.scratch.path());
     println!(
-        "tailstore tpcc compare: {} warehouse(s), {} user(s), ramp-up {} s + timed {} s, {} run(s) of {} configuration(s), interleaved",
+        "tailstore tpcc compare: {} warehouse(s), {} user(s), ramp-up {} s + timed {} s, {} run(s) of {} configuration(s), interleaved; Stock-Level {}",
         args.warehouses,
         args.users,
         args.rampup,
         args.duration,
         args.runs,
-        plan.configs.len()
+        plan.configs.len(),
+        plan.options.stock_level_isolation.name()
     );
     println!(
         "databases in {} ({data_medium}); PMEM and tmpfs log in {} ({})",
@@ -412,6 +426,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
             duration: Duration::from_secs_f64(args.duration),
             keying_thinking: false,
             all_warehouses: false,
+            stock_level_isolation: args.stock_level_isolation.into(),
             progress_every: (!progress.is_zero()).then_some(progress),
             seed: args.seed,
             ack_log: None,

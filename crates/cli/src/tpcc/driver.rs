@@ -34,7 +34,8 @@ use tailstore_storage::Value;
 use tailstore_tpcc::random::{derive_seed, seeded};
 use tailstore_tpcc::schema::{district, DISTRICTS_PER_WAREHOUSE};
 use tailstore_tpcc::{
-    Deck, EnteredOrder, Outcome, Retries, Terminal, TpccError, TxnKind, TxnReport, Workload,
+    Deck, EnteredOrder, Isolation, Outcome, Retries, Terminal, TpccError, TxnKind, TxnReport,
+    Workload,
 };
 
 use crate::latency::LatencyRecorder;
@@ -55,6 +56,7 @@ pub struct DriverOptions {
     pub duration: Duration,
     pub keying_thinking: bool,
     pub all_warehouses: bool,
+    pub stock_level_isolation: Isolation,
     /// Print a progress line this often (`None`: quiet).
     pub progress_every: Option<Duration>,
     pub seed: u64,
@@ -355,7 +357,8 @@ fn user_loop(
     let mut terminals = Vec::with_capacity(warehouses.len());
     for (k, &w) in warehouses.iter().enumerate() {
         let rng = seeded(derive_seed(seed, k as u64 + 1));
-        terminals.push(Terminal::new(workload, w, d_id, rng).map_err(|e| e.to_string())?);
+        let terminal = Terminal::new(workload, w, d_id, rng).map_err(|e| e.to_string())?;
+        terminals.push(terminal.with_stock_level_isolation(options.stock_level_isolation));
     }
     let mut rng = seeded(seed);
     let mut deck = Deck::standard();

@@ -87,6 +87,24 @@ pub fn run(command: &TpccCommand) -> CliResult<()> {
 }
 
 /// Where a database (or K of them) lives and how its log is kept.
+/// `--stock-level-isolation` of `tpcc run` and `tpcc compare`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StockLevelIsolation {
+    /// Level 1: committed data only, never aborted (clause 3.4.1 asks no more of it).
+    ReadCommitted,
+    /// Level 3, like the other four transactions.
+    Serializable,
+}
+
+impl From<StockLevelIsolation> for tailstore_tpcc::Isolation {
+    fn from(level: StockLevelIsolation) -> Self {
+        match level {
+            StockLevelIsolation::ReadCommitted => tailstore_tpcc::Isolation::ReadCommitted,
+            StockLevelIsolation::Serializable => tailstore_tpcc::Isolation::Serializable,
+        }
+    }
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct DbArgs {
     /// Data directory of the database (with --instances K: DIR/instance-1 … DIR/instance-K).
