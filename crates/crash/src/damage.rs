@@ -97,3 +97,14 @@ impl Rng {
 pub fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|n| n.parse().ok())
 }
+
+/// The most resident memory the process has had (`VmHWM` of /proc/self/status), in bytes; 0
+/// where unknown: the damage tests' bound on what a damaged length made anything allocate.
+pub fn peak_memory_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}

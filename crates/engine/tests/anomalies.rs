@@ -12,23 +12,9 @@ mod support;
 use std::ops::Bound;
 
 use tailstore_engine::{AbortCause, Database, EngineError, EngineStats, KeyRange, Table};
-use tailstore_log::CommitMode;
-use tailstore_media::sim::SimStorage;
 use tailstore_storage::{ScanDirection, Value};
 
-use support::{assert_aborted, items_schema, key, open_sim, sim_config, Item};
-
-fn setup(items: &[Item]) -> (SimStorage, Database, Table) {
-    let storage = SimStorage::new();
-    let (db, _) = open_sim(&storage, &sim_config(CommitMode::Fsync, 256)).expect("open");
-    let table = db.create_table("items", &items_schema()).expect("create");
-    let mut txn = db.begin();
-    for item in items {
-        txn.insert(&table, &item.values()).expect("insert");
-    }
-    txn.commit().expect("setup commit");
-    (storage, db, table)
-}
+use support::{assert_aborted, items_database, key, Item};
 
 fn item(id: i64, grp: i64, val: i64) -> Item {
     Item::new(id, grp, val, 8)
@@ -69,7 +55,7 @@ fn rows_in(values: &[Vec<Value>]) -> Vec<i64> {
 
 #[test]
 fn lost_update_is_prevented() {
-    let (_s, db, table) = setup(&[item(1, 0, 100)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 100)]);
     let mut t1 = db.begin();
     let mut t2 = db.begin();
     let mut x1 = Item::from_values(&t1.get(&table, &key(1)).unwrap().unwrap());
@@ -96,7 +82,7 @@ fn lost_update_is_prevented() {
 #[test]
 fn deleting_a_changed_row_or_inserting_a_taken_key_aborts() {
     // A delete reads the row it deletes: deleting a row another transaction updated aborts.
-    let (_s, db, table) = setup(&[item(1, 0, 100), item(2, 0, 200)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 100), item(2, 0, 200)]);
     let mut t1 = db.begin();
     let mut t2 = db.begin();
     assert!(t1.delete(&table, &key(1)).unwrap());
@@ -120,7 +106,7 @@ fn deleting_a_changed_row_or_inserting_a_taken_key_aborts() {
 #[test]
 fn write_skew_is_prevented() {
     // Doctors on call: x and y are on call (val 1); each may go off call if the other stays.
-    let (_s, db, table) = setup(&[item(1, 0, 1), item(2, 0, 2)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 1), item(2, 0, 2)]);
     let on_call = |txn: &mut tailstore_engine::Transaction<'_>, id: i64| -> bool {
         Item::from_values(&txn.get(&table, &key(id)).unwrap().unwrap()).grp == 0
     };
@@ -144,7 +130,7 @@ fn write_skew_is_prevented() {
 #[test]
 fn phantom_in_a_primary_key_range_is_prevented() {
     let items: Vec<Item> = (10..20).step_by(2).map(|i| item(i, 0, i)).collect();
-    let (_s, db, table) = setup(&items);
+    let (_s, db, table) = items_database(&items);
     let range = KeyRange::new(
         Bound::Included(vec![Value::Int(10)]),
         Bound::Excluded(vec![Value::Int(20)]),
@@ -201,7 +187,7 @@ fn phantom_in_a_secondary_index_range_is_prevented() {
         item(50, 7, 50),
         item(60, 8, 60),
     ];
-    let (_s, db, table) = setup(&items);
+    let (_s, db, table) = items_database(&items);
     let group7 = KeyRange::prefix(vec![Value::Int(7)]);
 
     let mut t1 = db.begin();
@@ -256,7 +242,7 @@ fn phantom_in_a_secondary_index_range_is_prevented() {
 #[test]
 fn phantom_in_a_descending_scan_with_a_limit_covers_only_what_it_saw() {
     let items: Vec<Item> = (20..=40).step_by(2).map(|i| item(i, 0, i)).collect();
-    let (_s, db, table) = setup(&items);
+    let (_s, db, table) = items_database(&items);
     let top3 = |txn: &mut tailstore_engine::Transaction<'_>| {
         rows_in(
             &txn.scan(&table, &KeyRange::all(), ScanDirection::Descending, 3)
@@ -301,7 +287,7 @@ fn phantom_in_a_descending_scan_with_a_limit_covers_only_what_it_saw() {
 #[test]
 fn read_your_own_writes() {
     let items: Vec<Item> = (1..=10).map(|i| item(i, i % 2, i)).collect();
-    let (_s, db, table) = setup(&items);
+    let (_s, db, table) = items_database(&items);
     let scan = |txn: &mut tailstore_engine::Transaction<'_>, dir, limit| {
         rows_in(&txn.scan(&table, &KeyRange::all(), dir, limit).unwrap())
     };
@@ -410,7 +396,7 @@ fn read_your_own_writes() {
 
 #[test]
 fn single_point_read_needs_no_validation() {
-    let (_s, db, table) = setup(&[item(1, 0, 100)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 100)]);
     let mut reader = db.begin();
     assert_eq!(
         Item::from_values(&reader.get(&table, &key(1)).unwrap().unwrap()).val,
@@ -425,7 +411,7 @@ fn single_point_read_needs_no_validation() {
 
 #[test]
 fn read_only_transaction_that_read_a_changed_row_aborts() {
-    let (_s, db, table) = setup(&[item(1, 0, 100), item(2, 0, 200)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 100), item(2, 0, 200)]);
     // Point reads, one of a row changed before the reader commits. (A transaction with a
     // single point read and nothing else is serializable at its read and is not validated;
     // see `single_point_read_needs_no_validation`.)
@@ -483,7 +469,7 @@ fn read_only_transaction_that_read_a_changed_row_aborts() {
 #[test]
 fn get_many_reads_and_validates_every_row() {
     let items: Vec<Item> = (1..=6).map(|id| item(id, 0, id * 100)).collect();
-    let (_s, db, table) = setup(&items);
+    let (_s, db, table) = items_database(&items);
     let keys: Vec<Vec<Value>> = [1, 2, 3, 9, 4].iter().map(|&id| key(id)).collect();
     let mut reader = db.begin();
     let rows = reader.get_many(&table, &keys).unwrap();
@@ -527,7 +513,7 @@ fn get_many_reads_and_validates_every_row() {
 
 #[test]
 fn stats_count_commits_rollbacks_and_aborts_by_cause() {
-    let (_s, db, table) = setup(&[item(1, 0, 1000), item(2, 0, 2000)]);
+    let (_s, db, table) = items_database(&[item(1, 0, 1000), item(2, 0, 2000)]);
     let before = db.stats();
     assert_eq!(before.total_aborts(), 0);
 
@@ -599,7 +585,7 @@ fn stats_count_commits_rollbacks_and_aborts_by_cause() {
 /// effect of the stale read: the error must be a retryable abort, not `DuplicateKey`.
 #[test]
 fn duplicate_caused_by_a_stale_read_is_a_retryable_abort() {
-    let (_s, db, table) = setup(&[item(1, 0, 10)]); // row 1 is the counter: next id 10
+    let (_s, db, table) = items_database(&[item(1, 0, 10)]); // row 1 is the counter: next id 10
     let mut slow = db.begin();
     let next = Item::from_values(&slow.get(&table, &key(1)).unwrap().unwrap()).val;
     let mut fast = db.begin();

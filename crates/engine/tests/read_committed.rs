@@ -4,24 +4,10 @@
 
 mod support;
 
-use tailstore_engine::{Database, EngineError, KeyRange, Table};
-use tailstore_log::CommitMode;
-use tailstore_media::sim::SimStorage;
+use tailstore_engine::{EngineError, KeyRange, Table};
 use tailstore_storage::ScanDirection;
 
-use support::{items_schema, key, open_sim, sim_config, Item};
-
-fn setup(items: &[Item]) -> (SimStorage, Database, Table) {
-    let storage = SimStorage::new();
-    let (db, _) = open_sim(&storage, &sim_config(CommitMode::Fsync, 256)).expect("open");
-    let table = db.create_table("items", &items_schema()).expect("create");
-    let mut txn = db.begin();
-    for item in items {
-        txn.insert(&table, &item.values()).expect("insert");
-    }
-    txn.commit().expect("setup commit");
-    (storage, db, table)
-}
+use support::{items_database, key, Item};
 
 fn item(id: i64, val: i64) -> Item {
     Item::new(id, 0, val, 8)
@@ -51,7 +37,7 @@ fn sum_of_all(txn: &mut tailstore_engine::Transaction<'_>, table: &Table) -> i64
 /// level 1, and what they read is what was committed when they read it.
 #[test]
 fn reads_commit_although_what_they_read_changed() {
-    let (_s, db, table) = setup(&[item(1, 100), item(2, 200)]);
+    let (_s, db, table) = items_database(&[item(1, 100), item(2, 200)]);
     let mut reader = db.begin_read_committed();
     let mut writer = db.begin();
     writer.update(&table, &item(1, 101).values()).unwrap();
@@ -84,7 +70,7 @@ fn reads_commit_although_what_they_read_changed() {
 /// refused writes change nothing.
 #[test]
 fn writes_are_refused() {
-    let (_s, db, table) = setup(&[item(1, 100)]);
+    let (_s, db, table) = items_database(&[item(1, 100)]);
     let mut reader = db.begin_read_committed();
     assert_eq!(value_of(&mut reader, &table, 1), Some(100));
     let refused = [
@@ -116,7 +102,7 @@ fn writes_are_refused() {
 /// the log at least as far as the record of the writer whose change it read.
 #[test]
 fn the_commit_waits_for_what_was_read() {
-    let (_s, db, table) = setup(&[item(1, 100)]);
+    let (_s, db, table) = items_database(&[item(1, 100)]);
     let mut writer = db.begin();
     writer.update(&table, &item(1, 101).values()).unwrap();
     let written = writer.commit_pending().unwrap();

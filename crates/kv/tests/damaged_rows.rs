@@ -14,7 +14,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tailstore_crash::damage::{env_number, run_with_deadline, PanicLog, Rng, Unfinished};
+use tailstore_crash::damage::{
+    env_number, peak_memory_bytes, run_with_deadline, PanicLog, Rng, Unfinished,
+};
 use tailstore_engine::{Database, DbConfig, KeyRange};
 use tailstore_kv::command::{lookup, Run};
 use tailstore_kv::Keyspace;
@@ -441,14 +443,4 @@ fn seal(bytes: &mut [u8]) {
     page.bytes_mut_for_read().copy_from_slice(bytes);
     page.seal();
     bytes.copy_from_slice(page.bytes());
-}
-
-/// The most resident memory the process has had (`VmHWM`), in bytes; 0 where unknown.
-fn peak_memory_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
 }

@@ -18,7 +18,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tailstore_crash::damage::{env_number, run_with_deadline, PanicLog, Rng, Unfinished};
+use tailstore_crash::damage::{
+    env_number, peak_memory_bytes, run_with_deadline, PanicLog, Rng, Unfinished,
+};
 use tailstore_engine::{Database, Table};
 use tailstore_storage::Value;
 use tailstore_tpcc::random::{last_name, seeded};
@@ -619,13 +621,4 @@ fn damaged_rows_never_panic_or_hang_and_the_check_reports_them() {
     check_conditions(&fixture.db, &AFTER_LOAD).expect("every case's damage was undone");
     let peak = peak_memory_bytes();
     assert!(peak < PEAK_MEMORY, "the test held {peak} bytes at once");
-}
-
-fn peak_memory_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
 }

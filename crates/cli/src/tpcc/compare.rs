@@ -32,9 +32,7 @@ use tailstore_tpcc::LoadConfig;
 use super::driver::{drive, DriverOptions};
 use super::load::{cores, load_instance};
 use super::run::{build_report, RunReport, RunSetup};
-use super::{
-    describe_open, load_pool_bytes, run_pool_bytes, Instance, StockLevelIsolation, TuningArgs,
-};
+use super::{describe_open, load_pool_bytes, run_pool_bytes, Instance, IsolationArgs, TuningArgs};
 use crate::args::ByteSize;
 use crate::report::{
     default_scratch_parent, filesystem_of, group, log_medium, median_run, settle_disk, write_json,
@@ -60,16 +58,8 @@ pub struct CompareArgs {
     /// reference experiments use 3.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub runs: usize,
-    /// Isolation of Stock-Level: read-committed (level 1, all that clause 3.4.1 asks of it:
-    /// it never aborts) or serializable (level 3, like the other four; aborted by every
-    /// New-Order that changes a stock row it read, and run again).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "LEVEL",
-        default_value = "read-committed"
-    )]
-    pub stock_level_isolation: StockLevelIsolation,
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
 
     /// Configurations to run, comma-separated: fsync-disk, fsync-tmpfs, buffer, pmem-log,
     /// async.
@@ -426,7 +416,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
             duration: Duration::from_secs_f64(args.duration),
             keying_thinking: false,
             all_warehouses: false,
-            stock_level_isolation: args.stock_level_isolation.into(),
+            stock_level_isolation: args.isolation.stock_level_isolation.into(),
             progress_every: (!progress.is_zero()).then_some(progress),
             seed: args.seed,
             ack_log: None,

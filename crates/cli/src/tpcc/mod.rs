@@ -96,6 +96,21 @@ pub enum StockLevelIsolation {
     Serializable,
 }
 
+/// The isolation options of `tpcc run` and `tpcc compare`.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct IsolationArgs {
+    /// Isolation of Stock-Level: read-committed (level 1, all that clause 3.4.1 asks of it:
+    /// it never aborts) or serializable (level 3, like the other four; aborted by every
+    /// New-Order that changes a stock row it read, and run again).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value = "read-committed"
+    )]
+    pub stock_level_isolation: StockLevelIsolation,
+}
+
 impl From<StockLevelIsolation> for tailstore_tpcc::Isolation {
     fn from(level: StockLevelIsolation) -> Self {
         match level {

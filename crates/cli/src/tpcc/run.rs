@@ -15,7 +15,7 @@ use tailstore_tpcc::TxnKind;
 use super::driver::{
     abort_names, drive, per_minute, AckLog, DriverOptions, InstanceMeasure, Measured,
 };
-use super::{describe_open, open_existing, DbArgs, StockLevelIsolation};
+use super::{describe_open, open_existing, DbArgs, IsolationArgs};
 use crate::report::{filesystem_of, group, log_medium, write_json};
 use crate::CliResult;
 
@@ -40,16 +40,8 @@ pub struct RunArgs {
     /// (HammerDB's "use all warehouses"), instead of always using its home warehouse.
     #[arg(long)]
     pub all_warehouses: bool,
-    /// Isolation of Stock-Level: read-committed (level 1, all that clause 3.4.1 asks of it:
-    /// it never aborts) or serializable (level 3, like the other four; aborted by every
-    /// New-Order that changes a stock row it read, and run again).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "LEVEL",
-        default_value = "read-committed"
-    )]
-    pub stock_level_isolation: StockLevelIsolation,
+    #[command(flatten)]
+    pub isolation: IsolationArgs,
     /// Seconds between progress lines (0: none).
     #[arg(long, value_name = "S", default_value_t = 5.0)]
     pub progress: f64,
@@ -433,7 +425,7 @@ fn driver_options(args: &RunArgs) -> CliResult<DriverOptions> {
         duration: seconds(args.duration, "duration", false)?,
         keying_thinking: args.keying_thinking,
         all_warehouses: args.all_warehouses,
-        stock_level_isolation: args.stock_level_isolation.into(),
+        stock_level_isolation: args.isolation.stock_level_isolation.into(),
         progress_every: (!progress.is_zero()).then_some(progress),
         seed: args.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()

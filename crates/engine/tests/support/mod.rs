@@ -277,6 +277,20 @@ pub fn checkpoint_if_log_grew(db: &Database, since: &mut u64) -> tailstore_engin
 }
 
 /// Opens (creating or recovering) the database on `storage`.
+/// A new `fsync` database on simulated storage (a pool of 256 pages) with table `items`
+/// holding `items`, committed: the starting point of the two-transaction scenarios.
+pub fn items_database(items: &[Item]) -> (SimStorage, Database, Table) {
+    let storage = SimStorage::new();
+    let (db, _) = open_sim(&storage, &sim_config(CommitMode::Fsync, 256)).expect("open");
+    let table = db.create_table("items", &items_schema()).expect("create");
+    let mut txn = db.begin();
+    for item in items {
+        txn.insert(&table, &item.values()).expect("insert");
+    }
+    txn.commit().expect("setup commit");
+    (storage, db, table)
+}
+
 pub fn open_sim(
     storage: &SimStorage,
     config: &DbConfig,
