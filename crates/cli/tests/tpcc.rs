@@ -164,8 +164,10 @@ fn load_run_check_one_warehouse() {
     assert!(report["nopm"].as_f64().expect("nopm") > 0.0);
     assert!(report["tpm"].as_f64() > report["nopm"].as_f64());
     assert_eq!(report["commit"], "async");
+    assert_eq!(report["stock_level_isolation"], "read-committed");
     let new_order = &report["per_type"]["new-order"];
     assert!(new_order["count"].as_u64().expect("count") > 0);
+    assert!(new_order["retries"].as_u64().is_some(), "{new_order}");
     assert!(new_order["p95_ms"].as_f64().expect("p95") > 0.0);
     assert!(report["log"]["log_bytes"].as_u64().expect("log bytes") > 0);
 
@@ -216,6 +218,28 @@ fn load_run_check_one_warehouse() {
     let err = stderr(&out);
     assert!(err.contains("consistency condition 1 "), "{err}");
     assert!(err.contains("warehouse 1"), "{err}");
+
+    // A district the load made, gone: the conditions are stated over the rows present, so
+    // the check requires them, and says the database fails it.
+    {
+        use tailstore_engine::{Database, DbConfig};
+        use tailstore_storage::Value;
+        let config = DbConfig::new(&db, tailstore_log::CommitMode::Async, None);
+        let (database, _) = Database::open(config).expect("open");
+        let table = database.table("district").expect("district");
+        database
+            .run(10, |txn| {
+                txn.delete(&table, &[Value::Int(1), Value::Int(10)])
+                    .map(drop)
+            })
+            .expect("delete");
+        database.close().expect("close");
+    }
+    let out = tailstore(&["tpcc", "check", "--db", path(&db), "--commit", "async"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("fails the check"), "{err}");
+    assert!(err.contains("district (w 1, d 10)"), "{err}");
 }
 
 /// The comparison end to end on one warehouse, two configurations: JSON of every run, the
