@@ -1,7 +1,11 @@
 //! `tailstore tpcc …` from the outside: bad flags and missing databases give one clear error
 //! line and a non-zero status; a one-warehouse load, run and check work end to end.
 
+use std::path::Path;
 use std::process::Output;
+
+use tailstore_engine::{Database, DbConfig, Table, Transaction};
+use tailstore_storage::Value;
 
 mod support;
 use support::{path, refused, tailstore};
@@ -195,24 +199,13 @@ fn load_run_check_one_warehouse() {
     );
 
     // Break condition 1 (w_ytd = Σ d_ytd) behind the kit's back: check names it and the row.
-    {
-        use tailstore_engine::{Database, DbConfig};
-        use tailstore_storage::Value;
-        use tailstore_tpcc::schema::district;
-        let config = DbConfig::new(&db, tailstore_log::CommitMode::Async, None);
-        let (database, _) = Database::open(config).expect("open");
-        let table = database.table("district").expect("district");
-        database
-            .run(10, |txn| {
-                let mut row = txn
-                    .get(&table, &[Value::Int(1), Value::Int(3)])?
-                    .expect("district (1, 3)");
-                row[district::D_YTD] = Value::Decimal(1);
-                txn.update(&table, &row)
-            })
-            .expect("update");
-        database.close().expect("close");
-    }
+    change_districts(&db, |txn, table| {
+        let mut row = txn
+            .get(table, &[Value::Int(1), Value::Int(3)])?
+            .expect("district (1, 3)");
+        row[tailstore_tpcc::schema::district::D_YTD] = Value::Decimal(1);
+        txn.update(table, &row)
+    });
     let out = tailstore(&["tpcc", "check", "--db", path(&db), "--commit", "async"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let err = stderr(&out);
@@ -221,25 +214,30 @@ fn load_run_check_one_warehouse() {
 
     // A district the load made, gone: the conditions are stated over the rows present, so
     // the check requires them, and says the database fails it.
-    {
-        use tailstore_engine::{Database, DbConfig};
-        use tailstore_storage::Value;
-        let config = DbConfig::new(&db, tailstore_log::CommitMode::Async, None);
-        let (database, _) = Database::open(config).expect("open");
-        let table = database.table("district").expect("district");
-        database
-            .run(10, |txn| {
-                txn.delete(&table, &[Value::Int(1), Value::Int(10)])
-                    .map(drop)
-            })
-            .expect("delete");
-        database.close().expect("close");
-    }
+    change_districts(&db, |txn, table| {
+        txn.delete(table, &[Value::Int(1), Value::Int(10)])
+            .map(drop)
+    });
     let out = tailstore(&["tpcc", "check", "--db", path(&db), "--commit", "async"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(err.contains("fails the check"), "{err}");
     assert!(err.contains("district (w 1, d 10)"), "{err}");
+}
+
+/// Changes the `async` database in `db`'s district table behind the kit's back, in one
+/// transaction.
+fn change_districts(
+    db: &Path,
+    mut change: impl FnMut(&mut Transaction<'_>, &Table) -> tailstore_engine::Result<()>,
+) {
+    let config = DbConfig::new(db, tailstore_log::CommitMode::Async, None);
+    let (database, _) = Database::open(config).expect("open");
+    let table = database.table("district").expect("district");
+    database
+        .run(10, |txn| change(txn, &table))
+        .expect("change the districts");
+    database.close().expect("close");
 }
 
 /// The comparison end to end on one warehouse, two configurations: JSON of every run, the
