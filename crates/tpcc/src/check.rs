@@ -126,17 +126,6 @@ pub(crate) fn one_to(ids: &[u32], count: u32, name: impl Fn(u32) -> String) -> R
     Ok(())
 }
 
-impl TpccError {
-    /// A missing or unexpected row's message with `why` appended.
-    pub(crate) fn counted(self, why: String) -> TpccError {
-        match self {
-            TpccError::MissingRow(what) => TpccError::MissingRow(format!("{what} ({why})")),
-            TpccError::UnexpectedRow(what) => TpccError::UnexpectedRow(format!("{what} ({why})")),
-            other => other,
-        }
-    }
-}
-
 /// `err`, met reading one row, with the row named: an id out of range or a value of another
 /// kind says which row holds it.
 fn in_row(err: TpccError, row: impl FnOnce() -> String) -> TpccError {

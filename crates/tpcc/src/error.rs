@@ -58,6 +58,15 @@ pub enum TpccError {
 }
 
 impl TpccError {
+    /// A missing or unexpected row's message with `why` appended.
+    pub(crate) fn counted(self, why: String) -> TpccError {
+        match self {
+            TpccError::MissingRow(what) => TpccError::MissingRow(format!("{what} ({why})")),
+            TpccError::UnexpectedRow(what) => TpccError::UnexpectedRow(format!("{what} ({why})")),
+            other => other,
+        }
+    }
+
     /// Whether running the transaction again may succeed (the engine aborted it).
     pub fn is_retryable(&self) -> bool {
         matches!(self, TpccError::Engine(e) if e.is_retryable())
