@@ -1539,11 +1539,10 @@ mod durable {
                 "{mode}: every commit of a run without a crash"
             );
             assert!(!outcome.died, "{mode}");
-            // pmem-log: the releaser may have released every record.
-            assert!(
-                outcome.recovered > 0 || mode == CommitMode::PmemLog,
-                "{mode}"
-            );
+            // How many records recovery finds is not asserted: since the releaser thread
+            // releases in every mode (47fe034), it may have released every record, in `fsync`
+            // mode too (3–6% of runs failed a `recovered > 0` check there). What was
+            // recovered is checked against the acknowledgements by `run_point` (checks a–d).
         }
         // Single-threaded fsync and pmem-log points replay exactly.
         for mode in [CommitMode::Fsync, CommitMode::PmemLog] {
