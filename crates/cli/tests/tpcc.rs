@@ -64,6 +64,10 @@ fn bad_flags_are_refused() {
         &["--users must be at least 1"],
     );
     refused(
+        &["tpcc", "run", "--db", "/tmp/x", "--workers", "0"],
+        &["--workers", "0 is not in 1.."],
+    );
+    refused(
         &["tpcc", "run", "--db", "/tmp/x", "--duration", "0"],
         &["--duration must be a positive number"],
     );
@@ -129,6 +133,8 @@ fn load_run_check_one_warehouse() {
         "async",
         "--users",
         "2",
+        "--workers",
+        "1",
         "--rampup",
         "0.5",
         "--duration",
@@ -143,6 +149,10 @@ fn load_run_check_one_warehouse() {
     assert!(out.status.success(), "run: {}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("recovery replayed"), "{text}");
+    assert!(
+        text.contains("Stock-Level read-committed, 1 worker\n"),
+        "{text}"
+    );
     assert!(
         text.contains("TEST RESULT : System achieved"),
         "no result line: {text}"
@@ -169,6 +179,7 @@ fn load_run_check_one_warehouse() {
     assert!(report["tpm"].as_f64() > report["nopm"].as_f64());
     assert_eq!(report["commit"], "async");
     assert_eq!(report["stock_level_isolation"], "read-committed");
+    assert_eq!(report["workers"], 1);
     let new_order = &report["per_type"]["new-order"];
     assert!(new_order["count"].as_u64().expect("count") > 0);
     assert!(new_order["retries"].as_u64().is_some(), "{new_order}");

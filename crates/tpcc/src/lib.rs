@@ -7,6 +7,7 @@
 //! workload   a loaded database opened for a run: run-time constants, history ids
 //! txn        New-Order, Payment, Order-Status, Delivery, Stock-Level; inputs; retries
 //! terminal   the card deck of transaction types and a terminal that runs them
+//! workers    the transaction monitor: at most N transactions execute at once
 //! check      consistency conditions 1–12
 //! ```
 //!
@@ -57,6 +58,7 @@ mod row;
 pub mod schema;
 pub mod terminal;
 pub mod txn;
+pub mod workers;
 pub mod workload;
 
 pub use check::{check, check_conditions, CheckReport};
@@ -64,4 +66,5 @@ pub use error::{Result, TpccError, Violation};
 pub use load::{load, load_with, LoadConfig, LoadReport};
 pub use terminal::{Deck, EnteredOrder, Terminal, TxnKind, TxnReport};
 pub use txn::{Isolation, Outcome, Retries, RetryPolicy};
+pub use workers::{Worker, Workers};
 pub use workload::{LoadParameters, Workload};

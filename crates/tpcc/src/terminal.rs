@@ -29,6 +29,7 @@ use crate::txn::stock_level::{stock_level, StockLevelInput};
 use crate::txn::{
     execute_at, Decision, Executed, Isolation, Outcome, Retries, RetryPolicy, TxnOutcome,
 };
+use crate::workers::Workers;
 use crate::workload::Workload;
 
 /// The five transaction types.
@@ -159,6 +160,7 @@ pub struct Terminal<'w, 'db> {
     deck: Deck,
     policy: RetryPolicy,
     stock_level_isolation: Isolation,
+    workers: Option<&'w Workers>,
 }
 
 impl<'w, 'db> Terminal<'w, 'db> {
@@ -184,6 +186,7 @@ impl<'w, 'db> Terminal<'w, 'db> {
             deck: Deck::standard(),
             policy: RetryPolicy::default(),
             stock_level_isolation: Isolation::ReadCommitted,
+            workers: None,
         })
     }
 
@@ -204,6 +207,13 @@ impl<'w, 'db> Terminal<'w, 'db> {
     /// changes a stock row it read, and each retry reads about 200 order lines again.
     pub fn with_stock_level_isolation(mut self, isolation: Isolation) -> Self {
         self.stock_level_isolation = isolation;
+        self
+    }
+
+    /// Runs each attempt on one of `workers` from now on (see [`Workers`]); by default a
+    /// terminal runs its transactions whenever it likes.
+    pub fn with_workers(mut self, workers: &'w Workers) -> Self {
+        self.workers = Some(workers);
         self
     }
 
@@ -278,7 +288,13 @@ impl<'w, 'db> Terminal<'w, 'db> {
         let began = Instant::now();
         let Executed {
             outcome, retries, ..
-        } = execute_at(self.workload.db(), isolation, &self.policy, body)?;
+        } = execute_at(
+            self.workload.db(),
+            isolation,
+            &self.policy,
+            self.workers,
+            body,
+        )?;
         Ok((outcome, retries, began.elapsed()))
     }
 

@@ -31,8 +31,8 @@ use tailstore_tpcc::LoadConfig;
 
 use super::driver::{drive, DriverOptions};
 use super::load::{cores, load_instance};
-use super::run::{build_report, RunReport, RunSetup};
-use super::{describe_open, load_pool_bytes, run_pool_bytes, Instance, IsolationArgs, TuningArgs};
+use super::run::{build_report, workers_phrase, RunReport, RunSetup};
+use super::{describe_open, load_pool_bytes, run_pool_bytes, ExecutionArgs, Instance, TuningArgs};
 use crate::args::ByteSize;
 use crate::report::{
     default_scratch_parent, filesystem_of, group, log_medium, median_run, settle_disk, write_json,
@@ -59,7 +59,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub runs: usize,
     #[command(flatten)]
-    pub isolation: IsolationArgs,
+    pub execution: ExecutionArgs,
 
     /// Configurations to run, comma-separated: fsync-disk, fsync-tmpfs, buffer, pmem-log,
     /// async.
@@ -267,14 +267,15 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     let plan = plan(args)?;
     let data_medium = filesystem_of(plan.scratch.path());
     println!(
-        "tailstore tpcc compare: {} warehouse(s), {} user(s), ramp-up {} s + timed {} s, {} run(s) of {} configuration(s), interleaved; Stock-Level {}",
+        "tailstore tpcc compare: {} warehouse(s), {} user(s), ramp-up {} s + timed {} s, {} run(s) of {} configuration(s), interleaved; Stock-Level {}, {}",
         args.warehouses,
         args.users,
         args.rampup,
         args.duration,
         args.runs,
         plan.configs.len(),
-        plan.options.stock_level_isolation.name()
+        plan.options.stock_level_isolation.name(),
+        workers_phrase(plan.options.workers)
     );
     println!(
         "databases in {} ({data_medium}); PMEM and tmpfs log in {} ({})",
@@ -416,7 +417,8 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
             duration: Duration::from_secs_f64(args.duration),
             keying_thinking: false,
             all_warehouses: false,
-            stock_level_isolation: args.isolation.stock_level_isolation.into(),
+            stock_level_isolation: args.execution.stock_level_isolation.into(),
+            workers: args.execution.workers(),
             progress_every: (!progress.is_zero()).then_some(progress),
             seed: args.seed,
             ack_log: None,

@@ -35,7 +35,7 @@ use tailstore_tpcc::random::{derive_seed, seeded};
 use tailstore_tpcc::schema::{district, DISTRICTS_PER_WAREHOUSE};
 use tailstore_tpcc::{
     Deck, EnteredOrder, Isolation, Outcome, Retries, Terminal, TpccError, TxnKind, TxnReport,
-    Workload,
+    Workers, Workload,
 };
 
 use crate::latency::LatencyRecorder;
@@ -47,6 +47,10 @@ const KEYING_S: [f64; 5] = [18.0, 3.0, 2.0, 2.0, 2.0];
 /// Means of the think times (clause 5.2.5.7), in [`TxnKind::ALL`] order, in seconds.
 const THINK_MEAN_S: [f64; 5] = [12.0, 12.0, 10.0, 5.0, 5.0];
 
+/// Users per core from which a run without `--workers` is told about the bound: on 2 cores,
+/// 64 users ran 6% faster with it and 256 users 24-34% (decision 92).
+const OVERSUBSCRIBED: usize = 32;
+
 /// How to drive the databases.
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
@@ -57,6 +61,9 @@ pub struct DriverOptions {
     pub keying_thinking: bool,
     pub all_warehouses: bool,
     pub stock_level_isolation: Isolation,
+    /// Transactions that run at once, all databases together (`None`: no bound; see
+    /// [`Workers`]).
+    pub workers: Option<usize>,
     /// Print a progress line this often (`None`: quiet).
     pub progress_every: Option<Duration>,
     pub seed: u64,
@@ -344,6 +351,7 @@ fn think_time<R: Rng>(kind: TxnKind, rng: &mut R) -> f64 {
 fn user_loop(
     workload: &Workload<'_>,
     options: &DriverOptions,
+    workers: Option<&Workers>,
     flags: &Flags,
     (instance, u): (usize, usize),
     seed: u64,
@@ -357,8 +365,13 @@ fn user_loop(
     let mut terminals = Vec::with_capacity(warehouses.len());
     for (k, &w) in warehouses.iter().enumerate() {
         let rng = seeded(derive_seed(seed, k as u64 + 1));
-        let terminal = Terminal::new(workload, w, d_id, rng).map_err(|e| e.to_string())?;
-        terminals.push(terminal.with_stock_level_isolation(options.stock_level_isolation));
+        let mut terminal = Terminal::new(workload, w, d_id, rng)
+            .map_err(|e| e.to_string())?
+            .with_stock_level_isolation(options.stock_level_isolation);
+        if let Some(workers) = workers {
+            terminal = terminal.with_workers(workers);
+        }
+        terminals.push(terminal);
     }
     let mut rng = seeded(seed);
     let mut deck = Deck::standard();
@@ -417,7 +430,18 @@ pub fn drive(dbs: &[&Database], options: &DriverOptions) -> CliResult<Measured> 
     }
     let flags = Flags::default();
     let failure: Mutex<Option<String>> = Mutex::new(None);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = super::load::cores();
+    let users = options.users * dbs.len();
+    if options.workers.is_none() && users >= OVERSUBSCRIBED * cores {
+        eprintln!(
+            "note: {users} users on {cores} cores and no bound on the transactions running at \
+             once: the kernel preempts transactions in their commits and they run again and \
+             again; --workers {} bounds them (decision 92 in docs/ARCHITECTURE.md)",
+            2 * cores
+        );
+    }
+    let workers = options.workers.map(Workers::new);
+    let workers = workers.as_ref();
     std::thread::scope(|scope| -> CliResult<Measured> {
         let mut handles = Vec::new();
         let mut spawn_error = None;
@@ -428,7 +452,7 @@ pub fn drive(dbs: &[&Database], options: &DriverOptions) -> CliResult<Measured> 
                 let spawned = std::thread::Builder::new()
                     .name(format!("tpcc-user-{}-{}", i + 1, u + 1))
                     .spawn_scoped(scope, move || {
-                        let result = user_loop(workload, options, flags, (i + 1, u), seed);
+                        let result = user_loop(workload, options, workers, flags, (i + 1, u), seed);
                         if let Err(err) = &result {
                             flags.failed.store(true, Ordering::Relaxed);
                             flags.stop.store(true, Ordering::Relaxed);

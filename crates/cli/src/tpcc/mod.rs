@@ -96,9 +96,9 @@ pub enum StockLevelIsolation {
     Serializable,
 }
 
-/// The isolation options of `tpcc run` and `tpcc compare`.
+/// How the users' transactions run, for `tpcc run` and `tpcc compare`.
 #[derive(Args, Clone, Copy, Debug)]
-pub struct IsolationArgs {
+pub struct ExecutionArgs {
     /// Isolation of Stock-Level: read-committed (level 1, all that clause 3.4.1 asks of it:
     /// it never aborts) or serializable (level 3, like the other four; aborted by every
     /// New-Order that changes a stock row it read, and run again).
@@ -109,6 +109,25 @@ pub struct IsolationArgs {
         default_value = "read-committed"
     )]
     pub stock_level_isolation: StockLevelIsolation,
+
+    /// Transactions that run at once, as on a server's worker threads: a user takes a free
+    /// worker before each attempt (in turn, waiting if there is none) and gives it back once
+    /// its commit is applied and logged, before it waits for durability. Without a bound
+    /// (the default) every user runs whenever it likes, and with many more users than cores
+    /// the kernel preempts transactions in the middle of their commits and optimistic
+    /// concurrency control runs them again and again: on 2 cores and 1 warehouse, 256 users
+    /// made a third more NOPM with --workers 4. With few users per core the wait for a
+    /// worker at every transaction can cost more than it saves (decision 92 in
+    /// docs/ARCHITECTURE.md)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: Option<u32>,
+}
+
+impl ExecutionArgs {
+    /// The bound on transactions running at once (`None`: none).
+    pub fn workers(&self) -> Option<usize> {
+        self.workers.map(|n| n as usize)
+    }
 }
 
 impl From<StockLevelIsolation> for tailstore_tpcc::Isolation {

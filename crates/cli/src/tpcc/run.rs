@@ -15,7 +15,7 @@ use tailstore_tpcc::TxnKind;
 use super::driver::{
     abort_names, drive, per_minute, AckLog, DriverOptions, InstanceMeasure, Measured,
 };
-use super::{describe_open, open_existing, DbArgs, IsolationArgs};
+use super::{describe_open, open_existing, DbArgs, ExecutionArgs};
 use crate::report::{filesystem_of, group, log_medium, write_json};
 use crate::CliResult;
 
@@ -41,7 +41,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub all_warehouses: bool,
     #[command(flatten)]
-    pub isolation: IsolationArgs,
+    pub execution: ExecutionArgs,
     /// Seconds between progress lines (0: none).
     #[arg(long, value_name = "S", default_value_t = 5.0)]
     pub progress: f64,
@@ -180,6 +180,10 @@ pub struct RunReport {
     pub all_warehouses: bool,
     /// Isolation of Stock-Level (`read-committed` or `serializable`).
     pub stock_level_isolation: String,
+    /// Transactions that ran at once at most, all databases together (`--workers`; absent:
+    /// no bound). Latencies include the wait for a worker, as a client's include a server's
+    /// queue.
+    pub workers: Option<usize>,
     /// The users' own count of committed and rolled-back transactions, per minute (TPM comes
     /// from the engine's counters; the two differ by the rollbacks of stale reads).
     pub driver_tpm: f64,
@@ -319,6 +323,7 @@ pub fn build_report(m: &Measured, setup: &RunSetup) -> RunReport {
         keying_thinking: options.keying_thinking,
         all_warehouses: options.all_warehouses,
         stock_level_isolation: options.stock_level_isolation.name().to_string(),
+        workers: options.workers,
         driver_tpm: per_minute(tally.completed(), elapsed),
         engine_commits: m.instances.iter().map(|i| i.commits).sum(),
         engine_rollbacks: m.instances.iter().map(|i| i.rollbacks).sum(),
@@ -425,7 +430,8 @@ fn driver_options(args: &RunArgs) -> CliResult<DriverOptions> {
         duration: seconds(args.duration, "duration", false)?,
         keying_thinking: args.keying_thinking,
         all_warehouses: args.all_warehouses,
-        stock_level_isolation: args.isolation.stock_level_isolation.into(),
+        stock_level_isolation: args.execution.stock_level_isolation.into(),
+        workers: args.execution.workers(),
         progress_every: (!progress.is_zero()).then_some(progress),
         seed: args.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
@@ -436,12 +442,27 @@ fn driver_options(args: &RunArgs) -> CliResult<DriverOptions> {
     })
 }
 
+/// "2 workers", or "no worker bound".
+pub fn workers_phrase(workers: Option<usize>) -> String {
+    match workers {
+        Some(1) => "1 worker".to_string(),
+        Some(n) => format!("{n} workers"),
+        None => "no worker bound".to_string(),
+    }
+}
+
 /// The human-readable report, ending with HammerDB's result line.
 pub fn print_report(r: &RunReport) {
     println!();
     println!(
-        "timed window {:.1} s: {} user(s) x {} database(s), {} warehouse(s) each, commit {}, Stock-Level {}",
-        r.duration_s, r.users, r.instances, r.warehouses, r.commit, r.stock_level_isolation
+        "timed window {:.1} s: {} user(s) x {} database(s), {} warehouse(s) each, commit {}, Stock-Level {}, {}",
+        r.duration_s,
+        r.users,
+        r.instances,
+        r.warehouses,
+        r.commit,
+        r.stock_level_isolation,
+        workers_phrase(r.workers)
     );
     println!(
         "{:<13} {:>9} {:>6} {:>9} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",

@@ -38,6 +38,7 @@ use crate::error::{Result, TpccError};
 use crate::random::{random_customer_id, random_last_name, NuRandConstants};
 use crate::row::{id, Fields};
 use crate::schema::{customer, Tables, CUSTOMER_BY_NAME};
+use crate::workers::Workers;
 
 /// What a transaction body decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,26 +196,35 @@ pub fn execute<T>(
     policy: &RetryPolicy,
     body: impl FnMut(&mut Transaction<'_>) -> Result<Decision<T>>,
 ) -> Result<Executed<T>> {
-    execute_at(db, Isolation::Serializable, policy, body)
+    execute_at(db, Isolation::Serializable, policy, None, body)
 }
 
-/// [`execute`] at `isolation` (a read-committed body must not write: the engine refuses it).
+/// [`execute`] at `isolation` (a read-committed body must not write: the engine refuses it),
+/// each attempt on one of `workers` if there is a pool: taken before the attempt begins,
+/// given back once its commit is applied and appended, before the wait for durability (see
+/// [`Workers`]).
 pub fn execute_at<T>(
     db: &Database,
     isolation: Isolation,
     policy: &RetryPolicy,
+    workers: Option<&Workers>,
     mut body: impl FnMut(&mut Transaction<'_>) -> Result<Decision<T>>,
 ) -> Result<Executed<T>> {
     let mut retries = Retries::default();
     let mut attempt = 1;
     loop {
+        let mut worker = workers.map(Workers::take);
         let mut txn = match isolation {
             Isolation::Serializable => db.begin(),
             Isolation::ReadCommitted => db.begin_read_committed(),
         };
         let result = match body(&mut txn) {
             Ok(Decision::Commit(output)) => txn
-                .commit()
+                .commit_pending()
+                .and_then(|pending| {
+                    worker = None;
+                    pending.wait()
+                })
                 .map(|()| TxnOutcome::Committed(output))
                 .map_err(TpccError::from),
             Ok(Decision::Rollback) => {
@@ -230,6 +240,7 @@ pub fn execute_at<T>(
             },
             Err(err) => Err(err), // dropping `txn` rolls it back
         };
+        drop(worker);
         match result {
             Ok(outcome) => {
                 return Ok(Executed {
@@ -463,7 +474,7 @@ mod tests {
                 [(Isolation::ReadCommitted, 1), (Isolation::Serializable, 2)]
             {
                 let mut calls = 0;
-                let done = execute_at(db, isolation, &policy(10), |txn| {
+                let done = execute_at(db, isolation, &policy(10), None, |txn| {
                     calls += 1;
                     // A scan: validated at a serializable commit, unlike a single point read.
                     txn.scan(
@@ -480,7 +491,7 @@ mod tests {
                 .expect("commits");
                 assert_eq!(done.attempts, attempts, "{}", isolation.name());
             }
-            let written = execute_at(db, Isolation::ReadCommitted, &policy(10), |txn| {
+            let written = execute_at(db, Isolation::ReadCommitted, &policy(10), None, |txn| {
                 txn.update(&tables.meta, &[Value::Text("x".into()), Value::Int(9)])?;
                 Ok(Decision::Commit(()))
             });
@@ -491,6 +502,63 @@ mod tests {
                 ),
                 "{written:?}"
             );
+        });
+    }
+
+    /// With a pool of workers, every attempt runs on one, and the transaction gives it back
+    /// however it ends: committed, rolled back, aborted to the last attempt, or failed.
+    #[test]
+    fn each_attempt_runs_on_a_worker_that_is_given_back() {
+        with_db(|db| {
+            let workers = Workers::new(1);
+            let mut calls = 0;
+            let done = execute_at(
+                db,
+                Isolation::Serializable,
+                &policy(10),
+                Some(&workers),
+                |_| {
+                    calls += 1;
+                    assert_eq!(workers.in_use(), 1, "attempt {calls} runs without a worker");
+                    match calls {
+                        1 => Err(EngineError::Aborted {
+                            cause: AbortCause::WriteConflict,
+                        }
+                        .into()),
+                        _ => Ok(Decision::Commit(())),
+                    }
+                },
+            )
+            .expect("commits");
+            assert_eq!(done.attempts, 2);
+            assert_eq!(
+                workers.in_use(),
+                0,
+                "a committed transaction kept its worker"
+            );
+            let ends: [fn() -> Result<Decision<()>>; 3] = [
+                || Ok(Decision::Rollback),
+                || {
+                    Err(EngineError::Aborted {
+                        cause: AbortCause::Phantom,
+                    }
+                    .into())
+                },
+                || Err(TpccError::InvalidArgument("bug".into())),
+            ];
+            for end in ends {
+                let _ = execute_at(
+                    db,
+                    Isolation::Serializable,
+                    &policy(3),
+                    Some(&workers),
+                    |_| {
+                        assert_eq!(workers.in_use(), 1);
+                        end()
+                    },
+                );
+                assert_eq!(workers.in_use(), 0, "a transaction kept its worker");
+            }
         });
     }
 
