@@ -889,6 +889,13 @@ impl Shared {
         self.pool
             .flush_dirty_before(redo_from.number)
             .map_err(|e| self.fail_stop(e.into()))?;
+        // The meta sends a restart's redo to `redo_from.lsn`, so the log must keep everything
+        // below it whatever crashes next. The pages just written waited for the records that
+        // last changed them (the write-ahead rule), which covers this in practice; waiting
+        // here states it, independently of which pages happened to be dirty.
+        self.log
+            .force_durable(redo_from.lsn)
+            .map_err(|e| self.fail_stop(e.into()))?;
         let meta = Meta {
             seq: state.seq + 1,
             checkpoint_lsn: redo_from.lsn,

@@ -894,6 +894,10 @@ impl BufferPool {
     /// LSN.
     fn write_ahead_of(&self, id: PageId, page: &Page) -> Result<()> {
         let lsn = page.lsn();
+        if cfg!(feature = "planted-page-before-its-log") {
+            // Planted so that CI sees the engine's crash tests catch it.
+            return Ok(());
+        }
         (self.write_ahead)(lsn).map_err(|source| StorageError::WriteAhead {
             page_id: id,
             lsn,
