@@ -821,7 +821,7 @@ fn async_crash_recovers_a_prefix_of_the_commits() {
 }
 
 /// The write-ahead rule on its own. In `async` mode with a log that nothing flushes on its own
-/// (a background flush every hour, a ring four times the run's log), only a page write makes
+/// (a background flush every hour, a ring far larger than the run's log), only a page write makes
 /// the log durable: the pool forces the log up to a page's LSN before it writes the page. The
 /// table outgrows the pool, so evictions write pages that unflushed commits changed; after a
 /// process crash (the log's buffer lost, the data file's writes kept) the restart must find a
@@ -839,10 +839,11 @@ fn pages_evicted_before_the_log_is_flushed_recover_a_prefix() {
     let storage = SimStorage::new();
     let (db, _) = open_sim(&storage, &config).expect("create");
     let table = create_items(&db);
-    db.checkpoint().unwrap(); // `async`: makes the table durable
-                              // The log's writer thread flushes whatever is appended when it first runs; started late
-                              // on a busy machine, it flushed some of the commits below (1 run in 60), and the pages
-                              // evicted then held only durable changes. Let it reach its first sleep.
+    // `async`: makes the table durable.
+    db.checkpoint().unwrap();
+    // The log's writer thread flushes whatever is appended when it first runs; started late
+    // on a busy machine, it flushed some of the commits below (1 run in 60), and the pages
+    // evicted then held only durable changes. Let it reach its first sleep.
     std::thread::sleep(std::time::Duration::from_millis(50));
     let mut workload = Workload::new(23);
     let mut history = vec![Model::new()];

@@ -3,7 +3,7 @@
 //!
 //! A HammerDB virtual user is a client of a database server, and the server runs its
 //! sessions' transactions on a bounded pool of worker threads (SQL Server's schedulers, one
-//! per core); the TPC-C specification's own examples put a transaction monitor with a pool
+//! per core), and published TPC-C results have long put a transaction monitor with a pool
 //! of server processes between the terminals and the database. The kit embeds the engine, so
 //! without a bound every terminal is a thread running transactions, and once there are more
 //! terminals than cores the scheduler preempts transactions in the middle of their commit.
@@ -15,7 +15,7 @@
 //!
 //! A terminal holds a worker from the start of an attempt through its commit's apply and
 //! log append, and gives it back before it waits for durability, before a retry's back-off
-//! and before keying and think times: a worker is only ever held by a thread that runs.
+//! and before keying and think times: a worker is held only while its transaction executes.
 //! Waiting terminals take free workers in the order they asked for them, so none starves.
 
 use std::collections::VecDeque;

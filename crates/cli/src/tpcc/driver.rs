@@ -47,8 +47,8 @@ const KEYING_S: [f64; 5] = [18.0, 3.0, 2.0, 2.0, 2.0];
 /// Means of the think times (clause 5.2.5.7), in [`TxnKind::ALL`] order, in seconds.
 const THINK_MEAN_S: [f64; 5] = [12.0, 12.0, 10.0, 5.0, 5.0];
 
-/// Users per core from which a run without `--workers` is told about the bound: on 2 cores,
-/// 64 users ran 6% faster with it and 256 users 24-34% (decision 92).
+/// Users per core from which a run without `--workers` is told about the bound: on 2 cores
+/// and 1 warehouse, 64 users made 11% more NOPM with it and 256 users 36% (decision 92).
 const OVERSUBSCRIBED: usize = 32;
 
 /// How to drive the databases.
