@@ -125,11 +125,12 @@ mod tests {
             .map(|_| {
                 let (workers, running, most) = (workers.clone(), running.clone(), most.clone());
                 std::thread::spawn(move || {
-                    for _ in 0..200 {
+                    for _ in 0..100 {
                         let _worker = workers.take();
                         let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
-                        std::thread::yield_now();
+                        // Held a while, so that the others fill every worker meanwhile.
+                        std::thread::sleep(Duration::from_micros(100));
                         running.fetch_sub(1, Ordering::SeqCst);
                     }
                 })
