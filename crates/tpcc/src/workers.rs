@@ -61,10 +61,6 @@ impl Workers {
         }
     }
 
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Waits for a free worker, in turn.
     pub fn take(&self) -> Worker<'_> {
         let mut queue = self.queue.lock();
