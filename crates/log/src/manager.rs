@@ -707,6 +707,14 @@ impl LogManager {
         self.shared.durable_lsn()
     }
 
+    /// The end of what the log file holds written and synced (`fsync`, `async`, `buffer`;
+    /// `pmem-log` has no file). In `buffer` mode the background writer's rounds move it, each
+    /// ending with a fence on the PMEM ring's start word; once it reaches
+    /// [`LogManager::appended_lsn`], the writer has nothing left to do until the next append.
+    pub fn hardened_lsn(&self) -> u64 {
+        self.shared.hardened.load(Ordering::Acquire)
+    }
+
     /// The prefix of the log below `lsn` (a record boundary) is no longer needed. `pmem-log`
     /// reuses its space; the file-backed modes move their file's start there (once it is
     /// hardened) and punch out the file's head, in steps of 64 MiB.
