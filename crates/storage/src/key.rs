@@ -188,14 +188,18 @@ fn read_escaped(bytes: &[u8], pos: &mut usize) -> Result<Vec<u8>, RowError> {
     }
 }
 
+/// Bytes reserved for a key before it is encoded: most keys (a few integers, a short
+/// string) fit, so encoding one does not grow its buffer element by element.
+const KEY_CAPACITY: usize = 64;
+
 /// Key construction from a schema: type checks, CHAR padding and column order.
 impl Schema {
     /// The primary key of a full row (one value per column, in column order).
     pub fn primary_key_of(&self, row: &[Value]) -> Result<Vec<u8>, RowError> {
         arity(self.columns().len(), row.len())?;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(KEY_CAPACITY);
         for &c in self.primary_key() {
-            encode_value(&row[c].normalized(&self.columns()[c])?, &mut out);
+            self.encode_key_column(c, &row[c], &mut out)?;
         }
         Ok(out)
     }
@@ -213,20 +217,25 @@ impl Schema {
                 found: values.len(),
             });
         }
-        let mut out = Vec::with_capacity(16);
+        let mut out = Vec::with_capacity(KEY_CAPACITY);
         for (&c, v) in key_columns.iter().zip(values) {
-            let column = &self.columns()[c];
-            match (column.ty, v) {
-                (ColumnType::Char(_), Value::Text(_)) => {
-                    encode_value(&v.normalized(column)?, &mut out)
-                }
-                _ => {
-                    v.check(column)?;
-                    encode_value(v, &mut out);
-                }
-            }
+            self.encode_key_column(c, v, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Appends `v`, checked (and padded if column `c` is CHAR), as key column `c`; copies
+    /// the value only to pad it (every write and lookup encodes its key here).
+    fn encode_key_column(&self, c: usize, v: &Value, out: &mut Vec<u8>) -> Result<(), RowError> {
+        let column = &self.columns()[c];
+        match (column.ty, v) {
+            (ColumnType::Char(_), Value::Text(_)) => encode_value(&v.normalized(column)?, out),
+            _ => {
+                v.check(column)?;
+                encode_value(v, out);
+            }
+        }
+        Ok(())
     }
 
     /// Decodes a primary key into the (checked, normalized) values of the primary-key

@@ -412,7 +412,13 @@ pub(crate) fn arity(expected: usize, found: usize) -> Result<(), RowError> {
 pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, RowError> {
     arity(columns.len(), values.len())?;
     let n = columns.len();
-    let mut out = Vec::with_capacity(1 + n.div_ceil(8) + 8 * n);
+    // Sized for the whole row, so that a value of kilobytes is not copied again as the
+    // buffer grows (5 bytes: the longest length varint).
+    let variable: usize = values
+        .iter()
+        .map(|v| variable_len(v).map_or(0, |b| 5 + b))
+        .sum();
+    let mut out = Vec::with_capacity(1 + n.div_ceil(8) + 8 * n + variable);
     out.push(ROW_FORMAT_VERSION);
     let bitmap_at = out.len();
     out.resize(bitmap_at + n.div_ceil(8), 0);
@@ -454,6 +460,15 @@ pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, 
         out.extend_from_slice(bytes);
     }
     Ok(out)
+}
+
+/// The byte length of a variable-length value (text or bytes), `None` for the others.
+fn variable_len(value: &Value) -> Option<usize> {
+    match value {
+        Value::Text(s) => Some(s.len()),
+        Value::Bytes(b) => Some(b.len()),
+        _ => None,
+    }
 }
 
 /// Decodes bytes in the row value format for `columns`; never panics.

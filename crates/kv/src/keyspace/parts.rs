@@ -6,7 +6,6 @@
 //! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
 
 use tailstore_engine::{KeyRange, Transaction};
-use tailstore_storage::key::encode_tuple;
 use tailstore_storage::{ScanDirection, Value, MAX_ENTRY};
 
 use super::meta::{bytes, int};
@@ -23,8 +22,18 @@ const ROW_OVERHEAD: usize = 64;
 
 /// How many value bytes one part row of (owner, field) can hold.
 pub fn part_capacity(field: &[u8]) -> usize {
-    let pk = encode_tuple(&part_key(0, field, 0));
-    MAX_ENTRY.saturating_sub(pk.len() + ROW_OVERHEAD).max(1)
+    MAX_ENTRY
+        .saturating_sub(part_key_len(field) + ROW_OVERHEAD)
+        .max(1)
+}
+
+/// The length of the encoded primary key of a part row of `field`, counted rather than
+/// encoded (every write and read of a value asks): two integers of 9 bytes each, and the
+/// field with its tag, a 0xFF after each zero byte and a two-byte terminator (see
+/// `tailstore_storage::key`; `part_key_len_is_the_encoded_length` holds the two together).
+fn part_key_len(field: &[u8]) -> usize {
+    let zeros = field.iter().filter(|&&b| b == 0).count();
+    9 + (1 + field.len() + zeros + 2) + 9
 }
 
 /// The field of a list element with sequence number `seq`: big-endian with the sign bit
@@ -83,9 +92,13 @@ impl Keyspace {
         for part in 0..new_parts {
             let start = part * capacity;
             let data = &value[start.min(value.len())..(start + capacity).min(value.len())];
-            let mut row = part_key(owner, field, part as i64);
-            row.push(Value::Bytes(data.to_vec()));
-            row.push(Value::Int(value.len() as i64));
+            let row = [
+                Value::Int(owner),
+                Value::Bytes(field.to_vec()),
+                Value::Int(part as i64),
+                Value::Bytes(data.to_vec()),
+                Value::Int(value.len() as i64),
+            ];
             // A blind write: whether the part existed is known from `old_total`.
             txn.put(&self.parts, &row)?;
         }
@@ -226,5 +239,22 @@ impl Keyspace {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailstore_storage::key::encode_tuple;
+
+    #[test]
+    fn part_key_len_is_the_encoded_length() {
+        let fields: [&[u8]; 5] = [b"", b"f", b"\0", b"a\0b\0\0", &[0xFF; 256]];
+        for field in fields {
+            for (owner, part) in [(0, 0), (-1, 7), (i64::MAX, i64::MIN)] {
+                let encoded = encode_tuple(&part_key(owner, field, part));
+                assert_eq!(part_key_len(field), encoded.len(), "field {field:?}");
+            }
+        }
     }
 }
