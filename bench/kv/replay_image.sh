@@ -10,8 +10,12 @@
 # much to fault in). Prints, per restart, the open's time ("opened in"), the server's CPU
 # until its first reply (user + system, 10 ms ticks) and the machine's steal ticks meanwhile
 # (time the host gave our cores to others: a round with steal is slower for that reason);
-# then the medians.
-#   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...   (env: KILLAT, COLD, WORK, PORT)
+# then the medians. With KEEP_IMAGE=DIR the image is kept in DIR and, when DIR already holds
+# one, reused instead of made (IMAGE_BINARY is then not run): the same crash, say one whose
+# log tail in PMEM was long, can be restarted again in a later run. The server's "opened in"
+# line says how much of the log was only in PMEM.
+#   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...
+#   (env: KILLAT, COLD, WORK, PORT, KEEP_IMAGE)
 ROUNDS=${1:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 IMAGE_BIN=${2:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 shift 2
@@ -22,8 +26,13 @@ if [ -n "${COLD:-}" ] && [ ! -w /proc/sys/vm/drop_caches ]; then
   echo "error: COLD=1 needs root (drop_caches)" >&2
   exit 1
 fi
-IMAGE=$WORK-image
-trap 'stop_lone; rm -rf "$IMAGE"' EXIT
+if [ -n "${KEEP_IMAGE:-}" ]; then
+  IMAGE=$KEEP_IMAGE
+  trap 'stop_lone' EXIT
+else
+  IMAGE=$WORK-image
+  trap 'stop_lone; rm -rf "$IMAGE"' EXIT
+fi
 
 make_image() {
   start_lone "$IMAGE_BIN" first
@@ -43,7 +52,8 @@ make_image() {
   echo "image: killed with $((since >> 20)) MiB of replay weight since the checkpoint"
 }
 
-# One restart of $1 on a fresh copy of the image: "ms cpu_ticks steal_ticks".
+# One restart of $1 on a fresh copy of the image: "ms cpu_ticks steal_ticks pmem_tail_bytes"
+# (the last 0 from a binary that does not report the tail).
 restart_on_copy() {
   rm -rf "$WORK/db" "$PMEM" "$PMEM.pages"
   cp -a "$IMAGE/db" "$WORK/db"; cp -a "$IMAGE/$(basename "$PMEM")" "$IMAGE/$(basename "$PMEM").pages" /dev/shm/
@@ -57,18 +67,25 @@ restart_on_copy() {
   read -ra proc <"/proc/$LONE/stat"
   local ms
   ms=$(grep -o 'opened in [0-9.]*' "$WORK/restart.log" | awk '{print $3}')
-  echo "$ms $((proc[13] + proc[14])) $((after[8] - before[8]))"
+  tail=$(grep -o "last [0-9]* bytes were only in" "$WORK/restart.log" | awk '{print $2}')
+  echo "$ms $((proc[13] + proc[14])) $((after[8] - before[8])) ${tail:-0}"
   redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
   wait "$LONE" 2>/dev/null || true
 }
 
 MODE=$([ -n "${COLD:-}" ] && echo "cold page cache" || echo "warm page cache")
-make_image
+if [ -n "${KEEP_IMAGE:-}" ] && [ -d "$IMAGE/db" ]; then
+  echo "image: reusing $IMAGE"
+else
+  make_image
+fi
 declare -A results
 for round in $(seq "$ROUNDS"); do
   for bin in "$@"; do
     r=$(restart_on_copy "$bin")
-    echo "round $round $(basename "$bin"): opened in ${r%% *} ms; cpu, steal ticks: ${r#* }"
+    read -r ms cpu steal tail <<<"$r"
+    echo "round $round $(basename "$bin"): opened in $ms ms; cpu, steal ticks: $cpu $steal;" \
+      "log only in PMEM: $tail bytes"
     results[$bin]+="$r"$'\n'
   done
 done

@@ -107,10 +107,13 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .map_err(|e| format!("cannot open the database in {}: {e}", args.db.display()))?;
     let recovery = report.recovery.elapsed;
     let medium = log_medium(db.log(), &config.log);
-    let restored = match report.recovery.torn_pages_restored {
+    let mut restored = match report.recovery.pmem_tail_bytes {
         0 => String::new(),
-        n => format!("; {n} pages torn by the crash restored from the double-write area"),
+        n => format!("; the log's last {n} bytes were only in the PMEM log buffer"),
     };
+    if let n @ 1.. = report.recovery.torn_pages_restored {
+        restored += &format!("; {n} pages torn by the crash restored from the double-write area");
+    }
     eprintln!(
         "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records{restored})",
         args.db.display(),

@@ -355,7 +355,8 @@ impl Database {
         let (mut report, walked) =
             recovery::redo(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
         report.torn_pages_restored = restored.pages;
-        let (log, _) = replay.finish(walked)?;
+        let (log, log_recovery) = replay.finish(walked)?;
+        report.pmem_tail_bytes = log_recovery.pmem_bytes;
         let log = Arc::new(log);
         let first_start = started_log.set(log.clone()).is_ok();
         assert!(first_start, "the log is started once, here");

@@ -67,6 +67,9 @@ pub struct RecoveryReport {
     pub ops_applied: u64,
     /// Pages torn by the crash and restored from the double-write area before redo.
     pub torn_pages_restored: usize,
+    /// Bytes at the log's end that were only in the PMEM log buffer (`buffer` mode), which
+    /// recovery wrote to the log file.
+    pub pmem_tail_bytes: u64,
     pub elapsed: Duration,
 }
 
@@ -82,6 +85,13 @@ impl std::fmt::Display for RecoveryReport {
             self.ops_applied,
             self.elapsed.as_secs_f64() * 1e3
         )?;
+        if self.pmem_tail_bytes > 0 {
+            write!(
+                f,
+                "; moved the last {} bytes of log from PMEM to the log file",
+                self.pmem_tail_bytes
+            )?;
+        }
         if self.torn_pages_restored > 0 {
             write!(
                 f,

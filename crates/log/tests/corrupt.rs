@@ -970,6 +970,31 @@ fn sim_buffer_crash(n: usize, block: usize) -> (SimStorage, LogConfig, Vec<Recor
     (crashed, cfg, written, whole)
 }
 
+/// A tail in the ring several times the chunk that recovery copies it to the log file in
+/// (1 MiB): every chunk lands at its own offset, the last one partial.
+#[test]
+fn buffer_crash_with_megabytes_in_the_ring() {
+    const MIB: usize = 1 << 20;
+    let (storage, cfg, written, hardened) = sim_buffer_crash(7_000, 4 * MIB);
+    let end = written.last().expect("records").end;
+    let tail = end - hardened;
+    assert!(
+        tail > 2 * MIB as u64 && tail % MIB as u64 != 0,
+        "the tail is {tail} bytes"
+    );
+    let (log, recovery) = opened(
+        LogManager::open(Arc::new(storage.clone()), &cfg),
+        "megabytes in the ring",
+    );
+    assert_eq!(recovery.pmem_bytes, tail);
+    assert_eq!(read_all(&log), written);
+    drop(log);
+    // The ring was cleared: a second open reads the same records from the log file alone.
+    let (log, recovery) = opened(LogManager::open(Arc::new(storage), &cfg), "reopened");
+    assert_eq!(recovery.pmem_bytes, 0);
+    assert_eq!(read_all(&log), written);
+}
+
 #[test]
 fn buffer_crash_with_records_in_the_ring() {
     let (storage, cfg, written, hardened) = sim_buffer_crash(60, 16 * KIB);
