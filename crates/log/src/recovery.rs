@@ -371,7 +371,7 @@ const COPY_CHUNK: usize = 1 << 20;
 /// Writes the ring's `[from, to)` to the log file at the same offsets, through one small
 /// buffer: a buffer for the whole unhardened tail (up to the ring's size) was fresh memory,
 /// and faulting it in was half of this repair's time on the restart's critical path
-/// (docs/benchmarks.md, "The restart's time goes to fresh memory").
+/// (docs/benchmarks.md, "Where a restart's time goes: fresh memory").
 fn copy_ring_to_file(ring: &Ring, file: &dyn File, from: u64, to: u64) -> Result<()> {
     let mut chunk = vec![0u8; COPY_CHUNK.min((to - from) as usize)];
     let mut at = from;
