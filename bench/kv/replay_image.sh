@@ -65,7 +65,7 @@ restart_on_copy() {
   start_lone "$1" restart
   read -ra after < <(head -1 /proc/stat)
   read -ra proc <"/proc/$LONE/stat"
-  local ms
+  local ms tail
   ms=$(grep -o 'opened in [0-9.]*' "$WORK/restart.log" | awk '{print $3}')
   tail=$(grep -o "last [0-9]* bytes were only in" "$WORK/restart.log" | awk '{print $2}')
   echo "$ms $((proc[13] + proc[14])) $((after[8] - before[8])) ${tail:-0}"

@@ -365,15 +365,15 @@ fn read_pmem_header(region: &dyn Region, path: &str) -> Result<Option<PmemHeader
     Ok(Some(header))
 }
 
-/// Bytes of the ring copied to the log file at a time by [`copy_ring_to_file`].
-const COPY_CHUNK: usize = 1 << 20;
+/// Bytes of the ring read at a time by recovery ([`copy_ring_to_file`], [`ring_area_is_zero`]).
+const RING_CHUNK: usize = 1 << 20;
 
 /// Writes the ring's `[from, to)` to the log file at the same offsets, through one small
 /// buffer: a buffer for the whole unhardened tail (up to the ring's size) was fresh memory,
 /// and faulting it in was half of this repair's time on the restart's critical path
 /// (docs/benchmarks.md, "Where a restart's time goes: fresh memory").
 fn copy_ring_to_file(ring: &Ring, file: &dyn File, from: u64, to: u64) -> Result<()> {
-    let mut chunk = vec![0u8; COPY_CHUNK.min((to - from) as usize)];
+    let mut chunk = vec![0u8; RING_CHUNK.min((to - from) as usize)];
     let mut at = from;
     while at < to {
         let n = chunk.len().min((to - at) as usize);
@@ -385,7 +385,7 @@ fn copy_ring_to_file(ring: &Ring, file: &dyn File, from: u64, to: u64) -> Result
 }
 
 fn ring_area_is_zero(region: &dyn Region) -> bool {
-    let mut chunk = vec![0u8; 1 << 20];
+    let mut chunk = vec![0u8; RING_CHUNK];
     let mut at = HEADER_BYTES;
     while at < region.len() {
         let n = chunk.len().min(region.len() - at);
