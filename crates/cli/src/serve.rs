@@ -65,6 +65,11 @@ pub struct ServeArgs {
     /// never polls.
     #[arg(long, value_name = "MICROS", default_value_t = 50)]
     pub poll_spin: u64,
+    /// After a crash, redo every page the log changed before serving. By default the server
+    /// answers once the log is read: each page is redone when a command first needs it, and
+    /// the first checkpoint redoes the rest in the background (ARCHITECTURE.md, decision 95).
+    #[arg(long)]
+    pub redo_before_serving: bool,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -114,8 +119,15 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     if let n @ 1.. = report.recovery.torn_pages_restored {
         restored += &format!("; {n} pages torn by the crash restored from the double-write area");
     }
+    let redo = match report.recovery.pages_to_redo {
+        0 => String::new(),
+        n if config.redo_at_first_load => {
+            format!("; {n} pages to redo, each at its first use, the rest in the background")
+        }
+        n => format!("; {n} pages redone"),
+    };
     eprintln!(
-        "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records{restored})",
+        "tailstore serve: database {} opened in {:.1} ms (recovery replayed {} log bytes in {} records{redo}{restored})",
         args.db.display(),
         recovery.as_secs_f64() * 1e3,
         report.recovery.bytes,
@@ -207,6 +219,7 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     config.buffer_pool_bytes = args.buffer_pool.0;
     config.log.ring_bytes = LOG_RING;
     config.record_replay_floor = RECORD_REPLAY_FLOOR;
+    config.redo_at_first_load = !args.redo_before_serving;
     match args.commit {
         CommitMode::PmemLog => set_pmem_log_region(&mut config, PMEM_LOG_REGION),
         CommitMode::Buffer => config.checkpoint_log_bytes = BUFFER_CHECKPOINT_LOG,

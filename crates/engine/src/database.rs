@@ -21,6 +21,7 @@ use tailstore_storage::{
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::error::{AbortCause, EngineError, Result};
 use crate::meta::{Meta, FIRST_DATA_PAGE};
+use crate::pending_redo::{self, PendingPages};
 use crate::recovery::{self, RecoveryReport};
 use crate::replay_weight::ReplayWeight;
 use crate::txn::{Table, Transaction};
@@ -64,6 +65,12 @@ pub struct DbConfig {
     /// commit modes that have PMEM; fixed when the area is created. Each holds a page; the
     /// data file is synced each time half of them fill (see `doublewrite.rs`).
     pub doublewrite_slots: usize,
+    /// After a crash, open as soon as the log is read, and redo each page the log changed
+    /// when it is first loaded; the first checkpoint, run at once in the background, redoes
+    /// the rest (`pending_redo.rs`). A restart's first reply then waits for the log, not for
+    /// every page it changed. `false`: the open redoes every such page before it returns,
+    /// so that a page the log cannot rebuild is the open's error.
+    pub redo_at_first_load: bool,
 }
 
 impl DbConfig {
@@ -90,6 +97,7 @@ impl DbConfig {
             max_replay_bytes: None,
             record_replay_floor: 0,
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
+            redo_at_first_load: false,
         }
     }
 
@@ -164,6 +172,9 @@ pub struct EngineStats {
     /// Point reads that found a writer in their way, over every tree: where reads and writes
     /// of one table run side by side, how often a read had to try again or wait.
     pub read_contention: ReadContention,
+    /// Pages a restart left to redo at their first load ([`DbConfig::redo_at_first_load`])
+    /// that no command has needed yet; 0 once the first checkpoint has redone them.
+    pub pages_left_to_redo: u64,
 }
 
 impl EngineStats {
@@ -287,6 +298,9 @@ pub(crate) struct Shared {
     replay_weight: ReplayWeight,
     /// Set after a recovery that replayed records: the checkpointer runs one at once.
     checkpoint_requested: AtomicBool,
+    /// The pages recovery left to redo at their first load (`DbConfig::redo_at_first_load`),
+    /// until a checkpoint redoes the rest.
+    pending_redo: Mutex<Option<Arc<PendingPages>>>,
     failure: Mutex<Option<String>>,
     checkpoint: Mutex<CheckpointState>,
     shutdown: Mutex<bool>,
@@ -350,21 +364,30 @@ impl Database {
             pool = pool.with_doublewrite(area);
         }
         let pool = Arc::new(pool);
-        // Redo before opening the trees: opening reads each root, which redo may rebuild.
         let mut tables = Catalog::decode_defs(&meta.catalog)?;
-        let (mut report, walked) =
-            recovery::redo(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
+        let scanned = recovery::scan(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
+        let mut report = scanned.report;
         report.torn_pages_restored = restored.pages;
-        let (log, log_recovery) = replay.finish(walked)?;
+        let (log, log_recovery) = replay.finish(scanned.walked)?;
         report.pmem_tail_bytes = log_recovery.pmem_bytes;
         let log = Arc::new(log);
         let first_start = started_log.set(log.clone()).is_ok();
         assert!(first_start, "the log is started once, here");
+        // Redo is set up before the trees are opened: opening reads each root, which redo
+        // may rebuild.
+        let pending = Arc::new(PendingPages::new(log.clone(), scanned.pages));
+        pool.set_pending_redo(pending.clone());
         // A crash between a checkpoint's meta page and its release left the log longer than
         // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;
         let catalog = Catalog::open(tables, &pool)?;
         recovery::rebuild_free_pages(&pool, &catalog)?;
+        let pending = if config.redo_at_first_load {
+            Some(pending)
+        } else {
+            pending.finish(&pool, pending_redo::OPEN_LOADERS)?;
+            None
+        };
         report.elapsed = began.elapsed();
 
         let shared = Arc::new(Shared {
@@ -395,6 +418,7 @@ impl Database {
                 }]),
             }),
             checkpoint_requested: AtomicBool::new(false),
+            pending_redo: Mutex::new(pending),
             shutdown: Mutex::new(false),
             wake: Condvar::new(),
             config,
@@ -863,6 +887,9 @@ impl Shared {
         self.check_running()?;
         self.checkpoint_requested.store(false, Ordering::Release);
         let began = Instant::now();
+        // The pages recovery left pending hold changes logged below any position this
+        // checkpoint can pick, and only the log has them.
+        self.finish_pending_redo().map_err(|e| self.fail_stop(e))?;
         let now = {
             let _appends = self.log_gate.write();
             let lsn = self.log.appended_lsn();
@@ -918,6 +945,18 @@ impl Shared {
         c.checkpoints.fetch_add(1, Ordering::Relaxed);
         c.checkpoint_ns
             .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Redoes every page recovery left to its first load, on this thread (the
+    /// checkpointer's, for the first checkpoint after a restart).
+    fn finish_pending_redo(&self) -> Result<()> {
+        // Not under the lock, which `stats` takes: the redo may take a second.
+        let Some(pages) = self.pending_redo.lock().clone() else {
+            return Ok(());
+        };
+        pages.finish(&self.pool, 1)?;
+        *self.pending_redo.lock() = None;
         Ok(())
     }
 
@@ -1064,6 +1103,11 @@ impl Shared {
             checkpoint_room_waits: load(&c.checkpoint_room_waits),
             checkpoint_room_wait_time: Duration::from_nanos(load(&c.checkpoint_room_wait_ns)),
             read_contention: self.read_contention(),
+            pages_left_to_redo: self
+                .pending_redo
+                .lock()
+                .as_ref()
+                .map_or(0, |pages| pages.remaining() as u64),
         }
     }
 

@@ -78,6 +78,7 @@ mod interleave;
 mod locks;
 mod meta;
 mod patch;
+mod pending_redo;
 mod recovery;
 mod replay_weight;
 mod txn;

@@ -9,15 +9,20 @@
 //!    walk is the log's only one at a restart, and where it ends the log goes on
 //!    (`tailstore_log::LogReplay`; a walk that cannot start at `c` safely starts at the
 //!    log's first record and verifies the records before `c` without redoing them, and a
-//!    `c` that is not a record boundary of the valid prefix is an error). For each page op
-//!    of the record that ends at `e`: an op followed by an image of the same page in the same record is skipped
-//!    (the image supersedes it); an `Image` is always applied (it rebuilds the page, even one
-//!    whose last write was torn) and sets the page LSN to `e`; any other op is applied if the
-//!    page LSN is below `e`, or if an earlier op of the same record was applied to the page.
-//!    A page that fails its checksum and has no image in the log is reported as corrupt.
-//!    Trees are opened (their roots read) only after redo, which may rebuild a root.
+//!    `c` that is not a record boundary of the valid prefix is an error). The walk lists,
+//!    per page, the records that change it; each page is redone when it is first loaded
+//!    (`pending_redo.rs`, which argues that this is redo in LSN order, page by page). For
+//!    each page op of the record that ends at `e`: an op followed by an image of the same
+//!    page in the same record is skipped (the image supersedes it); an `Image` is always
+//!    applied (it rebuilds the page, even one whose last write was torn) and sets the page
+//!    LSN to `e`; any other op is applied if the page LSN is below `e`, or if an earlier op
+//!    of the same record was applied to the page. A page that fails its checksum and has no
+//!    image in the log is reported as corrupt (by the open, or, with
+//!    `DbConfig::redo_at_first_load`, by the first load of the page, which stops the
+//!    database). Trees are opened (their roots read) only once the redo is set up to
+//!    rebuild each page it reads.
 //! 3. Pages reachable from the catalog's roots are in use; every other page below the
-//!    high-water mark (the data file's end, or the highest page redo wrote) is free.
+//!    high-water mark (the data file's end, or the highest page the log changes) is free.
 //!
 //! *Torn pages.* A page is written without a sync by evictions, and by a checkpoint before
 //! its sync, so a power cut may tear it. Two ways make such a page whole again:
@@ -42,16 +47,16 @@
 //! the order they were made, because the tree's write latch is held from the change to the
 //! stamp).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tailstore_log::{LogReplay, Walked};
-use tailstore_storage::btree::redo::decode as decode_ops;
-use tailstore_storage::{BufferPool, PageId, PageIdMap, PageIdSet, PageOp};
+use tailstore_storage::btree::redo::decode_spans;
+use tailstore_storage::{BufferPool, PageId, PageIdSet};
 
 use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
 use crate::meta::FIRST_DATA_PAGE;
+use crate::pending_redo::PageChanges;
 use crate::wal::{self, WalRecord};
 
 /// What recovery did.
@@ -63,8 +68,9 @@ pub struct RecoveryReport {
     /// Log records and bytes replayed.
     pub records: u64,
     pub bytes: u64,
-    /// Page ops applied (not skipped by the page-LSN test).
-    pub ops_applied: u64,
+    /// Pages the replayed records change: each is redone at its first load
+    /// ([`crate::pending_redo`]).
+    pub pages_to_redo: u64,
     /// Pages torn by the crash and restored from the double-write area before redo.
     pub torn_pages_restored: usize,
     /// Bytes at the log's end that were only in the PMEM log buffer (`buffer` mode), which
@@ -77,12 +83,12 @@ impl std::fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recovery: replayed {} log records ({} bytes, LSN {}..{}), applied {} page changes, in {:.1} ms",
+            "recovery: replayed {} log records ({} bytes, LSN {}..{}) that change {} pages, in {:.1} ms",
             self.records,
             self.bytes,
             self.from_lsn,
             self.to_lsn,
-            self.ops_applied,
+            self.pages_to_redo,
             self.elapsed.as_secs_f64() * 1e3
         )?;
         if self.pmem_tail_bytes > 0 {
@@ -103,55 +109,58 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
-/// Step 2 of the protocol; adds the tables created after the checkpoint to `tables` (the
-/// catalog's definitions: no tree is opened before redo, since opening reads the root page,
-/// which may be torn until redo rebuilds it).
-///
-/// The log is read once (see [`LogReplay`]), by a reader thread that walks it to the end of
-/// its valid prefix, at most [`READ_AHEAD_BYTES`] ahead of redo: it hands each record to
-/// redo, on this thread, and the pages redo will read to [`PREFETCH_THREADS`] loaders. What
-/// it returns besides the report is what the log needs to go on from the walk's end.
-pub fn redo(
-    pool: &Arc<BufferPool>,
+/// Step 2 of the protocol, its walk: reads the log once from `from` to the end of its valid
+/// prefix (see [`LogReplay`]), adds the tables created after the checkpoint to `tables` (no
+/// tree is opened before redo, since opening reads the root page, which may be torn until
+/// redo rebuilds it), and lists, per page, the records that change it. The redo itself
+/// happens when each page is first loaded ([`crate::pending_redo`]): a restart reads the
+/// log, not every page the log changed, before it serves.
+pub fn scan(
+    pool: &BufferPool,
     log: &LogReplay,
     tables: &mut Vec<TableDef>,
     from: u64,
-) -> Result<(RecoveryReport, Walked)> {
+) -> Result<Scanned> {
     let began = Instant::now();
-    let (pages, to_load) = std::sync::mpsc::sync_channel::<Vec<PageId>>(LOAD_QUEUE);
-    let to_load = std::sync::Mutex::new(to_load);
-    let (batches, to_apply) = std::sync::mpsc::channel::<Result<Vec<ReadRecord>>>();
-    let (spares, spare) = std::sync::mpsc::channel::<Vec<ReadRecord>>();
-    let (report, walked) = std::thread::scope(|scope| {
-        for _ in 0..PREFETCH_THREADS {
-            // A page that cannot be read is left to redo, which reports it.
-            scope.spawn(|| loop {
-                let next = to_load.lock().map(|r| r.recv());
-                let Ok(Ok(ids)) = next else { return };
-                for id in ids {
-                    let _ = pool.read(id);
+    let mut report = RecoveryReport {
+        from_lsn: from,
+        to_lsn: from,
+        ..RecoveryReport::default()
+    };
+    let mut bounds = RedoPages {
+        file_pages: pool.page_count(),
+        ops_seen: 0,
+    };
+    let mut pages = PageChanges::default();
+    let mut highest: Option<PageId> = None;
+    let mut walk = log.records_from(from)?;
+    let mut payload = Vec::new();
+    while let Some(next) = walk.next_into(&mut payload) {
+        let (lsn, end) = next?;
+        let ops = match wal::decode(&payload, lsn)? {
+            WalRecord::Commit { ops } => ops,
+            WalRecord::CreateTable { def, ops } => {
+                let def = decode_def(def)?;
+                if !tables.iter().any(|t| t.name == def.name) {
+                    tables.push(def);
                 }
-            });
+                ops
+            }
+        };
+        let decoded = decode_spans(ops)
+            .map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))?;
+        for (op, _) in &decoded {
+            bounds.check(op.page(), lsn)?;
+            highest = highest.max(Some(op.page()));
         }
-        let reader = scope.spawn(|| {
-            let ahead = ReadAhead {
-                batches,
-                spare,
-                pages,
-                page_limit: pool.capacity() / 2,
-            };
-            ahead.walk(log, from)
-        });
-        // Returns (and drops its channels, which stops the reader) at the first error.
-        let report = apply_records(pool, tables, from, to_apply, spares);
-        let walked = reader.join().unwrap_or_else(|_| {
-            Err(EngineError::Corrupt(
-                "the log's reader thread panicked".into(),
-            ))
-        });
-        (report, walked)
-    });
-    let (mut report, walked) = (report?, walked?);
+        pages.note_record(lsn, end, ops, &decoded);
+        report.records += 1;
+        report.bytes += end - lsn;
+        report.to_lsn = end;
+    }
+    let walked = walk.walked().ok_or_else(|| {
+        EngineError::Corrupt("the log's walk stopped before the end of its valid prefix".into())
+    })?;
     if !walked.reached_from() {
         return Err(EngineError::Open(format!(
             "the data file's checkpoint (LSN {from}) is not a record boundary of the log, \
@@ -159,228 +168,26 @@ pub fn redo(
             walked.end()
         )));
     }
+    if let Some(id) = highest {
+        // Allocated before the crash, whether or not it reached the data file.
+        pool.note_page_in_use(id);
+    }
+    report.pages_to_redo = pages.len() as u64;
     report.elapsed = began.elapsed();
-    Ok((report, walked))
+    Ok(Scanned {
+        report,
+        walked,
+        pages,
+    })
 }
 
-/// A record read ahead of redo, with its payload in a buffer that redo gives back.
-struct ReadRecord {
-    lsn: u64,
-    end: u64,
-    payload: Vec<u8>,
-}
-
-/// Payload bytes the reader may have handed to redo and not had back: enough that the
-/// loaders stay well ahead (16 MiB is ~4,000 4 KiB SETs, and up to three times as many
-/// pages), little enough that a log of large records does not pile up in memory.
-const READ_AHEAD_BYTES: usize = 16 << 20;
-
-/// Records go to redo, and page ids to the loaders, in batches: one message per record and
-/// per page made the threads spend more time waking each other through the channels than
-/// reading pages.
-const RECORD_BATCH: usize = 64;
-const RECORD_BATCH_BYTES: usize = 1 << 20;
-const PAGE_BATCH: usize = 32;
-/// Page batches waiting for a loader, at most.
-const LOAD_QUEUE: usize = 256;
-
-/// Threads that read pages into the pool ahead of redo. Redo reads one page at a time;
-/// after a power cut nothing is cached, and a restart that replays a few hundred MB of 4 KiB
-/// SETs waited 0.5 s for those reads one by one.
-const PREFETCH_THREADS: usize = 16;
-
-/// The reader's side of redo (see [`redo`]).
-struct ReadAhead {
-    batches: std::sync::mpsc::Sender<Result<Vec<ReadRecord>>>,
-    /// Batches redo is done with: their payload buffers, and their bytes back to the budget.
-    spare: std::sync::mpsc::Receiver<Vec<ReadRecord>>,
-    pages: std::sync::mpsc::SyncSender<Vec<PageId>>,
-    /// Pages to prefetch at most (half the pool, so that they are still there when redo
-    /// gets to them).
-    page_limit: usize,
-}
-
-/// The reader's state during its walk.
-#[derive(Default)]
-struct Reading {
-    batch: Vec<ReadRecord>,
-    batch_bytes: usize,
-    /// Bytes of the batches handed to redo and not given back.
-    in_flight: usize,
-    buffers: Vec<Vec<u8>>,
-    seen: PageIdSet,
-    page_batch: Vec<PageId>,
-}
-
-impl ReadAhead {
-    /// Walks the log from `from` to the end of its valid prefix; stops early when redo has
-    /// stopped (a closed channel). Errors go to redo first, which reports them.
-    fn walk(self, log: &LogReplay, from: u64) -> Result<Walked> {
-        let mut walk = match log.records_from(from) {
-            Ok(walk) => walk,
-            Err(err) => return self.fail(err.into()),
-        };
-        let mut state = Reading::default();
-        loop {
-            // Read straight into a buffer that goes to redo: no copy of the payload.
-            let mut payload = state.buffers.pop().unwrap_or_default();
-            let (lsn, end) = match walk.next_into(&mut payload) {
-                None => break,
-                Some(Ok(at)) => at,
-                Some(Err(err)) => return self.fail(err.into()),
-            };
-            self.prefetch(&payload, lsn, &mut state);
-            self.wait_for_budget(&mut state, payload.len())?;
-            state.batch_bytes += payload.len();
-            state.batch.push(ReadRecord { lsn, end, payload });
-            if state.batch.len() >= RECORD_BATCH || state.batch_bytes >= RECORD_BATCH_BYTES {
-                self.send_batch(&mut state)?;
-            }
-        }
-        self.send_batch(&mut state)?;
-        self.send_pages(&mut state);
-        walk.walked().ok_or_else(|| {
-            EngineError::Corrupt("the log's walk stopped before the end of its valid prefix".into())
-        })
-    }
-
-    /// Waits until a record of `len` bytes fits the read-ahead budget (or nothing is in
-    /// flight), taking back what redo has finished.
-    fn wait_for_budget(&self, state: &mut Reading, len: usize) -> Result<()> {
-        loop {
-            while let Ok(done) = self.spare.try_recv() {
-                take_back(state, done);
-            }
-            if state.in_flight == 0 || state.in_flight + state.batch_bytes + len <= READ_AHEAD_BYTES
-            {
-                return Ok(());
-            }
-            // Redo holds `in_flight` bytes and gives them back as it applies them.
-            let Ok(done) = self.spare.recv() else {
-                return Err(stopped());
-            };
-            take_back(state, done);
-        }
-    }
-
-    fn send_batch(&self, state: &mut Reading) -> Result<()> {
-        if state.batch.is_empty() {
-            return Ok(());
-        }
-        let batch = std::mem::take(&mut state.batch);
-        state.in_flight += std::mem::take(&mut state.batch_bytes);
-        self.batches.send(Ok(batch)).map_err(|_| stopped())
-    }
-
-    /// Queues the pages of the record at `lsn` that redo will read from the data file, each
-    /// once: those whose first op from the walk's start on is not an image. A record that
-    /// does not decode is left to redo, which reports it.
-    fn prefetch(&self, payload: &[u8], lsn: u64, state: &mut Reading) {
-        if state.seen.len() >= self.page_limit {
-            return;
-        }
-        let ops = match wal::decode(payload, lsn) {
-            Ok(WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. }) => ops,
-            Err(_) => return,
-        };
-        let Ok(ops) = page_ops(ops, lsn) else { return };
-        for op in ops {
-            if state.seen.len() >= self.page_limit {
-                break;
-            }
-            if state.seen.insert(op.page()) && !op.is_image() {
-                state.page_batch.push(op.page());
-                if state.page_batch.len() >= PAGE_BATCH {
-                    self.send_pages(state);
-                }
-            }
-        }
-    }
-
-    fn send_pages(&self, state: &mut Reading) {
-        if !state.page_batch.is_empty() {
-            // A closed channel only means the loaders are gone: redo reads for itself.
-            let _ = self.pages.send(std::mem::take(&mut state.page_batch));
-        }
-    }
-
-    fn fail(&self, err: EngineError) -> Result<Walked> {
-        let why = err.to_string();
-        let _ = self.batches.send(Err(err));
-        Err(EngineError::Corrupt(format!(
-            "the log's walk failed: {why}"
-        )))
-    }
-}
-
-fn take_back(state: &mut Reading, done: Vec<ReadRecord>) {
-    for record in done {
-        state.in_flight -= record.payload.len();
-        state.buffers.push(record.payload);
-    }
-}
-
-fn stopped() -> EngineError {
-    EngineError::Corrupt("redo stopped before the log's end".into())
-}
-
-/// Redo itself: applies the records the reader hands over, in LSN order, and gives each
-/// batch back.
-fn apply_records(
-    pool: &BufferPool,
-    tables: &mut Vec<TableDef>,
-    from: u64,
-    batches: std::sync::mpsc::Receiver<Result<Vec<ReadRecord>>>,
-    spares: std::sync::mpsc::Sender<Vec<ReadRecord>>,
-) -> Result<RecoveryReport> {
-    let mut report = RecoveryReport {
-        from_lsn: from,
-        to_lsn: from,
-        ..RecoveryReport::default()
-    };
-    let mut pages = RedoPages {
-        file_pages: pool.page_count(),
-        ops_seen: 0,
-    };
-    for batch in batches {
-        let batch = batch?;
-        for record in &batch {
-            apply_record(pool, tables, record, &mut pages, &mut report)?;
-        }
-        // The reader may be gone (it has sent everything): the buffers are then just freed.
-        let _ = spares.send(batch);
-    }
-    Ok(report)
-}
-
-fn apply_record(
-    pool: &BufferPool,
-    tables: &mut Vec<TableDef>,
-    record: &ReadRecord,
-    pages: &mut RedoPages,
-    report: &mut RecoveryReport,
-) -> Result<()> {
-    match wal::decode(&record.payload, record.lsn)? {
-        WalRecord::Commit { ops } => {
-            report.ops_applied += redo_ops(pool, ops, record, pages)?;
-        }
-        WalRecord::CreateTable { def, ops } => {
-            report.ops_applied += redo_ops(pool, ops, record, pages)?;
-            let def = decode_def(def)?;
-            if !tables.iter().any(|t| t.name == def.name) {
-                tables.push(def);
-            }
-        }
-    }
-    report.records += 1;
-    report.bytes += record.end - record.lsn;
-    report.to_lsn = record.end;
-    Ok(())
-}
-
-/// The page ops of the log record at `lsn`, decoded.
-fn page_ops(ops: &[u8], lsn: u64) -> Result<Vec<PageOp<'_>>> {
-    decode_ops(ops).map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))
+/// What recovery's walk found.
+pub struct Scanned {
+    pub report: RecoveryReport,
+    /// Where the walk ended: what the log needs to go on from there.
+    pub walked: Walked,
+    /// Per page changed since the checkpoint, its changes.
+    pub pages: PageChanges,
 }
 
 /// How far past the data file's end an open may find pages that were written before a crash
@@ -420,44 +227,6 @@ impl RedoPages {
         }
         Ok(())
     }
-}
-
-fn redo_ops(
-    pool: &BufferPool,
-    ops: &[u8],
-    record: &ReadRecord,
-    pages: &mut RedoPages,
-) -> Result<u64> {
-    let (lsn, end) = (record.lsn, record.end);
-    let ops = page_ops(ops, lsn)?;
-    // An op followed by an image of its page in the same record is superseded by it: skip
-    // it, so that a page whose first change since the checkpoint ends with a full-page image
-    // (`txn.rs`) is rebuilt without reading what may be a torn page.
-    let mut last_image: PageIdMap<usize> = PageIdMap::default();
-    for (i, op) in ops.iter().enumerate() {
-        if op.is_image() {
-            last_image.insert(op.page(), i);
-        }
-    }
-    let mut redone: Vec<PageId> = Vec::new();
-    let mut applied = 0;
-    for (i, op) in ops.iter().enumerate() {
-        let id = op.page();
-        pages.check(id, lsn)?;
-        if last_image.get(&id).is_some_and(|&last| i < last) {
-            continue;
-        }
-        let mut page = pool.redo_page(id, op.is_image())?;
-        if op.is_image() || redone.contains(&id) || page.lsn() < end {
-            op.apply(&mut page)?;
-            page.reset_lsn(end);
-            if !redone.contains(&id) {
-                redone.push(id);
-            }
-            applied += 1;
-        }
-    }
-    Ok(applied)
 }
 
 /// Step 3 of the protocol. The high-water mark is the data file's end, or the highest page

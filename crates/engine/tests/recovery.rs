@@ -656,6 +656,85 @@ fn restarts_after_commits_in_flight(mode: CommitMode, seed: u64, points: u64) {
     }
 }
 
+/// Redo at first load (`DbConfig::redo_at_first_load`, `pending_redo.rs`): a restart opens
+/// with the pages the log changed not yet redone, serves reads and commits among them (a
+/// 32-frame pool: redone pages are evicted and read back, new pages allocated), and then
+/// survives a power cut and a process crash taken while pages may still be pending, and a
+/// checkpoint taken while they are. Every recovery must hold exactly the acknowledged
+/// commits.
+fn redo_at_first_load(mode: CommitMode, seed: u64) {
+    let checkpoints = Checkpoints::OnceAfter(RECOVERED_RUN_CHECKPOINT);
+    let (storage, acknowledged, _, _) =
+        die_at(mode, seed, None, Crash::Process, checkpoints, RECOVERED_RUN);
+    let mut config = sim_config(mode, SMALL_POOL);
+    config.redo_at_first_load = true;
+    let what = format!("{mode}, seed {seed}, redo at first load");
+    let (db, report) =
+        open_sim(&storage, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+    assert!(
+        report.recovery.pages_to_redo > 0,
+        "{what}: {:?}",
+        report.recovery
+    );
+    // The checkpointer redoes the rest only after its first 50 ms wait.
+    assert!(
+        db.stats().pages_left_to_redo > 0,
+        "{what}: nothing left pending at the open"
+    );
+    let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut workload = Workload::new(mix(seed, 7));
+    workload.model = acknowledged;
+    workload.checkpointed_at = db.log().appended_lsn();
+    workload.next_val = 1 << 40; // `by_val` is unique: past every value of the run
+    while workload.commits < 20 {
+        workload
+            .step(&db, &table)
+            .unwrap_or_else(|f| panic!("{what}: after the restart: {}", f.error));
+    }
+    let cut = image(&storage, Crash::PowerCut(mix(seed, 11)));
+    let crashed = image(&storage, Crash::Process);
+    // A checkpoint moves redo's start past records only the pending pages' redo applies.
+    db.checkpoint()
+        .unwrap_or_else(|e| panic!("{what}: checkpoint: {e}"));
+    assert_eq!(
+        db.stats().pages_left_to_redo,
+        0,
+        "{what}: after a checkpoint"
+    );
+    let checkpointed = image(&storage, Crash::Process);
+    verify(&db, &table, &workload.model, &what);
+    storage.crash_after(0);
+    drop(db);
+    let images = [
+        ("power cut", cut),
+        ("process crash", crashed),
+        ("checkpoint and a process crash", checkpointed),
+    ];
+    for (kind, after) in images {
+        let what = format!("{what}, 20 commits, then a {kind}");
+        let (db, _) =
+            open_sim(&after, &config).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+        let table = db.table("items").unwrap_or_else(|e| panic!("{what}: {e}"));
+        verify(&db, &table, &workload.model, &what);
+        db.close().unwrap_or_else(|e| panic!("{what}: close: {e}"));
+    }
+}
+
+#[test]
+fn redo_at_first_load_fsync() {
+    redo_at_first_load(CommitMode::Fsync, 41);
+}
+
+#[test]
+fn redo_at_first_load_buffer() {
+    redo_at_first_load(CommitMode::Buffer, 42);
+}
+
+#[test]
+fn redo_at_first_load_pmem_log() {
+    redo_at_first_load(CommitMode::PmemLog, 43);
+}
+
 /// Transactions of the runs of [`restarts_after_a_checkpoint_in_flight`], the last followed
 /// by a checkpoint.
 const CHECKPOINTED_RUN: usize = 60;

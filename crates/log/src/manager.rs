@@ -768,20 +768,44 @@ impl LogManager {
     pub fn records_from(&self, from: u64) -> Records<'_> {
         let s = &self.shared;
         let limit = s.durable_lsn();
-        let source = match (&s.file, s.mode) {
+        let start = s.released.load(Ordering::Acquire).max(from);
+        Records::new(
+            Scanner::new(self.source(FileReader::new), s.salt, start),
+            limit,
+        )
+    }
+
+    /// The record at `lsn`, read into `payload` (only its own bytes, unlike a walk), while
+    /// appends go on: its end, or `None` if no durable record that verifies starts there
+    /// (released, past the durable end, not a record boundary, or damaged). Redo at a page's
+    /// first load reads the records it needs so, once recovery's walk has verified them.
+    pub fn read_record(&self, lsn: u64, payload: &mut Vec<u8>) -> Result<Option<u64>> {
+        let s = &self.shared;
+        if lsn < s.released.load(Ordering::Acquire) || lsn >= s.durable_lsn() {
+            return Ok(None);
+        }
+        let mut scanner = Scanner::new(self.source(FileReader::exact), s.salt, lsn);
+        Ok(scanner
+            .next_record(payload)?
+            .map(|_| scanner.position())
+            .filter(|&end| end <= s.durable_lsn()))
+    }
+
+    /// Where the log's bytes are read from in this mode; `reader` reads the file's part.
+    fn source<'a>(&'a self, reader: fn(&'a dyn File) -> FileReader<'a>) -> Source<'a> {
+        let s = &self.shared;
+        match (&s.file, s.mode) {
             (_, CommitMode::PmemLog) | (None, _) => Source::Ring {
                 ring: &s.ring,
                 floor: s.released.load(Ordering::Acquire),
             },
             (Some(file), CommitMode::Buffer) => Source::Stitched {
-                file: FileReader::new(file.as_ref()),
+                file: reader(file.as_ref()),
                 ring: &s.ring,
                 boundary: s.hardened.load(Ordering::Acquire),
             },
-            (Some(file), _) => Source::File(FileReader::new(file.as_ref())),
-        };
-        let start = s.released.load(Ordering::Acquire).max(from);
-        Records::new(Scanner::new(source, s.salt, start), limit)
+            (Some(file), _) => Source::File(reader(file.as_ref())),
+        }
     }
 
     /// Stops the background writer and hardens everything appended (a clean shutdown).

@@ -77,16 +77,28 @@ pub(crate) struct FileReader<'a> {
     file: &'a dyn File,
     window: Vec<u8>,
     window_start: u64,
+    /// Bytes read at least per system call.
+    read_ahead: usize,
 }
 
 const READ_AHEAD: usize = 1 << 20;
 
 impl<'a> FileReader<'a> {
     pub fn new(file: &'a dyn File) -> Self {
+        Self::with_read_ahead(file, READ_AHEAD)
+    }
+
+    /// A reader of exactly the bytes asked for: for one record, not a walk.
+    pub fn exact(file: &'a dyn File) -> Self {
+        Self::with_read_ahead(file, 0)
+    }
+
+    fn with_read_ahead(file: &'a dyn File, read_ahead: usize) -> Self {
         Self {
             file,
             window: Vec::new(),
             window_start: 0,
+            read_ahead,
         }
     }
 
@@ -106,7 +118,7 @@ impl<'a> FileReader<'a> {
     }
 
     fn refill(&mut self, offset: u64, at_least: usize) -> Result<()> {
-        self.window.resize(READ_AHEAD.max(at_least), 0);
+        self.window.resize(self.read_ahead.max(at_least), 0);
         let mut filled = 0;
         while filled < self.window.len() {
             let n = self

@@ -87,6 +87,18 @@
 //! padded to 128 bytes so that a hot frame or shard does not share a cache line with its
 //! neighbours.
 //!
+//! # Redo at first load
+//!
+//! After a crash, recovery does not redo the log into every page before the database opens:
+//! it hands the pool a [`PendingRedo`] that knows which pages the log changed since the
+//! checkpoint, and the pool asks it to bring each such page up to date when the page is
+//! first loaded, under the frame's write latch and before anyone sees the frame (the
+//! loader is the only thread that can, by the mapping invariant). A redone page is dirty
+//! since epoch 0, the recovery's epoch: the changes it got are logged from the checkpoint
+//! on. A page allocated afresh tells the hook to forget it. Once every pending page is
+//! redone (the first checkpoint sees to it), the hook is removed and a miss costs one
+//! atomic load more than before.
+//!
 //! # Rules for callers
 //!
 //! A thread must not ask for a page it already holds a write guard on (self-deadlock), must
@@ -117,6 +129,22 @@ use crate::page::{Lsn, Page, PageId, PageIdMap, PageKind};
 /// Called with a dirty page's LSN before the page is written; must return only once the log
 /// is durable up to that LSN (the write-ahead rule). An error prevents the write.
 pub type WriteAheadHook = Box<dyn Fn(Lsn) -> std::result::Result<(), HookError> + Send + Sync>;
+
+/// The log's changes to pages that recovery has not redone yet (see "Redo at first load").
+/// Called with the frame's write latch held: it must not ask the pool for any page.
+pub trait PendingRedo: Send + Sync {
+    /// Fills `page` with page `id` up to date: `read` reads it from the data file, if the
+    /// redo needs what is there. Returns whether it redid anything (the page is then dirty);
+    /// with nothing pending for `id` it only reads.
+    fn load(
+        &self,
+        id: PageId,
+        page: &mut Page,
+        read: &mut dyn FnMut(&mut Page) -> Result<()>,
+    ) -> Result<bool>;
+    /// Page `id` is being allocated afresh (it was free): what the log held for it is moot.
+    fn forget(&self, id: PageId);
+}
 
 /// log2 of the number of page-table shards.
 const SHARD_BITS: u32 = 6;
@@ -248,6 +276,9 @@ pub struct BufferPool {
     stopped: AtomicBool,
     /// Set once a data-file write or sync failed (fail-stop); holds the cause.
     failure: Mutex<Option<String>>,
+    /// Whether `pending_redo` is set, so that a miss need not lock it once recovery is done.
+    redo_pending: AtomicBool,
+    pending_redo: RwLock<Option<Arc<dyn PendingRedo>>>,
 }
 
 /// How to fill a frame that does not hold the requested page.
@@ -321,7 +352,42 @@ impl BufferPool {
             epoch: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             failure: Mutex::new(None),
+            redo_pending: AtomicBool::new(false),
+            pending_redo: RwLock::new(None),
         })
+    }
+
+    /// Makes every load of a page go through `pending` (see "Redo at first load"), until
+    /// [`BufferPool::end_pending_redo`]. Set before any page is read.
+    pub fn set_pending_redo(&self, pending: Arc<dyn PendingRedo>) {
+        let loaded = self.counters.misses.load(Ordering::Relaxed);
+        assert_eq!(
+            loaded, 0,
+            "pages were loaded before the pending redo was set"
+        );
+        *self.pending_redo.write() = Some(pending);
+        self.redo_pending.store(true, Ordering::Release);
+    }
+
+    /// Loads no longer consult the pending redo: every page it held is redone.
+    pub fn end_pending_redo(&self) {
+        self.redo_pending.store(false, Ordering::Release);
+        *self.pending_redo.write() = None;
+    }
+
+    /// The pending redo, while there is one.
+    fn pending_redo(&self) -> Option<Arc<dyn PendingRedo>> {
+        if !self.redo_pending.load(Ordering::Acquire) {
+            return None;
+        }
+        self.pending_redo.read().clone()
+    }
+
+    /// Makes room for pages up to `id`: recovery found the log changing it, so it was
+    /// allocated before the crash even if it never reached the data file.
+    pub fn note_page_in_use(&self, id: PageId) {
+        let mut allocation = self.allocation.lock();
+        allocation.next = allocation.next.max(id.0 + 1);
     }
 
     /// Makes every write of a page go through `area` first (see `doublewrite.rs`), which must
@@ -619,18 +685,6 @@ impl BufferPool {
         self.set_failure(|| cause);
     }
 
-    /// Page `id` for the redo pass of recovery: read and verified, or, when `overwrite` (the
-    /// log holds a full image of it), an empty frame whose old contents are never read, so
-    /// that a torn or missing page can be rebuilt.
-    pub fn redo_page(&self, id: PageId, overwrite: bool) -> Result<PageWriteGuard<'_>> {
-        self.check_running()?;
-        {
-            let mut allocation = self.allocation.lock();
-            allocation.next = allocation.next.max(id.0 + 1);
-        }
-        self.write_with(id, if overwrite { Fill::Fresh } else { Fill::Read })
-    }
-
     /// Replaces the allocation state (after recovery rebuilt it): pages `>= next` are
     /// unused, and `free` lists the unused ones below.
     pub fn set_allocation(&self, next: u64, free: Vec<PageId>) {
@@ -757,17 +811,25 @@ impl BufferPool {
         data.page.allocate();
         let filled = match fill {
             Fill::Fresh => {
+                if let Some(pending) = self.pending_redo() {
+                    pending.forget(id);
+                }
                 data.page.format(id, PageKind::Free);
-                Ok(())
+                Ok(false)
             }
-            Fill::Read => self.read_page(id, &mut data.page),
+            Fill::Read => self.fill(id, &mut data.page),
         };
         match filled {
-            Ok(()) => {
+            Ok(redone) => {
                 data.page_id = Some(id);
                 *data.dirty.get_mut() = false;
                 if fill == Fill::Fresh {
                     data.mark_dirty(self.epoch());
+                }
+                if redone {
+                    // The redone changes are logged from the checkpoint on: the recovery's
+                    // epoch, whatever the epoch is now.
+                    data.mark_dirty(0);
                 }
                 Ok((frame, pin))
             }
@@ -861,6 +923,20 @@ impl BufferPool {
         let frame = &self.frames[frame];
         frame.pins.fetch_add(1, Ordering::Acquire);
         Pin { pins: &frame.pins }
+    }
+
+    /// Reads page `id` into `page`, redoing what the log holds for it if recovery left that
+    /// to its first load; returns whether it did.
+    fn fill(&self, id: PageId, page: &mut Page) -> Result<bool> {
+        let Some(pending) = self.pending_redo() else {
+            return self.read_page(id, page).map(|()| false);
+        };
+        let loaded = pending.load(id, page, &mut |page| self.read_page(id, page));
+        if let Err(err @ StorageError::Redo { .. }) = &loaded {
+            // The page cannot be what the log says it is: no change may build on it.
+            self.set_failure(|| err.to_string());
+        }
+        loaded
     }
 
     fn read_page(&self, id: PageId, page: &mut Page) -> Result<()> {

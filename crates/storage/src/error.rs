@@ -42,6 +42,10 @@ pub enum StorageError {
     /// refuses every later change (reads still work) until the database is reopened.
     #[error("the storage engine stopped accepting writes after an I/O failure ({cause}); reopen the database to recover")]
     Stopped { cause: String },
+    /// Recovery could not redo the log's changes to a page at its first load (see
+    /// `buffer_pool.rs`, "Redo at first load"): the database stops.
+    #[error("redo of page {page_id} at its first load failed: {reason}")]
+    Redo { page_id: PageId, reason: String },
     /// The PMEM double-write area (`doublewrite.rs`) is not one, or is damaged.
     #[error("double-write area {name}: {reason}")]
     DoubleWriteArea { name: String, reason: String },

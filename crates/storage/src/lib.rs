@@ -38,7 +38,9 @@ pub use btree::{
     BTree, Entry, LeafStamp, PageOp, ReadContention, Redo, ScanDirection, TreeShape, TreeWriter,
     MAX_ENTRY,
 };
-pub use buffer_pool::{BufferPool, PageReadGuard, PageWriteGuard, PoolStats, WriteAheadHook};
+pub use buffer_pool::{
+    BufferPool, PageReadGuard, PageWriteGuard, PendingRedo, PoolStats, WriteAheadHook,
+};
 pub use doublewrite::{DoubleWrite, Restored};
 pub use error::{HookError, Result, StorageError};
 pub use page::{Lsn, Page, PageId, PageIdMap, PageIdSet, PageKind, PAGE_SIZE};

@@ -430,13 +430,13 @@ pub fn open_existing(
 pub fn describe_open(report: &OpenReport) -> String {
     let r = &report.recovery;
     format!(
-        "opened in {:.2} s; recovery replayed {} log records ({}, LSN {}..{}), {} page changes",
+        "opened in {:.2} s; recovery replayed {} log records ({}, LSN {}..{}) into {} pages",
         r.elapsed.as_secs_f64(),
         r.records,
         bytes(r.bytes),
         r.from_lsn,
         r.to_lsn,
-        r.ops_applied
+        r.pages_to_redo
     )
 }
 

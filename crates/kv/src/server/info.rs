@@ -113,6 +113,12 @@ fn persistence(shared: &Shared) -> String {
             "tailstore_recovery_ms",
             format!("{:.3}", config.recovery.as_secs_f64() * 1e3),
         ),
+        // Pages the restart left to redo at their first use: 0 once the first checkpoint
+        // has redone the rest.
+        (
+            "tailstore_pages_left_to_redo",
+            stats.pages_left_to_redo.to_string(),
+        ),
         ("tailstore_checkpoints", stats.checkpoints.to_string()),
         // Their time in all: set against the log between them, whether they keep up.
         (

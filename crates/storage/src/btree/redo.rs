@@ -23,6 +23,8 @@
 //! An image's `front` is the start of the payload (node header and slot array) and `back` its
 //! end (the cell area); the free space between them is zero after redo.
 
+use std::ops::Range;
+
 use crate::error::{Result, StorageError};
 use crate::page::{Lsn, Page, PageId, PageKind};
 
@@ -351,53 +353,66 @@ impl Redo {
 
 /// Decodes the ops in `bytes` (as written by [`Redo`]); an error names what is malformed.
 pub fn decode(bytes: &[u8]) -> std::result::Result<Vec<PageOp<'_>>, String> {
+    Ok(decode_spans(bytes)?.into_iter().map(|(op, _)| op).collect())
+}
+
+/// [`decode`], with the bytes each op was decoded from: any of them, concatenated in their
+/// order, decode to those ops again.
+pub fn decode_spans(bytes: &[u8]) -> std::result::Result<Vec<(PageOp<'_>, Range<usize>)>, String> {
     let mut ops = Vec::new();
     let mut cursor = Cursor { bytes, at: 0 };
     while cursor.at < bytes.len() {
-        let tag = cursor.u8()?;
-        let page = PageId(cursor.u64()?);
-        ops.push(match tag {
-            PUT => {
-                let (klen, vlen) = (cursor.u16()?, cursor.u16()?);
-                PageOp::Put {
-                    page,
-                    key: cursor.take(klen)?,
-                    value: cursor.take(vlen)?,
-                }
-            }
-            DELETE => {
-                let klen = cursor.u16()?;
-                PageOp::Delete {
-                    page,
-                    key: cursor.take(klen)?,
-                }
-            }
-            LINK => {
-                let (left, right) = (PageId(cursor.u64()?), PageId(cursor.u64()?));
-                let klen = cursor.u16()?;
-                PageOp::Link {
-                    page,
-                    left,
-                    right,
-                    separator: cursor.take(klen)?,
-                }
-            }
-            IMAGE => {
-                let kind = cursor.u8()?;
-                let kind = PageKind::from_byte(kind)
-                    .ok_or_else(|| format!("image of page {page} has bad kind {kind}"))?;
-                let (flen, blen) = (cursor.u16()?, cursor.u16()?);
-                PageOp::Image {
-                    page,
-                    kind,
-                    front: cursor.take(flen)?,
-                    back: cursor.take(blen)?,
-                }
-            }
-            other => return Err(format!("unknown page op {other} at byte {}", cursor.at - 9)),
-        });
+        let start = cursor.at;
+        let op = decode_one(&mut cursor)?;
+        ops.push((op, start..cursor.at));
     }
     Ok(ops)
+}
+
+/// The op at the cursor.
+fn decode_one<'a>(cursor: &mut Cursor<'a>) -> std::result::Result<PageOp<'a>, String> {
+    let tag = cursor.u8()?;
+    let page = PageId(cursor.u64()?);
+    Ok(match tag {
+        PUT => {
+            let (klen, vlen) = (cursor.u16()?, cursor.u16()?);
+            PageOp::Put {
+                page,
+                key: cursor.take(klen)?,
+                value: cursor.take(vlen)?,
+            }
+        }
+        DELETE => {
+            let klen = cursor.u16()?;
+            PageOp::Delete {
+                page,
+                key: cursor.take(klen)?,
+            }
+        }
+        LINK => {
+            let (left, right) = (PageId(cursor.u64()?), PageId(cursor.u64()?));
+            let klen = cursor.u16()?;
+            PageOp::Link {
+                page,
+                left,
+                right,
+                separator: cursor.take(klen)?,
+            }
+        }
+        IMAGE => {
+            let kind = cursor.u8()?;
+            let kind = PageKind::from_byte(kind)
+                .ok_or_else(|| format!("image of page {page} has bad kind {kind}"))?;
+            let (flen, blen) = (cursor.u16()?, cursor.u16()?);
+            PageOp::Image {
+                page,
+                kind,
+                front: cursor.take(flen)?,
+                back: cursor.take(blen)?,
+            }
+        }
+        other => Err(format!("unknown page op {other} at byte {}", cursor.at - 9))?,
+    })
 }
 
 struct Cursor<'a> {
@@ -445,6 +460,32 @@ mod tests {
         ];
         node::build(page.payload_mut(), PageId(30), &entries);
         page
+    }
+
+    /// Recovery copies one page's ops out of a record by their spans (the engine's
+    /// `pending_redo.rs`): those bytes must decode to exactly those ops.
+    #[test]
+    fn the_spans_of_one_pages_ops_decode_to_those_ops() {
+        let mut redo = Redo::new();
+        let (a, b) = (PageId(7), PageId(9));
+        redo.put(a, b"k1", b"value one");
+        redo.link(b, b"sep", PageId(11), PageId(12));
+        redo.delete(a, b"k0");
+        redo.image(&inner(b));
+        redo.put(a, b"k2", &[7; 300]);
+        let spans = decode_spans(redo.bytes()).expect("decodes");
+        assert_eq!(spans.len(), 5);
+        assert_eq!(spans.last().map(|(_, s)| s.end), Some(redo.bytes().len()));
+        for page in [a, b] {
+            let mine: Vec<_> = spans.iter().filter(|(op, _)| op.page() == page).collect();
+            let copied: Vec<u8> = mine
+                .iter()
+                .flat_map(|(_, span)| redo.bytes()[span.clone()].iter().copied())
+                .collect();
+            let again = decode(&copied).expect("the copy decodes");
+            let expected: Vec<_> = mine.iter().map(|(op, _)| op.clone()).collect();
+            assert_eq!(again, expected, "page {page}");
+        }
     }
 
     #[test]
