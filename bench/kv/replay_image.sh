@@ -56,6 +56,7 @@ make_image() {
 # (the last 0 from a binary that does not report the tail).
 restart_on_copy() {
   rm -rf "$WORK/db" "$PMEM" "$PMEM.pages"
+  mkdir -p "$WORK"
   cp -a "$IMAGE/db" "$WORK/db"; cp -a "$IMAGE/$(basename "$PMEM")" "$IMAGE/$(basename "$PMEM").pages" /dev/shm/
   sync
   dd if=/dev/zero of=/dev/null bs=1536M count=1 2>/dev/null
