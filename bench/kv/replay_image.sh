@@ -13,9 +13,13 @@
 # then the medians. With KEEP_IMAGE=DIR the image is kept in DIR and, when DIR already holds
 # one, reused instead of made (IMAGE_BINARY is then not run): the same crash, say one whose
 # log tail in PMEM was long, can be restarted again in a later run. The server's "opened in"
-# line says how much of the log was only in PMEM.
+# line says how much of the log was only in PMEM. With BEHIND=1 each restart also measures
+# the redo a server leaves to the background (decision 95): one client's GETs
+# (`redis-benchmark -t get -r 100000 -n 5000 -c 1 -P 1`) right after the first reply, the
+# time from the spawn until `INFO persistence` says no page is left to redo, the server's CPU
+# by then, and the same GETs once more (printed on stderr, one line per restart).
 #   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...
-#   (env: KILLAT, COLD, WORK, PORT, KEEP_IMAGE)
+#   (env: KILLAT, COLD, WORK, PORT, KEEP_IMAGE, BEHIND)
 ROUNDS=${1:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 IMAGE_BIN=${2:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 shift 2
@@ -61,8 +65,9 @@ restart_on_copy() {
   sync
   dd if=/dev/zero of=/dev/null bs=1536M count=1 2>/dev/null
   [ -n "${COLD:-}" ] && echo 3 >/proc/sys/vm/drop_caches
-  local before after proc
+  local before after proc spawned
   read -ra before < <(head -1 /proc/stat)
+  spawned=$(date +%s%N)
   start_lone "$1" restart
   read -ra after < <(head -1 /proc/stat)
   read -ra proc <"/proc/$LONE/stat"
@@ -70,8 +75,28 @@ restart_on_copy() {
   ms=$(grep -o 'opened in [0-9.]*' "$WORK/restart.log" | awk '{print $3}')
   tail=$(grep -o "last [0-9]* bytes were only in" "$WORK/restart.log" | awk '{print $2}')
   echo "$ms $((proc[13] + proc[14])) $((after[8] - before[8])) ${tail:-0}"
+  [ -z "${BEHIND:-}" ] || redo_behind "$1" "$spawned" >&2
   redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
   wait "$LONE" 2>/dev/null || true
+}
+
+# BEHIND=1's measurements of the restart of $1 spawned at $2 (ns).
+redo_behind() {
+  local gets=(-p "$PORT" -t get -r 100000 -n 5000 -c 1 -P 1 -d 4096)
+  local during left done_at proc after
+  during=$(benchmark "${gets[@]}")
+  left=$(pages_left_to_redo)
+  for _ in $(seq 3000); do [ "$(pages_left_to_redo)" = 0 ] && break; sleep 0.01; done
+  done_at=$(date +%s%N)
+  read -ra proc <"/proc/$LONE/stat"
+  after=$(benchmark "${gets[@]}")
+  echo "  $(basename "$1"): GETs after the first reply: $during ($left pages then left to redo);" \
+    "redo done $(((done_at - $2) / 1000000)) ms after the spawn, $((proc[13] + proc[14])) ticks" \
+    "of CPU; GETs then: $after"
+}
+
+pages_left_to_redo() {
+  redis-cli -p "$PORT" info persistence | tr -d '\r' | awk -F: '/^tailstore_pages_left_to_redo:/ {print $2}'
 }
 
 MODE=$([ -n "${COLD:-}" ] && echo "cold page cache" || echo "warm page cache")
