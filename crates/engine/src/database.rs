@@ -382,7 +382,9 @@ impl Database {
         log.release(meta.checkpoint_lsn)?;
         let catalog = Catalog::open(tables, &pool)?;
         recovery::rebuild_free_pages(&pool, &catalog)?;
-        let pending = if config.redo_at_first_load {
+        // With nothing left (a clean shutdown, or every page the log changed was needed to
+        // open the trees), no load need ask.
+        let pending = if config.redo_at_first_load && pending.remaining() > 0 {
             Some(pending)
         } else {
             pending.finish(&pool, pending_redo::OPEN_LOADERS)?;
