@@ -45,9 +45,9 @@ use tailstore_storage::{BufferPool, Page, PageId, PageIdMap, PageOp, PendingRedo
 use crate::error::{EngineError, Result};
 use crate::wal::{self, WalRecord};
 
-/// Records kept after they were read: the pages a record changes are mostly loaded one after
-/// another (by a transaction's descent, or by [`PendingPages::finish`] in page order of
-/// records that are close in the log), so each record is read once rather than once per page.
+/// Records kept after they were read: the pages one record changes are often loaded close
+/// together (a transaction loads the leaves it reads one after another), and each is redone
+/// from that record.
 const RECENT_RECORDS: usize = 64;
 
 /// Threads that load pending pages when the open finishes the redo itself: after a power cut
@@ -125,7 +125,7 @@ pub struct PendingPages {
     /// Per page still to redo, its changes from the checkpoint on, in LSN order.
     pages: Mutex<PageIdMap<Vec<Change>>>,
     /// The copied changes' bytes.
-    copies: Box<[u8]>,
+    copies: Vec<u8>,
     recent: Mutex<RecentRecords>,
 }
 
@@ -134,7 +134,7 @@ impl PendingPages {
         PendingPages {
             log,
             pages: Mutex::new(changes.pages),
-            copies: changes.copies.into_boxed_slice(),
+            copies: changes.copies,
             recent: Mutex::new(RecentRecords::default()),
         }
     }
