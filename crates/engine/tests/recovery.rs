@@ -1128,15 +1128,18 @@ fn power_cut_while_redoing_unsynced_records_fsync() {
 }
 
 #[test]
-#[cfg_attr(
-    feature = "planted-recovery-trusts-the-crash",
-    should_panic(expected = "no prefix of the commits")
-)]
 fn power_cut_while_redoing_unsynced_records_buffer() {
     power_cut_while_redoing_unsynced_records(CommitMode::Buffer, 43);
 }
 
+// Since redo runs after the log's repair (decision 95), `buffer`'s repair syncs the log file
+// before redo writes a page, and so does the simulator's `set_len` in `fsync`: the planted bug
+// shows in `pmem-log`, whose repair flushes nothing below the end.
 #[test]
+#[cfg_attr(
+    feature = "planted-recovery-trusts-the-crash",
+    should_panic(expected = "no prefix of the commits")
+)]
 fn power_cut_while_redoing_unsynced_records_pmem_log() {
     power_cut_while_redoing_unsynced_records(CommitMode::PmemLog, 44);
 }
