@@ -1132,9 +1132,9 @@ fn power_cut_while_redoing_unsynced_records_buffer() {
     power_cut_while_redoing_unsynced_records(CommitMode::Buffer, 43);
 }
 
-// Since redo runs after the log's repair (decision 95), `buffer`'s repair syncs the log file
-// before redo writes a page, and so does the simulator's `set_len` in `fsync`: the planted bug
-// shows in `pmem-log`, whose repair flushes nothing below the end.
+// Since redo runs after the log's repair (decision 95), the repair syncs the log file before
+// redo writes a page in `buffer` (`sync_data`) and in `fsync` (`set_len` syncs the file): the
+// planted bug shows in `pmem-log`, whose repair flushes nothing below the end.
 #[test]
 #[cfg_attr(
     feature = "planted-recovery-trusts-the-crash",
