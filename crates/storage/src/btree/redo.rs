@@ -353,7 +353,12 @@ impl Redo {
 
 /// Decodes the ops in `bytes` (as written by [`Redo`]); an error names what is malformed.
 pub fn decode(bytes: &[u8]) -> std::result::Result<Vec<PageOp<'_>>, String> {
-    Ok(decode_spans(bytes)?.into_iter().map(|(op, _)| op).collect())
+    let mut ops = Vec::new();
+    let mut cursor = Cursor { bytes, at: 0 };
+    while cursor.at < bytes.len() {
+        ops.push(decode_one(&mut cursor)?);
+    }
+    Ok(ops)
 }
 
 /// [`decode`], with the bytes each op was decoded from: any of them, concatenated in their
