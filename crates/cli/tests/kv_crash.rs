@@ -285,6 +285,64 @@ fn planted_early_reply_is_caught() {
     }
 }
 
+/// A restart that leaves pages to redo at their first use says so when it opens, and says
+/// again once the first checkpoint has redone the rest; INFO then has nothing left to redo.
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn a_restart_says_when_its_background_redo_is_done() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = support::pmem_dir();
+    let pmem = shm.path().join("kv.pmem");
+    let mut server = start(dir.path(), "buffer", &pmem);
+    let mut client = Client::connect(server.address).expect("connect");
+    // 5,000-byte values (sequence number 15), 10 MB: checkpoints during the writes, trees
+    // deeper than their roots, so that the open needs only some of the pages to redo.
+    for i in 0..2_000u64 {
+        let key = format!("key:{i}");
+        let reply = client.call(&[b"SET", key.as_bytes(), &value_of(&key, 15)]);
+        assert_eq!(reply, Value::Simple(b"OK".to_vec()), "SET {key}");
+    }
+    server.child.kill().expect("SIGKILL");
+    let _ = server.child.wait();
+
+    let server = start(dir.path(), "buffer", &pmem);
+    let opened = server.said.join("\n");
+    let left: u64 = opened
+        .split(" pages to redo, each at its first use")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the open left no pages to redo: {opened}"));
+    let done = server
+        .says_within("the restart's redo is done", Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no word of the background redo ({left} pages left)"));
+    let redone: u64 = done
+        .split("redid the ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no page count in {done:?}"));
+    assert!(redone <= left, "{done} ({left} pages left at the open)");
+    let mut client = Client::connect(server.address).expect("connect");
+    let info = match client.call(&[b"INFO", b"persistence"]) {
+        Value::Bulk(text) => String::from_utf8(text).expect("INFO is text"),
+        other => panic!("INFO answered {other:?}"),
+    };
+    assert!(
+        info.contains("tailstore_pages_left_to_redo:0\r\n"),
+        "{info}"
+    );
+    assert!(
+        info.contains(&format!("tailstore_background_redo_pages:{redone}\r\n")),
+        "{info}"
+    );
+    let key = "key:1999";
+    assert_eq!(
+        client.call(&[b"GET", key.as_bytes()]),
+        Value::Bulk(value_of(key, 15))
+    );
+}
+
 /// Deadlines are stored with the keys: after a SIGKILL and a restart, a key with a TTL still
 /// has it and still expires on time, and a key without one keeps none.
 #[cfg(not(feature = "planted-early-reply"))]

@@ -172,9 +172,38 @@ pub struct EngineStats {
     /// Point reads that found a writer in their way, over every tree: where reads and writes
     /// of one table run side by side, how often a read had to try again or wait.
     pub read_contention: ReadContention,
-    /// Pages a restart left to redo at their first load ([`DbConfig::redo_at_first_load`])
-    /// that no command has needed yet; 0 once the first checkpoint has redone them.
-    pub pages_left_to_redo: u64,
+    /// Where the redo a restart left to first use stands ([`DbConfig::redo_at_first_load`]).
+    pub restart_redo: RestartRedo,
+}
+
+/// The redo a restart left to the background, as the first checkpoint after it finished it:
+/// the pages no command had needed by then, and the time their redo took.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BackgroundRedo {
+    pub pages: u64,
+    pub time: Duration,
+}
+
+/// Where the redo a restart left to first use stands ([`Database::restart_redo`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum RestartRedo {
+    /// The open redid every page itself (or had nothing to redo).
+    #[default]
+    AtOpen,
+    /// Pages the log changed wait for their first load or the first checkpoint.
+    Pending { pages_left: u64 },
+    /// The first checkpoint redid the pages still pending.
+    Finished(BackgroundRedo),
+}
+
+impl RestartRedo {
+    /// Pages that no command has needed yet and the first checkpoint has yet to redo.
+    pub fn pages_left(&self) -> u64 {
+        match self {
+            RestartRedo::Pending { pages_left } => *pages_left,
+            RestartRedo::AtOpen | RestartRedo::Finished(_) => 0,
+        }
+    }
 }
 
 impl EngineStats {
@@ -301,6 +330,8 @@ pub(crate) struct Shared {
     /// The pages recovery left to redo at their first load (`DbConfig::redo_at_first_load`),
     /// until a checkpoint redoes the rest.
     pending_redo: Mutex<Option<Arc<PendingPages>>>,
+    /// Set by the checkpoint that finishes `pending_redo`, before it clears it.
+    background_redo: Mutex<Option<BackgroundRedo>>,
     failure: Mutex<Option<String>>,
     checkpoint: Mutex<CheckpointState>,
     shutdown: Mutex<bool>,
@@ -421,6 +452,7 @@ impl Database {
             }),
             checkpoint_requested: AtomicBool::new(false),
             pending_redo: Mutex::new(pending),
+            background_redo: Mutex::new(None),
             shutdown: Mutex::new(false),
             wake: Condvar::new(),
             config,
@@ -537,6 +569,11 @@ impl Database {
 
     pub fn stats(&self) -> EngineStats {
         self.shared.stats()
+    }
+
+    /// Where the redo of the last restart stands (see [`DbConfig::redo_at_first_load`]).
+    pub fn restart_redo(&self) -> RestartRedo {
+        self.shared.restart_redo()
     }
 
     /// The commit mode of the log.
@@ -957,9 +994,29 @@ impl Shared {
         let Some(pages) = self.pending_redo.lock().clone() else {
             return Ok(());
         };
+        let began = Instant::now();
+        let left = pages.remaining() as u64;
         pages.finish(&self.pool, 1)?;
+        *self.background_redo.lock() = Some(BackgroundRedo {
+            pages: left,
+            time: began.elapsed(),
+        });
         *self.pending_redo.lock() = None;
         Ok(())
+    }
+
+    fn restart_redo(&self) -> RestartRedo {
+        // Pending first: the redo's result is set before the pending pages are cleared, so
+        // once they are, the result is final.
+        if let Some(pages) = self.pending_redo.lock().as_ref() {
+            return RestartRedo::Pending {
+                pages_left: pages.remaining() as u64,
+            };
+        }
+        match *self.background_redo.lock() {
+            Some(done) => RestartRedo::Finished(done),
+            None => RestartRedo::AtOpen,
+        }
     }
 
     fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
@@ -1105,11 +1162,7 @@ impl Shared {
             checkpoint_room_waits: load(&c.checkpoint_room_waits),
             checkpoint_room_wait_time: Duration::from_nanos(load(&c.checkpoint_room_wait_ns)),
             read_contention: self.read_contention(),
-            pages_left_to_redo: self
-                .pending_redo
-                .lock()
-                .as_ref()
-                .map_or(0, |pages| pages.remaining() as u64),
+            restart_redo: self.restart_redo(),
         }
     }
 

@@ -112,6 +112,20 @@ impl Server {
         }
     }
 
+    /// The first line it says from now on, within `limit`, that contains `needle`; the
+    /// lines before it are dropped.
+    #[allow(dead_code)] // not every test binary that shares this module asks
+    pub fn says_within(&self, needle: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            if line.contains(needle) {
+                return Some(line);
+            }
+        }
+    }
+
     /// Waits (at most `limit`) for the process to exit; its status and the lines it said
     /// since it listened.
     pub fn exit_within(mut self, limit: Duration) -> (ExitStatus, Vec<String>) {

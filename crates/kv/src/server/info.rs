@@ -2,6 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
+use tailstore_engine::RestartRedo;
+
 use super::admin::REDIS_VERSION;
 use super::Shared;
 
@@ -86,6 +88,10 @@ fn memory(shared: &Shared) -> String {
 fn persistence(shared: &Shared) -> String {
     let config = &shared.config;
     let stats = shared.ks.database().stats();
+    let background_redo = match stats.restart_redo {
+        RestartRedo::Finished(done) => Some(done),
+        RestartRedo::AtOpen | RestartRedo::Pending { .. } => None,
+    };
     lines(&[
         ("loading", "0".into()),
         ("rdb_changes_since_last_save", "0".into()),
@@ -117,7 +123,19 @@ fn persistence(shared: &Shared) -> String {
         // has redone the rest.
         (
             "tailstore_pages_left_to_redo",
-            stats.pages_left_to_redo.to_string(),
+            stats.restart_redo.pages_left().to_string(),
+        ),
+        // What the first checkpoint redid of them, and its time; 0 until it has.
+        (
+            "tailstore_background_redo_pages",
+            background_redo.map_or(0, |done| done.pages).to_string(),
+        ),
+        (
+            "tailstore_background_redo_ms",
+            format!(
+                "{:.3}",
+                background_redo.map_or(0.0, |done| done.time.as_secs_f64() * 1e3)
+            ),
         ),
         ("tailstore_checkpoints", stats.checkpoints.to_string()),
         // Their time in all: set against the log between them, whether they keep up.

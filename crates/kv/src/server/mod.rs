@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use tailstore_engine::RestartRedo;
+
 use crate::Keyspace;
 
 /// What `tailstore serve` was asked for.
@@ -181,8 +183,12 @@ fn housekeeping(shared: &Shared) {
             last_failure = failure;
         }
     };
+    let mut redo_pending = true;
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(EXPIRY_PERIOD);
+        if redo_pending {
+            redo_pending = tell_when_redo_finished(shared);
+        }
         loop {
             match shared.ks.expire_due(EXPIRY_BATCH) {
                 Ok(removed) if removed == EXPIRY_BATCH => continue,
@@ -203,6 +209,24 @@ fn housekeeping(shared: &Shared) {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// Says once that the redo a restart left to the background is done (the open said how many
+/// pages it left); returns whether it is still to come.
+fn tell_when_redo_finished(shared: &Shared) -> bool {
+    match shared.ks.database().restart_redo() {
+        RestartRedo::Pending { .. } => true,
+        RestartRedo::AtOpen => false,
+        RestartRedo::Finished(done) => {
+            eprintln!(
+                "tailstore serve: the restart's redo is done: the first checkpoint redid the {} \
+                 pages no command had needed, in {:.1} ms",
+                done.pages,
+                done.time.as_secs_f64() * 1e3
+            );
+            false
         }
     }
 }
