@@ -33,7 +33,7 @@ use tailstore_storage::{PoolStats, PAGE_SIZE};
 use crate::args::ByteSize;
 use crate::latency::LatencySummary;
 use crate::report::{
-    default_scratch_parent, filesystem_of, group, log_medium, median_run, run_interleaved,
+    self, default_scratch_parent, filesystem_of, group, log_medium, median_run, run_interleaved,
     settle_disk, write_json,
 };
 use crate::CliResult;
@@ -398,14 +398,7 @@ fn plan(args: &BenchEngineArgs) -> CliResult<Plan> {
         .prefix("tailstore-bench-engine-")
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
-    let pmem_dir = match &args.pmem_dir {
-        Some(dir) if !dir.is_dir() => {
-            return Err(format!("--pmem-dir: directory does not exist: {}", dir.display()).into())
-        }
-        Some(dir) => dir.clone(),
-        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
-        None => scratch.path().to_path_buf(),
-    };
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), scratch.path())?;
     Ok(Plan {
         cases,
         rows: Rows {

@@ -25,6 +25,19 @@ pub fn default_scratch_parent() -> PathBuf {
     }
 }
 
+/// The directory of a benchmark's PMEM files: `--pmem-dir` if given (it must exist), else
+/// /dev/shm (tmpfs: emulated PMEM) when it exists, else `fallback`.
+pub fn pmem_dir(given: Option<&PathBuf>, fallback: &Path) -> CliResult<PathBuf> {
+    match given {
+        Some(dir) if !dir.is_dir() => {
+            Err(format!("--pmem-dir: directory does not exist: {}", dir.display()).into())
+        }
+        Some(dir) => Ok(dir.clone()),
+        None if Path::new("/dev/shm").is_dir() => Ok(PathBuf::from("/dev/shm")),
+        None => Ok(fallback.to_path_buf()),
+    }
+}
+
 /// Waits until the disk has written back everything earlier cases left dirty (the `sync`
 /// command: a system-wide flush), then gives it a moment to go quiet. Measured by `bench log`:
 /// without this, an `fsync` case that follows a case writing 400 MB/s saw 4 ms `fdatasync`s

@@ -154,6 +154,21 @@ fn bad_options_and_unreachable_servers_are_refused() {
     refused(&["kv", "compare", "--ratios", "120"], &["not a percentage"]);
 }
 
+/// Every benchmark that places PMEM files refuses a `--pmem-dir` that does not exist before
+/// it starts anything.
+#[test]
+fn benchmarks_refuse_a_missing_pmem_dir() {
+    let missing = "/nonexistent/tailstore-pmem";
+    let needle = format!("--pmem-dir: directory does not exist: {missing}");
+    for command in [
+        &["kv", "compare"][..],
+        &["bench", "engine"][..],
+        &["tpcc", "compare"][..],
+    ] {
+        refused(&[command, &["--pmem-dir", missing]].concat(), &[&needle]);
+    }
+}
+
 #[test]
 fn compare_passes_serve_args_to_every_tailstore_server() {
     // An option `serve` does not know: the server must refuse it, and the comparison must

@@ -11,7 +11,8 @@
 
 pub mod damage;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::{self, JoinHandle};
@@ -34,6 +35,34 @@ pub fn env_var(name: &str) -> String {
 pub fn child_exit(code: i32, why: String) -> ! {
     eprintln!("crash child: {why}");
     std::process::exit(code)
+}
+
+/// The child's line printer: each line sent is written to stdout and flushed at once, so that
+/// the parent sees an acknowledgement as soon as it is made (a line cut by the kill is never
+/// whole). When the parent has gone, nobody will kill the child: it exits.
+pub fn line_printer() -> mpsc::SyncSender<String> {
+    let (tx, rx) = mpsc::sync_channel::<String>(64);
+    thread::spawn(move || {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for line in rx {
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                std::process::exit(0);
+            }
+        }
+    });
+    tx
+}
+
+/// Where a test keeps a PMEM file named `name`: in /dev/shm (tmpfs, as a real run), else in
+/// `dir`.
+pub fn pmem_path(dir: &Path, name: &str) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.join(name)
+    } else {
+        dir.join(name)
+    }
 }
 
 /// Kills per test: `TAILSTORE_KILLS`, else `default`.

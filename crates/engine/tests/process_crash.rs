@@ -57,9 +57,8 @@
 //! the seed of the kill schedule.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -269,17 +268,7 @@ fn child_main() -> ! {
         .unwrap_or_else(|e| child_exit(3, format!("open failed: {e}")));
     let db = Arc::new(db);
 
-    let (tx, rx) = mpsc::sync_channel::<String>(64);
-    thread::spawn(move || {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        for line in rx {
-            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-                // The parent is gone: nobody will kill us.
-                std::process::exit(0);
-            }
-        }
-    });
+    let tx = tailstore_crash::line_printer();
     let say = |line: String| tx.send(line).expect("printer");
     let r = &report.recovery;
     say(format!(

@@ -19,10 +19,9 @@
 //! the seed of the kill schedule.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -137,17 +136,7 @@ fn child_main() -> ! {
         .unwrap_or_else(|e| child_exit(3, format!("open failed: {e}")));
     let log = Arc::new(log);
 
-    let (tx, rx) = mpsc::sync_channel::<String>(64);
-    thread::spawn(move || {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        for line in rx {
-            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-                // The parent is gone: nobody will kill us.
-                std::process::exit(0);
-            }
-        }
-    });
+    let tx = tailstore_crash::line_printer();
     tx.send(format!(
         "READY {} {} {}",
         recovery.start_lsn, recovery.end_lsn, recovery.records
@@ -217,12 +206,7 @@ impl Db {
             mode.name(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let shm = Path::new("/dev/shm");
-        let pmem = if shm.is_dir() {
-            shm.join(name)
-        } else {
-            dir.path().join(name)
-        };
+        let pmem = tailstore_crash::pmem_path(dir.path(), &name);
         Self { mode, dir, pmem }
     }
 

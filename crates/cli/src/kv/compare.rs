@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::bench::{run_bench, BenchConfig, BenchReport, Stop};
 use super::server::{free_port, on_path, reply_text, ServerProcess};
 use super::workload::{KeyPattern, Ratio};
-use crate::report::{default_scratch_parent, filesystem_of, group, settle_disk, write_json};
+use crate::report::{self, default_scratch_parent, filesystem_of, group, settle_disk, write_json};
 use crate::CliResult;
 
 /// The throughput settings: pipeline, connections per thread, threads.
@@ -351,10 +351,8 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
     if servers.is_empty() {
         return Err("--servers needs at least one server".into());
     }
-    for (flag, dir) in [("--dir", &args.dir), ("--pmem-dir", &args.pmem_dir)] {
-        if let Some(dir) = dir.as_ref().filter(|d| !d.is_dir()) {
-            return Err(format!("{flag}: directory does not exist: {}", dir.display()).into());
-        }
+    if let Some(dir) = args.dir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(format!("--dir: directory does not exist: {}", dir.display()).into());
     }
     for (flag, file) in [("--json", &args.json), ("--markdown", &args.markdown)] {
         if let Some(parent) = file
@@ -366,11 +364,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         }
     }
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
-    let pmem_dir = match &args.pmem_dir {
-        Some(dir) => dir.clone(),
-        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
-        None => parent.clone(),
-    };
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent)?;
     let tailstore = std::env::current_exe()
         .map_err(|e| format!("cannot find the tailstore executable: {e}"))?;
     Ok(Plan {

@@ -35,7 +35,8 @@ use super::run::{build_report, workers_phrase, RunReport, RunSetup};
 use super::{describe_open, load_pool_bytes, run_pool_bytes, ExecutionArgs, Instance, TuningArgs};
 use crate::args::ByteSize;
 use crate::report::{
-    default_scratch_parent, filesystem_of, group, log_medium, median_run, settle_disk, write_json,
+    self, default_scratch_parent, filesystem_of, group, log_medium, median_run, settle_disk,
+    write_json,
 };
 use crate::CliResult;
 
@@ -383,14 +384,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         return Err(format!("--markdown: directory does not exist: {}", parent.display()).into());
     }
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
-    let pmem_dir = match &args.pmem_dir {
-        Some(dir) if !dir.is_dir() => {
-            return Err(format!("--pmem-dir: directory does not exist: {}", dir.display()).into())
-        }
-        Some(dir) => dir.clone(),
-        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
-        None => parent.clone(),
-    };
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent)?;
     let scratch = tempfile::Builder::new()
         .prefix("tailstore-tpcc-compare-")
         .tempdir_in(&parent)

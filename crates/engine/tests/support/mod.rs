@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -344,12 +344,7 @@ impl TempDb {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let shm = Path::new("/dev/shm");
-        let pmem = if shm.is_dir() {
-            shm.join(name)
-        } else {
-            dir.path().join(name)
-        };
+        let pmem = tailstore_crash::pmem_path(dir.path(), &name);
         TempDb { dir, pmem }
     }
 
