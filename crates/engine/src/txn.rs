@@ -1057,7 +1057,8 @@ impl<'db> Transaction<'db> {
         let tree_limit = limit.saturating_add(own.len());
         let primary = tree.tree == 0;
         let mut seen = Vec::new();
-        let mut merged = BTreeMap::new();
+        // In scan order, as the tree gives them.
+        let mut found = Vec::new();
         self.tree(tree).btree.scan(
             as_ref(&lower),
             as_ref(&upper),
@@ -1073,42 +1074,31 @@ impl<'db> Transaction<'db> {
                     (0, value)
                 };
                 seen.push((key.to_vec(), version));
-                merged.insert(key.to_vec(), value.to_vec());
+                found.push((key.to_vec(), value.to_vec()));
                 true
             },
         )?;
         if primary && seen.iter().any(|(_, v)| *v == u64::MAX) {
             return Err(EngineError::Corrupt("a row without its version".into()));
         }
-        // When the tree's answer was cut at the limit, own writes beyond its last key are
-        // out of sight: the tree may hold more pairs before them.
-        let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
-        let schema = &self.tables[tree.table].state().schema;
-        for (key, op) in own {
-            let beyond = match (&frontier, direction) {
-                (Some(Some(last)), ScanDirection::Ascending) => key > *last,
-                (Some(Some(last)), ScanDirection::Descending) => key < *last,
-                _ => false,
-            };
-            match op {
-                WriteOp::Put(value) if !beyond => {
-                    merged.insert(key, value);
-                }
-                WriteOp::Put(_) => {}
-                WriteOp::Delete => {
-                    merged.remove(&key);
-                }
-                // A patched row is in sight if the tree returned it (it exists: the patch
-                // read so); it shows with the patch applied.
-                WriteOp::Patch(patch) => {
-                    if let Some(value) = merged.get_mut(&key) {
-                        let mut row = schema.decode_row(&key, value)?;
-                        patch.apply(schema, &mut row)?;
-                        *value = schema.encode_value(&row)?;
-                    }
-                }
-            }
-        }
+        let out = if own.is_empty() {
+            // The tree's pairs are the answer: within the limit, and in order, each key once
+            // (`BTree::scan`, "Scans, leaf by leaf"), which the merge's map used to ensure.
+            debug_assert!(
+                found.windows(2).all(|pair| match direction {
+                    ScanDirection::Ascending => pair[0].0 < pair[1].0,
+                    ScanDirection::Descending => pair[0].0 > pair[1].0,
+                }),
+                "a tree scan returned keys out of order or twice"
+            );
+            found
+        } else {
+            // When the tree's answer was cut at the limit, own writes beyond its last key are
+            // out of sight: the tree may hold more pairs before them.
+            let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
+            let schema = &self.tables[tree.table].state().schema;
+            merge_own_writes(found, own, frontier, direction, schema, limit)?
+        };
         self.scans.push(RangeRead {
             tree,
             lower,
@@ -1117,11 +1107,6 @@ impl<'db> Transaction<'db> {
             limit: tree_limit,
             seen,
         });
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = match direction {
-            ScanDirection::Ascending => merged.into_iter().collect(),
-            ScanDirection::Descending => merged.into_iter().rev().collect(),
-        };
-        out.truncate(limit);
         Ok(out)
     }
 
@@ -1407,6 +1392,52 @@ fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// The pairs a scan `found` in the tree (in scan order) with the transaction's `own` writes
+/// in its range applied, in scan order, at most `limit` of them. `frontier` is set when the
+/// tree's answer was cut at its limit: `Some(last key)`, beyond which own puts stay out of
+/// sight.
+fn merge_own_writes(
+    found: Vec<(Vec<u8>, Vec<u8>)>,
+    own: Vec<(Vec<u8>, WriteOp)>,
+    frontier: Option<Option<Vec<u8>>>,
+    direction: ScanDirection,
+    schema: &Schema,
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = found.into_iter().collect();
+    for (key, op) in own {
+        let beyond = match (&frontier, direction) {
+            (Some(Some(last)), ScanDirection::Ascending) => key > *last,
+            (Some(Some(last)), ScanDirection::Descending) => key < *last,
+            _ => false,
+        };
+        match op {
+            WriteOp::Put(value) if !beyond => {
+                merged.insert(key, value);
+            }
+            WriteOp::Put(_) => {}
+            WriteOp::Delete => {
+                merged.remove(&key);
+            }
+            // A patched row is in sight if the tree returned it (it exists: the patch
+            // read so); it shows with the patch applied.
+            WriteOp::Patch(patch) => {
+                if let Some(value) = merged.get_mut(&key) {
+                    let mut row = schema.decode_row(&key, value)?;
+                    patch.apply(schema, &mut row)?;
+                    *value = schema.encode_value(&row)?;
+                }
+            }
+        }
+    }
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = match direction {
+        ScanDirection::Ascending => merged.into_iter().collect(),
+        ScanDirection::Descending => merged.into_iter().rev().collect(),
+    };
+    out.truncate(limit);
+    Ok(out)
 }
 
 /// The positions in `writes` (sorted by tree id) of each tree's writes, in tree order.

@@ -277,9 +277,18 @@ pub(crate) fn int(value: &Value) -> Result<i64, Fault> {
 pub(crate) fn bytes(value: &Value) -> Result<&[u8], Fault> {
     match value {
         Value::Bytes(v) => Ok(v),
-        other => Err(Fault::corrupt(format!(
-            "expected a bytes column, found {}",
-            other.kind()
-        ))),
+        other => Err(not_bytes(other)),
     }
+}
+
+/// [`bytes`], moved out of `value` (left `Null`) rather than copied.
+pub(crate) fn take_bytes(value: &mut Value) -> Result<Vec<u8>, Fault> {
+    match std::mem::replace(value, Value::Null) {
+        Value::Bytes(v) => Ok(v),
+        other => Err(not_bytes(&other)),
+    }
+}
+
+fn not_bytes(value: &Value) -> Fault {
+    Fault::corrupt(format!("expected a bytes column, found {}", value.kind()))
 }

@@ -8,7 +8,7 @@
 use tailstore_engine::{KeyRange, Transaction};
 use tailstore_storage::{ScanDirection, Value, MAX_ENTRY};
 
-use super::meta::{bytes, int};
+use super::meta::{bytes, int, take_bytes};
 use super::Keyspace;
 use crate::command::Fault;
 
@@ -220,21 +220,19 @@ impl Keyspace {
     ) -> Result<FieldValues, Fault> {
         let rows = txn.scan(&self.parts, &range, direction, usize::MAX)?;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for row in &rows {
-            let field = bytes(&row[1])?;
-            let data = bytes(&row[3])?;
+        // The rows are dropped after this: a field's first part moves its bytes out.
+        for mut row in rows {
+            let data = take_bytes(&mut row[3])?;
             match out.last_mut() {
-                Some((last, value)) if last.as_slice() == field => match direction {
-                    ScanDirection::Ascending => value.extend_from_slice(data),
-                    ScanDirection::Descending => {
-                        value.splice(0..0, data.iter().copied()).for_each(drop)
-                    }
+                Some((last, value)) if last.as_slice() == bytes(&row[1])? => match direction {
+                    ScanDirection::Ascending => value.extend_from_slice(&data),
+                    ScanDirection::Descending => value.splice(0..0, data).for_each(drop),
                 },
                 _ => {
                     if out.len() == limit {
                         break;
                     }
-                    out.push((field.to_vec(), data.to_vec()));
+                    out.push((take_bytes(&mut row[1])?, data));
                 }
             }
         }
