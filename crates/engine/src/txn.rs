@@ -1082,8 +1082,9 @@ impl<'db> Transaction<'db> {
             return Err(EngineError::Corrupt("a row without its version".into()));
         }
         let out = if own.is_empty() {
-            // The tree's pairs are the answer: within the limit, and in order, each key once
-            // (`BTree::scan`, "Scans, leaf by leaf"), which the merge's map used to ensure.
+            // The tree's pairs are the answer as they come: within the limit, and in order,
+            // each key once (`BTree::scan`, "Scans, leaf by leaf"), so no map has to sort
+            // them (decision 96).
             debug_assert!(
                 found.windows(2).all(|pair| match direction {
                     ScanDirection::Ascending => pair[0].0 < pair[1].0,
