@@ -28,7 +28,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -41,10 +41,7 @@ const WRITERS: usize = 3;
 const IN_FLIGHT: usize = 4;
 
 fn kills() -> usize {
-    std::env::var("TAILSTORE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50)
+    tailstore_crash::kills(50)
 }
 
 /// The value stored under `key`: long every 16th sequence number.
@@ -53,24 +50,43 @@ fn value_of(key: &str, seq: u64) -> Vec<u8> {
     key.bytes().cycle().take(len).collect()
 }
 
-fn start(dir: &Path, mode: &str, pmem: &Path) -> Server {
-    let (dir, pmem) = (support::path(dir), support::path(pmem));
-    Server::start(&[
-        "--threads",
-        "2",
-        "--buffer-pool",
-        "64MiB",
-        // Checkpoints during the short runs; in the PMEM modes they leave the pages of the
-        // last two MiB dirty, so that kills find redo starting before the last one.
-        "--checkpoint-log",
-        "1MiB",
-        "--db",
-        dir,
-        "--commit",
-        mode,
-        "--pmem",
-        pmem,
-    ])
+/// A database directory and a PMEM file (on /dev/shm when it can be) for one test's server.
+struct Place {
+    dir: tempfile::TempDir,
+    _shm: tempfile::TempDir,
+    pmem: PathBuf,
+}
+
+impl Place {
+    fn new() -> Place {
+        let shm = support::pmem_dir();
+        Place {
+            dir: tempfile::tempdir().expect("tempdir"),
+            pmem: shm.path().join("kv.pmem"),
+            _shm: shm,
+        }
+    }
+
+    /// The server in `mode` on this place's files.
+    fn start(&self, mode: &str) -> Server {
+        let (dir, pmem) = (support::path(self.dir.path()), support::path(&self.pmem));
+        Server::start(&[
+            "--threads",
+            "2",
+            "--buffer-pool",
+            "64MiB",
+            // Checkpoints during the short runs; in the PMEM modes they leave the pages of the
+            // last two MiB dirty, so that kills find redo starting before the last one.
+            "--checkpoint-log",
+            "1MiB",
+            "--db",
+            dir,
+            "--commit",
+            mode,
+            "--pmem",
+            pmem,
+        ])
+    }
 }
 
 /// What one writer thread did in one run.
@@ -201,15 +217,13 @@ fn keys_are_counted(client: &mut Client) -> Result<(), String> {
 
 /// Kills the server `kills` times under the write load; the first violation found, if any.
 fn crash_loop(mode: &str, kills: usize) -> Result<(), String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shm = support::pmem_dir();
-    let pmem = shm.path().join("kv.pmem");
+    let place = Place::new();
     let mut ledger = Ledger::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ mode.len() as u64;
     let mut restart_times = Vec::new();
     for kill in 0..kills {
         let started = Instant::now();
-        let mut server = start(dir.path(), mode, &pmem);
+        let mut server = place.start(mode);
         restart_times.push(started.elapsed());
         check(server.address, &ledger, mode, kill)?;
         seed ^= seed << 13;
@@ -240,7 +254,7 @@ fn crash_loop(mode: &str, kills: usize) -> Result<(), String> {
             *acked = (*acked).max(written.incr_max_ack);
         }
     }
-    let server = start(dir.path(), mode, &pmem);
+    let server = place.start(mode);
     check(server.address, &ledger, mode, kills)?;
     drop(server);
     restart_times.sort();
@@ -290,10 +304,8 @@ fn planted_early_reply_is_caught() {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn a_restart_says_when_its_background_redo_is_done() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shm = support::pmem_dir();
-    let pmem = shm.path().join("kv.pmem");
-    let mut server = start(dir.path(), "buffer", &pmem);
+    let place = Place::new();
+    let mut server = place.start("buffer");
     let mut client = Client::connect(server.address).expect("connect");
     // 5,000-byte values (sequence number 15), 10 MB: checkpoints during the writes, trees
     // deeper than their roots, so that the open needs only some of the pages to redo.
@@ -305,7 +317,7 @@ fn a_restart_says_when_its_background_redo_is_done() {
     server.child.kill().expect("SIGKILL");
     let _ = server.child.wait();
 
-    let server = start(dir.path(), "buffer", &pmem);
+    let server = place.start("buffer");
     let opened = server.said.join("\n");
     let left: u64 = opened
         .split(" pages to redo, each at its first use")
@@ -348,10 +360,8 @@ fn a_restart_says_when_its_background_redo_is_done() {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn expiry_survives_a_sigkill() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shm = support::pmem_dir();
-    let pmem = shm.path().join("kv.pmem");
-    let mut server = start(dir.path(), "buffer", &pmem);
+    let place = Place::new();
+    let mut server = place.start("buffer");
     let mut client = Client::connect(server.address).expect("connect");
     assert_eq!(
         client.call(&[b"SET", b"soon", b"v", b"PX", b"1500"]),
@@ -369,7 +379,7 @@ fn expiry_survives_a_sigkill() {
     server.child.kill().expect("SIGKILL");
     let _ = server.child.wait();
 
-    let server = start(dir.path(), "buffer", &pmem);
+    let server = place.start("buffer");
     let mut client = Client::connect(server.address).expect("connect");
     let ttl = |client: &mut Client, key: &[u8]| match client.call(&[b"PTTL", key]) {
         Value::Int(ms) => ms,

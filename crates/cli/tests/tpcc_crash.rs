@@ -36,10 +36,7 @@ mod support;
 use support::{path, tailstore, text};
 
 fn kills() -> usize {
-    std::env::var("TAILSTORE_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+    tailstore_crash::kills(5)
 }
 
 /// One acknowledged New-Order.
