@@ -1234,7 +1234,9 @@ impl<'db> Transaction<'db> {
     /// `scan`, run again, returns the same (key, version) pairs.
     fn check_scan_returns_the_same(&self, scan: &RangeRead) -> Result<()> {
         let primary = scan.tree.tree == 0;
-        let mut again = Vec::with_capacity(scan.seen.len());
+        // Compared pair by pair as the second scan goes, which stops at the first difference.
+        let mut visited = 0;
+        let mut same = true;
         self.tree(scan.tree).btree.scan(
             as_ref(&scan.lower),
             as_ref(&scan.upper),
@@ -1246,11 +1248,15 @@ impl<'db> Transaction<'db> {
                 } else {
                     0
                 };
-                again.push((key.to_vec(), version));
-                true
+                same = scan
+                    .seen
+                    .get(visited)
+                    .is_some_and(|(seen, v)| seen.as_slice() == key && *v == version);
+                visited += 1;
+                same
             },
         )?;
-        if again != scan.seen {
+        if !same || visited != scan.seen.len() {
             return Err(self.db.count_abort(AbortCause::Phantom));
         }
         Ok(())
