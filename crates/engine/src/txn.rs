@@ -634,20 +634,13 @@ impl<'db> Transaction<'db> {
         let schema = table.schema();
         let encode = |values: &[Value]| schema.primary_key_prefix(values);
         let (lower, upper) = byte_bounds(range, encode)?;
-        let entries = self.scan_tree(
-            TreeRef {
-                table: slot,
-                tree: 0,
-            },
-            lower,
-            upper,
-            direction,
-            limit,
-        )?;
-        entries
-            .iter()
-            .map(|(key, value)| Ok(schema.decode_row(key, value)?))
-            .collect()
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        self.scan_tree(tree, lower, upper, direction, limit, |key, value| {
+            Ok(schema.decode_row(key, value)?)
+        })
     }
 
     /// Rows whose key in secondary index `index` lies in `range` (bounds are prefixes of the
@@ -669,9 +662,11 @@ impl<'db> Transaction<'db> {
             table: slot,
             tree: 1 + position,
         };
-        let entries = self.scan_tree(tree, lower, upper, direction, limit)?;
-        let mut rows = Vec::with_capacity(entries.len());
-        for (index_key, _) in entries {
+        let index_keys = self.scan_tree(tree, lower, upper, direction, limit, |key, _| {
+            Ok(key.to_vec())
+        })?;
+        let mut rows = Vec::with_capacity(index_keys.len());
+        for index_key in index_keys {
             let pk = schema.primary_key_from_index_key(position, &index_key)?;
             let value = self.read_row(slot, pk)?.ok_or_else(|| {
                 EngineError::Corrupt(format!(
@@ -1025,7 +1020,9 @@ impl<'db> Transaction<'db> {
                 tree: 1 + i,
             };
             if !self
-                .scan_tree(tree, lower, upper, ScanDirection::Ascending, 1)?
+                .scan_tree(tree, lower, upper, ScanDirection::Ascending, 1, |_, _| {
+                    Ok(())
+                })?
                 .is_empty()
             {
                 let duplicate = EngineError::DuplicateKey(format!("{}.{}", table.name(), def.name));
@@ -1035,15 +1032,21 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
-    /// Scans a tree, merging this transaction's own writes, and records the scan.
-    fn scan_tree(
+    /// Scans a tree, merging this transaction's own writes, and records the scan: `take` of
+    /// each (key, value) of the answer, in scan order.
+    ///
+    /// Without own writes in the range, the tree's pairs are the answer as they come: within
+    /// the limit, and in order, each key once (`BTree::scan`, "Scans, leaf by leaf"), so
+    /// `take` sees them in place, with no copy and no map to sort them (decision 96).
+    fn scan_tree<T>(
         &mut self,
         tree: TreeRef,
         lower: ByteBound,
         upper: ByteBound,
         direction: ScanDirection,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        mut take: impl FnMut(&[u8], &[u8]) -> Result<T>,
+    ) -> Result<Vec<T>> {
         if is_empty_range(&lower, &upper) {
             return Ok(Vec::new()); // no key can ever be in it: nothing to validate either
         }
@@ -1057,8 +1060,10 @@ impl<'db> Transaction<'db> {
         let tree_limit = limit.saturating_add(own.len());
         let primary = tree.tree == 0;
         let mut seen = Vec::new();
-        // In scan order, as the tree gives them.
+        let mut taken = Vec::new();
+        // With own writes: the tree's pairs, in scan order, for the merge.
         let mut found = Vec::new();
+        let mut failure = None;
         self.tree(tree).btree.scan(
             as_ref(&lower),
             as_ref(&upper),
@@ -1067,39 +1072,49 @@ impl<'db> Transaction<'db> {
             |key, value| {
                 let (version, value) = if primary {
                     match split_version(value) {
-                        Ok((version, value)) => (version, value),
-                        Err(_) => (u64::MAX, value),
+                        Ok(split) => split,
+                        Err(_) => {
+                            failure =
+                                Some(EngineError::Corrupt("a row without its version".into()));
+                            return false;
+                        }
                     }
                 } else {
                     (0, value)
                 };
                 seen.push((key.to_vec(), version));
-                found.push((key.to_vec(), value.to_vec()));
-                true
+                if !own.is_empty() {
+                    found.push((key.to_vec(), value.to_vec()));
+                    return true;
+                }
+                match take(key, value) {
+                    Ok(item) => taken.push(item),
+                    Err(err) => failure = Some(err),
+                }
+                failure.is_none()
             },
         )?;
-        if primary && seen.iter().any(|(_, v)| *v == u64::MAX) {
-            return Err(EngineError::Corrupt("a row without its version".into()));
+        if let Some(err) = failure {
+            return Err(err);
         }
-        let out = if own.is_empty() {
-            // The tree's pairs are the answer as they come: within the limit, and in order,
-            // each key once (`BTree::scan`, "Scans, leaf by leaf"), so no map has to sort
-            // them (decision 96).
-            debug_assert!(
-                found.windows(2).all(|pair| match direction {
-                    ScanDirection::Ascending => pair[0].0 < pair[1].0,
-                    ScanDirection::Descending => pair[0].0 > pair[1].0,
-                }),
-                "a tree scan returned keys out of order or twice"
-            );
-            found
-        } else {
+        debug_assert!(
+            seen.windows(2).all(|pair| match direction {
+                ScanDirection::Ascending => pair[0].0 < pair[1].0,
+                ScanDirection::Descending => pair[0].0 > pair[1].0,
+            }),
+            "a tree scan returned keys out of order or twice"
+        );
+        if !own.is_empty() {
             // When the tree's answer was cut at the limit, own writes beyond its last key are
             // out of sight: the tree may hold more pairs before them.
             let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
             let schema = &self.tables[tree.table].state().schema;
-            merge_own_writes(found, own, frontier, direction, schema, limit)?
-        };
+            let merged = merge_own_writes(found, own, frontier, direction, schema, limit)?;
+            taken = merged
+                .iter()
+                .map(|(key, value)| take(key, value))
+                .collect::<Result<_>>()?;
+        }
         self.scans.push(RangeRead {
             tree,
             lower,
@@ -1108,7 +1123,7 @@ impl<'db> Transaction<'db> {
             limit: tree_limit,
             seen,
         });
-        Ok(out)
+        Ok(taken)
     }
 
     /// Step 1: lock the write set, in order, waiting only briefly for each key.
