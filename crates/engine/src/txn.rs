@@ -1037,7 +1037,10 @@ impl<'db> Transaction<'db> {
     ///
     /// Without own writes in the range, the tree's pairs are the answer as they come: within
     /// the limit, and in order, each key once (`BTree::scan`, "Scans, leaf by leaf"), so
-    /// `take` sees them in place, with no copy and no map to sort them (decision 96).
+    /// `take` sees them in place, with no copy and no map to sort them (decision 96). It then
+    /// runs with a leaf latched, so it must not read the tree (see [`BTree::scan`]).
+    ///
+    /// [`BTree::scan`]: tailstore_storage::BTree::scan
     fn scan_tree<T>(
         &mut self,
         tree: TreeRef,
