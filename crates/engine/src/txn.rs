@@ -1073,17 +1073,9 @@ impl<'db> Transaction<'db> {
             direction,
             tree_limit,
             |key, value| {
-                let (version, value) = if primary {
-                    match split_version(value) {
-                        Ok(split) => split,
-                        Err(_) => {
-                            failure =
-                                Some(EngineError::Corrupt("a row without its version".into()));
-                            return false;
-                        }
-                    }
-                } else {
-                    (0, value)
+                let Ok((version, value)) = scanned_version(primary, value) else {
+                    failure = Some(EngineError::Corrupt("a row without its version".into()));
+                    return false;
                 };
                 seen.push((key.to_vec(), version));
                 if !own.is_empty() {
@@ -1261,11 +1253,7 @@ impl<'db> Transaction<'db> {
             scan.direction,
             scan.limit,
             |key, value| {
-                let version = if primary {
-                    split_version(value).map(|(v, _)| v).unwrap_or(u64::MAX)
-                } else {
-                    0
-                };
+                let version = scanned_version(primary, value).map_or(u64::MAX, |(v, _)| v);
                 same = scan
                     .seen
                     .get(visited)
@@ -1487,6 +1475,16 @@ fn split_version(stored: &[u8]) -> Result<(u64, &[u8])> {
     let mut bytes = [0; VERSION_BYTES];
     bytes.copy_from_slice(version);
     Ok((u64::from_le_bytes(bytes), value))
+}
+
+/// A scanned entry's row version and value: a table's primary tree stores the version before
+/// the value; index entries have none (0).
+fn scanned_version(primary: bool, stored: &[u8]) -> Result<(u64, &[u8])> {
+    if primary {
+        split_version(stored)
+    } else {
+        Ok((0, stored))
+    }
 }
 
 fn as_ref(bound: &ByteBound) -> Bound<&[u8]> {
