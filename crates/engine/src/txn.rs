@@ -253,7 +253,42 @@ struct RangeRead {
     direction: ScanDirection,
     limit: usize,
     /// (key, version) as returned; index entries have version 0.
-    seen: Vec<(Vec<u8>, u64)>,
+    seen: SeenKeys,
+}
+
+/// The (key, version) pairs a scan returned, in scan order, the keys back to back in one
+/// buffer: validation compares a second scan with them, and a vector per key was one
+/// allocation per element of every LRANGE.
+#[derive(Default)]
+struct SeenKeys {
+    bytes: Vec<u8>,
+    /// Per pair, where its key ends in `bytes`, and its version.
+    ends: Vec<(usize, u64)>,
+}
+
+impl SeenKeys {
+    fn push(&mut self, key: &[u8], version: u64) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push((self.bytes.len(), version));
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, at: usize) -> Option<(&[u8], u64)> {
+        let (end, version) = *self.ends.get(at)?;
+        let start = at.checked_sub(1).map_or(0, |before| self.ends[before].0);
+        Some((&self.bytes[start..end], version))
+    }
+
+    fn last(&self) -> Option<(&[u8], u64)> {
+        self.len().checked_sub(1).and_then(|at| self.get(at))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).filter_map(|at| self.get(at).map(|(key, _)| key))
+    }
 }
 
 struct Write {
@@ -630,6 +665,34 @@ impl<'db> Transaction<'db> {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<Vec<Vec<Value>>> {
+        let mut rows = Vec::new();
+        self.scan_each(
+            table,
+            range,
+            direction,
+            limit,
+            |_| true,
+            |row| {
+                rows.push(row.iter_mut().map(std::mem::take).collect());
+                Ok(())
+            },
+        )?;
+        Ok(rows)
+    }
+
+    /// [`Transaction::scan`] without a vector per row: each row in turn is decoded into one
+    /// row reused from entry to entry, with only the columns `wanted` (the others `Null`, see
+    /// [`Schema::decode_row_into`]), and handed to `take`, which may move values out of it.
+    /// A list's 600 elements cost 600 row vectors and their unwanted keys' copies before.
+    pub fn scan_each(
+        &mut self,
+        table: &Table,
+        range: &KeyRange,
+        direction: ScanDirection,
+        limit: usize,
+        wanted: impl Fn(usize) -> bool,
+        mut take: impl FnMut(&mut [Value]) -> Result<()>,
+    ) -> Result<()> {
         let slot = self.slot(table);
         let schema = table.schema();
         let encode = |values: &[Value]| schema.primary_key_prefix(values);
@@ -638,9 +701,13 @@ impl<'db> Transaction<'db> {
             table: slot,
             tree: 0,
         };
+        let mut row = vec![Value::Null; schema.columns().len()];
         self.scan_tree(tree, lower, upper, direction, limit, |key, value| {
-            Ok(schema.decode_row(key, value)?)
-        })
+            row.fill(Value::Null);
+            schema.decode_row_into(key, value, &wanted, &mut row)?;
+            take(&mut row)
+        })?;
+        Ok(())
     }
 
     /// Rows whose key in secondary index `index` lies in `range` (bounds are prefixes of the
@@ -1062,7 +1129,7 @@ impl<'db> Transaction<'db> {
         // Own deletes may hide up to `own.len()` of the tree's pairs: read that many more.
         let tree_limit = limit.saturating_add(own.len());
         let primary = tree.tree == 0;
-        let mut seen = Vec::new();
+        let mut seen = SeenKeys::default();
         let mut taken = Vec::new();
         // With own writes: the tree's pairs, in scan order, for the merge.
         let mut found = Vec::new();
@@ -1077,7 +1144,7 @@ impl<'db> Transaction<'db> {
                     failure = Some(EngineError::Corrupt("a row without its version".into()));
                     return false;
                 };
-                seen.push((key.to_vec(), version));
+                seen.push(key, version);
                 if !own.is_empty() {
                     found.push((key.to_vec(), value.to_vec()));
                     return true;
@@ -1093,16 +1160,18 @@ impl<'db> Transaction<'db> {
             return Err(err);
         }
         debug_assert!(
-            seen.windows(2).all(|pair| match direction {
-                ScanDirection::Ascending => pair[0].0 < pair[1].0,
-                ScanDirection::Descending => pair[0].0 > pair[1].0,
-            }),
+            seen.keys()
+                .zip(seen.keys().skip(1))
+                .all(|pair| match direction {
+                    ScanDirection::Ascending => pair.0 < pair.1,
+                    ScanDirection::Descending => pair.0 > pair.1,
+                }),
             "a tree scan returned keys out of order or twice"
         );
         if !own.is_empty() {
             // When the tree's answer was cut at the limit, own writes beyond its last key are
             // out of sight: the tree may hold more pairs before them.
-            let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.clone()));
+            let frontier = (seen.len() == tree_limit).then(|| seen.last().map(|(k, _)| k.to_vec()));
             let schema = &self.tables[tree.table].state().schema;
             let merged = merge_own_writes(found, own, frontier, direction, schema, limit)?;
             taken = merged
@@ -1257,7 +1326,7 @@ impl<'db> Transaction<'db> {
                 same = scan
                     .seen
                     .get(visited)
-                    .is_some_and(|(seen, v)| seen.as_slice() == key && *v == version);
+                    .is_some_and(|(seen, v)| seen == key && v == version);
                 visited += 1;
                 same
             },

@@ -86,31 +86,60 @@ pub fn decode_tuple(bytes: &[u8]) -> Result<Vec<Value>, RowError> {
 /// Decodes the element starting at `*pos` and advances `*pos` past it.
 pub fn decode_value(bytes: &[u8], pos: &mut usize) -> Result<Value, RowError> {
     let start = *pos;
+    Ok(match element(bytes, pos)? {
+        Element::Null => Value::Null,
+        Element::Int(TAG_INT, v) => Value::Int(v),
+        Element::Int(TAG_DECIMAL, v) => Value::Decimal(v),
+        Element::Int(_, v) => Value::Timestamp(v),
+        Element::Escaped(TAG_TEXT, raw) => Value::Text(String::from_utf8(unescape(raw)).map_err(
+            |_| RowError::MalformedKey {
+                offset: start,
+                reason: "text is not UTF-8",
+            },
+        )?),
+        Element::Escaped(_, raw) => Value::Bytes(unescape(raw)),
+    })
+}
+
+/// Advances `*pos` past the element starting there, checking its framing (tag, length,
+/// escapes) as [`decode_value`] does, without building its value (and so without checking
+/// that text is UTF-8): a read that wants some of a key's columns walks over the others.
+pub fn skip_value(bytes: &[u8], pos: &mut usize) -> Result<(), RowError> {
+    element(bytes, pos).map(drop)
+}
+
+/// One element of a key, as it lies in the key's bytes.
+enum Element<'b> {
+    Null,
+    /// An integer-like element: its tag and value.
+    Int(u8, i64),
+    /// A string element: its tag and its escaped bytes, without the terminator.
+    Escaped(u8, &'b [u8]),
+}
+
+fn element<'b>(bytes: &'b [u8], pos: &mut usize) -> Result<Element<'b>, RowError> {
+    let start = *pos;
     let err = |offset, reason| RowError::MalformedKey { offset, reason };
     let tag = *bytes.get(start).ok_or(err(start, "missing element"))?;
     *pos = start + 1;
-    let read_i64 = |pos: &mut usize| -> Result<i64, RowError> {
-        let raw = bytes
-            .get(*pos..*pos + 8)
-            .ok_or(err(*pos, "truncated integer"))?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(raw);
-        *pos += 8;
-        Ok((u64::from_be_bytes(a) ^ (1 << 63)) as i64)
-    };
-    let value = match tag {
-        TAG_NULL => Value::Null,
-        TAG_INT => Value::Int(read_i64(pos)?),
-        TAG_DECIMAL => Value::Decimal(read_i64(pos)?),
-        TAG_TIMESTAMP => Value::Timestamp(read_i64(pos)?),
-        TAG_TEXT => {
-            let raw = read_escaped(bytes, pos)?;
-            Value::Text(String::from_utf8(raw).map_err(|_| err(start, "text is not UTF-8"))?)
+    Ok(match tag {
+        TAG_NULL => Element::Null,
+        TAG_INT | TAG_DECIMAL | TAG_TIMESTAMP => {
+            let raw = bytes
+                .get(*pos..*pos + 8)
+                .ok_or(err(*pos, "truncated integer"))?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(raw);
+            *pos += 8;
+            Element::Int(tag, (u64::from_be_bytes(a) ^ (1 << 63)) as i64)
         }
-        TAG_BYTES => Value::Bytes(read_escaped(bytes, pos)?),
+        TAG_TEXT | TAG_BYTES => {
+            let from = *pos;
+            skip_escaped(bytes, pos)?;
+            Element::Escaped(tag, &bytes[from..*pos - 2])
+        }
         _ => return Err(err(start, "unknown tag")),
-    };
-    Ok(value)
+    })
 }
 
 /// The byte length of the first `n` elements of `key` (so `&key[..len]` is their encoding
@@ -158,26 +187,22 @@ fn put_escaped(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
     out.extend_from_slice(&[0, 0]);
 }
 
-fn read_escaped(bytes: &[u8], pos: &mut usize) -> Result<Vec<u8>, RowError> {
-    let mut out = Vec::new();
+/// Moves `*pos` past an escaped string and its terminator (`00 00`), checking that every
+/// other zero byte is escaped (`00 FF`).
+fn skip_escaped(bytes: &[u8], pos: &mut usize) -> Result<(), RowError> {
+    let unterminated = || RowError::MalformedKey {
+        offset: bytes.len(),
+        reason: "unterminated string",
+    };
     loop {
-        let b = *bytes.get(*pos).ok_or(RowError::MalformedKey {
-            offset: *pos,
-            reason: "unterminated string",
-        })?;
-        *pos += 1;
-        if b != 0 {
-            out.push(b);
-            continue;
-        }
-        let next = *bytes.get(*pos).ok_or(RowError::MalformedKey {
-            offset: *pos,
-            reason: "unterminated string",
-        })?;
+        let rest = bytes.get(*pos..).unwrap_or_default();
+        let zero = rest.iter().position(|&b| b == 0).ok_or_else(unterminated)?;
+        *pos += zero + 1;
+        let next = *bytes.get(*pos).ok_or_else(unterminated)?;
         *pos += 1;
         match next {
-            0x00 => return Ok(out),
-            0xFF => out.push(0),
+            0x00 => return Ok(()),
+            0xFF => {}
             _ => {
                 return Err(RowError::MalformedKey {
                     offset: *pos - 1,
@@ -186,6 +211,20 @@ fn read_escaped(bytes: &[u8], pos: &mut usize) -> Result<Vec<u8>, RowError> {
             }
         }
     }
+}
+
+/// The bytes an escaped string (checked by [`skip_escaped`], terminator excluded) stands
+/// for: each `00 FF` is a zero byte.
+fn unescape(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut runs = raw.split(|&b| b == 0);
+    out.extend_from_slice(runs.next().unwrap_or_default());
+    for run in runs {
+        // Every zero but the terminator's is followed by its 0xFF.
+        out.push(0);
+        out.extend_from_slice(run.get(1..).unwrap_or_default());
+    }
+    out
 }
 
 /// Bytes reserved for a key before it is encoded: most keys (a few integers, a short

@@ -44,9 +44,11 @@ use crate::schema::{Column, ColumnType, Schema};
 pub const ROW_FORMAT_VERSION: u8 = 1;
 
 /// A column value. Integers of every width, decimals (scaled) and timestamps are `i64`s;
-/// the column's [`ColumnType`] says how to read them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// the column's [`ColumnType`] says how to read them. The default is `Null` (what
+/// `std::mem::take` leaves behind when a value is moved out of a row).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub enum Value {
+    #[default]
     Null,
     /// An INT32 or INT64 value.
     Int(i64),
@@ -319,17 +321,14 @@ impl Schema {
 
     /// Decodes a B+tree entry back into the full row, in column order.
     pub fn decode_row(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {
-        // The common case without intermediate vectors; anything wrong is decoded again by
-        // the plain path below, so that errors are exactly its errors.
-        self.decode_row_directly(key, value, |_| true)
-            .or_else(|_| self.decode_row_in_parts(key, value))
+        let mut row = vec![Value::Null; self.columns().len()];
+        self.decode_row_into(key, value, |_| true, &mut row)?;
+        Ok(row)
     }
 
     /// The values of `columns` (in that order) of the row stored as (`key`, `value`):
-    /// [`Schema::decode_row`] and then those columns, without decoding the other value
-    /// columns' text (a stock row carries eleven strings; a read of its quantity needs none).
-    /// The entry's layout (lengths, NULL bitmap, trailing bytes) is still checked, the text
-    /// of the other columns is not; an error is reported as `decode_row` reports it.
+    /// [`Schema::decode_row_into`] with just those columns wanted (a stock row carries eleven
+    /// strings; a read of its quantity needs none).
     pub fn decode_columns(
         &self,
         key: &[u8],
@@ -342,28 +341,58 @@ impl Schema {
                 "column {c} asked of a row of {width} columns"
             )));
         }
-        let wanted = |c: usize| columns.contains(&c);
-        let row = self
-            .decode_row_directly(key, value, wanted)
-            .or_else(|_| self.decode_row_in_parts(key, value))?;
+        let mut row = vec![Value::Null; width];
+        self.decode_row_into(key, value, |c| columns.contains(&c), &mut row)?;
         Ok(columns.iter().map(|&c| row[c].clone()).collect())
     }
 
-    /// [`Schema::decode_row`] decoding straight into the row (a lookup's hot path). Value
-    /// columns that are not `wanted` are left `Null` (key columns are always decoded: they
-    /// are few and short).
-    fn decode_row_directly(
+    /// [`Schema::decode_row`] into `row` (one value per column, each `Null`: a scan reuses
+    /// one row for all its entries), decoding only the columns `wanted`; the others stay
+    /// `Null`. The entry's layout (the key's tags, lengths and escapes, the value's lengths,
+    /// NULL bitmap and trailing bytes) is checked whole, the contents of the columns not
+    /// wanted are not (their text is not checked as UTF-8, nor a key column's value against
+    /// its type). An error is reported as `decode_row` reports it.
+    pub fn decode_row_into(
         &self,
         key: &[u8],
         value: &[u8],
         wanted: impl Fn(usize) -> bool,
-    ) -> Result<Vec<Value>, RowError> {
+        row: &mut [Value],
+    ) -> Result<(), RowError> {
+        arity(self.columns().len(), row.len())?;
+        debug_assert!(
+            row.iter().all(Value::is_null),
+            "a row to decode into is all NULL"
+        );
+        if self.decode_directly(key, value, &wanted, row).is_ok() {
+            return Ok(());
+        }
+        // The plain path's error (or, should it decode what the direct one refused, its row).
+        let full = self.decode_row_in_parts(key, value)?;
+        for (c, v) in full.into_iter().enumerate() {
+            row[c] = if wanted(c) { v } else { Value::Null };
+        }
+        Ok(())
+    }
+
+    /// [`Schema::decode_row_into`]'s common case, straight into the row without intermediate
+    /// vectors; an error here is only a sign that the plain path must say what is wrong.
+    fn decode_directly(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        wanted: impl Fn(usize) -> bool,
+        row: &mut [Value],
+    ) -> Result<(), RowError> {
         let columns = self.columns();
-        let mut row = vec![Value::Null; columns.len()];
         let mut pos = 0;
         for &c in self.primary_key() {
             if pos >= key.len() {
                 return Err(RowError::Malformed("key too short".into()));
+            }
+            if !wanted(c) {
+                crate::key::skip_value(key, &mut pos)?;
+                continue;
             }
             let v = crate::key::decode_value(key, &mut pos)?;
             v.check(&columns[c])?;
@@ -381,9 +410,8 @@ impl Schema {
             |i| &columns[value_columns[i]],
             |i| Some(value_columns[i]).filter(|&c| wanted(c)),
             value,
-            &mut row,
-        )?;
-        Ok(row)
+            row,
+        )
     }
 
     fn decode_row_in_parts(&self, key: &[u8], value: &[u8]) -> Result<Vec<Value>, RowError> {

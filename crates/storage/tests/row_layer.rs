@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use tailstore_media::sim::SimStorage;
 use tailstore_media::{OpenMode, Storage};
 use tailstore_storage::key::{
-    decode_tuple, encode_tuple, prefix_bounds, prefix_len, prefix_successor,
+    decode_tuple, decode_value, encode_tuple, prefix_bounds, prefix_len, prefix_successor,
+    skip_value,
 };
 use tailstore_storage::row::{decode_fields, RowError, Value};
 use tailstore_storage::schema::{Column, ColumnType, IndexDef, Schema};
@@ -141,6 +142,64 @@ proptest! {
         if let Ok(values) = decode_tuple(&bytes) {
             // Whatever decodes re-encodes to the same bytes (the encoding is canonical).
             prop_assert_eq!(encode_tuple(&values), bytes);
+        }
+    }
+
+    /// Walking over an element ends where decoding it ends, and fails where decoding fails,
+    /// with the same error, except that a walk does not look inside text for UTF-8.
+    #[test]
+    fn skipping_an_element_walks_as_far_as_decoding_it(
+        (a, _b) in two_tuples(),
+        noise in proptest::collection::vec(prop_oneof![Just(0u8), Just(0xFFu8), Just(0x20u8), any::<u8>()], 0..24),
+        at in any::<prop::sample::Index>(),
+        xor in 0u8..=255,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = encode_tuple(&a);
+        bytes.extend_from_slice(&noise);
+        let i = at.index(bytes.len());
+        bytes[i] ^= xor;
+        bytes.truncate(cut.index(bytes.len() + 1));
+        let (mut decoded_to, mut skipped_to) = (0, 0);
+        while decoded_to < bytes.len() {
+            let decoded = decode_value(&bytes, &mut decoded_to);
+            let skipped = skip_value(&bytes, &mut skipped_to);
+            match decoded {
+                Err(RowError::MalformedKey { reason: "text is not UTF-8", .. }) => {
+                    prop_assert!(skipped.is_ok());
+                }
+                Err(err) => {
+                    prop_assert_eq!(skipped, Err(err));
+                    break;
+                }
+                Ok(_) => prop_assert!(skipped.is_ok()),
+            }
+            prop_assert_eq!(decoded_to, skipped_to);
+        }
+    }
+
+    /// A projection of an entry whose key is damaged decodes what the full decode holds in
+    /// those columns, or fails; it fails wherever the key's framing is broken.
+    #[test]
+    fn decode_columns_of_a_damaged_key(
+        row in wide_row(),
+        columns in proptest::collection::vec(0usize..11, 0..6),
+        at in any::<prop::sample::Index>(),
+        xor in 1u8..=255,
+    ) {
+        let schema = wide_schema();
+        let (mut key, value) = schema.encode_row(&row).expect("valid row");
+        let i = at.index(key.len());
+        key[i] ^= xor;
+        let projected = schema.decode_columns(&key, &value, &columns);
+        if let Ok(full) = schema.decode_row(&key, &value) {
+            let picked: Vec<Value> = columns.iter().map(|&c| full[c].clone()).collect();
+            prop_assert_eq!(projected, Ok(picked));
+        } else if decode_tuple(&key).is_err() && !matches!(
+            decode_tuple(&key),
+            Err(RowError::MalformedKey { reason: "text is not UTF-8", .. })
+        ) {
+            prop_assert!(projected.is_err(), "a key with broken framing decoded");
         }
     }
 

@@ -20,6 +20,11 @@ pub const MAX_FIELD: usize = 256;
 /// Room left in an entry for the row's value header and the engine's version.
 const ROW_OVERHEAD: usize = 64;
 
+/// Columns of a `kv_parts` row: (owner, field, part) -> data, total.
+const FIELD: usize = 1;
+const DATA: usize = 3;
+const TOTAL: usize = 4;
+
 /// How many value bytes one part row of (owner, field) can hold.
 pub fn part_capacity(field: &[u8]) -> usize {
     MAX_ENTRY
@@ -129,12 +134,12 @@ impl Keyspace {
         let Some(first) = rows.next().flatten() else {
             return Ok(None);
         };
-        let total = usize::try_from(int(&first[4])?)
+        let total = usize::try_from(int(&first[TOTAL])?)
             .map_err(|_| Fault::corrupt("negative value length".to_string()))?;
         // Lengths are stored data: what one asks for is allocated as its parts arrive, not
         // before (a damaged total of 2^40 once aborted the process here).
         let mut value = Vec::with_capacity(total.min(PREALLOCATED));
-        value.extend_from_slice(bytes(&first[3])?);
+        value.extend_from_slice(bytes(&first[DATA])?);
         let mut part = 1;
         while value.len() < total {
             let row = match rows.next() {
@@ -142,7 +147,7 @@ impl Keyspace {
                 None => txn.get(&self.parts, &part_key(owner, field, part))?,
             };
             let row = row.ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
-            value.extend_from_slice(bytes(&row[3])?);
+            value.extend_from_slice(bytes(&row[DATA])?);
             part += 1;
         }
         if value.len() != total {
@@ -163,7 +168,7 @@ impl Keyspace {
         let Some(first) = txn.get(&self.parts, &part_key(owner, field, 0))? else {
             return Ok(None);
         };
-        Ok(Some(int(&first[4])?.max(0) as usize))
+        Ok(Some(int(&first[TOTAL])?.max(0) as usize))
     }
 
     /// Deletes the value under (owner, field); returns whether there was one.
@@ -218,26 +223,39 @@ impl Keyspace {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<FieldValues, Fault> {
-        let rows = txn.scan(&self.parts, &range, direction, usize::MAX)?;
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        // The rows are dropped after this: a field's first part moves its bytes out.
-        for mut row in rows {
-            let data = take_bytes(&mut row[3])?;
-            match out.last_mut() {
-                Some((last, value)) if last.as_slice() == bytes(&row[1])? => match direction {
-                    ScanDirection::Ascending => value.extend_from_slice(&data),
-                    ScanDirection::Descending => value.splice(0..0, data).for_each(drop),
-                },
-                _ => {
-                    if out.len() == limit {
-                        break;
-                    }
-                    out.push((take_bytes(&mut row[1])?, data));
-                }
+        let mut out: FieldValues = Vec::new();
+        let mut torn = None;
+        let wanted = |column| column == FIELD || column == DATA;
+        txn.scan_each(&self.parts, &range, direction, usize::MAX, wanted, |row| {
+            if torn.is_none() {
+                torn = add_part(&mut out, row, direction, limit).err();
             }
-        }
-        Ok(out)
+            Ok(())
+        })?;
+        torn.map_or(Ok(out), Err)
     }
+}
+
+/// Adds a scanned part row to `out`: to the last value if the row is of the same field,
+/// else as the next (field, value) pair, unless `out` already holds `limit` of them. The
+/// bytes are moved out of the row (the scan reuses it for the next one).
+fn add_part(
+    out: &mut FieldValues,
+    row: &mut [Value],
+    direction: ScanDirection,
+    limit: usize,
+) -> Result<(), Fault> {
+    let data = take_bytes(&mut row[DATA])?;
+    let field = bytes(&row[FIELD])?;
+    if let Some((_, value)) = out.last_mut().filter(|(last, _)| last.as_slice() == field) {
+        match direction {
+            ScanDirection::Ascending => value.extend_from_slice(&data),
+            ScanDirection::Descending => value.splice(0..0, data).for_each(drop),
+        }
+    } else if out.len() < limit {
+        out.push((take_bytes(&mut row[FIELD])?, data));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
