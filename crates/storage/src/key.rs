@@ -90,6 +90,7 @@ pub fn decode_value(bytes: &[u8], pos: &mut usize) -> Result<Value, RowError> {
         Element::Null => Value::Null,
         Element::Int(TAG_INT, v) => Value::Int(v),
         Element::Int(TAG_DECIMAL, v) => Value::Decimal(v),
+        // `element` gives `Int` for the three integer tags only.
         Element::Int(_, v) => Value::Timestamp(v),
         Element::Escaped(TAG_TEXT, raw) => Value::Text(String::from_utf8(unescape(raw)).map_err(
             |_| RowError::MalformedKey {

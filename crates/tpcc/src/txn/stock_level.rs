@@ -64,16 +64,31 @@ pub fn stock_level(
         Bound::Included(vec![w.clone(), d.clone(), id(first)]),
         Bound::Excluded(vec![w.clone(), d, id(next)]),
     );
-    let lines = txn.scan(
+    // Only each line's item is decoded: a line also carries 24 characters of district info.
+    let mut items = BTreeSet::new();
+    let mut bad_line = None;
+    let item_only = |column| column == ol::OL_I_ID;
+    txn.scan_each(
         &tables.order_line,
         &range,
         ScanDirection::Ascending,
         usize::MAX,
+        item_only,
+        |line| {
+            match line.int(ol::OL_I_ID) {
+                Ok(item) => {
+                    items.insert(item);
+                }
+                Err(err) => {
+                    bad_line.get_or_insert(err);
+                }
+            }
+            Ok(())
+        },
     )?;
-    let items = lines
-        .iter()
-        .map(|line| line.int(ol::OL_I_ID))
-        .collect::<Result<BTreeSet<i64>>>()?;
+    if let Some(err) = bad_line {
+        return Err(err);
+    }
     let mut low_stock = 0;
     for i_id in items {
         let s = must_get_columns(
