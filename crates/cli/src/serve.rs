@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tailstore_engine::{Database, DbConfig};
+use tailstore_engine::DbConfig;
 use tailstore_kv::server::{Server, ServerConfig};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
 use crate::args::ByteSize;
 use crate::report::log_medium;
-use crate::tpcc::{set_pmem_log_region, TuningArgs};
+use crate::tpcc::{open_database, set_pmem_log_region, TuningArgs};
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -108,8 +108,7 @@ const PMEM_LOG_REGION: usize = 768 << 20;
 pub fn run(args: &ServeArgs) -> CliResult<()> {
     validate(args)?;
     let config = db_config(args);
-    let (db, report) = Database::open(config.clone())
-        .map_err(|e| format!("cannot open the database in {}: {e}", args.db.display()))?;
+    let (db, report) = open_database(config.clone())?;
     let recovery = report.recovery.elapsed;
     let medium = log_medium(db.log(), &config.log);
     let mut restored = match report.recovery.pmem_tail_bytes {

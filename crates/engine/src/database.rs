@@ -37,7 +37,7 @@ pub struct DbConfig {
     pub data_dir: PathBuf,
     /// The log: commit mode, log directory, PMEM file, buffer sizes.
     pub log: LogConfig,
-    /// Memory for cached pages (rounded down to whole 8 KiB pages, at least 16).
+    /// Memory for cached pages (rounded down to whole 16 KiB pages, at least 16).
     pub buffer_pool_bytes: usize,
     /// A checkpoint runs at least this often (`None`: only by log volume and at close).
     pub checkpoint_interval: Option<Duration>,
@@ -115,8 +115,8 @@ impl DbConfig {
     }
 }
 
-/// Default slots of the double-write area: 32 MiB of PMEM, a data-file sync every 2,048
-/// page writes at most. A checkpoint that writes more than that syncs more often than once,
+/// Default slots of the double-write area: 64 MiB of PMEM (16 KiB pages), a data-file sync
+/// every 2,048 page writes (32 MiB) at most. A checkpoint that writes more than that syncs more often than once,
 /// a small part of its time; a workload that evicts dirty pages all the time pays more (see
 /// ARCHITECTURE.md, decision 61, and `--doublewrite-size`).
 pub const DEFAULT_DOUBLEWRITE_SLOTS: usize = 4096;
@@ -663,7 +663,8 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
         if !log_exists {
             let file = storage.open_file(&data, OpenMode::Existing)?;
             let meta = match Meta::read_latest(file.as_ref()) {
-                Err(_) if holds_only_meta_pages(file.as_ref())? => {
+                // Only a meta page found damaged: another page size is refused, not rewritten.
+                Err(EngineError::Corrupt(_)) if holds_only_meta_pages(file.as_ref())? => {
                     write_first_meta(file.as_ref())?;
                     storage.sync_dir(&config.data_dir)?;
                     return Ok(true);

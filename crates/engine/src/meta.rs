@@ -15,7 +15,8 @@
 //! offset size field
 //!      0    8 magic           "TSDBMETA"
 //!      8    4 format          FORMAT (1)
-//!     12    4 reserved        zero
+//!     12    4 page_size       PAGE_SIZE of the build that wrote it (zero in files written
+//!                             before it was recorded, all of 8,192-byte pages)
 //!     16    8 seq             checkpoint number, from 1
 //!     24    8 checkpoint_lsn  redo starts here: every change logged below it is in the file
 //!     32    8 page_count      pages in use or free below this page number (a record of
@@ -40,6 +41,10 @@ pub const FIRST_DATA_PAGE: u64 = 2 * SLOT_PAGES;
 const MAGIC: &[u8; 8] = b"TSDBMETA";
 const FORMAT: u32 = 1;
 const FIXED: usize = 48;
+/// The page size of files whose meta record has zero at `page_size`.
+const UNRECORDED_PAGE_SIZE: usize = 8192;
+/// Page sizes a meta record is believed to name; anything else is damage.
+const PLAUSIBLE_PAGE_SIZES: std::ops::RangeInclusive<usize> = 4096..=(1 << 20);
 const PAYLOAD: usize = PAGE_SIZE - HEADER_SIZE;
 /// Largest catalog a slot holds.
 pub const MAX_CATALOG: usize = SLOT_PAGES as usize * PAYLOAD - FIXED;
@@ -64,7 +69,7 @@ impl Meta {
         let mut out = Vec::with_capacity(FIXED + self.catalog.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(PAGE_SIZE as u32).to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&self.checkpoint_lsn.to_le_bytes());
         out.extend_from_slice(&self.page_count.to_le_bytes());
@@ -82,6 +87,9 @@ impl Meta {
         }
         if u32_at(8) != FORMAT {
             return Err(format!("unsupported meta format {}", u32_at(8)));
+        }
+        if recorded_page_size(bytes) != PAGE_SIZE {
+            return Err(format!("records {}-byte pages", recorded_page_size(bytes)));
         }
         let len = u32_at(40) as usize;
         let catalog = bytes
@@ -116,6 +124,7 @@ impl Meta {
 
     /// The valid slot with the highest `seq`, or an error saying why neither is valid.
     pub fn read_latest(file: &dyn File) -> Result<Meta> {
+        check_page_size(file)?;
         let slots = [Self::read_slot(file, 0), Self::read_slot(file, 1)];
         let best = slots
             .iter()
@@ -165,4 +174,35 @@ impl Meta {
         }
         Self::decode(&bytes)
     }
+}
+
+/// The page size a meta record (the joined payloads, from `magic`) names.
+fn recorded_page_size(record: &[u8]) -> usize {
+    match u32::from_le_bytes([record[12], record[13], record[14], record[15]]) {
+        0 => UNRECORDED_PAGE_SIZE,
+        size => size as usize,
+    }
+}
+
+/// Refuses a data file written with another page size, naming both sizes (see the module
+/// documentation). Anything short of proof (no magic, an implausible size, a checksum that
+/// fails at the recorded size) is left to the slots' own checks.
+fn check_page_size(file: &dyn File) -> Result<()> {
+    let mut head = [0u8; HEADER_SIZE + FIXED];
+    if !file.read_exact_at(0, &mut head)? || &head[HEADER_SIZE..HEADER_SIZE + 8] != MAGIC {
+        return Ok(());
+    }
+    let recorded = recorded_page_size(&head[HEADER_SIZE..]);
+    if recorded == PAGE_SIZE || !PLAUSIBLE_PAGE_SIZES.contains(&recorded) {
+        return Ok(());
+    }
+    let mut image = vec![0u8; recorded];
+    if !file.read_exact_at(0, &mut image)? || !Page::checksum_holds(&image) {
+        return Ok(());
+    }
+    Err(EngineError::Open(format!(
+        "{} was written with {recorded}-byte pages and this build of tailstore uses \
+         {PAGE_SIZE}-byte pages; open it with a build of the same page size",
+        file.path()
+    )))
 }

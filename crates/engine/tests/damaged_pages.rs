@@ -547,7 +547,8 @@ fn damage_payload(payload: &mut [u8], rng: &mut Rng) -> String {
     }
     if choice == 1 && !fields.lengths.is_empty() {
         let i = fields.lengths[rng.below(fields.lengths.len() as u64) as usize];
-        let len = rng.pick(&[0u16, 1, 2001, 8160, 0xFFFF]);
+        let payload_len = (PAGE_SIZE - 32) as u16;
+        let len = rng.pick(&[0u16, 1, 2001, payload_len, 0xFFFF]);
         payload[i..i + 2].copy_from_slice(&len.to_le_bytes());
         return format!("length {len} at byte {i}");
     }

@@ -7,7 +7,7 @@
 //!   │            get / insert / update / delete / ordered scans, splits and merges
 //! buffer_pool  a bounded cache of pages: page table, per-frame latches, pins, CLOCK
 //!   │            eviction, the write-ahead hook before every dirty write, counters
-//! page         the 8 KiB page and its on-disk header: CRC32C, page id, page LSN, kind
+//! page         the 16 KiB page and its on-disk header: CRC32C, page id, page LSN, kind
 //!   │
 //! doublewrite  (PMEM commit modes) a persistent copy of each page before it is written in
 //!   │            place, from which a page torn by a power cut is restored at open

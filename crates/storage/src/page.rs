@@ -2,20 +2,20 @@
 //!
 //! # On-disk layout
 //!
-//! A page is [`PAGE_SIZE`] (8 KiB) bytes; page `n` of the data file lives at byte offset
+//! A page is [`PAGE_SIZE`] (16 KiB) bytes; page `n` of the data file lives at byte offset
 //! `n * PAGE_SIZE`. It starts with a 32-byte header, all integers little-endian:
 //!
 //! ```text
-//! offset size field
-//!      0    4 checksum  CRC32C of bytes 4..8192 (everything but this field)
-//!      4    1 kind      PageKind (0 is invalid, so a zeroed page never verifies)
-//!      5    3 reserved  zero
-//!      8    8 page_id   the page's own number: a page written to or read from the wrong
-//!                       offset fails verification
-//!     16    8 lsn       log position of the last change to the page; the write-ahead rule
-//!                       requires the log to be durable up to here before the page is written
-//!     24    8 reserved  zero
-//!     32 8160 payload   owned by the page's user (B+tree node, meta page, ...)
+//! offset  size field
+//!      0     4 checksum  CRC32C of bytes 4..16384 (everything but this field)
+//!      4     1 kind      PageKind (0 is invalid, so a zeroed page never verifies)
+//!      5     3 reserved  zero
+//!      8     8 page_id   the page's own number: a page written to or read from the wrong
+//!                        offset fails verification
+//!     16     8 lsn       log position of the last change to the page; the write-ahead rule
+//!                        requires the log to be durable up to here before the page is written
+//!     24     8 reserved  zero
+//!     32 16352 payload   owned by the page's user (B+tree node, meta page, ...)
 //! ```
 //!
 //! [`Page::seal`] stores the checksum just before a write; [`Page::verify`] checks checksum,
@@ -30,7 +30,7 @@ use std::mem::{offset_of, size_of};
 use crate::error::{Result, StorageError};
 
 /// Size of every page, in bytes.
-pub const PAGE_SIZE: usize = 8192;
+pub const PAGE_SIZE: usize = 16384;
 
 /// Size of the page header; the payload starts here.
 pub const HEADER_SIZE: usize = 32;
@@ -252,6 +252,14 @@ impl Page {
     /// The buffer a read fills; the caller must [`Page::verify`] afterwards.
     pub fn bytes_mut_for_read(&mut self) -> &mut [u8] {
         &mut self.bytes
+    }
+
+    /// Whether the checksum stored in `image`, a page of any size, covers it: how a file
+    /// written with another page size is recognised (see the engine's meta pages).
+    pub fn checksum_holds(image: &[u8]) -> bool {
+        image.len() > CHECKSUM_AT + 4
+            && u32::from_le_bytes([image[0], image[1], image[2], image[3]])
+                == Self::checksum_of(image)
     }
 
     fn checksum_of(bytes: &[u8]) -> u32 {

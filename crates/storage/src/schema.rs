@@ -157,7 +157,7 @@ pub enum SchemaError {
     InvalidType {
         column: String,
         ty: ColumnType,
-        reason: &'static str,
+        reason: String,
     },
     #[error("the primary key is empty")]
     EmptyPrimaryKey,
@@ -271,10 +271,10 @@ impl Schema {
 }
 
 fn check_type(column: &Column) -> Result<(), SchemaError> {
-    let invalid = |reason| SchemaError::InvalidType {
+    let invalid = |reason: &str| SchemaError::InvalidType {
         column: column.name.clone(),
         ty: column.ty,
-        reason,
+        reason: reason.to_string(),
     };
     match column.ty {
         ColumnType::Decimal { precision, scale } => {
@@ -287,9 +287,9 @@ fn check_type(column: &Column) -> Result<(), SchemaError> {
         }
         ColumnType::Char(0) => return Err(invalid("CHAR needs a length of at least 1")),
         ColumnType::Char(n) if n as usize > MAX_CHAR_LENGTH => {
-            return Err(invalid(
-                "CHAR is padded to its length, which must not exceed 2000",
-            ))
+            return Err(invalid(&format!(
+                "CHAR is padded to its length, which must not exceed {MAX_CHAR_LENGTH}"
+            )))
         }
         _ => {}
     }
@@ -432,7 +432,7 @@ mod tests {
             err(bad_scale, vec![0], vec![]),
             SchemaError::InvalidType { .. }
         ));
-        for n in [0, 2001] {
+        for n in [0, MAX_CHAR_LENGTH as u32 + 1] {
             let bad_char = vec![Column::new("s", ColumnType::Char(n))];
             assert!(matches!(
                 err(bad_char, vec![0], vec![]),

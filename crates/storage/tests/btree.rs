@@ -21,6 +21,10 @@ use tailstore_storage::{
 
 const DATA: &str = "/db/data";
 
+/// Key and value sizes here were chosen for 8 KiB pages and are multiplied by this, so that
+/// the trees keep the shapes (heights, entries per node) the tests expect at any page size.
+const SCALE: usize = PAGE_SIZE / 8192;
+
 fn pool(storage: &SimStorage, capacity: usize) -> Arc<BufferPool> {
     let file = storage
         .open_file(Path::new(DATA), OpenMode::CreateIfMissing)
@@ -255,7 +259,7 @@ proptest! {
     #[test]
     fn btree_bulk_load_then_drain(
         keys in prop::collection::btree_set(
-            (prop::collection::vec(any::<u8>(), 1..8), 0usize..1500),
+            (prop::collection::vec(any::<u8>(), 1..8), 0usize..1500 * SCALE),
             150..400,
         ),
         seed in any::<u64>(),
@@ -270,7 +274,7 @@ proptest! {
             if model.contains_key(&key) {
                 continue;
             }
-            let value = value_for(&key, 300, key.len());
+            let value = value_for(&key, 300 * SCALE, key.len());
             tree.insert(&key, &value).expect("insert");
             model.insert(key, value);
         }
@@ -523,7 +527,7 @@ fn reads_beside_a_logged_writer_wait_only_for_its_unfinished_change() {
 /// keys make a tree of height 3.
 fn wide_key(k: u32) -> Vec<u8> {
     let mut key = k.to_be_bytes().to_vec();
-    key.resize(400, b'k');
+    key.resize(400 * SCALE, b'k');
     key
 }
 
@@ -796,11 +800,12 @@ fn deep_tree_grows_to_height_three_and_shrinks_back() {
     keys.shuffle(&mut rng);
     let key = |k: u32| {
         let mut key = k.to_be_bytes().to_vec(); // big-endian: memcmp order = numeric order
-        key.resize(100, b'k');
+        key.resize(100 * SCALE, b'k');
         key
     };
     for &k in &keys {
-        tree.insert(&key(k), &[k as u8; 100]).expect("insert");
+        tree.insert(&key(k), &[k as u8; 100 * SCALE])
+            .expect("insert");
     }
     let shape = tree.check().expect("check");
     assert!(shape.height >= 3, "{shape:?}");
@@ -834,7 +839,7 @@ fn deep_tree_grows_to_height_three_and_shrinks_back() {
     let reopened = BTree::open(self::pool(&storage, 16), tree.root()).expect("open");
     assert_eq!(
         reopened.get(&key(4321)).expect("get"),
-        Some(vec![4321u32 as u8; 100])
+        Some(vec![4321u32 as u8; 100 * SCALE])
     );
     assert_eq!(reopened.check().expect("check"), shape);
 

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use tailstore_engine::{Database, DbConfig, OpenReport, DATA_FILE_NAME};
+use tailstore_engine::{Database, DbConfig, EngineError, OpenReport, DATA_FILE_NAME};
 use tailstore_log::format::HEADER_BYTES;
 use tailstore_log::CommitMode;
 
@@ -205,10 +205,11 @@ pub struct TuningArgs {
     pub pmem_log_size: Option<ByteSize>,
     /// buffer and pmem-log: size of the double-write area (PMEM_FILE.pages), which holds a
     /// copy of each page written until a sync of the data file; set when the area is created
-    /// (default 32MiB, at least 1MiB). The data file is synced each time half of it
-    /// fills, so a workload that evicts many dirty pages (a pool much smaller than its data)
-    /// runs faster with a larger one: TPC-C with a pool an eighth of its data lost 20% of
-    /// its throughput to these syncs with 32MiB and 11–13% with 256MiB.
+    /// (default 64MiB: 4,096 pages of 16KiB; at least 1MiB). The data file is synced each
+    /// time half of it fills, so a workload that evicts many dirty pages (a pool much smaller
+    /// than its data) runs faster with a larger one: TPC-C with a pool an eighth of its data
+    /// lost 20% of its throughput to these syncs with 32MiB and 11–13% with 256MiB (8KiB
+    /// pages).
     #[arg(long, value_name = "SIZE")]
     pub doublewrite_size: Option<ByteSize>,
 }
@@ -421,9 +422,20 @@ pub fn open_existing(
     };
     let pool = pool.map_or_else(|| run_pool_bytes(meta.len()), |p| p.0);
     let config = instance.config(mode, pool, &args.tuning);
-    let (db, report) = Database::open(config.clone())
-        .map_err(|e| format!("cannot open the database in {}: {e}", dir.display()))?;
+    let (db, report) = open_database(config.clone())?;
     Ok((db, report, config))
+}
+
+/// Opens the database `config` names; an error names its directory once.
+pub fn open_database(config: DbConfig) -> CliResult<(Database, OpenReport)> {
+    let dir = config.data_dir.clone();
+    Database::open(config).map_err(|e| {
+        let why = match e {
+            EngineError::Open(why) => why,
+            other => other.to_string(),
+        };
+        format!("cannot open the database in {}: {why}", dir.display()).into()
+    })
 }
 
 /// One line on what opening did: its time and the log recovery replayed.

@@ -203,10 +203,10 @@ pub(crate) fn check_node_structure(page: &Page) -> std::result::Result<(), Strin
 /// A (key, value) pair copied out of the tree.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-/// Largest key + value, in bytes (about a quarter of a page).
-pub const MAX_ENTRY: usize = 2000;
+/// Largest key + value, in bytes: the most that lets four of the largest inner-node entries
+/// (slot + key + child id) fit in one node, about a quarter of a page (4,066 bytes).
+pub const MAX_ENTRY: usize = (PAYLOAD - NODE_HEADER) / 4 - node::SLOT - CHILD;
 
-// Four of the largest inner-node entries (slot + key + child id) fit in one node.
 const _: () = assert!(NODE_HEADER + 4 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYLOAD);
 
 /// A node below this many used bytes is underfull and is merged with a sibling if they fit.
@@ -220,8 +220,8 @@ const OPTIMISTIC_TRIES: usize = 3;
 const MAX_HEIGHT: usize = 64;
 
 /// Inner-node copies kept per thread, direct-mapped by tree and page: at most this many
-/// page payloads (8 KiB each) per thread that reads trees.
-const INNER_COPIES: usize = 512;
+/// page payloads (16 KiB each, 4 MiB in all) per thread that reads trees.
+const INNER_COPIES: usize = 256;
 
 /// Ids of B+tree instances, unique within the process (keys of the inner-node copies).
 static NEXT_TREE: AtomicU64 = AtomicU64::new(1);

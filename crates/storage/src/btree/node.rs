@@ -663,7 +663,7 @@ mod tests {
         };
         let slot = |i: usize| NODE_HEADER + i * SLOT;
         assert!(broken(slot(3), (PAYLOAD - 1) as u16).contains("outside the cell area"));
-        assert!(broken(0, 900).contains("do not fit the node"));
+        assert!(broken(0, (PAYLOAD / SLOT) as u16).contains("do not fit the node"));
         assert!(broken(4, 7).contains("do not fill the cell area"));
         assert!(broken(slot(2) + 2, 3000).contains("outside the cell area"));
         let swapped = {
