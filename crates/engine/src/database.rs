@@ -116,9 +116,9 @@ impl DbConfig {
 }
 
 /// Default slots of the double-write area: 64 MiB of PMEM (16 KiB pages), a data-file sync
-/// every 2,048 page writes (32 MiB) at most. A checkpoint that writes more than that syncs more often than once,
-/// a small part of its time; a workload that evicts dirty pages all the time pays more (see
-/// ARCHITECTURE.md, decision 61, and `--doublewrite-size`).
+/// every 2,048 page writes (32 MiB) at most. A checkpoint that writes more than that syncs
+/// more often than once, a small part of its time; a workload that evicts dirty pages all
+/// the time pays more (see ARCHITECTURE.md, decisions 61 and 98, and `--doublewrite-size`).
 pub const DEFAULT_DOUBLEWRITE_SLOTS: usize = 4096;
 
 /// The double-write area's file for the PMEM file `pmem`: `pmem` with `.pages` appended.

@@ -88,8 +88,9 @@ impl Meta {
         if u32_at(8) != FORMAT {
             return Err(format!("unsupported meta format {}", u32_at(8)));
         }
-        if recorded_page_size(bytes) != PAGE_SIZE {
-            return Err(format!("records {}-byte pages", recorded_page_size(bytes)));
+        let page_size = recorded_page_size(bytes);
+        if page_size != PAGE_SIZE {
+            return Err(format!("records {page_size}-byte pages"));
         }
         let len = u32_at(40) as usize;
         let catalog = bytes
