@@ -34,6 +34,7 @@ use tailstore_engine::{doublewrite_path, Database, KeyRange};
 use tailstore_log::format::{encode_start_word, LogFileHeader, PmemHeader, LOG_START_LSN, MAX_LSN};
 use tailstore_log::{record, record_size, CommitMode};
 use tailstore_media::sim::SimStorage;
+use tailstore_storage::page::HEADER_SIZE;
 use tailstore_storage::{Page, ScanDirection, PAGE_SIZE};
 
 /// Cases per database; each seed picks its page and its kind of damage. The environment's
@@ -547,7 +548,7 @@ fn damage_payload(payload: &mut [u8], rng: &mut Rng) -> String {
     }
     if choice == 1 && !fields.lengths.is_empty() {
         let i = fields.lengths[rng.below(fields.lengths.len() as u64) as usize];
-        let payload_len = (PAGE_SIZE - 32) as u16;
+        let payload_len = (PAGE_SIZE - HEADER_SIZE) as u16;
         let len = rng.pick(&[0u16, 1, 2001, payload_len, 0xFFFF]);
         payload[i..i + 2].copy_from_slice(&len.to_le_bytes());
         return format!("length {len} at byte {i}");

@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use tailstore_engine::{Database, EngineError, KeyRange, RestartRedo, Table, DATA_FILE_NAME};
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
+use tailstore_storage::page::HEADER_SIZE;
 use tailstore_storage::{ScanDirection, StorageError, PAGE_SIZE};
 
 use support::{
@@ -1956,20 +1957,17 @@ fn a_data_file_of_another_page_size_is_refused_naming_both_sizes() {
     let (dir, config) = closed_db(CommitMode::Fsync);
     let path = dir.dir.path().join(DATA_FILE_NAME);
     let mut bytes = std::fs::read(&path).unwrap();
-    let recorded = 32 + 12;
+    let recorded = HEADER_SIZE + 12;
     assert_eq!(
         bytes[recorded..recorded + 4],
         (PAGE_SIZE as u32).to_le_bytes()
     );
     let other = if PAGE_SIZE == 8192 { 16384 } else { 8192 };
     bytes.resize(bytes.len().max(other), 0);
-    let reseal = |bytes: &mut Vec<u8>, size: u32| {
-        bytes[recorded..recorded + 4].copy_from_slice(&size.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[4..other]);
-        bytes[..4].copy_from_slice(&crc.to_le_bytes());
-    };
-    let unrecorded = if other == 8192 { 0 } else { other as u32 };
-    reseal(&mut bytes, unrecorded);
+    let unrecorded: u32 = if other == 8192 { 0 } else { other as u32 };
+    bytes[recorded..recorded + 4].copy_from_slice(&unrecorded.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[4..other]);
+    bytes[..4].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     match Database::open(config.clone()) {
         Err(EngineError::Open(why)) => assert!(
