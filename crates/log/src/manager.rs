@@ -428,19 +428,19 @@ impl Shared {
             file.set_len(grown).map_err(|e| self.fail_stop(e))?;
             state.file_len = grown;
         }
-        // The bytes sit in the scratch buffer at the offset they have within an aligned
-        // block of the file, so that whole blocks in the middle are aligned in memory too.
-        let lead = (from % DIRECT_ALIGN as u64) as usize;
-        state.scratch.resize(lead + len);
+        // The bytes are handed over at the offset they have within an aligned block of the
+        // file, so that whole blocks in the middle are aligned in memory too: the ring's
+        // own memory when it is mapped (the device reads the ring), else a copy in scratch.
+        let fsync = self.mode == CommitMode::Fsync;
         self.ring
-            .read(from, &mut state.scratch.as_mut_slice()[lead..]);
-        let bytes = &state.scratch.as_slice()[lead..];
-        let written = if self.mode == CommitMode::Fsync {
-            file.write_at(from, bytes)
-        } else {
-            write_around_cache(file.as_ref(), from, bytes)
-        };
-        written.map_err(|e| self.fail_stop(e))?;
+            .write_out(from, len, &mut state.scratch, &mut |at, bytes| {
+                if fsync {
+                    file.write_at(at, bytes)
+                } else {
+                    write_around_cache(file.as_ref(), at, bytes)
+                }
+            })
+            .map_err(|e| self.fail_stop(e))?;
         self.counters.disk_write(len);
         file.sync_data().map_err(|e| self.fail_stop(e))?;
         self.counters.flush();

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use tailstore_media::direct_io::AlignedBuffer;
 use tailstore_media::{Medium, Region};
 
 use crate::record::{encode_header, RECORD_HEADER};
@@ -68,6 +69,25 @@ impl Ring {
         for (at, from, n) in self.pieces(lsn, buf.len()) {
             self.region.read(at, &mut buf[from..from + n]);
         }
+    }
+
+    /// Calls `write(at, bytes)` for `[lsn, lsn + len)` in at most two pieces (the ring wraps),
+    /// each piece's bytes placed for a direct write at its LSN `at` (see
+    /// [`Region::with_bytes_placed`]: a mapped ring hands over its own memory, with no copy).
+    /// Nobody may write the range until this returns.
+    pub fn write_out(
+        &self,
+        lsn: u64,
+        len: usize,
+        scratch: &mut AlignedBuffer,
+        write: &mut dyn FnMut(u64, &[u8]) -> tailstore_media::Result<()>,
+    ) -> tailstore_media::Result<()> {
+        for (at, from, n) in self.pieces(lsn, len) {
+            let piece = lsn + from as u64;
+            self.region
+                .with_bytes_placed(at, n, piece, scratch, &mut |bytes| write(piece, bytes))?;
+        }
+        Ok(())
     }
 
     /// Makes `[lsn, lsn + len)` persistent (flushed and fenced by this thread).

@@ -17,6 +17,12 @@ use crate::{MediaError, Result};
 /// Alignment of offset, length and buffer address for [`crate::File::write_direct_at`].
 pub const DIRECT_ALIGN: usize = 4096;
 
+/// Where `offset` lies within its [`DIRECT_ALIGN`] block: the offset in an aligned buffer
+/// at which bytes bound for `offset` must sit for a direct write of their whole blocks.
+pub fn offset_in_block(offset: u64) -> usize {
+    (offset % DIRECT_ALIGN as u64) as usize
+}
+
 /// Whether a write of `data` at `offset` meets [`DIRECT_ALIGN`].
 fn is_direct_aligned(offset: u64, data: &[u8]) -> bool {
     offset.is_multiple_of(DIRECT_ALIGN as u64)

@@ -238,6 +238,23 @@ pub trait Region: Send + Sync {
         self.persist(offset, len)
     }
 
+    /// Calls `f` with the bytes `[offset, offset + len)`, placed in memory at the offset
+    /// that `file_offset` has within a [`direct_io::DIRECT_ALIGN`] block, so that `f` may
+    /// write the whole blocks among them to `file_offset` with [`File::write_direct_at`].
+    /// A backend whose own memory is placed so hands it over, and the device then reads the
+    /// region itself; otherwise the bytes are copied into `scratch` first. Nobody may write
+    /// the range until `f` returns.
+    fn with_bytes_placed(
+        &self,
+        offset: usize,
+        len: usize,
+        file_offset: u64,
+        scratch: &mut direct_io::AlignedBuffer,
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        f(copy_placed(self, offset, len, file_offset, scratch))
+    }
+
     /// Gives up the claim on the region's file: a mapped file is locked from its mapping
     /// (another process mapping it is refused with [`MediaError::Locked`]) until the file is
     /// closed or this is called. Called by its owner's close, as handles may keep the mapping
@@ -245,6 +262,22 @@ pub trait Region: Send + Sync {
     fn unlock(&self) -> Result<()> {
         Ok(())
     }
+}
+
+/// The bytes `[offset, offset + len)` of `region` copied into `scratch` at the offset that
+/// `file_offset` has within a [`direct_io::DIRECT_ALIGN`] block (see
+/// [`Region::with_bytes_placed`]).
+pub fn copy_placed<'a, R: Region + ?Sized>(
+    region: &R,
+    offset: usize,
+    len: usize,
+    file_offset: u64,
+    scratch: &'a mut direct_io::AlignedBuffer,
+) -> &'a [u8] {
+    let lead = direct_io::offset_in_block(file_offset);
+    scratch.resize(lead + len);
+    region.read(offset, &mut scratch.as_mut_slice()[lead..]);
+    &scratch.as_slice()[lead..]
 }
 
 /// A minimal file system: everything the log manager needs and nothing more.

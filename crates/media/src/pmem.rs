@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::{cache_lines, FlushKind, MediaError, Medium, Region, Result, CACHE_LINE};
+use crate::direct_io::{offset_in_block, AlignedBuffer, DIRECT_ALIGN};
+use crate::{cache_lines, copy_placed, FlushKind, MediaError, Medium, Region, Result, CACHE_LINE};
 
 /// The flush instruction this CPU supports best, detected once.
 pub fn detected_flush_kind() -> FlushKind {
@@ -298,6 +299,26 @@ impl Region for MappedRegion {
         self.atomic_u64(offset).load(Ordering::Acquire)
     }
 
+    fn with_bytes_placed(
+        &self,
+        offset: usize,
+        len: usize,
+        file_offset: u64,
+        scratch: &mut AlignedBuffer,
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.check_range(offset, len);
+        let address = self.base as usize + offset;
+        if address % DIRECT_ALIGN != offset_in_block(file_offset) {
+            return f(copy_placed(self, offset, len, file_offset, scratch));
+        }
+        // SAFETY: the range is inside the mapping (checked), which stays mapped while `self`
+        // lives, so for the whole call; the trait's contract keeps every writer out of the
+        // range until `f` returns, so the shared slice's bytes do not change while it exists.
+        let bytes = unsafe { std::slice::from_raw_parts(self.base.add(offset), len) };
+        f(bytes)
+    }
+
     fn unlock(&self) -> Result<()> {
         match &self.file {
             Some(file) => crate::real::unlock(file, &self.path),
@@ -509,6 +530,40 @@ mod tests {
         for (at, byte) in all.iter().enumerate() {
             let expected = if (from..to).contains(&at) { 0 } else { 0xAB };
             assert_eq!(*byte, expected, "byte {at}");
+        }
+    }
+
+    /// A range whose place in memory matches its file offset's place in a block is handed
+    /// over as the mapping itself (the device reads it, no copy); any other range arrives
+    /// copied into the scratch buffer, placed so. Either way the bytes are the region's.
+    #[test]
+    fn bytes_are_handed_over_in_place_only_when_placed_for_a_direct_write() {
+        let r = MappedRegion::anonymous(4 * DIRECT_ALIGN).expect("map");
+        let data: Vec<u8> = (0..r.len()).map(|i| (i * 7 + i / 4096) as u8).collect();
+        r.write(0, &data);
+        let mut scratch = AlignedBuffer::new();
+        for (offset, len, file_offset, in_place) in [
+            (4096, 8192, 4096 * 9, true),
+            (4100, 5000, 4096 + 4, true),
+            (4100, 5000, 4096, false),
+            (0, 100, 17, false),
+            (8191, 1, 4095, true),
+        ] {
+            let mut seen = None;
+            r.with_bytes_placed(offset, len, file_offset, &mut scratch, &mut |bytes| {
+                seen = Some((bytes.to_vec(), bytes.as_ptr() as usize));
+                Ok(())
+            })
+            .expect("hand over");
+            let (bytes, address) = seen.expect("f was called");
+            assert_eq!(bytes, data[offset..offset + len], "bytes at {offset}");
+            assert_eq!(address % DIRECT_ALIGN, offset_in_block(file_offset));
+            let region_memory = r.base as usize + offset;
+            assert_eq!(
+                address == region_memory,
+                in_place,
+                "offset {offset} file {file_offset}"
+            );
         }
     }
 
