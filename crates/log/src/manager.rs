@@ -88,7 +88,8 @@ pub(crate) struct Shared {
 
 #[derive(Default)]
 struct HardenState {
-    /// Bytes copied out of the ring for one write, aligned for direct I/O.
+    /// Bytes copied out of the ring for one write, aligned for direct I/O, when the ring
+    /// cannot hand over its own memory (see `Ring::write_out`).
     scratch: AlignedBuffer,
     /// The log file's length as last set: the file is extended ahead of the log in large
     /// steps, so that an `fdatasync` flushes data only, never a new file size.
