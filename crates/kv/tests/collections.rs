@@ -270,11 +270,12 @@ fn hash_counters() {
 #[test]
 fn hash_values_larger_than_a_part() {
     let kv = kv();
-    let large = big(1, 5000);
-    let larger = big(2, 12000);
+    // Two and four part rows (a part holds ~5,300 bytes).
+    let large = big(1, 8000);
+    let larger = big(2, 20000);
     assert_eq!(kv.run(&["hset", "h", "big", &large, "small", "s"]), int(2));
     assert_eq!(kv.run(&["hget", "h", "big"]), b(&large));
-    assert_eq!(kv.run(&["hstrlen", "h", "big"]), int(5000));
+    assert_eq!(kv.run(&["hstrlen", "h", "big"]), int(8000));
     // Shrink to one part, grow past the first size, read back each time.
     kv.run(&["hset", "h", "big", "tiny"]);
     assert_eq!(kv.run(&["hget", "h", "big"]), b("tiny"));
@@ -608,7 +609,7 @@ fn lpos_finds_matches() {
 fn list_elements_larger_than_a_part() {
     let kv = kv();
     let e: Vec<String> = (0..6)
-        .map(|i| big(i, 5000 + usize::from(i) * 1000))
+        .map(|i| big(i, 6000 + usize::from(i) * 1000))
         .collect();
     kv.run(&["rpush", "l", &e[0], &e[1], &e[2], &e[3]]);
     kv.run(&["lpush", "l", &e[4]]);

@@ -107,10 +107,10 @@ fn a_stored_contradiction_is_reported_at_once_not_retried() {
         )
         .expect("scan kv_parts")
         .into_iter()
-        // (owner, field, part, data, total): part 0 of the 5,000-byte string.
-        .filter(|row| row[2] == Value::Int(0) && row[4] == Value::Int(5000));
+        // (owner, field, part, data, total): part 0 of the long string.
+        .filter(|row| row[2] == Value::Int(0) && row[4] == Value::Int(BIG as i64));
     let mut row = first_parts.next().expect("the first part of `big`");
-    row[4] = Value::Int(9000);
+    row[4] = Value::Int(2 * BIG as i64);
     txn.put(&parts, &row).expect("put");
     txn.commit().expect("commit");
     let rollbacks = db.stats().rollbacks;
@@ -205,10 +205,13 @@ fn run(ks: &Keyspace, db: u32, args: &[&str]) -> Reply {
 
 /// One key of each kind, with elements enough for several parts and rows, checkpointed and
 /// closed.
+/// The length of the string `big`: three part rows (a part holds ~5,300 bytes).
+const BIG: usize = 12_000;
+
 fn filled_database() -> SimStorage {
     let storage = SimStorage::new();
     let ks = open(&storage).expect("create");
-    let big = "b".repeat(5000);
+    let big = "b".repeat(BIG);
     let members: Vec<String> = (0..30).map(|i| format!("m{i}")).collect();
     let mut list = vec!["RPUSH", "list"];
     list.extend(members.iter().map(String::as_str));

@@ -5,7 +5,7 @@ use tailstore_engine::{KeyRange, Transaction};
 use tailstore_storage::{ScanDirection, Value};
 
 use super::meta::{int, KeyMeta, Kind};
-use super::{part_capacity, Keyspace};
+use super::Keyspace;
 use crate::command::Fault;
 
 /// Element rows a delete removes in its own transaction; a larger key's go to the queue.
@@ -20,7 +20,7 @@ impl Keyspace {
         txn: &mut Transaction<'_>,
         meta: &KeyMeta,
     ) -> Result<(), Fault> {
-        if element_rows(meta) <= INLINE_ROWS {
+        if self.element_rows(meta) <= INLINE_ROWS {
             self.delete_elements(txn, meta.id, meta.kind, usize::MAX)?;
             return Ok(());
         }
@@ -77,12 +77,14 @@ impl Keyspace {
     }
 }
 
-/// About how many element rows a key has: one per element of a collection (a long hash value
-/// or list element has more parts, which only makes the queue take it more often), a string's
-/// parts.
-fn element_rows(meta: &KeyMeta) -> usize {
-    match meta.kind {
-        Kind::String => (meta.len.max(0) as usize).div_ceil(part_capacity(b"")),
-        _ => meta.len.max(0) as usize,
+impl Keyspace {
+    /// About how many element rows a key has: one per element of a collection (a long hash
+    /// value or list element has more parts, which only makes the queue take it more often),
+    /// a string's parts.
+    fn element_rows(&self, meta: &KeyMeta) -> usize {
+        match meta.kind {
+            Kind::String => (meta.len.max(0) as usize).div_ceil(self.part_capacity(b"")),
+            _ => meta.len.max(0) as usize,
+        }
     }
 }

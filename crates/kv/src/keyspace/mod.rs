@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tailstore_engine::{Database, EngineError, Table};
-use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError};
+use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
 pub use garbage::BATCH_ROWS;
 pub use meta::slot_of;
@@ -62,6 +62,9 @@ pub struct Keyspace {
     db: Arc<Database>,
     pub(crate) keys: Table,
     pub(crate) parts: Table,
+    /// The most bytes of key and value a `kv_parts` row takes in this store, as its schema
+    /// records (see [`parts_table`]); values are cut into parts by it.
+    part_limit: usize,
     pub(crate) zset: Table,
     pub(crate) expiry: Table,
     pub(crate) garbage: Table,
@@ -78,7 +81,7 @@ impl Keyspace {
     /// Opens the keyspace in `db`, creating its tables on first use.
     pub fn open(db: Arc<Database>, databases: u32) -> Result<Keyspace, KvError> {
         let keys = table(&db, "kv_keys", keys_schema()?)?;
-        let parts = table(&db, "kv_parts", parts_schema()?)?;
+        let (parts, part_limit) = parts_table(&db)?;
         let zset = table(&db, "kv_zset", zset_schema()?)?;
         let expiry = table(&db, "kv_expiry", expiry_schema()?)?;
         let garbage = table(&db, "kv_garbage", garbage_schema()?)?;
@@ -91,6 +94,7 @@ impl Keyspace {
             db,
             keys,
             parts,
+            part_limit,
             zset,
             expiry,
             garbage,
@@ -166,13 +170,37 @@ fn keys_schema() -> Result<Schema, KvError> {
     schema("kv_keys", columns, vec![0, 1, 2], vec![])
 }
 
-fn parts_schema() -> Result<Schema, KvError> {
+/// The `kv_parts` table and the most bytes of key and value its rows take: this build's
+/// [`MAX_ENTRY`] for a new store; for one written by a build with a smaller largest entry
+/// (4,066 bytes before decision 100), the limit its schema records, so that its values are
+/// still cut where they were written (a writer that replaces a value and a reader must
+/// agree on how many parts it has).
+fn parts_table(db: &Database) -> Result<(Table, usize), KvError> {
+    const NAME: &str = "kv_parts";
+    let table = match db.table(NAME) {
+        Ok(table) => table,
+        Err(EngineError::NoSuchTable(_)) => {
+            return Ok((db.create_table(NAME, &parts_schema(MAX_ENTRY)?)?, MAX_ENTRY))
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let recorded = match table.schema().columns().get(parts::DATA).map(|c| c.ty) {
+        Some(ColumnType::Bytes(limit)) => limit as usize,
+        _ => return Err(KvError::WrongSchema(NAME)),
+    };
+    if recorded > MAX_ENTRY || table.schema() != &parts_schema(recorded)? {
+        return Err(KvError::WrongSchema(NAME));
+    }
+    Ok((table, recorded))
+}
+
+fn parts_schema(limit: usize) -> Result<Schema, KvError> {
     use ColumnType::{Bytes, Int32, Int64};
     let columns = vec![
         Column::new("owner", Int64),
         Column::new("field", Bytes(MAX_FIELD as u32)),
         Column::new("part", Int32),
-        Column::new("data", Bytes(tailstore_storage::MAX_ENTRY as u32)),
+        Column::new("data", Bytes(limit as u32)),
         Column::new("total", Int64),
     ];
     schema("kv_parts", columns, vec![0, 1, 2], vec![])

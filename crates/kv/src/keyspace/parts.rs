@@ -6,14 +6,14 @@
 //! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
 
 use tailstore_engine::{KeyRange, Transaction};
-use tailstore_storage::{ScanDirection, Value, MAX_ENTRY};
+use tailstore_storage::{ScanDirection, Value};
 
 use super::meta::{bytes, int, take_bytes};
 use super::Keyspace;
 use crate::command::Fault;
 
 /// The longest key we store. Keys are B+tree key columns, and a B+tree entry holds at most
-/// [`MAX_ENTRY`] bytes; Redis allows longer keys, we answer them with an error.
+/// [`tailstore_storage::MAX_ENTRY`] bytes; Redis allows longer keys, we answer them with an error.
 pub const MAX_KEY: usize = 512;
 /// The longest hash field, set member or sorted-set member.
 pub const MAX_FIELD: usize = 256;
@@ -22,12 +22,13 @@ const ROW_OVERHEAD: usize = 64;
 
 /// Columns of a `kv_parts` row: (owner, field, part) -> data, total.
 const FIELD: usize = 1;
-const DATA: usize = 3;
+pub(super) const DATA: usize = 3;
 const TOTAL: usize = 4;
 
-/// How many value bytes one part row of (owner, field) can hold.
-pub fn part_capacity(field: &[u8]) -> usize {
-    MAX_ENTRY
+/// How many value bytes one part row of (owner, field) can hold in a store whose part rows
+/// take at most `limit` bytes of key and value ([`Keyspace::part_limit`]).
+pub fn part_capacity(limit: usize, field: &[u8]) -> usize {
+    limit
         .saturating_sub(part_key_len(field) + ROW_OVERHEAD)
         .max(1)
 }
@@ -81,6 +82,11 @@ fn parts_needed(total: usize, capacity: usize) -> usize {
 }
 
 impl Keyspace {
+    /// How many value bytes one part row of (owner, field) holds in this store.
+    pub(crate) fn part_capacity(&self, field: &[u8]) -> usize {
+        part_capacity(self.part_limit, field)
+    }
+
     /// Stores `value` under (owner, field), replacing a value of `old_total` bytes if
     /// there was one.
     pub(crate) fn write_value(
@@ -91,7 +97,7 @@ impl Keyspace {
         value: &[u8],
         old_total: Option<usize>,
     ) -> Result<(), Fault> {
-        let capacity = part_capacity(field);
+        let capacity = self.part_capacity(field);
         let old_parts = old_total.map_or(0, |total| parts_needed(total, capacity));
         let new_parts = parts_needed(value.len(), capacity);
         for part in 0..new_parts {
@@ -125,7 +131,7 @@ impl Keyspace {
         expected_len: Option<usize>,
     ) -> Result<Option<Vec<u8>>, Fault> {
         let guessed = expected_len.map_or(1, |len| {
-            parts_needed(len, part_capacity(field)).min(MAX_PARTS_AT_ONCE)
+            parts_needed(len, self.part_capacity(field)).min(MAX_PARTS_AT_ONCE)
         });
         let keys: Vec<Vec<Value>> = (0..guessed)
             .map(|part| part_key(owner, field, part as i64))
@@ -181,7 +187,7 @@ impl Keyspace {
         let Some(total) = self.value_len(txn, owner, field)? else {
             return Ok(false);
         };
-        let capacity = part_capacity(field);
+        let capacity = self.part_capacity(field);
         for part in 0..parts_needed(total, capacity) {
             txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }

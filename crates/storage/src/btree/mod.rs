@@ -3,8 +3,8 @@
 //! * **Semantics:** [`BTree::insert`] fails with [`StorageError::DuplicateKey`] if the key is
 //!   present (a primary key), [`BTree::update`] fails with [`StorageError::KeyNotFound`] if it
 //!   is absent, [`BTree::delete`] says whether it removed something. Key + value may take at
-//!   most [`MAX_ENTRY`] bytes, so that any node holds at least four entries and every split
-//!   produces two non-empty halves that fit.
+//!   most [`MAX_ENTRY`] bytes, so that any node holds at least three entries and every split
+//!   produces two non-empty halves that fit (see [`BTree::split`]).
 //! * **Pages:** slotted leaf and inner nodes (layout in `btree/node.rs`). Leaves have no sibling
 //!   links: scans walk down from the root, holding only the current page, which keeps merges
 //!   simple (no links to repair) and is cheap under the tree-level lock.
@@ -203,11 +203,12 @@ pub(crate) fn check_node_structure(page: &Page) -> std::result::Result<(), Strin
 /// A (key, value) pair copied out of the tree.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-/// Largest key + value, in bytes: the most that lets four of the largest inner-node entries
-/// (slot + key + child id) fit in one node, about a quarter of a page (4,066 bytes).
-pub const MAX_ENTRY: usize = (PAYLOAD - NODE_HEADER) / 4 - node::SLOT - CHILD;
+/// Largest key + value, in bytes: the most that lets three of the largest inner-node entries
+/// (slot + key + child id) fit in one node, about a third of a page (5,425 bytes), so that a
+/// 4 KiB value and its key are one entry.
+pub const MAX_ENTRY: usize = (PAYLOAD - NODE_HEADER) / 3 - node::SLOT - CHILD;
 
-const _: () = assert!(NODE_HEADER + 4 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYLOAD);
+const _: () = assert!(NODE_HEADER + 3 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYLOAD);
 
 /// A node below this many used bytes is underfull and is merged with a sibling if they fit.
 const UNDERFULL: usize = PAYLOAD / 4;
@@ -215,7 +216,7 @@ const UNDERFULL: usize = PAYLOAD / 4;
 /// Optimistic descents a point read tries before it takes the tree's read latch.
 const OPTIMISTIC_TRIES: usize = 3;
 
-/// More levels than any tree can have (every node holds at least four entries): an
+/// More levels than any tree can have (every node holds at least three entries): an
 /// optimistic descent that walks further has followed stale child ids in a loop.
 const MAX_HEIGHT: usize = 64;
 
@@ -1200,6 +1201,20 @@ impl BTree {
     ///
     /// Every page is allocated before anything changes, so that a full pool (or a failed
     /// eviction) leaves the node as it was.
+    ///
+    /// *Why both halves fit and are not empty.* Let `C` be a node's room for entries
+    /// (`PAYLOAD - NODE_HEADER`) and `E` the largest entry with its slot (an inner one:
+    /// `SLOT + MAX_ENTRY + CHILD`, at most `C / 3` by `MAX_ENTRY`'s definition). The entries
+    /// overflow (`T > C` bytes in all) and fitted before this change, which adds or grows one
+    /// entry by at most `E`, so `T <= C + E`, and there are at least four of them (three
+    /// always fit). The left half takes entries until it reaches `T / 2`, so it ends below
+    /// `T / 2 + E <= C / 2 + 3E / 2 <= C`, and the right half gets at most `T / 2 + 1 <= C`.
+    /// Clamping `mid` moves at most the last one or two entries right, which happens only
+    /// when the left half without them is already below `T / 2`; it keeps `mid >= 1` and, as
+    /// there are at least four entries, leaves an inner node's right half at least one entry
+    /// after the one pushed up. An append split keeps the entries that fitted before and
+    /// moves one entry. The separator the parent receives is a key of at most `MAX_ENTRY`
+    /// bytes, so the parent's new entry is at most `E` too and the argument holds there.
     fn split(
         &self,
         mut page: PageWriteGuard<'_>,
@@ -1233,7 +1248,7 @@ impl BTree {
             left_bytes += node::entry_size(entries[mid].0.len(), entries[mid].1.len());
             mid += 1;
         }
-        // Both halves non-empty (MAX_ENTRY guarantees at least five entries here); an inner
+        // Both halves non-empty (MAX_ENTRY guarantees at least four entries here); an inner
         // split also pushes `entries[mid]` up, so its right half starts at `mid + 1`.
         let last = match kind {
             PageKind::BTreeInner => entries.len().saturating_sub(2),

@@ -1,0 +1,127 @@
+//! A store written by an older build, whose B+tree entries held at most 4,066 bytes (16 KiB
+//! pages before decision 100), keeps cutting its values into parts of that size: a 4 KiB
+//! value there is two part rows, and a writer that replaced it as if it were one (this
+//! build's size) would leave the second behind, where a later, longer value would find it.
+
+use std::sync::Arc;
+
+use tailstore_engine::{Database, DbConfig, KeyRange};
+use tailstore_kv::command::lookup;
+use tailstore_kv::Keyspace;
+use tailstore_log::CommitMode;
+use tailstore_media::sim::SimStorage;
+use tailstore_media::Storage;
+use tailstore_resp::Reply;
+use tailstore_storage::{Column, ColumnType, ScanDirection, Schema, Value};
+
+const SIM_DIR: &str = "/sim/older";
+
+/// The largest entry of the builds before decision 100, which `kv_parts`' data column
+/// recorded.
+const OLDER_LIMIT: u32 = 4066;
+
+fn open(storage: &SimStorage) -> Database {
+    let mut config = DbConfig::new(SIM_DIR, CommitMode::Async, None);
+    config.buffer_pool_bytes = 4 << 20;
+    config.log.ring_bytes = 4 << 20;
+    let storage: Arc<dyn Storage> = Arc::new(storage.clone());
+    Database::open_with(storage, config).expect("open").0
+}
+
+/// `kv_parts` as the older builds created it.
+fn older_parts_schema(limit: u32) -> Schema {
+    use ColumnType::{Bytes, Int32, Int64};
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("field", Bytes(256)),
+        Column::new("part", Int32),
+        Column::new("data", Bytes(limit)),
+        Column::new("total", Int64),
+    ];
+    Schema::new(columns, vec![0, 1, 2], vec![]).expect("schema")
+}
+
+fn run(ks: &Keyspace, args: &[&str]) -> Reply {
+    let command = lookup(args[0].as_bytes()).expect("a command");
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let executed = ks.execute(0, command, &args);
+    if let Some(pending) = executed.pending {
+        pending.wait().expect("commit");
+    }
+    executed.reply
+}
+
+/// (part, data length) of every part row.
+fn part_rows(ks: &Keyspace) -> Vec<(i64, usize)> {
+    let db = ks.database();
+    let parts = db.table("kv_parts").expect("kv_parts");
+    let mut txn = db.begin();
+    let rows = txn
+        .scan(
+            &parts,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect("scan kv_parts");
+    rows.iter()
+        .map(|row| match (&row[2], &row[3]) {
+            (Value::Int(part), Value::Bytes(data)) => (*part, data.len()),
+            other => panic!("not a part row: {other:?}"),
+        })
+        .collect()
+}
+
+fn bulk(reply: Reply) -> Vec<u8> {
+    match reply {
+        Reply::Bulk(bytes) => bytes.to_vec(),
+        other => panic!("expected a bulk reply, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_store_of_smaller_parts_keeps_cutting_its_values_there() {
+    let storage = SimStorage::new();
+    let db = open(&storage);
+    db.create_table("kv_parts", &older_parts_schema(OLDER_LIMIT))
+        .expect("create the older kv_parts");
+    let ks = Keyspace::open(Arc::new(db), 16).expect("open the older store");
+    let four_kib = "v".repeat(4096);
+    assert_eq!(run(&ks, &["SET", "k", &four_kib]), Reply::ok());
+    let rows = part_rows(&ks);
+    assert_eq!(
+        rows.len(),
+        2,
+        "a 4 KiB value in 4,066-byte entries: {rows:?}"
+    );
+    assert!(rows.iter().all(|&(_, len)| len < OLDER_LIMIT as usize));
+    // Overwritten by a shorter value and then a longer one, nothing of the first is left.
+    assert_eq!(run(&ks, &["SET", "k", "short"]), Reply::ok());
+    assert_eq!(part_rows(&ks), vec![(0, 5)]);
+    let longer = "w".repeat(7000);
+    assert_eq!(run(&ks, &["SET", "k", &longer]), Reply::ok());
+    assert_eq!(bulk(run(&ks, &["GET", "k"])), longer.as_bytes());
+    assert_eq!(part_rows(&ks).len(), 2);
+    assert_eq!(run(&ks, &["DEL", "k"]), Reply::Int(1));
+    assert_eq!(part_rows(&ks), vec![]);
+}
+
+#[test]
+fn a_new_store_keeps_a_4_kib_value_in_one_part_row() {
+    let ks = Keyspace::open(Arc::new(open(&SimStorage::new())), 16).expect("open");
+    let four_kib = "v".repeat(4096);
+    assert_eq!(run(&ks, &["SET", "k", &four_kib]), Reply::ok());
+    assert_eq!(part_rows(&ks), vec![(0, 4096)]);
+    assert_eq!(bulk(run(&ks, &["GET", "k"])), four_kib.as_bytes());
+}
+
+#[test]
+fn a_parts_table_of_another_shape_is_refused() {
+    let db = open(&SimStorage::new());
+    let mut columns = older_parts_schema(OLDER_LIMIT).columns().to_vec();
+    columns[3] = Column::new("data", ColumnType::Int64);
+    let other = Schema::new(columns, vec![0, 1, 2], vec![]).expect("schema");
+    db.create_table("kv_parts", &other).expect("create");
+    let err = Keyspace::open(Arc::new(db), 16).err().expect("refused");
+    assert!(err.to_string().contains("`kv_parts`"), "{err}");
+}
