@@ -76,7 +76,7 @@ enum Op {
 /// A short prefix from a small alphabet (so that operations collide), padded to one of a few
 /// lengths up to 1200 bytes: long keys make long separators, so inner nodes split too and
 /// trees reach height 3 within a few hundred operations.
-fn key() -> impl Strategy<Value = Vec<u8>> {
+fn key() -> impl Strategy<Value = Vec<u8>> + Clone {
     (
         prop::collection::vec(0u8..4, 0..5),
         prop::sample::select(vec![0usize, 1, 40, 400, 1200]),
@@ -98,12 +98,34 @@ fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
 
 fn op() -> impl Strategy<Value = Op> {
     // Values up to 900 bytes make leaves split after a handful of entries.
+    op_of(key(), 0usize..900)
+}
+
+/// Keys of up to nearly the largest entry (separators that fill a third of an inner node)
+/// and values that, with them, reach `MAX_ENTRY` (`value_for` trims them): nodes of three
+/// entries, the fewest a node must hold, which split on the fourth.
+fn large_op() -> impl Strategy<Value = Op> {
+    let key = (
+        prop::collection::vec(0u8..4, 0..5),
+        prop::sample::select(vec![0usize, 40, MAX_ENTRY / 2, MAX_ENTRY - 8]),
+    )
+        .prop_map(|(mut key, pad)| {
+            key.resize(key.len() + pad, 0xee);
+            key
+        });
+    op_of(key, MAX_ENTRY / 4..=MAX_ENTRY)
+}
+
+fn op_of(
+    key: impl Strategy<Value = Vec<u8>> + Clone,
+    len: impl Strategy<Value = usize> + Clone,
+) -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (key(), 0usize..900).prop_map(|(k, n)| Op::Insert(k, n)),
-        2 => (key(), 0usize..900).prop_map(|(k, n)| Op::Update(k, n)),
-        4 => key().prop_map(Op::Delete),
-        2 => key().prop_map(Op::Get),
-        2 => prop::collection::vec(key(), 0..6).prop_map(|mut keys| {
+        6 => (key.clone(), len.clone()).prop_map(|(k, n)| Op::Insert(k, n)),
+        2 => (key.clone(), len).prop_map(|(k, n)| Op::Update(k, n)),
+        4 => key.clone().prop_map(Op::Delete),
+        2 => key.clone().prop_map(Op::Get),
+        2 => prop::collection::vec(key, 0..6).prop_map(|mut keys| {
             keys.sort(); // mostly ascending, as the parts of a value are; not always
             let third = keys.len() / 3;
             keys.rotate_left(third);
@@ -236,6 +258,17 @@ proptest! {
         capacity in 4usize..10,
     ) {
         run_against_model(&ops, capacity, 1)?;
+    }
+
+    /// The same with entries of up to the largest size, so that nodes hold three entries
+    /// and split on the fourth (the fewest `MAX_ENTRY` allows; see `BTree::split`).
+    #[test]
+    fn btree_matches_a_btreemap_with_entries_up_to_the_largest(
+        ops in prop::collection::vec(large_op(), 1..300),
+        capacity in 4usize..10,
+        per_writer in 1usize..20,
+    ) {
+        run_against_model(&ops, capacity, per_writer)?;
     }
 
     /// The same with one writer for up to 40 operations: a change whose key lies in the
