@@ -75,9 +75,7 @@ impl Keyspace {
         txn.remove(&self.garbage, &[Value::Int(owner)])?;
         Ok(())
     }
-}
 
-impl Keyspace {
     /// About how many element rows a key has: one per element of a collection (a long hash
     /// value or list element has more parts, which only makes the queue take it more often),
     /// a string's parts.

@@ -13,7 +13,8 @@ use super::Keyspace;
 use crate::command::Fault;
 
 /// The longest key we store. Keys are B+tree key columns, and a B+tree entry holds at most
-/// [`tailstore_storage::MAX_ENTRY`] bytes; Redis allows longer keys, we answer them with an error.
+/// [`tailstore_storage::MAX_ENTRY`] bytes; Redis allows longer keys, we answer them with an
+/// error.
 pub const MAX_KEY: usize = 512;
 /// The longest hash field, set member or sorted-set member.
 pub const MAX_FIELD: usize = 256;
