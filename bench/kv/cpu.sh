@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server CPU per 4 KiB SET of `tailstore serve --commit buffer`, by thread (the event loop,
-# the checkpointer, the log writer), with each thread's share of a core, and SET/s, for one
+# the checkpointer, the log writer), with each thread's share of a core, SET/s, and the pages
+# the run wrote to the data file with the checkpointer's CPU per page, for one
 # or more tailstore binaries in interleaved rounds: a fresh server each run, 200,000 SETs
 # measured (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2), CPU time from
 # /proc/PID/task/*/stat (user + system). Compare medians over several rounds: one run
@@ -21,6 +22,11 @@ N=${N:-200000}
 THREADS=${THREADS:-2}
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
+# Pages the server has written to its data file (checkpoints and evictions).
+pages_written() {
+  redis-cli -p "$PORT" info stats | tr -d '\r' | awk -F: '/^tailstore_pages_written:/ {print $2}'
+}
+
 # CPU ticks (user + system) a thread has used, from its /proc directory $1.
 cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
 
@@ -37,12 +43,17 @@ one_run() {
   start_lone "$bin" serve ${SERVE_ARGS:-}
   [ "${FILL:-0}" = 1 ] && load >/dev/null
   by_thread "$LONE" cpu_ticks >"$WORK/before"
+  pages_before=$(pages_written)
   began=$(date +%s%N)
   result=$(load)
   ended=$(date +%s%N)
   by_thread "$LONE" cpu_ticks >"$WORK/after"
+  pages=$(($(pages_written) - pages_before))
   echo "$(basename "$bin"): $result"
   per_op "$WORK/before" "$WORK/after" "$N" "$TICK_US" µs/SET
+  echo "    pages written      $(per_thousand "$pages" "$N") per 1,000 SETs"
+  [ "$pages" -gt 0 ] && per_op "$WORK/before" "$WORK/after" "$pages" "$TICK_US" µs/page |
+    grep tailstore-check
   per_op "$WORK/before" "$WORK/after" "$(((ended - began) / 1000))" "$((TICK_US * 100))" \
     "% of a core" | grep -v 'all threads'
 }

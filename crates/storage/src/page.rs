@@ -215,8 +215,18 @@ impl Page {
 
     /// Stores the checksum of the current contents; call just before writing the page.
     pub fn seal(&mut self) {
-        let crc = Self::checksum_of(&self.bytes);
-        self.bytes[CHECKSUM_AT..CHECKSUM_AT + 4].copy_from_slice(&crc.to_le_bytes());
+        self.store_checksum(self.checksum());
+    }
+
+    /// The checksum [`Page::seal`] would store: of every byte after the checksum field.
+    pub fn checksum(&self) -> u32 {
+        Self::checksum_of(&self.bytes)
+    }
+
+    /// Stores `checksum` (of these contents, from [`Page::checksum`]) in the checksum field,
+    /// the one byte range the checksum does not cover: the rest of the page is unchanged.
+    pub fn store_checksum(&mut self, checksum: u32) {
+        self.bytes[CHECKSUM_AT..CHECKSUM_AT + 4].copy_from_slice(&checksum.to_le_bytes());
     }
 
     /// Checks a page image just read from the slot of page `expected`: checksum, page id,
