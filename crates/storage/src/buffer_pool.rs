@@ -73,10 +73,12 @@
 //!
 //! **Frame versions.** Every time a frame's write latch is taken (to change the page, load
 //! another page into the frame, or write it back when it is evicted; a checkpoint writes
-//! from a copy under the read latch) its version, a counter in an array apart
+//! under the upgradable read latch, upgraded only to store the page's checksum, which is not
+//! counted) its version, a counter in an array apart
 //! from the frames, is incremented before anything changes. The version is therefore stable
 //! while a read latch is held, and a copy of a page made under the read latch, tagged with
-//! the frame and version ([`FrameVersion`]), is still the frame's exact content for as long as
+//! the frame and version ([`FrameVersion`]), is still the frame's exact content, but for the
+//! checksum field, for as long as
 //! the version is unchanged ([`BufferPool::is_unchanged`]): that is all the B+tree needs to
 //! route point reads through per-thread copies of inner nodes without touching the shared
 //! latch, pin or shard of those pages (`btree/mod.rs`, "Optimistic point reads").
