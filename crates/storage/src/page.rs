@@ -142,11 +142,6 @@ impl Page {
         }
     }
 
-    /// Makes this page an exact copy of `other` (both allocated), reusing its memory.
-    pub fn copy_from(&mut self, other: &Page) {
-        self.bytes.copy_from_slice(&other.bytes);
-    }
-
     /// Resets the page to an empty page `id` of `kind` with LSN 0.
     pub fn format(&mut self, id: PageId, kind: PageKind) {
         self.bytes.fill(0);
