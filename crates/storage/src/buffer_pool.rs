@@ -74,14 +74,13 @@
 //! **Frame versions.** Every time a frame's write latch is taken (to change the page, load
 //! another page into the frame, or write it back when it is evicted; a checkpoint writes
 //! under the upgradable read latch, upgraded only to store the page's checksum, which is not
-//! counted) its version, a counter in an array apart
-//! from the frames, is incremented before anything changes. The version is therefore stable
-//! while a read latch is held, and a copy of a page made under the read latch, tagged with
-//! the frame and version ([`FrameVersion`]), is still the frame's exact content, but for the
-//! checksum field, for as long as
-//! the version is unchanged ([`BufferPool::is_unchanged`]): that is all the B+tree needs to
-//! route point reads through per-thread copies of inner nodes without touching the shared
-//! latch, pin or shard of those pages (`btree/mod.rs`, "Optimistic point reads").
+//! counted) its version, a counter in an array apart from the frames, is incremented before
+//! anything changes. The version is therefore stable while a read latch is held, and a copy
+//! of a page made under the read latch, tagged with the frame and version
+//! ([`FrameVersion`]), is still the frame's exact content but for the checksum field for as
+//! long as the version is unchanged ([`BufferPool::is_unchanged`]): that is all the B+tree
+//! needs to route point reads through per-thread copies of inner nodes without touching the
+//! shared latch, pin or shard of those pages (`btree/mod.rs`, "Optimistic point reads").
 //!
 //! What is left shared: a hit on a page that is not routed through a copy (leaves, scans,
 //! writers) latches its frame, a line written by every thread that reads the page; a miss, a
@@ -631,8 +630,8 @@ impl BufferPool {
     /// Writes frame `index`'s page if it is dirty since before `epoch` (see
     /// [`BufferPool::flush_all`]).
     ///
-    /// The page is sealed in its frame rather than in a copy (the copy was a sixth of the
-    /// checkpointer's work for 4 KiB SETs): the checksum is computed under the upgradable
+    /// The page is sealed in its frame rather than in a copy (one copy and one scratch page
+    /// fewer, ARCHITECTURE decision 101): the checksum is computed under the upgradable
     /// latch, which excludes writers but not readers, and stored under the latch upgraded for
     /// that moment only. The store changes only the checksum field, which no reader of a
     /// frame looks at (it is checked when a page is read from the file), so the frame's
