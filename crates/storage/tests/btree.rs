@@ -77,10 +77,18 @@ enum Op {
 /// lengths up to 1200 bytes: long keys make long separators, so inner nodes split too and
 /// trees reach height 3 within a few hundred operations.
 fn key() -> impl Strategy<Value = Vec<u8>> + Clone {
+    padded_key(vec![0, 1, 40, 400, 1200], 0u8..2)
+}
+
+/// A prefix of up to four bytes from `0..4`, then one of `pads` bytes of `fill`.
+fn padded_key(
+    pads: Vec<usize>,
+    fill: impl Strategy<Value = u8> + Clone,
+) -> impl Strategy<Value = Vec<u8>> + Clone {
     (
         prop::collection::vec(0u8..4, 0..5),
-        prop::sample::select(vec![0usize, 1, 40, 400, 1200]),
-        0u8..2,
+        prop::sample::select(pads),
+        fill,
     )
         .prop_map(|(mut key, pad, fill)| {
             key.resize(key.len() + pad, fill);
@@ -105,14 +113,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// and values that, with them, reach `MAX_ENTRY` (`value_for` trims them): nodes of three
 /// entries, the fewest a node must hold, which split on the fourth.
 fn large_op() -> impl Strategy<Value = Op> {
-    let key = (
-        prop::collection::vec(0u8..4, 0..5),
-        prop::sample::select(vec![0usize, 40, MAX_ENTRY / 2, MAX_ENTRY - 8]),
-    )
-        .prop_map(|(mut key, pad)| {
-            key.resize(key.len() + pad, 0xee);
-            key
-        });
+    let key = padded_key(vec![0, 40, MAX_ENTRY / 2, MAX_ENTRY - 8], Just(0xee));
     op_of(key, MAX_ENTRY / 4..=MAX_ENTRY)
 }
 

@@ -40,7 +40,7 @@ use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_E
 pub use garbage::BATCH_ROWS;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
-pub use parts::{part_capacity, seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
+pub use parts::{seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
 pub use zset::{score_key, score_of_key};
 
 /// Why the keyspace could not be opened.

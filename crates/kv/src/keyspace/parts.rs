@@ -26,14 +26,6 @@ const FIELD: usize = 1;
 pub(super) const DATA: usize = 3;
 const TOTAL: usize = 4;
 
-/// How many value bytes one part row of (owner, field) can hold in a store whose part rows
-/// take at most `limit` bytes of key and value ([`Keyspace::part_limit`]).
-pub fn part_capacity(limit: usize, field: &[u8]) -> usize {
-    limit
-        .saturating_sub(part_key_len(field) + ROW_OVERHEAD)
-        .max(1)
-}
-
 /// The length of the encoded primary key of a part row of `field`, counted rather than
 /// encoded (every write and read of a value asks): two integers of 9 bytes each, and the
 /// field with its tag, a 0xFF after each zero byte and a two-byte terminator (see
@@ -83,9 +75,12 @@ fn parts_needed(total: usize, capacity: usize) -> usize {
 }
 
 impl Keyspace {
-    /// How many value bytes one part row of (owner, field) holds in this store.
+    /// How many value bytes one part row of (owner, field) holds in this store, whose part
+    /// rows take at most `part_limit` bytes of key and value.
     pub(crate) fn part_capacity(&self, field: &[u8]) -> usize {
-        part_capacity(self.part_limit, field)
+        self.part_limit
+            .saturating_sub(part_key_len(field) + ROW_OVERHEAD)
+            .max(1)
     }
 
     /// Stores `value` under (owner, field), replacing a value of `old_total` bytes if
