@@ -1682,6 +1682,27 @@ fn a_half_closed_client_gets_every_reply_past_the_output_limit() {
     assert!(closed_by_server(&mut s));
 }
 
+/// Requests sent together with the end of the stream are answered, and the connection is then
+/// closed. The server stops reading a socket at a short read (the queue is empty), which would
+/// lose a FIN that arrived with the data if the poll's report of it were not kept: the
+/// connection would stay open after its replies. Repeated so that the data and the FIN reach
+/// the server together at least some of the time.
+#[test]
+fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_closed() {
+    let server = TestServer::start();
+    for round in 0..20 {
+        let mut s = server.raw();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"PING\r\nECHO end\r\n").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        expect_bytes(&mut s, b"+PONG\r\n$3\r\nend\r\n");
+        assert!(
+            closed_by_server(&mut s),
+            "round {round}: the server kept the connection open after the end of the stream"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // limits
 

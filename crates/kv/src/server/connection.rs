@@ -51,6 +51,9 @@ pub struct Connection {
     /// The socket had more to read when the pass moved on (edge-triggered polling will
     /// not report it again).
     pub unread: bool,
+    /// A poll reported the peer's end of the stream (or an error): reads go on until the
+    /// socket says so itself, never stopping at a short read (see [`Connection::fill`]).
+    pub hangup_reported: bool,
     pub last_command: &'static str,
 }
 
@@ -76,12 +79,21 @@ impl Connection {
             watched: Vec::new(),
             closing: false,
             unread: false,
+            hangup_reported: false,
             last_command: "NULL",
         }
     }
 
     /// Reads what the socket has (up to the per-pass share); `Ok(false)` when the peer
     /// closed the connection.
+    ///
+    /// A read that returns less than the room it was given has emptied the socket's receive
+    /// queue, so the next read would only say `WouldBlock`: the loop stops there and saves
+    /// that system call (one per pipelined batch under load). Edge-triggered polling loses
+    /// nothing by it: every segment that arrives after the read wakes the poll again. The
+    /// end of the stream is the exception: a FIN that arrived with the data was reported by
+    /// the poll that led here and will not be reported again, so once a poll has said so
+    /// (`hangup_reported`) the reads go on until the socket returns 0 or `WouldBlock`.
     pub fn fill(&mut self) -> io::Result<bool> {
         self.unread = false;
         if self.backlogged() || self.closing {
@@ -95,11 +107,15 @@ impl Connection {
                 return Ok(true);
             }
             self.make_room();
+            let room = self.input.len() - self.filled;
             match self.stream.read(&mut self.input[self.filled..]) {
                 Ok(0) => return Ok(false),
                 Ok(n) => {
                     self.filled += n;
                     read += n;
+                    if n < room && !self.hangup_reported {
+                        return Ok(true);
+                    }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}

@@ -129,6 +129,11 @@ impl Worker {
                         self.adopt(stream, peer)?;
                     }
                 } else {
+                    if event.is_read_closed() || event.is_error() {
+                        if let Some(conn) = self.connections.get_mut(&event.token()) {
+                            conn.hangup_reported = true;
+                        }
+                    }
                     ready.push(event.token());
                 }
             }
