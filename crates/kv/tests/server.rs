@@ -1703,6 +1703,38 @@ fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_clos
     }
 }
 
+/// A client's TCP urgent data does not strand the requests that follow it. A read stops at
+/// the urgent mark with the rest of the stream still queued, and no new wake-up comes for
+/// that rest: the server must go on reading such a connection until the socket is empty.
+/// (The urgent byte itself is taken out of the stream, as Redis's reads do too.)
+#[test]
+fn requests_after_urgent_data_are_served() {
+    let server = TestServer::start();
+    for round in 0..20 {
+        let mut s = server.raw();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        rustix::net::send(&s, b"PING\r\nX", rustix::net::SendFlags::OOB).unwrap();
+        s.write_all(b"ECHO after\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 64];
+        while got.len() < b"+PONG\r\n$5\r\nafter\r\n".len() {
+            match std::io::Read::read(&mut s, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(err) => panic!(
+                    "round {round}: got {:?}, then {err}",
+                    String::from_utf8_lossy(&got)
+                ),
+            }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "+PONG\r\n$5\r\nafter\r\n",
+            "round {round}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // limits
 

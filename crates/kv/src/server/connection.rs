@@ -51,9 +51,10 @@ pub struct Connection {
     /// The socket had more to read when the pass moved on (edge-triggered polling will
     /// not report it again).
     pub unread: bool,
-    /// A poll reported the peer's end of the stream (or an error): reads go on until the
-    /// socket says so itself, never stopping at a short read (see [`Connection::fill`]).
-    pub hangup_reported: bool,
+    /// A poll reported the peer's end of the stream, an error or urgent data: reads go on
+    /// until the socket says it has nothing more, never stopping at a short read (see
+    /// [`Connection::fill`]).
+    pub read_to_the_end: bool,
     pub last_command: &'static str,
 }
 
@@ -79,7 +80,7 @@ impl Connection {
             watched: Vec::new(),
             closing: false,
             unread: false,
-            hangup_reported: false,
+            read_to_the_end: false,
             last_command: "NULL",
         }
     }
@@ -90,10 +91,12 @@ impl Connection {
     /// A read that returns less than the room it was given has emptied the socket's receive
     /// queue, so the next read would only say `WouldBlock`: the loop stops there and saves
     /// that system call (one per pipelined batch under load). Edge-triggered polling loses
-    /// nothing by it: every segment that arrives after the read wakes the poll again. The
-    /// end of the stream is the exception: a FIN that arrived with the data was reported by
-    /// the poll that led here and will not be reported again, so once a poll has said so
-    /// (`hangup_reported`) the reads go on until the socket returns 0 or `WouldBlock`.
+    /// nothing by it: every segment that arrives after the read wakes the poll again. Two
+    /// things break that rule, and the poll reports both: the end of the stream (a FIN that
+    /// came with the data was reported by the poll that led here, and will not be again)
+    /// and TCP urgent data (a read stops at the urgent mark, the rest of the stream still
+    /// queued). Once a poll has reported either, or an error (`read_to_the_end`), the reads
+    /// go on until the socket returns 0 or `WouldBlock`.
     pub fn fill(&mut self) -> io::Result<bool> {
         self.unread = false;
         if self.backlogged() || self.closing {
@@ -113,7 +116,7 @@ impl Connection {
                 Ok(n) => {
                     self.filled += n;
                     read += n;
-                    if n < room && !self.hangup_reported {
+                    if n < room && !self.read_to_the_end {
                         return Ok(true);
                     }
                 }

@@ -129,9 +129,9 @@ impl Worker {
                         self.adopt(stream, peer)?;
                     }
                 } else {
-                    if event.is_read_closed() || event.is_error() {
+                    if event.is_read_closed() || event.is_error() || event.is_priority() {
                         if let Some(conn) = self.connections.get_mut(&event.token()) {
-                            conn.hangup_reported = true;
+                            conn.read_to_the_end = true;
                         }
                     }
                     ready.push(event.token());
@@ -294,10 +294,12 @@ impl Worker {
         self.next_token += 1;
         // Readiness at registration is reported too, so a request sent before a handed-over
         // connection is registered is not missed.
+        // PRIORITY: urgent data, after which a read stops short of what is queued (see
+        // `Connection::fill`).
         self.poll.registry().register(
             &mut stream,
             token,
-            Interest::READABLE | Interest::WRITABLE,
+            Interest::READABLE | Interest::WRITABLE | Interest::PRIORITY,
         )?;
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         let limits = Limits {
