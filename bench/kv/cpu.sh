@@ -13,7 +13,10 @@
 # `serve`'s options (e.g. SERVE_ARGS="--checkpoint-log 8GiB --max-replay 16GiB": no
 # checkpoint within the run; SERVE_ARGS="--threads 1": one event loop); N SETs per run
 # (default 200,000); THREADS redis-benchmark threads of 25 connections each (default 2: the
-# bar's load; on a machine with many cores, THREADS=8 N=1000000 loads every event loop).
+# bar's load; on a machine with many cores, THREADS=8 N=1000000 loads every event loop);
+# CHECKPOINTER_PRIORITY, a command given the checkpointer thread's id once the server is up
+# (e.g. "chrt -i -p 0" for SCHED_IDLE, "renice -n 19 -p"). Each thread's share of the run
+# spent waiting to run and its time slices come from /proc/PID/task/*/schedstat.
 ROUNDS=${1:?usage: cpu.sh ROUNDS TAILSTORE_BINARY...}
 shift
 . "$(dirname "$0")/servers.sh"
@@ -30,6 +33,21 @@ pages_written() {
 # CPU ticks (user + system) a thread has used, from its /proc directory $1.
 cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
 
+# Nanoseconds a thread has waited to run, and its time slices, from its /proc directory $1.
+run_wait_ns() { awk '{print $2}' "$1/schedstat"; }
+time_slices() { awk '{print $3}' "$1/schedstat"; }
+
+# Applies CHECKPOINTER_PRIORITY to the lone server's checkpointer thread, if it is set.
+prioritize_checkpointer() {
+  [ -n "${CHECKPOINTER_PRIORITY:-}" ] || return 0
+  local task
+  for task in /proc/"$LONE"/task/*; do
+    # shellcheck disable=SC2086 # the setting is a command and its options
+    [ "$(cat "$task/comm")" = tailstore-check ] && $CHECKPOINTER_PRIORITY "${task##*/}" >/dev/null
+  done
+  return 0
+}
+
 load() {
   redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -c $((25 * THREADS)) -P 4 \
     --threads "$THREADS" -n "$N" -q 2>&1 |
@@ -41,13 +59,18 @@ one_run() {
   stop_lone
   # shellcheck disable=SC2086 # SERVE_ARGS is a list of options
   start_lone "$bin" serve ${SERVE_ARGS:-}
+  prioritize_checkpointer
   [ "${FILL:-0}" = 1 ] && load >/dev/null
   by_thread "$LONE" cpu_ticks >"$WORK/before"
+  by_thread "$LONE" run_wait_ns >"$WORK/wait-before"
+  by_thread "$LONE" time_slices >"$WORK/slices-before"
   pages_before=$(pages_written)
   began=$(date +%s%N)
   result=$(load)
   ended=$(date +%s%N)
   by_thread "$LONE" cpu_ticks >"$WORK/after"
+  by_thread "$LONE" run_wait_ns >"$WORK/wait-after"
+  by_thread "$LONE" time_slices >"$WORK/slices-after"
   pages=$(($(pages_written) - pages_before))
   echo "$(basename "$bin"): $result"
   per_op "$WORK/before" "$WORK/after" "$N" "$TICK_US" µs/SET
@@ -57,6 +80,9 @@ one_run() {
   fi
   per_op "$WORK/before" "$WORK/after" "$(((ended - began) / 1000))" "$((TICK_US * 100))" \
     "% of a core" | grep -v 'all threads'
+  per_op "$WORK/wait-before" "$WORK/wait-after" "$((ended - began))" 100 \
+    "% of the run waiting to run" | grep -v 'all threads'
+  per_op "$WORK/slices-before" "$WORK/slices-after" 1 1 "time slices" | grep -v 'all threads'
 }
 
 for round in $(seq "$ROUNDS"); do
