@@ -1682,25 +1682,33 @@ fn a_half_closed_client_gets_every_reply_past_the_output_limit() {
     assert!(closed_by_server(&mut s));
 }
 
+/// Runs `round` on 20 fresh raw connections to one server, each with a short read timeout:
+/// the tests of how the server drains a socket repeat so that what they send reaches the
+/// server in one piece at least some of the time.
+fn on_twenty_connections(round: impl Fn(&mut TcpStream)) {
+    let server = TestServer::start();
+    for _ in 0..20 {
+        let mut s = server.raw();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        round(&mut s);
+    }
+}
+
 /// Requests sent together with the end of the stream are answered, and the connection is then
 /// closed. The server stops reading a socket at a short read (the queue is empty), which would
 /// lose a FIN that arrived with the data if the poll's report of it were not kept: the
-/// connection would stay open after its replies. Repeated so that the data and the FIN reach
-/// the server together at least some of the time.
+/// connection would stay open after its replies.
 #[test]
 fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_closed() {
-    let server = TestServer::start();
-    for round in 0..20 {
-        let mut s = server.raw();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    on_twenty_connections(|s| {
         s.write_all(b"PING\r\nECHO end\r\n").unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
-        expect_bytes(&mut s, b"+PONG\r\n$3\r\nend\r\n");
+        expect_bytes(s, b"+PONG\r\n$3\r\nend\r\n");
         assert!(
-            closed_by_server(&mut s),
-            "round {round}: the server kept the connection open after the end of the stream"
+            closed_by_server(s),
+            "the server kept the connection open after the end of the stream"
         );
-    }
+    });
 }
 
 /// A client's TCP urgent data does not strand the requests that follow it. A read stops at
@@ -1709,30 +1717,11 @@ fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_clos
 /// (The urgent byte itself is taken out of the stream, as Redis's reads do too.)
 #[test]
 fn requests_after_urgent_data_are_served() {
-    let server = TestServer::start();
-    for round in 0..20 {
-        let mut s = server.raw();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        rustix::net::send(&s, b"PING\r\nX", rustix::net::SendFlags::OOB).unwrap();
+    on_twenty_connections(|s| {
+        rustix::net::send(&*s, b"PING\r\nX", rustix::net::SendFlags::OOB).unwrap();
         s.write_all(b"ECHO after\r\n").unwrap();
-        let mut got = Vec::new();
-        let mut chunk = [0u8; 64];
-        while got.len() < b"+PONG\r\n$5\r\nafter\r\n".len() {
-            match std::io::Read::read(&mut s, &mut chunk) {
-                Ok(0) => break,
-                Ok(n) => got.extend_from_slice(&chunk[..n]),
-                Err(err) => panic!(
-                    "round {round}: got {:?}, then {err}",
-                    String::from_utf8_lossy(&got)
-                ),
-            }
-        }
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            "+PONG\r\n$5\r\nafter\r\n",
-            "round {round}"
-        );
-    }
+        expect_bytes(s, b"+PONG\r\n$5\r\nafter\r\n");
+    });
 }
 
 // ---------------------------------------------------------------------------------------
