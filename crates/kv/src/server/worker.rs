@@ -293,9 +293,8 @@ impl Worker {
         let token = Token(self.next_token);
         self.next_token += 1;
         // Readiness at registration is reported too, so a request sent before a handed-over
-        // connection is registered is not missed.
-        // PRIORITY: urgent data, after which a read stops short of what is queued (see
-        // `Connection::fill`).
+        // connection is registered is not missed. PRIORITY reports urgent data, at whose mark
+        // a read stops short of what is queued (see `Connection::fill`).
         self.poll.registry().register(
             &mut stream,
             token,
