@@ -17,9 +17,6 @@ N=${N:-600000}
 start_servers "$BIN"
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
-# CPU ticks (user + system) process $1 has used.
-process_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
 # The pid of the server listening on port $1.
 server_pid() {
   local pid
@@ -28,9 +25,13 @@ server_pid() {
   echo "$pid"
 }
 
+# The bar's load on port $1, its "requests per second" line; with a second argument FILE,
+# redis-benchmark's user and system seconds are written to FILE.
 load() {
-  redis-benchmark -p "$1" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n "$N" -q 2>&1 |
-    tr '\r' '\n' | grep 'requests per'
+  local timed=()
+  [ -z "${2:-}" ] || timed=(/usr/bin/time -f '%U %S' -o "$2")
+  "${timed[@]}" redis-benchmark -p "$1" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 \
+    -n "$N" -q 2>&1 | tr '\r' '\n' | grep 'requests per'
 }
 
 for port in $NONE $TAILSTORE; do load "$port" >/dev/null; done
@@ -38,9 +39,9 @@ echo "== $N SETs per run; CPU per SET of the server (all threads) and of redis-b
 for round in $(seq "$ROUNDS"); do
   for port in $NONE $TAILSTORE; do
     pid=$(server_pid "$port")
-    before=$(process_ticks "$pid")
-    result=$(/usr/bin/time -f '%U %S' -o "$WORK/client-time" bash -c "$(declare -f load); N=$N load $port")
-    after=$(process_ticks "$pid")
+    before=$(cpu_ticks "/proc/$pid")
+    result=$(load "$port" "$WORK/client-time")
+    after=$(cpu_ticks "/proc/$pid")
     awk -v name="$([ "$port" = "$NONE" ] && echo 'Redis none' || echo 'tailstore buffer')" \
       -v r="$round" -v result="$result" -v ticks=$((after - before)) -v tick="$TICK_US" -v n="$N" \
       '{ printf "round %s %-16s %s\n    server %.2f µs/SET, redis-benchmark %.2f µs/SET\n",

@@ -30,9 +30,6 @@ pages_written() {
   redis-cli -p "$PORT" info stats | tr -d '\r' | awk -F: '/^tailstore_pages_written:/ {print $2}'
 }
 
-# CPU ticks (user + system) a thread has used, from its /proc directory $1.
-cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
-
 # Nanoseconds a thread has waited to run, and its time slices, from its /proc directory $1.
 run_wait_ns() { awk '{print $2}' "$1/schedstat"; }
 time_slices() { awk '{print $3}' "$1/schedstat"; }

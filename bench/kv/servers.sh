@@ -109,6 +109,10 @@ stop_lone() {
   rm -rf "$WORK" "$PMEM" "$PMEM.pages"
 }
 
+# CPU ticks (user + system) a process or thread has used, from its /proc directory $1 (cpu.sh,
+# value_sizes.sh, budget.sh).
+cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
+
 # "thread-name value" for every thread of process $1, the value printed by the function $2
 # given the thread's /proc directory (disk.sh, cpu.sh).
 by_thread() {

@@ -17,7 +17,6 @@ TICK_US=$((1000000 / $(getconf CLK_TCK)))
 . "$(dirname "$0")/servers.sh"
 start_servers "$BIN"
 SERVER=$(pgrep -f -- "--listen 127.0.0.1:$TAILSTORE" | head -1)
-cpu_ticks() { awk '{print $14 + $15}' "$1/stat"; }
 load() {
   local port=$1 size=$2 db=$3 sets=$4
   benchmark -p "$port" --dbnum "$db" -t set -d "$size" -r 100000 -c 50 -P 4 --threads 2 -n "$sets"
