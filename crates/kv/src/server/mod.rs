@@ -7,8 +7,9 @@
 //! the replies in the connections' output buffers. At the end of the pass it waits once
 //! for the highest commit of the pass to be durable and only then writes the replies out.
 //! So no reply, to a write or to a read of someone else's write, leaves before what it
-//! reports is durable, and one wait (one fsync, or one fence in `buffer` mode) covers every
-//! client served in the pass: group commit across an event-loop pass.
+//! reports is durable, and one wait covers every client served in the pass (in `fsync` mode
+//! one fsync; in the PMEM modes each record was fenced at its append, and the wait checks the
+//! log's watermark): group commit across an event-loop pass.
 
 mod admin;
 mod connection;
