@@ -2,11 +2,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
 use tailstore_kv::server::{Server, ServerConfig};
 use tailstore_kv::Keyspace;
@@ -70,8 +72,55 @@ pub struct ServeArgs {
     /// the first checkpoint redoes the rest in the background (ARCHITECTURE.md, decision 95).
     #[arg(long)]
     pub redo_before_serving: bool,
+    /// Processors for the background threads (the checkpointer, the log writer and the
+    /// keyspace's housekeeping), as a list like `3` or `2-3,6`. `auto`: the last of the
+    /// processors the process may use, as many as it has beyond the event loops (with two
+    /// and one loop, the second), or, with none to spare, as `any`: wherever the scheduler
+    /// puts them. The event loops are never confined. The background threads stream over
+    /// whole pages (checksums, copies, writes), which evicts the caches of the processor
+    /// they run on; kept apart, they leave the loops' caches to the loops (ARCHITECTURE.md,
+    /// decision 103).
+    #[arg(long, value_name = "LIST", default_value = "auto")]
+    pub background_cpus: BackgroundCpus,
     #[command(flatten)]
     pub tuning: TuningArgs,
+}
+
+/// Where `serve` runs its background threads (`--background-cpus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackgroundCpus {
+    Auto,
+    Any,
+    List(CpuList),
+}
+
+impl FromStr for BackgroundCpus {
+    type Err = CpuError;
+
+    fn from_str(text: &str) -> Result<BackgroundCpus, CpuError> {
+        Ok(match text {
+            "auto" => BackgroundCpus::Auto,
+            "any" => BackgroundCpus::Any,
+            list => BackgroundCpus::List(list.parse()?),
+        })
+    }
+}
+
+impl BackgroundCpus {
+    /// The processors for the background threads of a server with `loops` event loops, of
+    /// the `allowed` ones; `None`: wherever the scheduler puts them.
+    fn resolve(&self, allowed: &CpuList, loops: usize) -> Result<Option<CpuList>, CpuError> {
+        Ok(match self {
+            BackgroundCpus::Any => None,
+            BackgroundCpus::List(list) => {
+                list.check_within(allowed)?;
+                Some(list.clone())
+            }
+            BackgroundCpus::Auto => {
+                (allowed.count() > loops).then(|| allowed.last(allowed.count() - loops))
+            }
+        })
+    }
 }
 
 /// The log's ring (the PMEM log buffer in `buffer` mode): a commit's record must fit half of
@@ -106,8 +155,15 @@ const RECORD_REPLAY_FLOOR: u64 = 1 << 10;
 const PMEM_LOG_REGION: usize = 768 << 20;
 
 pub fn run(args: &ServeArgs) -> CliResult<()> {
+    let loops = args.threads.unwrap_or_else(default_threads);
+    let allowed = CpuList::allowed()?;
+    let background_cpus = args
+        .background_cpus
+        .resolve(&allowed, loops)
+        .map_err(|e| format!("--background-cpus: {e}"))?;
     validate(args)?;
-    let config = db_config(args);
+    let mut config = db_config(args);
+    config.background_cpus = background_cpus.clone();
     let (db, report) = open_database(config.clone())?;
     let recovery = report.recovery.elapsed;
     let medium = log_medium(db.log(), &config.log);
@@ -155,17 +211,23 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         listen: args.listen,
         max_clients: args.max_clients,
         max_bulk: args.max_bulk.0,
-        threads: args.threads.unwrap_or_else(default_threads),
+        threads: loops,
         poll_spin: Duration::from_micros(args.poll_spin),
         durability: durability.clone(),
         durable_replies: durable,
         recovery,
+        background_cpus: background_cpus.clone(),
     };
     let server = Server::start(ks.clone(), server_config, stop)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let placement = match &background_cpus {
+        Some(cpus) => format!("on processors {cpus} of {allowed}"),
+        None => "wherever the scheduler puts them".to_string(),
+    };
     eprintln!(
-        "tailstore serve: listening on {}; commit mode {durability}",
-        server.address()
+        "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}",
+        server.address(),
+        if loops == 1 { "" } else { "s" }
     );
     let served = server.wait();
     close(ks)?;
@@ -252,4 +314,41 @@ fn close(ks: Arc<Keyspace>) -> CliResult<()> {
     db.close()
         .map_err(|e| format!("closing the database failed: {e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(text: &str) -> CpuList {
+        text.parse().expect("a valid list")
+    }
+
+    #[test]
+    fn auto_gives_the_background_threads_the_processors_beyond_the_loops() {
+        let auto = BackgroundCpus::Auto;
+        let resolved = |allowed: &str, loops| auto.resolve(&list(allowed), loops).expect("auto");
+        assert_eq!(resolved("0-1", 1), Some(list("1")));
+        assert_eq!(resolved("0-15", 8), Some(list("8-15")));
+        assert_eq!(resolved("2,5,7", 1), Some(list("5,7")));
+        // No processor to spare: wherever the scheduler puts them.
+        assert_eq!(resolved("0-1", 2), None);
+        assert_eq!(resolved("3", 1), None);
+    }
+
+    #[test]
+    fn a_given_list_must_be_among_the_allowed_processors() {
+        let allowed = list("0-3");
+        let given = |text: &str| text.parse::<BackgroundCpus>().expect("valid");
+        assert_eq!(given("any").resolve(&allowed, 1).expect("any"), None);
+        assert_eq!(
+            given("2-3").resolve(&allowed, 1).expect("within"),
+            Some(list("2-3"))
+        );
+        let err = given("3-4")
+            .resolve(&allowed, 1)
+            .expect_err("4 is not allowed");
+        assert!(err.to_string().contains("not all among"), "{err}");
+        assert!("sometimes".parse::<BackgroundCpus>().is_err());
+    }
 }

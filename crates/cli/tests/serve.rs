@@ -48,6 +48,10 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
         ("--threads", "0", "--threads must be at least 1"),
         ("--listen", "999.1.1.1:1", "invalid socket address"),
         ("--commit", "sometimes", "--commit"),
+        ("--background-cpus", "3-1", "runs backwards"),
+        ("--background-cpus", "some", "invalid processor list"),
+        // No machine here has a thousand processors.
+        ("--background-cpus", "1023", "not all among those"),
     ] {
         let mut args = vec!["--db", db, flag, value];
         if flag != "--listen" {
@@ -127,6 +131,73 @@ fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
     let server = Server::start(&args);
     let mut client = Client::connect(server.address).expect("connect");
     assert_eq!(client.call(&[b"DBSIZE"]), Value::Int(keys));
+}
+
+/// The processors each thread of the server process may run on, by thread name.
+fn thread_placement(pid: u32) -> Vec<(String, String)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads");
+    let mut threads = Vec::new();
+    for task in tasks {
+        let task = task.expect("a thread").path();
+        let name = std::fs::read_to_string(task.join("comm")).expect("comm");
+        let status = std::fs::read_to_string(task.join("status")).expect("status");
+        let allowed = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list");
+        threads.push((name.trim().to_string(), allowed.trim().to_string()));
+    }
+    threads
+}
+
+/// `--background-cpus`: the checkpointer, the log writer and the housekeeping run on the
+/// processors given (by default, the last one when the process may use two and runs one
+/// event loop), the event loop wherever the process may run; `any` confines none of them.
+#[test]
+fn background_threads_run_apart_from_the_event_loops() {
+    let allowed = tailstore_engine::cpus::CpuList::allowed().expect("allowed processors");
+    if allowed.count() < 2 {
+        eprintln!("one processor: no placement to check");
+        return;
+    }
+    let last = allowed.last(1).to_string();
+    let everywhere = allowed.to_string();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let background = ["tailstore-check", "log-writer-buff", "kv-housekeeping"];
+    for (choice, expected) in [(last.as_str(), last.as_str()), ("any", everywhere.as_str())] {
+        let args = [
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--threads",
+            "1",
+            "--background-cpus",
+            choice,
+        ];
+        let server = Server::start(&args);
+        let threads = thread_placement(server.child.id());
+        for name in background {
+            let found = threads.iter().find(|(thread, _)| thread == name);
+            let (_, on) = found.unwrap_or_else(|| panic!("no thread {name}: {threads:?}"));
+            assert_eq!(on, expected, "{choice}: {name}");
+        }
+        let (_, on) = threads
+            .iter()
+            .find(|(thread, _)| thread == "kv-worker-0")
+            .expect("the event loop");
+        assert_eq!(
+            on, &everywhere,
+            "{choice}: the event loop is never confined"
+        );
+        let mut client = Client::connect(server.address).expect("connect");
+        client.send(&[b"SHUTDOWN"]).expect("send SHUTDOWN");
+        let (status, said) = server.exit_within(Duration::from_secs(60));
+        assert!(status.success(), "{choice}: exit status {status}: {said:?}");
+    }
 }
 
 /// A second server given a copy of the first's database and the same PMEM file is refused:

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use tailstore_log::{
-    CommitMode, LogConfig, LogCounters, LogError, LogManager, LogReplay, LOG_START_LSN,
+    CommitMode, LogConfig, LogCounters, LogError, LogManager, LogReplay, ThreadSetup, LOG_START_LSN,
 };
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
@@ -19,6 +19,7 @@ use tailstore_storage::{
 };
 
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
+use crate::cpus::CpuList;
 use crate::error::{AbortCause, EngineError, Result};
 use crate::meta::{Meta, FIRST_DATA_PAGE};
 use crate::pending_redo::{self, PendingPages};
@@ -71,6 +72,10 @@ pub struct DbConfig {
     /// every page it changed. `false`: the open redoes every such page before it returns,
     /// so that a page the log cannot rebuild is the open's error.
     pub redo_at_first_load: bool,
+    /// Processors for the database's background threads (the checkpointer and the log's
+    /// writer), which must all be among those the process may run on; `None`: wherever the
+    /// scheduler puts them (see [`crate::cpus`]).
+    pub background_cpus: Option<CpuList>,
 }
 
 impl DbConfig {
@@ -98,6 +103,7 @@ impl DbConfig {
             record_replay_floor: 0,
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
             redo_at_first_load: false,
+            background_cpus: None,
         }
     }
 
@@ -354,9 +360,16 @@ impl Database {
     /// [`Database::open`] over any storage (the simulated one in tests).
     pub fn open_with(
         storage: Arc<dyn Storage>,
-        config: DbConfig,
+        mut config: DbConfig,
     ) -> Result<(Database, OpenReport)> {
         let began = Instant::now();
+        if let Some(cpus) = config.background_cpus.clone() {
+            let allowed = CpuList::allowed().map_err(|e| EngineError::Open(e.to_string()))?;
+            cpus.check_within(&allowed)
+                .map_err(|e| EngineError::Open(e.to_string()))?;
+            let keep = move || cpus.keep_current_thread();
+            config.log.writer_setup = Some(ThreadSetup(Arc::new(keep)));
+        }
         if !storage.is_dir(&config.data_dir) {
             return Err(EngineError::Open(format!(
                 "data directory {} does not exist",
@@ -799,9 +812,15 @@ fn open_pool(
 
 fn spawn_checkpointer(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
     let weak: Weak<Shared> = Arc::downgrade(shared);
+    let cpus = shared.config.background_cpus.clone();
     std::thread::Builder::new()
         .name("tailstore-checkpointer".into())
-        .spawn(move || run_checkpointer(weak))
+        .spawn(move || {
+            if let Some(cpus) = &cpus {
+                cpus.keep_current_thread();
+            }
+            run_checkpointer(weak)
+        })
         .map_err(|e| EngineError::Open(format!("cannot start the checkpointer thread: {e}")))
 }
 

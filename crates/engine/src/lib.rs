@@ -72,6 +72,7 @@
 #![forbid(unsafe_code)]
 
 mod catalog;
+pub mod cpus;
 mod database;
 mod error;
 mod interleave;

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a commit is made durable. See docs/design/log.md for each mode's protocol.
@@ -84,6 +85,17 @@ impl FromStr for CommitMode {
     }
 }
 
+/// What the log's background writer thread runs before its first round: the engine keeps it
+/// on the database's background processors with it (`tailstore_engine::cpus`).
+#[derive(Clone)]
+pub struct ThreadSetup(pub Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for ThreadSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ThreadSetup(..)")
+    }
+}
+
 /// Everything needed to open (or create) a log.
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -110,6 +122,8 @@ pub struct LogConfig {
     /// bytes; each release rewrites and syncs the file's header. Small only in tests, so that
     /// the simulator's short logs release (and crash while releasing) too.
     pub release_step_bytes: u64,
+    /// Run by the background writer (`buffer`, `async`) when it starts; `None`: nothing.
+    pub writer_setup: Option<ThreadSetup>,
 }
 
 pub const KIB: usize = 1024;
@@ -129,6 +143,7 @@ impl LogConfig {
             harden_age: Duration::from_millis(20),
             harden_batch_bytes: None,
             release_step_bytes: 64 * MIB as u64,
+            writer_setup: None,
         }
     }
 

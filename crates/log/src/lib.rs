@@ -39,7 +39,7 @@ mod recovery;
 mod ring;
 mod scan;
 
-pub use config::{CommitMode, LogConfig, KIB, MIB};
+pub use config::{CommitMode, LogConfig, ThreadSetup, KIB, MIB};
 pub use counters::LogCounters;
 pub use error::{LogError, Result};
 pub use format::LOG_START_LSN;

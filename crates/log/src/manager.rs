@@ -24,7 +24,7 @@ use tailstore_media::direct_io::{AlignedBuffer, DIRECT_ALIGN};
 use tailstore_media::{File, MediaError, Medium};
 
 use crate::completion::{Completions, LsnWaiters};
-use crate::config::CommitMode;
+use crate::config::{CommitMode, ThreadSetup};
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
 use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     pub harden_batch: u64,
     /// The log file's head is discarded in steps of this many bytes (see `release_file`).
     release_step: u64,
+    /// Run by the background writer when it starts.
+    writer_setup: Option<ThreadSetup>,
     /// `filled` when the log was opened, for the bytes counter.
     pub opened_at: u64,
 
@@ -182,6 +184,7 @@ impl Shared {
             harden_age: config.harden_age,
             harden_batch,
             release_step: config.release_step_bytes,
+            writer_setup: config.writer_setup.clone(),
             opened_at: start.end,
             reserved: CachePadded::new(AtomicU64::new(start.end)),
             filled: CachePadded::new(AtomicU64::new(start.end)),
@@ -611,7 +614,12 @@ impl LogManager {
                 let worker = Arc::clone(&shared);
                 let handle = thread::Builder::new()
                     .name(format!("log-writer-{}", shared.mode))
-                    .spawn(move || worker.run_writer())
+                    .spawn(move || {
+                        if let Some(setup) = &worker.writer_setup {
+                            (setup.0)();
+                        }
+                        worker.run_writer()
+                    })
                     .map_err(|source| {
                         LogError::Media(MediaError::Io {
                             op: "spawn log writer",

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use tailstore_engine::cpus::CpuList;
 use tailstore_engine::RestartRedo;
 
 use crate::Keyspace;
@@ -48,6 +49,9 @@ pub struct ServerConfig {
     pub durable_replies: bool,
     /// How long opening the database took (recovery included), for INFO.
     pub recovery: Duration,
+    /// Processors for the housekeeping thread (the database's background threads' own, see
+    /// `tailstore_engine::cpus`); `None`: wherever the scheduler puts it.
+    pub background_cpus: Option<CpuList>,
 }
 
 /// Counters and settings every worker shares.
@@ -137,6 +141,9 @@ impl Server {
             thread::Builder::new()
                 .name("kv-housekeeping".into())
                 .spawn(move || {
+                    if let Some(cpus) = &expiry.config.background_cpus {
+                        cpus.keep_current_thread();
+                    }
                     housekeeping(&expiry);
                     Ok(())
                 })?,
