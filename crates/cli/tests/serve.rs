@@ -151,8 +151,9 @@ fn thread_placement(pid: u32) -> Vec<(String, String)> {
 }
 
 /// `--background-cpus`: the checkpointer, the log writer and the housekeeping run on the
-/// processors given (by default, the last one when the process may use two and runs one
-/// event loop), the event loop wherever the process may run; `any` confines none of them.
+/// processors given (by default, those beyond the event loops' number: with one loop, every
+/// processor but the first), the event loop wherever the process may run; `any` confines
+/// none of them.
 #[test]
 fn background_threads_run_apart_from_the_event_loops() {
     let allowed = tailstore_engine::cpus::CpuList::allowed().expect("allowed processors");
@@ -162,28 +163,36 @@ fn background_threads_run_apart_from_the_event_loops() {
     }
     let last = allowed.last(1).to_string();
     let everywhere = allowed.to_string();
+    // `auto` with one loop: every processor but the first.
+    let beyond_the_loop = allowed.last(allowed.count() - 1).to_string();
     let dir = tempfile::tempdir().expect("temporary directory");
     let shm = support::pmem_dir();
     let db = dir.path().join("db");
     let pmem = shm.path().join("db.pmem");
     let background = ["tailstore-check", "log-writer-buff", "kv-housekeeping"];
-    for (choice, expected) in [(last.as_str(), last.as_str()), ("any", everywhere.as_str())] {
-        let args = [
+    let cases = [
+        (Some(last.as_str()), last.as_str()),
+        (Some("any"), everywhere.as_str()),
+        (None, beyond_the_loop.as_str()),
+    ];
+    for (choice, expected) in cases {
+        let mut args = vec![
             "--db",
             support::path(&db),
             "--pmem",
             support::path(&pmem),
             "--threads",
             "1",
-            "--background-cpus",
-            choice,
         ];
+        if let Some(choice) = choice {
+            args.extend(["--background-cpus", choice]);
+        }
         let server = Server::start(&args);
         let threads = thread_placement(server.child.id());
         for name in background {
             let found = threads.iter().find(|(thread, _)| thread == name);
             let (_, on) = found.unwrap_or_else(|| panic!("no thread {name}: {threads:?}"));
-            assert_eq!(on, expected, "{choice}: {name}");
+            assert_eq!(on, expected, "{choice:?}: {name}");
         }
         let (_, on) = threads
             .iter()
@@ -191,12 +200,15 @@ fn background_threads_run_apart_from_the_event_loops() {
             .expect("the event loop");
         assert_eq!(
             on, &everywhere,
-            "{choice}: the event loop is never confined"
+            "{choice:?}: the event loop is never confined"
         );
         let mut client = Client::connect(server.address).expect("connect");
         client.send(&[b"SHUTDOWN"]).expect("send SHUTDOWN");
         let (status, said) = server.exit_within(Duration::from_secs(60));
-        assert!(status.success(), "{choice}: exit status {status}: {said:?}");
+        assert!(
+            status.success(),
+            "{choice:?}: exit status {status}: {said:?}"
+        );
     }
 }
 
