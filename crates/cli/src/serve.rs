@@ -74,9 +74,9 @@ pub struct ServeArgs {
     pub redo_before_serving: bool,
     /// Processors for the background threads (the checkpointer, the log writer and the
     /// keyspace's housekeeping), as a list like `3` or `2-3,6`. `auto`: the last of the
-    /// processors the process may use, as many as it has beyond the event loops (with two
-    /// and one loop, the second), or, with none to spare, as `any`: wherever the scheduler
-    /// puts them. The event loops are never confined. The background threads stream over
+    /// cores the process may use, as many as it has beyond the event loops (with two
+    /// single-threaded cores and one loop, the second), or, with none to spare, as `any`:
+    /// wherever the scheduler puts them. The event loops are never confined. The background threads stream over
     /// whole pages (checksums, copies, writes), which evicts the caches of the processor
     /// they run on; kept apart, they leave the loops' caches to the loops (ARCHITECTURE.md,
     /// decision 103).
@@ -108,8 +108,16 @@ impl FromStr for BackgroundCpus {
 
 impl BackgroundCpus {
     /// The processors for the background threads of a server with `loops` event loops, of
-    /// the `allowed` ones; `None`: wherever the scheduler puts them.
-    fn resolve(&self, allowed: &CpuList, loops: usize) -> Result<Option<CpuList>, CpuError> {
+    /// the `allowed` ones, whose cores `siblings` tells (see [`CpuList::cores`]); `None`:
+    /// wherever the scheduler puts them. `auto` counts cores, not processors: the hardware
+    /// threads of a core share its caches, so it hands out only whole cores the loops can
+    /// spare (the last ones).
+    fn resolve(
+        &self,
+        allowed: &CpuList,
+        loops: usize,
+        siblings: impl Fn(usize) -> Option<CpuList>,
+    ) -> Result<Option<CpuList>, CpuError> {
         Ok(match self {
             BackgroundCpus::Any => None,
             BackgroundCpus::List(list) => {
@@ -117,7 +125,8 @@ impl BackgroundCpus {
                 Some(list.clone())
             }
             BackgroundCpus::Auto => {
-                (allowed.count() > loops).then(|| allowed.last(allowed.count() - loops))
+                let cores = allowed.cores(siblings);
+                cores.get(loops..).and_then(CpuList::joined)
             }
         })
     }
@@ -159,7 +168,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     let allowed = CpuList::allowed()?;
     let background_cpus = args
         .background_cpus
-        .resolve(&allowed, loops)
+        .resolve(&allowed, loops, CpuList::core_siblings)
         .map_err(|e| format!("--background-cpus: {e}"))?;
     validate(args)?;
     let mut config = db_config(args);
@@ -324,29 +333,43 @@ mod tests {
         text.parse().expect("a valid list")
     }
 
+    /// One core per processor.
+    fn no_smt(_: usize) -> Option<CpuList> {
+        None
+    }
+
     #[test]
-    fn auto_gives_the_background_threads_the_processors_beyond_the_loops() {
+    fn auto_gives_the_background_threads_the_cores_beyond_the_loops() {
         let auto = BackgroundCpus::Auto;
-        let resolved = |allowed: &str, loops| auto.resolve(&list(allowed), loops).expect("auto");
+        let resolved =
+            |allowed: &str, loops| auto.resolve(&list(allowed), loops, no_smt).expect("auto");
         assert_eq!(resolved("0-1", 1), Some(list("1")));
         assert_eq!(resolved("0-15", 8), Some(list("8-15")));
         assert_eq!(resolved("2,5,7", 1), Some(list("5,7")));
         // No processor to spare: wherever the scheduler puts them.
         assert_eq!(resolved("0-1", 2), None);
         assert_eq!(resolved("3", 1), None);
+        // Eight cores of two hardware threads, the siblings numbered apart (0 and 8, …).
+        let smt = |cpu: usize| Some(list(&format!("{},{}", cpu % 8, cpu % 8 + 8)));
+        let smt_resolved = |loops| auto.resolve(&list("0-15"), loops, smt).expect("auto");
+        assert_eq!(smt_resolved(8), None, "no core to spare");
+        assert_eq!(smt_resolved(6), Some(list("6-7,14-15")));
     }
 
     #[test]
     fn a_given_list_must_be_among_the_allowed_processors() {
         let allowed = list("0-3");
         let given = |text: &str| text.parse::<BackgroundCpus>().expect("valid");
-        assert_eq!(given("any").resolve(&allowed, 1).expect("any"), None);
         assert_eq!(
-            given("2-3").resolve(&allowed, 1).expect("within"),
+            given("any").resolve(&allowed, 1, no_smt).expect("any"),
+            None
+        );
+        assert_eq!(
+            given("2-3").resolve(&allowed, 1, no_smt).expect("within"),
             Some(list("2-3"))
         );
         let err = given("3-4")
-            .resolve(&allowed, 1)
+            .resolve(&allowed, 1, no_smt)
             .expect_err("4 is not allowed");
         assert!(err.to_string().contains("not all among"), "{err}");
         assert!("sometimes".parse::<BackgroundCpus>().is_err());

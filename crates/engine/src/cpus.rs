@@ -54,10 +54,42 @@ impl CpuList {
         self.0.len()
     }
 
-    /// The last `n` processors of the list (all of them if it has fewer; at least one).
-    pub fn last(&self, n: usize) -> CpuList {
-        let n = n.clamp(1, self.0.len());
-        CpuList(self.0[self.0.len() - n..].to_vec())
+    /// The list's processors grouped by the core they share (the hardware threads of a core
+    /// share its caches), each core in the order of its first processor. `siblings(cpu)`
+    /// names the processors of `cpu`'s core, those outside the list left out; `None` (not
+    /// known) makes `cpu` a core of its own. See [`CpuList::core_siblings`].
+    pub fn cores(&self, siblings: impl Fn(usize) -> Option<CpuList>) -> Vec<CpuList> {
+        let mut cores: Vec<CpuList> = Vec::new();
+        for &cpu in &self.0 {
+            if cores.iter().any(|core| core.0.contains(&cpu)) {
+                continue;
+            }
+            let shared = siblings(cpu)
+                .map(|all| all.0.into_iter().filter(|c| self.0.contains(c)).collect())
+                .filter(|shared: &Vec<usize>| shared.contains(&cpu))
+                .unwrap_or_else(|| vec![cpu]);
+            cores.push(CpuList(shared));
+        }
+        cores
+    }
+
+    /// The processors that share `cpu`'s core, as Linux lists them in
+    /// `/sys/devices/system/cpu/cpuN/topology/` (`None` where the file is missing or
+    /// unreadable, as in some containers).
+    pub fn core_siblings(cpu: usize) -> Option<CpuList> {
+        let topology = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+        ["core_cpus_list", "thread_siblings_list"]
+            .iter()
+            .find_map(|file| std::fs::read_to_string(format!("{topology}/{file}")).ok())
+            .and_then(|list| list.trim().parse().ok())
+    }
+
+    /// The processors of all of `lists` (`None` if they name none).
+    pub fn joined(lists: &[CpuList]) -> Option<CpuList> {
+        let mut cpus: Vec<usize> = lists.iter().flat_map(|list| list.0.clone()).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        (!cpus.is_empty()).then_some(CpuList(cpus))
     }
 
     /// `Err(NotAllowed)` unless every processor of the list is in `allowed`.
@@ -190,12 +222,24 @@ mod tests {
         }
     }
 
+    /// Two cores of two hardware threads each, numbered apart (0 and 2 share a core, 1 and
+    /// 3 the other), as Linux numbers them on most Intel machines.
+    fn smt_apart(cpu: usize) -> Option<CpuList> {
+        Some(list(if cpu.is_multiple_of(2) { "0,2" } else { "1,3" }))
+    }
+
     #[test]
-    fn the_last_processors_of_a_list() {
-        let all = list("0-3,8");
-        assert_eq!(all.last(2), list("3,8"));
-        assert_eq!(all.last(0), list("8"));
-        assert_eq!(all.last(9), all);
+    fn processors_are_grouped_by_the_core_they_share() {
+        assert_eq!(list("0-3").cores(smt_apart), vec![list("0,2"), list("1,3")]);
+        // Siblings outside the list are left out.
+        assert_eq!(list("0-2").cores(smt_apart), vec![list("0,2"), list("1")]);
+        // Unknown topology, or a sibling list without the processor: a core each.
+        assert_eq!(list("0-1").cores(|_| None), vec![list("0"), list("1")]);
+        assert_eq!(list("5").cores(|_| Some(list("1"))), vec![list("5")]);
+        let machine = CpuList::allowed().expect("allowed");
+        let cores = machine.cores(CpuList::core_siblings);
+        assert_eq!(CpuList::joined(&cores), Some(machine));
+        assert_eq!(CpuList::joined(&[]), None);
     }
 
     #[test]
@@ -214,7 +258,10 @@ mod tests {
     #[test]
     fn a_thread_confined_to_one_allowed_processor_runs_there() {
         let allowed = CpuList::allowed().expect("allowed processors");
-        let one = allowed.last(1);
+        let one: CpuList = allowed.cpus()[allowed.count() - 1]
+            .to_string()
+            .parse()
+            .expect("one");
         let on = std::thread::spawn(move || {
             one.confine_current_thread().expect("confine");
             (CpuList::allowed().expect("allowed"), one)
