@@ -75,7 +75,8 @@ impl CpuList {
 
     /// The processors that share `cpu`'s core, as Linux lists them in
     /// `/sys/devices/system/cpu/cpuN/topology/` (`None` where the file is missing or
-    /// unreadable, as in some containers).
+    /// unreadable, as in some containers). A read of the machine's description, like
+    /// `sched_getaffinity`, not of the database's files: those go through `tailstore_media`.
     pub fn core_siblings(cpu: usize) -> Option<CpuList> {
         let topology = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
         ["core_cpus_list", "thread_siblings_list"]
