@@ -225,7 +225,6 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         durability: durability.clone(),
         durable_replies: durable,
         recovery,
-        background_cpus: background_cpus.clone(),
     };
     let server = Server::start(ks.clone(), server_config, stop)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

@@ -542,6 +542,12 @@ impl Database {
         self.shared.max_commit_bytes()
     }
 
+    /// The processors of the database's background threads ([`DbConfig::background_cpus`]),
+    /// for the threads a server adds beside them.
+    pub fn background_cpus(&self) -> Option<&CpuList> {
+        self.shared.config.background_cpus.as_ref()
+    }
+
     /// The table named `name`.
     pub fn table(&self, name: &str) -> Result<Table> {
         self.shared

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tailstore_engine::cpus::CpuList;
 use tailstore_engine::RestartRedo;
 
 use crate::Keyspace;
@@ -49,9 +48,6 @@ pub struct ServerConfig {
     pub durable_replies: bool,
     /// How long opening the database took (recovery included), for INFO.
     pub recovery: Duration,
-    /// Processors for the housekeeping thread (the database's background threads' own, see
-    /// `tailstore_engine::cpus`); `None`: wherever the scheduler puts it.
-    pub background_cpus: Option<CpuList>,
 }
 
 /// Counters and settings every worker shares.
@@ -141,7 +137,8 @@ impl Server {
             thread::Builder::new()
                 .name("kv-housekeeping".into())
                 .spawn(move || {
-                    if let Some(cpus) = &expiry.config.background_cpus {
+                    // Beside the database's own background threads.
+                    if let Some(cpus) = expiry.ks.database().background_cpus() {
                         cpus.keep_current_thread();
                     }
                     housekeeping(&expiry);

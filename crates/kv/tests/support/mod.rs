@@ -143,7 +143,6 @@ impl TestServer {
             durability: format!("{} (test)", options.mode),
             durable_replies: durable,
             recovery: Duration::ZERO,
-            background_cpus: None,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
