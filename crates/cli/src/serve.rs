@@ -54,10 +54,12 @@ pub struct ServeArgs {
     /// Numbered databases (SELECT 0 .. N-1).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
-    /// Event-loop threads (default: half the cores, at least one). Connections are dealt to
-    /// them in turn. Writes to a table are applied one at a time (each takes the table's
-    /// tree latch), so more loops than that mostly add contention for write-heavy loads,
-    /// while read-only loads gain from one loop per core: see ARCHITECTURE.md, decision 57.
+    /// Event-loop threads (default: one per core the process may use, hardware threads of a
+    /// core counted once). Connections are dealt to them in turn. Reads run beside writers;
+    /// writes to a table are applied one at a time (each takes the table's tree latch), so
+    /// a write-heavy load gains less from more loops than a read-heavy one. Fewer loops than
+    /// cores leave `--background-cpus auto` cores of its own: see ARCHITECTURE.md, decisions
+    /// 57 and 104.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Microseconds an event loop that has just served requests keeps polling for more
@@ -75,11 +77,11 @@ pub struct ServeArgs {
     /// Processors for the background threads (the checkpointer, the log writer and the
     /// keyspace's housekeeping), as a list like `3` or `2-3,6`. `auto`: the last of the
     /// cores the process may use, as many as it has beyond the event loops (with two
-    /// single-threaded cores and one loop, the second), or, with none to spare, as `any`:
-    /// wherever the scheduler puts them. The event loops are never confined. The background threads stream over
-    /// whole pages (checksums, copies, writes), which evicts the caches of the processor
-    /// they run on; kept apart, they leave the loops' caches to the loops (ARCHITECTURE.md,
-    /// decision 103).
+    /// single-threaded cores and `--threads 1`, the second), or, with none to spare (as with
+    /// the default of a loop per core), as `any`: wherever the scheduler puts them. The
+    /// event loops are never confined. The background threads stream over whole pages
+    /// (checksums, copies, writes), which evicts the caches of the processor they run on;
+    /// kept apart, they leave the loops' caches to the loops (ARCHITECTURE.md, decision 103).
     #[arg(long, value_name = "LIST", default_value = "auto")]
     pub background_cpus: BackgroundCpus,
     #[command(flatten)]
@@ -164,8 +166,10 @@ const RECORD_REPLAY_FLOOR: u64 = 1 << 10;
 const PMEM_LOG_REGION: usize = 768 << 20;
 
 pub fn run(args: &ServeArgs) -> CliResult<()> {
-    let loops = args.threads.unwrap_or_else(default_threads);
     let allowed = CpuList::allowed()?;
+    let loops = args
+        .threads
+        .unwrap_or_else(|| default_loops(&allowed, CpuList::core_siblings));
     let background_cpus = args
         .background_cpus
         .resolve(&allowed, loops, CpuList::core_siblings)
@@ -308,10 +312,10 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     config
 }
 
-/// Half the cores, at least one (see `ServeArgs::threads`).
-fn default_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores / 2).max(1)
+/// One event loop per core of the `allowed` processors, whose cores `siblings` tells (see
+/// `ServeArgs::threads` and [`CpuList::cores`]).
+fn default_loops(allowed: &CpuList, siblings: impl Fn(usize) -> Option<CpuList>) -> usize {
+    allowed.cores(siblings).len()
 }
 
 /// Stops the keyspace and closes the database with a checkpoint.
@@ -353,6 +357,16 @@ mod tests {
         let smt_resolved = |loops| auto.resolve(&list("0-15"), loops, smt).expect("auto");
         assert_eq!(smt_resolved(8), None, "no core to spare");
         assert_eq!(smt_resolved(6), Some(list("6-7,14-15")));
+    }
+
+    #[test]
+    fn the_default_runs_one_loop_per_core() {
+        assert_eq!(default_loops(&list("0-1"), no_smt), 2);
+        assert_eq!(default_loops(&list("3"), no_smt), 1);
+        // Eight cores of two hardware threads each, numbered apart (0 and 8, …).
+        let smt = |cpu: usize| Some(list(&format!("{},{}", cpu % 8, cpu % 8 + 8)));
+        assert_eq!(default_loops(&list("0-15"), smt), 8);
+        assert_eq!(default_loops(&list("0-3,8-9"), smt), 4);
     }
 
     #[test]
