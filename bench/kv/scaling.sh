@@ -2,8 +2,8 @@
 # The bar's throughput load at several client-thread counts, for machines with more cores
 # than the 2 the bars are set on: 4 KiB SETs and then 4 KiB GETs over 100,000 keys, pipeline
 # 4, 25 connections per redis-benchmark thread, against Redis without persistence, Redis with
-# `appendfsync always` and `tailstore serve --commit buffer` (its default event loops: half
-# the cores), rounds interleaved. Prints the machine (cores, model) and each server's CPU
+# `appendfsync always` and `tailstore serve --commit buffer` (its default event loops: one
+# per core), rounds interleaved. Prints the machine (cores, model) and each server's CPU
 # seconds over the whole script, since a single-threaded Redis and a multi-loop tailstore
 # spend different amounts of the machine for their figures.
 # usage: bench/kv/scaling.sh TAILSTORE_BINARY [ROUNDS] [THREADS...]   (env: WORK, BASE, REQUESTS)
