@@ -110,15 +110,15 @@ impl FromStr for BackgroundCpus {
 
 impl BackgroundCpus {
     /// The processors for the background threads of a server with `loops` event loops, of
-    /// the `allowed` ones, whose cores `siblings` tells (see [`CpuList::cores`]); `None`:
-    /// wherever the scheduler puts them. `auto` counts cores, not processors: the hardware
-    /// threads of a core share its caches, so it hands out only whole cores the loops can
-    /// spare (the last ones).
+    /// the `allowed` ones, grouped into `cores` (see [`CpuList::cores`]); `None`: wherever
+    /// the scheduler puts them. `auto` counts cores, not processors: the hardware threads of
+    /// a core share its caches, so it hands out only whole cores the loops can spare (the
+    /// last ones).
     fn resolve(
         &self,
         allowed: &CpuList,
+        cores: &[CpuList],
         loops: usize,
-        siblings: impl Fn(usize) -> Option<CpuList>,
     ) -> Result<Option<CpuList>, CpuError> {
         Ok(match self {
             BackgroundCpus::Any => None,
@@ -126,10 +126,7 @@ impl BackgroundCpus {
                 list.check_within(allowed)?;
                 Some(list.clone())
             }
-            BackgroundCpus::Auto => {
-                let cores = allowed.cores(siblings);
-                cores.get(loops..).and_then(CpuList::joined)
-            }
+            BackgroundCpus::Auto => cores.get(loops..).and_then(CpuList::joined),
         })
     }
 }
@@ -167,12 +164,11 @@ const PMEM_LOG_REGION: usize = 768 << 20;
 
 pub fn run(args: &ServeArgs) -> CliResult<()> {
     let allowed = CpuList::allowed()?;
-    let loops = args
-        .threads
-        .unwrap_or_else(|| default_loops(&allowed, CpuList::core_siblings));
+    let cores = allowed.cores(CpuList::core_siblings);
+    let loops = args.threads.unwrap_or_else(|| default_loops(&cores));
     let background_cpus = args
         .background_cpus
-        .resolve(&allowed, loops, CpuList::core_siblings)
+        .resolve(&allowed, &cores, loops)
         .map_err(|e| format!("--background-cpus: {e}"))?;
     validate(args)?;
     let mut config = db_config(args);
@@ -312,10 +308,10 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     config
 }
 
-/// One event loop per core of the `allowed` processors, whose cores `siblings` tells (see
-/// `ServeArgs::threads` and [`CpuList::cores`]).
-fn default_loops(allowed: &CpuList, siblings: impl Fn(usize) -> Option<CpuList>) -> usize {
-    allowed.cores(siblings).len()
+/// One event loop per core of the processors the process may use (see `ServeArgs::threads`
+/// and [`CpuList::cores`]).
+fn default_loops(cores: &[CpuList]) -> usize {
+    cores.len()
 }
 
 /// Stops the keyspace and closes the database with a checkpoint.
@@ -341,11 +337,22 @@ mod tests {
         None
     }
 
+    /// `choice` resolved for `loops` loops on the processors `allowed`, whose cores
+    /// `siblings` tells.
+    fn resolve_on(
+        choice: &BackgroundCpus,
+        allowed: &CpuList,
+        loops: usize,
+        siblings: impl Fn(usize) -> Option<CpuList>,
+    ) -> Result<Option<CpuList>, CpuError> {
+        choice.resolve(allowed, &allowed.cores(siblings), loops)
+    }
+
     #[test]
     fn auto_gives_the_background_threads_the_cores_beyond_the_loops() {
         let auto = BackgroundCpus::Auto;
         let resolved =
-            |allowed: &str, loops| auto.resolve(&list(allowed), loops, no_smt).expect("auto");
+            |allowed: &str, loops| resolve_on(&auto, &list(allowed), loops, no_smt).expect("auto");
         assert_eq!(resolved("0-1", 1), Some(list("1")));
         assert_eq!(resolved("0-15", 8), Some(list("8-15")));
         assert_eq!(resolved("2,5,7", 1), Some(list("5,7")));
@@ -354,19 +361,19 @@ mod tests {
         assert_eq!(resolved("3", 1), None);
         // Eight cores of two hardware threads, the siblings numbered apart (0 and 8, …).
         let smt = |cpu: usize| Some(list(&format!("{},{}", cpu % 8, cpu % 8 + 8)));
-        let smt_resolved = |loops| auto.resolve(&list("0-15"), loops, smt).expect("auto");
+        let smt_resolved = |loops| resolve_on(&auto, &list("0-15"), loops, smt).expect("auto");
         assert_eq!(smt_resolved(8), None, "no core to spare");
         assert_eq!(smt_resolved(6), Some(list("6-7,14-15")));
     }
 
     #[test]
     fn the_default_runs_one_loop_per_core() {
-        assert_eq!(default_loops(&list("0-1"), no_smt), 2);
-        assert_eq!(default_loops(&list("3"), no_smt), 1);
+        assert_eq!(default_loops(&list("0-1").cores(no_smt)), 2);
+        assert_eq!(default_loops(&list("3").cores(no_smt)), 1);
         // Eight cores of two hardware threads each, numbered apart (0 and 8, …).
         let smt = |cpu: usize| Some(list(&format!("{},{}", cpu % 8, cpu % 8 + 8)));
-        assert_eq!(default_loops(&list("0-15"), smt), 8);
-        assert_eq!(default_loops(&list("0-3,8-9"), smt), 4);
+        assert_eq!(default_loops(&list("0-15").cores(smt)), 8);
+        assert_eq!(default_loops(&list("0-3,8-9").cores(smt)), 4);
     }
 
     #[test]
@@ -374,16 +381,14 @@ mod tests {
         let allowed = list("0-3");
         let given = |text: &str| text.parse::<BackgroundCpus>().expect("valid");
         assert_eq!(
-            given("any").resolve(&allowed, 1, no_smt).expect("any"),
+            resolve_on(&given("any"), &allowed, 1, no_smt).expect("any"),
             None
         );
         assert_eq!(
-            given("2-3").resolve(&allowed, 1, no_smt).expect("within"),
+            resolve_on(&given("2-3"), &allowed, 1, no_smt).expect("within"),
             Some(list("2-3"))
         );
-        let err = given("3-4")
-            .resolve(&allowed, 1, no_smt)
-            .expect_err("4 is not allowed");
+        let err = resolve_on(&given("3-4"), &allowed, 1, no_smt).expect_err("4 is not allowed");
         assert!(err.to_string().contains("not all among"), "{err}");
         assert!("sometimes".parse::<BackgroundCpus>().is_err());
     }

@@ -49,11 +49,6 @@ impl CpuList {
         &self.0
     }
 
-    /// How many processors the list names (never none).
-    pub fn count(&self) -> usize {
-        self.0.len()
-    }
-
     /// The list's processors grouped by the core they share (the hardware threads of a core
     /// share its caches), each core in the order of its first processor. `siblings(cpu)`
     /// names the processors of `cpu`'s core, those outside the list left out; `None` (not
@@ -259,10 +254,8 @@ mod tests {
     #[test]
     fn a_thread_confined_to_one_allowed_processor_runs_there() {
         let allowed = CpuList::allowed().expect("allowed processors");
-        let one: CpuList = allowed.cpus()[allowed.count() - 1]
-            .to_string()
-            .parse()
-            .expect("one");
+        let last = allowed.cpus().last().expect("never empty");
+        let one: CpuList = last.to_string().parse().expect("one");
         let on = std::thread::spawn(move || {
             one.confine_current_thread().expect("confine");
             (CpuList::allowed().expect("allowed"), one)
