@@ -894,6 +894,50 @@ fn deep_tree_grows_to_height_three_and_shrinks_back() {
     assert_eq!(tree.get(&key(1)).expect("get"), None);
 }
 
+/// Once warm, a point read of a tree with about as many inner nodes as a `kv` table of
+/// 100,000 4 KiB values (~170) reads only its leaf from the pool: every inner node routes
+/// from the thread's copy. With the copies direct-mapped into 256 slots, nodes that shared a
+/// slot evicted each other, and about one read in eight read an inner node from the pool
+/// again (and copied its 16 KiB).
+#[test]
+fn warm_point_reads_route_through_copies_of_every_inner_node() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 4096);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    let key = |k: u32| {
+        let mut key = k.to_be_bytes().to_vec();
+        key.resize(500 * SCALE, b'k'); // long keys: many inner nodes from few entries
+        key
+    };
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut keys: Vec<u32> = (0..24_000).collect();
+    keys.shuffle(&mut rng);
+    for &k in &keys {
+        tree.insert(&key(k), &[1]).expect("insert");
+    }
+    let shape = tree.check().expect("check");
+    assert!(
+        (150..=250).contains(&shape.inner_nodes),
+        "the test wants a kv table's ~170 inner nodes: {shape:?}"
+    );
+    let read_all = |keys: &[u32]| {
+        for &k in keys {
+            assert!(tree.get(&key(k)).expect("get").is_some());
+        }
+    };
+    read_all(&keys); // warm: every inner node copied once
+    keys.shuffle(&mut rng);
+    let before = pool.stats().hits;
+    read_all(&keys);
+    let pool_reads = pool.stats().hits - before;
+    let extra = pool_reads - keys.len() as u64; // one leaf per read is the floor
+    assert!(
+        extra * 100 <= keys.len() as u64,
+        "{extra} of {} warm reads read an inner node from the pool ({shape:?})",
+        keys.len()
+    );
+}
+
 /// An injected write failure (which surfaces during an eviction) at each of the first writes
 /// of an insert/delete workload: the failed operation either changed nothing visible, or left
 /// the tree fail-stop; never a silently wrong tree.

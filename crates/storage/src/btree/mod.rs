@@ -57,8 +57,8 @@
 //! *Inner nodes, from per-thread copies.* Even without the tree latch, every lookup still
 //! latched each inner node's frame and locked its page-table shard: cache lines written by
 //! every thread, and the top levels are read by all of them. Each thread therefore keeps
-//! copies of the payloads of the inner nodes it reads (`INNER_COPIES` slots, direct-mapped by
-//! tree and page), each tagged with the frame it came from and that frame's version (see the
+//! copies of the payloads of the inner nodes it reads (`COPY_SETS` sets of `COPY_WAYS` slots,
+//! the set chosen by tree and page, least recently used first out), each tagged with the frame it came from and that frame's version (see the
 //! buffer pool's "Frame versions"): the number of times the frame's write latch had been
 //! taken, read under the read latch the copy was made under. An optimistic descent routes
 //! through a copy whose frame version is unchanged instead of reading the page. That is the
@@ -220,9 +220,13 @@ const OPTIMISTIC_TRIES: usize = 3;
 /// optimistic descent that walks further has followed stale child ids in a loop.
 const MAX_HEIGHT: usize = 64;
 
-/// Inner-node copies kept per thread, direct-mapped by tree and page: at most this many
-/// page payloads (16 KiB each, 4 MiB in all) per thread that reads trees.
-const INNER_COPIES: usize = 256;
+/// Inner-node copies kept per thread: `COPY_SETS` sets of `COPY_WAYS` slots, the set chosen
+/// by tree and page, each set in order of last use. At most 512 page payloads (16 KiB each,
+/// 8 MiB in all) per thread that reads trees. A `kv` table of 100,000 4 KiB values has about
+/// 170 inner nodes: direct-mapped in 256 slots, pairs of them shared a slot, and about one
+/// descent in eight copied a whole page again (ARCHITECTURE decision 105).
+const COPY_SETS: usize = 64;
+const COPY_WAYS: usize = 8;
 
 /// Ids of B+tree instances, unique within the process (keys of the inner-node copies).
 static NEXT_TREE: AtomicU64 = AtomicU64::new(1);
@@ -240,14 +244,22 @@ thread_local! {
     static INNER_COPY: RefCell<Vec<Option<InnerCopy>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn copy_slot(tree: u64, page: PageId) -> usize {
+/// The slots of the set that may hold a copy of `page` of `tree`, most recently used first.
+fn copy_set(copies: &mut [Option<InnerCopy>], tree: u64, page: PageId) -> &mut [Option<InnerCopy>] {
     let mixed = (tree ^ page.0.rotate_left(20)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> 32) as usize % INNER_COPIES
+    let set = (mixed >> 32) as usize % COPY_SETS;
+    &mut copies[set * COPY_WAYS..(set + 1) * COPY_WAYS]
+}
+
+/// Whether `slot` holds a copy of `page` of `tree`.
+fn holds(slot: &Option<InnerCopy>, tree: u64, page: PageId) -> bool {
+    slot.as_ref()
+        .is_some_and(|copy| copy.tree == tree && copy.page == page)
 }
 
 /// `f` of the payload of the current thread's copy of inner node `page` of `tree` and the
 /// frame version it was copied at, if the thread has a copy and the frame it came from is
-/// unchanged since.
+/// unchanged since. A copy used moves to the front of its set.
 fn with_copy<R>(
     pool: &BufferPool,
     tree: u64,
@@ -255,20 +267,22 @@ fn with_copy<R>(
     f: impl FnOnce(&[u8], FrameVersion) -> R,
 ) -> Option<R> {
     INNER_COPY.with(|copies| {
-        let copies = copies.borrow();
-        match copies.get(copy_slot(tree, page)) {
-            Some(Some(copy))
-                if copy.tree == tree && copy.page == page && pool.is_unchanged(copy.version) =>
-            {
-                Some(f(&copy.payload[..], copy.version))
-            }
-            _ => None,
+        let mut copies = copies.borrow_mut();
+        if copies.is_empty() {
+            return None;
         }
+        let set = copy_set(&mut copies, tree, page);
+        let way = set.iter().position(|slot| holds(slot, tree, page))?;
+        set[..=way].rotate_right(1);
+        let copy = set[0].as_ref()?;
+        pool.is_unchanged(copy.version)
+            .then(|| f(&copy.payload[..], copy.version))
     })
 }
 
-/// Keeps a copy of inner node `id` of `tree`, read-latched in `page`, in its slot (reusing
-/// the slot's buffer).
+/// Keeps a copy of inner node `id` of `tree`, read-latched in `page`, at the front of its
+/// set: in the slot of an older copy of the same page, else in an empty one, else in the
+/// least recently used (reusing the slot's buffer).
 fn keep_copy(tree: u64, id: PageId, page: &PageReadGuard<'_>) {
     if page.has_unlogged_change() {
         // A writer's unfinished change: never routes a read (see "Reads beside a writer").
@@ -277,11 +291,18 @@ fn keep_copy(tree: u64, id: PageId, page: &PageReadGuard<'_>) {
     INNER_COPY.with(|copies| {
         let mut copies = copies.borrow_mut();
         if copies.is_empty() {
-            copies.resize_with(INNER_COPIES, || None);
+            copies.resize_with(COPY_SETS * COPY_WAYS, || None);
         }
+        let set = copy_set(&mut copies, tree, id);
+        let way = set
+            .iter()
+            .position(|slot| holds(slot, tree, id))
+            .or_else(|| set.iter().position(Option::is_none))
+            .unwrap_or(COPY_WAYS - 1);
+        set[..=way].rotate_right(1);
         let version = page.frame_version();
         let payload = page.payload();
-        match &mut copies[copy_slot(tree, id)] {
+        match &mut set[0] {
             Some(copy) if copy.payload.len() == payload.len() => {
                 copy.payload.copy_from_slice(payload);
                 copy.tree = tree;
