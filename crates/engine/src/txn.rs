@@ -298,15 +298,55 @@ struct Write {
 
 #[derive(Clone)]
 enum WriteOp {
-    /// The row value (without version) or index value to put.
-    Put(Vec<u8>),
+    /// The row value or index value to put.
+    Put(PutValue),
     Delete,
     /// Column changes to a row that exists, applied to the row as it is at commit.
     Patch(Patch),
 }
 
+/// A value to put behind room for the row version, which `apply_and_log` writes into it: a
+/// table's B+tree stores each row as its version and then its value, and with the room kept
+/// from the row's encoding on, the value reaches the leaf without another copy of it (a 4 KiB
+/// Redis value was copied once more for its 8-byte version; ARCHITECTURE decision 106). An
+/// index entry's room stays unused.
+#[derive(Clone)]
+struct PutValue(Vec<u8>);
+
+impl PutValue {
+    /// The encoding of `row`'s value columns.
+    fn row(schema: &Schema, row: &[Value]) -> Result<PutValue> {
+        Ok(PutValue(schema.encode_value_after(VERSION_BYTES, row)?))
+    }
+
+    /// An index entry's value: empty.
+    fn empty() -> PutValue {
+        PutValue(vec![0; VERSION_BYTES])
+    }
+
+    /// The value, without the room for the version.
+    fn value(&self) -> &[u8] {
+        &self.0[VERSION_BYTES..]
+    }
+
+    /// Writes the row's version into its room.
+    fn stamp(&mut self, version: u64) {
+        self.0[..VERSION_BYTES].copy_from_slice(&version.to_le_bytes());
+    }
+
+    /// The row as a table's B+tree stores it, once stamped: its version, then the value.
+    fn stored(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn into_value(mut self) -> Vec<u8> {
+        self.0.drain(..VERSION_BYTES);
+        self.0
+    }
+}
+
 impl WriteOp {
-    fn from_value(value: Option<Vec<u8>>) -> WriteOp {
+    fn from_value(value: Option<PutValue>) -> WriteOp {
         value.map_or(WriteOp::Delete, WriteOp::Put)
     }
 
@@ -314,7 +354,7 @@ impl WriteOp {
     /// and its row version (a patch's value is known only at commit; counted as nothing).
     fn logged_value_len(&self) -> usize {
         match self {
-            WriteOp::Put(value) => value.len() + 8,
+            WriteOp::Put(value) => value.stored().len(),
             WriteOp::Patch(_) | WriteOp::Delete => 0,
         }
     }
@@ -530,9 +570,9 @@ impl<'db> Transaction<'db> {
         let id = self.tree_id(tree);
         let op = match self.writes.get(&(id, pk.clone())).map(|write| &write.op) {
             Some(WriteOp::Put(value)) => {
-                let mut row = schema.decode_row(&pk, value)?;
+                let mut row = schema.decode_row(&pk, value.value())?;
                 patch.apply(schema, &mut row)?;
-                WriteOp::Put(schema.encode_value(&row)?)
+                WriteOp::Put(PutValue::row(schema, &row)?)
             }
             Some(WriteOp::Delete) => return Err(missing()),
             Some(WriteOp::Patch(earlier)) => {
@@ -571,7 +611,7 @@ impl<'db> Transaction<'db> {
         let slot = self.slot(table);
         let schema = table.schema();
         let row = schema.checked_row(row)?;
-        let (pk, value) = schema.encode_row(&row)?;
+        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
         if self.read_row(slot, &pk)?.is_some() {
             return Err(self.unless_stale(EngineError::DuplicateKey(table.name().to_string())));
         }
@@ -579,7 +619,7 @@ impl<'db> Transaction<'db> {
         self.buffer_write(slot, 0, pk, Some(value))?;
         for i in 0..schema.indexes().len() {
             let key = schema.index_key(i, &row)?;
-            self.buffer_write(slot, 1 + i, key, Some(Vec::new()))?;
+            self.buffer_write(slot, 1 + i, key, Some(PutValue::empty()))?;
         }
         Ok(())
     }
@@ -590,7 +630,7 @@ impl<'db> Transaction<'db> {
         let slot = self.slot(table);
         let schema = table.schema();
         let row = schema.checked_row(row)?;
-        let (pk, value) = schema.encode_row(&row)?;
+        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
         let old = match self.read_row(slot, &pk)? {
             Some(old) => schema.decode_row(&pk, &old)?,
             None => {
@@ -604,7 +644,7 @@ impl<'db> Transaction<'db> {
             let (old_key, new_key) = (schema.index_key(i, &old)?, schema.index_key(i, &row)?);
             if old_key != new_key {
                 self.buffer_write(slot, 1 + i, old_key, None)?;
-                self.buffer_write(slot, 1 + i, new_key, Some(Vec::new()))?;
+                self.buffer_write(slot, 1 + i, new_key, Some(PutValue::empty()))?;
             }
         }
         Ok(())
@@ -626,7 +666,7 @@ impl<'db> Transaction<'db> {
         }
         let slot = self.slot(table);
         let row = schema.checked_row(row)?;
-        let (pk, value) = schema.encode_row(&row)?;
+        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
         self.buffer_write(slot, 0, pk, Some(value))?;
         Ok(())
     }
@@ -843,7 +883,7 @@ impl<'db> Transaction<'db> {
     /// for the op's header; a row changed by column counts without its value.
     fn logged_bytes(key_len: usize, op: &WriteOp) -> usize {
         let value = match op {
-            WriteOp::Put(value) => value.len(),
+            WriteOp::Put(value) => value.value().len(),
             WriteOp::Delete | WriteOp::Patch(_) => 0,
         };
         key_len + value + 16
@@ -935,7 +975,7 @@ impl<'db> Transaction<'db> {
         if !self.writes.is_empty() {
             let key = (self.tree_id(tree), pk);
             match self.writes.get(&key).map(|write| &write.op) {
-                Some(WriteOp::Put(value)) => return decode(&key.1, value).map(Some),
+                Some(WriteOp::Put(value)) => return decode(&key.1, value.value()).map(Some),
                 Some(WriteOp::Delete) => return Ok(None),
                 Some(WriteOp::Patch(patch)) => {
                     let patch = patch.clone();
@@ -1031,7 +1071,7 @@ impl<'db> Transaction<'db> {
         slot: usize,
         tree: usize,
         key: Vec<u8>,
-        value: Option<Vec<u8>>,
+        value: Option<PutValue>,
     ) -> Result<()> {
         self.buffer_op(slot, tree, key, WriteOp::from_value(value))
     }
@@ -1043,7 +1083,7 @@ impl<'db> Transaction<'db> {
             return Err(EngineError::ReadCommittedWrite);
         }
         if let WriteOp::Put(value) = &op {
-            check_entry_size(&key, value)?;
+            check_entry_size(&key, value.value())?;
         } else if key.len() > tailstore_storage::MAX_ENTRY {
             return Err(StorageError::EntryTooLarge {
                 size: key.len(),
@@ -1339,15 +1379,27 @@ impl<'db> Transaction<'db> {
 
     /// Step 3: apply the writes under the trees' write latches, log them as one record and
     /// stamp the touched pages. Returns the record's end LSN.
-    fn apply_and_log(&self) -> Result<u64> {
+    fn apply_and_log(&mut self) -> Result<u64> {
         let db = self.db;
         // Nothing has changed yet: an error here fails the transaction, not the database.
-        let patched = self.resolve_patches()?;
+        let mut patched = self.resolve_patches()?;
         if !patched.is_empty() {
             // Checked before locking too, with only the patched rows' keys counted.
-            self.check_size(patched.iter().flatten().map(Vec::len).sum())?;
+            self.check_size(patched.iter().flatten().map(|v| v.value().len()).sum())?;
         }
         let version = db.next_version.fetch_add(1, Ordering::Relaxed);
+        let rows = self
+            .writes
+            .values_mut()
+            .filter(|write| write.tree.tree == 0);
+        for write in rows {
+            if let WriteOp::Put(value) = &mut write.op {
+                value.stamp(version);
+            }
+        }
+        for value in patched.iter_mut().flatten() {
+            value.stamp(version); // patches change rows only
+        }
         let writes: Vec<(&(u32, Vec<u8>), &Write)> = self.writes.iter().collect();
         let mut redo = wal::commit_redo();
         redo.reserve(
@@ -1356,7 +1408,6 @@ impl<'db> Transaction<'db> {
                 .map(|((_, key), write)| REDO_OP_BYTES + key.len() + write.op.logged_value_len())
                 .sum(),
         );
-        let mut value_buf = Vec::new();
         let mut writers: Vec<TreeWriter<'_>> = Vec::new();
         for range in tree_runs(&writes).into_iter().rev() {
             let ((_, first_key), first) = writes[range.start];
@@ -1371,12 +1422,9 @@ impl<'db> Transaction<'db> {
                 };
                 let applied = match value {
                     Some(value) if write.tree.tree == 0 => {
-                        value_buf.clear();
-                        value_buf.extend_from_slice(&version.to_le_bytes());
-                        value_buf.extend_from_slice(value);
-                        writer.put(key, &value_buf, &mut redo)
+                        writer.put(key, value.stored(), &mut redo)
                     }
-                    Some(value) => writer.put(key, value, &mut redo),
+                    Some(value) => writer.put(key, value.value(), &mut redo),
                     None => writer.delete(key, &mut redo).map(|_| ()),
                 };
                 applied.map_err(|e| db.fail_stop(e.into()))?;
@@ -1406,7 +1454,7 @@ impl<'db> Transaction<'db> {
     /// writes): the stored row with the patch applied, checked against the B+tree's entry
     /// limit. The row is locked by this transaction (step 1), so no one else changes it, and
     /// its last writer had applied its change before unlocking it: the plain read is current.
-    fn resolve_patches(&self) -> Result<Vec<Option<Vec<u8>>>> {
+    fn resolve_patches(&self) -> Result<Vec<Option<PutValue>>> {
         let patches = |write: &Write| matches!(write.op, WriteOp::Patch(_));
         if !self.writes.values().any(patches) {
             return Ok(Vec::new()); // never indexed: only patches look their value up
@@ -1427,8 +1475,8 @@ impl<'db> Transaction<'db> {
             })?;
             let mut row = state.schema.decode_row(key, split_version(&stored)?.1)?;
             patch.apply(&state.schema, &mut row)?;
-            let value = state.schema.encode_value(&row)?;
-            check_entry_size(key, &value)?;
+            let value = PutValue::row(&state.schema, &row)?;
+            check_entry_size(key, value.value())?;
             values.push(Some(value));
         }
         Ok(values)
@@ -1497,7 +1545,7 @@ fn merge_own_writes(
         };
         match op {
             WriteOp::Put(value) if !beyond => {
-                merged.insert(key, value);
+                merged.insert(key, value.into_value());
             }
             WriteOp::Put(_) => {}
             WriteOp::Delete => {

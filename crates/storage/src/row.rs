@@ -306,10 +306,16 @@ impl Schema {
 
     /// Encodes the non-key part of a full row (one value per column, in column order).
     pub fn encode_value(&self, row: &[Value]) -> Result<Vec<u8>, RowError> {
+        self.encode_value_after(0, row)
+    }
+
+    /// [`Schema::encode_value`] behind `room` zero bytes, which the caller fills in later
+    /// (the engine's row version): the value is not copied again to put something before it.
+    pub fn encode_value_after(&self, room: usize, row: &[Value]) -> Result<Vec<u8>, RowError> {
         arity(self.columns().len(), row.len())?;
         let columns = self.columns_at(self.value_columns());
         let values: Vec<&Value> = self.value_columns().iter().map(|&c| &row[c]).collect();
-        encode_fields(&columns, &values)
+        encode_fields_after(room, &columns, &values)
     }
 
     /// Decodes a row value into the values of the [value columns](Schema::value_columns),
@@ -438,6 +444,15 @@ pub(crate) fn arity(expected: usize, found: usize) -> Result<(), RowError> {
 
 /// Encodes `values` for `columns` (same length) in the row value format, checking each.
 pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, RowError> {
+    encode_fields_after(0, columns, values)
+}
+
+/// [`encode_fields`] behind `room` zero bytes (see [`Schema::encode_value_after`]).
+fn encode_fields_after(
+    room: usize,
+    columns: &[&Column],
+    values: &[&Value],
+) -> Result<Vec<u8>, RowError> {
     arity(columns.len(), values.len())?;
     let n = columns.len();
     // Sized for the whole row, so that a value of kilobytes is not copied again as the
@@ -446,7 +461,8 @@ pub fn encode_fields(columns: &[&Column], values: &[&Value]) -> Result<Vec<u8>, 
         .iter()
         .map(|v| variable_len(v).map_or(0, |b| 5 + b))
         .sum();
-    let mut out = Vec::with_capacity(1 + n.div_ceil(8) + 8 * n + variable);
+    let mut out = Vec::with_capacity(room + 1 + n.div_ceil(8) + 8 * n + variable);
+    out.resize(room, 0);
     out.push(ROW_FORMAT_VERSION);
     let bitmap_at = out.len();
     out.resize(bitmap_at + n.div_ceil(8), 0);
