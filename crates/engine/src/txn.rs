@@ -319,6 +319,11 @@ impl PutValue {
         Ok(PutValue(schema.encode_value_after(VERSION_BYTES, row)?))
     }
 
+    /// `row`'s primary key and [`PutValue::row`].
+    fn keyed_row(schema: &Schema, row: &[Value]) -> Result<(Vec<u8>, PutValue)> {
+        Ok((schema.primary_key_of(row)?, PutValue::row(schema, row)?))
+    }
+
     /// An index entry's value: empty.
     fn empty() -> PutValue {
         PutValue(vec![0; VERSION_BYTES])
@@ -611,7 +616,7 @@ impl<'db> Transaction<'db> {
         let slot = self.slot(table);
         let schema = table.schema();
         let row = schema.checked_row(row)?;
-        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
+        let (pk, value) = PutValue::keyed_row(schema, &row)?;
         if self.read_row(slot, &pk)?.is_some() {
             return Err(self.unless_stale(EngineError::DuplicateKey(table.name().to_string())));
         }
@@ -630,7 +635,7 @@ impl<'db> Transaction<'db> {
         let slot = self.slot(table);
         let schema = table.schema();
         let row = schema.checked_row(row)?;
-        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
+        let (pk, value) = PutValue::keyed_row(schema, &row)?;
         let old = match self.read_row(slot, &pk)? {
             Some(old) => schema.decode_row(&pk, &old)?,
             None => {
@@ -666,7 +671,7 @@ impl<'db> Transaction<'db> {
         }
         let slot = self.slot(table);
         let row = schema.checked_row(row)?;
-        let (pk, value) = (schema.primary_key_of(&row)?, PutValue::row(schema, &row)?);
+        let (pk, value) = PutValue::keyed_row(schema, &row)?;
         self.buffer_write(slot, 0, pk, Some(value))?;
         Ok(())
     }

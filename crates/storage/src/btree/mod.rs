@@ -58,10 +58,11 @@
 //! latched each inner node's frame and locked its page-table shard: cache lines written by
 //! every thread, and the top levels are read by all of them. Each thread therefore keeps
 //! copies of the payloads of the inner nodes it reads (`COPY_SETS` sets of `COPY_WAYS` slots,
-//! the set chosen by tree and page, least recently used first out), each tagged with the frame it came from and that frame's version (see the
-//! buffer pool's "Frame versions"): the number of times the frame's write latch had been
-//! taken, read under the read latch the copy was made under. An optimistic descent routes
-//! through a copy whose frame version is unchanged instead of reading the page. That is the
+//! the set chosen by tree and page, least recently used first out), each tagged with the
+//! frame it came from and that frame's version (see the buffer pool's "Frame versions"):
+//! the number of times the frame's write latch had been taken, read under the read latch
+//! the copy was made under. An optimistic descent routes through a copy whose frame version
+//! is unchanged instead of reading the page. That is the
 //! same as reading the page under its latch at the moment of the version load: the frame
 //! still holds that page with that content, since every change of a frame's content or
 //! mapping is made under its write latch and counted before it is made. So the argument
