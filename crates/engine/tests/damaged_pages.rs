@@ -631,6 +631,8 @@ const SLOTS_AT: usize = 4096;
 const SLOT_HEADER: usize = 64;
 const SLOT_BYTES: usize = tailstore_storage::doublewrite::SLOT_BYTES;
 const PAGE_ID_AT: usize = 8;
+/// The double-write area's synced mark (`doublewrite.rs`): a seq and its crc.
+const SYNCED_MARK_AT: usize = 64;
 
 /// A database of `mode` (`buffer` or `pmem-log`) as [`crashed_database`] makes one, with
 /// a few small commits more, whose last commits are, in `buffer` mode, still only in the
@@ -923,9 +925,13 @@ fn used_slots(area: &[u8]) -> Vec<usize> {
 /// page, past the file's end), another page's payload and kind, another kind, an LSN far
 /// ahead, a write number far ahead or another slot's, random bytes. In three cases in four
 /// the page in place that the copy names is torn, as a power cut in its write would leave
-/// it, so that the open writes the copy back.
+/// it, so that the open writes the copy back. The area's synced mark is cleared, as in an
+/// area written before marks existed: a restore then checks every copy, the damaged one too
+/// (with the mark it checks only the copies written since the last sync, and the base
+/// database's were all synced by its checkpoint).
 fn damage_doublewrite_copy(storage: &SimStorage, rng: &mut Rng) -> String {
     let mut area = doublewrite_area(storage);
+    area[SYNCED_MARK_AT..SYNCED_MARK_AT + 12].fill(0);
     let mut file = storage.file_bytes(SIM_DATA_FILE).expect("data file");
     let pages = (file.len() / PAGE_SIZE) as u64;
     let used = used_slots(&area);

@@ -24,7 +24,7 @@ use tailstore_storage::{ScanDirection, StorageError, PAGE_SIZE};
 
 use support::{
     crash_and_drop, image, items_schema, key, mix, open_sim, sim_config, try_verify, verify, Crash,
-    Item, Model, TempDb, SIM_DATA_FILE,
+    Item, Model, TempDb, SIM_DATA_FILE, SIM_PMEM,
 };
 
 /// Frames of the pool in the crash tests: small, so that pages are evicted constantly, yet
@@ -1738,6 +1738,16 @@ fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() 
     db.close().unwrap();
 }
 
+/// Puts the double-write area's synced mark back to none, as it was before the first sync:
+/// the root torn after the checkpoint's sync stands for a root torn by a write that a crash
+/// cut short before its sync (the restore checks only the copies no sync covered).
+fn forget_synced_mark(storage: &SimStorage) {
+    let area = tailstore_engine::doublewrite_path(std::path::Path::new(SIM_PMEM));
+    let mut bytes = storage.region_bytes(&area).expect("double-write area");
+    bytes[64..76].fill(0);
+    storage.set_region_bytes(&area, bytes);
+}
+
 #[test]
 fn torn_page_is_restored_from_the_double_write_area_in_pmem_modes() {
     // In the PMEM modes a page is copied to the double-write area before every write, and
@@ -1746,6 +1756,7 @@ fn torn_page_is_restored_from_the_double_write_area_in_pmem_modes() {
     // its copy before redo applies the updates to it.
     for mode in [CommitMode::Buffer, CommitMode::PmemLog] {
         let (after, model) = torn_root_after_three_updates(mode);
+        forget_synced_mark(&after);
         let (db, report) = open_sim(&after, &sim_config(mode, 256))
             .unwrap_or_else(|e| panic!("{mode}: the copy restores the page: {e}"));
         assert_eq!(report.recovery.torn_pages_restored, 1, "{mode}");
