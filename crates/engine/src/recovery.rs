@@ -49,7 +49,7 @@
 
 use std::time::{Duration, Instant};
 
-use tailstore_log::{LogReplay, Walked};
+use tailstore_log::{LogReplay, RecordRef, Walked};
 use tailstore_storage::btree::redo::decode_spans;
 use tailstore_storage::{BufferPool, PageId, PageIdSet};
 
@@ -134,10 +134,9 @@ pub fn scan(
     let mut pages = PageChanges::default();
     let mut highest: Option<PageId> = None;
     let mut walk = log.records_from(from)?;
-    let mut payload = Vec::new();
-    while let Some(next) = walk.next_into(&mut payload) {
-        let (lsn, end) = next?;
-        let ops = match wal::decode(&payload, lsn)? {
+    while let Some(next) = walk.next_in_place() {
+        let RecordRef { lsn, end, payload } = next?;
+        let ops = match wal::decode(payload, lsn)? {
             WalRecord::Commit { ops } => ops,
             WalRecord::CreateTable { def, ops } => {
                 let def = decode_def(def)?;

@@ -794,10 +794,12 @@ impl LogManager {
             return Ok(None);
         }
         let mut scanner = Scanner::new(self.source(FileReader::exact), s.salt, lsn);
-        Ok(scanner
-            .next_record(payload)?
-            .map(|_| scanner.position())
-            .filter(|&end| end <= s.durable_lsn()))
+        if scanner.next_record()?.is_none() || scanner.position() > s.durable_lsn() {
+            return Ok(None);
+        }
+        payload.clear();
+        payload.extend_from_slice(scanner.payload());
+        Ok(Some(scanner.position()))
     }
 
     /// Where the log's bytes are read from in this mode; `reader` reads the file's part.

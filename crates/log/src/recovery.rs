@@ -547,7 +547,7 @@ fn ring_is_empty(region: &Arc<dyn Region>, header: &PmemHeader) -> bool {
         salt(header.db_id),
         start,
     );
-    start == LOG_START_LSN && matches!(scanner.next_record(&mut Vec::new()), Ok(None))
+    start == LOG_START_LSN && matches!(scanner.next_record(), Ok(None))
 }
 
 /// Creates a new log: the PMEM region first (magic last), then the log file's header, made
