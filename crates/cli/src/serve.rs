@@ -180,6 +180,9 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         0 => String::new(),
         n => format!("; the log's last {n} bytes were only in the PMEM log buffer"),
     };
+    if let n @ 1.. = report.recovery.pages_checked_against_copies {
+        restored += &format!("; {n} pages checked against their copies in the double-write area");
+    }
     if let n @ 1.. = report.recovery.torn_pages_restored {
         restored += &format!("; {n} pages torn by the crash restored from the double-write area");
     }

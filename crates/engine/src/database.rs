@@ -412,6 +412,7 @@ impl Database {
         let scanned = recovery::scan(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
         let mut report = scanned.report;
         report.torn_pages_restored = restored.pages;
+        report.pages_checked_against_copies = restored.copies;
         let (log, log_recovery) = replay.finish(scanned.walked)?;
         report.pmem_tail_bytes = log_recovery.pmem_bytes;
         let log = Arc::new(log);

@@ -73,6 +73,9 @@ pub struct RecoveryReport {
     pub pages_to_redo: u64,
     /// Pages torn by the crash and restored from the double-write area before redo.
     pub torn_pages_restored: usize,
+    /// Pages checked in place against their latest copy in the double-write area: those
+    /// written since its last sync (see `doublewrite.rs`, the synced mark).
+    pub pages_checked_against_copies: usize,
     /// Bytes at the log's end that were only in the PMEM log buffer (`buffer` mode), which
     /// recovery wrote to the log file.
     pub pmem_tail_bytes: u64,
