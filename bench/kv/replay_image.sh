@@ -13,13 +13,16 @@
 # then the medians. With KEEP_IMAGE=DIR the image is kept in DIR and, when DIR already holds
 # one, reused instead of made (IMAGE_BINARY is then not run): the same crash, say one whose
 # log tail in PMEM was long, can be restarted again in a later run. The server's "opened in"
-# line says how much of the log was only in PMEM. With BEHIND=1 each restart also measures
+# line says how much of the log was only in PMEM. With LOAD=bar the image is instead the
+# restart bar's crash: 262,144 new keys of 4 KiB (1 GiB, the load of `tailstore kv compare
+# --restart-data-mb 1024`, from `tailstore bench kv`), then SIGKILL (KILLAT is not used).
+# With BEHIND=1 each restart also measures
 # the redo a server leaves to the background (decision 95): one client's GETs
 # (`redis-benchmark -t get -r 100000 -n 5000 -c 1 -P 1`) right after the first reply, the
 # time from the spawn until `INFO persistence` says no page is left to redo, the server's CPU
 # by then, and the same GETs once more (printed on stderr, one line per restart).
 #   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...
-#   (env: KILLAT, COLD, WORK, PORT, KEEP_IMAGE, BEHIND)
+#   (env: KILLAT, LOAD, COLD, WORK, PORT, KEEP_IMAGE, BEHIND)
 ROUNDS=${1:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 IMAGE_BIN=${2:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 shift 2
@@ -40,20 +43,42 @@ fi
 
 make_image() {
   start_lone "$IMAGE_BIN" first
+  if [ "${LOAD:-}" = bar ]; then
+    bar_load
+  else
+    overwrite_load
+  fi
+  local since
+  since=$(replay_weight)
+  kill -9 "$LONE"; wait "$LONE" 2>/dev/null || true
+  rm -rf "$IMAGE"; mkdir -p "$IMAGE"
+  cp -a "$WORK/db" "$IMAGE/db"; cp -a "$PMEM" "$PMEM.pages" "$IMAGE/"
+  echo "image: killed with $((${since:-0} >> 20)) MiB of replay weight since the checkpoint"
+}
+
+replay_weight() {
+  redis-cli -p "$PORT" info persistence | tr -d '\r' |
+    grep -E '^tailstore_replay_weight_since_checkpoint:' | cut -d: -f2
+}
+
+# The restart bar's load: every key of 262,144 written once, 4 KiB each.
+bar_load() {
+  "$IMAGE_BIN" bench kv --server "127.0.0.1:$PORT" --clients 50 --threads 1 --pipeline 4 \
+    --ratio 1:0 --data-size 4096 --key-space 262144 --key-pattern sequential \
+    --requests $((262144 / 50 + 1)) >/dev/null
+}
+
+# Overwrites of 100,000 keys until the replay weight passes KILLAT MiB.
+overwrite_load() {
   redis-benchmark -p "$PORT" -t set -d 4096 -r 100000 -n 100000000 -c 50 -P 16 --threads 2 -q \
     >/dev/null 2>&1 &
   local load=$! since=0
   for _ in $(seq 300); do
     sleep 0.2
-    since=$(redis-cli -p "$PORT" info persistence | tr -d '\r' |
-      grep -E '^tailstore_replay_weight_since_checkpoint:' | cut -d: -f2)
+    since=$(replay_weight)
     [ "${since:-0}" -gt $((${KILLAT:-470} << 20)) ] && break
   done
-  kill -9 "$LONE"; wait "$LONE" 2>/dev/null || true
   kill "$load" 2>/dev/null || true; wait "$load" 2>/dev/null || true
-  rm -rf "$IMAGE"; mkdir -p "$IMAGE"
-  cp -a "$WORK/db" "$IMAGE/db"; cp -a "$PMEM" "$PMEM.pages" "$IMAGE/"
-  echo "image: killed with $((since >> 20)) MiB of replay weight since the checkpoint"
 }
 
 # One restart of $1 on a fresh copy of the image: "ms cpu_ticks steal_ticks pmem_tail_bytes"
