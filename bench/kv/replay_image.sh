@@ -16,13 +16,16 @@
 # line says how much of the log was only in PMEM. With LOAD=bar the image is instead the
 # restart bar's crash: 262,144 new keys of 4 KiB (1 GiB, the load of `tailstore kv compare
 # --restart-data-mb 1024`, from `tailstore bench kv`), then SIGKILL (KILLAT is not used).
-# With BEHIND=1 each restart also measures
+# With LOG_COLD=1 each restart starts with the log file out of the page cache and the data
+# file in it, as after a real SIGKILL (the log writer writes around the cache, decision 99;
+# copying the image would otherwise leave the log cached, and a restart read it from memory:
+# about half the time of one that reads it from the disk). With BEHIND=1 each restart also measures
 # the redo a server leaves to the background (decision 95): one client's GETs
 # (`redis-benchmark -t get -r 100000 -n 5000 -c 1 -P 1`) right after the first reply, the
 # time from the spawn until `INFO persistence` says no page is left to redo, the server's CPU
 # by then, and the same GETs once more (printed on stderr, one line per restart).
 #   bench/kv/replay_image.sh ROUNDS IMAGE_BINARY BINARY...
-#   (env: KILLAT, LOAD, COLD, WORK, PORT, KEEP_IMAGE, BEHIND)
+#   (env: KILLAT, LOAD, COLD, LOG_COLD, WORK, PORT, KEEP_IMAGE, BEHIND)
 ROUNDS=${1:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 IMAGE_BIN=${2:?usage: replay_image.sh ROUNDS IMAGE_BINARY BINARY...}
 shift 2
@@ -90,6 +93,8 @@ restart_on_copy() {
   sync
   dd if=/dev/zero of=/dev/null bs=1536M count=1 2>/dev/null
   [ -n "${COLD:-}" ] && echo 3 >/proc/sys/vm/drop_caches
+  # Drops the log file's pages from the page cache (coreutils: nocache with count=0).
+  [ -n "${LOG_COLD:-}" ] && dd if="$WORK/db/tailstore.log" iflag=nocache count=0 status=none
   local before after proc spawned
   read -ra before < <(head -1 /proc/stat)
   spawned=$(date +%s%N)
@@ -124,7 +129,9 @@ pages_left_to_redo() {
   redis-cli -p "$PORT" info persistence | tr -d '\r' | awk -F: '/^tailstore_pages_left_to_redo:/ {print $2}'
 }
 
-MODE=$([ -n "${COLD:-}" ] && echo "cold page cache" || echo "warm page cache")
+MODE=$(if [ -n "${COLD:-}" ]; then echo "cold page cache"
+  elif [ -n "${LOG_COLD:-}" ]; then echo "log not cached, data file cached"
+  else echo "warm page cache"; fi)
 if [ -n "${KEEP_IMAGE:-}" ] && [ -d "$IMAGE/db" ]; then
   echo "image: reusing $IMAGE"
 else
