@@ -698,6 +698,19 @@ mod tests {
         );
     }
 
+    /// A new area of `slots` slots and its data file, on fresh simulated storage.
+    fn new_area(slots: usize) -> (SimStorage, DoubleWrite, Arc<dyn File>) {
+        let storage = SimStorage::new();
+        let area = open_area(&storage, slots, true).unwrap();
+        let file = data(&storage);
+        (storage, area, file)
+    }
+
+    /// The area of `slots` slots and the data file as a restart finds them on `storage`.
+    fn reopen(storage: &SimStorage, slots: usize) -> (DoubleWrite, Arc<dyn File>) {
+        (open_area(storage, slots, false).unwrap(), data(storage))
+    }
+
     /// Writes version `lsn` of each of `pages` through `area`.
     fn write_all(area: &DoubleWrite, file: &dyn File, pages: Range<u64>, lsn: u64) {
         for id in pages {
@@ -709,16 +722,13 @@ mod tests {
     /// the ones written since (the synced mark), and still restores a page torn after it.
     #[test]
     fn a_restore_checks_only_the_copies_written_since_the_last_sync() {
-        let storage = SimStorage::new();
-        let area = open_area(&storage, 16, true).unwrap();
-        let file = data(&storage);
+        let (storage, area, file) = new_area(16);
         write_all(&area, file.as_ref(), 1..5, 10);
         area.sync(file.as_ref()).unwrap();
         write_all(&area, file.as_ref(), 5..7, 20);
         tear(&storage, 6);
         let restart = storage.process_crash();
-        let area = open_area(&restart, 16, false).unwrap();
-        let file = data(&restart);
+        let (area, file) = reopen(&restart, 16);
         let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
         assert_eq!(
             restored,
@@ -736,9 +746,7 @@ mod tests {
     #[test]
     fn a_damaged_synced_mark_counts_as_none() {
         for damage in [Some(0x5a), None] {
-            let storage = SimStorage::new();
-            let area = open_area(&storage, 16, true).unwrap();
-            let file = data(&storage);
+            let (storage, area, file) = new_area(16);
             write_all(&area, file.as_ref(), 1..5, 10);
             area.sync(file.as_ref()).unwrap();
             let mut bytes = storage.region_bytes(AREA).unwrap();
@@ -749,8 +757,8 @@ mod tests {
             }
             storage.set_region_bytes(AREA, bytes);
             let restart = storage.process_crash();
-            let area = open_area(&restart, 16, false).unwrap();
-            let restored = area.restore(data(&restart).as_ref(), ANY_PAGE).unwrap();
+            let (area, file) = reopen(&restart, 16);
+            let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
             assert_eq!(restored.copies, 4, "{damage:?}: every copy is checked");
         }
     }
@@ -760,9 +768,7 @@ mod tests {
     /// page it tears after the sync is restored.
     #[test]
     fn a_write_in_flight_during_a_sync_stays_past_the_mark() {
-        let storage = SimStorage::new();
-        let area = open_area(&storage, 16, true).unwrap();
-        let file = data(&storage);
+        let (storage, area, file) = new_area(16);
         write_all(&area, file.as_ref(), 1..2, 10);
         let seq = area.take_slot(file.as_ref()).unwrap();
         write_all(&area, file.as_ref(), 2..3, 10);
@@ -772,8 +778,7 @@ mod tests {
         area.ring.lock().in_flight.retain(|&s| s != seq);
         tear(&storage, 1);
         let restart = storage.process_crash();
-        let area = open_area(&restart, 16, false).unwrap();
-        let file = data(&restart);
+        let (area, file) = reopen(&restart, 16);
         assert_eq!(area.restore(file.as_ref(), ANY_PAGE).unwrap().pages, 1);
         assert_eq!(in_place(file.as_ref(), 1).expect("restored").lsn(), 20);
     }
@@ -782,9 +787,7 @@ mod tests {
     /// make that page durable, so a restore must still check (and restore) its copy.
     #[test]
     fn a_page_whose_write_failed_is_restored_after_a_later_sync() {
-        let storage = SimStorage::new();
-        let area = open_area(&storage, 16, true).unwrap();
-        let file = data(&storage);
+        let (storage, area, file) = new_area(16);
         write_all(&area, file.as_ref(), 5..6, 10);
         area.sync(file.as_ref()).unwrap();
         storage.fail_nth_write(1);
@@ -796,8 +799,7 @@ mod tests {
         write_all(&area, file.as_ref(), 6..7, 20);
         area.sync(file.as_ref()).unwrap();
         let restart = storage.power_cut(7);
-        let area = open_area(&restart, 16, false).unwrap();
-        let file = data(&restart);
+        let (area, file) = reopen(&restart, 16);
         let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
         assert_eq!(restored.pages, 1, "the torn page is restored");
         assert_eq!(in_place(file.as_ref(), 5).expect("whole").lsn(), 20);
