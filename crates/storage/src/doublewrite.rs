@@ -46,7 +46,8 @@
 //!
 //! *Restore* (at open, before anything reads a page): for every page id with a valid slot
 //! numbered at or past the synced mark (see *Sync*; its crc matches and the image verifies),
-//! take the valid copy with the highest `seq` and read the page in place; if it does not verify (torn, or past the end of the file), write the copy there.
+//! take the valid copy with the highest `seq` and read the page in place; if it does not
+//! verify (torn, or past the end of the file), write the copy there.
 //! Then sync the data file. A valid copy of a page the caller says no copy can be of (the
 //! engine's meta pages, or pages further past the file's end than its writes can reach) is
 //! damage behind valid checksums and stops the restore before it writes anything. A torn page was torn by its last write, whose copy is the latest
