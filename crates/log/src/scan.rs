@@ -138,18 +138,11 @@ impl<'a> FileReader<'a> {
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<bool> {
-        let window_end = self.window_start + self.window.len() as u64;
-        if offset < self.window_start || offset + buf.len() as u64 > window_end {
-            self.refill(offset, buf.len())?;
+        if !self.hold(offset, buf.len())? {
+            return Ok(false);
         }
-        let at = (offset - self.window_start) as usize;
-        match self.window.get(at..at + buf.len()) {
-            Some(bytes) => {
-                buf.copy_from_slice(bytes);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        buf.copy_from_slice(self.held(offset, buf.len()));
+        Ok(true)
     }
 
     /// Makes the window hold the `len` bytes at `offset` (see [`FileReader::held`]); `false`
