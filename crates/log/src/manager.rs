@@ -29,7 +29,7 @@ use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
 use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
 
-use crate::record::{parse_header, record_size, RECORD_HEADER};
+use crate::record::{parse_header, record_size, MAX_PAYLOAD, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Records, Scanner, Source};
 
@@ -167,7 +167,10 @@ impl Shared {
         start: Start,
     ) -> Self {
         let block_bytes = start.block_bytes;
-        let max_record = ring.capacity() / 2;
+        // Half the ring, so that an append can always find room once the writer catches up;
+        // and nothing recovery would not read back (a serve ring of 64 MiB once let a record
+        // of 16.6 MB be acknowledged and then lost at the restart, the commits after it too).
+        let max_record = (ring.capacity() / 2).min(record_size(MAX_PAYLOAD));
         let harden_batch = config
             .harden_batch_bytes
             .map_or(ring.capacity() / 8, |b| b as u64)

@@ -18,8 +18,10 @@ use crate::format::{le_u32, le_u64};
 pub const RECORD_HEADER: usize = 16;
 /// Records start at multiples of this.
 pub const RECORD_ALIGN: u64 = 8;
-/// The largest payload recovery accepts; appends are further limited by the ring size.
-pub const MAX_PAYLOAD: usize = 16 * 1024 * 1024;
+/// The largest payload recovery accepts. Appends are limited to it as well as to half the
+/// ring (`Shared::max_record`): a record recovery would refuse ends the valid prefix there,
+/// and every commit after it with it.
+pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
 
 /// Bytes a record with `payload_len` bytes of payload occupies in the log.
 pub fn record_size(payload_len: usize) -> u64 {
