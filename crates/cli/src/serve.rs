@@ -131,21 +131,33 @@ impl BackgroundCpus {
     }
 }
 
-/// The log's ring (the PMEM log buffer in `buffer` mode): a commit's record must fit half of
-/// it, which bounds the largest value one command can write (see
-/// `Database::max_commit_bytes`: 8 MiB with this ring).
+/// The log's ring in DRAM (`fsync`, `async`): a commit's record must fit half of it, which
+/// bounds the largest value one command can write (see `Database::max_commit_bytes`: 8 MiB
+/// with this ring).
 const LOG_RING: usize = 64 << 20;
+
+/// The PMEM log buffer in `buffer` mode. Appends use 64 MiB of it past the hardened LSN (the
+/// same 8 MiB bound on a commit); the rest keeps the last lap of the log below it, which a
+/// restart reads from PMEM instead of from the disk (decision 109). Larger than what a restart
+/// replays at most (`BUFFER_CHECKPOINT_KEEP` plus two intervals, 896 MiB), so that all of it
+/// comes from there.
+const BUFFER_LOG_RING: usize = 1 << 30;
+
+/// What a checkpoint leaves dirty in `buffer` mode by default (decision 70, and 109 for the
+/// size): a page changed again and again is written once per 768 MiB of log instead of once
+/// per 384 MiB, half the pages a 4 KiB-SET load writes, and the restart that replays it
+/// reads it from the PMEM ring.
+const BUFFER_CHECKPOINT_KEEP: u64 = 640 << 20;
 
 /// Log written between checkpoints' starts by default, in the modes without PMEM: recovery
 /// after a crash replays at most about twice this much, which keeps a restart well under a
 /// second.
 const DEFAULT_CHECKPOINT_LOG: u64 = 256 << 20;
 
-/// The same in `buffer` mode, whose checkpoints leave the pages of the last two intervals
-/// dirty by default (decision 70): the same 512 MiB bound on what a restart replays, and a
-/// page changed again and again is written about a third less often. (In `fsync` and `async`
-/// modes each checkpoint's start makes the next change of every page log a full image of
-/// it, so more frequent starts would cost log volume there.)
+/// The same in `buffer` mode, whose checkpoints leave the pages of the last five intervals
+/// dirty by default (`BUFFER_CHECKPOINT_KEEP`): a restart replays at most 896 MiB, read from
+/// the PMEM ring. (In `fsync` and `async` modes each checkpoint's start makes the next change
+/// of every page log a full image of it, so more frequent starts would cost log volume there.)
 const BUFFER_CHECKPOINT_LOG: u64 = 128 << 20;
 
 /// Each log record counts as at least this many bytes in the checkpoint policy (see the
@@ -289,7 +301,10 @@ fn db_config(args: &ServeArgs) -> DbConfig {
         config.log.log_dir = dir.clone();
     }
     config.buffer_pool_bytes = args.buffer_pool.0;
-    config.log.ring_bytes = LOG_RING;
+    config.log.ring_bytes = match args.commit {
+        CommitMode::Buffer => BUFFER_LOG_RING,
+        _ => LOG_RING,
+    };
     config.record_replay_floor = RECORD_REPLAY_FLOOR;
     config.redo_at_first_load = !args.redo_before_serving;
     match args.commit {
@@ -298,8 +313,12 @@ fn db_config(args: &ServeArgs) -> DbConfig {
         _ => config.checkpoint_log_bytes = DEFAULT_CHECKPOINT_LOG,
     }
     args.tuning.apply(&mut config);
-    if args.tuning.checkpoint_keep.is_none() && args.commit.uses_pmem() {
-        config.checkpoint_keep_bytes = 2 * config.checkpoint_log_bytes;
+    if args.tuning.checkpoint_keep.is_none() {
+        match args.commit {
+            CommitMode::Buffer => config.checkpoint_keep_bytes = BUFFER_CHECKPOINT_KEEP,
+            CommitMode::PmemLog => config.checkpoint_keep_bytes = 2 * config.checkpoint_log_bytes,
+            _ => {}
+        }
     }
     if args.tuning.max_replay.is_none() && args.commit != CommitMode::PmemLog {
         // A restart replays at most the log a checkpoint keeps plus two checkpoint

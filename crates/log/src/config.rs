@@ -116,7 +116,8 @@ pub struct LogConfig {
     /// then a partly filled one).
     pub harden_age: Duration,
     /// `buffer` mode: the writer hardens once this many bytes are pending, so that one
-    /// `fdatasync` covers many blocks. `None`: an eighth of the ring (at least one block).
+    /// `fdatasync` covers many blocks. `None`: an eighth of the ring, at most 8 MiB (at least
+    /// one block).
     pub harden_batch_bytes: Option<usize>,
     /// `fsync`, `buffer`, `async`: the log file's head is given back in steps of this many
     /// bytes; each release rewrites and syncs the file's header. Small only in tests, so that
@@ -124,6 +125,12 @@ pub struct LogConfig {
     pub release_step_bytes: u64,
     /// Run by the background writer (`buffer`, `async`) when it starts; `None`: nothing.
     pub writer_setup: Option<ThreadSetup>,
+    /// `buffer` mode: how far past the hardened LSN appends may write into the ring. `None`:
+    /// the format's ([`crate::format::append_window`]: the ring, at most 64 MiB). Set by
+    /// tests, which need a ring with a last lap that is small enough to crash thousands of
+    /// times; the open that recovers a log must use the value of the process that wrote it
+    /// (recovery clears that much past the end of the valid prefix).
+    pub append_window_bytes: Option<usize>,
 }
 
 pub const KIB: usize = 1024;
@@ -144,6 +151,7 @@ impl LogConfig {
             harden_batch_bytes: None,
             release_step_bytes: 64 * MIB as u64,
             writer_setup: None,
+            append_window_bytes: None,
         }
     }
 
@@ -160,6 +168,14 @@ impl LogConfig {
         }
     }
 
+    /// How far past its floor an append may write into a ring of `capacity` bytes.
+    pub(crate) fn append_window(&self, capacity: u64) -> u64 {
+        match (self.mode, self.append_window_bytes) {
+            (CommitMode::Buffer, Some(window)) => (window as u64).min(capacity),
+            _ => crate::format::append_window(self.mode, capacity),
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         let ring = self.ring_capacity();
         if self.block_bytes < 4 * KIB || !self.block_bytes.is_power_of_two() {
@@ -173,6 +189,14 @@ impl LogConfig {
                 "ring size {ring} must be a multiple of the block size {} and hold at least two blocks",
                 self.block_bytes
             ));
+        }
+        if let Some(window) = self.append_window_bytes {
+            if window < 2 * self.block_bytes || !window.is_multiple_of(self.block_bytes) {
+                return Err(format!(
+                    "append window {window} must be a multiple of the block size {} and hold at least two blocks",
+                    self.block_bytes
+                ));
+            }
         }
         if self.release_step_bytes == 0 {
             return Err("the release step must not be 0".into());

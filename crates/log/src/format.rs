@@ -94,6 +94,24 @@ pub struct LogFileHeader {
 const _: () = assert!(std::mem::size_of::<LogFileHeader>() == 48);
 const _: () = assert!(crc_offset(2) == std::mem::offset_of!(LogFileHeader, crc));
 
+/// `buffer` mode: how far past the hardened LSN an append may write into the ring, at most.
+/// A ring larger than this keeps, below the hardened LSN, the records of its last lap, which a
+/// restart reads from PMEM instead of from the disk (decision 109); and recovery clears only
+/// the slots from the end of the valid prefix to the hardened LSN plus this window, where a
+/// crashed process can have left records beyond that end (a whole 1 GiB ring took 200 ms to
+/// clear). Part of the format: that clearing relies on every process that wrote the ring
+/// having kept to the same window, so it follows from the ring's size alone.
+pub const BUFFER_APPEND_WINDOW: u64 = 64 << 20;
+
+/// The bytes past its floor an append may write into a ring of `capacity` bytes in `mode`
+/// (see [`BUFFER_APPEND_WINDOW`]); the whole ring in the other modes.
+pub fn append_window(mode: CommitMode, capacity: u64) -> u64 {
+    match mode {
+        CommitMode::Buffer => capacity.min(BUFFER_APPEND_WINDOW),
+        _ => capacity,
+    }
+}
+
 /// Static header of the PMEM region, at offset 0; the dynamic start-LSN word follows at
 /// [`PMEM_START_WORD`], and the ring's bytes at [`HEADER_BYTES`].
 #[repr(C)]

@@ -11,7 +11,9 @@
 //! * `hardened` — every byte below it is in the log file and covered by an `fdatasync`.
 //!
 //! A ring slot holding LSN `l` may be overwritten only once `l < floor()`, where the floor is
-//! `hardened` (or, for `pmem-log`, the prefix the user released).
+//! `hardened` (or, for `pmem-log`, the prefix the user released); appends write at most the
+//! append window past the floor (in `buffer` mode at most 64 MiB of a larger ring, whose
+//! other slots keep the last lap below the floor for a restart to read: decision 109).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,7 +33,7 @@ use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
 
 use crate::record::{parse_header, record_size, MAX_PAYLOAD, RECORD_HEADER};
 use crate::ring::Ring;
-use crate::scan::{FileReader, Records, Scanner, Source};
+use crate::scan::{FileReader, Lap, Records, Scanner, Source};
 
 /// The durable, concurrent log. Cheap to share: wrap it in an `Arc`.
 pub struct LogManager {
@@ -47,7 +49,9 @@ pub(crate) struct Shared {
     /// The log file (all modes but `pmem-log`).
     pub file: Option<Arc<dyn File>>,
     pub block_bytes: u64,
-    /// Largest record an append accepts: half the ring, so two records always fit.
+    /// How far past the floor appends may write into the ring (`format::append_window`).
+    window: u64,
+    /// Largest record an append accepts: half the window, so two records always fit.
     pub max_record: u64,
     pub async_interval: Duration,
     pub harden_age: Duration,
@@ -167,13 +171,14 @@ impl Shared {
         start: Start,
     ) -> Self {
         let block_bytes = start.block_bytes;
-        // Half the ring, so that an append can always find room once the writer catches up;
-        // and nothing recovery would not read back (a serve ring of 64 MiB once let a record
+        // Half the window, so that an append can always find room once the writer catches
+        // up; and nothing recovery would not read back (a serve ring of 64 MiB once let a record
         // of 16.6 MB be acknowledged and then lost at the restart, the commits after it too).
-        let max_record = (ring.capacity() / 2).min(record_size(MAX_PAYLOAD));
+        let window = config.append_window(ring.capacity());
+        let max_record = (window / 2).min(record_size(MAX_PAYLOAD));
         let harden_batch = config
             .harden_batch_bytes
-            .map_or(ring.capacity() / 8, |b| b as u64)
+            .map_or(window / 8, |b| b as u64)
             .max(block_bytes);
         Self {
             mode: config.mode,
@@ -182,6 +187,7 @@ impl Shared {
             ring,
             file,
             block_bytes,
+            window,
             max_record,
             async_interval: config.async_interval,
             harden_age: config.harden_age,
@@ -314,8 +320,8 @@ impl Shared {
     }
 
     fn wait_for_space(&self, end: u64) -> Result<()> {
-        let capacity = self.ring.capacity();
-        if end <= self.floor() + capacity {
+        let window = self.window;
+        if end <= self.floor() + window {
             return Ok(());
         }
         let began = Instant::now();
@@ -323,14 +329,14 @@ impl Shared {
         loop {
             self.check()?;
             let floor = self.floor();
-            if end <= floor + capacity {
+            if end <= floor + window {
                 break;
             }
             match self.mode {
                 CommitMode::Fsync | CommitMode::Async => {
                     let filled = self.filled.load(Ordering::Acquire);
                     if filled > floor {
-                        self.harden_to((end - capacity).min(filled), false)?;
+                        self.harden_to((end - window).min(filled), false)?;
                     } else {
                         backoff(&mut spins);
                     }
@@ -349,7 +355,7 @@ impl Shared {
     fn sleep_until_space_freed(&self, end: u64) {
         self.space_waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.space.lock();
-        if end > self.floor() + self.ring.capacity() && !self.failed.load(Ordering::Acquire) {
+        if end > self.floor() + self.window && !self.failed.load(Ordering::Acquire) {
             // The timeout only bounds a missed wake-up; the floor moves on its own schedule.
             self.space_freed
                 .wait_for(&mut guard, Duration::from_millis(1));
@@ -817,6 +823,10 @@ impl LogManager {
                 file: reader(file.as_ref()),
                 ring: &s.ring,
                 boundary: s.hardened.load(Ordering::Acquire),
+                lap: Lap {
+                    floor: &s.hardened,
+                    window: s.window,
+                },
             },
             (Some(file), _) => Source::File(reader(file.as_ref())),
         }

@@ -2,6 +2,7 @@
 //! and repair the media so that nothing beyond that prefix can ever be mistaken for a record.
 
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use crate::format::{
 use crate::manager::{LogManager, Shared, Start};
 use crate::record::salt;
 use crate::ring::Ring;
-use crate::scan::{FileReader, Records, Scanner, Source};
+use crate::scan::{FileReader, Lap, Records, Scanner, Source};
 
 /// The planted bug of `planted-recovery-trusts-the-crash`: an open that relies on what a
 /// crashed process left without making it durable first ([`make_found_durable`],
@@ -93,6 +94,8 @@ pub struct LogReplay {
     layout: Layout,
     ring: Ring,
     pmem_start: Option<u64>,
+    /// `buffer`: the hardened LSN, as the floor of the ring's last lap ([`Lap`]).
+    lap_floor: AtomicU64,
     salt: u32,
     start_lsn: u64,
     created: bool,
@@ -159,6 +162,7 @@ impl LogReplay {
             layout,
             ring,
             pmem_start,
+            lap_floor: AtomicU64::new(pmem_start.unwrap_or(0)),
             start_lsn,
             created,
             began,
@@ -212,10 +216,12 @@ impl LogReplay {
             elapsed: Duration::ZERO,
         };
         let mode = self.config.mode;
+        let window = self.config.append_window(self.ring.capacity());
         repair(
             mode,
             &self.layout,
             &self.ring,
+            window,
             walked.end,
             self.pmem_start,
             &mut recovery,
@@ -254,6 +260,10 @@ impl LogReplay {
                     file: FileReader::new(file.as_ref()),
                     ring: &self.ring,
                     boundary: hardened,
+                    lap: Lap {
+                        floor: &self.lap_floor,
+                        window: self.config.append_window(self.ring.capacity()),
+                    },
                 })
             }
             (_, Some(file), _) => Ok(Source::File(FileReader::new(file.as_ref()))),
@@ -609,6 +619,7 @@ fn repair(
     mode: CommitMode,
     layout: &Layout,
     ring: &Ring,
+    window: u64,
     end: u64,
     pmem_start: Option<u64>,
     recovery: &mut Recovery,
@@ -628,7 +639,11 @@ fn repair(
             file.set_len(end)?;
             let region = ring.region();
             persist_start_word(region.as_ref(), end)?;
-            ring.zero_persistent(0, capacity as usize)?;
+            // The crashed process wrote no further than the window past the hardened LSN:
+            // records it left beyond the valid prefix lie in these slots, and the rest of the
+            // ring holds records below `end` (the last lap, which the next restart may read).
+            let stale = (hardened + window).saturating_sub(end);
+            ring.zero_persistent(end, stale as usize)?;
         }
         (CommitMode::PmemLog, _, Some(start)) => {
             recovery.pmem_bytes = end - start;

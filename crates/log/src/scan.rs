@@ -1,6 +1,8 @@
 //! Reading records back: the byte sources a log can be read from, and the scanner that finds the
 //! longest valid prefix. Used by recovery and by replay.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tailstore_media::File;
 
 use crate::error::Result;
@@ -14,12 +16,37 @@ pub(crate) enum Source<'a> {
     File(FileReader<'a>),
     /// Only the ring, which holds `[floor, floor + capacity)` (`pmem-log`).
     Ring { ring: &'a Ring, floor: u64 },
-    /// The log file below `boundary` (hardened), the PMEM ring from there on (`buffer`).
+    /// The log file below `boundary` (hardened), the PMEM ring from there on (`buffer`); below
+    /// `boundary` too, the records the ring's last lap still holds ([`Source::ring_lap`]).
     Stitched {
         file: FileReader<'a>,
         ring: &'a Ring,
         boundary: u64,
+        lap: Lap<'a>,
     },
+}
+
+/// Which of the ring's slots below the hardened LSN a reader may read ([`Source::ring_lap`]).
+/// Appends write slots up to `window` past the floor, the slots of LSNs below
+/// `floor + window - capacity` again (their next lap), so only records above that bound, both
+/// before and after they are copied, are read from the ring: the floor only grows, and an
+/// append writes a slot only once it has read a floor that allows it, so a copy that the
+/// later bound still covers raced with no append. A copy it no longer covers may have (the
+/// mapped ring is plain memory to its readers), and is thrown away for the file's. The same
+/// bound at recovery (the floor then the hardened LSN the crashed process left) keeps what a
+/// restart reads from the ring readable there afterwards too: the log it opened is the log it
+/// reads, whichever copy a read comes from.
+#[derive(Clone, Copy)]
+pub(crate) struct Lap<'a> {
+    pub floor: &'a AtomicU64,
+    pub window: u64,
+}
+
+impl Lap<'_> {
+    /// The lowest LSN whose ring slot the reader may read now.
+    fn lowest(&self, ring: &Ring) -> u64 {
+        (self.floor.load(Ordering::Acquire) + self.window).saturating_sub(ring.capacity())
+    }
 }
 
 impl Source<'_> {
@@ -76,6 +103,7 @@ impl Source<'_> {
                 file,
                 ring,
                 boundary,
+                ..
             } => {
                 let below = (boundary.saturating_sub(lsn) as usize).min(buf.len());
                 let (disk_part, ring_part) = buf.split_at_mut(below);
@@ -86,6 +114,60 @@ impl Source<'_> {
                     || read_ring(ring, *boundary, lsn + below as u64, ring_part))
             }
         }
+    }
+}
+
+impl<'a> Source<'a> {
+    /// `buffer` mode, below the hardened LSN: the ring, the lowest LSN of its last lap there
+    /// that the reader may read, and the hardened LSN, where that lap ends (see [`Lap`]). The
+    /// log writer copies the ring to the file without moving it, and a slot is written again
+    /// only by the next lap, so the ring still holds the records below the hardened LSN that
+    /// the next lap has not reached: a restart reads those from PMEM, at memory speed,
+    /// instead of from the disk (decision 109). Whether a slot still holds *this* record is
+    /// told, as for every record, by the LSN in its header and its checksum; where it does
+    /// not, the file has the record.
+    fn ring_lap(&self, lsn: u64) -> Option<RingLap<'a>> {
+        match *self {
+            Source::Stitched {
+                ring,
+                boundary,
+                lap,
+                ..
+            } if lsn < boundary => {
+                let lowest = lap.lowest(ring);
+                (lsn >= lowest).then_some(RingLap {
+                    ring,
+                    lowest,
+                    end: boundary,
+                    lap,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The part of a ring's last lap a reader may read ([`Source::ring_lap`]).
+struct RingLap<'a> {
+    ring: &'a Ring,
+    lowest: u64,
+    end: u64,
+    lap: Lap<'a>,
+}
+
+impl RingLap<'_> {
+    fn holds(&self, lsn: u64, len: usize) -> bool {
+        lsn >= self.lowest && lsn + len as u64 <= self.end
+    }
+
+    /// Copies `[lsn, lsn + buf.len())` out of the ring; `false` if this part of the lap
+    /// does not hold it, or no longer did by the end of the copy.
+    fn read(&self, lsn: u64, buf: &mut [u8]) -> bool {
+        if !self.holds(lsn, buf.len()) {
+            return false;
+        }
+        self.ring.read(lsn, buf);
+        lsn >= self.lap.lowest(self.ring)
     }
 }
 
@@ -228,10 +310,29 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::payload`]), or `None` at the end of the valid prefix (missing bytes, wrong
     /// LSN, implausible length or bad checksum). A payload that lies whole in the log file is
     /// checked where the file reader's window holds it, not copied: a restart's walk reads
-    /// hundreds of MB, and that copy was 5% of it.
+    /// hundreds of MB, and that copy was 5% of it. In `buffer` mode a record the PMEM ring
+    /// still holds is read from there first, the file only where it does not (decision 109).
     pub fn next_record(&mut self) -> Result<Option<u64>> {
         self.last = None;
         let lsn = self.next;
+        let found = match self.in_ring_lap(lsn) {
+            Some(found) => Some(found),
+            None => self.in_stream(lsn)?,
+        };
+        let Some((placed, size)) = found else {
+            return Ok(None);
+        };
+        if self.persist {
+            self.source.persist(lsn, size)?;
+        }
+        self.next = lsn + size;
+        self.last = Some(placed);
+        Ok(Some(lsn))
+    }
+
+    /// The verified record at `lsn` where the stream lays it out (its payload placed) and its
+    /// size in the log; `None` where no valid record starts.
+    fn in_stream(&mut self, lsn: u64) -> Result<Option<(Placed, u64)>> {
         let mut header = [0u8; RECORD_HEADER];
         if !self.source.read(lsn, &mut header)? {
             return Ok(None);
@@ -243,16 +344,28 @@ impl<'a> Scanner<'a> {
         let Some(placed) = self.source.place(at, candidate.len, &mut self.copy)? else {
             return Ok(None);
         };
-        if !candidate.verifies(self.salt, self.source.placed(placed, &self.copy)) {
-            return Ok(None);
+        Ok(candidate
+            .verifies(self.salt, self.source.placed(placed, &self.copy))
+            .then_some((placed, record_size(candidate.len))))
+    }
+
+    /// The verified record at `lsn` as the PMEM ring's last lap still holds it (see
+    /// [`Source::ring_lap`]), its payload copied; `None` where the ring does not hold it
+    /// (the stream then has it, or no record starts there).
+    fn in_ring_lap(&mut self, lsn: u64) -> Option<(Placed, u64)> {
+        let lap = self.source.ring_lap(lsn)?;
+        let mut header = [0u8; RECORD_HEADER];
+        if !lap.read(lsn, &mut header) {
+            return None;
         }
-        let size = record_size(candidate.len);
-        if self.persist {
-            self.source.persist(lsn, size)?;
+        let candidate = parse_header(&header, lsn)?;
+        let at = lsn + RECORD_HEADER as u64;
+        if !lap.holds(at, candidate.len) {
+            return None;
         }
-        self.next = lsn + size;
-        self.last = Some(placed);
-        Ok(Some(lsn))
+        self.copy.resize(candidate.len, 0);
+        let verified = lap.read(at, &mut self.copy) && candidate.verifies(self.salt, &self.copy);
+        verified.then_some((Placed::Copied, record_size(candidate.len)))
     }
 
     /// The payload of the record [`Scanner::next_record`] last returned (empty if it

@@ -94,15 +94,21 @@ const EARLY_OPS: u64 = 24;
 const NESTED_SHARE: f64 = 0.25;
 
 /// Small sizes, so that the ring wraps around and fills up within a run: `fsync` hardens
-/// every commit at once, so its DRAM ring only fills when it is as small as allowed.
+/// every commit at once, so its DRAM ring only fills when it is as small as allowed. `buffer`
+/// appends within 16 KiB of a 32 KiB ring, whose other half keeps the last lap below the
+/// hardened LSN that recovery reads from the ring (decision 109), and only that window past
+/// the end is cleared at recovery.
 fn config(mode: CommitMode, harden_age: Duration) -> LogConfig {
     let mut config = LogConfig::new(mode, LOG_DIR, Some(PathBuf::from(PMEM_PATH)));
     config.block_bytes = 4 * KIB;
-    config.ring_bytes = if mode == CommitMode::Fsync {
-        8 * KIB
-    } else {
-        16 * KIB
+    config.ring_bytes = match mode {
+        CommitMode::Fsync => 8 * KIB,
+        CommitMode::Buffer => 32 * KIB,
+        _ => 16 * KIB,
     };
+    if mode == CommitMode::Buffer {
+        config.append_window_bytes = Some(16 * KIB);
+    }
     config.pmem_log_bytes = 16 * KIB;
     config.harden_age = harden_age;
     // The log file's head is released (its header rewritten, its space discarded) whenever

@@ -397,6 +397,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         max_replay: None,
         checkpoint_keep: None,
         doublewrite_size: None,
+        log_ring: None,
     };
     tuning.validate()?;
     Ok(Plan {

@@ -185,8 +185,9 @@ pub struct TuningArgs {
     /// A checkpoint leaves dirty the pages first changed in about the last SIZE of log, for
     /// a later one to write, and a restart replays that much more: a page changed again and
     /// again is written once per SIZE plus --checkpoint-log of log instead of once per
-    /// --checkpoint-log. 0: each checkpoint writes every dirty page. Default: for serve in
-    /// buffer and pmem-log modes, twice --checkpoint-log; 0 otherwise.
+    /// --checkpoint-log. 0: each checkpoint writes every dirty page. Default: for serve
+    /// 640MiB in buffer mode (with its 1GiB --log-ring, the restart reads that log from PMEM)
+    /// and twice --checkpoint-log in pmem-log mode; 0 otherwise.
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_keep: Option<ByteSize>,
     /// Bound on the log a restart replays: once this much was written since the last
@@ -212,6 +213,14 @@ pub struct TuningArgs {
     /// pages).
     #[arg(long, value_name = "SIZE")]
     pub doublewrite_size: Option<ByteSize>,
+    /// buffer: size of the log buffer in PMEM (the ring), set when the PMEM file is created
+    /// (a multiple of 64KiB; an existing file keeps its size); fsync and async: of the ring
+    /// in DRAM. A restart reads the records the PMEM ring still holds from there, not from
+    /// the disk (decision 109), so a ring as large as what a restart replays makes the
+    /// restart's read of the log a read of memory. Default: 1GiB for serve in buffer mode,
+    /// 64MiB for serve otherwise, 20MiB for the other commands.
+    #[arg(long, value_name = "SIZE")]
+    pub log_ring: Option<ByteSize>,
 }
 
 /// `pmem-log`: a whole-log PMEM region of `region` bytes, and the checkpoint interval that
@@ -245,6 +254,12 @@ impl TuningArgs {
             if replay.0 < interval.0 {
                 return Err("--max-replay must be at least --checkpoint-log".into());
             }
+        }
+        if self
+            .log_ring
+            .is_some_and(|b| b.0 < 1 << 20 || b.0 % (64 << 10) != 0)
+        {
+            return Err("--log-ring must be a multiple of 64KiB of at least 1MiB".into());
         }
         if self.max_replay.is_some_and(|b| b.0 < 1 << 20) {
             return Err("--max-replay must be at least 1MiB".into());
@@ -281,6 +296,9 @@ impl TuningArgs {
         }
         if let Some(bytes) = self.doublewrite_size {
             config.doublewrite_slots = tailstore_storage::doublewrite::slots_in(bytes.0);
+        }
+        if let Some(bytes) = self.log_ring {
+            config.log.ring_bytes = bytes.0;
         }
     }
 }
