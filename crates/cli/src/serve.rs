@@ -139,15 +139,16 @@ const LOG_RING: usize = 64 << 20;
 /// The PMEM log buffer in `buffer` mode. Appends use 64 MiB of it past the hardened LSN (the
 /// same 8 MiB bound on a commit); the rest keeps the last lap of the log below it, which a
 /// restart reads from PMEM instead of from the disk (decision 109). Larger than what a restart
-/// replays at most (`BUFFER_CHECKPOINT_KEEP` plus two intervals, 896 MiB), so that all of it
-/// comes from there.
+/// replays at most by default (`BUFFER_KEEP_INTERVALS` plus two intervals, 896 MiB), so that
+/// all of it comes from there.
 const BUFFER_LOG_RING: usize = 1 << 30;
 
-/// What a checkpoint leaves dirty in `buffer` mode by default (decision 70, and 109 for the
-/// size): a page changed again and again is written once per 768 MiB of log instead of once
-/// per 384 MiB, half the pages a 4 KiB-SET load writes, and the restart that replays it
-/// reads it from the PMEM ring.
-const BUFFER_CHECKPOINT_KEEP: u64 = 640 << 20;
+/// What a checkpoint leaves dirty in `buffer` mode by default, in checkpoint intervals
+/// (decision 70, and 109 for the size): with the default interval, 640 MiB, so that a page
+/// changed again and again is written once per 768 MiB of log instead of once per 384 MiB,
+/// half the pages a 4 KiB-SET load writes, and the restart that replays it reads it from
+/// the PMEM ring.
+const BUFFER_KEEP_INTERVALS: u64 = 5;
 
 /// Log written between checkpoints' starts by default, in the modes without PMEM: recovery
 /// after a crash replays at most about twice this much, which keeps a restart well under a
@@ -155,7 +156,7 @@ const BUFFER_CHECKPOINT_KEEP: u64 = 640 << 20;
 const DEFAULT_CHECKPOINT_LOG: u64 = 256 << 20;
 
 /// The same in `buffer` mode, whose checkpoints leave the pages of the last five intervals
-/// dirty by default (`BUFFER_CHECKPOINT_KEEP`): a restart replays at most 896 MiB, read from
+/// dirty by default (`BUFFER_KEEP_INTERVALS`): a restart replays at most 896 MiB, read from
 /// the PMEM ring. (In `fsync` and `async` modes each checkpoint's start makes the next change
 /// of every page log a full image of it, so more frequent starts would cost log volume there.)
 const BUFFER_CHECKPOINT_LOG: u64 = 128 << 20;
@@ -315,7 +316,9 @@ fn db_config(args: &ServeArgs) -> DbConfig {
     args.tuning.apply(&mut config);
     if args.tuning.checkpoint_keep.is_none() {
         match args.commit {
-            CommitMode::Buffer => config.checkpoint_keep_bytes = BUFFER_CHECKPOINT_KEEP,
+            CommitMode::Buffer => {
+                config.checkpoint_keep_bytes = BUFFER_KEEP_INTERVALS * config.checkpoint_log_bytes
+            }
             CommitMode::PmemLog => config.checkpoint_keep_bytes = 2 * config.checkpoint_log_bytes,
             _ => {}
         }
@@ -396,6 +399,31 @@ mod tests {
         let smt = |cpu: usize| Some(list(&format!("{},{}", cpu % 8, cpu % 8 + 8)));
         assert_eq!(default_loops(&list("0-15").cores(smt)), 8);
         assert_eq!(default_loops(&list("0-3,8-9").cores(smt)), 4);
+    }
+
+    fn config_of(args: &[&str]) -> DbConfig {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let argv = ["serve", "--db", "/tmp/db"].iter().chain(args);
+        db_config(&<Cli as clap::Parser>::parse_from(argv).serve)
+    }
+
+    /// What a restart replays at most lies in the PMEM ring's last lap, so that a restart
+    /// reads none of it from the disk (decision 109); a shorter interval keeps less.
+    #[test]
+    fn buffer_mode_replays_no_more_than_its_ring_keeps() {
+        let config = config_of(&[]);
+        let ring = config.log.ring_bytes as u64;
+        let lap = ring - tailstore_log::format::append_window(CommitMode::Buffer, ring);
+        let replay = config.max_replay_bytes.expect("a bound");
+        assert!(replay <= lap, "replays {replay}, the lap holds {lap}");
+        assert_eq!(config.checkpoint_keep_bytes, 640 << 20);
+        let config = config_of(&["--checkpoint-log", "1MiB"]);
+        assert_eq!(config.checkpoint_keep_bytes, 5 << 20);
+        assert_eq!(config_of(&["--commit", "fsync"]).checkpoint_keep_bytes, 0);
     }
 
     #[test]

@@ -185,9 +185,9 @@ pub struct TuningArgs {
     /// A checkpoint leaves dirty the pages first changed in about the last SIZE of log, for
     /// a later one to write, and a restart replays that much more: a page changed again and
     /// again is written once per SIZE plus --checkpoint-log of log instead of once per
-    /// --checkpoint-log. 0: each checkpoint writes every dirty page. Default: for serve
-    /// 640MiB in buffer mode (with its 1GiB --log-ring, the restart reads that log from PMEM)
-    /// and twice --checkpoint-log in pmem-log mode; 0 otherwise.
+    /// --checkpoint-log. 0: each checkpoint writes every dirty page. Default: for serve five
+    /// times --checkpoint-log in buffer mode (640MiB; with its 1GiB --log-ring, the restart
+    /// reads that log from PMEM) and twice --checkpoint-log in pmem-log mode; 0 otherwise.
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_keep: Option<ByteSize>,
     /// Bound on the log a restart replays: once this much was written since the last
