@@ -56,6 +56,16 @@ pub enum MediaError {
     #[error("{0} is in use by another process (it holds the file's lock)")]
     Locked(String),
     #[error(
+        "cannot create {path} of {needed} bytes: its file system has {free} bytes free, and a \
+         mapped file whose pages cannot be allocated crashes the process at its first write \
+         there (SIGBUS)"
+    )]
+    NoSpace {
+        path: String,
+        needed: u64,
+        free: u64,
+    },
+    #[error(
         "direct write to {path} is not aligned to {align} bytes (offset {offset}, {len} bytes, \
          buffer at {address:#x})",
         align = direct_io::DIRECT_ALIGN

@@ -96,6 +96,11 @@ impl MappedRegion {
         let actual = file.metadata().map_err(io("stat"))?.len();
         let len = if len == 0 { actual as usize } else { len };
         if actual == 0 && create {
+            if let Err(e) = check_free_space(&file, &name, len as u64) {
+                // Nothing was in it: a creation, or the remains of one.
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
             file.set_len(len as u64).map_err(io("resize"))?;
         } else if actual < len as u64 {
             return Err(MediaError::TooSmall {
@@ -398,6 +403,32 @@ fn page_size() -> usize {
     usize::try_from(size).unwrap_or(4096)
 }
 
+/// Refuses to create a mapped file of `len` bytes on a file system with less room: its pages
+/// are allocated as they are first written (tmpfs allocates memory for them), and a write
+/// through the mapping that finds no room is a SIGBUS, not an error a caller could report.
+/// (`/dev/shm` is 64 MiB in a default container; `serve`'s PMEM log buffer alone is 1 GiB.)
+fn check_free_space(file: &std::fs::File, name: &str, len: u64) -> Result<()> {
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: fstatvfs writes the struct behind the pointer, which is valid and large enough,
+    // for the descriptor that `file` keeps open for the call.
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), stats.as_mut_ptr()) };
+    if rc != 0 {
+        // A file system that cannot say leaves the check to the writes.
+        return Ok(());
+    }
+    // SAFETY: fstatvfs returned 0, so it filled the struct.
+    let stats = unsafe { stats.assume_init() };
+    let free = stats.f_bavail.saturating_mul(stats.f_frsize);
+    if free < len {
+        return Err(MediaError::NoSpace {
+            path: name.to_string(),
+            needed: len,
+            free,
+        });
+    }
+    Ok(())
+}
+
 fn check_parent_exists(path: &Path) -> Result<()> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
@@ -481,6 +512,24 @@ fn store_fence() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A region larger than its file system's free space is refused with the sizes, and the
+    /// file it would have been is not left behind.
+    #[test]
+    fn a_region_the_file_system_has_no_room_for_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("huge.pmem");
+        match MappedRegion::map_file(&path, 1 << 50, true) {
+            Err(MediaError::NoSpace { needed, free, .. }) => {
+                assert_eq!(needed, 1 << 50);
+                assert!(free < needed);
+            }
+            Err(other) => panic!("expected NoSpace, got {other}"),
+            Ok(_) => panic!("a 1 PiB region was mapped"),
+        }
+        assert!(!path.exists(), "the refused file was left behind");
+        MappedRegion::map_file(&path, 1 << 20, true).expect("a region with room");
+    }
 
     #[test]
     fn mapped_file_keeps_bytes_across_remap() {

@@ -448,12 +448,30 @@ pub fn open_existing(
 pub fn open_database(config: DbConfig) -> CliResult<(Database, OpenReport)> {
     let dir = config.data_dir.clone();
     Database::open(config).map_err(|e| {
+        let hint = if no_space(&e) {
+            " (--log-ring and --doublewrite-size set the sizes of the PMEM files)"
+        } else {
+            ""
+        };
         let why = match e {
             EngineError::Open(why) => why,
             other => other.to_string(),
         };
-        format!("cannot open the database in {}: {why}", dir.display()).into()
+        format!("cannot open the database in {}: {why}{hint}", dir.display()).into()
     })
+}
+
+/// Whether `e` is a PMEM file its file system has no room for.
+fn no_space(e: &EngineError) -> bool {
+    use tailstore_log::LogError;
+    use tailstore_media::MediaError;
+    use tailstore_storage::StorageError;
+    matches!(
+        e,
+        EngineError::Media(MediaError::NoSpace { .. })
+            | EngineError::Log(LogError::Media(MediaError::NoSpace { .. }))
+            | EngineError::Storage(StorageError::Media(MediaError::NoSpace { .. }))
+    )
 }
 
 /// One line on what opening did: its time and the log recovery replayed.
