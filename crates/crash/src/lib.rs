@@ -54,16 +54,21 @@ pub fn line_printer() -> mpsc::SyncSender<String> {
     tx
 }
 
-/// Where a test keeps a PMEM file named `name`: in /dev/shm (tmpfs, as a real run), else in
-/// `dir`.
+/// Where a test keeps a PMEM file named `name`: in /dev/shm (tmpfs, as a real run) when it
+/// has room for a test's PMEM files, else in `dir` (a PMEM file is refused on a file system
+/// with less room than its size).
 pub fn pmem_path(dir: &Path, name: &str) -> PathBuf {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
+    if tailstore_media::pmem::scratch_dir(PMEM_ROOM) == shm {
         shm.join(name)
     } else {
         dir.join(name)
     }
 }
+
+/// Room a test's PMEM files want: a ring or a whole-log region and a double-write area, and
+/// as much to spare.
+const PMEM_ROOM: u64 = 512 << 20;
 
 /// Kills per test: `TAILSTORE_KILLS`, else `default`.
 pub fn kills(default: usize) -> usize {

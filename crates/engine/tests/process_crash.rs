@@ -391,7 +391,9 @@ impl Db {
     fn new(mode: CommitMode) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let shm = Path::new("/dev/shm");
-        let shm = shm.is_dir().then(|| {
+        // A PMEM file is refused on a file system with less room than its size.
+        let room = tailstore_media::pmem::scratch_dir(512 << 20) == shm;
+        let shm = room.then(|| {
             tempfile::Builder::new()
                 .prefix("tailstore-engine-crash-")
                 .tempdir_in(shm)

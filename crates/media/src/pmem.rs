@@ -408,25 +408,46 @@ fn page_size() -> usize {
 /// through the mapping that finds no room is a SIGBUS, not an error a caller could report.
 /// (`/dev/shm` is 64 MiB in a default container; `serve`'s PMEM log buffer alone is 1 GiB.)
 fn check_free_space(file: &std::fs::File, name: &str, len: u64) -> Result<()> {
+    // A file system that cannot say leaves the check to the writes.
+    match free_bytes(file) {
+        Some(free) if free < len => Err(MediaError::NoSpace {
+            path: name.to_string(),
+            needed: len,
+            free,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The bytes an unprivileged writer may still allocate on the file system of `file` (a file
+/// or a directory), if it says.
+pub fn free_bytes(file: &std::fs::File) -> Option<u64> {
     let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: fstatvfs writes the struct behind the pointer, which is valid and large enough,
     // for the descriptor that `file` keeps open for the call.
     let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), stats.as_mut_ptr()) };
     if rc != 0 {
-        // A file system that cannot say leaves the check to the writes.
-        return Ok(());
+        return None;
     }
     // SAFETY: fstatvfs returned 0, so it filled the struct.
     let stats = unsafe { stats.assume_init() };
-    let free = stats.f_bavail.saturating_mul(stats.f_frsize);
-    if free < len {
-        return Err(MediaError::NoSpace {
-            path: name.to_string(),
-            needed: len,
-            free,
-        });
+    Some(stats.f_bavail.saturating_mul(stats.f_frsize))
+}
+
+/// Where scratch PMEM files of `needed` bytes in all go (tests, benchmarks): `/dev/shm`, which
+/// emulates PMEM in memory, when it has the room, else the temporary directory (a mapped file
+/// on disk: the same code paths, slower flushes).
+pub fn scratch_dir(needed: u64) -> std::path::PathBuf {
+    let shm = Path::new("/dev/shm");
+    let room = std::fs::File::open(shm)
+        .ok()
+        .and_then(|dir| free_bytes(&dir))
+        .is_some_and(|free| free >= needed);
+    if room {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
     }
-    Ok(())
 }
 
 fn check_parent_exists(path: &Path) -> Result<()> {

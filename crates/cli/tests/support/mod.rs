@@ -24,9 +24,12 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A temporary directory for PMEM files: in /dev/shm (emulated PMEM) where it exists.
+/// A temporary directory for PMEM files: in /dev/shm (emulated PMEM) where it has room for
+/// a server's (`serve`'s 1 GiB log buffer and 64 MiB double-write area, with room to spare;
+/// they are refused on a file system with less room than their size).
 pub fn pmem_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"))
+    let parent = tailstore_media::pmem::scratch_dir(4 << 30);
+    tempfile::tempdir_in(parent).unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"))
 }
 
 pub fn path(p: &Path) -> &str {

@@ -109,10 +109,11 @@ impl TestServer {
     pub fn with(options: Options) -> TestServer {
         let guard = Guard::for_options(&options);
         let dir = tempfile::tempdir().expect("temporary directory");
+        // The 64 MiB ring and the 64 MiB double-write area, with room to spare.
         let shm = tempfile::Builder::new()
             .prefix("tailstore-kv-test")
-            .tempdir_in("/dev/shm")
-            .expect("temporary directory in /dev/shm");
+            .tempdir_in(tailstore_media::pmem::scratch_dir(512 << 20))
+            .expect("temporary directory for the PMEM files");
         let pmem = options
             .mode
             .uses_pmem()
