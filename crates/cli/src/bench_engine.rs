@@ -398,7 +398,7 @@ fn plan(args: &BenchEngineArgs) -> CliResult<Plan> {
         .prefix("tailstore-bench-engine-")
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
-    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), scratch.path())?;
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), scratch.path(), 0)?;
     Ok(Plan {
         cases,
         rows: Rows {

@@ -26,14 +26,17 @@ pub fn default_scratch_parent() -> PathBuf {
 }
 
 /// The directory of a benchmark's PMEM files: `--pmem-dir` if given (it must exist), else
-/// /dev/shm (tmpfs: emulated PMEM) when it exists, else `fallback`.
-pub fn pmem_dir(given: Option<&PathBuf>, fallback: &Path) -> CliResult<PathBuf> {
+/// /dev/shm (tmpfs: emulated PMEM) when it has `room` bytes free, else `fallback` (the
+/// reports name the directory and its file system). A PMEM file is refused on a file system
+/// with less room than its size.
+pub fn pmem_dir(given: Option<&PathBuf>, fallback: &Path, room: u64) -> CliResult<PathBuf> {
+    let shm = Path::new("/dev/shm");
     match given {
         Some(dir) if !dir.is_dir() => {
             Err(format!("--pmem-dir: directory does not exist: {}", dir.display()).into())
         }
         Some(dir) => Ok(dir.clone()),
-        None if Path::new("/dev/shm").is_dir() => Ok(PathBuf::from("/dev/shm")),
+        None if tailstore_media::pmem::scratch_dir(room) == shm => Ok(shm.to_path_buf()),
         None => Ok(fallback.to_path_buf()),
     }
 }

@@ -116,8 +116,8 @@ pub struct LogConfig {
     /// then a partly filled one).
     pub harden_age: Duration,
     /// `buffer` mode: the writer hardens once this many bytes are pending, so that one
-    /// `fdatasync` covers many blocks. `None`: an eighth of the ring, at most 8 MiB (at least
-    /// one block).
+    /// `fdatasync` covers many blocks. `None`: an eighth of the append window (the ring, at most
+    /// 64 MiB of it; at least one block).
     pub harden_batch_bytes: Option<usize>,
     /// `fsync`, `buffer`, `async`: the log file's head is given back in steps of this many
     /// bytes; each release rewrites and syncs the file's header. Small only in tests, so that

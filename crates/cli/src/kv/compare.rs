@@ -89,7 +89,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Directory of the PMEM files of tailstore's buffer and pmem-log modes. Default:
-    /// /dev/shm (emulated PMEM: survives a process crash, not a power cut).
+    /// /dev/shm (emulated PMEM: survives a process crash, not a power cut) when it has 2GiB
+    /// free, else the server directories' parent.
     #[arg(long, value_name = "DIR")]
     pub pmem_dir: Option<PathBuf>,
     /// Write every run's report, the restarts and the ratios as JSON to FILE.
@@ -364,7 +365,9 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         }
     }
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
-    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent)?;
+    // A server's 1 GiB log buffer (buffer) or 768 MiB log region (pmem-log) and its 64 MiB
+    // double-write area, one server at a time, and as much to spare.
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent, 2 << 30)?;
     let tailstore = std::env::current_exe()
         .map_err(|e| format!("cannot find the tailstore executable: {e}"))?;
     Ok(Plan {

@@ -384,7 +384,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         return Err(format!("--markdown: directory does not exist: {}", parent.display()).into());
     }
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
-    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent)?;
+    let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent, 0)?;
     let scratch = tempfile::Builder::new()
         .prefix("tailstore-tpcc-compare-")
         .tempdir_in(&parent)
