@@ -214,10 +214,15 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         report.recovery.records
     );
     let durable = args.commit.is_durable();
-    let pages = match config.doublewrite_file() {
+    let mut pages = match config.doublewrite_file() {
         Some(file) => format!("; pages copied to {} before each write", file.display()),
         None => String::new(),
     };
+    if args.commit == CommitMode::Buffer {
+        // What /dev/shm holds once the log has gone round (decision 109).
+        let ring = ByteSize(db.log().ring_bytes() as usize);
+        pages = format!("; a {ring} PMEM log buffer, read back at restarts{pages}");
+    }
     let durability = format!(
         "{} ({medium}){pages}{}",
         args.commit,

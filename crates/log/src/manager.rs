@@ -754,6 +754,11 @@ impl LogManager {
         self.shared.max_record
     }
 
+    /// Bytes of the ring (in `buffer` mode the PMEM log buffer, as its file was made).
+    pub fn ring_bytes(&self) -> u64 {
+        self.shared.ring.capacity()
+    }
+
     /// The medium of the ring for the PMEM modes; `None` when the ring is in DRAM.
     pub fn pmem_medium(&self) -> Option<Medium> {
         self.shared
