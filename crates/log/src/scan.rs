@@ -157,26 +157,34 @@ struct RingLap<'a> {
 
 impl RingLap<'_> {
     fn holds(&self, lsn: u64, len: usize) -> bool {
-        lsn >= self.lowest && lsn + len as u64 <= self.end
+        within(self.lowest, self.end, lsn, len)
     }
 
     /// Copies `[lsn, lsn + buf.len())` out of the ring; `false` if this part of the lap
     /// does not hold it, or no longer did by the end of the copy.
     fn read(&self, lsn: u64, buf: &mut [u8]) -> bool {
-        if !self.holds(lsn, buf.len()) {
-            return false;
-        }
-        self.ring.read(lsn, buf);
-        lsn >= self.lap.lowest(self.ring)
+        read_ring_within(self.ring, self.lowest, self.end, lsn, buf)
+            && lsn >= self.lap.lowest(self.ring)
     }
 }
 
+/// Copies the ring's `[lsn, lsn + buf.len())` into `buf` if the lap that starts at `floor`
+/// holds it.
 fn read_ring(ring: &Ring, floor: u64, lsn: u64, buf: &mut [u8]) -> bool {
-    let available = lsn >= floor && lsn + buf.len() as u64 <= floor + ring.capacity();
+    read_ring_within(ring, floor, floor + ring.capacity(), lsn, buf)
+}
+
+/// Copies the ring's `[lsn, lsn + buf.len())` into `buf` if it lies within `[from, to)`.
+fn read_ring_within(ring: &Ring, from: u64, to: u64, lsn: u64, buf: &mut [u8]) -> bool {
+    let available = within(from, to, lsn, buf.len());
     if available {
         ring.read(lsn, buf);
     }
     available
+}
+
+fn within(from: u64, to: u64, lsn: u64, len: usize) -> bool {
+    lsn >= from && lsn + len as u64 <= to
 }
 
 /// Where [`Source::place`] put a record's payload.
