@@ -22,13 +22,14 @@ interleaved -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n 1000000
 fill_bench_kv_keys "$BIN" 100000 "$NONE" "$ALWAYS" "$TAILSTORE"
 echo "== tailstore bench kv --server 127.0.0.1:PORT --clients 25 --threads 2 --pipeline 4 --ratio 1:0 --data-size 4096 --key-space 100000 --test-time 5"
 for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
+  settled=$(settle)
   line=$("$BIN" bench kv --server "127.0.0.1:$p" --clients 25 --threads 2 --pipeline 4 \
     --ratio 1:0 --data-size 4096 --key-space 100000 --test-time 5 2>&1 |
     awk '/^Totals/ {print $2 " SET/s, p50 " $7 " ms, p99 " $8 " ms"}')
-  echo "round $r port $p: ${line:-(no result)}"
+  echo "round $r port $p (settled in $settled): ${line:-(no result)}"
 done; done
 interleaved -t set -d 4096 -r 100000 -c 1 -P 1 -n 50000
-echo "== redis-benchmark -p $TAILSTORE -q -n 20000 (the default test set)"
+echo "== redis-benchmark -p $TAILSTORE -q -n 20000 (the default test set; settled in $(settle))"
 set +e
 redis-benchmark -p "$TAILSTORE" -q -n 20000 2>&1 | tr '\r' '\n' | grep -E "requests per|rror"
 echo "exit code ${PIPESTATUS[0]}"

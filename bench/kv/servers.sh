@@ -45,12 +45,38 @@ benchmark() {
   redis-benchmark "$@" -q 2>&1 | tr '\r' '\n' | grep 'requests per' || echo "(no result)"
 }
 
-# ROUNDS rounds of one redis-benchmark run per server, interleaved, after a header naming
-# the arguments: `interleaved -t set -d 4096 …`.
+# Waits (at most 60 s) until the machine is idle, at least 90% over half a second, and
+# prints how long that took: one server's background work must not run in the next server's
+# measured run. Redis with `appendonly yes` rewrites its AOF in a forked child whenever the
+# file has doubled, several times in a 1,000,000-SET run; the last rewrite (~440 MB written
+# and synced) ran on for ~2 s after the run ended, into the start of the run measured next.
+settle() {
+  local began=$(date +%s%N) cpu busy idle total prev_busy prev_total
+  read -r cpu busy idle <<<"$(cpu_busy_idle)"
+  for _ in $(seq 120); do
+    prev_busy=$busy; prev_total=$((busy + idle))
+    sleep 0.5
+    read -r cpu busy idle <<<"$(cpu_busy_idle)"
+    total=$((busy + idle - prev_total))
+    [ "$total" -gt 0 ] && [ $((10 * (busy - prev_busy))) -le "$total" ] && break
+  done
+  awk -v ns=$(($(date +%s%N) - began)) 'BEGIN { printf "%.1f s", ns / 1e9 }'
+}
+
+# "cpu BUSY IDLE", the machine's jiffies since boot from /proc/stat (iowait counts as busy:
+# a disk still writing someone's data is not idle either).
+cpu_busy_idle() {
+  awk '/^cpu / { busy = 0; for (i = 2; i <= NF; i++) if (i != 5) busy += $i; print "cpu", busy, $5 }' /proc/stat
+}
+
+# ROUNDS rounds of one redis-benchmark run per server, interleaved, each after the machine
+# has settled, after a header naming the arguments: `interleaved -t set -d 4096 …`.
 interleaved() {
   echo "== redis-benchmark -p PORT $* -q"
+  local settled
   for r in $(seq "$ROUNDS"); do for p in $NONE $ALWAYS $TAILSTORE; do
-    echo "round $r port $p: $(benchmark -p "$p" "$@")"
+    settled=$(settle)
+    echo "round $r port $p (settled in $settled): $(benchmark -p "$p" "$@")"
   done; done
 }
 
