@@ -295,6 +295,7 @@ fn pool_delta(before: &PoolStats, after: &PoolStats) -> PoolStats {
         pages_read: after.pages_read - before.pages_read,
         pages_written: after.pages_written - before.pages_written,
         evictions: after.evictions - before.evictions,
+        ..*after
     }
 }
 

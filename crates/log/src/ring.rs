@@ -90,6 +90,13 @@ impl Ring {
         Ok(())
     }
 
+    /// Readies the slots of `[lsn, lsn + len)` for appends (see [`Region::prepare`]).
+    pub fn prepare(&self, lsn: u64, len: usize) {
+        for (at, _, n) in self.pieces(lsn, len) {
+            self.region.prepare(at, n);
+        }
+    }
+
     /// Makes `[lsn, lsn + len)` persistent (flushed and fenced by this thread).
     pub fn persist(&self, lsn: u64, len: usize) -> tailstore_media::Result<()> {
         for (at, _, n) in self.pieces(lsn, len) {

@@ -265,6 +265,15 @@ pub trait Region: Send + Sync {
         f(copy_placed(self, offset, len, file_offset, scratch))
     }
 
+    /// Readies the memory behind `[offset, offset + len)` for writes, so that the writes do
+    /// not stop to have it allocated and mapped: a file-backed mapping has its pages
+    /// allocated and mapped writable now (`MADV_POPULATE_WRITE`), which on tmpfs means
+    /// cleared too, the cost of a first write to each page. Changes no byte the region
+    /// holds and makes nothing persistent. Best effort: a backend that cannot (an older
+    /// kernel, a full file system) leaves the range as it was, and a later write pays as
+    /// before (or fails as it would have).
+    fn prepare(&self, _offset: usize, _len: usize) {}
+
     /// Gives up the claim on the region's file: a mapped file is locked from its mapping
     /// (another process mapping it is refused with [`MediaError::Locked`]) until the file is
     /// closed or this is called. Called by its owner's close, as handles may keep the mapping

@@ -304,6 +304,33 @@ impl Region for MappedRegion {
         self.atomic_u64(offset).load(Ordering::Acquire)
     }
 
+    /// One `madvise(MADV_POPULATE_WRITE)` over the whole pages of the range (Linux 5.14 and
+    /// later): the kernel allocates and maps them as a write fault on each would, in one
+    /// call (on this VM ~2.2 µs per 4 KiB page of tmpfs, against ~3.4 µs faulted one by one
+    /// from the writes). Errors are ignored, as the trait allows: EINVAL from an older
+    /// kernel, ENOMEM or EFAULT where the file system has no room (a write there would fail
+    /// too, by SIGBUS, which `check_free_space` guards against at creation).
+    fn prepare(&self, offset: usize, len: usize) {
+        self.check_range(offset, len);
+        let page = page_size();
+        let start = offset / page * page;
+        let end = (offset + len).next_multiple_of(page).min(self.len);
+        if end <= start {
+            return;
+        }
+        // SAFETY: [start, end) lies within the mapping (checked, rounded to whole pages of
+        // a page-aligned mapping of `self.len` bytes, and `end` capped there). The advice
+        // only faults pages in as writable; it changes no content, and concurrent accesses
+        // to the range stay as defined as without it.
+        let _ = unsafe {
+            libc::madvise(
+                self.base.add(start).cast(),
+                end - start,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+    }
+
     fn with_bytes_placed(
         &self,
         offset: usize,
@@ -601,6 +628,33 @@ mod tests {
             let expected = if (from..to).contains(&at) { 0 } else { 0xAB };
             assert_eq!(*byte, expected, "byte {at}");
         }
+    }
+
+    /// Preparing a range allocates the file's memory behind its pages (the file's block
+    /// count grows by them, before any write) and changes no byte, neither the bytes already
+    /// written nor the zeros of the pages it allocates. On tmpfs, as our emulated PMEM is.
+    #[test]
+    fn preparing_allocates_the_pages_of_its_range_and_changes_no_byte() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm");
+        let path = dir.path().join("p.pmem");
+        let len = 256 * 1024;
+        let blocks = || std::os::unix::fs::MetadataExt::blocks(&path.metadata().expect("stat"));
+        let r = MappedRegion::map_file(&path, len, true).expect("map");
+        r.write(5_000, b"kept");
+        let before = blocks();
+        r.prepare(4_000, 100_000);
+        // Pages 0..=25 hold bytes of [4,000, 104,000): 26 × 4 KiB, 208 blocks of 512 bytes,
+        // one of which the write had allocated.
+        assert!(
+            blocks() >= before + 200,
+            "nothing allocated: {before} blocks before, {} after",
+            blocks()
+        );
+        let mut all = vec![0u8; len];
+        r.read(0, &mut all);
+        assert_eq!(&all[5_000..5_004], b"kept");
+        all[5_000..5_004].fill(0);
+        assert!(all.iter().all(|b| *b == 0), "preparing wrote bytes");
     }
 
     /// A range whose place in memory matches its file offset's place in a block is handed

@@ -116,7 +116,7 @@
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -176,6 +176,10 @@ pub struct PoolStats {
     pub pages_written: u64,
     /// Frames taken from another page.
     pub evictions: u64,
+    /// Frames that have never held a page, and so have no memory yet.
+    pub frames_without_memory: usize,
+    /// Pages of memory made ready for them ([`BufferPool::prepare_fresh_frames`]).
+    pub fresh_pages_ready: usize,
 }
 
 /// Counters of the miss path (hits are counted per shard).
@@ -280,7 +284,24 @@ pub struct BufferPool {
     /// Whether `pending_redo` is set, so that a miss need not lock it once recovery is done.
     redo_pending: AtomicBool,
     pending_redo: RwLock<Option<Arc<dyn PendingRedo>>>,
+    fresh: FreshFrames,
 }
+
+/// Memory for the frames that have never held a page, made ready ahead of them (see
+/// [`BufferPool::prepare_fresh_frames`]).
+struct FreshFrames {
+    /// Frames still without memory.
+    without_memory: AtomicUsize,
+    /// Pages whose memory is written and mapped, for such frames.
+    ready: Mutex<Vec<Page>>,
+    /// `ready`'s length, read without its lock.
+    ready_count: AtomicUsize,
+}
+
+/// [`BufferPool::prepare_fresh_frames`] tops the ready pages up to this many (1 MiB)...
+const FRESH_READY_TARGET: usize = 64;
+/// ...once fewer than this many are left.
+const FRESH_READY_LOW: usize = 16;
 
 /// How to fill a frame that does not hold the requested page.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -355,7 +376,59 @@ impl BufferPool {
             failure: Mutex::new(None),
             redo_pending: AtomicBool::new(false),
             pending_redo: RwLock::new(None),
+            fresh: FreshFrames {
+                without_memory: AtomicUsize::new(capacity),
+                ready: Mutex::new(Vec::new()),
+                ready_count: AtomicUsize::new(0),
+            },
         })
+    }
+
+    /// Makes memory ready for the next frames that get their first page, if any frame is
+    /// still without memory and few pages are ready. A frame's memory is allocated when it
+    /// first gets a page, and the process's first write to fresh memory stops for the kernel
+    /// to allocate and clear it (on this VM 1–2 ms per 2 MiB huge page): a new database
+    /// growing, or a restarted one reading its pages in, paid that inside B+tree splits and
+    /// loads, under the tree's latch, while every other writer of the tree waited. Writers
+    /// call this before they take the latch (`BTree::writer`); the stop then happens there,
+    /// holding nothing. Cheap when there is nothing to do: two atomic loads.
+    pub fn prepare_fresh_frames(&self) {
+        let fresh = &self.fresh;
+        let ready = fresh.ready_count.load(Ordering::Relaxed);
+        let without = fresh.without_memory.load(Ordering::Relaxed);
+        if ready >= FRESH_READY_LOW || ready >= without {
+            return;
+        }
+        let made: Vec<Page> = (ready..FRESH_READY_TARGET.min(without))
+            .map(|_| Page::zeroed_and_mapped())
+            .collect();
+        let mut pages = fresh.ready.lock();
+        pages.extend(made);
+        // Two writers may have topped up at once: never more than the frames that need them.
+        pages.truncate(fresh.without_memory.load(Ordering::Relaxed));
+        fresh.ready_count.store(pages.len(), Ordering::Relaxed);
+    }
+
+    /// Gives a frame's page its memory when the frame never had any: a ready page if there
+    /// is one (see [`BufferPool::prepare_fresh_frames`]), else newly allocated.
+    fn give_memory(&self, page: &mut Page) {
+        if !page.is_unallocated() {
+            return;
+        }
+        let fresh = &self.fresh;
+        fresh.without_memory.fetch_sub(1, Ordering::Relaxed);
+        let ready = if fresh.ready_count.load(Ordering::Relaxed) > 0 {
+            let mut pages = fresh.ready.lock();
+            let taken = pages.pop();
+            fresh.ready_count.store(pages.len(), Ordering::Relaxed);
+            taken
+        } else {
+            None
+        };
+        match ready {
+            Some(ready) => *page = ready,
+            None => page.allocate(),
+        }
     }
 
     /// Makes every load of a page go through `pending` (see "Redo at first load"), until
@@ -724,6 +797,8 @@ impl BufferPool {
             pages_read: c.pages_read.load(Ordering::Relaxed),
             pages_written: c.pages_written.load(Ordering::Relaxed),
             evictions: c.evictions.load(Ordering::Relaxed),
+            frames_without_memory: self.fresh.without_memory.load(Ordering::Relaxed),
+            fresh_pages_ready: self.fresh.ready_count.load(Ordering::Relaxed),
         }
     }
 
@@ -815,7 +890,7 @@ impl BufferPool {
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         }
 
-        data.page.allocate();
+        self.give_memory(&mut data.page);
         let filled = match fill {
             Fill::Fresh => {
                 if let Some(pending) = self.pending_redo() {

@@ -135,9 +135,28 @@ impl Page {
         }
     }
 
+    /// A zeroed page whose memory has been written, so that the process has it mapped: a
+    /// later first write to it does not stop to have the memory allocated and cleared, as a
+    /// first write to [`Page::zeroed`]'s fresh memory does (see
+    /// `BufferPool::prepare_fresh_frames`).
+    pub fn zeroed_and_mapped() -> Page {
+        let mut bytes = vec![0u8; PAGE_SIZE];
+        // A fill with a value the compiler cannot see: fresh memory from the allocator is
+        // known to be zero, and a plain zero fill of it would be optimized away.
+        bytes.fill(std::hint::black_box(0));
+        Page {
+            bytes: bytes.into_boxed_slice(),
+        }
+    }
+
+    /// Whether the page has no memory yet ([`Page::unallocated`]).
+    pub fn is_unallocated(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// Gives an [`Page::unallocated`] page its (zeroed) bytes; no-op on any other page.
     pub fn allocate(&mut self) {
-        if self.bytes.is_empty() {
+        if self.is_unallocated() {
             *self = Page::zeroed();
         }
     }

@@ -335,6 +335,37 @@ proptest! {
     }
 }
 
+/// A writer makes memory ready for the pool's fresh frames before it takes the tree's latch
+/// (`BufferPool::prepare_fresh_frames`), and its splits' new pages take it.
+#[test]
+fn writers_ready_fresh_memory_before_the_latch_and_new_pages_take_it() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 256);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    let before = pool.stats();
+    let writer = tree.writer().expect("writer");
+    let ready = pool.stats();
+    assert!(
+        ready.fresh_pages_ready > before.fresh_pages_ready,
+        "no memory made ready before the latch: {ready:?}"
+    );
+    let value = vec![7u8; 1000 * SCALE];
+    let mut redo = Redo::disabled();
+    for i in 0..40u32 {
+        writer
+            .insert(format!("key{i:04}").as_bytes(), &value, &mut redo)
+            .expect("insert");
+    }
+    let after = pool.stats();
+    let new_frames = ready.frames_without_memory - after.frames_without_memory;
+    assert!(new_frames > 1, "the inserts split no page: {after:?}");
+    assert_eq!(
+        ready.fresh_pages_ready - after.fresh_pages_ready,
+        new_frames,
+        "every new page took ready memory"
+    );
+}
+
 #[test]
 fn concurrent_writers_and_scanners_share_one_tree() {
     let storage = SimStorage::new();

@@ -76,6 +76,39 @@ fn pages_read_back_after_eviction_from_a_pool_8x_smaller() {
     );
 }
 
+/// Memory made ready for frames that have never held a page goes to the next frames that
+/// get one, never more of it than such frames remain, and the pages in it keep what they
+/// were given.
+#[test]
+fn fresh_frames_take_the_memory_made_ready_for_them() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 40);
+    let fresh = |pool: &BufferPool| {
+        let stats = pool.stats();
+        (stats.frames_without_memory, stats.fresh_pages_ready)
+    };
+    assert_eq!(fresh(&pool), (40, 0));
+    pool.prepare_fresh_frames();
+    assert_eq!(
+        fresh(&pool),
+        (40, 40),
+        "as many ready as frames need, no more"
+    );
+    let mut ids = allocate_with_pattern(&pool, 30);
+    assert_eq!(fresh(&pool), (10, 10), "the new pages took ready memory");
+    pool.prepare_fresh_frames();
+    assert_eq!(fresh(&pool), (10, 10), "enough ready for the frames left");
+    ids.extend(allocate_with_pattern(&pool, 10));
+    pool.prepare_fresh_frames();
+    assert_eq!(fresh(&pool), (0, 0));
+    for id in ids {
+        assert_eq!(
+            &pool.read(id).expect("read").payload()[..64],
+            &pattern(id.0)[..]
+        );
+    }
+}
+
 #[test]
 fn write_ahead_hook_runs_with_the_page_lsn_before_every_write() {
     let storage = SimStorage::new();

@@ -884,6 +884,9 @@ impl BTree {
     /// changes and [`BufferPool::stamp`] the touched pages before anyone sees them: the pages'
     /// LSN order is then the order in which they were changed.
     pub fn writer(&self) -> Result<TreeWriter<'_>> {
+        // Any fresh memory the writer's splits and loads need is allocated now, before the
+        // latch that other writers wait for.
+        self.pool.prepare_fresh_frames();
         let latch = self.latch.write();
         self.usable()?;
         // Odd until the writer is dropped: optimistic point reads do not validate meanwhile.
