@@ -145,6 +145,10 @@ const FILE_GROWTH: u64 = 64 << 20;
 const RING_PREPARE_AHEAD: u64 = 32 << 20;
 /// The most the writer readies in one call.
 const RING_PREPARE_STEP: u64 = 4 << 20;
+/// `pmem-log`'s preparer is woken each time this much has been appended, and checks on its
+/// own at this interval.
+const PREPARER_WAKE_BYTES: u64 = 2 * RING_PREPARE_STEP;
+const PREPARER_PARK: Duration = Duration::from_millis(10);
 
 /// What recovery (or creation) established about the log.
 pub(crate) struct Start {
@@ -305,6 +309,10 @@ impl Shared {
             let unit = match self.mode {
                 CommitMode::Buffer => self.harden_batch,
                 CommitMode::Async => self.ring.capacity() / 4,
+                // The preparer, which has ended once the region's first lap is ready.
+                CommitMode::PmemLog if to < self.opened_at + self.ring.capacity() => {
+                    PREPARER_WAKE_BYTES
+                }
                 CommitMode::Fsync | CommitMode::PmemLog => 0,
             };
             if unit > 0 && from / unit != to / unit {
@@ -528,6 +536,18 @@ impl Shared {
         }
     }
 
+    /// `pmem-log`'s background thread: it only readies the log's region ahead of the
+    /// appends (the region is the log; nothing is hardened), and ends once the region's first
+    /// lap is ready or the log closes.
+    fn run_preparer(&self) {
+        let lap_end = self.opened_at + self.ring.capacity();
+        let mut prepared = self.opened_at;
+        while prepared < lap_end && !self.stopping.load(Ordering::Acquire) {
+            prepared = self.prepare_ring_ahead(prepared);
+            thread::park_timeout(PREPARER_PARK);
+        }
+    }
+
     /// Readies the ring's slots from `prepared` to [`RING_PREPARE_AHEAD`] past the appends,
     /// within the first lap since the open, and returns how far they are ready. An append's
     /// first write to a slot of a PMEM file the process has not touched yet would otherwise
@@ -644,31 +664,48 @@ impl Shared {
     }
 }
 
+/// Starts the log's background thread, `run` (the writer, or `pmem-log`'s preparer), with
+/// the configured thread setup; `wake_writer` wakes it.
+fn spawn_background(
+    shared: &Arc<Shared>,
+    name: String,
+    run: fn(&Shared),
+) -> Result<JoinHandle<()>> {
+    let worker = Arc::clone(shared);
+    let handle = thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            if let Some(setup) = &worker.writer_setup {
+                (setup.0)();
+            }
+            run(&worker)
+        })
+        .map_err(|source| {
+            LogError::Media(MediaError::Io {
+                op: "spawn log writer",
+                path: String::new(),
+                source,
+            })
+        })?;
+    let _ = shared.writer.set(handle.thread().clone());
+    Ok(handle)
+}
+
 impl LogManager {
     pub(crate) fn start(shared: Shared) -> Result<Self> {
         let shared = Arc::new(shared);
         let writer = match shared.mode {
-            CommitMode::Buffer | CommitMode::Async => {
-                let worker = Arc::clone(&shared);
-                let handle = thread::Builder::new()
-                    .name(format!("log-writer-{}", shared.mode))
-                    .spawn(move || {
-                        if let Some(setup) = &worker.writer_setup {
-                            (setup.0)();
-                        }
-                        worker.run_writer()
-                    })
-                    .map_err(|source| {
-                        LogError::Media(MediaError::Io {
-                            op: "spawn log writer",
-                            path: String::new(),
-                            source,
-                        })
-                    })?;
-                let _ = shared.writer.set(handle.thread().clone());
-                Some(handle)
-            }
-            _ => None,
+            CommitMode::Buffer | CommitMode::Async => Some(spawn_background(
+                &shared,
+                format!("log-writer-{}", shared.mode),
+                Shared::run_writer,
+            )?),
+            CommitMode::PmemLog => Some(spawn_background(
+                &shared,
+                "log-preparer".into(),
+                Shared::run_preparer,
+            )?),
+            CommitMode::Fsync => None,
         };
         Ok(Self {
             shared,

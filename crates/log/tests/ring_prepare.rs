@@ -1,6 +1,7 @@
-//! `buffer` mode's writer readies the PMEM ring's slots ahead of the appends during the ring's
-//! first lap in the process (`Shared::prepare_ring_ahead`): a new ring's pages are allocated
-//! by the writer, not by the appends' first writes to them, and only as far ahead as it says.
+//! The log's background thread (`buffer`'s writer, `pmem-log`'s preparer) readies the PMEM
+//! ring's slots ahead of the appends during the ring's first lap in the process
+//! (`Shared::prepare_ring_ahead`): a new ring's pages are allocated by that thread, not by the
+//! appends' first writes to them, and only as far ahead as it says.
 //!
 //! The ring is a 128 MiB file in `/dev/shm` where it has room (else the temporary
 //! directory): its allocated blocks say which pages the writer readied.
@@ -35,18 +36,27 @@ fn wait_for_allocated(path: &Path, bytes: u64) -> u64 {
 }
 
 #[test]
-fn the_writer_readies_the_rings_pages_ahead_of_the_appends_and_no_further() {
+fn the_buffer_writer_readies_the_rings_pages_ahead_of_the_appends_and_no_further() {
+    readies_the_rings_pages_ahead_of_the_appends_and_no_further(CommitMode::Buffer);
+}
+
+#[test]
+fn the_pmem_log_preparer_readies_the_logs_pages_ahead_of_the_appends_and_no_further() {
+    readies_the_rings_pages_ahead_of_the_appends_and_no_further(CommitMode::PmemLog);
+}
+
+fn readies_the_rings_pages_ahead_of_the_appends_and_no_further(mode: CommitMode) {
     let dir =
         tempfile::tempdir_in(tailstore_media::pmem::scratch_dir(2 * RING as u64)).expect("tempdir");
     let pmem = dir.path().join("log.pmem");
-    let mut config = LogConfig::new(CommitMode::Buffer, dir.path(), Some(pmem.clone()));
+    let mut config = LogConfig::new(mode, dir.path(), Some(pmem.clone()));
     config.ring_bytes = RING;
     let (log, _) = LogManager::open(Arc::new(RealStorage), &config).expect("create");
     log.commit(b"first").expect("commit");
     let readied = wait_for_allocated(&pmem, AHEAD);
     assert!(
         readied >= AHEAD,
-        "the writer readied {readied} bytes of the ring, not the {AHEAD} ahead of the appends"
+        "the log's background thread readied {readied} bytes of the ring, not the {AHEAD} ahead of the appends"
     );
     // Nothing appended since: the writer stops at its distance past the appends, never far
     // beyond (the file's header and the rounding to pages excepted).
@@ -54,7 +64,7 @@ fn the_writer_readies_the_rings_pages_ahead_of_the_appends_and_no_further() {
     let readied = allocated_bytes(&pmem);
     assert!(
         readied <= AHEAD + MIB as u64,
-        "the writer readied {readied} bytes, more than {AHEAD} past one small record"
+        "the log's background thread readied {readied} bytes, more than {AHEAD} past one small record"
     );
     // Appends move the readied slots on.
     let payload = vec![7u8; 60_000];
