@@ -145,10 +145,10 @@ const FILE_GROWTH: u64 = 64 << 20;
 const RING_PREPARE_AHEAD: u64 = 32 << 20;
 /// The most the writer readies in one call.
 const RING_PREPARE_STEP: u64 = 4 << 20;
-/// `pmem-log`'s preparer is woken each time this much has been appended, and checks on its
-/// own at this interval.
+/// `pmem-log`'s preparer is woken each time this much has been appended (well within what
+/// it readies ahead), and by the log's close; this timeout is only a safety net.
 const PREPARER_WAKE_BYTES: u64 = 2 * RING_PREPARE_STEP;
-const PREPARER_PARK: Duration = Duration::from_millis(10);
+const PREPARER_PARK: Duration = Duration::from_secs(1);
 
 /// What recovery (or creation) established about the log.
 pub(crate) struct Start {

@@ -416,7 +416,11 @@ impl BufferPool {
             return;
         }
         let fresh = &self.fresh;
-        fresh.without_memory.fetch_sub(1, Ordering::Relaxed);
+        let without = fresh.without_memory.fetch_sub(1, Ordering::Relaxed);
+        assert!(
+            without > 0,
+            "more frames got their first page than the pool has"
+        );
         let ready = if fresh.ready_count.load(Ordering::Relaxed) > 0 {
             let mut pages = fresh.ready.lock();
             let taken = pages.pop();
