@@ -17,8 +17,7 @@ for r in $(seq "$ROUNDS"); do
   start_servers "$BIN" >/dev/null
   for p in $NONE $ALWAYS $TAILSTORE; do
     settled=$(settle)
-    echo "round $r port $p (settled in $settled): $(benchmark -p "$p" -t set -d 4096 -r 100000 \
-      -c 50 -P 4 --threads 2 -n "${REQUESTS:-100000}")"
+    echo "round $r port $p (settled in $settled): $(bar_command "$p")"
   done
   stop_servers
 done

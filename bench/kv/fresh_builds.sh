@@ -13,7 +13,6 @@ lone_defaults fresh-builds 7131
 for r in $(seq "$ROUNDS"); do for bin in "$@"; do
   start_lone "$bin" serve ${SERVE_ARGS:-}
   settled=$(settle)
-  echo "round $r $(basename "$bin") (settled in $settled): $(benchmark -p "$PORT" -t set -d 4096 \
-    -r 100000 -c 50 -P 4 --threads 2 -n "${REQUESTS:-100000}")"
+  echo "round $r $(basename "$bin") (settled in $settled): $(bar_command "$PORT")"
   stop_lone
 done; done

@@ -69,6 +69,12 @@ cpu_busy_idle() {
   awk '/^cpu / { busy = 0; for (i = 2; i <= NF; i++) if (i != 5) busy += $i; print "cpu", busy, $5 }' /proc/stat
 }
 
+# The throughput bar's command as issue 6 gives it, against the server on port $1, one line
+# (fresh.sh, fresh_builds.sh; REQUESTS overrides redis-benchmark's default of 100,000).
+bar_command() {
+  benchmark -p "$1" -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2 -n "${REQUESTS:-100000}"
+}
+
 # ROUNDS rounds of one redis-benchmark run per server, interleaved, each after the machine
 # has settled, after a header naming the arguments: `interleaved -t set -d 4096 …`.
 interleaved() {

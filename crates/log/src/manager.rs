@@ -139,8 +139,8 @@ const GATHER_LIMIT: Duration = Duration::from_micros(50);
 /// The log file grows in steps of this many bytes.
 const FILE_GROWTH: u64 = 64 << 20;
 
-/// How far past the appends the `buffer` writer readies the ring's slots, during the ring's
-/// first lap in this process (see `Shared::prepare_ring_ahead`): a few hardening batches, so
+/// How far past the appends the log's background thread readies the ring's slots, during the
+/// ring's first lap in this process (see `Shared::prepare_ring_ahead`): a few hardening batches, so
 /// that appends keep finding slots ready between the writer's wake-ups.
 const RING_PREPARE_AHEAD: u64 = 32 << 20;
 /// The most the writer readies in one call.
@@ -310,9 +310,7 @@ impl Shared {
                 CommitMode::Buffer => self.harden_batch,
                 CommitMode::Async => self.ring.capacity() / 4,
                 // The preparer, which has ended once the region's first lap is ready.
-                CommitMode::PmemLog if to < self.opened_at + self.ring.capacity() => {
-                    PREPARER_WAKE_BYTES
-                }
+                CommitMode::PmemLog if to < self.first_lap_end() => PREPARER_WAKE_BYTES,
                 CommitMode::Fsync | CommitMode::PmemLog => 0,
             };
             if unit > 0 && from / unit != to / unit {
@@ -536,13 +534,18 @@ impl Shared {
         }
     }
 
+    /// The LSN at which the ring has gone round once since the open: past it, every slot has
+    /// been written in this process.
+    fn first_lap_end(&self) -> u64 {
+        self.opened_at + self.ring.capacity()
+    }
+
     /// `pmem-log`'s background thread: it only readies the log's region ahead of the
     /// appends (the region is the log; nothing is hardened), and ends once the region's first
     /// lap is ready or the log closes.
     fn run_preparer(&self) {
-        let lap_end = self.opened_at + self.ring.capacity();
         let mut prepared = self.opened_at;
-        while prepared < lap_end && !self.stopping.load(Ordering::Acquire) {
+        while prepared < self.first_lap_end() && !self.stopping.load(Ordering::Acquire) {
             prepared = self.prepare_ring_ahead(prepared);
             thread::park_timeout(PREPARER_PARK);
         }
@@ -555,8 +558,8 @@ impl Shared {
     /// ring, one stop per 4 KiB of the log's first GiB, on the appender's thread, inside a
     /// commit. Past the first lap every slot has been written in this process.
     fn prepare_ring_ahead(&self, prepared: u64) -> u64 {
-        let lap_end = self.opened_at + self.ring.capacity();
-        let goal = (self.reserved.load(Ordering::Relaxed) + RING_PREPARE_AHEAD).min(lap_end);
+        let goal =
+            (self.reserved.load(Ordering::Relaxed) + RING_PREPARE_AHEAD).min(self.first_lap_end());
         let mut at = prepared;
         while at < goal {
             let step = (goal - at).min(RING_PREPARE_STEP);
