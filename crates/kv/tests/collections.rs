@@ -388,6 +388,46 @@ fn list_push_and_pop_at_both_ends() {
 }
 
 #[test]
+fn lmove_and_rpoplpush_move_an_element_between_lists() {
+    let kv = kv();
+    kv.run(&["rpush", "a", "1", "2", "3"]);
+    assert_eq!(kv.run(&["lmove", "a", "b", "left", "right"]), b("1"));
+    assert_eq!(kv.run(&["lmove", "a", "b", "RIGHT", "LEFT"]), b("3"));
+    assert_eq!(kv.run(&["lrange", "a", "0", "-1"]), arr(&["2"]));
+    assert_eq!(kv.run(&["lrange", "b", "0", "-1"]), arr(&["3", "1"]));
+    assert_eq!(kv.run(&["rpoplpush", "a", "b"]), b("2"));
+    assert!(!kv.exists("a"), "a list moved empty is deleted");
+    assert_eq!(kv.run(&["lrange", "b", "0", "-1"]), arr(&["2", "3", "1"]));
+    // One list: a rotation, which keeps the key (and its deadline) even at one element.
+    assert_eq!(kv.run(&["lmove", "b", "b", "right", "left"]), b("1"));
+    assert_eq!(kv.run(&["lrange", "b", "0", "-1"]), arr(&["1", "2", "3"]));
+    kv.run(&["rpush", "one", "x"]);
+    kv.run(&["expire", "one", "100"]);
+    assert_eq!(kv.run(&["rpoplpush", "one", "one"]), b("x"));
+    assert_eq!(kv.run(&["lrange", "one", "0", "-1"]), arr(&["x"]));
+    assert!(matches!(kv.run(&["ttl", "one"]), Reply::Int(t) if t > 0));
+    // Redis's order: an absent source is nil whatever the destination holds.
+    kv.run(&["set", "s", "v"]);
+    assert_eq!(kv.run(&["lmove", "none", "s", "left", "left"]), Reply::Null);
+    assert_eq!(kv.run(&["rpoplpush", "none", "b"]), Reply::Null);
+    assert_eq!(kv.run(&["lmove", "b", "s", "left", "left"]), err(WRONGTYPE));
+    assert_eq!(kv.run(&["rpoplpush", "s", "b"]), err(WRONGTYPE));
+    assert_eq!(
+        kv.run(&["lrange", "b", "0", "-1"]),
+        arr(&["1", "2", "3"]),
+        "a refused move changes nothing"
+    );
+    assert_eq!(
+        kv.run(&["lmove", "b", "c", "up", "left"]),
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        kv.run(&["lmove", "b", "c", "left"]),
+        err("ERR wrong number of arguments for 'lmove' command")
+    );
+}
+
+#[test]
 fn list_ranges_and_indexes() {
     let kv = kv();
     kv.run(&["rpush", "l", "a", "b", "c", "d", "e"]);

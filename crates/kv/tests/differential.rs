@@ -78,8 +78,9 @@ fn normalise(args: &[String], answer: Answer) -> Answer {
             Value::Array(pairs.concat())
         }
         // The remaining time depends on when each server ran the command: compare only
-        // "no key" (-2), "no TTL" (-1) and "some TTL" (shown as 0).
-        ("TTL" | "PTTL", Value::Int(ttl)) => Value::Int(ttl.min(0)),
+        // "no key" (-2), "no TTL" (-1) and "some TTL" (shown as 0). So does a deadline set
+        // by a relative amount (EXPIRE 1000), which EXPIRETIME reads back.
+        ("TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", Value::Int(ttl)) => Value::Int(ttl.min(0)),
         (_, value) => value,
     })
 }
@@ -349,6 +350,18 @@ fn strings() -> Vec<(u32, Words)> {
         "EX abc",
         "BOGUS",
     ];
+    // EXAT 1 lies in the past: the key goes.
+    let getex_options: &'static [&'static str] = &[
+        "EX 1000",
+        "PX 5000000",
+        "EXAT 4102444800",
+        "PXAT 4102444800123",
+        "EXAT 1",
+        "PERSIST",
+        "EX 0",
+        "PX abc",
+        "KEEPTTL",
+    ];
     let mut all = usual(vec![
         cmd("GET", vec![key()]),
         cmd("SET", vec![key(), value()]),
@@ -356,6 +369,7 @@ fn strings() -> Vec<(u32, Words)> {
         cmd("SETNX", vec![key(), value()]),
         cmd("GETSET", vec![key(), value()]),
         cmd("GETDEL", vec![key()]),
+        cmd("GETEX", vec![key(), options(getex_options, 2)]),
         cmd("MGET", vec![many(key(), 1..=3)]),
         cmd("MSET", vec![many(group(vec![key(), value()]), 1..=3)]),
         cmd("INCR", vec![key()]),
@@ -436,6 +450,7 @@ fn keyspace() -> Vec<(u32, Words)> {
             ],
         ),
         cmd("TTL", vec![key()]),
+        cmd("EXPIRETIME", vec![key()]),
         cmd("DBSIZE", vec![]),
     ]);
     all.extend([
@@ -452,6 +467,8 @@ fn keyspace() -> Vec<(u32, Words)> {
             ),
         ),
         (RARE, cmd("PTTL", vec![key()])),
+        (RARE, cmd("PEXPIRETIME", vec![key()])),
+        (RARE, cmd("TOUCH", vec![many(key(), 1..=3)])),
         (RARE, cmd("PERSIST", vec![])),
         (
             RARE,
@@ -517,9 +534,26 @@ fn lists() -> Vec<(u32, Words)> {
             "LREM",
             vec![key(), one(&["0", "1", "-1", "2", "-2", "abc"]), value()],
         ),
+        cmd(
+            "LMOVE",
+            vec![
+                key(),
+                key(),
+                one(&["LEFT", "RIGHT"]),
+                one(&["LEFT", "RIGHT"]),
+            ],
+        ),
     ]);
     all.extend([
         (FILL, cmd("LPUSH", vec![key(), many(value(), 1..=3)])),
+        (RARE, cmd("RPOPLPUSH", vec![key(), key()])),
+        (
+            RARE,
+            cmd(
+                "LMOVE",
+                vec![key(), key(), one(&["left", "UP"]), lit("RIGHT")],
+            ),
+        ),
         (FILL, cmd("RPUSH", vec![key(), many(value(), 1..=3)])),
         (RARE, cmd("LPOP", vec![key(), index(), index()])),
         (RARE, cmd("LRANGE", vec![key(), index()])),

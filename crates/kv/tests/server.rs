@@ -639,6 +639,64 @@ fn expire_ttl_persist() {
     assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
 }
 
+#[test]
+fn getex_expiretime_touch() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GETEX", "k"]),
+        Some("v".into())
+    );
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GETEX", "k", "EX", "100"]),
+        Some("v".into())
+    );
+    let ttl: i64 = q(&mut c, &["TTL", "k"]);
+    assert!((99..=100).contains(&ttl), "TTL {ttl}");
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GETEX", "k", "persist"]),
+        Some("v".into())
+    );
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -1);
+    // Absolute deadlines read back as they were given.
+    q::<Option<String>>(&mut c, &["GETEX", "k", "PXAT", "4102444800123"]);
+    assert_eq!(q::<i64>(&mut c, &["PEXPIRETIME", "k"]), 4_102_444_800_123);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRETIME", "k"]), 4_102_444_800);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRETIME", "missing"]), -2);
+    ok(raw_value(&mut c, &["SET", "plain", "v"]));
+    assert_eq!(q::<i64>(&mut c, &["PEXPIRETIME", "plain"]), -1);
+    // Errors, in Redis's order: the options' syntax, then the key, then the amount.
+    assert_eq!(
+        err(&mut c, &["GETEX", "k", "EX", "1", "PX", "1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(err(&mut c, &["GETEX", "k", "KEEPTTL"]), "ERR syntax error");
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GETEX", "missing", "EX", "x"]),
+        None
+    );
+    assert_eq!(err(&mut c, &["GETEX", "k", "EX", "x"]), NOT_INTEGER);
+    assert_eq!(
+        err(&mut c, &["GETEX", "k", "EX", "0"]),
+        "ERR invalid expire time in 'getex' command"
+    );
+    assert_eq!(q::<i64>(&mut c, &["RPUSH", "list", "a"]), 1);
+    assert!(err(&mut c, &["GETEX", "list"]).starts_with("WRONGTYPE"));
+    // A deadline already past deletes the key; the reply is still its value.
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GETEX", "k", "EXAT", "1"]),
+        Some("v".into())
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    // TOUCH counts the keys that exist, each time it is named.
+    assert_eq!(
+        q::<i64>(&mut c, &["TOUCH", "plain", "plain", "list", "k"]),
+        3
+    );
+}
+
 /// A key past its deadline is gone for every command that reads it, at once, whether or not
 /// the active expiry got to it yet.
 #[test]

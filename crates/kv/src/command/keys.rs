@@ -278,23 +278,35 @@ fn expiry_deadline(now: i64, unit: &str, arg: &[u8], command: &str) -> Result<i6
     Ok(if amount > 0 { at } else { at.min(now - 1) })
 }
 
-fn remaining(ctx: &mut Ctx, key: &[u8], unit_ms: i64) -> Outcome {
+/// What TTL, PTTL, EXPIRETIME and PEXPIRETIME answer: -2 for no key, -1 for no deadline, else
+/// the time left (or, `absolute`, the deadline since the epoch) in units of `unit_ms`,
+/// rounded as Redis rounds it.
+fn remaining(ctx: &mut Ctx, key: &[u8], unit_ms: i64, absolute: bool) -> Outcome {
     Ok(Reply::Int(match ctx.meta(key)? {
         None => -2,
         Some(meta) if meta.expire_at == 0 => -1,
         Some(meta) => {
-            let left = (meta.expire_at - ctx.now).max(0);
+            let from = if absolute { 0 } else { ctx.now };
+            let left = (meta.expire_at - from).max(0);
             (left + unit_ms / 2) / unit_ms
         }
     }))
 }
 
 pub fn ttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    remaining(ctx, &args[1], 1000)
+    remaining(ctx, &args[1], 1000, false)
 }
 
 pub fn pttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    remaining(ctx, &args[1], 1)
+    remaining(ctx, &args[1], 1, false)
+}
+
+pub fn expiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remaining(ctx, &args[1], 1000, true)
+}
+
+pub fn pexpiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    remaining(ctx, &args[1], 1, true)
 }
 
 pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -1,4 +1,5 @@
-//! List commands: pushes and pops at both ends, ranges, LSET, LTRIM, LREM, LINSERT, LPOS.
+//! List commands: pushes and pops at both ends, moves between lists (LMOVE, RPOPLPUSH),
+//! ranges, LSET, LTRIM, LREM, LINSERT, LPOS.
 //!
 //! The element with sequence number `s` is the value under field [`seq_field`]`(s)`; the
 //! live sequence numbers are `meta.head .. meta.tail`, so the element at index `i` is
@@ -144,19 +145,25 @@ fn push(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> Out
     }
     let mut meta = ctx.meta_for_write(key, Kind::List)?;
     for value in &args[2..] {
-        let seq = if left {
-            meta.head -= 1;
-            meta.head
-        } else {
-            meta.tail += 1;
-            meta.tail - 1
-        };
-        ctx.ks
-            .write_value(ctx.txn, meta.id, &seq_field(seq), value, None)?;
+        push_one(ctx, &mut meta, value, left)?;
     }
-    meta.len = meta.tail - meta.head;
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(meta.len))
+}
+
+/// Adds `value` at one end of the list; updates `meta` (not saved).
+fn push_one(ctx: &mut Ctx, meta: &mut KeyMeta, value: &[u8], left: bool) -> Result<(), Fault> {
+    let seq = if left {
+        meta.head -= 1;
+        meta.head
+    } else {
+        meta.tail += 1;
+        meta.tail - 1
+    };
+    ctx.ks
+        .write_value(ctx.txn, meta.id, &seq_field(seq), value, None)?;
+    meta.len = meta.tail - meta.head;
+    Ok(())
 }
 
 pub fn lpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -186,18 +193,82 @@ fn pop_elements(
     let count = count.min(meta.len);
     let mut popped = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let seq = if left { meta.head } else { meta.tail - 1 };
-        popped.push(element(ctx, meta.id, seq)?);
-        ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
-        if left {
-            meta.head += 1;
-        } else {
-            meta.tail -= 1;
-        }
+        popped.push(pop_one(ctx, meta, left)?);
     }
-    meta.len = meta.tail - meta.head;
     ctx.save(key, meta)?;
     Ok(popped)
+}
+
+/// Removes the element at one end of the list and returns it; updates `meta` (not saved).
+/// A stored list is never empty (the last pop deletes its key), so an empty one is damage.
+fn pop_one(ctx: &mut Ctx, meta: &mut KeyMeta, left: bool) -> Result<Vec<u8>, Fault> {
+    if meta.len <= 0 {
+        return Err(Fault::corrupt(format!(
+            "list {} is stored with no elements",
+            meta.id
+        )));
+    }
+    let seq = if left { meta.head } else { meta.tail - 1 };
+    let value = element(ctx, meta.id, seq)?;
+    ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
+    if left {
+        meta.head += 1;
+    } else {
+        meta.tail -= 1;
+    }
+    meta.len = meta.tail - meta.head;
+    Ok(value)
+}
+
+/// LMOVE source destination LEFT|RIGHT LEFT|RIGHT.
+pub fn lmove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let from_left = parse_end(&args[3])?;
+    let to_left = parse_end(&args[4])?;
+    move_element(ctx, &args[1], &args[2], from_left, to_left)
+}
+
+/// RPOPLPUSH source destination: LMOVE source destination RIGHT LEFT.
+pub fn rpoplpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    move_element(ctx, &args[1], &args[2], false, true)
+}
+
+/// Whether LEFT (`true`) or RIGHT names the end of a list, in any case.
+fn parse_end(arg: &[u8]) -> Result<bool, Fault> {
+    if is(arg, "left") {
+        Ok(true)
+    } else if is(arg, "right") {
+        Ok(false)
+    } else {
+        Err(Fault::err(SYNTAX))
+    }
+}
+
+/// Moves one element between the ends of two lists, or of one (a rotation, which keeps the
+/// key and its deadline even when the list holds a single element). In Redis's order: an
+/// absent source answers nil before the destination's kind is checked.
+fn move_element(
+    ctx: &mut Ctx,
+    source: &[u8],
+    destination: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Outcome {
+    let Some(mut from) = ctx.meta_of(source, Kind::List)? else {
+        return Ok(Reply::Null);
+    };
+    if source == destination {
+        let value = pop_one(ctx, &mut from, from_left)?;
+        push_one(ctx, &mut from, &value, to_left)?;
+        ctx.save(source, &mut from)?;
+        return Ok(bulk(value));
+    }
+    ctx.meta_of(destination, Kind::List)?;
+    let value = pop_one(ctx, &mut from, from_left)?;
+    ctx.save(source, &mut from)?;
+    let mut to = ctx.meta_for_write(destination, Kind::List)?;
+    push_one(ctx, &mut to, &value, to_left)?;
+    ctx.save(destination, &mut to)?;
+    Ok(bulk(value))
 }
 
 /// LPOP / RPOP key [count]: one element (bulk or nil) without a count; with one, an array

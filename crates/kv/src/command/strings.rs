@@ -242,6 +242,73 @@ pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(bulk(value))
 }
 
+/// What GETEX does to the key's deadline.
+enum DeadlineChange<'a> {
+    Keep,
+    /// PERSIST.
+    Clear,
+    /// EX, PX, EXAT or PXAT (lower case) and its amount, parsed only once the key is known
+    /// to be a string.
+    Set(String, &'a [u8]),
+}
+
+/// GETEX's options as Redis parses them: any one of EX, PX, EXAT, PXAT and PERSIST, which may
+/// be repeated (the last amount counts) but not mixed.
+fn parse_getex_options(args: &[Vec<u8>]) -> Result<DeadlineChange<'_>, Fault> {
+    let mut change = DeadlineChange::Keep;
+    let mut i = 2;
+    while i < args.len() {
+        let name = String::from_utf8_lossy(&args[i]).to_ascii_lowercase();
+        let next = args.get(i + 1);
+        change = match (name.as_str(), next, &change) {
+            ("persist", _, DeadlineChange::Keep | DeadlineChange::Clear) => DeadlineChange::Clear,
+            ("ex" | "px" | "exat" | "pxat", Some(amount), DeadlineChange::Keep) => {
+                i += 1;
+                DeadlineChange::Set(name, amount)
+            }
+            ("ex" | "px" | "exat" | "pxat", Some(amount), DeadlineChange::Set(unit, _))
+                if *unit == name =>
+            {
+                i += 1;
+                DeadlineChange::Set(name, amount)
+            }
+            _ => return Err(Fault::err(SYNTAX)),
+        };
+        i += 1;
+    }
+    Ok(change)
+}
+
+/// GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]. In Redis's order: the options'
+/// syntax, then the key (nil if absent, WRONGTYPE for another kind), then the amount; a
+/// deadline already past deletes the key, whose value is still the reply.
+pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let change = parse_getex_options(args)?;
+    let key = &args[1];
+    let Some(mut meta) = ctx.meta_of(key, Kind::String)? else {
+        return Ok(Reply::Null);
+    };
+    // As in Redis, a deadline given is a change of the key (a WATCH of it fails) even when it
+    // is the same; PERSIST changes only a key that had one.
+    let at = match &change {
+        DeadlineChange::Keep => None,
+        DeadlineChange::Clear => (meta.expire_at != 0).then_some(0),
+        DeadlineChange::Set(unit, amount) => Some(deadline(ctx.now, unit, amount, "getex")?),
+    };
+    let value = ctx
+        .ks
+        .read_value(ctx.txn, meta.id, b"", string_len(&meta))?;
+    match at {
+        Some(at) if at != 0 && at <= ctx.now => ctx.remove(key, &meta)?,
+        Some(at) => {
+            ctx.set_expiry(key, &mut meta, at)?;
+            ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+        }
+        None => {}
+    }
+    Ok(value.map_or(Reply::Null, bulk))
+}
+
 pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut replies = Vec::with_capacity(args.len() - 1);
     for key in &args[1..] {
