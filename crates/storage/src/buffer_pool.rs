@@ -387,11 +387,12 @@ impl BufferPool {
     /// Makes memory ready for the next frames that get their first page, if any frame is
     /// still without memory and few pages are ready. A frame's memory is allocated when it
     /// first gets a page, and the process's first write to fresh memory stops for the kernel
-    /// to allocate and clear it (on this VM 1–2 ms per 2 MiB huge page): a new database
-    /// growing, or a restarted one reading its pages in, paid that inside B+tree splits and
-    /// loads, under the tree's latch, while every other writer of the tree waited. Writers
-    /// call this before they take the latch (`BTree::writer`); the stop then happens there,
-    /// holding nothing. Cheap when there is nothing to do: two atomic loads.
+    /// to allocate and clear it (on this VM 1–17 ms per 2 MiB huge page, the most for memory
+    /// the host had taken back): a new database growing, or a restarted one reading its
+    /// pages in, paid that inside B+tree splits and loads, under the tree's latch, while
+    /// every other writer of the tree waited. Writers call this before they take the latch
+    /// (`BTree::writer`); the stop then happens there, holding nothing. Cheap when there is
+    /// nothing to do: two atomic loads.
     pub fn prepare_fresh_frames(&self) {
         let fresh = &self.fresh;
         let ready = fresh.ready_count.load(Ordering::Relaxed);
