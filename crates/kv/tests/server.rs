@@ -665,6 +665,20 @@ fn getex_expiretime_touch() {
     assert_eq!(q::<i64>(&mut c, &["PEXPIRETIME", "k"]), 4_102_444_800_123);
     assert_eq!(q::<i64>(&mut c, &["EXPIRETIME", "k"]), 4_102_444_800);
     assert_eq!(q::<i64>(&mut c, &["EXPIRETIME", "missing"]), -2);
+    // The latest deadline there is, rounded as Redis 7.0.15 answers it.
+    ok(raw_value(&mut c, &["SET", "late", "v"]));
+    assert_eq!(
+        q::<i64>(&mut c, &["PEXPIREAT", "late", "9223372036854775807"]),
+        1
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["EXPIRETIME", "late"]),
+        9_223_372_036_854_776
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["PEXPIRETIME", "late"]),
+        9_223_372_036_854_775_807
+    );
     ok(raw_value(&mut c, &["SET", "plain", "v"]));
     assert_eq!(q::<i64>(&mut c, &["PEXPIRETIME", "plain"]), -1);
     // Errors, in Redis's order: the options' syntax, then the key, then the amount.

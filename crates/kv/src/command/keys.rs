@@ -287,8 +287,9 @@ fn remaining(ctx: &mut Ctx, key: &[u8], unit_ms: i64, absolute: bool) -> Outcome
         Some(meta) if meta.expire_at == 0 => -1,
         Some(meta) => {
             let from = if absolute { 0 } else { ctx.now };
-            let left = (meta.expire_at - from).max(0);
-            (left + unit_ms / 2) / unit_ms
+            let left = meta.expire_at.saturating_sub(from).max(0);
+            // Rounded half up without adding first: a deadline may be near i64::MAX ms.
+            left / unit_ms + i64::from(left % unit_ms >= unit_ms - unit_ms / 2)
         }
     }))
 }
