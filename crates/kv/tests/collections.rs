@@ -428,6 +428,62 @@ fn lmove_and_rpoplpush_move_an_element_between_lists() {
 }
 
 #[test]
+fn blocking_list_commands_run_once_as_their_non_blocking_forms() {
+    // What the server runs, and what MULTI answers: the wait is the server's (tests/blocking.rs).
+    let kv = kv();
+    kv.run(&["rpush", "b", "1", "2", "3"]);
+    assert_eq!(kv.run(&["blpop", "a", "b", "0"]), arr(&["b", "1"]));
+    assert_eq!(kv.run(&["brpop", "a", "b", "0.5"]), arr(&["b", "3"]));
+    assert_eq!(kv.run(&["blpop", "a", "c", "1"]), Reply::NullArray);
+    assert_eq!(kv.run(&["blmove", "b", "d", "left", "RIGHT", "0"]), b("2"));
+    assert!(!kv.exists("b"), "a list popped empty is deleted");
+    assert_eq!(kv.run(&["brpoplpush", "d", "e", "0"]), b("2"));
+    assert_eq!(
+        kv.run(&["blmove", "d", "e", "left", "left", "0"]),
+        Reply::Null
+    );
+    assert_eq!(kv.run(&["brpoplpush", "d", "e", "0"]), Reply::Null);
+    // Redis's order: keys in turn, WRONGTYPE only if no earlier key had an element.
+    kv.run(&["set", "s", "v"]);
+    assert_eq!(kv.run(&["blpop", "none", "s", "e", "0"]), err(WRONGTYPE));
+    assert_eq!(kv.run(&["blpop", "e", "s", "0"]), arr(&["e", "2"]));
+    assert_eq!(
+        kv.run(&["blmove", "s", "e", "left", "left", "0"]),
+        err(WRONGTYPE)
+    );
+    // The timeout, read before anything else, as Redis 7.0 reads it.
+    let negative = err("ERR timeout is negative");
+    let not_float = err("ERR timeout is not a float or out of range");
+    for timeout in ["-1", "inf", "-inf", "1e16", "9223372036854776"] {
+        assert_eq!(kv.run(&["blpop", "s", timeout]), negative, "{timeout}");
+    }
+    for timeout in ["x", "nan", "", " 1", "1 "] {
+        assert_eq!(kv.run(&["brpop", "s", timeout]), not_float, "{timeout:?}");
+    }
+    for timeout in ["-0", "-0.0009", "0x10", "1.5e-3", "9223372036854"] {
+        assert_eq!(
+            kv.run(&["blpop", "nolist", timeout]),
+            Reply::NullArray,
+            "{timeout}"
+        );
+    }
+    assert_eq!(
+        kv.run(&["blmove", "s", "e", "left", "left", "x"]),
+        not_float
+    );
+    assert_eq!(
+        kv.run(&["blmove", "s", "e", "up", "left", "x"]),
+        err("ERR syntax error"),
+        "the ends are read before the timeout"
+    );
+    assert_eq!(kv.run(&["brpoplpush", "s", "e", "-1"]), negative);
+    assert_eq!(
+        kv.run(&["blpop", "k"]),
+        err("ERR wrong number of arguments for 'blpop' command")
+    );
+}
+
+#[test]
 fn list_ranges_and_indexes() {
     let kv = kv();
     kv.run(&["rpush", "l", "a", "b", "c", "d", "e"]);

@@ -547,6 +547,30 @@ fn lists() -> Vec<(u32, Words)> {
     all.extend([
         (FILL, cmd("LPUSH", vec![key(), many(value(), 1..=3)])),
         (RARE, cmd("RPOPLPUSH", vec![key(), key()])),
+        // Blocking forms: a timeout so short that an empty list costs both servers ~10 ms,
+        // and malformed ones (no wait at all).
+        (
+            RARE,
+            cmd(
+                "BLPOP",
+                vec![many(key(), 1..=3), one(&["0.01", "-1", "x", "inf"])],
+            ),
+        ),
+        (RARE, cmd("BRPOP", vec![many(key(), 1..=2), lit("0.01")])),
+        (
+            RARE,
+            cmd(
+                "BLMOVE",
+                vec![
+                    key(),
+                    key(),
+                    one(&["LEFT", "right", "UP"]),
+                    one(&["LEFT", "RIGHT"]),
+                    one(&["0.01", "-0.5x"]),
+                ],
+            ),
+        ),
+        (RARE, cmd("BRPOPLPUSH", vec![key(), key(), lit("0.01")])),
         (
             RARE,
             cmd(

@@ -40,11 +40,34 @@ impl Command {
     pub fn is_write(&self) -> bool {
         self.flags.contains(&"write")
     }
+
+    /// Whether the server waits when one run of the command finds nothing (BLPOP…).
+    pub fn is_blocking(&self) -> bool {
+        self.flags.contains(&"blocking")
+    }
+
+    /// The key arguments of `args` (name first), by the command's key positions.
+    pub fn key_args<'a>(&self, args: &'a [Vec<u8>]) -> impl Iterator<Item = &'a [u8]> {
+        let (first, last, step) = self.keys;
+        let argc = args.len() as i32;
+        let last = if last < 0 {
+            argc + last
+        } else {
+            last.min(argc - 1)
+        };
+        // A command without keys (0 0 0) has no positions: the range from 0 is cut off.
+        let last = if first > 0 { last } else { -1 };
+        (first..=last)
+            .step_by(step.max(1) as usize)
+            .map(move |at| args[at as usize].as_slice())
+    }
 }
 
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
 const D: &[&str] = &["write", "fast"];
+/// Blocking: run once, and if it finds nothing the server waits for a write to its keys.
+const WB: &[&str] = &["write", "blocking"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
 const S: &[&str] = &["fast", "loading", "stale"];
@@ -93,6 +116,8 @@ const KALL: (i32, i32, i32) = (1, -1, 1);
 const KPAIRS: (i32, i32, i32) = (1, -1, 2);
 const K12: (i32, i32, i32) = (1, 2, 1);
 const NONE: (i32, i32, i32) = (0, 0, 0);
+/// Every argument but the last (BLPOP's keys; the last is the timeout).
+const KBUTLAST: (i32, i32, i32) = (1, -2, 1);
 
 /// The command table, sorted by nothing in particular: [`lookup`] searches it.
 pub static COMMANDS: &[Command] = &[
@@ -765,6 +790,42 @@ pub static COMMANDS: &[Command] = &[
         lists::rpoplpush,
     ),
     data(
+        "blpop",
+        -3,
+        WB,
+        KBUTLAST,
+        "list",
+        "Removes and returns the first element of the first non-empty list, or waits for one.",
+        lists::blpop,
+    ),
+    data(
+        "brpop",
+        -3,
+        WB,
+        KBUTLAST,
+        "list",
+        "Removes and returns the last element of the first non-empty list, or waits for one.",
+        lists::brpop,
+    ),
+    data(
+        "blmove",
+        6,
+        WB,
+        K12,
+        "list",
+        "Moves an element from one list to another, waiting for one if the source is empty.",
+        lists::blmove,
+    ),
+    data(
+        "brpoplpush",
+        4,
+        WB,
+        K12,
+        "list",
+        "Moves the last element of a list to the head of another, waiting for one.",
+        lists::brpoplpush,
+    ),
+    data(
         "llen",
         2,
         RF,
@@ -1203,6 +1264,26 @@ fn by_name() -> &'static std::collections::HashMap<&'static [u8], &'static Comma
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_args_follow_the_key_positions() {
+        let keys = |line: &str| {
+            let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
+            let command = lookup(&args[0]).expect("a command");
+            let found: Vec<String> = command
+                .key_args(&args)
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect();
+            found.join(" ")
+        };
+        assert_eq!(keys("get k"), "k");
+        assert_eq!(keys("mset a 1 b 2"), "a b");
+        assert_eq!(keys("del a b c"), "a b c");
+        assert_eq!(keys("blpop a b 0"), "a b");
+        assert_eq!(keys("lmove s d left left"), "s d");
+        assert_eq!(keys("ping"), "");
+        assert_eq!(keys("flushdb"), "");
+    }
 
     #[test]
     fn every_command_is_found_by_its_name_in_any_case() {

@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use mio::net::TcpStream;
 use tailstore_resp::{Limits, Protocol, RequestParser};
 
+use super::blocking::Blocked;
 use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
@@ -15,6 +16,9 @@ pub const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// An emptied read buffer larger than this is given back rather than kept for the next read.
 const KEPT_INPUT: usize = 1024 * 1024;
+/// A blocked connection is read (so that its close is seen) until this many bytes of
+/// commands wait behind the blocked one; then not until it is answered.
+const BLOCKED_INPUT: usize = 1024 * 1024;
 
 /// A command queued by MULTI.
 pub struct Queued {
@@ -46,6 +50,9 @@ pub struct Connection {
     /// A command failed to queue: EXEC answers EXECABORT.
     pub multi_failed: bool,
     pub watched: Vec<Watched>,
+    /// The blocking command (BLPOP…) the connection waits in: no further command of its
+    /// input is run until it is answered (`server/blocking.rs`).
+    pub blocked: Option<Blocked>,
     /// Close once the output is written (after QUIT or a protocol error).
     pub closing: bool,
     /// The socket had more to read when the pass moved on (edge-triggered polling will
@@ -78,6 +85,7 @@ impl Connection {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            blocked: None,
             closing: false,
             unread: false,
             read_to_the_end: false,
@@ -102,6 +110,9 @@ impl Connection {
         if self.backlogged() || self.closing {
             self.unread = !self.closing;
             return Ok(true);
+        }
+        if self.blocked.is_some() && self.filled - self.parsed >= BLOCKED_INPUT {
+            return Ok(true); // read again once unblocked (`unread` is set then)
         }
         let mut read = 0;
         loop {

@@ -2,20 +2,22 @@
 //! commands' commits collected for the pass's one durability wait.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use tailstore_engine::PendingCommit;
 use tailstore_resp::Reply;
 
 use super::admin;
+use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
 use super::Shared;
-use crate::command::{lookup, Command, Run};
+use crate::command::{lookup, parse_timeout, Command, Run};
 use crate::{BlockStep, Executed};
 
 /// Executes every complete command in the connection's input, appending the replies to its
 /// output and the commits to `pending`.
 pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<PendingCommit<'s>>) {
-    while !conn.closing && !conn.backlogged() {
+    while !conn.closing && !conn.backlogged() && conn.blocked.is_none() {
         let args = match conn.next_command() {
             Ok(Some(args)) => args,
             Ok(None) => return,
@@ -40,8 +42,9 @@ pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<Pe
                 }
             }
         }
-        let reply = one(shared, conn, args, pending);
-        send(conn, &reply);
+        if let Some(reply) = one(shared, conn, args, pending) {
+            send(conn, &reply);
+        }
     }
     // Stopped for backpressure: pick up the rest once the output drains.
     conn.unread = conn.unread || conn.backlogged();
@@ -74,7 +77,22 @@ fn send(conn: &mut Connection, reply: &Reply) {
     reply.encode(conn.protocol, &mut conn.output);
 }
 
+/// Runs one command; its reply, or `None` when the connection blocked (BLPOP…).
 fn one<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    args: Vec<Vec<u8>>,
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Option<Reply> {
+    if let Some(command) = lookup(&args[0]).filter(|c| c.is_blocking()) {
+        if conn.multi.is_none() && command.arity_ok(args.len()) {
+            return block_or_reply(shared, conn, command, args, pending);
+        }
+    }
+    Some(reply_to(shared, conn, args, pending))
+}
+
+fn reply_to<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
     args: Vec<Vec<u8>>,
@@ -124,16 +142,75 @@ fn run<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     match command.run {
-        Run::Data(_) => {
-            let Executed {
-                reply,
-                pending: commit,
-            } = shared.ks.execute(conn.db, command, args);
-            pending.extend(commit);
-            reply
-        }
+        Run::Data(_) => execute(shared, conn.db, command, args, pending),
         Run::Server => admin::run(shared, conn, command, args, pending),
     }
+}
+
+/// Runs a data command and, if it writes, wakes the clients blocked on its keys.
+fn execute<'s>(
+    shared: &'s Shared,
+    db: u32,
+    command: &'static Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let Executed {
+        reply,
+        pending: commit,
+    } = shared.ks.execute(db, command, args);
+    pending.extend(commit);
+    if command.is_write() {
+        shared.signal(db, command.key_args(args));
+    }
+    reply
+}
+
+/// A blocking command outside MULTI: its reply if one run finds an element (or fails),
+/// else `None`, the connection blocked on it until a write to its keys or its deadline.
+fn block_or_reply<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    command: &'static Command,
+    args: Vec<Vec<u8>>,
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Option<Reply> {
+    conn.last_command = command.name;
+    let reply = execute(shared, conn.db, command, &args, pending);
+    if !is_nil(&reply) {
+        return Some(reply);
+    }
+    let timeout = args.last().map(|arg| parse_timeout(arg));
+    let Some(Ok(timeout)) = timeout else {
+        return Some(reply); // not reached: the run checked the timeout before anything
+    };
+    let deadline = timeout.and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
+    conn.blocked = Some(Blocked::new(command, args, conn.db, deadline));
+    None
+}
+
+/// Runs a blocked connection's command again: `true` (its reply sent, the connection no
+/// longer blocked) if it found an element, failed, or this is its `last` run (the deadline).
+pub fn retry_blocked<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    pending: &mut Vec<PendingCommit<'s>>,
+    last: bool,
+) -> bool {
+    let Some(blocked) = conn.blocked.as_ref() else {
+        return true;
+    };
+    let reply = execute(shared, blocked.db, blocked.command, &blocked.args, pending);
+    if is_nil(&reply) && !last {
+        return false;
+    }
+    send(conn, &reply);
+    true
+}
+
+/// The reply of a blocking command that found nothing.
+fn is_nil(reply: &Reply) -> bool {
+    matches!(reply, Reply::Null | Reply::NullArray)
 }
 
 /// Redis's text: the name and the first arguments, quoted.
@@ -212,5 +289,12 @@ fn exec<'s>(
         pending: commit,
     } = shared.ks.execute_block(&steps, &watched);
     pending.extend(commit);
+    for step in &steps {
+        if let BlockStep::Data(db, command, args) = step {
+            if command.is_write() {
+                shared.signal(*db, command.key_args(args));
+            }
+        }
+    }
     reply
 }

@@ -50,7 +50,7 @@ fn clients(shared: &Shared) -> String {
             shared.clients.load(Ordering::Relaxed).to_string(),
         ),
         ("maxclients", shared.config.max_clients.to_string()),
-        ("blocked_clients", "0".into()),
+        ("blocked_clients", shared.waiters.blocked().to_string()),
         (
             "tailstore_live_watches",
             shared.ks.watches.live().to_string(),

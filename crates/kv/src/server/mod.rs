@@ -12,6 +12,7 @@
 //! log's watermark): group commit across an event-loop pass.
 
 mod admin;
+mod blocking;
 mod connection;
 mod dispatch;
 mod info;
@@ -69,6 +70,17 @@ pub struct Shared {
     pub loops: Box<[worker::LoopState]>,
     /// The worker whose turn the next accepted connection is (modulo the workers).
     pub next_worker: AtomicUsize,
+    /// Clients blocked in BLPOP & co, by the keys they wait on.
+    pub waiters: blocking::Waiters,
+}
+
+impl Shared {
+    /// After a write to `keys` of database `db` was applied: wakes the loops whose clients
+    /// wait on one of them (see `server/blocking.rs`).
+    pub fn signal<'k>(&self, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
+        self.waiters
+            .signal(db, keys, |at, key| self.loops[at].wake_for(key));
+    }
 }
 
 /// How often the active expiry looks for keys whose deadline has passed, and how many it
@@ -122,6 +134,7 @@ impl Server {
             client_list: parking_lot::Mutex::new(Default::default()),
             loops,
             next_worker: AtomicUsize::new(0),
+            waiters: blocking::Waiters::default(),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {

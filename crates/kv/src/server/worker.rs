@@ -22,7 +22,7 @@
 //! the loop awake; an idle server never polls. The cost is at most one window of CPU per
 //! pause in the traffic. Measured in ARCHITECTURE.md, decision 52.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +34,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Limits, Reply};
 
+use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
 use super::Shared;
@@ -45,9 +46,11 @@ const HANDOFF: Token = Token(1);
 const IDLE: Duration = Duration::from_millis(100);
 
 /// What other threads see of one worker: the connections other workers accepted for it
-/// (see "Spreading connections") and how many it serves.
+/// (see "Spreading connections"), the keys written that its blocked clients wait on
+/// (`server/blocking.rs`) and how many connections it serves.
 pub struct LoopState {
     incoming: parking_lot::Mutex<Vec<(TcpStream, SocketAddr)>>,
+    woken: parking_lot::Mutex<Vec<DbKey>>,
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
@@ -58,6 +61,7 @@ impl LoopState {
     pub fn new(poll: &Poll) -> io::Result<LoopState> {
         Ok(LoopState {
             incoming: parking_lot::Mutex::new(Vec::new()),
+            woken: parking_lot::Mutex::new(Vec::new()),
             waker: Waker::new(poll.registry(), HANDOFF)?,
             serving: AtomicUsize::new(0),
         })
@@ -71,6 +75,20 @@ impl LoopState {
     fn take(&self) -> Vec<(TcpStream, SocketAddr)> {
         std::mem::take(&mut *self.incoming.lock())
     }
+
+    /// Hands the worker a key written that some client of its waits on, and wakes it.
+    pub fn wake_for(&self, key: DbKey) {
+        self.woken.lock().push(key);
+        if let Err(err) = self.waker.wake() {
+            // Not lost: a loop with blocked clients takes its keys on every pass, and
+            // sleeps at most `IDLE`.
+            eprintln!("tailstore serve: waking an event loop failed: {err}");
+        }
+    }
+
+    fn take_woken(&self) -> Vec<DbKey> {
+        std::mem::take(&mut *self.woken.lock())
+    }
 }
 
 pub struct Worker {
@@ -81,6 +99,11 @@ pub struct Worker {
     listener: TcpListener,
     connections: HashMap<Token, Connection>,
     next_token: usize,
+    /// This worker's blocked connections, the longest-waiting first.
+    blocked: BTreeMap<u64, Token>,
+    next_block: u64,
+    /// Connections blocked in the last pass, to run once more after their registration.
+    recheck: Vec<Token>,
 }
 
 impl Worker {
@@ -105,6 +128,9 @@ impl Worker {
             listener,
             connections: HashMap::new(),
             next_token: HANDOFF.0 + 1,
+            blocked: BTreeMap::new(),
+            next_block: 1,
+            recheck: Vec::new(),
         })
     }
 
@@ -119,12 +145,15 @@ impl Worker {
                 .values()
                 .any(|c| c.unread && !c.backlogged());
             let served = !ready.is_empty();
-            self.wait_for_events(&mut events, unread, served)?;
+            let sleep = self.sleep_limit();
+            self.wait_for_events(&mut events, unread, served, sleep)?;
             ready.clear();
+            let mut handoff = false;
             for event in events.iter() {
                 if event.token() == LISTENER {
                     self.accept()?;
                 } else if event.token() == HANDOFF {
+                    handoff = true;
                     for (stream, peer) in self.shared.loops[self.index].take() {
                         self.adopt(stream, peer)?;
                     }
@@ -143,9 +172,15 @@ impl Worker {
                     .filter(|(_, c)| c.unread && !c.backlogged())
                     .map(|(token, _)| *token),
             );
+            let due = if handoff || !self.blocked.is_empty() {
+                self.due_blocked()
+            } else {
+                Vec::new()
+            };
+            ready.extend(due.iter().map(|(token, _)| *token));
             ready.sort_unstable();
             ready.dedup();
-            self.pass(&ready);
+            self.pass(&ready, &due);
         }
         self.shared
             .clients
@@ -163,8 +198,9 @@ impl Worker {
         events: &mut Events,
         unread: bool,
         served: bool,
+        sleep: Duration,
     ) -> io::Result<()> {
-        if unread {
+        if unread || sleep.is_zero() {
             return self.poll_once(events, Duration::ZERO);
         }
         let window = self.shared.config.poll_spin;
@@ -181,7 +217,43 @@ impl Worker {
                 std::thread::yield_now();
             }
         }
-        self.poll_once(events, IDLE)
+        self.poll_once(events, sleep)
+    }
+
+    /// How long the loop may sleep: `IDLE`, less if a blocked client's deadline comes
+    /// first, nothing if a client blocked in the last pass is still to be run again. Looks
+    /// at every blocked connection of the loop (a timer wheel would not: few block at once).
+    fn sleep_limit(&self) -> Duration {
+        if !self.recheck.is_empty() {
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        self.blocked
+            .values()
+            .filter_map(|token| self.connections.get(token)?.blocked.as_ref()?.deadline)
+            .map(|deadline| deadline.saturating_duration_since(now))
+            .fold(IDLE, Duration::min)
+    }
+
+    /// The blocked connections to run again in this pass, the longest-waiting first, each
+    /// with whether this is its last run (its deadline passed): those waiting on a key
+    /// written since (see `server/blocking.rs`), those blocked in the last pass, and those
+    /// whose deadline has come.
+    fn due_blocked(&mut self) -> Vec<(Token, bool)> {
+        let woken = self.shared.loops[self.index].take_woken();
+        let recheck = std::mem::take(&mut self.recheck);
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for token in self.blocked.values() {
+            let Some(blocked) = self.connections.get(token).and_then(|c| c.blocked.as_ref()) else {
+                continue;
+            };
+            let last = blocked.deadline.is_some_and(|deadline| deadline <= now);
+            if last || recheck.contains(token) || woken.iter().any(|k| blocked.waits_on(k)) {
+                due.push((*token, last));
+            }
+        }
+        due
     }
 
     /// One poll; an interrupted one counts as one that found nothing.
@@ -195,29 +267,62 @@ impl Worker {
         }
     }
 
-    /// Serves the connections in `ready`: every command they sent, then one durability wait,
-    /// then their replies.
-    fn pass(&mut self, ready: &[Token]) {
+    /// Serves the connections in `ready`: the blocked ones `due` to run again first, the
+    /// longest-waiting first; then every command they sent; then one durability wait; then
+    /// their replies.
+    fn pass(&mut self, ready: &[Token], due: &[(Token, bool)]) {
         let shared = self.shared.clone();
         let mut pending: Vec<PendingCommit<'_>> = Vec::new();
         let mut dead: Vec<Token> = Vec::new();
+        let mut ended: Vec<Token> = Vec::new();
         for token in ready {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
             };
             match conn.fill() {
-                Ok(open) => {
-                    // A client that sends its last commands and shuts its side down
-                    // (`printf 'GET k\r\n' | nc -N`) still gets them run and answered, as
-                    // Redis does: the connection closes once everything that arrived before
-                    // the end of the stream is served (not while backpressure holds some
-                    // back: a later pass reads the end again and serves the rest) and the
-                    // replies are written.
-                    dispatch::serve(&shared, conn, &mut pending);
-                    conn.closing |= !open && !conn.unread;
-                }
+                // A blocked client that went away is closed before its command runs
+                // again, so nothing is popped for it (Redis frees it at once too).
+                Ok(false) if conn.blocked.is_some() => dead.push(*token),
+                Ok(true) => {}
+                Ok(false) => ended.push(*token),
                 Err(_) => dead.push(*token),
             }
+        }
+        for (token, last) in due {
+            let Some(conn) = self.connections.get_mut(token) else {
+                continue;
+            };
+            if !dead.contains(token) && dispatch::retry_blocked(&shared, conn, &mut pending, *last)
+            {
+                let blocked = conn.blocked.take();
+                conn.unread = true; // the commands sent after it, read or not
+                if let Some(blocked) = blocked {
+                    self.blocked.remove(&blocked.order);
+                    shared.waiters.unregister(self.index, &blocked);
+                }
+            }
+        }
+        let mut newly_blocked: Vec<Token> = Vec::new();
+        for token in ready {
+            if dead.contains(token) {
+                continue;
+            }
+            let Some(conn) = self.connections.get_mut(token) else {
+                continue;
+            };
+            // A client that sends its last commands and shuts its side down
+            // (`printf 'GET k\r\n' | nc -N`) still gets them run and answered, as Redis
+            // does: the connection closes once everything that arrived before the end of
+            // the stream is served (not while backpressure holds some back: a later pass
+            // reads the end again and serves the rest) and the replies are written.
+            dispatch::serve(&shared, conn, &mut pending);
+            conn.closing |= ended.contains(token) && !conn.unread;
+            if conn.blocked.as_ref().is_some_and(|b| b.order == 0) {
+                newly_blocked.push(*token);
+            }
+        }
+        for token in newly_blocked {
+            self.register_blocked(token);
         }
         let durable = if cfg!(feature = "planted-early-reply") {
             // The planted bug (test builds only): reply without waiting.
@@ -314,8 +419,29 @@ impl Worker {
         Ok(())
     }
 
+    /// Registers a connection that blocked in this pass (see `server/blocking.rs`, "Why no
+    /// wake-up is lost"): its command runs once more in the next pass.
+    fn register_blocked(&mut self, token: Token) {
+        let Some(blocked) = self
+            .connections
+            .get_mut(&token)
+            .and_then(|c| c.blocked.as_mut())
+        else {
+            return;
+        };
+        blocked.order = self.next_block;
+        self.next_block += 1;
+        self.shared.waiters.register(self.index, blocked);
+        self.blocked.insert(blocked.order, token);
+        self.recheck.push(token);
+    }
+
     fn close(&mut self, token: Token) {
         if let Some(mut conn) = self.connections.remove(&token) {
+            if let Some(blocked) = conn.blocked.take().filter(|b| b.order != 0) {
+                self.blocked.remove(&blocked.order);
+                self.shared.waiters.unregister(self.index, &blocked);
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.lock().remove(&conn.id);

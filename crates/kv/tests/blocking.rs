@@ -1,0 +1,336 @@
+//! BLPOP, BRPOP, BLMOVE and BRPOPLPUSH through the server: a client blocks until a write
+//! to one of its keys (from any event loop) or its deadline, commands it sent after the
+//! blocked one wait for it, a client gone while blocked takes nothing, and under many
+//! producers and consumers every element is delivered exactly once (no lost wake-up).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use support::{eventually, expect_bytes, q, Options, TestServer};
+
+fn bulk(text: &str) -> Value {
+    Value::BulkString(text.as_bytes().to_vec())
+}
+
+fn blocked_clients(server: &TestServer) -> usize {
+    let info: String = q(&mut server.client(), &["info", "clients"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients tells blocked_clients")
+}
+
+/// Waits until `n` clients are blocked (so a write that follows finds them waiting).
+#[track_caller]
+fn wait_for_blocked(server: &TestServer, n: usize) {
+    assert!(
+        eventually(Duration::from_secs(10), || blocked_clients(server) == n),
+        "{n} clients never blocked (blocked_clients: {})",
+        blocked_clients(server)
+    );
+}
+
+/// Runs `args` on a connection of its own, in a thread: the reply when it comes.
+fn in_background(server: &TestServer, args: &[&str]) -> thread::JoinHandle<Value> {
+    let mut con = server.client();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        q(&mut con, &args)
+    })
+}
+
+fn join(handle: thread::JoinHandle<Value>) -> Value {
+    handle.join().expect("the blocked client's thread")
+}
+
+#[test]
+fn a_push_from_another_connection_wakes_the_blocked_client() {
+    // Two event loops: the connections are dealt to them in turn, so the blocked client
+    // and the pushing one are served by different loops.
+    let server = TestServer::start();
+    let mut con = server.client();
+    let blocked = in_background(&server, &["blpop", "q1", "q2", "0"]);
+    wait_for_blocked(&server, 1);
+    let _: i64 = q(&mut con, &["rpush", "q2", "hello"]);
+    assert_eq!(join(blocked), Value::Array(vec![bulk("q2"), bulk("hello")]));
+    assert_eq!(
+        q::<i64>(&mut con, &["exists", "q2"]),
+        0,
+        "the element was taken"
+    );
+    assert_eq!(blocked_clients(&server), 0);
+
+    let blocked = in_background(&server, &["blmove", "src", "dst", "RIGHT", "left", "0"]);
+    wait_for_blocked(&server, 1);
+    let _: i64 = q(&mut con, &["lpush", "src", "a"]);
+    assert_eq!(join(blocked), bulk("a"));
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["lrange", "dst", "0", "-1"]),
+        ["a"]
+    );
+
+    // A push inside MULTI/EXEC wakes it too, and so does the destination of an LMOVE.
+    let blocked = in_background(&server, &["brpoplpush", "m", "n", "0"]);
+    wait_for_blocked(&server, 1);
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("rpush")
+        .arg("m")
+        .arg("x")
+        .query(&mut con)
+        .expect("MULTI/EXEC");
+    assert_eq!(join(blocked), bulk("x"));
+    let blocked = in_background(&server, &["brpop", "moved", "0"]);
+    wait_for_blocked(&server, 1);
+    let _: Value = q(&mut con, &["lmove", "n", "moved", "left", "left"]);
+    assert_eq!(join(blocked), Value::Array(vec![bulk("moved"), bulk("x")]));
+}
+
+#[test]
+fn the_deadline_answers_nil() {
+    let server = TestServer::start();
+    let started = Instant::now();
+    assert_eq!(
+        q::<Value>(&mut server.client(), &["blpop", "none", "0.2"]),
+        Value::Nil
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(5),
+        "BLPOP with a 0.2 s timeout answered after {waited:?}"
+    );
+    let args = ["blmove", "none", "d", "left", "left", "0.05"];
+    assert_eq!(q::<Value>(&mut server.client(), &args), Value::Nil);
+    // RESP3: its null; RESP2: BLPOP's nil array, BLMOVE's nil bulk string.
+    let mut raw = server.raw();
+    support::hello3(&mut raw);
+    raw.write_all(b"BLPOP none 0.01\r\nBRPOPLPUSH none d 0.01\r\n")
+        .expect("write");
+    expect_bytes(&mut raw, b"_\r\n_\r\n");
+    let mut raw = server.raw();
+    raw.write_all(b"BRPOP none 0.01\r\nBLMOVE none d left left 0.01\r\n")
+        .expect("write");
+    expect_bytes(&mut raw, b"*-1\r\n$-1\r\n");
+    assert_eq!(blocked_clients(&server), 0);
+}
+
+#[test]
+fn commands_sent_after_a_blocked_one_wait_for_it() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.write_all(b"BLPOP k 0\r\nPING\r\nLLEN k\r\n")
+        .expect("write");
+    wait_for_blocked(&server, 1);
+    raw.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    assert!(
+        std::io::Read::read(&mut raw, &mut byte).is_err(),
+        "a reply came while the client was blocked"
+    );
+    raw.set_read_timeout(Some(support::REPLY_TIMEOUT))
+        .expect("timeout");
+    let _: i64 = q(&mut server.client(), &["rpush", "k", "v", "w"]);
+    expect_bytes(&mut raw, b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n+PONG\r\n:1\r\n");
+}
+
+#[test]
+fn inside_multi_a_blocking_command_answers_at_once() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.write_all(b"MULTI\r\nBLPOP k 0\r\nBLMOVE k d left left 0\r\nEXEC\r\n")
+        .expect("write");
+    expect_bytes(
+        &mut raw,
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n*-1\r\n$-1\r\n",
+    );
+    assert_eq!(blocked_clients(&server), 0);
+}
+
+#[test]
+fn a_client_gone_while_blocked_takes_nothing() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.write_all(b"BLPOP k 0\r\n").expect("write");
+    wait_for_blocked(&server, 1);
+    drop(raw);
+    wait_for_blocked(&server, 0);
+    let mut con = server.client();
+    let _: i64 = q(&mut con, &["rpush", "k", "kept"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["lrange", "k", "0", "-1"]),
+        ["kept"]
+    );
+}
+
+#[test]
+fn the_longest_waiting_client_of_a_loop_is_served_first() {
+    let server = TestServer::with(Options {
+        threads: 1,
+        ..Options::default()
+    });
+    let mut waiting = Vec::new();
+    for n in 1..=3 {
+        waiting.push(in_background(&server, &["blpop", "w", "0"]));
+        wait_for_blocked(&server, n);
+    }
+    let mut con = server.client();
+    for (n, handle) in waiting.into_iter().enumerate() {
+        let element = format!("e{n}");
+        let _: i64 = q(&mut con, &["rpush", "w", &element]);
+        assert_eq!(join(handle), Value::Array(vec![bulk("w"), bulk(&element)]));
+    }
+    // One push of three elements serves three waiting clients, one element each.
+    let waiting: Vec<_> = (1..=3)
+        .map(|n| {
+            let handle = in_background(&server, &["brpop", "w", "0"]);
+            wait_for_blocked(&server, n);
+            handle
+        })
+        .collect();
+    let _: i64 = q(&mut con, &["rpush", "w", "a", "b", "c"]);
+    let got: Vec<Value> = waiting.into_iter().map(join).collect();
+    let expected = ["c", "b", "a"].map(|e| Value::Array(vec![bulk("w"), bulk(e)]));
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn many_producers_and_consumers_deliver_every_element_once() {
+    const ELEMENTS: usize = 3_000;
+    const PRODUCERS: usize = 4;
+    const CONSUMERS: usize = 8;
+    let server = TestServer::start();
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let reply: Vec<String> = q(&mut con, &["blpop", "a", "b", "0"]);
+                    if reply[1] == "stop" {
+                        return got;
+                    }
+                    got.push(reply[1].parse::<usize>().expect("an element"));
+                }
+            })
+        })
+        .collect();
+    wait_for_blocked(&server, CONSUMERS);
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                for i in (p..ELEMENTS).step_by(PRODUCERS) {
+                    let key = if i % 3 == 0 { "a" } else { "b" };
+                    let _: i64 = q(&mut con, &["rpush", key, &i.to_string()]);
+                    if i % 61 == 0 {
+                        thread::sleep(Duration::from_millis(2)); // consumers block again
+                    }
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.join().expect("producer");
+    }
+    // A lost wake-up leaves an element in a list while every consumer waits.
+    let mut con = server.client();
+    let llen = |con: &mut redis::Connection, key| q::<i64>(con, &["llen", key]);
+    assert!(
+        eventually(Duration::from_secs(10), || llen(&mut con, "a")
+            + llen(&mut con, "b")
+            == 0
+            && blocked_clients(&server) == CONSUMERS),
+        "elements left while consumers wait: a {}, b {}",
+        llen(&mut con, "a"),
+        llen(&mut con, "b")
+    );
+    for _ in 0..CONSUMERS {
+        let _: i64 = q(&mut con, &["rpush", "a", "stop"]);
+    }
+    let mut delivered = Vec::new();
+    for consumer in consumers {
+        delivered.extend(consumer.join().expect("consumer"));
+    }
+    let unique: BTreeSet<usize> = delivered.iter().copied().collect();
+    assert_eq!(
+        delivered.len(),
+        unique.len(),
+        "an element was delivered twice"
+    );
+    assert_eq!(
+        unique,
+        (0..ELEMENTS).collect(),
+        "elements were not delivered"
+    );
+}
+
+#[test]
+fn a_push_between_the_run_and_the_registration_is_not_missed() {
+    // A client's blocking command runs and finds nothing; its loop registers it only at
+    // the end of the pass. A push from another loop in between signals nobody: the run
+    // after the registration must find it. To widen that window, a slow command (LRANGE
+    // of a long list) of a second connection of the same loop follows in the same pass,
+    // and the push is sent while it runs.
+    const ROUNDS: usize = 20;
+    let server = TestServer::with(Options {
+        threads: 2,
+        poll_spin: Duration::ZERO,
+        ..Options::default()
+    });
+    // Connections go to the loops in turn: consumer and slow to loop 0, producer to 1.
+    let mut consumer = server.raw();
+    let mut producer = server.raw();
+    let mut slow = server.raw();
+    let mut setup = server.client();
+    for batch in 0..20 {
+        let elements: Vec<String> = (0..1000).map(|i| format!("{batch}-{i}")).collect();
+        let mut args = vec!["rpush", "long"];
+        args.extend(elements.iter().map(String::as_str));
+        let _: i64 = q(&mut setup, &args);
+    }
+    let started = Instant::now();
+    let _: Vec<String> = q(&mut setup, &["lrange", "long", "0", "-1"]);
+    let lrange = started.elapsed();
+    consumer
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    for round in 0..ROUNDS {
+        let element = format!("{round:04}");
+        consumer.write_all(b"BLPOP race 0\r\n").expect("write");
+        slow.write_all(b"LRANGE long 0 -1\r\n").expect("write");
+        thread::sleep(lrange / 4);
+        let push = format!("RPUSH race {element}\r\n");
+        producer.write_all(push.as_bytes()).expect("write");
+        expect_bytes(&mut producer, b":1\r\n");
+        let reply = support::read_exactly(&mut consumer, 24);
+        assert_eq!(
+            String::from_utf8_lossy(&reply),
+            format!("*2\r\n$4\r\nrace\r\n$4\r\n{element}\r\n"),
+            "round {round}: the blocked client missed the push"
+        );
+        drain_array(&mut slow);
+    }
+}
+
+/// Reads a RESP2 array of bulk strings whole.
+fn drain_array(stream: &mut std::net::TcpStream) {
+    let line = |stream: &mut std::net::TcpStream| {
+        let mut line = Vec::new();
+        while !line.ends_with(b"\r\n") {
+            line.extend(support::read_exactly(stream, 1));
+        }
+        String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned()
+    };
+    let count: usize = line(stream).parse().expect("an array");
+    for _ in 0..count {
+        let len: usize = line(stream).parse().expect("a bulk string");
+        support::read_exactly(stream, len + 2);
+    }
+}
