@@ -21,12 +21,16 @@
 //! ones, and leave DBSIZE to the next full check: a full check after every kill made a soak's
 //! time grow with the square of its kills (400 kills did not finish in 25 minutes).
 //!
+//! `a_job_queue_survives_sigkills` does the same to a job queue: a producer's RPUSHes and a
+//! consumer's BLPOPs, with half as many kills per mode (`check_queue` says what it checks).
+//!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
-//! durability), only `planted_early_reply_is_caught` runs: it must see an acknowledged write
-//! lost within a few kills in `fsync` mode (there the records wait in a DRAM ring, which a
-//! SIGKILL takes with it). CI runs it.
+//! durability), only `planted_early_reply_is_caught` and `…_by_the_job_queue` run: each must
+//! see an acknowledged write lost (or an acknowledged pop undone) within a few kills in
+//! `fsync` mode (there the records wait in a DRAM ring, which a SIGKILL takes with it). CI
+//! runs them.
 
 #![cfg_attr(feature = "planted-early-reply", allow(dead_code))]
 
@@ -520,5 +524,173 @@ fn the_largest_values_survive_a_sigkill() {
             Value::Bulk(b"1".to_vec()),
             "{mode}: the SET after it"
         );
+    }
+}
+
+/// What a job queue's producer and consumer were told over all runs. Jobs are numbered in
+/// the order they were sent.
+#[derive(Default)]
+struct Queue {
+    /// Jobs sent so far: `0..sent`.
+    sent: u64,
+    /// Jobs whose RPUSH was acknowledged.
+    pushed: std::collections::BTreeSet<u64>,
+    /// Jobs a BLPOP answered with.
+    taken: std::collections::BTreeSet<u64>,
+    /// BLPOPs a kill cut off before their reply: each may have taken one job.
+    cut_pops: usize,
+}
+
+const QUEUE: &[u8] = b"jobs";
+
+fn job_number(value: &Value) -> Result<u64, String> {
+    match value {
+        Value::Bulk(job) => std::str::from_utf8(job)
+            .ok()
+            .and_then(|job| job.strip_prefix("job:"))
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("not a job: {value:?}")),
+        other => Err(format!("not a job: {other:?}")),
+    }
+}
+
+/// Pushes jobs `first..` with a few RPUSHes in flight until the connection fails; the jobs
+/// acknowledged, and how many were sent.
+fn produce(address: SocketAddr, first: u64) -> (Vec<u64>, u64) {
+    let (mut acked, mut next) = (Vec::new(), first);
+    let Ok(mut client) = Client::connect(address) else {
+        return (acked, 0);
+    };
+    let mut in_flight = std::collections::VecDeque::new();
+    loop {
+        while in_flight.len() < IN_FLIGHT {
+            let job = format!("job:{next}");
+            if client.send(&[b"RPUSH", QUEUE, job.as_bytes()]).is_err() {
+                return (acked, next - first);
+            }
+            in_flight.push_back(next);
+            next += 1;
+        }
+        match client.receive() {
+            Ok(Value::Int(_)) => acked.extend(in_flight.pop_front()),
+            Ok(other) => panic!("RPUSH answered {other:?}"),
+            Err(_) => return (acked, next - first),
+        }
+    }
+}
+
+/// Takes jobs with BLPOP (waiting without a deadline) until the connection fails; the jobs
+/// taken, and whether a BLPOP was cut off.
+fn consume(address: SocketAddr) -> (Vec<u64>, bool) {
+    let mut taken = Vec::new();
+    let Ok(mut client) = Client::connect(address) else {
+        return (taken, false);
+    };
+    loop {
+        if client.send(&[b"BLPOP", QUEUE, b"0"]).is_err() {
+            return (taken, true);
+        }
+        match client.receive() {
+            Ok(Value::Array(pair)) if pair.len() == 2 => {
+                taken.push(job_number(&pair[1]).unwrap_or_else(|e| panic!("BLPOP: {e}")))
+            }
+            Ok(other) => panic!("BLPOP answered {other:?}"),
+            Err(_) => return (taken, true),
+        }
+    }
+}
+
+/// What the restarted server's queue holds, against what producer and consumer were told.
+fn check_queue(address: SocketAddr, queue: &Queue) -> Result<(), String> {
+    let mut client = Client::connect(address).expect("connect for the check");
+    let Value::Array(items) = client.call(&[b"LRANGE", QUEUE, b"0", b"-1"]) else {
+        return Err("LRANGE did not answer an array".into());
+    };
+    let list = items
+        .iter()
+        .map(job_number)
+        .collect::<Result<Vec<_>, _>>()?;
+    if !list.windows(2).all(|pair| pair[0] < pair[1]) {
+        return Err(format!(
+            "the queue is not in push order, or holds a job twice: {list:?}"
+        ));
+    }
+    if let Some(last) = list.last().filter(|&&last| last >= queue.sent) {
+        return Err(format!("job {last} was never sent"));
+    }
+    if let Some(back) = list.iter().find(|job| queue.taken.contains(job)) {
+        return Err(format!(
+            "job {back} was taken, acknowledged, and is back in the queue"
+        ));
+    }
+    let listed: std::collections::BTreeSet<u64> = list.into_iter().collect();
+    let lost: Vec<u64> = queue
+        .pushed
+        .iter()
+        .filter(|job| !listed.contains(job) && !queue.taken.contains(job))
+        .copied()
+        .collect();
+    if lost.len() > queue.cut_pops {
+        return Err(format!(
+            "{} acknowledged jobs neither queued nor taken ({:?}…), with {} BLPOPs cut off",
+            lost.len(),
+            &lost[..lost.len().min(5)],
+            queue.cut_pops
+        ));
+    }
+    Ok(())
+}
+
+/// A job queue under SIGKILL: one producer RPUSHes numbered jobs, one consumer takes them
+/// with BLPOP. After every restart no job acknowledged as taken is back; every job
+/// acknowledged as pushed is queued or was taken (by an acknowledged BLPOP, or by one of
+/// the BLPOPs a kill cut off, one job each at most); the queue holds each job once, in
+/// push order, and only jobs that were sent.
+fn queue_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let place = Place::new();
+    let mut queue = Queue::default();
+    let mut seed = 0x2545_f491_4f6c_dd1du64 ^ mode.len() as u64;
+    for kill in 0..kills {
+        let mut server = place.start(mode);
+        check_queue(server.address, &queue)
+            .map_err(|e| format!("{mode}, after kill {kill}: {e}"))?;
+        let (address, first) = (server.address, queue.sent);
+        let producer = thread::spawn(move || produce(address, first));
+        let consumer = thread::spawn(move || consume(address));
+        thread::sleep(Duration::from_millis(10 + next_random(&mut seed) % 90));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        let (pushed, sent) = producer.join().expect("producer");
+        let (taken, cut) = consumer.join().expect("consumer");
+        queue.sent += sent;
+        queue.pushed.extend(pushed);
+        queue.taken.extend(taken);
+        queue.cut_pops += usize::from(cut);
+    }
+    let server = place.start(mode);
+    check_queue(server.address, &queue).map_err(|e| format!("{mode}, after the last kill: {e}"))?;
+    eprintln!(
+        "{mode}: {kills} kills, {} jobs pushed and acknowledged, {} taken and acknowledged",
+        queue.pushed.len(),
+        queue.taken.len()
+    );
+    assert!(!queue.taken.is_empty(), "{mode}: no job was ever taken");
+    Ok(())
+}
+
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn a_job_queue_survives_sigkills() {
+    for mode in ["fsync", "buffer"] {
+        queue_crash_loop(mode, kills() / 2).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_job_queue() {
+    match queue_crash_loop("fsync", 20) {
+        Err(violation) => eprintln!("planted bug caught: {violation}"),
+        Ok(()) => panic!("replies sent before durability went unnoticed by the queue in 20 kills"),
     }
 }

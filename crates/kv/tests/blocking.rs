@@ -90,6 +90,19 @@ fn a_push_from_another_connection_wakes_the_blocked_client() {
     wait_for_blocked(&server, 1);
     let _: Value = q(&mut con, &["lmove", "n", "moved", "left", "left"]);
     assert_eq!(join(blocked), Value::Array(vec![bulk("moved"), bulk("x")]));
+
+    // Sorted sets: BZPOPMIN waits for a ZADD.
+    let blocked = in_background(&server, &["bzpopmin", "z1", "z2", "0"]);
+    wait_for_blocked(&server, 1);
+    let _: i64 = q(&mut con, &["zadd", "z2", "2.5", "m", "3", "n"]);
+    assert_eq!(
+        join(blocked),
+        Value::Array(vec![bulk("z2"), bulk("m"), bulk("2.5")])
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["zrange", "z2", "0", "-1"]),
+        ["n"]
+    );
 }
 
 #[test]
@@ -114,9 +127,9 @@ fn the_deadline_answers_nil() {
         .expect("write");
     expect_bytes(&mut raw, b"_\r\n_\r\n");
     let mut raw = server.raw();
-    raw.write_all(b"BRPOP none 0.01\r\nBLMOVE none d left left 0.01\r\n")
+    raw.write_all(b"BRPOP none 0.01\r\nBLMOVE none d left left 0.01\r\nBZPOPMAX none 0.01\r\n")
         .expect("write");
-    expect_bytes(&mut raw, b"*-1\r\n$-1\r\n");
+    expect_bytes(&mut raw, b"*-1\r\n$-1\r\n*-1\r\n");
     assert_eq!(blocked_clients(&server), 0);
 }
 

@@ -484,6 +484,32 @@ fn blocking_list_commands_run_once_as_their_non_blocking_forms() {
 }
 
 #[test]
+fn bzpopmin_and_bzpopmax_run_once_as_a_pop_of_one_member() {
+    let kv = kv();
+    kv.run(&["zadd", "z", "1", "a", "2", "b", "3", "c"]);
+    let popped = |key: &str, member: &str, score: f64| {
+        Reply::Array(vec![b(key), b(member), Reply::Double(score)])
+    };
+    assert_eq!(
+        kv.run(&["bzpopmin", "none", "z", "0"]),
+        popped("z", "a", 1.0)
+    );
+    assert_eq!(kv.run(&["bzpopmax", "z", "1.5"]), popped("z", "c", 3.0));
+    assert_eq!(kv.run(&["bzpopmax", "z", "0"]), popped("z", "b", 2.0));
+    assert!(!kv.exists("z"), "a sorted set popped empty is deleted");
+    assert_eq!(kv.run(&["bzpopmin", "z", "none", "0"]), Reply::NullArray);
+    kv.run(&["rpush", "l", "x"]);
+    kv.run(&["zadd", "y", "5", "m"]);
+    assert_eq!(kv.run(&["bzpopmin", "l", "y", "0"]), err(WRONGTYPE));
+    assert_eq!(kv.run(&["bzpopmin", "y", "l", "0"]), popped("y", "m", 5.0));
+    assert_eq!(
+        kv.run(&["bzpopmax", "l", "-1"]),
+        err("ERR timeout is negative"),
+        "the timeout is read first"
+    );
+}
+
+#[test]
 fn list_ranges_and_indexes() {
     let kv = kv();
     kv.run(&["rpush", "l", "a", "b", "c", "d", "e"]);

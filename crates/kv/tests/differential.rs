@@ -733,6 +733,14 @@ fn zsets() -> Vec<(u32, Words)> {
             cmd("ZADD", vec![key(), options(zadd_flags, 3), float()]),
         ),
         (RARE, cmd("ZPOPMIN", vec![key(), int()])),
+        (
+            RARE,
+            cmd(
+                "BZPOPMIN",
+                vec![many(key(), 1..=2), one(&["0.01", "-2", "y"])],
+            ),
+        ),
+        (RARE, cmd("BZPOPMAX", vec![many(key(), 1..=2), lit("0.01")])),
         (RARE, cmd("ZPOPMAX", vec![key(), index(), index()])),
         (RARE, cmd("ZMSCORE", vec![key(), many(member(), 1..=3)])),
         (RARE, cmd("ZREVRANK", vec![key(), member()])),

@@ -10,9 +10,10 @@
 
 use tailstore_resp::Reply;
 
+use super::blocking::{keys_before_timeout, parse_timeout};
 use super::hashes::wrong_arity;
 use super::strings::clamp_range;
-use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome, SYNTAX};
+use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{seq_field, seq_of_field, KeyMeta, Kind};
 
 /// Redis's error for a negative (or non-numeric) count of LPOP, SPOP, ZPOPMIN…
@@ -310,9 +311,7 @@ pub fn rpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// it is the reply. In Redis's order: the timeout first, then the keys one by one, a key of
 /// another kind answered with WRONGTYPE only if no earlier key had an element.
 fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> Outcome {
-    let (timeout, keys) = args[1..].split_last().ok_or_else(|| wrong_arity(args))?;
-    parse_timeout(timeout)?;
-    for key in keys {
+    for key in keys_before_timeout(args)? {
         if let Some(mut meta) = ctx.meta_of(key, Kind::List)? {
             let mut popped = pop_elements(ctx, key, &mut meta, 1, left)?;
             if let Some(element) = popped.pop() {
@@ -344,32 +343,6 @@ pub fn blmove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn brpoplpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     parse_timeout(&args[3])?;
     move_element(ctx, &args[1], &args[2], false, true)
-}
-
-/// The keys a blocked BLPOP, BRPOP, BLMOVE or BRPOPLPUSH waits on: the lists it pops
-/// from (not BLMOVE's destination).
-pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
-    match name {
-        "blpop" | "brpop" => &args[1..args.len().saturating_sub(1).max(1)],
-        _ => &args[1..2.min(args.len())],
-    }
-}
-
-/// A blocking command's timeout in seconds (its last argument), as Redis 7.0 reads it: a
-/// long double, times 1,000, truncated to whole milliseconds (so `0.0001` is 0, which waits
-/// forever); what truncates below zero, or does not fit an i64 (`inf`, `1e17`), is
-/// "negative". `None` is no deadline.
-pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
-    let seconds = parse_long_double(arg)
-        .map_err(|_| Fault::err("ERR timeout is not a float or out of range"))?;
-    let ms = seconds * 1000.0;
-    // 2^63: the first f64 an i64 cannot hold (Redis's cast gives i64::MIN past it).
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if !(-LIMIT..LIMIT).contains(&ms) || ms <= -1.0 {
-        return Err(Fault::err("ERR timeout is negative"));
-    }
-    let millis = ms.trunc() as u64;
-    Ok((millis > 0).then_some(millis))
 }
 
 pub fn llen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -6,6 +6,7 @@
 //! transaction continues after a command's error reply, and that command must have
 //! changed nothing.
 
+mod blocking;
 mod execute;
 mod float;
 mod hashes;
@@ -23,9 +24,9 @@ use tailstore_resp::Reply;
 
 use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
 
+pub use blocking::{blocking_sources, parse_timeout};
 pub use execute::{BlockStep, Executed, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
-pub use lists::{blocking_sources, parse_timeout};
 pub use pattern::matches;
 pub use table::{lookup, Command, Run, COMMANDS};
 

@@ -15,13 +15,14 @@ use tailstore_engine::KeyRange;
 use tailstore_resp::{format_double, Reply};
 use tailstore_storage::{ScanDirection, Value};
 
+use super::blocking::keys_before_timeout;
 use super::hashes::{check_field, collection_scan_options, scan_reply};
 use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::{score_of_key, Kind};
+use crate::keyspace::{score_of_key, KeyMeta, Kind};
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -606,6 +607,25 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
     if count == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
+    let popped = pop_members(ctx, key, &mut meta, count, max)?;
+    if counted {
+        return Ok(scored_pairs(popped));
+    }
+    let flat = popped
+        .into_iter()
+        .flat_map(|(member, score)| [bulk(member), Reply::Double(score)]);
+    Ok(Reply::Array(flat.collect()))
+}
+
+/// Removes up to `count` members with the lowest (highest if `max`) scores; returns them
+/// with their scores, in pop order, and saves the key.
+fn pop_members(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: &mut KeyMeta,
+    count: i64,
+    max: bool,
+) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
     let popped = ctx.ks.members_by_score(
         ctx.txn,
         meta.id,
@@ -618,14 +638,34 @@ fn zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
         ctx.ks.delete_member(ctx.txn, meta.id, member)?;
     }
     meta.len -= popped.len() as i64;
-    ctx.save(key, &mut meta)?;
-    if counted {
-        return Ok(scored_pairs(popped));
+    ctx.save(key, meta)?;
+    Ok(popped)
+}
+
+/// BZPOPMIN / BZPOPMAX key [key …] timeout, as run once: [key, member, score] of the first
+/// key that holds a sorted set, a nil array if none does (the server blocks the client on
+/// it, outside MULTI). Redis's order, as BLPOP's: the timeout, then the keys in turn.
+fn blocking_zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
+    for key in keys_before_timeout(args)? {
+        if let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? {
+            if let Some((member, score)) = pop_members(ctx, key, &mut meta, 1, max)?.pop() {
+                return Ok(Reply::Array(vec![
+                    bulk(key.clone()),
+                    bulk(member),
+                    Reply::Double(score),
+                ]));
+            }
+        }
     }
-    let flat = popped
-        .into_iter()
-        .flat_map(|(member, score)| [bulk(member), Reply::Double(score)]);
-    Ok(Reply::Array(flat.collect()))
+    Ok(Reply::NullArray)
+}
+
+pub fn bzpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    blocking_zpop(ctx, args, false)
+}
+
+pub fn bzpopmax(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    blocking_zpop(ctx, args, true)
 }
 
 pub fn zpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

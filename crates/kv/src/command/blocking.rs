@@ -1,0 +1,40 @@
+//! What the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX) share:
+//! their timeout, read as Redis reads it, and the keys they wait on. Each handler is the
+//! command run once, without waiting; the server blocks the client on its nil
+//! (`server/blocking.rs`).
+
+use super::hashes::wrong_arity;
+use super::{parse_long_double, Fault};
+
+/// The keys a blocked command waits on: the ones it pops from (BLMOVE's and BRPOPLPUSH's
+/// source, not their destination; every key of the others).
+pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
+    match name {
+        "blmove" | "brpoplpush" => &args[1..2.min(args.len())],
+        _ => &args[1..args.len().saturating_sub(1).max(1)],
+    }
+}
+
+/// The keys of `KEY [KEY …] timeout` (BLPOP, BZPOPMIN…), once the timeout is read.
+pub(super) fn keys_before_timeout(args: &[Vec<u8>]) -> Result<&[Vec<u8>], Fault> {
+    let (timeout, keys) = args[1..].split_last().ok_or_else(|| wrong_arity(args))?;
+    parse_timeout(timeout)?;
+    Ok(keys)
+}
+
+/// A blocking command's timeout in seconds (its last argument), as Redis 7.0 reads it: a
+/// long double, times 1,000, truncated to whole milliseconds (so `0.0001` is 0, which waits
+/// forever); what truncates below zero, or does not fit an i64 (`inf`, `1e17`), is
+/// "negative". `None` is no deadline.
+pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
+    let seconds = parse_long_double(arg)
+        .map_err(|_| Fault::err("ERR timeout is not a float or out of range"))?;
+    let ms = seconds * 1000.0;
+    // 2^63: the first f64 an i64 cannot hold (Redis's cast gives i64::MIN past it).
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !(-LIMIT..LIMIT).contains(&ms) || ms <= -1.0 {
+        return Err(Fault::err("ERR timeout is negative"));
+    }
+    let millis = ms.trunc() as u64;
+    Ok((millis > 0).then_some(millis))
+}
