@@ -325,8 +325,10 @@ fn server_stays_up(
             for args in &commands {
                 input.extend_from_slice(&request(args));
             }
-            // EXEC or leave a MULTI block the case may have left open, then a marker.
+            // EXEC a MULTI block the case may have left open, leave a subscribed context
+            // (where ECHO is refused) with RESET, then a marker.
             input.extend_from_slice(&request(&["EXEC".into()]));
+            input.extend_from_slice(&request(&["RESET".into()]));
             input.extend_from_slice(&request(&["ECHO".into(), "end-of-case".into()]));
             stream.write_all(&input).expect("send the case");
             let mut got = Vec::new();

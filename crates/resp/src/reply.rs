@@ -29,6 +29,9 @@ pub enum Reply {
     Pairs(Vec<(Reply, Reply)>),
     /// RESP2: an array; RESP3: `~n`.
     Set(Vec<Reply>),
+    /// Out-of-band data (pub/sub messages and their confirmations): RESP2: an array;
+    /// RESP3: `>n`.
+    Push(Vec<Reply>),
     /// RESP2: a bulk string as [`format_double`] writes it; RESP3: `,1.5`, `,inf`, `,-inf`, `,nan`.
     Double(f64),
     /// RESP2: `:1`/`:0`; RESP3: `#t`/`#f`.
@@ -68,6 +71,9 @@ impl Reply {
             Reply::Array(items) => encode_items(out, b'*', items, protocol),
             Reply::Set(items) => {
                 encode_items(out, if resp3 { b'~' } else { b'*' }, items, protocol)
+            }
+            Reply::Push(items) => {
+                encode_items(out, if resp3 { b'>' } else { b'*' }, items, protocol)
             }
             Reply::Map(pairs) => encode_map(out, pairs, protocol),
             Reply::Pairs(pairs) => encode_pairs(out, pairs, protocol),
@@ -182,6 +188,11 @@ mod tests {
                 "*2\r\n:1\r\n_\r\n",
             ),
             (Reply::Array(Vec::new()), "*0\r\n", "*0\r\n"),
+            (
+                Reply::Push(vec![Reply::Bulk(b"message".to_vec()), Reply::Int(1)]),
+                "*2\r\n$7\r\nmessage\r\n:1\r\n",
+                ">2\r\n$7\r\nmessage\r\n:1\r\n",
+            ),
             (
                 Reply::Map(vec![(Reply::Bulk(b"k".to_vec()), Reply::Double(1.5))]),
                 "*2\r\n$1\r\nk\r\n$3\r\n1.5\r\n",

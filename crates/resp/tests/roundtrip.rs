@@ -103,6 +103,8 @@ fn expected(reply: &Reply, protocol: Protocol) -> Value {
         Reply::Array(items) => Value::Array(all(items)),
         Reply::Set(items) if resp3 => Value::Set(all(items)),
         Reply::Set(items) => Value::Array(all(items)),
+        Reply::Push(items) if resp3 => Value::Push(all(items)),
+        Reply::Push(items) => Value::Array(all(items)),
         Reply::Map(pairs) if resp3 => Value::Map(
             pairs
                 .iter()
@@ -173,6 +175,7 @@ fn reply() -> impl Strategy<Value = Reply> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Array),
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Set),
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Push),
             prop::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(Reply::Map),
             prop::collection::vec((inner.clone(), inner), 0..4).prop_map(Reply::Pairs),
         ]

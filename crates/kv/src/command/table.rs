@@ -72,6 +72,8 @@ const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
 const S: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "loading", "stale"];
+const P: &[&str] = &["pubsub", "loading", "stale"];
+const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
 
 const fn data(
     name: &'static str,
@@ -130,6 +132,49 @@ pub static COMMANDS: &[Command] = &[
         "Returns the server's liveliness response.",
     ),
     server("echo", 2, S, "connection", "Returns the given string."),
+    // pub/sub (server/pubsub.rs)
+    server(
+        "subscribe",
+        -2,
+        P,
+        "pubsub",
+        "Listens for messages published to channels.",
+    ),
+    server(
+        "unsubscribe",
+        -1,
+        P,
+        "pubsub",
+        "Stops listening to messages posted to channels.",
+    ),
+    server(
+        "psubscribe",
+        -2,
+        P,
+        "pubsub",
+        "Listens for messages published to channels that match patterns.",
+    ),
+    server(
+        "punsubscribe",
+        -1,
+        P,
+        "pubsub",
+        "Stops listening to messages published to channels that match patterns.",
+    ),
+    server(
+        "publish",
+        3,
+        PF,
+        "pubsub",
+        "Posts a message to a channel.",
+    ),
+    server(
+        "pubsub",
+        -2,
+        P,
+        "pubsub",
+        "PUBSUB CHANNELS, NUMSUB, NUMPAT.",
+    ),
     server(
         "hello",
         -1,

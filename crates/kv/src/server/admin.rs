@@ -29,6 +29,7 @@ pub fn run<'s>(
             Reply::ok()
         }
         "reset" => {
+            super::dispatch::unsubscribe_all(shared, conn);
             conn.multi = None;
             conn.watched.clear();
             conn.db = 0;
@@ -63,10 +64,43 @@ pub fn in_transaction(
         "info" => info(shared, args),
         "save" | "bgsave" => save(shared, command.name),
         "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
+        "publish" => Reply::Int(shared.publish(&args[1], &args[2]) as i64),
+        "pubsub" => pubsub(shared, args),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
         name => Reply::error(format!(
             "ERR '{name}' is not allowed inside MULTI in tailstore"
+        )),
+    }
+}
+
+/// PUBSUB CHANNELS [pattern] | NUMSUB [channel…] | NUMPAT, with Redis 7.0's replies (NUMSUB
+/// a flat array in RESP3 too) and error texts.
+fn pubsub(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
+    let typed = String::from_utf8_lossy(&args[1]);
+    match (typed.to_ascii_lowercase().as_str(), args.len()) {
+        ("channels", 2 | 3) => Reply::Array(
+            shared
+                .pubsub
+                .channels(args.get(2).map(Vec::as_slice))
+                .iter()
+                .map(|c| bulk(c))
+                .collect(),
+        ),
+        ("channels", _) => Reply::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{typed}'. Try PUBSUB HELP."
+        )),
+        ("numsub", _) => Reply::Array(
+            args[2..]
+                .iter()
+                .flat_map(|c| [bulk(c), Reply::Int(shared.pubsub.subscribers_of(c) as i64)])
+                .collect(),
+        ),
+        ("numpat", 2) => Reply::Int(shared.pubsub.patterns() as i64),
+        ("numpat", _) => wrong_arity("pubsub|numpat"),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{typed}'. Try PUBSUB HELP."
         )),
     }
 }

@@ -5,7 +5,10 @@ use std::io::{self, Read, Write};
 use mio::net::TcpStream;
 use tailstore_resp::{Limits, Protocol, RequestParser};
 
+use std::collections::BTreeSet;
+
 use super::blocking::Blocked;
+use super::pubsub::{Subscriber, Target};
 use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
@@ -28,6 +31,11 @@ pub struct Queued {
 pub struct Connection {
     pub stream: TcpStream,
     pub id: u64,
+    /// Its event loop and token there: how PUBLISH names it.
+    pub home: Subscriber,
+    /// Its pub/sub subscriptions (`server/pubsub.rs`).
+    pub channels: BTreeSet<Vec<u8>>,
+    pub patterns: BTreeSet<Vec<u8>>,
     pub peer: String,
     /// Read buffer: all of it initialized (zeroed once, when it grows), so that a read
     /// does not clear the room it reads into; `input[parsed..filled]` is unparsed.
@@ -66,10 +74,19 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: TcpStream, id: u64, peer: String, limits: Limits) -> Connection {
+    pub fn new(
+        stream: TcpStream,
+        id: u64,
+        home: Subscriber,
+        peer: String,
+        limits: Limits,
+    ) -> Connection {
         Connection {
             stream,
             id,
+            home,
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
             peer,
             input: Vec::new(),
             filled: 0,
@@ -187,9 +204,27 @@ impl Connection {
         }
     }
 
+    /// Channels and patterns subscribed to.
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// The subscriptions to channels or to patterns.
+    pub fn subscribed(&mut self, target: Target) -> &mut BTreeSet<Vec<u8>> {
+        match target {
+            Target::Channel => &mut self.channels,
+            Target::Pattern => &mut self.patterns,
+        }
+    }
+
+    /// Bytes of output not yet written.
+    pub fn unsent(&self) -> usize {
+        self.output.len() - self.written
+    }
+
     /// Whether unsent replies are past the high-water mark.
     pub fn backlogged(&self) -> bool {
-        self.output.len() - self.written > OUTPUT_HIGH_WATER
+        self.unsent() > OUTPUT_HIGH_WATER
     }
 
     /// Writes as much of the output as the socket takes; whether everything was written.

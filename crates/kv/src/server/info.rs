@@ -202,6 +202,8 @@ fn stats(shared: &Shared) -> String {
             "rejected_connections",
             shared.rejected.load(Ordering::Relaxed).to_string(),
         ),
+        ("pubsub_channels", shared.pubsub.channel_count().to_string()),
+        ("pubsub_patterns", shared.pubsub.patterns().to_string()),
         ("tailstore_commits", engine.commits.to_string()),
         ("tailstore_aborts", engine.total_aborts().to_string()),
         ("tailstore_pages_read", engine.pool.pages_read.to_string()),

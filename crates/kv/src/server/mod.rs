@@ -16,6 +16,7 @@ mod blocking;
 mod connection;
 mod dispatch;
 mod info;
+mod pubsub;
 mod worker;
 
 use std::io;
@@ -72,6 +73,8 @@ pub struct Shared {
     pub next_worker: AtomicUsize,
     /// Clients blocked in BLPOP & co, by the keys they wait on.
     pub waiters: blocking::Waiters,
+    /// Pub/sub subscriptions.
+    pub pubsub: pubsub::PubSub,
 }
 
 impl Shared {
@@ -80,6 +83,13 @@ impl Shared {
     pub fn signal<'k>(&self, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
         self.waiters
             .signal(db, keys, |at, key| self.loops[at].wake_for(key));
+    }
+
+    /// PUBLISH: hands the message to its subscribers' loops; how many it was handed to.
+    pub fn publish(&self, channel: &[u8], payload: &[u8]) -> usize {
+        self.pubsub.publish(channel, payload, |who, message| {
+            self.loops[who.at].deliver(who.token, message)
+        })
     }
 }
 
@@ -135,6 +145,7 @@ impl Server {
             loops,
             next_worker: AtomicUsize::new(0),
             waiters: blocking::Waiters::default(),
+            pubsub: pubsub::PubSub::default(),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {

@@ -37,6 +37,7 @@ use tailstore_resp::{Limits, Reply};
 use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
+use super::pubsub::{Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
 use super::Shared;
 
 const LISTENER: Token = Token(0);
@@ -51,6 +52,8 @@ const IDLE: Duration = Duration::from_millis(100);
 pub struct LoopState {
     incoming: parking_lot::Mutex<Vec<(TcpStream, SocketAddr)>>,
     woken: parking_lot::Mutex<Vec<DbKey>>,
+    /// Published messages for its subscribed connections (`server/pubsub.rs`).
+    messages: parking_lot::Mutex<Vec<(Token, Message)>>,
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
@@ -62,6 +65,7 @@ impl LoopState {
         Ok(LoopState {
             incoming: parking_lot::Mutex::new(Vec::new()),
             woken: parking_lot::Mutex::new(Vec::new()),
+            messages: parking_lot::Mutex::new(Vec::new()),
             waker: Waker::new(poll.registry(), HANDOFF)?,
             serving: AtomicUsize::new(0),
         })
@@ -82,6 +86,14 @@ impl LoopState {
         if let Err(err) = self.waker.wake() {
             // Not lost: a loop with blocked clients takes its keys on every pass, and
             // sleeps at most `IDLE`.
+            eprintln!("tailstore serve: waking an event loop failed: {err}");
+        }
+    }
+
+    /// Hands the worker a message for its connection `token`, and wakes it.
+    pub fn deliver(&self, token: Token, message: Message) {
+        self.messages.lock().push((token, message));
+        if let Err(err) = self.waker.wake() {
             eprintln!("tailstore serve: waking an event loop failed: {err}");
         }
     }
@@ -157,6 +169,7 @@ impl Worker {
                     for (stream, peer) in self.shared.loops[self.index].take() {
                         self.adopt(stream, peer)?;
                     }
+                    self.take_messages(&mut ready);
                 } else {
                     if event.is_read_closed() || event.is_error() || event.is_priority() {
                         if let Some(conn) = self.connections.get_mut(&event.token()) {
@@ -410,13 +423,41 @@ impl Worker {
             max_bulk: shared.config.max_bulk,
             ..Limits::default()
         };
-        let conn = Connection::new(stream, id, peer.to_string(), limits);
+        let home = Subscriber {
+            at: self.index,
+            token,
+        };
+        let conn = Connection::new(stream, id, home, peer.to_string(), limits);
         shared.client_list.lock().insert(id, conn.describe());
         self.connections.insert(token, conn);
         shared.loops[self.index]
             .serving
             .store(self.connections.len(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Appends the messages published for this loop's subscribers to their output; their
+    /// tokens go to `ready`, so the pass writes them out. A subscriber whose unsent output
+    /// passed `PUBSUB_OUTPUT_LIMIT` is disconnected, as Redis does.
+    fn take_messages(&mut self, ready: &mut Vec<Token>) {
+        let messages = std::mem::take(&mut *self.shared.loops[self.index].messages.lock());
+        let mut slow = Vec::new();
+        for (token, message) in messages {
+            let Some(conn) = self.connections.get_mut(&token) else {
+                continue; // closed since it subscribed
+            };
+            if conn.unsent() > PUBSUB_OUTPUT_LIMIT {
+                slow.push(token);
+                continue;
+            }
+            message.frame().encode(conn.protocol, &mut conn.output);
+            ready.push(token);
+        }
+        slow.dedup();
+        for token in slow {
+            eprintln!("tailstore serve: a subscriber left {PUBSUB_OUTPUT_LIMIT} bytes of messages unread; disconnected");
+            self.close(token);
+        }
     }
 
     /// Registers a connection that blocked in this pass (see `server/blocking.rs`, "Why no
@@ -442,6 +483,7 @@ impl Worker {
                 self.blocked.remove(&blocked.order);
                 self.shared.waiters.unregister(self.index, &blocked);
             }
+            dispatch::unsubscribe_all(&self.shared, &mut conn);
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.lock().remove(&conn.id);
