@@ -31,38 +31,49 @@ const CONVERSATION: &[Step] = &[
     (1, b"PUBLISH z m3\r\n"),
 ];
 
-/// Runs the conversation; per step, what each connection had received by its end.
+/// Runs the conversation; per step, what each connection had received by its end: the
+/// speaker's replies (waited for, as every step's speaker gets one), then whatever the
+/// others were sent, each read until 50 ms pass without a byte.
 fn converse(address: SocketAddr) -> Vec<Vec<Vec<u8>>> {
     let mut connections: Vec<TcpStream> = (0..3)
         .map(|_| {
             let stream = TcpStream::connect(address).expect("connect");
             stream
-                .set_read_timeout(Some(Duration::from_millis(30)))
+                .set_read_timeout(Some(Duration::from_millis(50)))
                 .expect("timeout");
             stream
         })
         .collect();
     let mut transcript = Vec::new();
-    for (who, request) in CONVERSATION {
-        connections[*who].write_all(request).expect("write");
-        std::thread::sleep(Duration::from_millis(50));
-        let received = connections
-            .iter_mut()
-            .map(|stream| {
-                let mut got = Vec::new();
-                let mut buffer = [0u8; 65536];
-                while let Ok(n) = stream.read(&mut buffer) {
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&buffer[..n]);
-                }
-                got
-            })
-            .collect();
+    for (speaker, request) in CONVERSATION {
+        connections[*speaker].write_all(request).expect("write");
+        let mut received = vec![Vec::new(); connections.len()];
+        received[*speaker] = read_until_quiet(&mut connections[*speaker], true);
+        for (who, stream) in connections.iter_mut().enumerate() {
+            if who != *speaker {
+                received[who] = read_until_quiet(stream, false);
+            }
+        }
         transcript.push(received);
     }
     transcript
+}
+
+/// What `stream` receives until a read times out, after the first byte if `expecting`
+/// (for up to 10 s).
+fn read_until_quiet(stream: &mut TcpStream, expecting: bool) -> Vec<u8> {
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 65536];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buffer[..n]),
+            Err(_)
+                if expecting && got.is_empty() && started.elapsed() < Duration::from_secs(10) => {}
+            Err(_) => return got,
+        }
+    }
 }
 
 #[test]

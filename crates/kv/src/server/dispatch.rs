@@ -85,23 +85,33 @@ fn one<'s>(
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
-    if let Some(command) = lookup(&args[0]).filter(|c| c.arity_ok(args.len())) {
-        if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
-            if let Some(reply) = in_subscribed_context(command, &args) {
-                return Some(reply);
-            }
-        }
-        if conn.multi.is_none() {
-            if let Some(target) = subscription_target(command.name) {
-                subscription(shared, conn, target, command.name, &args[1..]);
-                return None;
-            }
-            if command.is_blocking() {
-                return block_or_reply(shared, conn, command, args, pending);
-            }
+    let Some(command) = lookup(&args[0]) else {
+        conn.multi_failed |= conn.multi.is_some();
+        return Some(unknown_command(&args));
+    };
+    conn.last_command = command.name;
+    if !command.arity_ok(args.len()) {
+        conn.multi_failed |= conn.multi.is_some();
+        return Some(Reply::error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            command.name
+        )));
+    }
+    if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
+        if let Some(reply) = in_subscribed_context(command, &args) {
+            return Some(reply);
         }
     }
-    Some(reply_to(shared, conn, args, pending))
+    if conn.multi.is_none() {
+        if let Some(target) = subscription_target(command.name) {
+            subscription(shared, conn, target, command.name, &args[1..]);
+            return None;
+        }
+        if command.is_blocking() {
+            return block_or_reply(shared, conn, command, args, pending);
+        }
+    }
+    Some(reply_to(shared, conn, command, args, pending))
 }
 
 /// RESP2 after a SUBSCRIBE: only the pub/sub commands, PING, QUIT and RESET are run (a
@@ -181,24 +191,15 @@ pub fn unsubscribe_all(shared: &Shared, conn: &mut Connection) {
     }
 }
 
+/// A command (known, of the right arity) that neither subscribes nor blocks: queued in
+/// MULTI, else run.
 fn reply_to<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
+    command: &'static Command,
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let Some(command) = lookup(&args[0]) else {
-        conn.multi_failed |= conn.multi.is_some();
-        return unknown_command(&args);
-    };
-    conn.last_command = command.name;
-    if !command.arity_ok(args.len()) {
-        conn.multi_failed |= conn.multi.is_some();
-        return Reply::error(format!(
-            "ERR wrong number of arguments for '{}' command",
-            command.name
-        ));
-    }
     if conn.multi.is_some()
         && !matches!(
             command.name,
@@ -264,7 +265,6 @@ fn block_or_reply<'s>(
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
-    conn.last_command = command.name;
     let reply = execute(shared, conn.db, command, &args, pending);
     if !is_nil(&reply) {
         return Some(reply);
