@@ -14,8 +14,7 @@ N=${N:-20000}
 REDIS=$((PORT + 1))
 TESTS=lpush,lrange_100,lrange_300,lrange_500,lrange_600
 
-stop_redis() { redis-cli -p "$REDIS" shutdown nosave >/dev/null 2>&1 || true; }
-trap 'stop_lone; stop_redis' EXIT
+trap 'stop_lone; stop_plain_redis' EXIT
 
 # "LRANGE_100 RATE  LRANGE_300 RATE …" of one run of the tests against the server on $1.
 rates() {
@@ -24,25 +23,5 @@ rates() {
       for (i = 1; i < NF; i++) if ($(i + 1) == "requests") printf "%s %s  ", $1, $i }'
 }
 
-one_redis() {
-  mkdir -p "$WORK/redis"
-  redis-server --port "$REDIS" --save '' --appendonly no --dir "$WORK/redis" \
-    --daemonize yes --logfile "$WORK/redis/log" >/dev/null
-  for _ in $(seq 100); do redis-cli -p "$REDIS" ping >/dev/null 2>&1 && break; sleep 0.05; done
-  echo "redis (no persistence): $(rates "$REDIS")"
-  stop_redis
-}
-
-one_tailstore() {
-  stop_lone
-  start_lone "$1" serve
-  echo "$(basename "$1"): $(rates "$PORT")"
-  stop_lone
-}
-
 echo "== redis-benchmark -p PORT -t $TESTS -n $N -q"
-for round in $(seq "$ROUNDS"); do
-  echo "== round $round ($(date -u +%H:%M) UTC)"
-  one_redis
-  for bin in "$@"; do one_tailstore "$bin"; done
-done
+rounds_against_redis "$ROUNDS" rates "$@"

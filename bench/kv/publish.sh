@@ -17,8 +17,7 @@ SUBS=${SUBS:-2}
 REDIS=$((PORT + 1))
 MESSAGE=$(printf 'm%.0s' $(seq 64))
 
-stop_redis() { redis-cli -p "$REDIS" shutdown nosave >/dev/null 2>&1 || true; }
-trap 'stop_lone; stop_redis' EXIT
+trap 'stop_lone; stop_plain_redis' EXIT
 
 # "RATE requests/s, RECEIVED messages received" of one run against the server on $1.
 run() {
@@ -44,25 +43,5 @@ run() {
   echo "$rate requests/s, $received messages received"
 }
 
-one_redis() {
-  mkdir -p "$WORK/redis"
-  redis-server --port "$REDIS" --save '' --appendonly no --dir "$WORK/redis" \
-    --daemonize yes --logfile "$WORK/redis/log" >/dev/null
-  for _ in $(seq 100); do redis-cli -p "$REDIS" ping >/dev/null 2>&1 && break; sleep 0.05; done
-  echo "redis (no persistence): $(run "$REDIS")"
-  stop_redis
-}
-
-one_tailstore() {
-  stop_lone
-  start_lone "$1" serve
-  echo "$(basename "$1"): $(run "$PORT")"
-  stop_lone
-}
-
 echo "== redis-benchmark -p PORT -n $N -c 50 -P 4 --threads 2 -q publish channel <64 bytes>, $SUBS subscribers"
-for round in $(seq "$ROUNDS"); do
-  echo "== round $round ($(date -u +%H:%M) UTC)"
-  one_redis
-  for bin in "$@"; do one_tailstore "$bin"; done
-done
+rounds_against_redis "$ROUNDS" run "$@"

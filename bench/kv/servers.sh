@@ -182,3 +182,30 @@ timed_restart() {
   echo "$(basename "$1"): first reply after $(((ended - began) / 1000000)) ms;" \
     "$(grep -o 'opened in.*' "$WORK/restart.log")"
 }
+
+# ROUNDS rounds of MEASURE (a function that, given a port, prints one line of figures)
+# against a fresh Redis without persistence on port REDIS, then against a fresh lone
+# tailstore per binary (start_lone), interleaved (lrange.sh, publish.sh):
+# `rounds_against_redis ROUNDS MEASURE TAILSTORE_BINARY…`. Set the EXIT trap to
+# `stop_lone; stop_plain_redis`.
+rounds_against_redis() {
+  local rounds=$1 measure=$2 bin round
+  shift 2
+  for round in $(seq "$rounds"); do
+    echo "== round $round ($(date -u +%H:%M) UTC)"
+    mkdir -p "$WORK/redis"
+    redis-server --port "$REDIS" --save '' --appendonly no --dir "$WORK/redis" \
+      --daemonize yes --logfile "$WORK/redis/log" >/dev/null
+    for _ in $(seq 100); do redis-cli -p "$REDIS" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    echo "redis (no persistence): $("$measure" "$REDIS")"
+    stop_plain_redis
+    for bin in "$@"; do
+      stop_lone
+      start_lone "$bin" serve
+      echo "$(basename "$bin"): $("$measure" "$PORT")"
+      stop_lone
+    done
+  done
+}
+
+stop_plain_redis() { redis-cli -p "$REDIS" shutdown nosave >/dev/null 2>&1 || true; }
