@@ -29,7 +29,7 @@ pub fn run<'s>(
             Reply::ok()
         }
         "reset" => {
-            super::dispatch::unsubscribe_all(shared, conn);
+            super::pubsub::unsubscribe_all(shared, conn);
             conn.multi = None;
             conn.watched.clear();
             conn.db = 0;

@@ -10,7 +10,7 @@ use tailstore_resp::{Protocol, Reply};
 use super::admin;
 use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
-use super::pubsub::Target;
+use super::pubsub;
 use super::Shared;
 use crate::command::{lookup, parse_timeout, Command, Run};
 use crate::{BlockStep, Executed};
@@ -98,13 +98,13 @@ fn one<'s>(
         )));
     }
     if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
-        if let Some(reply) = in_subscribed_context(command, &args) {
+        if let Some(reply) = pubsub::in_subscribed_context(command, &args) {
             return Some(reply);
         }
     }
     if conn.multi.is_none() {
-        if let Some(target) = subscription_target(command.name) {
-            subscription(shared, conn, target, command.name, &args[1..]);
+        if let Some(change) = pubsub::Change::of(command.name) {
+            pubsub::change(shared, conn, change, &args[1..]);
             return None;
         }
         if command.is_blocking() {
@@ -112,83 +112,6 @@ fn one<'s>(
         }
     }
     Some(reply_to(shared, conn, command, args, pending))
-}
-
-/// RESP2 after a SUBSCRIBE: only the pub/sub commands, PING, QUIT and RESET are run (a
-/// reply cannot be told from a message otherwise); PING answers as a message does. The
-/// reply to any other command; `None` to run it.
-fn in_subscribed_context(command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
-    match command.name {
-        "ping" => {
-            let payload = args.get(1).cloned().unwrap_or_default();
-            Some(Reply::Array(vec![Reply::Bulk(b"pong".to_vec()), Reply::Bulk(payload)]))
-        }
-        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset" => None,
-        name => Some(Reply::error(format!(
-            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
-        ))),
-    }
-}
-
-/// What a (P)SUBSCRIBE or (P)UNSUBSCRIBE names.
-fn subscription_target(name: &str) -> Option<Target> {
-    match name {
-        "subscribe" | "unsubscribe" => Some(Target::Channel),
-        "psubscribe" | "punsubscribe" => Some(Target::Pattern),
-        _ => None,
-    }
-}
-
-/// SUBSCRIBE / PSUBSCRIBE names…, UNSUBSCRIBE / PUNSUBSCRIBE [names…] (none: every one):
-/// one confirmation per name, with the connection's subscriptions after it, as Redis does.
-fn subscription(
-    shared: &Shared,
-    conn: &mut Connection,
-    target: Target,
-    name: &str,
-    names: &[Vec<u8>],
-) {
-    if matches!(name, "subscribe" | "psubscribe") {
-        for channel in names {
-            if conn.subscribed(target).insert(channel.clone()) {
-                shared.pubsub.subscribe(target, channel, conn.home);
-            }
-            confirm(conn, target.subscribe_word(), Some(channel));
-        }
-        return;
-    }
-    let names: Vec<Vec<u8>> = if names.is_empty() {
-        conn.subscribed(target).iter().cloned().collect()
-    } else {
-        names.to_vec()
-    };
-    if names.is_empty() {
-        confirm(conn, target.unsubscribe_word(), None);
-    }
-    for channel in &names {
-        if conn.subscribed(target).remove(channel) {
-            shared.pubsub.unsubscribe(target, channel, conn.home);
-        }
-        confirm(conn, target.unsubscribe_word(), Some(channel));
-    }
-}
-
-fn confirm(conn: &mut Connection, word: &str, name: Option<&Vec<u8>>) {
-    let frame = Reply::Push(vec![
-        Reply::Bulk(word.as_bytes().to_vec()),
-        name.map_or(Reply::Null, |n| Reply::Bulk(n.clone())),
-        Reply::Int(conn.subscriptions() as i64),
-    ]);
-    send(conn, &frame);
-}
-
-/// Drops every subscription of a connection (closed, or RESET).
-pub fn unsubscribe_all(shared: &Shared, conn: &mut Connection) {
-    for target in [Target::Channel, Target::Pattern] {
-        for name in std::mem::take(conn.subscribed(target)) {
-            shared.pubsub.unsubscribe(target, &name, conn.home);
-        }
-    }
 }
 
 /// A command (known, of the right arity) that neither subscribes nor blocks: queued in

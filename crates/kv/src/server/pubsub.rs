@@ -1,4 +1,5 @@
-//! Publish/subscribe: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs, PUBLISH and PUBSUB.
+//! Publish/subscribe: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs (their confirmations, and
+//! RESP2's subscribed context, are here), PUBLISH and PUBSUB (in `admin.rs`).
 //!
 //! Messages are not data: they are not logged, not durable and not part of any
 //! transaction, as in Redis (a subscriber that is not connected when a message is
@@ -18,7 +19,9 @@ use mio::Token;
 use parking_lot::RwLock;
 use tailstore_resp::Reply;
 
-use crate::command::matches;
+use super::connection::Connection;
+use super::Shared;
+use crate::command::{matches, Command};
 
 /// Unsent output above which a subscriber is disconnected (Redis's default hard limit).
 pub const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
@@ -172,6 +175,90 @@ impl PubSub {
     /// Channels with at least one subscriber (INFO's `pubsub_channels`).
     pub fn channel_count(&self) -> usize {
         self.channels.read().len()
+    }
+}
+
+/// RESP2 after a SUBSCRIBE: only the pub/sub commands, PING, QUIT and RESET are run (a
+/// reply cannot be told from a message otherwise); PING answers as a message does. The
+/// reply to any other command; `None` to run it.
+pub fn in_subscribed_context(command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
+    match command.name {
+        "ping" => {
+            let payload = args.get(1).cloned().unwrap_or_default();
+            Some(Reply::Array(vec![Reply::Bulk(b"pong".to_vec()), Reply::Bulk(payload)]))
+        }
+        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset" => None,
+        name => Some(Reply::error(format!(
+            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        ))),
+    }
+}
+
+/// A (P)SUBSCRIBE or a (P)UNSUBSCRIBE: what it names, and whether it subscribes.
+#[derive(Clone, Copy)]
+pub struct Change {
+    target: Target,
+    subscribe: bool,
+}
+
+impl Change {
+    /// The change a command named `name` makes, if it is one of the four.
+    pub fn of(name: &str) -> Option<Change> {
+        let (target, subscribe) = match name {
+            "subscribe" => (Target::Channel, true),
+            "unsubscribe" => (Target::Channel, false),
+            "psubscribe" => (Target::Pattern, true),
+            "punsubscribe" => (Target::Pattern, false),
+            _ => return None,
+        };
+        Some(Change { target, subscribe })
+    }
+}
+
+/// SUBSCRIBE / PSUBSCRIBE names…, UNSUBSCRIBE / PUNSUBSCRIBE [names…] (none: every one):
+/// one confirmation per name, with the connection's subscriptions after it, as Redis does.
+pub fn change(shared: &Shared, conn: &mut Connection, change: Change, names: &[Vec<u8>]) {
+    let target = change.target;
+    if change.subscribe {
+        for channel in names {
+            if conn.subscribed(target).insert(channel.clone()) {
+                shared.pubsub.subscribe(target, channel, conn.home);
+            }
+            confirm(conn, target.subscribe_word(), Some(channel));
+        }
+        return;
+    }
+    let names: Vec<Vec<u8>> = if names.is_empty() {
+        conn.subscribed(target).iter().cloned().collect()
+    } else {
+        names.to_vec()
+    };
+    if names.is_empty() {
+        confirm(conn, target.unsubscribe_word(), None);
+    }
+    for channel in &names {
+        if conn.subscribed(target).remove(channel) {
+            shared.pubsub.unsubscribe(target, channel, conn.home);
+        }
+        confirm(conn, target.unsubscribe_word(), Some(channel));
+    }
+}
+
+fn confirm(conn: &mut Connection, word: &str, name: Option<&Vec<u8>>) {
+    let frame = Reply::Push(vec![
+        Reply::Bulk(word.as_bytes().to_vec()),
+        name.map_or(Reply::Null, |n| Reply::Bulk(n.clone())),
+        Reply::Int(conn.subscriptions() as i64),
+    ]);
+    frame.encode(conn.protocol, &mut conn.output);
+}
+
+/// Drops every subscription of a connection (closed, or RESET).
+pub fn unsubscribe_all(shared: &Shared, conn: &mut Connection) {
+    for target in [Target::Channel, Target::Pattern] {
+        for name in std::mem::take(conn.subscribed(target)) {
+            shared.pubsub.unsubscribe(target, &name, conn.home);
+        }
     }
 }
 

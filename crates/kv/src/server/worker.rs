@@ -37,7 +37,7 @@ use tailstore_resp::{Limits, Reply};
 use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
-use super::pubsub::{Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
+use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
 use super::Shared;
 
 const LISTENER: Token = Token(0);
@@ -483,7 +483,7 @@ impl Worker {
                 self.blocked.remove(&blocked.order);
                 self.shared.waiters.unregister(self.index, &blocked);
             }
-            dispatch::unsubscribe_all(&self.shared, &mut conn);
+            pubsub::unsubscribe_all(&self.shared, &mut conn);
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.lock().remove(&conn.id);
