@@ -293,3 +293,44 @@ fn a_failed_background_flush_in_async_mode_stops_the_writes() {
         false,
     );
 }
+
+#[test]
+fn a_message_is_not_published_before_the_write_before_it() {
+    // A client writes, then publishes, in one pass; the write's sync fails. The message must
+    // not reach the subscriber (as no reply of the pass reaches its client): it would report
+    // a write that is lost.
+    let storage = SimStorage::new();
+    let server = on_sim(CommitMode::Fsync, &storage);
+    let mut subscriber = server.raw();
+    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
+    support::expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    let mut publisher = server.raw();
+    publisher
+        .write_all(b"PUBLISH ch before\r\n")
+        .expect("write");
+    support::expect_bytes(&mut publisher, b":1\r\n");
+    support::expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$6\r\nbefore\r\n",
+    );
+    storage.fail_nth_sync(1);
+    publisher
+        .write_all(b"SET k v\r\nPUBLISH ch k-changed\r\n")
+        .expect("write");
+    assert!(
+        read_exactly(&mut publisher, 1).is_empty(),
+        "the pass whose sync failed answered its client"
+    );
+    subscriber
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    let got = std::io::Read::read(&mut subscriber, &mut byte);
+    assert!(
+        got.is_err(),
+        "the subscriber got a message about a write whose sync failed: {got:?} {byte:?}"
+    );
+}

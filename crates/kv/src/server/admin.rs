@@ -64,7 +64,7 @@ pub fn in_transaction(
         "info" => info(shared, args),
         "save" | "bgsave" => save(shared, command.name),
         "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
-        "publish" => Reply::Int(shared.publish(&args[1], &args[2]) as i64),
+        "publish" => Reply::Int(shared.publish(&args[1], &args[2], &mut conn.published) as i64),
         "pubsub" => pubsub(shared, args),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),

@@ -8,7 +8,7 @@ use tailstore_resp::{Limits, Protocol, RequestParser};
 use std::collections::BTreeSet;
 
 use super::blocking::Blocked;
-use super::pubsub::{Subscriber, Target};
+use super::pubsub::{Message, Subscriber, Target};
 use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
@@ -36,6 +36,9 @@ pub struct Connection {
     /// Its pub/sub subscriptions (`server/pubsub.rs`).
     pub channels: BTreeSet<Vec<u8>>,
     pub patterns: BTreeSet<Vec<u8>>,
+    /// Messages this connection's PUBLISHes addressed in this pass: handed to their
+    /// subscribers' loops only after the pass's durability wait, like its replies.
+    pub published: Vec<(Subscriber, Message)>,
     pub peer: String,
     /// Read buffer: all of it initialized (zeroed once, when it grows), so that a read
     /// does not clear the room it reads into; `input[parsed..filled]` is unparsed.
@@ -87,6 +90,7 @@ impl Connection {
             home,
             channels: BTreeSet::new(),
             patterns: BTreeSet::new(),
+            published: Vec::new(),
             peer,
             input: Vec::new(),
             filled: 0,

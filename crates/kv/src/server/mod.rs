@@ -85,11 +85,16 @@ impl Shared {
             .signal(db, keys, |at, key| self.loops[at].wake_for(key));
     }
 
-    /// PUBLISH: hands the message to its subscribers' loops; how many it was handed to.
-    pub fn publish(&self, channel: &[u8], payload: &[u8]) -> usize {
-        self.pubsub.publish(channel, payload, |who, message| {
-            self.loops[who.at].deliver(who.token, message)
-        })
+    /// PUBLISH: the message for each of its subscribers, added to `outbox` (delivered after
+    /// the pass's durability wait: `server/pubsub.rs`); how many subscribers that was.
+    pub fn publish(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        outbox: &mut Vec<(pubsub::Subscriber, pubsub::Message)>,
+    ) -> usize {
+        self.pubsub
+            .publish(channel, payload, |who, message| outbox.push((who, message)))
     }
 }
 

@@ -5,10 +5,21 @@
 //! transaction, as in Redis (a subscriber that is not connected when a message is
 //! published never sees it). The registry maps channels and patterns to their subscribers,
 //! each named by its event loop and its connection's token there. PUBLISH, on whichever
-//! loop runs it, hands a copy of the message to each subscriber's loop and wakes that loop,
-//! which appends it to the connection's output and writes it out with the pass's replies.
-//! A subscriber's messages therefore arrive in the order they were published by any one
-//! publisher (one queue per loop, drained in order). A subscriber that does not read its
+//! loop runs it, addresses a copy of the message to each subscriber (PUBLISH's reply counts
+//! them); after the pass's durability wait, the publisher's loop hands each copy to its
+//! subscriber's loop and wakes it, which appends it to the connection's output and writes it
+//! out with its pass's replies. A subscriber's messages therefore arrive in the order they
+//! were published by any one publisher (one queue per loop, drained in order).
+//!
+//! # Why a message waits for the publisher's pass
+//!
+//! A client that writes and then publishes ("SET k v", "PUBLISH ch k-changed") must not have
+//! its message seen while its write can still be lost: a message is a reply to other
+//! clients. So a message leaves, like a reply, only after its pass waited for every commit
+//! the pass made or saw; if that wait fails (the engine stops), the messages are dropped
+//! with the replies (`fail_stop.rs`, `a_message_is_not_published_before_the_write_before_it`).
+//! Redis with `appendfsync always` behaves the same: it writes every client's output,
+//! subscribers' included, only after the AOF's fsync. A subscriber that does not read its
 //! messages is disconnected once `PUBSUB_OUTPUT_LIMIT` of them wait unsent (Redis's
 //! `client-output-buffer-limit pubsub` hard limit, 32 MiB).
 

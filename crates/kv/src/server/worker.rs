@@ -353,10 +353,15 @@ impl Worker {
             };
             if durable.is_err() {
                 // Fail-stop: the database refuses writes from now on; no reply of this
-                // pass may claim success, so the connection is closed without one.
+                // pass may claim success, so the connection is closed without one (and
+                // its messages are not published).
                 conn.output.clear();
+                conn.published.clear();
                 dead.push(*token);
                 continue;
+            }
+            for (who, message) in conn.published.drain(..) {
+                shared.loops[who.at].deliver(who.token, message);
             }
             match conn.flush() {
                 Ok(true) if conn.closing => dead.push(*token),
