@@ -3,8 +3,11 @@
 //! command run once, without waiting; the server blocks the client on its nil
 //! (`server/blocking.rs`).
 
+use tailstore_resp::Reply;
+
 use super::hashes::wrong_arity;
-use super::{parse_long_double, Fault};
+use super::{bulk, parse_long_double, Ctx, Fault, Outcome};
+use crate::keyspace::{KeyMeta, Kind};
 
 /// The keys a blocked command waits on: the ones it pops from (BLMOVE's and BRPOPLPUSH's
 /// source, not their destination; every key of the others).
@@ -15,11 +18,30 @@ pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     }
 }
 
-/// The keys of `KEY [KEY …] timeout` (BLPOP, BZPOPMIN…), once the timeout is read.
-pub(super) fn keys_before_timeout(args: &[Vec<u8>]) -> Result<&[Vec<u8>], Fault> {
+/// `KEY [KEY …] timeout` (BLPOP, BRPOP, BZPOPMIN, BZPOPMAX) run once, in Redis's order:
+/// the timeout first, then the keys in turn; the first key that holds a `kind` is popped
+/// by `pop` (its reply's elements after the key's name; none: nothing popped, the next
+/// key is tried), a key of another kind answered
+/// with WRONGTYPE only if no earlier key had one. A nil array when none does: the server
+/// blocks a client on it (`server/blocking.rs`); inside MULTI, as in Redis, it is the reply.
+pub(super) fn pop_first(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    kind: Kind,
+    mut pop: impl FnMut(&mut Ctx, &[u8], KeyMeta) -> Result<Vec<Reply>, Fault>,
+) -> Outcome {
     let (timeout, keys) = args[1..].split_last().ok_or_else(|| wrong_arity(args))?;
     parse_timeout(timeout)?;
-    Ok(keys)
+    for key in keys {
+        if let Some(meta) = ctx.meta_of(key, kind)? {
+            let popped = pop(ctx, key, meta)?;
+            if !popped.is_empty() {
+                let reply = std::iter::once(bulk(key.clone())).chain(popped);
+                return Ok(Reply::Array(reply.collect()));
+            }
+        }
+    }
+    Ok(Reply::NullArray)
 }
 
 /// A blocking command's timeout in seconds (its last argument), as Redis 7.0 reads it: a

@@ -10,7 +10,7 @@
 
 use tailstore_resp::Reply;
 
-use super::blocking::{keys_before_timeout, parse_timeout};
+use super::blocking::{parse_timeout, pop_first};
 use super::hashes::wrong_arity;
 use super::strings::clamp_range;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
@@ -305,21 +305,13 @@ pub fn rpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     pop(ctx, args, false)
 }
 
-/// BLPOP / BRPOP key [key …] timeout, as run once: the first element of the first of the
-/// keys that holds a non-empty list, as [key, element]; a nil array if none does. The
-/// server blocks a client on that nil (`server/blocking.rs`); inside MULTI, as in Redis,
-/// it is the reply. In Redis's order: the timeout first, then the keys one by one, a key of
-/// another kind answered with WRONGTYPE only if no earlier key had an element.
+/// BLPOP / BRPOP key [key …] timeout, as run once: [key, element] of the first key that
+/// holds a list (`pop_first`).
 fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> Outcome {
-    for key in keys_before_timeout(args)? {
-        if let Some(mut meta) = ctx.meta_of(key, Kind::List)? {
-            let mut popped = pop_elements(ctx, key, &mut meta, 1, left)?;
-            if let Some(element) = popped.pop() {
-                return Ok(Reply::Array(vec![bulk(key.clone()), bulk(element)]));
-            }
-        }
-    }
-    Ok(Reply::NullArray)
+    pop_first(ctx, args, Kind::List, |ctx, key, mut meta| {
+        let popped = pop_elements(ctx, key, &mut meta, 1, left)?;
+        Ok(popped.into_iter().map(bulk).collect())
+    })
 }
 
 pub fn blpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -15,7 +15,7 @@ use tailstore_engine::KeyRange;
 use tailstore_resp::{format_double, Reply};
 use tailstore_storage::{ScanDirection, Value};
 
-use super::blocking::keys_before_timeout;
+use super::blocking::pop_first;
 use super::hashes::{check_field, collection_scan_options, scan_reply};
 use super::keys::parse_cursor;
 use super::lists::parse_count;
@@ -643,21 +643,15 @@ fn pop_members(
 }
 
 /// BZPOPMIN / BZPOPMAX key [key …] timeout, as run once: [key, member, score] of the first
-/// key that holds a sorted set, a nil array if none does (the server blocks the client on
-/// it, outside MULTI). Redis's order, as BLPOP's: the timeout, then the keys in turn.
+/// key that holds a sorted set (`pop_first`).
 fn blocking_zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
-    for key in keys_before_timeout(args)? {
-        if let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? {
-            if let Some((member, score)) = pop_members(ctx, key, &mut meta, 1, max)?.pop() {
-                return Ok(Reply::Array(vec![
-                    bulk(key.clone()),
-                    bulk(member),
-                    Reply::Double(score),
-                ]));
-            }
-        }
-    }
-    Ok(Reply::NullArray)
+    pop_first(ctx, args, Kind::ZSet, |ctx, key, mut meta| {
+        let popped = pop_members(ctx, key, &mut meta, 1, max)?;
+        Ok(popped
+            .into_iter()
+            .flat_map(|(member, score)| [bulk(member), Reply::Double(score)])
+            .collect())
+    })
 }
 
 pub fn bzpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -83,17 +83,19 @@ impl LoopState {
     /// Hands the worker a key written that some client of its waits on, and wakes it.
     pub fn wake_for(&self, key: DbKey) {
         self.woken.lock().push(key);
-        if let Err(err) = self.waker.wake() {
-            // Not lost: a loop with blocked clients takes its keys on every pass, and
-            // sleeps at most `IDLE`.
-            eprintln!("tailstore serve: waking an event loop failed: {err}");
-        }
+        self.wake();
     }
 
     /// Hands the worker a message for its connection `token`, and wakes it.
     pub fn deliver(&self, token: Token, message: Message) {
         self.messages.lock().push((token, message));
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Err(err) = self.waker.wake() {
+            // What was queued waits for the loop's next wake; a loop with blocked clients
+            // also takes its keys on every pass, at most `IDLE` apart.
             eprintln!("tailstore serve: waking an event loop failed: {err}");
         }
     }
@@ -458,6 +460,7 @@ impl Worker {
             message.frame().encode(conn.protocol, &mut conn.output);
             ready.push(token);
         }
+        slow.sort_unstable();
         slow.dedup();
         for token in slow {
             eprintln!("tailstore serve: a subscriber left {PUBSUB_OUTPUT_LIMIT} bytes of messages unread; disconnected");
