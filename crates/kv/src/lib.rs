@@ -4,6 +4,8 @@
 //! ```text
 //! server     connections, RESP, pipelining, MULTI/WATCH, group commit per event-loop pass
 //!   │
+//! script     EVAL's Lua scripts: one engine transaction each, running data commands
+//!   │
 //! command    the command table; data commands run in one engine transaction each
 //!   │
 //! keyspace   Redis's databases and keys as rows of four engine tables (docs/design/kv.md)
@@ -15,6 +17,7 @@
 
 pub mod command;
 pub mod keyspace;
+pub mod script;
 pub mod server;
 
 pub use command::{BlockStep, Executed, Watched};

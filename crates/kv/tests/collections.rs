@@ -50,11 +50,11 @@ impl Kv {
             .iter()
             .map(|c| c.iter().map(|a| a.as_bytes().to_vec()).collect())
             .collect();
-        let steps: Vec<BlockStep<'_>> = owned
+        let mut steps: Vec<BlockStep<'_>> = owned
             .iter()
             .map(|args| BlockStep::Data(0, lookup(&args[0]).expect("command"), args))
             .collect();
-        let executed = self.ks.execute_block(&steps, &[]);
+        let executed = self.ks.execute_block(&mut steps, &[]);
         if let Some(pending) = executed.pending {
             pending.wait().expect("commit");
         }

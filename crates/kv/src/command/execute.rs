@@ -29,6 +29,8 @@ pub struct Executed<'db> {
     pub reply: Reply,
     /// `None` only when the database refused to run anything (its error is the reply).
     pub pending: Option<PendingCommit<'db>>,
+    /// Whether the transaction committed (false: it was undone, and the reply says why).
+    pub committed: bool,
 }
 
 /// A key watched by WATCH: its version then (`None`: absent). The watch lasts as long as
@@ -41,11 +43,19 @@ pub struct Watched {
 }
 
 /// What an EXEC block is made of: data commands and, in between, connection commands the
-/// server answers itself (PING, SELECT…), through [`BlockStep::Server`].
+/// server answers itself (PING, SELECT…), through [`BlockStep::Server`], and scripts.
 pub enum BlockStep<'a> {
     /// A data command and the database selected when it was queued (SELECT may be queued).
     Data(u32, &'static Command, &'a [Vec<u8>]),
     Server(Reply),
+    /// A step the server runs in the block's transaction itself (EVAL).
+    Body(&'a mut dyn BlockBody),
+}
+
+/// Work of the server's that runs in an EXEC block's transaction, like a data command.
+pub trait BlockBody {
+    /// One run in `ctx`'s transaction (again, from the start, after a conflict).
+    fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Outcome;
 }
 
 impl Keyspace {
@@ -59,13 +69,13 @@ impl Keyspace {
 
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
-    pub fn execute_block(&self, steps: &[BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
+    pub fn execute_block(&self, steps: &mut [BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
         self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
     }
 
     /// Runs `body` as one transaction for a client, committed without waiting for
-    /// durability: the caller waits before sending the reply.
-    fn run_for_client(
+    /// durability: the caller waits before sending the reply (also a script's runner).
+    pub fn run_for_client(
         &self,
         db: u32,
         body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
@@ -74,6 +84,7 @@ impl Keyspace {
             Ok((reply, pending)) => Executed {
                 reply,
                 pending: Some(pending),
+                committed: true,
             },
             Err(Failure::Fault(fault)) => self.refuse(fault_reply(fault)),
             Err(Failure::Exhausted { torn, .. }) => self.refuse(exhausted_reply(torn)),
@@ -179,12 +190,14 @@ impl Keyspace {
             Ok(pending) => Executed {
                 reply,
                 pending: Some(pending),
+                committed: false,
             },
             // The database stopped after a failure: nothing commits any more, reads included
             // (what they read may never become durable), and the reply says why.
             Err(err) => Executed {
                 reply: engine_reply(&err),
                 pending: None,
+                committed: false,
             },
         }
     }
@@ -194,7 +207,7 @@ impl Keyspace {
 /// reply is an element of the array).
 fn run_block(
     ctx: &mut Ctx<'_, '_>,
-    steps: &[BlockStep<'_>],
+    steps: &mut [BlockStep<'_>],
     watched: &[Watched],
 ) -> Result<Reply, Fault> {
     for watch in watched {
@@ -212,6 +225,11 @@ fn run_block(
     for step in steps {
         let reply = match step {
             BlockStep::Server(reply) => reply.clone(),
+            BlockStep::Body(body) => match body.run(ctx) {
+                Ok(reply) => reply,
+                Err(Fault::Reply(reply)) => reply,
+                Err(fault) => return Err(fault),
+            },
             BlockStep::Data(db, command, args) => match command.run {
                 Run::Data(handler) => {
                     ctx.db = *db;

@@ -25,7 +25,7 @@ use tailstore_resp::Reply;
 use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, parse_timeout};
-pub use execute::{BlockStep, Executed, Watched};
+pub use execute::{BlockBody, BlockStep, Executed, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use table::{lookup, Command, Run, COMMANDS};

@@ -74,6 +74,14 @@ const S: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "loading", "stale"];
 const P: &[&str] = &["pubsub", "loading", "stale"];
 const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const LUA: &[&str] = &["noscript", "stale", "skip_monitor", "no_mandatory_keys"];
+const LUA_RO: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "readonly",
+];
 
 const fn data(
     name: &'static str,
@@ -278,6 +286,42 @@ pub static COMMANDS: &[Command] = &[
         "Makes EXEC fail if these keys change.",
     ),
     server("unwatch", 1, S, "transactions", "Forgets the watched keys."),
+    // scripting (server/eval.rs, script/)
+    server(
+        "eval",
+        -3,
+        LUA,
+        "scripting",
+        "Runs a Lua script as one transaction.",
+    ),
+    server(
+        "evalsha",
+        -3,
+        LUA,
+        "scripting",
+        "Runs a loaded Lua script by its SHA1.",
+    ),
+    server(
+        "eval_ro",
+        -3,
+        LUA_RO,
+        "scripting",
+        "Runs a read-only Lua script.",
+    ),
+    server(
+        "evalsha_ro",
+        -3,
+        LUA_RO,
+        "scripting",
+        "Runs a loaded read-only Lua script by its SHA1.",
+    ),
+    server(
+        "script",
+        -2,
+        &["noscript"],
+        "scripting",
+        "Loads, checks, flushes or kills Lua scripts.",
+    ),
     data(
         "dbsize",
         1,

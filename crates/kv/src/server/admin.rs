@@ -7,6 +7,7 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
 use super::connection::Connection;
+use super::pubsub::{Message, Subscriber};
 use super::{unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
@@ -49,29 +50,45 @@ pub fn in_transaction(
     command: &Command,
     args: &[Vec<u8>],
 ) -> Reply {
+    if let Some(reply) = connectionless(shared, command, args, &mut conn.published) {
+        return reply;
+    }
     match command.name {
-        "ping" => match args.get(1) {
-            Some(message) if args.len() == 2 => Reply::Bulk(message.clone()),
-            Some(_) => wrong_arity("ping"),
-            None => Reply::Status("PONG".into()),
-        },
-        "echo" => Reply::Bulk(args[1].clone()),
         "select" => select(shared, conn, &args[1]),
-        "time" => time(),
         "client" => client(shared, conn, args),
         "command" => command_info(args),
         "config" => config(shared, args),
         "info" => info(shared, args),
         "save" | "bgsave" => save(shared, command.name),
-        "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
-        "publish" => Reply::Int(shared.publish(&args[1], &args[2], &mut conn.published) as i64),
-        "pubsub" => pubsub(shared, args),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
         name => Reply::error(format!(
             "ERR '{name}' is not allowed inside MULTI in tailstore"
         )),
     }
+}
+
+/// The server commands that need no connection, which scripts may call too; `None` for
+/// the others. PUBLISH's messages go to `published`, sent after the durability wait.
+pub fn connectionless(
+    shared: &Shared,
+    command: &Command,
+    args: &[Vec<u8>],
+    published: &mut Vec<(Subscriber, Message)>,
+) -> Option<Reply> {
+    Some(match command.name {
+        "ping" => match args.get(1) {
+            Some(message) if args.len() == 2 => Reply::Bulk(message.clone()),
+            Some(_) => wrong_arity("ping"),
+            None => Reply::Status("PONG".into()),
+        },
+        "echo" => Reply::Bulk(args[1].clone()),
+        "time" => time(),
+        "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
+        "publish" => Reply::Int(shared.publish(&args[1], &args[2], published) as i64),
+        "pubsub" => pubsub(shared, args),
+        _ => return None,
+    })
 }
 
 /// PUBSUB CHANNELS [pattern] | NUMSUB [channel…] | NUMPAT, with Redis 7.0's replies (NUMSUB
@@ -112,19 +129,27 @@ fn wrong_arity(name: &str) -> Reply {
 }
 
 fn select(shared: &Shared, conn: &mut Connection, arg: &[u8]) -> Reply {
+    match database_index(shared, arg) {
+        Ok(db) => {
+            conn.db = db;
+            update_listing(shared, conn);
+            Reply::ok()
+        }
+        Err(reply) => reply,
+    }
+}
+
+/// SELECT's argument: a database index, or Redis's error reply.
+pub fn database_index(shared: &Shared, arg: &[u8]) -> Result<u32, Reply> {
     let index = std::str::from_utf8(arg)
         .ok()
         .and_then(|s| s.parse::<i64>().ok());
     match index {
-        None => Reply::error("ERR value is not an integer or out of range"),
+        None => Err(Reply::error("ERR value is not an integer or out of range")),
         Some(i) if i < 0 || i >= i64::from(shared.ks.databases()) => {
-            Reply::error("ERR DB index is out of range")
+            Err(Reply::error("ERR DB index is out of range"))
         }
-        Some(i) => {
-            conn.db = i as u32;
-            update_listing(shared, conn);
-            Reply::ok()
-        }
+        Some(i) => Ok(i as u32),
     }
 }
 

@@ -10,14 +10,21 @@ use tailstore_resp::{Protocol, Reply};
 use super::admin;
 use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
+use super::eval;
 use super::pubsub;
 use super::Shared;
 use crate::command::{lookup, parse_timeout, Command, Run};
+use crate::script::Vm;
 use crate::{BlockStep, Executed};
 
 /// Executes every complete command in the connection's input, appending the replies to its
 /// output and the commits to `pending`.
-pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<PendingCommit<'s>>) {
+pub fn serve<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    vm: &Vm,
+    pending: &mut Vec<PendingCommit<'s>>,
+) {
     while !conn.closing && !conn.backlogged() && conn.blocked.is_none() {
         let args = match conn.next_command() {
             Ok(Some(args)) => args,
@@ -43,7 +50,7 @@ pub fn serve<'s>(shared: &'s Shared, conn: &mut Connection, pending: &mut Vec<Pe
                 }
             }
         }
-        if let Some(reply) = one(shared, conn, args, pending) {
+        if let Some(reply) = one(shared, conn, vm, args, pending) {
             send(conn, &reply);
         }
     }
@@ -82,6 +89,7 @@ fn send(conn: &mut Connection, reply: &Reply) {
 fn one<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
+    vm: &Vm,
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
@@ -111,7 +119,7 @@ fn one<'s>(
             return block_or_reply(shared, conn, command, args, pending);
         }
     }
-    Some(reply_to(shared, conn, command, args, pending))
+    Some(reply_to(shared, conn, vm, command, args, pending))
 }
 
 /// A command (known, of the right arity) that neither subscribes nor blocks: queued in
@@ -119,6 +127,7 @@ fn one<'s>(
 fn reply_to<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
+    vm: &Vm,
     command: &'static Command,
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
@@ -136,13 +145,17 @@ fn reply_to<'s>(
     }
     match command.name {
         "multi" => multi(conn),
-        "exec" => exec(shared, conn, pending),
+        "exec" => exec(shared, conn, vm, pending),
         "discard" => discard(conn),
         "watch" => watch(shared, conn, &args),
         "unwatch" => {
             conn.watched.clear();
             Reply::ok()
         }
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
+            eval::eval(shared, conn, vm, command, &args, pending)
+        }
+        "script" => eval::script(shared, vm, &args),
         _ => run(shared, conn, command, &args, pending),
     }
 }
@@ -171,6 +184,7 @@ fn execute<'s>(
     let Executed {
         reply,
         pending: commit,
+        ..
     } = shared.ks.execute(db, command, args);
     pending.extend(commit);
     if command.is_write() {
@@ -273,6 +287,7 @@ fn watch(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
 fn exec<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
+    vm: &Vm,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     let Some(queue) = conn.multi.take() else {
@@ -283,6 +298,15 @@ fn exec<'s>(
         conn.multi_failed = false;
         return Reply::error("EXECABORT Transaction discarded because of previous errors.");
     }
+    // Scripts are found and compiled first; each runs in the block's transaction.
+    let mut scripts: Vec<Result<eval::Prepared<'_>, Reply>> = queue
+        .iter()
+        .filter_map(|queued| {
+            let command = lookup(&queued.args[0]).filter(|c| eval::is_eval(c))?;
+            Some(eval::Prepared::new(shared, conn, vm, command, &queued.args))
+        })
+        .collect();
+    let mut next_script = scripts.iter_mut();
     let mut steps = Vec::with_capacity(queue.len());
     for queued in &queue {
         let Some(command) = lookup(&queued.args[0]) else {
@@ -290,6 +314,11 @@ fn exec<'s>(
         };
         let step = match command.run {
             Run::Data(_) => BlockStep::Data(conn.db, command, &queued.args),
+            Run::Server if eval::is_eval(command) => match next_script.next() {
+                Some(Ok(script)) => BlockStep::Body(script.in_database(conn.db)),
+                Some(Err(refusal)) => BlockStep::Server(refusal.clone()),
+                None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
+            },
             Run::Server => {
                 BlockStep::Server(admin::in_transaction(shared, conn, command, &queued.args))
             }
@@ -299,7 +328,8 @@ fn exec<'s>(
     let Executed {
         reply,
         pending: commit,
-    } = shared.ks.execute_block(&steps, &watched);
+        committed,
+    } = shared.ks.execute_block(&mut steps, &watched);
     pending.extend(commit);
     for step in &steps {
         if let BlockStep::Data(db, command, args) = step {
@@ -307,6 +337,10 @@ fn exec<'s>(
                 shared.signal(*db, command.key_args(args));
             }
         }
+    }
+    drop(steps);
+    for script in scripts.into_iter().flatten() {
+        script.finish(conn, committed);
     }
     reply
 }

@@ -15,6 +15,7 @@ mod admin;
 mod blocking;
 mod connection;
 mod dispatch;
+mod eval;
 mod info;
 mod pubsub;
 mod worker;
@@ -75,6 +76,8 @@ pub struct Shared {
     pub waiters: blocking::Waiters,
     /// Pub/sub subscriptions.
     pub pubsub: pubsub::PubSub,
+    /// The Lua scripts' bodies, by SHA1 (EVALSHA).
+    pub scripts: crate::script::Scripts,
 }
 
 impl Shared {
@@ -151,6 +154,7 @@ impl Server {
             next_worker: AtomicUsize::new(0),
             waiters: blocking::Waiters::default(),
             pubsub: pubsub::PubSub::default(),
+            scripts: crate::script::Scripts::default(),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {

@@ -39,6 +39,7 @@ use super::connection::Connection;
 use super::dispatch;
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
 use super::Shared;
+use crate::script::Vm;
 
 const LISTENER: Token = Token(0);
 /// The token of a worker's [`LoopState`] waker.
@@ -118,6 +119,8 @@ pub struct Worker {
     next_block: u64,
     /// Connections blocked in the last pass, to run once more after their registration.
     recheck: Vec<Token>,
+    /// This loop's Lua state for EVAL (`crate::script`).
+    vm: Vm,
 }
 
 impl Worker {
@@ -145,6 +148,7 @@ impl Worker {
             blocked: BTreeMap::new(),
             next_block: 1,
             recheck: Vec::new(),
+            vm: Vm::default(),
         })
     }
 
@@ -330,7 +334,7 @@ impl Worker {
             // does: the connection closes once everything that arrived before the end of
             // the stream is served (not while backpressure holds some back: a later pass
             // reads the end again and serves the rest) and the replies are written.
-            dispatch::serve(&shared, conn, &mut pending);
+            dispatch::serve(&shared, conn, &self.vm, &mut pending);
             conn.closing |= ended.contains(token) && !conn.unread;
             if conn.blocked.as_ref().is_some_and(|b| b.order == 0) {
                 newly_blocked.push(*token);

@@ -1,0 +1,159 @@
+//! Lua scripts: EVAL, EVALSHA, their read-only forms and SCRIPT, as Redis 7.0 runs them.
+//!
+//! # One script, one transaction
+//!
+//! A script runs as one engine transaction, like an EXEC block: every `redis.call` inside
+//! it is a data command run in that transaction's context ([`crate::command::Ctx`]), and the
+//! reply is sent, like any other, only once the commit is durable. Other clients see all of
+//! the script's writes or none of them, and a SIGKILL cannot leave half of a script: the
+//! commit's log record holds all of its changes.
+//!
+//! The engine's transactions are optimistic: a conflicting commit aborts the transaction
+//! and the runner runs it again. A script is therefore run again from its start after a
+//! conflict, on a fresh transaction; what it did in the aborted run is gone with that
+//! transaction, except for its effects outside the database, and it has none that leave
+//! before the commit: messages it PUBLISHes are collected per run and only the last run's
+//! are sent (after the durability wait, like a PUBLISH's), and the keys its writes signal
+//! to blocked clients are signalled after the commit.
+//!
+//! As in Redis, a script that fails part-way (an error raised by `redis.call`, a Lua
+//! runtime error) keeps what it wrote before the failure: its error is its reply, and the
+//! transaction commits. Two failures undo the script instead, because the server, not the
+//! script, stops it: running longer than [`TIME_LIMIT`] (Redis would answer BUSY to every
+//! other client until SCRIPT KILL or SHUTDOWN NOSAVE; a transaction can simply be rolled
+//! back) and an engine error (a conflict is retried; a stopped database fails the script).
+//!
+//! # The sandbox
+//!
+//! Each event loop has its own Lua 5.1 state ([`Vm`], Redis's Lua version), created at the
+//! loop's first script; the scripts' bodies are shared by all loops ([`Scripts`], by SHA1,
+//! so EVALSHA works on any connection) and compiled once per loop. Scripts see Redis's
+//! globals through read-only tables: a script cannot create globals, change a library or
+//! the `redis` table, or reach the real globals (no `getfenv`, `setfenv`, `rawset`,
+//! `loadstring`, `dofile`), so one client's script cannot change another's. The libraries
+//! are Lua's base, `string`, `table` and `math`, with Redis's `redis` table (`call`,
+//! `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`, `setresp`,
+//! `replicate_commands`); Redis's `cjson`, `cmsgpack`, `bit` and `struct` are not provided.
+//! A state's memory is capped at [`MEMORY_LIMIT`].
+//!
+//! The bodies are not durable: after a restart EVALSHA answers NOSCRIPT until the script
+//! is loaded again, as in Redis (clients fall back to EVAL).
+
+mod convert;
+mod vm;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sha1::{Digest, Sha1};
+
+pub use vm::{Host, Invocation, Vm};
+
+/// How long a script may run before the server stops it and undoes its writes (Redis's
+/// `busy-reply-threshold`, after which Redis answers BUSY to everyone else).
+pub const TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// The most memory one event loop's Lua state may hold.
+pub const MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+
+/// The bodies of the scripts loaded since the start (or the last SCRIPT FLUSH), by their
+/// SHA1 in lowercase hex: what EVALSHA finds, on any event loop.
+#[derive(Default)]
+pub struct Scripts {
+    bodies: Mutex<Bodies>,
+    /// Scripts running now, on any loop (SCRIPT KILL's NOTBUSY).
+    running: AtomicUsize,
+    /// Counts SCRIPT KILLs: a script running when it changes is stopped.
+    kills: Arc<AtomicU64>,
+}
+
+#[derive(Default)]
+struct Bodies {
+    by_sha: HashMap<String, Arc<[u8]>>,
+    /// Counts SCRIPT FLUSHes: a loop whose compiled functions are older drops them.
+    flushes: u64,
+}
+
+impl Scripts {
+    /// Remembers `body`; its SHA1.
+    pub fn load(&self, body: &[u8]) -> String {
+        let sha = sha1_hex(body);
+        self.bodies
+            .lock()
+            .by_sha
+            .entry(sha.clone())
+            .or_insert_with(|| body.into());
+        sha
+    }
+
+    /// The body whose SHA1 is `sha` (any case).
+    pub fn get(&self, sha: &[u8]) -> Option<Arc<[u8]>> {
+        let sha = std::str::from_utf8(sha).ok()?.to_ascii_lowercase();
+        self.bodies.lock().by_sha.get(&sha).cloned()
+    }
+
+    pub fn contains(&self, sha: &[u8]) -> bool {
+        self.get(sha).is_some()
+    }
+
+    /// SCRIPT FLUSH: forgets every body.
+    pub fn flush(&self) {
+        let mut bodies = self.bodies.lock();
+        bodies.by_sha.clear();
+        bodies.flushes += 1;
+    }
+
+    fn flushes(&self) -> u64 {
+        self.bodies.lock().flushes
+    }
+
+    /// SCRIPT KILL: stops the scripts running now (their writes are undone); `false` if
+    /// none is.
+    pub fn kill(&self) -> bool {
+        if self.running.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        self.kills.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
+/// SHA1 of `bytes` in lowercase hex, as EVALSHA and `redis.sha1hex` name it.
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    Sha1::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_matches_redis() {
+        // Redis: SCRIPT LOAD "return 1", and redis.sha1hex('').
+        assert_eq!(
+            sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
+
+    #[test]
+    fn bodies_are_found_by_sha_in_any_case_until_flushed() {
+        let scripts = Scripts::default();
+        let sha = scripts.load(b"return 1");
+        assert!(scripts.contains(sha.to_ascii_uppercase().as_bytes()));
+        assert_eq!(
+            scripts.get(sha.as_bytes()).as_deref(),
+            Some(&b"return 1"[..])
+        );
+        scripts.flush();
+        assert!(!scripts.contains(sha.as_bytes()));
+        assert_eq!(scripts.flushes(), 1);
+    }
+}

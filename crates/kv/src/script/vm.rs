@@ -1,0 +1,556 @@
+//! One event loop's Lua state, and a script's run in a transaction's context.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, Variadic,
+    VmState,
+};
+use tailstore_resp::{Protocol, Reply};
+
+use super::convert::{lua_to_reply, reply_to_lua, single_field};
+use super::{sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
+use crate::command::{lookup, Command, Ctx, Fault, Run};
+
+/// Builds the sandbox from the real globals: the read-only view scripts run in, around
+/// Redis's `redis` table (filled by the Rust side: `call` and `pcall` per run), and the
+/// runner that calls a script under the error handler. `catch` turns an error raised by
+/// `redis.call` into the text Redis 7.0's `pcall` hands a script.
+const PRELUDE: &str = r#"
+local real, redis, catch, handler = ...
+local error, setmetatable, tostring, pcall, xpcall = error, setmetatable, tostring, pcall, xpcall
+
+local function readonly(t)
+  return setmetatable({}, {
+    __index = t,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  })
+end
+
+local visible = {
+  _VERSION = _VERSION,
+  redis = readonly(redis),
+  string = readonly(string), table = readonly(table), math = readonly(math),
+}
+for _, name in ipairs({'assert', 'error', 'getmetatable', 'ipairs', 'next', 'pairs',
+    'rawequal', 'rawget', 'select', 'setmetatable', 'tonumber', 'tostring', 'type',
+    'unpack'}) do
+  visible[name] = real[name]
+end
+local function caught(ok, ...)
+  if ok then return ok, ... end
+  return ok, catch((...))
+end
+visible.pcall = function(f, ...) return caught(pcall(f, ...)) end
+local loadstring, setfenv = loadstring, setfenv
+visible.xpcall = function(f, h) return xpcall(f, function(e) return h(catch(e)) end) end
+-- Strings' methods are the real string library: their metatable is out of reach too.
+getmetatable('').__metatable = false
+
+local env = setmetatable({}, {
+  __index = function(_, name)
+    local value = visible[name]
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = function() error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+visible._G = env
+-- Code a script compiles runs in the scripts' globals, not the real ones.
+visible.loadstring = function(code, name)
+  local f, err = loadstring(code, name)
+  if f then setfenv(f, env) end
+  return f, err
+end
+
+local function run(script)
+  return xpcall(script, handler)
+end
+return env, visible, run
+"#;
+
+/// An error raised by the Rust side of the `redis` table (`redis.call`'s error reply,
+/// `redis.setresp`'s refusal), with the script's line that called it.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+struct Raised {
+    text: String,
+    line: Option<usize>,
+}
+
+impl Raised {
+    fn error(lua: &Lua, text: impl Into<String>) -> mlua::Error {
+        mlua::Error::external(Raised {
+            text: text.into(),
+            line: script_line(lua),
+        })
+    }
+}
+
+/// What the server lends a running script besides the data commands.
+pub trait Host {
+    /// A run of the script begins (again, after a conflict): forget the effects the host
+    /// collected for the previous run.
+    fn begin(&mut self);
+    /// A command that is not a data command, called by the script in database `*db`: its
+    /// reply (SELECT changes `*db`), or `None` if scripts may not call it.
+    fn server_command(
+        &mut self,
+        command: &Command,
+        args: &[Vec<u8>],
+        db: &mut u32,
+    ) -> Option<Reply>;
+    /// The script's write command `args` ran in database `db` (for blocked clients).
+    fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
+}
+
+/// What EVAL (or EVALSHA) asked for.
+pub struct Invocation<'a> {
+    pub sha: &'a str,
+    pub body: &'a [u8],
+    pub keys: &'a [Vec<u8>],
+    pub argv: &'a [Vec<u8>],
+    /// EVAL_RO, EVALSHA_RO: write commands are refused.
+    pub read_only: bool,
+    /// The client's protocol, for the result's conversion.
+    pub protocol: Protocol,
+}
+
+/// An event loop's Lua state, made at its first script.
+#[derive(Default)]
+pub struct Vm {
+    sandbox: OnceCell<Sandbox>,
+}
+
+struct Sandbox {
+    lua: Lua,
+    /// The globals scripts see (read-only), and the table behind them where KEYS and ARGV go.
+    env: Table,
+    visible: Table,
+    /// The `redis` table behind its read-only view.
+    redis: Table,
+    /// Whether the running script asked for RESP3 replies (`redis.setresp(3)`).
+    resp3: Rc<Cell<bool>>,
+    /// Calls a script under the error handler: `ok, result`.
+    runner: Function,
+    /// The loop's compiled scripts by SHA1, and the SCRIPT FLUSH count they belong to.
+    compiled: RefCell<HashMap<String, Function>>,
+    flushes: Cell<u64>,
+}
+
+/// A run's state that `redis.call` works with.
+struct Call<'r, 't, 'db> {
+    ctx: &'r mut Ctx<'t, 'db>,
+    host: &'r mut dyn Host,
+    read_only: bool,
+    /// An engine error or torn read: the script stops, and the transaction with it.
+    fault: Option<Fault>,
+}
+
+impl Vm {
+    /// Compiles `body` (checking it, for SCRIPT LOAD): the error reply if it does not compile.
+    pub fn compile(&self, scripts: &Scripts, sha: &str, body: &[u8]) -> Result<(), Reply> {
+        self.sandbox()?.function(scripts, sha, body).map(drop)
+    }
+
+    /// Runs the script in `ctx`'s transaction: its reply (an error reply when it failed, its
+    /// writes until then kept), or the fault that must undo the transaction.
+    pub fn run(
+        &self,
+        scripts: &Scripts,
+        ctx: &mut Ctx<'_, '_>,
+        invocation: &Invocation<'_>,
+        host: &mut dyn Host,
+    ) -> Result<Reply, Fault> {
+        let sandbox = self.sandbox().map_err(Fault::Reply)?;
+        let function = match sandbox.function(scripts, invocation.sha, invocation.body) {
+            Ok(function) => function,
+            Err(reply) => return Ok(reply),
+        };
+        host.begin();
+        let mut call = Call {
+            ctx,
+            host,
+            read_only: invocation.read_only,
+            fault: None,
+        };
+        sandbox.run(scripts, &function, invocation, &mut call)
+    }
+
+    fn sandbox(&self) -> Result<&Sandbox, Reply> {
+        if let Some(sandbox) = self.sandbox.get() {
+            return Ok(sandbox);
+        }
+        let sandbox = Sandbox::new()
+            .map_err(|err| Reply::error(format!("ERR tailstore: could not start Lua: {err}")))?;
+        Ok(self.sandbox.get_or_init(|| sandbox))
+    }
+}
+
+impl Sandbox {
+    fn new() -> mlua::Result<Sandbox> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        lua.set_memory_limit(MEMORY_LIMIT)?;
+        let resp3 = Rc::new(Cell::new(false));
+        let redis = redis_table(&lua, resp3.clone())?;
+        let catch = lua.create_function(|lua, error: Value| match &error {
+            Value::Error(err) => match err.downcast_ref::<Raised>() {
+                Some(raised) => Ok(Value::String(lua.create_string(&raised.text)?)),
+                None => Ok(error),
+            },
+            _ => Ok(error),
+        })?;
+        let handler = lua.create_function(locate_error)?;
+        let (env, visible, runner): (Table, Table, Function) = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .call((lua.globals(), redis.clone(), catch, handler))?;
+        Ok(Sandbox {
+            lua,
+            env,
+            visible,
+            redis,
+            resp3,
+            runner,
+            compiled: RefCell::new(HashMap::new()),
+            flushes: Cell::new(0),
+        })
+    }
+
+    /// The compiled script, compiling it on its first run on this loop.
+    fn function(&self, scripts: &Scripts, sha: &str, body: &[u8]) -> Result<Function, Reply> {
+        let flushes = scripts.flushes();
+        let mut compiled = self.compiled.borrow_mut();
+        if self.flushes.replace(flushes) != flushes {
+            compiled.clear();
+        }
+        if let Some(function) = compiled.get(sha) {
+            return Ok(function.clone());
+        }
+        let function = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|err| {
+                let message = match &err {
+                    mlua::Error::SyntaxError { message, .. } => first_line(message),
+                    other => first_line(other),
+                };
+                Reply::error(format!(
+                    "ERR Error compiling script (new function): {message}"
+                ))
+            })?;
+        compiled.insert(sha.to_string(), function.clone());
+        Ok(function)
+    }
+
+    fn run(
+        &self,
+        scripts: &Scripts,
+        function: &Function,
+        invocation: &Invocation<'_>,
+        call: &mut Call<'_, '_, '_>,
+    ) -> Result<Reply, Fault> {
+        let lua_error = |err: mlua::Error| Fault::err(format!("ERR tailstore: Lua: {err}"));
+        self.set_arguments(invocation).map_err(lua_error)?;
+        self.resp3.set(false);
+        let stopped = Rc::new(Cell::new(None));
+        self.limit(scripts, stopped.clone()).map_err(lua_error)?;
+        scripts.running.fetch_add(1, Ordering::SeqCst);
+        let call = RefCell::new(call);
+        let outcome = self.lua.scope(|scope| {
+            let command = |raise: bool| {
+                let (call, resp3) = (&call, self.resp3.clone());
+                scope.create_function(move |lua, args: Variadic<Value>| {
+                    call.borrow_mut().command(lua, args, resp3.get(), raise)
+                })
+            };
+            self.redis.raw_set("call", command(true)?)?;
+            self.redis.raw_set("pcall", command(false)?)?;
+            let outcome = self.runner.call::<MultiValue>(function.clone());
+            self.redis.raw_set("call", Value::Nil)?;
+            self.redis.raw_set("pcall", Value::Nil)?;
+            outcome
+        });
+        let call = call.into_inner();
+        scripts.running.fetch_sub(1, Ordering::SeqCst);
+        self.lua.remove_hook();
+        // Large arguments are not kept alive until the next script.
+        let _ = self.set_arguments(&Invocation {
+            keys: &[],
+            argv: &[],
+            ..*invocation
+        });
+        if let Some(fault) = call.fault.take() {
+            return Err(fault);
+        }
+        if let Some(why) = stopped.get() {
+            return Err(Fault::err(format!(
+                "ERR tailstore: the script was stopped ({why}); its writes were undone"
+            )));
+        }
+        let values = outcome.map_err(lua_error)?;
+        let mut values = values.into_iter();
+        let ok = matches!(values.next(), Some(Value::Boolean(true)));
+        let result = values.next().unwrap_or(Value::Nil);
+        Ok(if ok {
+            lua_to_reply(&result, invocation.protocol, self.resp3.get())
+        } else {
+            failure_reply(&result, invocation.sha)
+        })
+    }
+
+    fn set_arguments(&self, invocation: &Invocation<'_>) -> mlua::Result<()> {
+        let strings = |items: &[Vec<u8>]| -> mlua::Result<Table> {
+            let table = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (at, item) in items.iter().enumerate() {
+                table.raw_set(at + 1, self.lua.create_string(item)?)?;
+            }
+            Ok(table)
+        };
+        self.visible.raw_set("KEYS", strings(invocation.keys)?)?;
+        self.visible.raw_set("ARGV", strings(invocation.argv)?)
+    }
+
+    /// Stops the script (raising an error in it, again every few thousand instructions)
+    /// once it has run for [`TIME_LIMIT`] or SCRIPT KILL asks, saying why in `stopped`.
+    fn limit(
+        &self,
+        scripts: &Scripts,
+        stopped: Rc<Cell<Option<&'static str>>>,
+    ) -> mlua::Result<()> {
+        let deadline = Instant::now() + TIME_LIMIT;
+        let kills = scripts.kills.clone();
+        let kills_at_start = kills.load(Ordering::SeqCst);
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(10_000),
+            move |_, _| {
+                let why = if kills.load(Ordering::SeqCst) != kills_at_start {
+                    "SCRIPT KILL"
+                } else if Instant::now() >= deadline {
+                    "it ran longer than the 5 s limit"
+                } else {
+                    return Ok(VmState::Continue);
+                };
+                stopped.set(Some(why));
+                Err(mlua::Error::runtime(format!("script stopped: {why}")))
+            },
+        )
+    }
+}
+
+impl Call<'_, '_, '_> {
+    /// `redis.call` (`raise`) or `redis.pcall`: the command's reply; an error reply is
+    /// raised, or returned as `{err = …}`.
+    fn command(
+        &mut self,
+        lua: &Lua,
+        args: Variadic<Value>,
+        resp3: bool,
+        raise: bool,
+    ) -> mlua::Result<Value> {
+        if self.fault.is_some() {
+            return Err(mlua::Error::runtime("tailstore: the transaction failed"));
+        }
+        let reply = match arguments(lua, args) {
+            Ok(args) => self.run(&args),
+            Err(reply) => reply,
+        };
+        match reply {
+            _ if self.fault.is_some() => {
+                Err(mlua::Error::runtime("tailstore: the transaction failed"))
+            }
+            Reply::Error(text) if raise => Err(Raised::error(lua, text)),
+            reply => reply_to_lua(lua, reply, resp3),
+        }
+    }
+
+    fn run(&mut self, args: &[Vec<u8>]) -> Reply {
+        let Some(command) = lookup(&args[0]) else {
+            return Reply::error("ERR Unknown Redis command called from script");
+        };
+        if !command.arity_ok(args.len()) {
+            return Reply::error("ERR Wrong number of args calling Redis command from script");
+        }
+        if self.read_only && command.is_write() {
+            return Reply::error("ERR Write commands are not allowed from read-only scripts.");
+        }
+        let Run::Data(handler) = command.run else {
+            return self
+                .host
+                .server_command(command, args, &mut self.ctx.db)
+                .unwrap_or_else(|| {
+                    Reply::error("ERR This Redis command is not allowed from script")
+                });
+        };
+        let reply = match handler(self.ctx, args) {
+            Ok(reply) => reply,
+            Err(Fault::Reply(reply)) => return reply,
+            Err(fault) => {
+                self.fault = Some(fault);
+                return Reply::Null;
+            }
+        };
+        if command.is_write() {
+            self.host.wrote(self.ctx.db, command, args);
+        }
+        reply
+    }
+}
+
+/// `redis.call`'s arguments as a command: strings and numbers (as Lua writes them) only.
+fn arguments(lua: &Lua, args: Variadic<Value>) -> Result<Vec<Vec<u8>>, Reply> {
+    if args.is_empty() {
+        return Err(Reply::error(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    args.into_iter()
+        .map(|arg| match arg {
+            Value::String(_) | Value::Integer(_) | Value::Number(_) => lua
+                .coerce_string(arg)
+                .ok()
+                .flatten()
+                .map(|s| s.as_bytes().to_vec()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            Reply::error("ERR Lua redis lib command arguments must be strings or integers")
+        })
+}
+
+/// The error handler a script runs under: the error as `{err = text, line = …}`, the line
+/// of the script where it was raised (Redis adds "script: SHA, on @user_script:LINE.").
+fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
+    let (text, line) = match error {
+        Value::Error(err) if err.downcast_ref::<Raised>().is_some() => {
+            let raised = err.downcast_ref::<Raised>();
+            (
+                raised.map(|r| r.text.clone()).unwrap_or_default(),
+                raised.and_then(|r| r.line),
+            )
+        }
+        Value::Table(table) if matches!(table.raw_get::<Value>("err"), Ok(Value::String(_))) => {
+            let text: LuaString = table.raw_get("err")?;
+            (lossy(&text), script_line(lua))
+        }
+        other => {
+            let text = match lua.coerce_string(other.clone()) {
+                Ok(Some(text)) => lossy(&text),
+                _ => match &other {
+                    Value::Error(err) => err.to_string(),
+                    Value::Nil => "nil".to_string(),
+                    _ => other.type_name().to_string(),
+                },
+            };
+            (format!("ERR {}", first_line(&text)), script_line(lua))
+        }
+    };
+    let table = lua.create_table()?;
+    table.raw_set("err", text)?;
+    table.raw_set("line", line)?;
+    Ok(table)
+}
+
+/// The line the script is at: its innermost frame on the stack.
+fn script_line(lua: &Lua) -> Option<usize> {
+    (1..64)
+        .map_while(|level| {
+            lua.inspect_stack(level, |frame| {
+                (frame.source().source.as_deref() == Some("@user_script"))
+                    .then(|| frame.current_line())
+                    .flatten()
+            })
+        })
+        .flatten()
+        .next()
+}
+
+fn lossy(text: &LuaString) -> String {
+    String::from_utf8_lossy(&text.as_bytes()).into_owned()
+}
+
+/// Redis's `redis` table but for `call` and `pcall`, which each run sets.
+fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
+    let redis = lua.create_table()?;
+    for (at, name) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
+        .iter()
+        .enumerate()
+    {
+        redis.raw_set(*name, at)?;
+    }
+    let sha1hex = |_: &Lua, text: LuaString| Ok(sha1_hex(&text.as_bytes()));
+    redis.raw_set("sha1hex", lua.create_function(sha1hex)?)?;
+    redis.raw_set("log", lua.create_function(log)?)?;
+    for (name, field) in [("error_reply", "err"), ("status_reply", "ok")] {
+        let reply = lua.create_function(move |lua, args: Variadic<Value>| match &args[..] {
+            [Value::String(text)] => single_field(lua, field, Value::String(text.clone())),
+            // Returned, not raised, as Redis does.
+            _ => single_field(
+                lua,
+                "err",
+                Value::String(lua.create_string("ERR wrong number or type of arguments")?),
+            ),
+        })?;
+        redis.raw_set(name, reply)?;
+    }
+    let setresp = lua.create_function(move |lua, version: Value| match version {
+        Value::Integer(v @ (2 | 3)) => {
+            resp3.set(v == 3);
+            Ok(())
+        }
+        Value::Number(v) if v == 2.0 || v == 3.0 => {
+            resp3.set(v == 3.0);
+            Ok(())
+        }
+        _ => Err(Raised::error(lua, "ERR RESP version must be 2 or 3.")),
+    })?;
+    redis.raw_set("setresp", setresp)?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    Ok(redis)
+}
+
+/// A failed script's reply: its error text and where in the script it was raised.
+fn failure_reply(error: &Value, sha: &str) -> Reply {
+    let Value::Table(table) = error else {
+        return Reply::error("ERR tailstore: the script failed without an error value");
+    };
+    let text = match table.raw_get::<Value>("err") {
+        Ok(Value::String(text)) => lossy(&text),
+        _ => "ERR the script failed".to_string(),
+    };
+    match table.raw_get::<Option<i64>>("line") {
+        Ok(Some(line)) => Reply::Error(format!("{text} script: {sha}, on @user_script:{line}.")),
+        _ => Reply::Error(text),
+    }
+}
+
+/// `redis.log(level, message…)`: the server's standard error, as Redis's log file.
+fn log(_: &Lua, (level, words): (i64, Variadic<LuaString>)) -> mlua::Result<()> {
+    if !(0..=3).contains(&level) {
+        return Err(mlua::Error::runtime("Invalid debug level."));
+    }
+    let words: Vec<String> = words.iter().map(lossy).collect();
+    eprintln!("tailstore: script log: {}", words.join(" "));
+    Ok(())
+}
+
+/// The first line of an error's text (mlua adds a traceback after it).
+fn first_line(text: &impl ToString) -> String {
+    let text = text.to_string();
+    text.lines().next().unwrap_or_default().to_string()
+}

@@ -1,0 +1,256 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT: their arguments and replies, and what the
+//! server lends a running script (`crate::script` runs it).
+
+use std::sync::Arc;
+
+use tailstore_engine::PendingCommit;
+use tailstore_resp::{Protocol, Reply};
+
+use super::admin::{connectionless, database_index};
+use super::connection::Connection;
+use super::pubsub::{Message, Subscriber};
+use super::Shared;
+use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome};
+use crate::script::{sha1_hex, Host, Invocation, Vm};
+use crate::Executed;
+
+/// EVAL script numkeys key… arg… (and its three siblings): the script's reply, its commit
+/// added to `pending`.
+pub fn eval<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    vm: &Vm,
+    command: &Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let mut script = match Prepared::new(shared, conn, vm, command, args) {
+        Ok(script) => script,
+        Err(reply) => return reply,
+    };
+    let Executed {
+        reply,
+        pending: commit,
+        committed,
+    } = shared.ks.run_for_client(conn.db, |ctx| script.run(ctx));
+    pending.extend(commit);
+    script.finish(conn, committed);
+    reply
+}
+
+/// Whether `command` runs a script.
+pub fn is_eval(command: &Command) -> bool {
+    matches!(command.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+}
+
+/// An EVAL whose script is found and compiled and whose arguments are checked, to run in a
+/// transaction: its own, or EXEC's when it was queued in MULTI.
+pub struct Prepared<'a> {
+    vm: &'a Vm,
+    sha: String,
+    body: Arc<[u8]>,
+    keys: &'a [Vec<u8>],
+    argv: &'a [Vec<u8>],
+    read_only: bool,
+    protocol: Protocol,
+    db: u32,
+    host: ScriptHost<'a>,
+}
+
+impl<'a> Prepared<'a> {
+    /// The script EVAL (EVALSHA…) `args` names, or the error reply that refuses it.
+    pub fn new(
+        shared: &'a Shared,
+        conn: &Connection,
+        vm: &'a Vm,
+        command: &Command,
+        args: &'a [Vec<u8>],
+    ) -> Result<Prepared<'a>, Reply> {
+        let (sha, body) = if command.name.starts_with("evalsha") {
+            match shared.scripts.get(&args[1]) {
+                Some(body) => (String::from_utf8_lossy(&args[1]).to_ascii_lowercase(), body),
+                None => {
+                    return Err(Reply::error(
+                        "NOSCRIPT No matching script. Please use EVAL.",
+                    ))
+                }
+            }
+        } else {
+            vm.compile(&shared.scripts, &sha1_hex(&args[1]), &args[1])?;
+            (shared.scripts.load(&args[1]), args[1].as_slice().into())
+        };
+        let (keys, argv) = split_keys(&args[2..])?;
+        Ok(Prepared {
+            vm,
+            sha,
+            body,
+            keys,
+            argv,
+            read_only: command.name.ends_with("_ro"),
+            protocol: conn.protocol,
+            db: conn.db,
+            host: ScriptHost {
+                shared,
+                published: Vec::new(),
+                written: Vec::new(),
+            },
+        })
+    }
+
+    /// The script as queued in MULTI after a SELECT of `db`.
+    pub fn in_database(&mut self, db: u32) -> &mut Self {
+        self.db = db;
+        self
+    }
+
+    /// One run in `ctx`'s transaction (again after a conflict).
+    pub fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Result<Reply, Fault> {
+        ctx.db = self.db;
+        let invocation = Invocation {
+            sha: &self.sha,
+            body: &self.body,
+            keys: self.keys,
+            argv: self.argv,
+            read_only: self.read_only,
+            protocol: self.protocol,
+        };
+        self.vm
+            .run(&self.host.shared.scripts, ctx, &invocation, &mut self.host)
+    }
+
+    /// After its transaction: if it `committed`, the script's messages wait for the pass's
+    /// durability wait with the replies, and the clients blocked on the keys it wrote are
+    /// woken.
+    pub fn finish(mut self, conn: &mut Connection, committed: bool) {
+        if !committed {
+            return;
+        }
+        conn.published.append(&mut self.host.published);
+        for (db, keys) in &self.host.written {
+            self.host.shared.signal(*db, keys.iter().map(Vec::as_slice));
+        }
+    }
+}
+
+impl BlockBody for Prepared<'_> {
+    fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Outcome {
+        Prepared::run(self, ctx)
+    }
+}
+
+/// A script's keys and its other arguments.
+type KeysAndArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
+
+/// `numkeys key… arg…`: the keys and the other arguments.
+fn split_keys(args: &[Vec<u8>]) -> Result<KeysAndArgs<'_>, Reply> {
+    let numkeys = parse_int(&args[0]).map_err(|fault| match fault {
+        Fault::Reply(reply) => reply,
+        _ => Reply::error("ERR value is not an integer or out of range"),
+    })?;
+    if numkeys < 0 {
+        return Err(Reply::error("ERR Number of keys can't be negative"));
+    }
+    let rest = &args[1..];
+    if numkeys as u64 > rest.len() as u64 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(rest.split_at(numkeys as usize))
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL.
+pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match (sub.as_str(), args.len()) {
+        ("load", 3) => {
+            let sha = sha1_hex(&args[2]);
+            match vm.compile(&shared.scripts, &sha, &args[2]) {
+                Ok(()) => Reply::Bulk(shared.scripts.load(&args[2]).into_bytes()),
+                Err(reply) => reply,
+            }
+        }
+        ("exists", 3..) => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|sha| Reply::Int(i64::from(shared.scripts.contains(sha))))
+                .collect(),
+        ),
+        ("flush", 2 | 3) => {
+            if args.len() == 3 && !is(&args[2], "sync") && !is(&args[2], "async") {
+                return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+            shared.scripts.flush();
+            Reply::ok()
+        }
+        ("kill", 2) if shared.scripts.kill() => Reply::ok(),
+        ("kill", 2) => Reply::error("NOTBUSY No scripts in execution right now."),
+        ("help", 2) => Reply::Array(
+            SCRIPT_HELP
+                .iter()
+                .map(|line| Reply::Status(line.to_string()))
+                .collect(),
+        ),
+        ("load" | "exists" | "flush" | "kill" | "help", _) => Reply::error(format!(
+            "ERR wrong number of arguments for 'script|{sub}' command"
+        )),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache.",
+    "KILL",
+    "    Stop the scripts running now; tailstore undoes their writes.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// What a script may do besides data commands, and what it leaves for after its commit.
+struct ScriptHost<'s> {
+    shared: &'s Shared,
+    /// Messages the script PUBLISHed, sent after the pass's durability wait.
+    published: Vec<(Subscriber, Message)>,
+    /// The keys its writes changed, by database, signalled to blocked clients.
+    written: Vec<(u32, Vec<Vec<u8>>)>,
+}
+
+impl Host for ScriptHost<'_> {
+    fn begin(&mut self) {
+        self.published.clear();
+        self.written.clear();
+    }
+
+    fn server_command(
+        &mut self,
+        command: &Command,
+        args: &[Vec<u8>],
+        db: &mut u32,
+    ) -> Option<Reply> {
+        if command.name == "select" {
+            // The script's own database: the client's stays as it was.
+            return Some(match database_index(self.shared, &args[1]) {
+                Ok(index) => {
+                    *db = index;
+                    Reply::ok()
+                }
+                Err(reply) => reply,
+            });
+        }
+        connectionless(self.shared, command, args, &mut self.published)
+    }
+
+    fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {
+        self.written
+            .push((db, command.key_args(args).map(<[u8]>::to_vec).collect()));
+    }
+}

@@ -1,0 +1,433 @@
+//! Lua scripts through the server: replies compared byte for byte with a real
+//! `redis-server`'s, EVALSHA through a client library, a script as one transaction (all of
+//! its writes or none, retried on conflict, undone when stopped), and its effects outside
+//! the database (blocked clients, pub/sub).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::real_redis::Servers;
+use support::{command, err, eventually, q, TestServer};
+use tailstore_resp::{parse_reply, Limits};
+
+/// Requests sent on one connection in turn, each with its reply compared. What Redis adds
+/// to an error ("script: SHA, on @user_script:LINE.") is compared too.
+const CASES: &[&[&str]] = &[
+    &["flushall"],
+    // Compilation and the arguments of EVAL.
+    &["eval", "x", "0"],
+    &["eval", "return 1", "-1"],
+    &["eval", "return 1", "2", "a"],
+    &["eval", "return 1", "x"],
+    &["eval", "return #KEYS + #ARGV", "2", "a", "b", "c"],
+    &[
+        "eval",
+        "return {KEYS[1], ARGV[1], ARGV[2]}",
+        "1",
+        "k",
+        "a",
+        "b",
+    ],
+    // Lua values as replies.
+    &["eval", "return {1, 2, {3, 'x'}, nil, 5}", "0"],
+    &["eval", "return 3.99", "0"],
+    &["eval", "return -3.99", "0"],
+    &["eval", "return true", "0"],
+    &["eval", "return false", "0"],
+    &["eval", "return nil", "0"],
+    &["eval", "return {err='My Error'}", "0"],
+    &["eval", "return redis.error_reply('My Error')", "0"],
+    &["eval", "return redis.status_reply('FINE')", "0"],
+    &["eval", "return {double=3.5}", "0"],
+    &["eval", "return redis.status_reply(1, 2)", "0"],
+    // Replies as Lua values.
+    &["eval", "return redis.call('get', 'nokey')", "0"],
+    &["eval", "return type(redis.call('get', 'nokey'))", "0"],
+    &[
+        "eval",
+        "return redis.call('set', KEYS[1], ARGV[1])",
+        "1",
+        "s",
+        "abc",
+    ],
+    &["eval", "return type(redis.call('set', 'x', 'y'))", "0"],
+    &["eval", "return redis.call('set', 'x', 'z', 'get')", "0"],
+    &["eval", "return redis.call('zadd', 'z', 1.5, 'a')", "0"],
+    &[
+        "eval",
+        "return redis.call('zrange', 'z', 0, -1, 'withscores')",
+        "0",
+    ],
+    &["eval", "return redis.call('zscore', 'z', 'a')", "0"],
+    &[
+        "eval",
+        "redis.setresp(3) return redis.call('zscore', 'z', 'a')",
+        "0",
+    ],
+    &[
+        "eval",
+        "redis.setresp(3) return redis.call('get', 'nokey') == nil",
+        "0",
+    ],
+    &["eval", "redis.setresp(4)", "0"],
+    &["eval", "return redis.call('hgetall', 'nohash')", "0"],
+    &[
+        "eval",
+        "redis.call('hset', 'h', 'f', 'v') return redis.call('hgetall', 'h')",
+        "0",
+    ],
+    &["eval", "return redis.call('set', 'n', 1.5)", "0"],
+    &["eval", "return redis.call('set', 'n', 1e20)", "0"],
+    &["get", "n"],
+    // Errors: raised by redis.call, returned by redis.pcall, raised by the script.
+    &["eval", "return redis.call('incr', KEYS[1])", "1", "s"],
+    &[
+        "eval",
+        "local r = redis.call('incr', KEYS[1]) return 'after'",
+        "1",
+        "s",
+    ],
+    &["eval", "return redis.pcall('incr', KEYS[1])", "1", "s"],
+    &[
+        "eval",
+        "local ok, e = pcall(redis.call, 'incr', 's') return e",
+        "0",
+    ],
+    &[
+        "eval",
+        "return pcall(function() error({err='inner'}) end)",
+        "0",
+    ],
+    &["eval", "error('boom')", "0"],
+    &["eval", "\nlocal x = 1\nerror('line three')", "0"],
+    &["eval", "error({err='from a table'})", "0"],
+    &["eval", "error()", "0"],
+    &[
+        "eval",
+        "\nlocal x = 1\nreturn redis.call('lpush', KEYS[1])",
+        "1",
+        "l",
+    ],
+    &["eval", "return redis.call('nosuch')", "0"],
+    &["eval", "return redis.call('get')", "0"],
+    &["eval", "return redis.call()", "0"],
+    &["eval", "return redis.call({})", "0"],
+    &["eval", "return redis.call('eval', 'return 1', 0)", "0"],
+    &["eval", "return redis.call('multi')", "0"],
+    &["eval", "return redis.call('subscribe', 'x')", "0"],
+    &["eval_ro", "return redis.call('set', 'a', 'b')", "0"],
+    &["eval_ro", "return redis.call('get', 's')", "0"],
+    // A failure keeps the writes before it, as in Redis.
+    &[
+        "eval",
+        "redis.call('set', 'kept', '1') error('after a write')",
+        "0",
+    ],
+    &["get", "kept"],
+    // The sandbox.
+    &["eval", "a = 5", "0"],
+    &["eval", "return b", "0"],
+    &["eval", "return print", "0"],
+    &["eval", "redis.call = nil", "0"],
+    &["eval", "string.rep = nil", "0"],
+    &["eval", "return string.rep('x', 3)", "0"],
+    &["eval", "return _G.KEYS[1]", "1", "kk"],
+    &["eval", "return loadstring('return 1 + 1')()", "0"],
+    &["eval", "return redis.sha1hex('')", "0"],
+    // Connection commands inside scripts; SELECT stays the script's.
+    &["eval", "return redis.call('ping')", "0"],
+    &["eval", "return redis.call('echo', 'hi')", "0"],
+    &[
+        "eval",
+        "redis.call('select', 1) return redis.call('set', 'in1', 'x')",
+        "0",
+    ],
+    &["exists", "in1"],
+    &["select", "1"],
+    &["get", "in1"],
+    &["select", "0"],
+    &["eval", "return redis.call('select', 99)", "0"],
+    &["eval", "return redis.call('publish', 'nobody', 'm')", "0"],
+    // Scripts queued in MULTI run in EXEC's transaction, in the database selected before.
+    &["multi"],
+    &["set", "m", "1"],
+    &["eval", "return redis.call('incr', 'm')", "0"],
+    &["select", "1"],
+    &["eval", "return redis.call('set', 'm1', 'x')", "0"],
+    &["select", "0"],
+    &["evalsha", "0000000000000000000000000000000000000000", "0"],
+    &["eval", "x", "0"],
+    &["eval", "return redis.call('get', 'm')", "0"],
+    &["exec"],
+    &["exists", "m1"],
+    // EVALSHA and SCRIPT.
+    &["evalsha", "0000000000000000000000000000000000000000", "0"],
+    &["evalsha", "abc", "0"],
+    &["script", "load", "return 1"],
+    &["script", "load", "x"],
+    &["evalsha", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"],
+    &["evalsha", "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB", "0"],
+    &[
+        "evalsha_ro",
+        "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+        "0",
+    ],
+    &[
+        "script",
+        "exists",
+        "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+        "ffff",
+    ],
+    // EVAL loads its script too.
+    &[
+        "script",
+        "exists",
+        "b36f6a251a4827a53c13e202f3feb7d9f4350dee",
+    ],
+    &["script", "kill"],
+    &["script", "flush", "x"],
+    &["script", "flush"],
+    &[
+        "script",
+        "exists",
+        "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+    ],
+    &["script", "exists"],
+    &["script", "foo"],
+    // RESP3 clients: booleans, nulls, doubles, maps and sets.
+    &["hello", "3"],
+    &["eval", "return true", "0"],
+    &["eval", "return false", "0"],
+    &["eval", "return {double=3.5}", "0"],
+    &["eval", "return {map={a=1}}", "0"],
+    &["eval", "return {set={a=true}}", "0"],
+    &["eval", "return redis.call('get', 'nokey')", "0"],
+    &["eval", "redis.setresp(3) return true", "0"],
+    &["eval", "redis.setresp(3) return false", "0"],
+    &[
+        "eval",
+        "redis.setresp(3) return redis.call('hgetall', 'h')",
+        "0",
+    ],
+    &[
+        "eval",
+        "redis.setresp(3) return redis.call('hgetall', 'h').map.f",
+        "0",
+    ],
+    &["eval", "return redis.call('hgetall', 'h')", "0"],
+];
+
+/// The replies to [`CASES`], each exactly as received.
+fn converse(address: SocketAddr) -> Vec<Vec<u8>> {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    CASES
+        .iter()
+        .map(|args| {
+            stream
+                .write_all(&command(args).get_packed_command())
+                .expect("write");
+            read_reply(&mut stream)
+        })
+        .collect()
+}
+
+/// One whole reply's bytes.
+fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        if let Ok(Some((_, used))) = parse_reply(&got, &Limits::default()) {
+            assert_eq!(used, got.len(), "one reply at a time");
+            return got;
+        }
+        let n = stream.read(&mut buffer).expect("a reply");
+        assert!(n > 0, "the server closed the connection");
+        got.extend_from_slice(&buffer[..n]);
+    }
+}
+
+#[test]
+fn scripts_get_the_replies_redis_sends() {
+    let Some(servers) = Servers::start("scripts_get_the_replies_redis_sends") else {
+        return;
+    };
+    let expected = converse(servers.redis.address());
+    let got = converse(servers.tailstore.address());
+    for (at, (want, have)) in expected.iter().zip(&got).enumerate() {
+        // HELLO's map names the server and its version.
+        if CASES[at][0] == "hello" {
+            continue;
+        }
+        assert_eq!(
+            String::from_utf8_lossy(have),
+            String::from_utf8_lossy(want),
+            "{:?}",
+            CASES[at]
+        );
+    }
+}
+
+#[test]
+fn a_client_library_runs_scripts_by_their_sha() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    // redis::Script sends EVALSHA, and on NOSCRIPT loads the script and sends it again.
+    let script = redis::Script::new("return redis.call('incrby', KEYS[1], ARGV[1])");
+    let first: i64 = script.key("counter").arg(5).invoke(&mut con).expect("run");
+    let second: i64 = script.key("counter").arg(2).invoke(&mut con).expect("run");
+    assert_eq!((first, second), (5, 7));
+    // Every connection, whichever event loop serves it, finds the script.
+    for _ in 0..4 {
+        let mut other = server.client();
+        let exists: Vec<i64> = q(&mut other, &["script", "exists", script.get_hash()]);
+        assert_eq!(exists, vec![1]);
+    }
+    q::<()>(&mut con, &["script", "flush"]);
+    let third: i64 = script
+        .key("counter")
+        .arg(1)
+        .invoke(&mut con)
+        .expect("reload");
+    assert_eq!(third, 8);
+}
+
+/// A read-modify-write in Lua, which only a transaction keeps from losing updates.
+const INCREMENT: &str =
+    "local v = tonumber(redis.call('get', KEYS[1]) or '0') redis.call('set', KEYS[1], v + 1) return v + 1";
+
+#[test]
+fn concurrent_scripts_lose_no_update() {
+    let server = TestServer::start();
+    let clients = 4;
+    let each = 300;
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                for _ in 0..each {
+                    let _: i64 = q(&mut con, &["eval", INCREMENT, "1", "hot"]);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("client");
+    }
+    let mut con = server.client();
+    let total: i64 = q(&mut con, &["get", "hot"]);
+    assert_eq!(total, clients * each);
+}
+
+#[test]
+fn a_script_killed_or_out_of_time_leaves_nothing_behind() {
+    let server = TestServer::start();
+    let mut runner = server.client();
+    let mut other = server.client();
+    let killed = thread::spawn(move || {
+        err(
+            &mut runner,
+            &[
+                "eval",
+                "redis.call('set', 'half', '1') while true do end",
+                "0",
+            ],
+        )
+    });
+    assert!(
+        eventually(Duration::from_secs(4), || {
+            command(&["script", "kill"]).query::<()>(&mut other).is_ok()
+        }),
+        "SCRIPT KILL never found the script running"
+    );
+    let text = killed.join().expect("runner");
+    assert!(text.contains("SCRIPT KILL"), "{text}");
+    assert!(text.contains("undone"), "{text}");
+    let half: Option<String> = q(&mut other, &["get", "half"]);
+    assert_eq!(half, None, "a killed script's write was kept");
+    // Nobody kills this one: the time limit stops it.
+    let started = Instant::now();
+    let text = err(
+        &mut other,
+        &[
+            "eval",
+            "redis.call('set', 'half', '2') while true do pcall(function() end) end",
+            "0",
+        ],
+    );
+    assert!(started.elapsed() >= Duration::from_secs(5), "{text}");
+    assert!(text.contains("longer than"), "{text}");
+    let half: Option<String> = q(&mut other, &["get", "half"]);
+    assert_eq!(half, None, "a script stopped for its time kept its write");
+    assert_eq!(
+        err(&mut other, &["script", "kill"]),
+        "NOTBUSY No scripts in execution right now."
+    );
+}
+
+#[test]
+fn a_script_s_push_wakes_a_blocked_client_and_its_publish_reaches_subscribers() {
+    let server = TestServer::start();
+    let mut waiter = server.client();
+    let popped = thread::spawn(move || -> Vec<String> { q(&mut waiter, &["blpop", "jobs", "10"]) });
+    let mut subscriber = server.client();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe("done").expect("subscribe");
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut con = server.client();
+    assert!(eventually(Duration::from_secs(10), || {
+        let info: String = q(&mut con, &["info", "clients"]);
+        info.contains("blocked_clients:1\r\n")
+    }));
+    let delivered: i64 = q(
+        &mut con,
+        &[
+            "eval",
+            "redis.call('rpush', KEYS[1], ARGV[1]) return redis.call('publish', 'done', ARGV[1])",
+            "1",
+            "jobs",
+            "job-1",
+        ],
+    );
+    assert_eq!(delivered, 1);
+    assert_eq!(popped.join().expect("waiter"), vec!["jobs", "job-1"]);
+    let message = pubsub.get_message().expect("a message");
+    assert_eq!(message.get_payload::<String>().expect("text"), "job-1");
+}
+
+#[test]
+fn one_client_s_script_cannot_change_another_s_globals() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    for attack in [
+        "redis.call = function() return 'hijacked' end",
+        "redis = {}",
+        "rawset(_G, 'x', 1)",
+        "setmetatable(_G, nil)",
+        "getfenv(0).redis = nil",
+        "string.len = function() return 0 end",
+        "getmetatable('').__index.len = function() return 0 end",
+        "loadstring('redis = nil')()",
+    ] {
+        let _ = command(&["eval", attack, "0"]).query::<redis::Value>(&mut con);
+    }
+    let answer: Vec<String> = q(
+        &mut con,
+        &[
+            "eval",
+            "redis.call('set', 'k', 'v') return {redis.call('get', 'k'), tostring(string.len('abc'))}",
+            "0",
+        ],
+    );
+    assert_eq!(answer, vec!["v", "3"]);
+    let text = err(&mut con, &["eval", "return x", "0"]);
+    assert!(text.contains("nonexistent global variable 'x'"), "{text}");
+}
