@@ -22,12 +22,15 @@
 //! time grow with the square of its kills (400 kills did not finish in 25 minutes).
 //!
 //! `a_job_queue_survives_sigkills` does the same to a job queue: a producer's RPUSHes and a
-//! consumer's BLPOPs, with half as many kills per mode (`check_queue` says what it checks).
+//! consumer's BLPOPs, with half as many kills per mode (`check_queue` says what it checks);
+//! `transfer_scripts_survive_sigkills_whole` to two clients' Lua scripts, each moving an
+//! amount between two balances and appending to a ledger (`check_transfers`).
 //!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
-//! durability), only `planted_early_reply_is_caught` and `…_by_the_job_queue` run: each must
+//! durability), only `planted_early_reply_is_caught`, `…_by_the_job_queue` and
+//! `…_by_the_transfer_scripts` run: each must
 //! see an acknowledged write lost (or an acknowledged pop undone) within a few kills in
 //! `fsync` mode (there the records wait in a DRAM ring, which a SIGKILL takes with it). CI
 //! runs them.
@@ -692,5 +695,175 @@ fn planted_early_reply_is_caught_by_the_job_queue() {
     match queue_crash_loop("fsync", 20) {
         Err(violation) => eprintln!("planted bug caught: {violation}"),
         Ok(()) => panic!("replies sent before durability went unnoticed by the queue in 20 kills"),
+    }
+}
+
+/// Accounts that scripts move amounts between, starting at zero.
+const ACCOUNTS: u64 = 5;
+
+/// One transfer as one script: two balances and the ledger's entry change together.
+const TRANSFER: &str = "local amount = tonumber(ARGV[1]) \
+    redis.call('incrby', KEYS[1], -amount) \
+    redis.call('incrby', KEYS[2], amount) \
+    return redis.call('rpush', KEYS[3], ARGV[2] .. ':' .. KEYS[1] .. ':' .. KEYS[2] .. ':' .. amount)";
+
+/// What the transfer scripts' clients were told over all runs.
+#[derive(Default)]
+struct Transfers {
+    /// Transfers sent, by number.
+    sent: std::collections::BTreeSet<u64>,
+    /// Transfers whose script was acknowledged.
+    acked: std::collections::BTreeSet<u64>,
+}
+
+/// Transfer numbers each client of a run has to itself.
+const TRANSFER_STRIDE: u64 = 1 << 24;
+
+/// Runs transfer scripts, numbered from `first`, with a few in flight until the connection
+/// fails; those acknowledged, and those sent. Transfer `n` moves `n % 7 + 1` from account
+/// `n % 5` to the next one.
+fn transfer_load(address: SocketAddr, first: u64) -> (Vec<u64>, Vec<u64>) {
+    let (mut acked, mut next) = (Vec::new(), first);
+    let Ok(mut client) = Client::connect(address) else {
+        return (acked, Vec::new());
+    };
+    let mut in_flight = std::collections::VecDeque::new();
+    loop {
+        while in_flight.len() < IN_FLIGHT {
+            let from = format!("acct:{}", next % ACCOUNTS);
+            let to = format!("acct:{}", (next + 1) % ACCOUNTS);
+            let (amount, id) = ((next % 7 + 1).to_string(), next.to_string());
+            let request: [&[u8]; 8] = [
+                b"EVAL",
+                TRANSFER.as_bytes(),
+                b"3",
+                from.as_bytes(),
+                to.as_bytes(),
+                b"ledger",
+                amount.as_bytes(),
+                id.as_bytes(),
+            ];
+            if client.send(&request).is_err() {
+                return (acked, (first..next).collect());
+            }
+            in_flight.push_back(next);
+            next += 1;
+        }
+        match client.receive() {
+            Ok(Value::Int(_)) => acked.extend(in_flight.pop_front()),
+            Ok(other) => panic!("EVAL answered {other:?}"),
+            Err(_) => return (acked, (first..next).collect()),
+        }
+    }
+}
+
+/// The restarted server's balances and ledger, against the acknowledged transfers: every
+/// one is in the ledger, no entry is there twice or was never sent, and the balances are
+/// exactly what the ledger's transfers make of zero (no script applied in part).
+fn check_transfers(address: SocketAddr, transfers: &Transfers) -> Result<(), String> {
+    let mut client = Client::connect(address).expect("connect for the check");
+    let Value::Array(entries) = client.call(&[b"LRANGE", b"ledger", b"0", b"-1"]) else {
+        return Err("LRANGE did not answer an array".into());
+    };
+    let mut expected = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in &entries {
+        let Value::Bulk(entry) = entry else {
+            return Err(format!("ledger entry {entry:?}"));
+        };
+        let text = String::from_utf8_lossy(entry);
+        let fields: Vec<&str> = text.split(':').collect();
+        let parsed = match fields[..] {
+            [id, "acct", from, "acct", to, amount] => id
+                .parse::<u64>()
+                .ok()
+                .zip(amount.parse::<i64>().ok())
+                .map(|(id, amount)| (id, from, to, amount)),
+            _ => None,
+        };
+        let Some((id, from, to, amount)) = parsed else {
+            return Err(format!("ledger entry {text:?}"));
+        };
+        if !transfers.sent.contains(&id) || !seen.insert(id) {
+            return Err(format!("transfer {id} in the ledger twice, or never sent"));
+        }
+        *expected.entry(format!("acct:{from}")).or_insert(0i64) -= amount;
+        *expected.entry(format!("acct:{to}")).or_insert(0i64) += amount;
+    }
+    if let Some(lost) = transfers.acked.iter().find(|id| !seen.contains(id)) {
+        return Err(format!("acknowledged transfer {lost} is not in the ledger"));
+    }
+    for account in 0..ACCOUNTS {
+        let key = format!("acct:{account}");
+        let balance = match client.call(&[b"GET", key.as_bytes()]) {
+            Value::Bulk(n) => String::from_utf8_lossy(&n).parse::<i64>().ok(),
+            Value::Null => Some(0),
+            _ => None,
+        };
+        let want = expected.get(&key).copied().unwrap_or(0);
+        if balance != Some(want) {
+            return Err(format!(
+                "{key} holds {balance:?}, the ledger's transfers make {want}: a script applied in part"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Transfer scripts under SIGKILL (two clients), checked after every restart.
+fn transfers_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let place = Place::new();
+    let mut transfers = Transfers::default();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ mode.len() as u64;
+    for kill in 0..kills {
+        let mut server = place.start(mode);
+        check_transfers(server.address, &transfers)
+            .map_err(|e| format!("{mode}, after kill {kill}: {e}"))?;
+        let address = server.address;
+        let clients: Vec<_> = (0..2)
+            .map(|client| {
+                let first = (2 * kill as u64 + client) * TRANSFER_STRIDE;
+                thread::spawn(move || transfer_load(address, first))
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(10 + next_random(&mut seed) % 90));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        for client in clients {
+            let (acked, sent) = client.join().expect("client");
+            transfers.acked.extend(acked);
+            transfers.sent.extend(sent);
+        }
+    }
+    let server = place.start(mode);
+    check_transfers(server.address, &transfers)
+        .map_err(|e| format!("{mode}, after the last kill: {e}"))?;
+    eprintln!(
+        "{mode}: {kills} kills, {} transfer scripts acknowledged",
+        transfers.acked.len()
+    );
+    assert!(
+        !transfers.acked.is_empty(),
+        "{mode}: no script was ever acknowledged"
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn transfer_scripts_survive_sigkills_whole() {
+    for mode in ["fsync", "buffer"] {
+        transfers_crash_loop(mode, kills() / 2).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_transfer_scripts() {
+    match transfers_crash_loop("fsync", 20) {
+        Err(violation) => eprintln!("planted bug caught: {violation}"),
+        Ok(()) => {
+            panic!("replies sent before durability went unnoticed by the scripts in 20 kills")
+        }
     }
 }
