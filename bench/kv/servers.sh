@@ -40,9 +40,10 @@ stop_servers() {
   [ -z "${PMEM:-}" ] || rm -f "$PMEM" "$PMEM.pages"
 }
 
-# One redis-benchmark run, its "requests per second" line.
+# One redis-benchmark run, its "requests per second" line. `-q` goes first: after a command
+# of its own (`… eval SCRIPT 0`), redis-benchmark takes every word as the command's.
 benchmark() {
-  redis-benchmark "$@" -q 2>&1 | tr '\r' '\n' | grep 'requests per' || echo "(no result)"
+  redis-benchmark -q "$@" 2>&1 | tr '\r' '\n' | grep 'requests per' || echo "(no result)"
 }
 
 # Waits (at most 60 s) until the machine is idle, at least 90% over half a second, and

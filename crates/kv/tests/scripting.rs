@@ -138,6 +138,29 @@ const CASES: &[&[&str]] = &[
     &["eval", "return _G.KEYS[1]", "1", "kk"],
     &["eval", "return loadstring('return 1 + 1')()", "0"],
     &["eval", "return redis.sha1hex('')", "0"],
+    // Redis's cjson and bit libraries.
+    &["eval", "return cjson.encode({1, 2, 'x', {a = true}})", "0"],
+    &["eval", "return cjson.encode({})", "0"],
+    &[
+        "eval",
+        "local t = cjson.decode('{\"a\":[1,2.5,\"s\"]}') return {t.a[1], t.a[3], tostring(t.a[2])}",
+        "0",
+    ],
+    &[
+        "eval",
+        "return cjson.decode('[1,null]')[2] == cjson.null",
+        "0",
+    ],
+    &[
+        "eval",
+        "return {bit.band(7, 3), bit.bor(1, 2), bit.bxor(5, 1), bit.bnot(0), bit.lshift(1, 31)}",
+        "0",
+    ],
+    &[
+        "eval",
+        "return {bit.tohex(255), bit.tohex(-1, -4), bit.tobit(2^32 + 1), bit.arshift(-256, 4)}",
+        "0",
+    ],
     // Connection commands inside scripts; SELECT stays the script's.
     &["eval", "return redis.call('ping')", "0"],
     &["eval", "return redis.call('echo', 'hi')", "0"],
@@ -430,4 +453,23 @@ fn one_client_s_script_cannot_change_another_s_globals() {
     assert_eq!(answer, vec!["v", "3"]);
     let text = err(&mut con, &["eval", "return x", "0"]);
     assert!(text.contains("nonexistent global variable 'x'"), "{text}");
+}
+
+#[test]
+fn a_script_out_of_memory_gets_an_error_and_the_server_goes_on() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let text = err(
+        &mut con,
+        &[
+            "eval",
+            "local kb = string.rep('y', 1024) local t = {} \
+             for i = 1, 2000 do t[i] = string.rep(kb, 1024) .. i end return #t",
+            "0",
+        ],
+    );
+    assert!(text.contains("more than 512 MiB"), "{text}");
+    assert!(text.contains("undone"), "{text}");
+    let answer: i64 = q(&mut con, &["eval", "return #string.rep('x', 1e6)", "0"]);
+    assert_eq!(answer, 1_000_000);
 }

@@ -31,14 +31,17 @@
 //! globals through read-only tables: a script cannot create globals, change a library or
 //! the `redis` table, or reach the real globals (no `getfenv`, `setfenv`, `rawset`,
 //! `loadstring`, `dofile`), so one client's script cannot change another's. The libraries
-//! are Lua's base, `string`, `table` and `math`, with Redis's `redis` table (`call`,
-//! `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`, `setresp`,
-//! `replicate_commands`); Redis's `cjson`, `cmsgpack`, `bit` and `struct` are not provided.
-//! A state's memory is capped at [`MEMORY_LIMIT`].
+//! are Lua's base, `string`, `table` and `math`, Redis's `cjson` and `bit`, and the `redis`
+//! table (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`, `setresp`,
+//! `replicate_commands`); Redis's `cmsgpack` and `struct` are not provided.
+//! A script that makes its state hold more than [`MEMORY_LIMIT`] is stopped and undone, as
+//! one that runs too long.
 //!
 //! The bodies are not durable: after a restart EVALSHA answers NOSCRIPT until the script
 //! is loaded again, as in Redis (clients fall back to EVAL).
 
+mod bit;
+mod cjson;
 mod convert;
 mod vm;
 
@@ -56,7 +59,8 @@ pub use vm::{Host, Invocation, Vm};
 /// `busy-reply-threshold`, after which Redis answers BUSY to everyone else).
 pub const TIME_LIMIT: Duration = Duration::from_secs(5);
 
-/// The most memory one event loop's Lua state may hold.
+/// The most memory one event loop's Lua state may hold (checked as `TIME_LIMIT` is: a
+/// script past it is stopped and undone).
 pub const MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 
 /// The bodies of the scripts loaded since the start (or the last SCRIPT FLUSH), by their
@@ -64,35 +68,36 @@ pub const MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 #[derive(Default)]
 pub struct Scripts {
     bodies: Mutex<Bodies>,
+    /// Counts SCRIPT FLUSHes: a loop whose compiled functions are older drops them.
+    flushes: AtomicU64,
     /// Scripts running now, on any loop (SCRIPT KILL's NOTBUSY).
     running: AtomicUsize,
     /// Counts SCRIPT KILLs: a script running when it changes is stopped.
     kills: Arc<AtomicU64>,
 }
 
-#[derive(Default)]
-struct Bodies {
-    by_sha: HashMap<String, Arc<[u8]>>,
-    /// Counts SCRIPT FLUSHes: a loop whose compiled functions are older drops them.
-    flushes: u64,
-}
+type Bodies = HashMap<String, Arc<[u8]>>;
 
 impl Scripts {
     /// Remembers `body`; its SHA1.
     pub fn load(&self, body: &[u8]) -> String {
         let sha = sha1_hex(body);
+        self.insert(&sha, body);
+        sha
+    }
+
+    /// Remembers `body`, whose SHA1 is `sha`.
+    pub fn insert(&self, sha: &str, body: &[u8]) {
         self.bodies
             .lock()
-            .by_sha
-            .entry(sha.clone())
+            .entry(sha.to_string())
             .or_insert_with(|| body.into());
-        sha
     }
 
     /// The body whose SHA1 is `sha` (any case).
     pub fn get(&self, sha: &[u8]) -> Option<Arc<[u8]>> {
         let sha = std::str::from_utf8(sha).ok()?.to_ascii_lowercase();
-        self.bodies.lock().by_sha.get(&sha).cloned()
+        self.bodies.lock().get(&sha).cloned()
     }
 
     pub fn contains(&self, sha: &[u8]) -> bool {
@@ -102,12 +107,13 @@ impl Scripts {
     /// SCRIPT FLUSH: forgets every body.
     pub fn flush(&self) {
         let mut bodies = self.bodies.lock();
-        bodies.by_sha.clear();
-        bodies.flushes += 1;
+        bodies.clear();
+        // Under the lock: a loop that sees the old count finds the bodies still there.
+        self.flushes.fetch_add(1, Ordering::SeqCst);
     }
 
     fn flushes(&self) -> u64 {
-        self.bodies.lock().flushes
+        self.flushes.load(Ordering::SeqCst)
     }
 
     /// SCRIPT KILL: stops the scripts running now (their writes are undone); `false` if
@@ -123,10 +129,13 @@ impl Scripts {
 
 /// SHA1 of `bytes` in lowercase hex, as EVALSHA and `redis.sha1hex` name it.
 pub fn sha1_hex(bytes: &[u8]) -> String {
-    Sha1::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(40);
+    for byte in Sha1::digest(bytes) {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    hex
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use mlua::{
@@ -13,7 +14,7 @@ use mlua::{
 use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
-use super::{sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
+use super::{bit, cjson, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
 use crate::command::{lookup, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
@@ -21,7 +22,7 @@ use crate::command::{lookup, Command, Ctx, Fault, Run};
 /// runner that calls a script under the error handler. `catch` turns an error raised by
 /// `redis.call` into the text Redis 7.0's `pcall` hands a script.
 const PRELUDE: &str = r#"
-local real, redis, catch, handler = ...
+local real, redis, catch, handler, cjson, bit = ...
 local error, setmetatable, tostring, pcall, xpcall = error, setmetatable, tostring, pcall, xpcall
 
 local function readonly(t)
@@ -36,6 +37,7 @@ local visible = {
   _VERSION = _VERSION,
   redis = readonly(redis),
   string = readonly(string), table = readonly(table), math = readonly(math),
+  cjson = readonly(cjson), bit = readonly(bit),
 }
 for _, name in ipairs({'assert', 'error', 'getmetatable', 'ipairs', 'next', 'pairs',
     'rawequal', 'rawget', 'select', 'setmetatable', 'tonumber', 'tostring', 'type',
@@ -132,9 +134,13 @@ pub struct Vm {
 
 struct Sandbox {
     lua: Lua,
-    /// The globals scripts see (read-only), and the table behind them where KEYS and ARGV go.
+    /// What stops the running script (its hook reads them).
+    limits: Rc<Limits>,
+    /// The globals scripts see (read-only).
     env: Table,
-    visible: Table,
+    /// KEYS and ARGV, refilled for each script.
+    keys: Table,
+    argv: Table,
     /// The `redis` table behind its read-only view.
     redis: Table,
     /// Whether the running script asked for RESP3 replies (`redis.setresp(3)`).
@@ -156,9 +162,13 @@ struct Call<'r, 't, 'db> {
 }
 
 impl Vm {
-    /// Compiles `body` (checking it, for SCRIPT LOAD): the error reply if it does not compile.
-    pub fn compile(&self, scripts: &Scripts, sha: &str, body: &[u8]) -> Result<(), Reply> {
-        self.sandbox()?.function(scripts, sha, body).map(drop)
+    /// Compiles `body`, whose SHA1 is `sha`, on this loop if it was not already: whether it
+    /// was not (then [`Scripts`] may not have it either), or the error reply if it does not
+    /// compile.
+    pub fn compile(&self, scripts: &Scripts, sha: &str, body: &[u8]) -> Result<bool, Reply> {
+        self.sandbox(scripts)?
+            .function(scripts, sha, body)
+            .map(|(_, new)| new)
     }
 
     /// Runs the script in `ctx`'s transaction: its reply (an error reply when it failed, its
@@ -170,9 +180,9 @@ impl Vm {
         invocation: &Invocation<'_>,
         host: &mut dyn Host,
     ) -> Result<Reply, Fault> {
-        let sandbox = self.sandbox().map_err(Fault::Reply)?;
+        let sandbox = self.sandbox(scripts).map_err(Fault::Reply)?;
         let function = match sandbox.function(scripts, invocation.sha, invocation.body) {
-            Ok(function) => function,
+            Ok((function, _)) => function,
             Err(reply) => return Ok(reply),
         };
         host.begin();
@@ -185,23 +195,24 @@ impl Vm {
         sandbox.run(scripts, &function, invocation, &mut call)
     }
 
-    fn sandbox(&self) -> Result<&Sandbox, Reply> {
+    fn sandbox(&self, scripts: &Scripts) -> Result<&Sandbox, Reply> {
         if let Some(sandbox) = self.sandbox.get() {
             return Ok(sandbox);
         }
-        let sandbox = Sandbox::new()
+        let sandbox = Sandbox::new(scripts)
             .map_err(|err| Reply::error(format!("ERR tailstore: could not start Lua: {err}")))?;
         Ok(self.sandbox.get_or_init(|| sandbox))
     }
 }
 
 impl Sandbox {
-    fn new() -> mlua::Result<Sandbox> {
+    fn new(scripts: &Scripts) -> mlua::Result<Sandbox> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
-        lua.set_memory_limit(MEMORY_LIMIT)?;
+        let limits = Rc::new(Limits::new(scripts));
+        limits.watch(&lua)?;
         let resp3 = Rc::new(Cell::new(false));
         let redis = redis_table(&lua, resp3.clone())?;
         let catch = lua.create_function(|lua, error: Value| match &error {
@@ -212,14 +223,24 @@ impl Sandbox {
             _ => Ok(error),
         })?;
         let handler = lua.create_function(locate_error)?;
-        let (env, visible, runner): (Table, Table, Function) = lua
-            .load(PRELUDE)
-            .set_name("=prelude")
-            .call((lua.globals(), redis.clone(), catch, handler))?;
+        let (env, visible, runner): (Table, Table, Function) =
+            lua.load(PRELUDE).set_name("=prelude").call((
+                lua.globals(),
+                redis.clone(),
+                catch,
+                handler,
+                cjson::library(&lua)?,
+                bit::library(&lua)?,
+            ))?;
+        let (keys, argv) = (lua.create_table()?, lua.create_table()?);
+        visible.raw_set("KEYS", &keys)?;
+        visible.raw_set("ARGV", &argv)?;
         Ok(Sandbox {
             lua,
+            limits,
             env,
-            visible,
+            keys,
+            argv,
             redis,
             resp3,
             runner,
@@ -228,15 +249,20 @@ impl Sandbox {
         })
     }
 
-    /// The compiled script, compiling it on its first run on this loop.
-    fn function(&self, scripts: &Scripts, sha: &str, body: &[u8]) -> Result<Function, Reply> {
+    /// The compiled script, compiling it on its first run on this loop (then `true`).
+    fn function(
+        &self,
+        scripts: &Scripts,
+        sha: &str,
+        body: &[u8],
+    ) -> Result<(Function, bool), Reply> {
         let flushes = scripts.flushes();
         let mut compiled = self.compiled.borrow_mut();
         if self.flushes.replace(flushes) != flushes {
             compiled.clear();
         }
         if let Some(function) = compiled.get(sha) {
-            return Ok(function.clone());
+            return Ok((function.clone(), false));
         }
         let function = self
             .lua
@@ -254,7 +280,7 @@ impl Sandbox {
                 ))
             })?;
         compiled.insert(sha.to_string(), function.clone());
-        Ok(function)
+        Ok((function, true))
     }
 
     fn run(
@@ -265,10 +291,10 @@ impl Sandbox {
         call: &mut Call<'_, '_, '_>,
     ) -> Result<Reply, Fault> {
         let lua_error = |err: mlua::Error| Fault::err(format!("ERR tailstore: Lua: {err}"));
-        self.set_arguments(invocation).map_err(lua_error)?;
+        self.set_arguments(invocation.keys, invocation.argv)
+            .map_err(lua_error)?;
         self.resp3.set(false);
-        let stopped = Rc::new(Cell::new(None));
-        self.limit(scripts, stopped.clone()).map_err(lua_error)?;
+        self.limits.start();
         scripts.running.fetch_add(1, Ordering::SeqCst);
         let call = RefCell::new(call);
         let outcome = self.lua.scope(|scope| {
@@ -280,26 +306,26 @@ impl Sandbox {
             };
             self.redis.raw_set("call", command(true)?)?;
             self.redis.raw_set("pcall", command(false)?)?;
-            let outcome = self.runner.call::<MultiValue>(function.clone());
-            self.redis.raw_set("call", Value::Nil)?;
-            self.redis.raw_set("pcall", Value::Nil)?;
-            outcome
+            // Left in place after the scope: a destroyed scoped function only raises an
+            // error, and the next script replaces them.
+            self.runner.call::<MultiValue>(function.clone())
         });
         let call = call.into_inner();
         scripts.running.fetch_sub(1, Ordering::SeqCst);
-        self.lua.remove_hook();
-        // Large arguments are not kept alive until the next script.
-        let _ = self.set_arguments(&Invocation {
-            keys: &[],
-            argv: &[],
-            ..*invocation
-        });
+        let large = |items: &[Vec<u8>]| items.iter().map(Vec::len).sum::<usize>() > 64 * 1024;
+        if large(invocation.keys) || large(invocation.argv) {
+            // Large arguments are not kept alive until the next script.
+            let _ = self.set_arguments(&[], &[]);
+        }
         if let Some(fault) = call.fault.take() {
             return Err(fault);
         }
-        if let Some(why) = stopped.get() {
+        if let Some(stop) = self.limits.stopped.get() {
+            if stop == Stop::Memory {
+                let _ = self.lua.gc_collect(); // what it held is garbage now
+            }
             return Err(Fault::err(format!(
-                "ERR tailstore: the script was stopped ({why}); its writes were undone"
+                "ERR tailstore: the script was stopped ({stop}); its writes were undone"
             )));
         }
         let values = outcome.map_err(lua_error)?;
@@ -313,42 +339,97 @@ impl Sandbox {
         })
     }
 
-    fn set_arguments(&self, invocation: &Invocation<'_>) -> mlua::Result<()> {
-        let strings = |items: &[Vec<u8>]| -> mlua::Result<Table> {
-            let table = self.lua.create_table_with_capacity(items.len(), 0)?;
+    fn set_arguments(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        for (table, items) in [(&self.keys, keys), (&self.argv, argv)] {
+            // Cleared whole: a script may have added to it (even fields other than 1…n).
+            table.clear()?;
             for (at, item) in items.iter().enumerate() {
                 table.raw_set(at + 1, self.lua.create_string(item)?)?;
             }
-            Ok(table)
-        };
-        self.visible.raw_set("KEYS", strings(invocation.keys)?)?;
-        self.visible.raw_set("ARGV", strings(invocation.argv)?)
+        }
+        Ok(())
+    }
+}
+
+/// Why the server stopped a script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Killed,
+    TooLong,
+    Memory,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Killed => write!(f, "SCRIPT KILL"),
+            Stop::TooLong => write!(f, "it ran longer than {} s", TIME_LIMIT.as_secs()),
+            Stop::Memory => write!(f, "its Lua state held more than {} MiB", MEMORY_LIMIT >> 20),
+        }
+    }
+}
+
+/// The running script's limits, checked by a hook every [`CHECK_EVERY`] instructions: its
+/// deadline, SCRIPT KILL, and the state's memory. Memory is checked there rather than by a
+/// limit on Lua's allocator because with such a limit `mlua` runs every call into Lua
+/// protected (a closure allocated per call: a third of a small script's CPU); one library
+/// call (`string.rep`) can therefore overshoot the limit by what it allocates itself.
+struct Limits {
+    deadline: Cell<Instant>,
+    kills: Arc<AtomicU64>,
+    kills_at_start: Cell<u64>,
+    stopped: Cell<Option<Stop>>,
+}
+
+/// Instructions between two checks of the limits.
+const CHECK_EVERY: u32 = 1_000;
+
+impl Limits {
+    fn new(scripts: &Scripts) -> Limits {
+        Limits {
+            deadline: Cell::new(Instant::now() + TIME_LIMIT),
+            kills: scripts.kills.clone(),
+            kills_at_start: Cell::new(0),
+            stopped: Cell::new(None),
+        }
     }
 
-    /// Stops the script (raising an error in it, again every few thousand instructions)
-    /// once it has run for [`TIME_LIMIT`] or SCRIPT KILL asks, saying why in `stopped`.
-    fn limit(
-        &self,
-        scripts: &Scripts,
-        stopped: Rc<Cell<Option<&'static str>>>,
-    ) -> mlua::Result<()> {
-        let deadline = Instant::now() + TIME_LIMIT;
-        let kills = scripts.kills.clone();
-        let kills_at_start = kills.load(Ordering::SeqCst);
-        self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(10_000),
-            move |_, _| {
-                let why = if kills.load(Ordering::SeqCst) != kills_at_start {
-                    "SCRIPT KILL"
-                } else if Instant::now() >= deadline {
-                    "it ran longer than the 5 s limit"
-                } else {
-                    return Ok(VmState::Continue);
-                };
-                stopped.set(Some(why));
-                Err(mlua::Error::runtime(format!("script stopped: {why}")))
+    /// A script starts.
+    fn start(&self) {
+        self.deadline.set(Instant::now() + TIME_LIMIT);
+        self.kills_at_start.set(self.kills.load(Ordering::SeqCst));
+        self.stopped.set(None);
+    }
+
+    /// Installs the hook that raises an error in a script past its limits (and again at
+    /// every check after, so that a `pcall` cannot keep it running).
+    fn watch(self: &Rc<Self>, lua: &Lua) -> mlua::Result<()> {
+        let limits = self.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(CHECK_EVERY),
+            move |lua, _| {
+                let stop = limits.stopped.get().or_else(|| limits.exceeded(lua));
+                match stop {
+                    None => Ok(VmState::Continue),
+                    Some(stop) => {
+                        limits.stopped.set(Some(stop));
+                        Err(mlua::Error::runtime(format!("script stopped: {stop}")))
+                    }
+                }
             },
         )
+    }
+
+    fn exceeded(&self, lua: &Lua) -> Option<Stop> {
+        if self.kills.load(Ordering::SeqCst) != self.kills_at_start.get() {
+            Some(Stop::Killed)
+        } else if Instant::now() >= self.deadline.get() {
+            Some(Stop::TooLong)
+        } else if lua.used_memory() > MEMORY_LIMIT {
+            Some(Stop::Memory)
+        } else {
+            None
+        }
     }
 }
 
@@ -526,8 +607,11 @@ fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
 
 /// A failed script's reply: its error text and where in the script it was raised.
 fn failure_reply(error: &Value, sha: &str) -> Reply {
-    let Value::Table(table) = error else {
-        return Reply::error("ERR tailstore: the script failed without an error value");
+    let table = match error {
+        Value::Table(table) => table,
+        // Lua calls no handler for an allocation failure: its message comes as it is.
+        Value::String(text) => return Reply::Error(format!("ERR {}", lossy(text))),
+        _ => return Reply::error("ERR tailstore: the script failed without an error value"),
     };
     let text = match table.raw_get::<Value>("err") {
         Ok(Value::String(text)) => lossy(&text),

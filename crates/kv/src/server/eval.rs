@@ -76,8 +76,12 @@ impl<'a> Prepared<'a> {
                 }
             }
         } else {
-            vm.compile(&shared.scripts, &sha1_hex(&args[1]), &args[1])?;
-            (shared.scripts.load(&args[1]), args[1].as_slice().into())
+            // EVAL loads its script too, as Redis does (EVALSHA then finds it).
+            let sha = sha1_hex(&args[1]);
+            if vm.compile(&shared.scripts, &sha, &args[1])? {
+                shared.scripts.insert(&sha, &args[1]);
+            }
+            (sha, args[1].as_slice().into())
         };
         let (keys, argv) = split_keys(&args[2..])?;
         Ok(Prepared {
@@ -166,7 +170,10 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
         ("load", 3) => {
             let sha = sha1_hex(&args[2]);
             match vm.compile(&shared.scripts, &sha, &args[2]) {
-                Ok(()) => Reply::Bulk(shared.scripts.load(&args[2]).into_bytes()),
+                Ok(_) => {
+                    shared.scripts.insert(&sha, &args[2]);
+                    Reply::Bulk(sha.into_bytes())
+                }
                 Err(reply) => reply,
             }
         }
