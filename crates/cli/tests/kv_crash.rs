@@ -650,28 +650,20 @@ fn check_queue(address: SocketAddr, queue: &Queue) -> Result<(), String> {
 /// the BLPOPs a kill cut off, one job each at most); the queue holds each job once, in
 /// push order, and only jobs that were sent.
 fn queue_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
-    let place = Place::new();
     let mut queue = Queue::default();
-    let mut seed = 0x2545_f491_4f6c_dd1du64 ^ mode.len() as u64;
-    for kill in 0..kills {
-        let mut server = place.start(mode);
-        check_queue(server.address, &queue)
-            .map_err(|e| format!("{mode}, after kill {kill}: {e}"))?;
-        let (address, first) = (server.address, queue.sent);
+    kill_loop(mode, kills, &mut queue, check_queue, |address, _, queue| {
+        let first = queue.sent;
         let producer = thread::spawn(move || produce(address, first));
         let consumer = thread::spawn(move || consume(address));
-        thread::sleep(Duration::from_millis(10 + next_random(&mut seed) % 90));
-        server.child.kill().expect("SIGKILL the server");
-        let _ = server.child.wait();
-        let (pushed, sent) = producer.join().expect("producer");
-        let (taken, cut) = consumer.join().expect("consumer");
-        queue.sent += sent;
-        queue.pushed.extend(pushed);
-        queue.taken.extend(taken);
-        queue.cut_pops += usize::from(cut);
-    }
-    let server = place.start(mode);
-    check_queue(server.address, &queue).map_err(|e| format!("{mode}, after the last kill: {e}"))?;
+        Box::new(move |queue: &mut Queue| {
+            let (pushed, sent) = producer.join().expect("producer");
+            let (taken, cut) = consumer.join().expect("consumer");
+            queue.sent += sent;
+            queue.pushed.extend(pushed);
+            queue.taken.extend(taken);
+            queue.cut_pops += usize::from(cut);
+        })
+    })?;
     eprintln!(
         "{mode}: {kills} kills, {} jobs pushed and acknowledged, {} taken and acknowledged",
         queue.pushed.len(),
@@ -679,6 +671,35 @@ fn queue_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
     );
     assert!(!queue.taken.is_empty(), "{mode}: no job was ever taken");
     Ok(())
+}
+
+/// What a load leaves to do once the server under it was killed: join its threads and
+/// add what they were told to the test's record.
+type Finish<S> = Box<dyn FnOnce(&mut S)>;
+
+/// `kills` rounds of: start the server in `mode` on one place's files, `check` what it holds
+/// against `record`, start `load` on it, and SIGKILL it 10–100 ms later (the load's threads
+/// then find their connections gone); then one last check after the last kill.
+fn kill_loop<S>(
+    mode: &str,
+    kills: usize,
+    record: &mut S,
+    check: fn(SocketAddr, &S) -> Result<(), String>,
+    mut load: impl FnMut(SocketAddr, usize, &S) -> Finish<S>,
+) -> Result<(), String> {
+    let place = Place::new();
+    let mut seed = 0x2545_f491_4f6c_dd1du64 ^ mode.len() as u64;
+    for kill in 0..kills {
+        let mut server = place.start(mode);
+        check(server.address, record).map_err(|e| format!("{mode}, after kill {kill}: {e}"))?;
+        let finish = load(server.address, kill, record);
+        thread::sleep(Duration::from_millis(10 + next_random(&mut seed) % 90));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        finish(record);
+    }
+    let server = place.start(mode);
+    check(server.address, record).map_err(|e| format!("{mode}, after the last kill: {e}"))
 }
 
 #[cfg(not(feature = "planted-early-reply"))]
@@ -812,32 +833,28 @@ fn check_transfers(address: SocketAddr, transfers: &Transfers) -> Result<(), Str
 
 /// Transfer scripts under SIGKILL (two clients), checked after every restart.
 fn transfers_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
-    let place = Place::new();
     let mut transfers = Transfers::default();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ mode.len() as u64;
-    for kill in 0..kills {
-        let mut server = place.start(mode);
-        check_transfers(server.address, &transfers)
-            .map_err(|e| format!("{mode}, after kill {kill}: {e}"))?;
-        let address = server.address;
-        let clients: Vec<_> = (0..2)
-            .map(|client| {
-                let first = (2 * kill as u64 + client) * TRANSFER_STRIDE;
-                thread::spawn(move || transfer_load(address, first))
+    kill_loop(
+        mode,
+        kills,
+        &mut transfers,
+        check_transfers,
+        |address, kill, _| {
+            let clients: Vec<_> = (0..2)
+                .map(|client| {
+                    let first = (2 * kill as u64 + client) * TRANSFER_STRIDE;
+                    thread::spawn(move || transfer_load(address, first))
+                })
+                .collect();
+            Box::new(move |transfers: &mut Transfers| {
+                for client in clients {
+                    let (acked, sent) = client.join().expect("client");
+                    transfers.acked.extend(acked);
+                    transfers.sent.extend(sent);
+                }
             })
-            .collect();
-        thread::sleep(Duration::from_millis(10 + next_random(&mut seed) % 90));
-        server.child.kill().expect("SIGKILL the server");
-        let _ = server.child.wait();
-        for client in clients {
-            let (acked, sent) = client.join().expect("client");
-            transfers.acked.extend(acked);
-            transfers.sent.extend(sent);
-        }
-    }
-    let server = place.start(mode);
-    check_transfers(server.address, &transfers)
-        .map_err(|e| format!("{mode}, after the last kill: {e}"))?;
+        },
+    )?;
     eprintln!(
         "{mode}: {kills} kills, {} transfer scripts acknowledged",
         transfers.acked.len()

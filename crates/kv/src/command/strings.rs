@@ -2,7 +2,9 @@
 
 use tailstore_resp::{format_human, Reply};
 
-use super::{bulk, parse_int, parse_long_double, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX};
+use super::{
+    bulk, parse_int, parse_long_double, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX, WRONGTYPE,
+};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The longest string Redis allows (proto-max-bulk-len's default, and SETRANGE's limit).
@@ -11,11 +13,27 @@ const MAX_STRING: i64 = 512 * 1024 * 1024;
 impl Ctx<'_, '_> {
     /// The string at `key`, `None` if absent; WRONGTYPE for another kind.
     pub fn string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
-        let Some(meta) = self.meta_of(key, Kind::String)? else {
-            return Ok(None);
+        self.string_and_row(key).map(|(value, _)| value)
+    }
+
+    /// The string at `key`, as [`Ctx::string`], and the key's meta row as stored (expired or
+    /// not): a read-modify-write (INCR, APPEND…) hands the row to [`Ctx::put_string_over`]
+    /// rather than descending to it a second time.
+    pub fn string_and_row(
+        &mut self,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<KeyMeta>), Fault> {
+        super::check_key(key)?;
+        let stored = self.ks.load_meta(self.txn, self.db, key)?;
+        let value = match &stored {
+            Some(meta) if meta.is_expired(self.now) => None,
+            Some(meta) if meta.kind != Kind::String => return Err(Fault::err(WRONGTYPE)),
+            Some(meta) => self
+                .ks
+                .read_value(self.txn, meta.id, b"", string_len(meta))?,
+            None => None,
         };
-        self.ks
-            .read_value(self.txn, meta.id, b"", string_len(&meta))
+        Ok((value, stored))
     }
 
     /// Replaces whatever `key` holds with the string `value`, with deadline `expire_at`
@@ -360,20 +378,17 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 /// The integer a string holds, for INCR and friends (0 when absent).
-fn stored_int(ctx: &mut Ctx, key: &[u8]) -> Result<i64, Fault> {
-    match ctx.string(key)? {
-        None => Ok(0),
-        Some(value) if value.len() > 20 => Err(Fault::err(NOT_INTEGER)),
-        Some(value) => parse_int(&value),
-    }
-}
-
 fn add(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
-    let current = stored_int(ctx, key)?;
+    let (value, row) = ctx.string_and_row(key)?;
+    let current = match value {
+        None => 0,
+        Some(value) if value.len() > 20 => return Err(Fault::err(NOT_INTEGER)),
+        Some(value) => parse_int(&value)?,
+    };
     let next = current
         .checked_add(delta)
         .ok_or_else(|| Fault::err("ERR increment or decrement would overflow"))?;
-    ctx.put_string(key, next.to_string().as_bytes(), None)?;
+    ctx.put_string_over(key, row, next.to_string().as_bytes(), None)?;
     Ok(Reply::Int(next))
 }
 
@@ -400,7 +415,8 @@ pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     // Redis checks the stored value (its kind, then its number) before the increment.
-    let current = match ctx.string(key)? {
+    let (value, row) = ctx.string_and_row(key)?;
+    let current = match value {
         None => 0.0,
         Some(value) => parse_long_double(&value)?,
     };
@@ -410,16 +426,17 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Err(Fault::err("ERR increment would produce NaN or Infinity"));
     }
     let text = format_human(next);
-    ctx.put_string(key, text.as_bytes(), None)?;
+    ctx.put_string_over(key, row, text.as_bytes(), None)?;
     Ok(bulk(text))
 }
 
 pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    let mut value = ctx.string(key)?.unwrap_or_default();
+    let (value, row) = ctx.string_and_row(key)?;
+    let mut value = value.unwrap_or_default();
     check_size(value.len() as i64 + args[2].len() as i64)?;
     value.extend_from_slice(&args[2]);
-    ctx.put_string(key, &value, None)?;
+    ctx.put_string_over(key, row, &value, None)?;
     Ok(Reply::Int(value.len() as i64))
 }
 
