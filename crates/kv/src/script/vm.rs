@@ -18,7 +18,7 @@ use super::{bit, cjson, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
 use crate::command::{lookup, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
-/// Redis's `redis` table (filled by the Rust side: `call` and `pcall` per run), and the
+/// Redis's `redis` table (filled by the Rust side, `call` anew for each script), and the
 /// runner that calls a script under the error handler. `catch` turns an error raised by
 /// `redis.call` into the text Redis 7.0's `pcall` hands a script.
 const PRELUDE: &str = r#"
@@ -49,6 +49,13 @@ local function caught(ok, ...)
   return ok, catch((...))
 end
 visible.pcall = function(f, ...) return caught(pcall(f, ...)) end
+-- redis.call is the Rust side's, set for each script (a C function, so that the script's
+-- frame, and the line an error is reported at, survives a `return redis.call(...)`).
+function redis.pcall(...)
+  local ok, reply = pcall(rawget(redis, 'call'), ...)
+  if ok then return reply end
+  return {err = catch(reply)}
+end
 local loadstring, setfenv = loadstring, setfenv
 visible.xpcall = function(f, h) return xpcall(f, function(e) return h(catch(e)) end) end
 -- Strings' methods are the real string library: their metatable is out of reach too.
@@ -298,16 +305,13 @@ impl Sandbox {
         scripts.running.fetch_add(1, Ordering::SeqCst);
         let call = RefCell::new(call);
         let outcome = self.lua.scope(|scope| {
-            let command = |raise: bool| {
-                let (call, resp3) = (&call, self.resp3.clone());
-                scope.create_function(move |lua, args: Variadic<Value>| {
-                    call.borrow_mut().command(lua, args, resp3.get(), raise)
-                })
-            };
-            self.redis.raw_set("call", command(true)?)?;
-            self.redis.raw_set("pcall", command(false)?)?;
+            let (call, resp3) = (&call, self.resp3.clone());
+            let command = scope.create_function(move |lua, args: Variadic<Value>| {
+                call.borrow_mut().command(lua, args, resp3.get())
+            })?;
             // Left in place after the scope: a destroyed scoped function only raises an
-            // error, and the next script replaces them.
+            // error, and the next script replaces it.
+            self.redis.raw_set("call", command)?;
             self.runner.call::<MultiValue>(function.clone())
         });
         let call = call.into_inner();
@@ -434,15 +438,9 @@ impl Limits {
 }
 
 impl Call<'_, '_, '_> {
-    /// `redis.call` (`raise`) or `redis.pcall`: the command's reply; an error reply is
-    /// raised, or returned as `{err = …}`.
-    fn command(
-        &mut self,
-        lua: &Lua,
-        args: Variadic<Value>,
-        resp3: bool,
-        raise: bool,
-    ) -> mlua::Result<Value> {
+    /// `redis.call`: the command's reply; an error reply is raised (`redis.pcall` catches
+    /// it and returns it as `{err = …}`).
+    fn command(&mut self, lua: &Lua, args: Variadic<Value>, resp3: bool) -> mlua::Result<Value> {
         if self.fault.is_some() {
             return Err(mlua::Error::runtime("tailstore: the transaction failed"));
         }
@@ -454,7 +452,7 @@ impl Call<'_, '_, '_> {
             _ if self.fault.is_some() => {
                 Err(mlua::Error::runtime("tailstore: the transaction failed"))
             }
-            Reply::Error(text) if raise => Err(Raised::error(lua, text)),
+            Reply::Error(text) => Err(Raised::error(lua, text)),
             reply => reply_to_lua(lua, reply, resp3),
         }
     }
@@ -565,7 +563,7 @@ fn lossy(text: &LuaString) -> String {
     String::from_utf8_lossy(&text.as_bytes()).into_owned()
 }
 
-/// Redis's `redis` table but for `call` and `pcall`, which each run sets.
+/// Redis's `redis` table but for `call`, which each run sets, and `pcall` (the prelude's).
 fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
     for (at, name) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]

@@ -152,9 +152,7 @@ fn reply_to<'s>(
             conn.watched.clear();
             Reply::ok()
         }
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
-            eval::eval(shared, conn, vm, command, &args, pending)
-        }
+        _ if eval::is_eval(command) => eval::eval(shared, conn, vm, command, &args, pending),
         "script" => eval::script(shared, vm, &args),
         _ => run(shared, conn, command, &args, pending),
     }
