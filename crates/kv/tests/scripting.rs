@@ -312,7 +312,11 @@ fn a_client_library_runs_scripts_by_their_sha() {
         let exists: Vec<i64> = q(&mut other, &["script", "exists", script.get_hash()]);
         assert_eq!(exists, vec![1]);
     }
+    let info: String = q(&mut con, &["info", "memory"]);
+    assert!(info.contains("number_of_cached_scripts:1\r\n"), "{info}");
     q::<()>(&mut con, &["script", "flush"]);
+    let info: String = q(&mut con, &["info", "memory"]);
+    assert!(info.contains("number_of_cached_scripts:0\r\n"), "{info}");
     let third: i64 = script
         .key("counter")
         .arg(1)

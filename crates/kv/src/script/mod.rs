@@ -100,6 +100,15 @@ impl Scripts {
         self.bodies.lock().get(&sha).cloned()
     }
 
+    /// How many bodies are loaded (INFO's `number_of_cached_scripts`).
+    pub fn len(&self) -> usize {
+        self.bodies.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn contains(&self, sha: &[u8]) -> bool {
         self.get(sha).is_some()
     }
