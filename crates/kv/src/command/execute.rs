@@ -225,19 +225,11 @@ fn run_block(
     for step in steps {
         let reply = match step {
             BlockStep::Server(reply) => reply.clone(),
-            BlockStep::Body(body) => match body.run(ctx) {
-                Ok(reply) => reply,
-                Err(Fault::Reply(reply)) => reply,
-                Err(fault) => return Err(fault),
-            },
+            BlockStep::Body(body) => step_reply(body.run(ctx))?,
             BlockStep::Data(db, command, args) => match command.run {
                 Run::Data(handler) => {
                     ctx.db = *db;
-                    match handler(ctx, args) {
-                        Ok(reply) => reply,
-                        Err(Fault::Reply(reply)) => reply,
-                        Err(fault) => return Err(fault),
-                    }
+                    step_reply(handler(ctx, args))?
                 }
                 Run::Server => Reply::error("ERR not a data command"),
             },
@@ -245,6 +237,15 @@ fn run_block(
         replies.push(reply);
     }
     Ok(Reply::Array(replies))
+}
+
+/// A step's reply in the block's array: its error reply too; `Err` only for what ends the
+/// whole block (an engine error, a torn read).
+fn step_reply(outcome: Outcome) -> Result<Reply, Fault> {
+    match outcome {
+        Err(Fault::Reply(reply)) => Ok(reply),
+        other => other,
+    }
 }
 
 fn engine_reply(err: &EngineError) -> Reply {

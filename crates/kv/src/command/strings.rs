@@ -377,7 +377,7 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Int(1))
 }
 
-/// The integer a string holds, for INCR and friends (0 when absent).
+/// INCR and friends: the integer the string holds (0 when absent) plus `delta`, stored.
 fn add(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
     let (value, row) = ctx.string_and_row(key)?;
     let current = match value {

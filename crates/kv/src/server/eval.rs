@@ -10,7 +10,7 @@ use super::admin::{connectionless, database_index};
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use super::Shared;
-use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome};
+use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome, NOT_INTEGER};
 use crate::script::{sha1_hex, Host, Invocation, Vm};
 use crate::Executed;
 
@@ -147,10 +147,7 @@ type KeysAndArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
 
 /// `numkeys key… arg…`: the keys and the other arguments.
 fn split_keys(args: &[Vec<u8>]) -> Result<KeysAndArgs<'_>, Reply> {
-    let numkeys = parse_int(&args[0]).map_err(|fault| match fault {
-        Fault::Reply(reply) => reply,
-        _ => Reply::error("ERR value is not an integer or out of range"),
-    })?;
+    let numkeys = parse_int(&args[0]).map_err(|_| Reply::error(NOT_INTEGER))?;
     if numkeys < 0 {
         return Err(Reply::error("ERR Number of keys can't be negative"));
     }
