@@ -347,3 +347,80 @@ fn drain_array(stream: &mut std::net::TcpStream) {
         support::read_exactly(stream, len + 2);
     }
 }
+
+/// XREAD's reply with one stream and one entry of one field.
+fn one_entry(key: &str, id: &str, field: &str, value: &str) -> Value {
+    let entry = Value::Array(vec![bulk(id), Value::Array(vec![bulk(field), bulk(value)])]);
+    Value::Array(vec![Value::Array(vec![
+        bulk(key),
+        Value::Array(vec![entry]),
+    ])])
+}
+
+#[test]
+fn xread_block_waits_for_entries_after_the_id_it_was_given() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: String = q(&mut con, &["xadd", "events", "1-1", "old", "1"]);
+
+    // `$`: what comes after the stream's last ID at the moment it blocked, even when the
+    // entry that wakes it has an ID below the present time's. (A wait of 5 s rather than
+    // for ever: a `$` read again at the wake-up would miss the entry and answer nil.)
+    let blocked = in_background(
+        &server,
+        &["xread", "block", "5000", "streams", "events", "$"],
+    );
+    wait_for_blocked(&server, 1);
+    let _: String = q(&mut con, &["xadd", "events", "2-1", "new", "2"]);
+    assert_eq!(join(blocked), one_entry("events", "2-1", "new", "2"));
+
+    // A stream that does not exist yet: `$` is 0-0, and any entry wakes it. A write to
+    // another stream does not answer it.
+    let blocked = in_background(
+        &server,
+        &[
+            "xread", "count", "5", "block", "5000", "streams", "later", "events", "$", "$",
+        ],
+    );
+    wait_for_blocked(&server, 1);
+    let _: String = q(&mut con, &["xadd", "elsewhere", "5-0", "f", "v"]);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(blocked_clients(&server), 1, "an unrelated stream woke it");
+    let _: String = q(&mut con, &["xadd", "later", "1-0", "first", "x"]);
+    assert_eq!(join(blocked), one_entry("later", "1-0", "first", "x"));
+
+    // With an explicit ID there is nothing to wait for when a later entry exists.
+    let reply: Value = q(
+        &mut con,
+        &["xread", "block", "0", "streams", "events", "1-1"],
+    );
+    assert_eq!(reply, one_entry("events", "2-1", "new", "2"));
+    assert_eq!(blocked_clients(&server), 0);
+}
+
+#[test]
+fn xread_block_times_out_with_nil_and_without_block_answers_at_once() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let began = Instant::now();
+    let reply: Value = q(&mut con, &["xread", "block", "100", "streams", "none", "$"]);
+    assert_eq!(reply, Value::Nil);
+    assert!(
+        began.elapsed() >= Duration::from_millis(100),
+        "it did not wait"
+    );
+
+    let began = Instant::now();
+    let reply: Value = q(&mut con, &["xread", "streams", "none", "0"]);
+    assert_eq!(reply, Value::Nil);
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "XREAD without BLOCK waited"
+    );
+
+    // In MULTI, BLOCK does not wait: the block's reply holds the nil.
+    let _: () = q(&mut con, &["multi"]);
+    let _: () = q(&mut con, &["xread", "block", "0", "streams", "none", "$"]);
+    let replies: Value = q(&mut con, &["exec"]);
+    assert_eq!(replies, Value::Array(vec![Value::Nil]));
+}

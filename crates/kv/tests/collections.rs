@@ -1,4 +1,4 @@
-//! The collection command families (hashes, lists, sets, sorted sets) driven through the
+//! The collection command families (hashes, lists, sets, sorted sets, streams) driven through the
 //! command table against a real engine database in a temporary directory.
 
 mod support;
@@ -1659,4 +1659,152 @@ fn expired_collections_are_gone() {
     kv.run(&["expire", "s", "100"]);
     kv.run(&["sadd", "s", "more"]);
     assert_eq!(kv.run(&["ttl", "s"]), int(100));
+}
+
+// ---------------------------------------------------------------------------------------
+// streams
+
+/// An XRANGE entry: `[id, [field, value]]`.
+fn entry(id: &str, field: &str, value: &str) -> Reply {
+    Reply::Array(vec![b(id), arr(&[field, value])])
+}
+
+#[test]
+fn stream_ranges_of_any_count_over_entries_larger_than_a_part() {
+    let kv = kv();
+    // Small entries between ones cut into several parts: a range read in batches of rows
+    // must never stop inside an entry's parts or skip one.
+    let model: Vec<(String, String)> = (0..12u8)
+        .map(|i| {
+            let len = if i % 3 == 1 {
+                6000 + usize::from(i) * 1500
+            } else {
+                1 + usize::from(i)
+            };
+            (format!("{}-{}", 1 + i / 4, i % 4), big(i, len))
+        })
+        .collect();
+    for (id, value) in &model {
+        assert_eq!(kv.run(&["xadd", "s", id, "f", value]), b(id));
+    }
+    let expect = |entries: &[&(String, String)]| {
+        Reply::Array(entries.iter().map(|(id, v)| entry(id, "f", v)).collect())
+    };
+    for count in 1..=model.len() + 1 {
+        let count_text = count.to_string();
+        let forward: Vec<_> = model.iter().take(count).collect();
+        let backward: Vec<_> = model.iter().rev().take(count).collect();
+        assert_eq!(
+            kv.run(&["xrange", "s", "-", "+", "count", &count_text]),
+            expect(&forward)
+        );
+        assert_eq!(
+            kv.run(&["xrevrange", "s", "+", "-", "count", &count_text]),
+            expect(&backward),
+            "count {count}"
+        );
+    }
+    // Bounds inside the stream, exclusive ones, and XREAD after an ID.
+    let middle: Vec<_> = model[4..8].iter().collect();
+    assert_eq!(kv.run(&["xrange", "s", "2", "2"]), expect(&middle));
+    assert_eq!(kv.run(&["xrange", "s", "(1-3", "(3-0"]), expect(&middle));
+    let after: Vec<_> = model[9..11].iter().collect();
+    assert_eq!(
+        kv.run(&["xread", "count", "2", "streams", "s", "3-0"]),
+        Reply::Keyed(vec![(b("s"), expect(&after))])
+    );
+    assert_eq!(kv.run(&["xlen", "s"]), int(12));
+}
+
+#[test]
+fn approximate_trimming_keeps_at_least_what_was_asked() {
+    let kv = kv();
+    for i in 1..=350 {
+        let id = format!("{i}-0");
+        assert_eq!(
+            kv.run(&["xadd", "s", "maxlen", "~", "100", &id, "f", "v"]),
+            b(&id)
+        );
+        let Reply::Int(len) = kv.run(&["xlen", "s"]) else {
+            panic!("XLEN answers an integer")
+        };
+        // Whole runs of 100 go, once the stream holds 100 more than it keeps.
+        assert!((100.min(i)..200).contains(&len), "after {i} entries: {len}");
+        assert_eq!(len, if i < 200 { i } else { 100 + i % 100 }, "after {i}");
+    }
+    // 150 entries (201-0 … 350-0): MINID ~ removes the whole runs below the ID only.
+    assert_eq!(kv.run(&["xlen", "s"]), int(150));
+    assert_eq!(kv.run(&["xtrim", "s", "minid", "~", "340"]), int(100));
+    assert_eq!(kv.run(&["xtrim", "s", "minid", "~", "340"]), int(0));
+    assert_eq!(kv.run(&["xtrim", "s", "minid", "340"]), int(39));
+    // LIMIT caps a trim at whole runs; exact trimming removes exactly.
+    for i in 351..=600 {
+        kv.run(&["xadd", "s", &format!("{i}-0"), "f", "v"]);
+    }
+    assert_eq!(kv.run(&["xlen", "s"]), int(261));
+    assert_eq!(
+        kv.run(&["xtrim", "s", "maxlen", "~", "0", "limit", "150"]),
+        int(100)
+    );
+    assert_eq!(
+        kv.run(&["xtrim", "s", "maxlen", "~", "0", "limit", "50"]),
+        int(0)
+    );
+    assert_eq!(kv.run(&["xtrim", "s", "maxlen", "=", "7"]), int(154));
+    assert_eq!(
+        kv.run(&["xrange", "s", "-", "+", "count", "1"]),
+        Reply::Array(vec![entry("594-0", "f", "v")])
+    );
+}
+
+#[test]
+fn an_emptied_stream_stays_and_keeps_its_last_id() {
+    let kv = kv();
+    assert_eq!(
+        kv.run(&["xadd", "s", "nomkstream", "*", "f", "v"]),
+        Reply::Null
+    );
+    assert!(!kv.exists("s"));
+    assert_eq!(kv.run(&["xadd", "s", "5-5", "f", "v"]), b("5-5"));
+    assert_eq!(kv.run(&["xdel", "s", "5-5", "5-5", "1"]), int(1));
+    assert_eq!(kv.run(&["xlen", "s"]), int(0));
+    assert_eq!(kv.run(&["type", "s"]), Reply::Status("stream".into()));
+    assert_eq!(
+        kv.run(&["xadd", "s", "5-5", "f", "v"]),
+        err("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+    );
+    assert_eq!(kv.run(&["xadd", "s", "5-*", "f", "v"]), b("5-6"));
+    // `*` takes the clock: far above 5 ms since the epoch.
+    let Reply::Bulk(id) = kv.run(&["xadd", "s", "*", "f", "v"]) else {
+        panic!("XADD answers the ID")
+    };
+    let ms: u64 = String::from_utf8(id)
+        .expect("utf-8")
+        .split('-')
+        .next()
+        .and_then(|ms| ms.parse().ok())
+        .expect("an ID");
+    assert!(ms > 1_600_000_000_000, "{ms}");
+    assert_eq!(
+        kv.run(&["xrange", "s", "-", "+", "count", "0"]),
+        Reply::NullArray
+    );
+    assert_eq!(
+        kv.run(&["xrange", "none", "-", "+", "count", "0"]),
+        arr(&[])
+    );
+    assert_eq!(kv.run(&["set", "str", "x"]), Reply::ok());
+    for command in [
+        &["xadd", "str", "*", "f", "v"][..],
+        &["xlen", "str"],
+        &["xrange", "str", "-", "+"],
+        &["xdel", "str", "1"],
+        &["xtrim", "str", "maxlen", "0"],
+        &["xread", "streams", "s", "str", "0", "0"],
+    ] {
+        assert_eq!(kv.run(command), err(WRONGTYPE), "{command:?}");
+    }
+    // DEL frees the entries; a new stream of the name starts from 0-0.
+    assert_eq!(kv.run(&["del", "s"]), int(1));
+    assert_eq!(kv.run(&["xadd", "s", "0-*", "f", "v"]), b("0-1"));
 }

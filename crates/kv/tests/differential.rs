@@ -229,7 +229,8 @@ const HASH_KEYS: &[&str] = &["h0", "h1", "x"];
 const LIST_KEYS: &[&str] = &["l0", "l1", "x"];
 const SET_KEYS: &[&str] = &["t0", "t1", "x"];
 const ZSET_KEYS: &[&str] = &["z0", "z1", "x"];
-const ALL_KEYS: &[&str] = &["s0", "s1", "h0", "l0", "t0", "z0", "x", "none"];
+const STREAM_KEYS: &[&str] = &["x0", "x1", "x"];
+const ALL_KEYS: &[&str] = &["s0", "s1", "h0", "l0", "t0", "z0", "x0", "x", "none"];
 const FIELDS: &[&str] = &["f0", "f1", "f2"];
 const MEMBERS: &[&str] = &["m0", "m1", "m2", "m3"];
 /// String values: numeric-looking ones, a non-number and the empty string. Fractions are
@@ -769,6 +770,163 @@ fn zsets() -> Vec<(u32, Words)> {
     all
 }
 
+/// Streams with IDs written out (`*` takes each server's own clock): small ones that
+/// collide, `ms-*`, the extremes, and what Redis's lenient number parsing accepts or not.
+/// Trimming is exact only: what `~` keeps depends on Redis's radix-tree nodes, which
+/// tailstore does not have (`approximate_trimming_keeps_at_least_what_was_asked`, in
+/// tests/collections.rs, checks what it promises).
+fn streams() -> Vec<(u32, Words)> {
+    let key = || one(STREAM_KEYS);
+    let ids: &'static [&'static str] = &[
+        "1",
+        "1-1",
+        "2-*",
+        "1-*",
+        "0-1",
+        "0-*",
+        "3",
+        "3-5",
+        "0",
+        "0-0",
+        "+5",
+        "abc",
+        "2-",
+        "-",
+        "18446744073709551615-18446744073709551615",
+        "18446744073709551615-*",
+    ];
+    let fields = || many(group(vec![field(), value()]), 1..=2);
+    let trims: &'static [&'static str] = &[
+        "MAXLEN 1",
+        "MAXLEN = 2",
+        "MAXLEN 0",
+        "MAXLEN -1",
+        "MAXLEN abc",
+        "MINID 2",
+        "MINID = 1-1",
+        "MINID abc",
+        "MAXLEN ~ 1 LIMIT 5",
+        "MAXLEN 1 LIMIT 0",
+        "LIMIT 5",
+    ];
+    let ends: &'static [&'static str] = &[
+        "-",
+        "+",
+        "0",
+        "1",
+        "(1",
+        "1-1",
+        "(1-1",
+        "2",
+        "(2-0",
+        "3-5",
+        "abc",
+        "(",
+        "(-",
+        "0-0",
+        "(0-0",
+        "18446744073709551615-18446744073709551615",
+        "(18446744073709551615-18446744073709551615",
+    ];
+    let read_ids: &'static [&'static str] = &["0", "0-0", "1", "1-1", "2-0", "$", ">", "abc", "+"];
+    let mut all = usual(vec![
+        cmd("XLEN", vec![key()]),
+        cmd("XRANGE", vec![key(), one(ends), one(ends)]),
+        cmd(
+            "XRANGE",
+            vec![key(), lit("-"), lit("+"), lit("COUNT"), int()],
+        ),
+        cmd("XREVRANGE", vec![key(), one(ends), one(ends)]),
+        cmd(
+            "XREVRANGE",
+            vec![key(), lit("+"), lit("-"), lit("COUNT"), int()],
+        ),
+        cmd("XDEL", vec![key(), many(one(ids), 1..=2)]),
+        cmd("XTRIM", vec![key(), one(trims)]),
+        cmd(
+            "XREAD",
+            vec![
+                options(&["COUNT 1", "COUNT 0", "COUNT -1", "COUNT abc"], 1),
+                lit("STREAMS"),
+                key(),
+                one(read_ids),
+            ],
+        ),
+        cmd(
+            "XREAD",
+            vec![lit("STREAMS"), key(), key(), one(read_ids), one(read_ids)],
+        ),
+    ]);
+    all.extend([
+        (FILL, cmd("XADD", vec![key(), one(ids), fields()])),
+        (
+            USUAL,
+            cmd(
+                "XADD",
+                vec![
+                    key(),
+                    options(&["NOMKSTREAM"], 1),
+                    one(trims),
+                    one(ids),
+                    fields(),
+                ],
+            ),
+        ),
+        (RARE, cmd("XADD", vec![key(), one(ids), field()])),
+        (
+            RARE,
+            cmd("XADD", vec![key(), lit("NOMKSTREAM"), lit("MAXLEN")]),
+        ),
+        (
+            RARE,
+            cmd(
+                "XRANGE",
+                vec![
+                    key(),
+                    lit("-"),
+                    lit("+"),
+                    one(&["COUNT", "FOO 1", "COUNT 1 COUNT 2"]),
+                ],
+            ),
+        ),
+        (RARE, cmd("XREAD", vec![lit("STREAMS"), key()])),
+        (
+            RARE,
+            cmd(
+                "XREAD",
+                vec![
+                    one(&[
+                        "COUNT 1",
+                        "BLOCK -1",
+                        "BLOCK abc",
+                        "GROUP g c",
+                        "NOACK",
+                        "FOO",
+                    ]),
+                    lit("STREAMS"),
+                    key(),
+                    lit("0"),
+                ],
+            ),
+        ),
+        // Waits 10 ms on each server when nothing comes.
+        (
+            RARE,
+            cmd(
+                "XREAD",
+                vec![
+                    lit("BLOCK"),
+                    lit("10"),
+                    lit("STREAMS"),
+                    key(),
+                    one(read_ids),
+                ],
+            ),
+        ),
+    ]);
+    all
+}
+
 /// Lex ranges are meant for a sorted set whose members all have one score (with mixed
 /// scores Redis's answer depends on its skip list's walk): they get a key of their own,
 /// filled with score 0 only.
@@ -818,7 +976,15 @@ const FOCUS: u32 = 10;
 
 /// One command: of every family, but mostly of `focus` (an index into the families).
 fn command_in(focus: usize) -> Words {
-    let families = [strings(), hashes(), lists(), sets(), zsets(), keyspace()];
+    let families = [
+        strings(),
+        hashes(),
+        lists(),
+        sets(),
+        zsets(),
+        streams(),
+        keyspace(),
+    ];
     let all: Vec<(u32, Words)> = families
         .into_iter()
         .enumerate()
@@ -851,11 +1017,11 @@ fn step(focus: usize) -> BoxedStrategy<Vec<Vec<String>>> {
     .boxed()
 }
 
-/// A sequence of commands, most of one family (strings, hashes, lists, sets or sorted
-/// sets): with so few commands per sequence, an even mix would leave every collection
+/// A sequence of commands, most of one family (strings, hashes, lists, sets, sorted sets
+/// or streams): with so few commands per sequence, an even mix would leave every collection
 /// nearly empty.
 fn sequences() -> BoxedStrategy<Vec<Vec<String>>> {
-    (0..5usize)
+    (0..6usize)
         .prop_flat_map(|focus| prop::collection::vec(step(focus), 1..=40))
         .prop_map(|steps| steps.concat())
         .boxed()

@@ -27,6 +27,9 @@ pub enum Reply {
     /// members with their scores (ZRANGE … WITHSCORES, ZPOPMIN with a count): ordered, and
     /// a member may repeat across calls, so not a map.
     Pairs(Vec<(Reply, Reply)>),
+    /// RESP2: an array of two-element arrays; RESP3: `%n`. XREAD's streams and their
+    /// entries: a map in RESP3, but each pair kept together in RESP2.
+    Keyed(Vec<(Reply, Reply)>),
     /// RESP2: an array; RESP3: `~n`.
     Set(Vec<Reply>),
     /// Out-of-band data (pub/sub messages and their confirmations): RESP2: an array;
@@ -76,7 +79,9 @@ impl Reply {
                 encode_items(out, if resp3 { b'>' } else { b'*' }, items, protocol)
             }
             Reply::Map(pairs) => encode_map(out, pairs, protocol),
-            Reply::Pairs(pairs) => encode_pairs(out, pairs, protocol),
+            Reply::Keyed(pairs) if resp3 => encode_map(out, pairs, protocol),
+            Reply::Keyed(pairs) => encode_pairs(out, pairs, Protocol::Resp3, protocol),
+            Reply::Pairs(pairs) => encode_pairs(out, pairs, protocol, protocol),
             Reply::Double(value) => encode_double(out, *value, protocol),
             Reply::Bool(value) if resp3 => {
                 out.extend_from_slice(if *value { b"#t\r\n" } else { b"#f\r\n" })
@@ -106,8 +111,10 @@ fn encode_map(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], protocol: Protocol) {
     }
 }
 
-fn encode_pairs(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], protocol: Protocol) {
-    let nested = protocol == Protocol::Resp3;
+/// Pairs in one array: nested (an array of two-element arrays) in `shape` RESP3, flat in
+/// RESP2; their elements encoded in `protocol`.
+fn encode_pairs(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], shape: Protocol, protocol: Protocol) {
+    let nested = shape == Protocol::Resp3;
     let count = if nested { pairs.len() } else { pairs.len() * 2 };
     write_header(out, b'*', count);
     for (first, second) in pairs {
@@ -207,6 +214,14 @@ mod tests {
                 "*2\r\n*2\r\n$1\r\na\r\n,1.5\r\n*2\r\n$1\r\nb\r\n,2\r\n",
             ),
             (Reply::Pairs(Vec::new()), "*0\r\n", "*0\r\n"),
+            (
+                Reply::Keyed(vec![(
+                    Reply::Bulk(b"s".to_vec()),
+                    Reply::Array(vec![Reply::Double(1.5)]),
+                )]),
+                "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n$3\r\n1.5\r\n",
+                "%1\r\n$1\r\ns\r\n*1\r\n,1.5\r\n",
+            ),
             (
                 Reply::Set(vec![Reply::Bulk(b"m".to_vec())]),
                 "*1\r\n$1\r\nm\r\n",

@@ -117,6 +117,18 @@ fn expected(reply: &Reply, protocol: Protocol) -> Value {
                 .flat_map(|(key, value)| [expected(key, protocol), expected(value, protocol)])
                 .collect(),
         ),
+        Reply::Keyed(pairs) if resp3 => Value::Map(
+            pairs
+                .iter()
+                .map(|(key, value)| (expected(key, protocol), expected(value, protocol)))
+                .collect(),
+        ),
+        Reply::Keyed(pairs) => Value::Array(
+            pairs
+                .iter()
+                .map(|(a, b)| Value::Array(vec![expected(a, protocol), expected(b, protocol)]))
+                .collect(),
+        ),
         Reply::Pairs(pairs) if resp3 => Value::Array(
             pairs
                 .iter()
@@ -177,7 +189,8 @@ fn reply() -> impl Strategy<Value = Reply> {
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Set),
             prop::collection::vec(inner.clone(), 0..6).prop_map(Reply::Push),
             prop::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(Reply::Map),
-            prop::collection::vec((inner.clone(), inner), 0..4).prop_map(Reply::Pairs),
+            prop::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(Reply::Pairs),
+            prop::collection::vec((inner.clone(), inner), 0..4).prop_map(Reply::Keyed),
         ]
     })
 }

@@ -1,21 +1,41 @@
-//! What the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX) share:
-//! their timeout, read as Redis reads it, and the keys they wait on. Each handler is the
+//! What the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, XREAD
+//! with BLOCK) share: their timeout, read as Redis reads it, and the keys they wait on. Each handler is the
 //! command run once, without waiting; the server blocks the client on its nil
 //! (`server/blocking.rs`).
 
 use tailstore_resp::Reply;
 
 use super::hashes::wrong_arity;
-use super::{bulk, parse_long_double, Ctx, Fault, Outcome};
+use super::streams::parse_xread;
+use super::{bulk, parse_long_double, Command, Ctx, Fault, Outcome};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The keys a blocked command waits on: the ones it pops from (BLMOVE's and BRPOPLPUSH's
-/// source, not their destination; every key of the others).
+/// source, not their destination; XREAD's streams; every key of the others).
 pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     match name {
         "blmove" | "brpoplpush" => &args[1..2.min(args.len())],
+        "xread" => parse_xread(args).map_or(&[], |read| read.keys),
         _ => &args[1..args.len().saturating_sub(1).max(1)],
     }
+}
+
+/// How long a blocking command that finds nothing waits, in milliseconds (`Some(None)`:
+/// for ever); `None` if it does not wait: XREAD without BLOCK, or arguments its run will
+/// answer with an error.
+pub fn blocking_timeout(name: &str, args: &[Vec<u8>]) -> Option<Option<u64>> {
+    match name {
+        "xread" => parse_xread(args).ok()?.block,
+        _ => parse_timeout(args.last()?).ok(),
+    }
+}
+
+/// Redis's refusal of a command a script may not run as it was sent: XREAD's BLOCK.
+pub fn refused_in_script(command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
+    let read = (command.name == "xread").then(|| parse_xread(args).ok())??;
+    read.block
+        .is_some()
+        .then(|| Reply::error("ERR xread command is not allowed with BLOCK option from scripts"))
 }
 
 /// `KEY [KEY …] timeout` (BLPOP, BRPOP, BZPOPMIN, BZPOPMAX) run once, in Redis's order:

@@ -167,14 +167,24 @@ impl Keyspace {
         Err(Failure::Exhausted { torn, abort })
     }
 
+    /// Runs `body` in a transaction that is rolled back: reads that change nothing and
+    /// reveal no write to a client by themselves (WATCH's version, XREAD's `$`).
+    pub fn peek<T>(
+        &self,
+        db: u32,
+        body: impl FnOnce(&mut Ctx<'_, '_>) -> Result<T, Fault>,
+    ) -> Result<T, Reply> {
+        let mut txn = self.database().begin();
+        let result = body(&mut Ctx::now(self, &mut txn, db));
+        txn.rollback();
+        result.map_err(fault_reply)
+    }
+
     /// The version WATCH remembers for a key.
     pub fn watch(&self, db: u32, key: &[u8]) -> Result<Watched, Reply> {
         // First: from now on every write of the key gives it a new version.
         let live = self.watches.begin();
-        let mut txn = self.database().begin();
-        let mut ctx = Ctx::now(self, &mut txn, db);
-        let meta = ctx.meta(key).map_err(fault_reply)?;
-        txn.rollback();
+        let meta = self.peek(db, |ctx| ctx.meta(key))?;
         Ok(Watched {
             db,
             key: key.to_vec(),

@@ -14,6 +14,7 @@ mod keys;
 mod lists;
 mod pattern;
 mod sets;
+mod streams;
 mod strings;
 mod table;
 mod zsets;
@@ -24,10 +25,11 @@ use tailstore_resp::Reply;
 
 use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
 
-pub use blocking::{blocking_sources, parse_timeout};
+pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
 pub use execute::{BlockBody, BlockStep, Executed, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
+pub use streams::resolve_last_ids;
 pub use table::{lookup, Command, Run, COMMANDS};
 
 /// Redis's reply to a command on a key of another kind.
@@ -172,9 +174,10 @@ impl Ctx<'_, '_> {
         KeyMeta::new(kind, self.ks.new_version())
     }
 
-    /// Saves a changed key: a collection left empty is deleted, as Redis does.
+    /// Saves a changed key: a collection left empty is deleted, as Redis does (a stream
+    /// stays, empty, as in Redis: it keeps its last ID).
     pub fn save(&mut self, key: &[u8], meta: &mut KeyMeta) -> Result<(), Fault> {
-        if meta.kind != Kind::String && meta.len == 0 {
+        if !matches!(meta.kind, Kind::String | Kind::Stream) && meta.len == 0 {
             if meta.stored {
                 self.remove(key, meta)?;
             }

@@ -1,6 +1,6 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
-use super::{hashes, keys, lists, sets, strings, zsets, Handler};
+use super::{hashes, keys, lists, sets, streams, strings, zsets, Handler};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -68,6 +68,9 @@ const WF: &[&str] = &["write", "denyoom", "fast"];
 const D: &[&str] = &["write", "fast"];
 /// Blocking: run once, and if it finds nothing the server waits for a write to its keys.
 const WB: &[&str] = &["write", "blocking"];
+/// XREAD: blocking only with its BLOCK option; its keys follow STREAMS.
+const RB: &[&str] = &["readonly", "blocking", "movablekeys"];
+const WO: &[&str] = &["write"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
 const S: &[&str] = &["fast", "loading", "stale"];
@@ -1347,6 +1350,70 @@ pub static COMMANDS: &[Command] = &[
         "sorted-set",
         "Iterates over the members of a sorted set.",
         zsets::zscan,
+    ),
+    // streams
+    data(
+        "xadd",
+        -5,
+        WF,
+        K1,
+        "stream",
+        "Appends a new entry to a stream, creating the key if needed.",
+        streams::xadd,
+    ),
+    data(
+        "xlen",
+        2,
+        RF,
+        K1,
+        "stream",
+        "Returns the number of entries in a stream.",
+        streams::xlen,
+    ),
+    data(
+        "xrange",
+        -4,
+        R,
+        K1,
+        "stream",
+        "Returns the entries of a stream within a range of IDs.",
+        streams::xrange,
+    ),
+    data(
+        "xrevrange",
+        -4,
+        R,
+        K1,
+        "stream",
+        "Returns the entries of a stream within a range of IDs, in reverse order.",
+        streams::xrevrange,
+    ),
+    data(
+        "xdel",
+        -3,
+        D,
+        K1,
+        "stream",
+        "Deletes entries from a stream and returns how many were deleted.",
+        streams::xdel,
+    ),
+    data(
+        "xtrim",
+        -4,
+        WO,
+        K1,
+        "stream",
+        "Deletes the oldest entries of a stream.",
+        streams::xtrim,
+    ),
+    data(
+        "xread",
+        -4,
+        RB,
+        NONE,
+        "stream",
+        "Returns the entries of streams after given IDs, or waits for some (BLOCK).",
+        streams::xread,
     ),
 ];
 

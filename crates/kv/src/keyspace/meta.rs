@@ -15,6 +15,7 @@ pub enum Kind {
     List = 2,
     Set = 3,
     ZSet = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -26,6 +27,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
@@ -36,6 +38,7 @@ impl Kind {
             2 => Kind::List,
             3 => Kind::Set,
             4 => Kind::ZSet,
+            5 => Kind::Stream,
             _ => return None,
         })
     }
@@ -51,7 +54,8 @@ pub struct KeyMeta {
     pub version: i64,
     /// A string's length in bytes, or a collection's number of elements.
     pub len: i64,
-    /// A list's first and one-past-last element sequence numbers.
+    /// A list's first and one-past-last element sequence numbers; a stream's largest ID
+    /// ever added (see `keyspace::stream`).
     pub head: i64,
     pub tail: i64,
     /// The id of this incarnation of the key: its elements are stored under it (see the

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail, id
-//! kv_parts   (owner, field, part) -> data, total     values, cut into parts
+//! kv_parts   (owner, field, part) -> data, total     values, cut into parts (stream entries too)
 //! kv_zset    (owner, member) -> score; index by_score (owner, score)
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
@@ -27,6 +27,7 @@ mod counts;
 mod garbage;
 mod meta;
 mod parts;
+pub mod stream;
 pub mod watches;
 mod zset;
 

@@ -67,6 +67,9 @@ fn owner_prefix(owner: i64) -> Vec<Value> {
 /// one. Bounds what a damaged length in a key's row can make a read ask for at once.
 const MAX_PARTS_AT_ONCE: usize = 1024;
 
+/// Rows one batch of [`Keyspace::fields_range`] scans at most.
+const MAX_BATCH_ROWS: usize = 1024;
+
 /// Bytes of a value allocated before its parts are read, at most.
 const PREALLOCATED: usize = 4 << 20;
 
@@ -183,11 +186,23 @@ impl Keyspace {
         let Some(total) = self.value_len(txn, owner, field)? else {
             return Ok(false);
         };
+        self.remove_value(txn, owner, field, total)?;
+        Ok(true)
+    }
+
+    /// Deletes the value of `total` bytes under (owner, field), known to be there.
+    pub(crate) fn remove_value(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        field: &[u8],
+        total: usize,
+    ) -> Result<(), Fault> {
         let capacity = self.part_capacity(field);
         for part in 0..parts_needed(total, capacity) {
             txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Every (field, value) of a key, in field order (`limit` fields at most).
@@ -216,6 +231,79 @@ impl Keyspace {
             std::ops::Bound::Included(bound(last)),
         );
         self.fields_in(txn, range, ScanDirection::Ascending, usize::MAX)
+    }
+
+    /// Up to `limit` (field, value) pairs of a key whose fields lie in `first..=last`, from
+    /// the `direction`'s end of the range, reading about as many rows as it returns (a
+    /// stream's `XRANGE - + COUNT 1` must not read ten thousand entries). Rows are scanned in
+    /// batches; a batch that ends inside a value's parts is resumed at that value.
+    pub(crate) fn fields_range(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        first: &[u8],
+        last: &[u8],
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<FieldValues, Fault> {
+        let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
+        let (mut first, mut last) = (first.to_vec(), last.to_vec());
+        let mut out: FieldValues = Vec::new();
+        let mut rows = limit.saturating_add(1).clamp(2, MAX_BATCH_ROWS);
+        while out.len() < limit {
+            let range = KeyRange::new(
+                std::ops::Bound::Included(bound(&first)),
+                std::ops::Bound::Included(bound(&last)),
+            );
+            let (mut batch, scanned) = self.scan_fields(txn, range, direction, rows)?;
+            let exhausted = scanned < rows;
+            if !exhausted {
+                // The batch's last value may have parts beyond it: read again from it.
+                let cut = match batch.pop() {
+                    Some((cut, _)) if !batch.is_empty() => cut,
+                    // One value's parts fill the batch: a larger one.
+                    _ => {
+                        rows = rows.saturating_mul(2);
+                        continue;
+                    }
+                };
+                match direction {
+                    ScanDirection::Ascending => first = cut,
+                    ScanDirection::Descending => last = cut,
+                }
+            }
+            batch.truncate(limit - out.len());
+            out.extend(batch);
+            if exhausted {
+                break;
+            }
+            rows = (limit - out.len())
+                .saturating_add(1)
+                .clamp(2, MAX_BATCH_ROWS);
+        }
+        Ok(out)
+    }
+
+    /// The (field, value) pairs in the first `rows` rows of `range`, and how many rows
+    /// were scanned.
+    fn scan_fields(
+        &self,
+        txn: &mut Transaction<'_>,
+        range: KeyRange,
+        direction: ScanDirection,
+        rows: usize,
+    ) -> Result<(FieldValues, usize), Fault> {
+        let mut out: FieldValues = Vec::new();
+        let (mut torn, mut scanned) = (None, 0);
+        let wanted = |column| column == FIELD || column == DATA;
+        txn.scan_each(&self.parts, &range, direction, rows, wanted, |row| {
+            scanned += 1;
+            if torn.is_none() {
+                torn = add_part(&mut out, row, direction, usize::MAX).err();
+            }
+            Ok(())
+        })?;
+        torn.map_or(Ok((out, scanned)), Err)
     }
 
     fn fields_in(

@@ -29,7 +29,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             single_field(lua, "set", Value::Table(set))?
         }
         Reply::Set(items) => array(lua, items, resp3)?,
-        Reply::Map(pairs) if resp3 => {
+        Reply::Map(pairs) | Reply::Keyed(pairs) if resp3 => {
             let map = lua.create_table()?;
             for (key, value) in pairs {
                 map.raw_set(
@@ -39,11 +39,9 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             }
             single_field(lua, "map", Value::Table(map))?
         }
-        Reply::Pairs(pairs) if resp3 => array(
-            lua,
-            pairs.into_iter().map(|(a, b)| Reply::Array(vec![a, b])),
-            resp3,
-        )?,
+        // RESP3's pairs, and RESP2's keyed pairs (the map arm took RESP3's): nested.
+        Reply::Pairs(pairs) if resp3 => nested(lua, pairs, resp3)?,
+        Reply::Keyed(pairs) => nested(lua, pairs, resp3)?,
         Reply::Map(pairs) | Reply::Pairs(pairs) => {
             array(lua, pairs.into_iter().flat_map(|(a, b)| [a, b]), resp3)?
         }
@@ -59,6 +57,12 @@ pub(super) fn single_field(lua: &Lua, name: &str, value: Value) -> mlua::Result<
     let table = lua.create_table_with_capacity(0, 1)?;
     table.raw_set(name, value)?;
     Ok(Value::Table(table))
+}
+
+/// Pairs as an array of two-element arrays.
+fn nested(lua: &Lua, pairs: Vec<(Reply, Reply)>, resp3: bool) -> mlua::Result<Value> {
+    let items = pairs.into_iter().map(|(a, b)| Reply::Array(vec![a, b]));
+    array(lua, items, resp3)
 }
 
 fn array(lua: &Lua, items: impl IntoIterator<Item = Reply>, resp3: bool) -> mlua::Result<Value> {

@@ -15,7 +15,7 @@ use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
 use super::{bit, cjson, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
-use crate::command::{lookup, Command, Ctx, Fault, Run};
+use crate::command::{lookup, refused_in_script, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
 /// Redis's `redis` table (filled by the Rust side, `call` anew for each script), and the
@@ -466,6 +466,9 @@ impl Call<'_, '_, '_> {
         }
         if self.read_only && command.is_write() {
             return Reply::error("ERR Write commands are not allowed from read-only scripts.");
+        }
+        if let Some(refusal) = refused_in_script(command, args) {
+            return refusal;
         }
         let Run::Data(handler) = command.run else {
             return self

@@ -13,7 +13,7 @@ use super::connection::{Connection, Queued};
 use super::eval;
 use super::pubsub;
 use super::Shared;
-use crate::command::{lookup, parse_timeout, Command, Run};
+use crate::command::{blocking_timeout, lookup, resolve_last_ids, Command, Run};
 use crate::script::Vm;
 use crate::{BlockStep, Executed};
 
@@ -200,14 +200,20 @@ fn block_or_reply<'s>(
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
+    let Some(timeout) = blocking_timeout(command.name, &args) else {
+        return Some(execute(shared, conn.db, command, &args, pending));
+    };
+    let args = match command.name {
+        "xread" => shared
+            .ks
+            .peek(conn.db, |ctx| resolve_last_ids(ctx, &args))
+            .unwrap_or(args), // the run answers with the error
+        _ => args,
+    };
     let reply = execute(shared, conn.db, command, &args, pending);
     if !is_nil(&reply) {
         return Some(reply);
     }
-    let timeout = args.last().map(|arg| parse_timeout(arg));
-    let Some(Ok(timeout)) = timeout else {
-        return Some(reply); // not reached: the run checked the timeout before anything
-    };
     let deadline = timeout.and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
     conn.blocked = Some(Blocked::new(command, args, conn.db, deadline));
     None

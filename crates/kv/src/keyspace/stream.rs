@@ -1,0 +1,179 @@
+//! Stream entries: their IDs, and how an entry's fields and values are stored.
+//!
+//! The entry with ID `ms-seq` is the value under field [`StreamId::field`] (the two numbers
+//! big-endian, so that byte order is ID order and a range of IDs is one range scan) of the
+//! key's owner in `kv_parts`; long entries take several parts like any value. The value is
+//! the entry's field/value pairs, each as a 4-byte little-endian length and its bytes.
+//!
+//! The key's row holds the number of entries (`len`) and the largest ID ever added, in
+//! `head` (ms) and `tail` (seq) as the u64s' bit patterns: XADD must give a larger ID even
+//! after that entry was deleted, so it is not the last entry's.
+
+use std::fmt;
+
+use super::meta::KeyMeta;
+use crate::command::Fault;
+
+/// A stream entry's ID: milliseconds and a sequence number, ordered as a pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+/// The bytes of an entry's field in `kv_parts`.
+pub const ID_FIELD_LEN: usize = 16;
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    pub fn new(ms: u64, seq: u64) -> StreamId {
+        StreamId { ms, seq }
+    }
+
+    /// The next ID in order, if there is one.
+    pub fn next(self) -> Option<StreamId> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(StreamId::new(self.ms, seq)),
+            None => Some(StreamId::new(self.ms.checked_add(1)?, 0)),
+        }
+    }
+
+    /// The previous ID in order, if there is one.
+    pub fn previous(self) -> Option<StreamId> {
+        match self.seq.checked_sub(1) {
+            Some(seq) => Some(StreamId::new(self.ms, seq)),
+            None => Some(StreamId::new(self.ms.checked_sub(1)?, u64::MAX)),
+        }
+    }
+
+    /// The entry's field in `kv_parts`.
+    pub fn field(self) -> [u8; ID_FIELD_LEN] {
+        let mut field = [0u8; ID_FIELD_LEN];
+        field[..8].copy_from_slice(&self.ms.to_be_bytes());
+        field[8..].copy_from_slice(&self.seq.to_be_bytes());
+        field
+    }
+
+    pub fn of_field(field: &[u8]) -> Result<StreamId, Fault> {
+        let field: &[u8; ID_FIELD_LEN] = field
+            .try_into()
+            .map_err(|_| Fault::corrupt(format!("stream entry field of {} bytes", field.len())))?;
+        let (ms, seq) = field.split_at(8);
+        let number = |bytes: &[u8]| {
+            let mut array = [0u8; 8];
+            array.copy_from_slice(bytes);
+            u64::from_be_bytes(array)
+        };
+        Ok(StreamId::new(number(ms), number(seq)))
+    }
+
+    /// The largest ID a stream ever had added, from its key's row.
+    pub fn last_of(meta: &KeyMeta) -> StreamId {
+        StreamId::new(meta.head as u64, meta.tail as u64)
+    }
+
+    /// Records `self` in a stream key's row as the largest ID ever added.
+    pub fn store_as_last(self, meta: &mut KeyMeta) {
+        meta.head = self.ms as i64;
+        meta.tail = self.seq as i64;
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// An entry's field/value pairs as stored.
+pub fn encode_entry(pairs: &[Vec<u8>]) -> Vec<u8> {
+    let size: usize = pairs.iter().map(|item| 4 + item.len()).sum();
+    let mut out = Vec::with_capacity(size);
+    for item in pairs {
+        // Arguments are bounded by the request size limit (512 MiB by default).
+        let len = u32::try_from(item.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(item);
+    }
+    out
+}
+
+/// The field/value pairs of a stored entry, flattened (field, value, field, value…).
+pub fn decode_entry(stored: &[u8]) -> Result<Vec<Vec<u8>>, Fault> {
+    let mut items = Vec::new();
+    let mut rest = stored;
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| Fault::corrupt("stream entry cut inside a length".to_string()))?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > tail.len() {
+            return Err(Fault::corrupt(format!(
+                "stream entry item of {len} bytes with {} left",
+                tail.len()
+            )));
+        }
+        let (item, tail) = tail.split_at(len);
+        items.push(item.to_vec());
+        rest = tail;
+    }
+    if items.is_empty() || items.len() % 2 != 0 {
+        return Err(Fault::corrupt(format!(
+            "stream entry of {} items, not field/value pairs",
+            items.len()
+        )));
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn field_order_is_id_order(a in any::<(u64, u64)>(), b in any::<(u64, u64)>()) {
+            let (a, b) = (StreamId::new(a.0, a.1), StreamId::new(b.0, b.1));
+            prop_assert_eq!(a.cmp(&b), a.field().cmp(&b.field()));
+            prop_assert_eq!(StreamId::of_field(&a.field()).ok(), Some(a));
+        }
+
+        #[test]
+        fn entries_decode_to_what_was_encoded(
+            pairs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6)
+        ) {
+            let items: Vec<Vec<u8>> = pairs.iter().flat_map(|p| [p.clone(), p.clone()]).collect();
+            prop_assert_eq!(decode_entry(&encode_entry(&items)).ok(), Some(items));
+        }
+    }
+
+    #[test]
+    fn next_and_previous_carry_into_the_milliseconds() {
+        assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
+        assert_eq!(
+            StreamId::new(2, 0).previous(),
+            Some(StreamId::new(1, u64::MAX))
+        );
+        assert_eq!(StreamId::MAX.next(), None);
+        assert_eq!(StreamId::MIN.previous(), None);
+    }
+
+    #[test]
+    fn damaged_entries_are_refused() {
+        let good = encode_entry(&[b"f".to_vec(), b"v".to_vec()]);
+        assert!(decode_entry(&good[..good.len() - 1]).is_err(), "cut short");
+        assert!(decode_entry(&good[..3]).is_err(), "cut inside a length");
+        assert!(
+            decode_entry(&encode_entry(&[b"f".to_vec()])).is_err(),
+            "odd items"
+        );
+        assert!(decode_entry(b"").is_err(), "no pairs");
+        assert!(StreamId::of_field(b"short").is_err());
+    }
+}
