@@ -31,9 +31,9 @@
 //! globals through read-only tables: a script cannot create globals, change a library or
 //! the `redis` table, or reach the real globals (no `getfenv`, `setfenv`, `rawset`,
 //! `loadstring`, `dofile`), so one client's script cannot change another's. The libraries
-//! are Lua's base, `string`, `table` and `math`, Redis's `cjson` and `bit`, and the `redis`
-//! table (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`, `setresp`,
-//! `replicate_commands`); Redis's `cmsgpack` and `struct` are not provided.
+//! are Lua's base, `string`, `table` and `math`, Redis's `cjson`, `cmsgpack` and `bit`, and
+//! the `redis` table (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`,
+//! `setresp`, `replicate_commands`); Redis's `struct` is not provided.
 //! A script that makes its state hold more than [`MEMORY_LIMIT`] is stopped and undone, as
 //! one that runs too long.
 //!
@@ -42,6 +42,7 @@
 
 mod bit;
 mod cjson;
+mod cmsgpack;
 mod convert;
 mod vm;
 

@@ -14,7 +14,7 @@ use mlua::{
 use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
-use super::{bit, cjson, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
+use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
 use crate::command::{lookup, refused_in_script, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
@@ -22,7 +22,7 @@ use crate::command::{lookup, refused_in_script, Command, Ctx, Fault, Run};
 /// runner that calls a script under the error handler. `catch` turns an error raised by
 /// `redis.call` into the text Redis 7.0's `pcall` hands a script.
 const PRELUDE: &str = r#"
-local real, redis, catch, handler, cjson, bit = ...
+local real, redis, catch, handler, cjson, cmsgpack, bit = ...
 local error, setmetatable, tostring, pcall, xpcall = error, setmetatable, tostring, pcall, xpcall
 
 local function readonly(t)
@@ -37,7 +37,7 @@ local visible = {
   _VERSION = _VERSION,
   redis = readonly(redis),
   string = readonly(string), table = readonly(table), math = readonly(math),
-  cjson = readonly(cjson), bit = readonly(bit),
+  cjson = readonly(cjson), cmsgpack = readonly(cmsgpack), bit = readonly(bit),
 }
 for _, name in ipairs({'assert', 'error', 'getmetatable', 'ipairs', 'next', 'pairs',
     'rawequal', 'rawget', 'select', 'setmetatable', 'tonumber', 'tostring', 'type',
@@ -87,11 +87,15 @@ return env, visible, run
 "#;
 
 /// An error raised by the Rust side of the `redis` table (`redis.call`'s error reply,
-/// `redis.setresp`'s refusal), with the script's line that called it.
+/// `redis.setresp`'s refusal) or of a library, with the script's line that called it.
 #[derive(Debug, thiserror::Error)]
 #[error("{text}")]
 struct Raised {
+    /// What `pcall` hands the script.
     text: String,
+    /// Put before `text` in the client's error reply ("ERR " for a library's error, whose
+    /// text is not a reply's).
+    reply_prefix: &'static str,
     line: Option<usize>,
 }
 
@@ -99,9 +103,47 @@ impl Raised {
     fn error(lua: &Lua, text: impl Into<String>) -> mlua::Error {
         mlua::Error::external(Raised {
             text: text.into(),
+            reply_prefix: "",
             line: script_line(lua),
         })
     }
+}
+
+/// A library function's error, as Lua's `luaL_error` raises one (`placed`): its text after
+/// the place of the function's caller (`user_script:3: Bad data format in input.`; nothing
+/// when a C function such as `pcall` called it). A C function called in a tail call keeps
+/// its caller's frame in Lua 5.1, so the place is known even in `return cmsgpack.unpack(…)`.
+pub(super) fn library_error(lua: &Lua, text: impl std::fmt::Display, placed: bool) -> mlua::Error {
+    let place = placed
+        .then(|| {
+            lua.inspect_stack(1, |caller| {
+                let line = caller.current_line()?;
+                let source = caller.source().short_src?.into_owned();
+                Some(format!("{source}:{line}: "))
+            })
+            .flatten()
+        })
+        .flatten()
+        .unwrap_or_default();
+    mlua::Error::external(Raised {
+        text: format!("{place}{text}"),
+        reply_prefix: "ERR ",
+        line: script_line(lua),
+    })
+}
+
+/// `luaL_argerror`'s error: argument `at` of the running library function, by the name its
+/// caller used for it (`?` when it has none, as when `pcall` calls it).
+pub(super) fn argument_error(lua: &Lua, at: usize, message: &str) -> mlua::Error {
+    let name = lua
+        .inspect_stack(0, |running| running.names().name.map(|n| n.into_owned()))
+        .flatten()
+        .unwrap_or_else(|| "?".to_string());
+    library_error(
+        lua,
+        format!("bad argument #{at} to '{name}' ({message})"),
+        true,
+    )
 }
 
 /// What the server lends a running script besides the data commands.
@@ -237,6 +279,7 @@ impl Sandbox {
                 catch,
                 handler,
                 cjson::library(&lua)?,
+                cmsgpack::library(&lua)?,
                 bit::library(&lua)?,
             ))?;
         let (keys, argv) = (lua.create_table()?, lua.create_table()?);
@@ -522,7 +565,9 @@ fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
         Value::Error(err) if err.downcast_ref::<Raised>().is_some() => {
             let raised = err.downcast_ref::<Raised>();
             (
-                raised.map(|r| r.text.clone()).unwrap_or_default(),
+                raised
+                    .map(|r| format!("{}{}", r.reply_prefix, r.text))
+                    .unwrap_or_default(),
                 raised.and_then(|r| r.line),
             )
         }
