@@ -149,15 +149,28 @@ fn members_by_rank(
     let Some((from, to)) = clamp_range(start, end, len) else {
         return Ok(Vec::new());
     };
+    // The index is walked from the nearer end: the ranks before the range are skipped one
+    // by one, so `ZREVRANGE key 1000 -1` on 1,001 members (a job queue keeping its last
+    // thousand jobs) reads one member from the far end, not a thousand from the near one.
+    let beyond = (len as usize).saturating_sub(to + 1);
+    let (near, skip, reversed) = if beyond < from {
+        (!rev, beyond, true)
+    } else {
+        (rev, from, false)
+    };
     let rows = ctx.ks.members_by_score(
         ctx.txn,
         owner,
         Bound::Unbounded,
         Bound::Unbounded,
-        direction(rev),
-        to + 1,
+        direction(near),
+        skip + (to - from) + 1,
     )?;
-    Ok(rows.into_iter().skip(from).collect())
+    let mut members: Scored = rows.into_iter().skip(skip).collect();
+    if reversed {
+        members.reverse();
+    }
+    Ok(members)
 }
 
 /// Members by score, after skipping `offset` of them, at most `limit` (negative: all).
