@@ -210,3 +210,16 @@ rounds_against_redis() {
 }
 
 stop_plain_redis() { redis-cli -p "$REDIS" shutdown nosave >/dev/null 2>&1 || true; }
+
+# One run of bench/kv/bullmq/jobs.js against the server on PORT (JOBS jobs, CONCURRENCY
+# workers), its JSON line; BullMQ is installed with npm (the version bullmq/package.json
+# pins) on first use: `bullmq_jobs PORT` (bullmq.sh, bullmq_builds.sh).
+bullmq_jobs() {
+  local dir
+  dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/bullmq" && pwd)
+  need node; need npm
+  if [ ! -d "$dir/node_modules/bullmq" ]; then
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error) >&2
+  fi
+  node "$dir/jobs.js" "$1" "${JOBS:-5000}" "${CONCURRENCY:-50}"
+}
