@@ -24,13 +24,15 @@
 //! `a_job_queue_survives_sigkills` does the same to a job queue: a producer's RPUSHes and a
 //! consumer's BLPOPs, with half as many kills per mode (`check_queue` says what it checks);
 //! `transfer_scripts_survive_sigkills_whole` to two clients' Lua scripts, each moving an
-//! amount between two balances and appending to a ledger (`check_transfers`).
+//! amount between two balances and appending to a ledger (`check_transfers`);
+//! `an_event_stream_survives_sigkills` to a producer's XADDs, with a quarter as many kills
+//! (`check_events`).
 //!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
-//! durability), only `planted_early_reply_is_caught`, `…_by_the_job_queue` and
-//! `…_by_the_transfer_scripts` run: each must
+//! durability), only `planted_early_reply_is_caught`, `…_by_the_job_queue`,
+//! `…_by_the_transfer_scripts` and `…_by_the_event_stream` run: each must
 //! see an acknowledged write lost (or an acknowledged pop undone) within a few kills in
 //! `fsync` mode (there the records wait in a DRAM ring, which a SIGKILL takes with it). CI
 //! runs them.
@@ -882,5 +884,141 @@ fn planted_early_reply_is_caught_by_the_transfer_scripts() {
         Ok(()) => {
             panic!("replies sent before durability went unnoticed by the scripts in 20 kills")
         }
+    }
+}
+
+/// What an event log's producer was told over all runs: events are numbered in the order
+/// they were sent, and each acknowledged XADD answered the entry's ID.
+#[derive(Default)]
+struct EventLog {
+    /// Events sent so far: `0..sent`.
+    sent: u64,
+    /// Acknowledged events, by number, with the ID XADD answered.
+    acked: BTreeMap<u64, String>,
+}
+
+const EVENTS: &[u8] = b"events";
+
+/// Appends events `first..` with `XADD events * n <number>`, a few in flight, until the
+/// connection fails; the events acknowledged with their IDs, and how many were sent.
+fn append_events(address: SocketAddr, first: u64) -> (Vec<(u64, String)>, u64) {
+    let (mut acked, mut next) = (Vec::new(), first);
+    let Ok(mut client) = Client::connect(address) else {
+        return (acked, 0);
+    };
+    let mut in_flight = std::collections::VecDeque::new();
+    loop {
+        while in_flight.len() < IN_FLIGHT {
+            let number = next.to_string();
+            if client
+                .send(&[b"XADD", EVENTS, b"*", b"n", number.as_bytes()])
+                .is_err()
+            {
+                return (acked, next - first);
+            }
+            in_flight.push_back(next);
+            next += 1;
+        }
+        match client.receive() {
+            Ok(Value::Bulk(id)) => {
+                let id = String::from_utf8(id).expect("an ID is text");
+                acked.extend(in_flight.pop_front().map(|n| (n, id)));
+            }
+            Ok(other) => panic!("XADD answered {other:?}"),
+            Err(_) => return (acked, next - first),
+        }
+    }
+}
+
+/// The restarted server's stream against what the producer was told: every acknowledged
+/// event is there under the ID it was given; entries are in event order, each event once,
+/// and only events that were sent; a new entry's ID is above every acknowledged one.
+fn check_events(address: SocketAddr, log: &EventLog) -> Result<(), String> {
+    let mut client = Client::connect(address).expect("connect for the check");
+    let Value::Array(entries) = client.call(&[b"XRANGE", EVENTS, b"-", b"+"]) else {
+        return Err("XRANGE did not answer an array".into());
+    };
+    let mut stored = BTreeMap::new();
+    let mut last = None;
+    for entry in &entries {
+        let (id, number) = match entry {
+            Value::Array(pair) => match (&pair[0], &pair[1]) {
+                (Value::Bulk(id), Value::Array(fields)) if fields.len() == 2 => {
+                    (String::from_utf8_lossy(id).into_owned(), &fields[1])
+                }
+                _ => return Err(format!("not an entry: {entry:?}")),
+            },
+            _ => return Err(format!("not an entry: {entry:?}")),
+        };
+        let number: u64 = match number {
+            Value::Bulk(n) => std::str::from_utf8(n).ok().and_then(|n| n.parse().ok()),
+            _ => None,
+        }
+        .ok_or_else(|| format!("entry {id} holds no event number"))?;
+        if number >= log.sent || last.is_some_and(|last| number <= last) {
+            return Err(format!("event {number} out of order, twice or never sent"));
+        }
+        last = Some(number);
+        stored.insert(number, id);
+    }
+    for (number, id) in &log.acked {
+        match stored.get(number) {
+            Some(found) if found == id => {}
+            Some(found) => {
+                return Err(format!(
+                    "event {number} acknowledged as {id}, stored as {found}"
+                ))
+            }
+            None => return Err(format!("acknowledged event {number} ({id}) is gone")),
+        }
+    }
+    if let Some(id) = log.acked.values().last() {
+        let again = client.call(&[b"XADD", EVENTS, id.as_bytes(), b"n", b"again"]);
+        if !matches!(&again, Value::Error(text) if String::from_utf8_lossy(text).contains("equal or smaller"))
+        {
+            return Err(format!("XADD {id} after the restart answered {again:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// An event log under SIGKILL: one producer XADDs numbered events (`check_events` says
+/// what each restart must hold).
+fn events_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let mut log = EventLog::default();
+    kill_loop(mode, kills, &mut log, check_events, |address, _, log| {
+        let first = log.sent;
+        let producer = thread::spawn(move || append_events(address, first));
+        Box::new(move |log: &mut EventLog| {
+            let (acked, sent) = producer.join().expect("producer");
+            log.sent += sent;
+            log.acked.extend(acked);
+        })
+    })?;
+    eprintln!(
+        "{mode}: {kills} kills, {} events acknowledged",
+        log.acked.len()
+    );
+    assert!(
+        !log.acked.is_empty(),
+        "{mode}: no event was ever acknowledged"
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn an_event_stream_survives_sigkills() {
+    for mode in ["fsync", "buffer"] {
+        events_crash_loop(mode, kills() / 4).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_event_stream() {
+    match events_crash_loop("fsync", 20) {
+        Err(violation) => eprintln!("planted bug caught: {violation}"),
+        Ok(()) => panic!("replies sent before durability went unnoticed by the stream in 20 kills"),
     }
 }
