@@ -424,3 +424,54 @@ fn xread_block_times_out_with_nil_and_without_block_answers_at_once() {
     let replies: Value = q(&mut con, &["exec"]);
     assert_eq!(replies, Value::Array(vec![Value::Nil]));
 }
+
+#[test]
+fn xreadgroup_block_delivers_a_new_entry_to_the_waiting_consumer() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = q(
+        &mut con,
+        &["xgroup", "create", "jobs", "workers", "$", "mkstream"],
+    );
+    let blocked = in_background(
+        &server,
+        &[
+            "xreadgroup",
+            "group",
+            "workers",
+            "w1",
+            "block",
+            "5000",
+            "streams",
+            "jobs",
+            ">",
+        ],
+    );
+    wait_for_blocked(&server, 1);
+    let _: String = q(&mut con, &["xadd", "jobs", "1-1", "job", "a"]);
+    assert_eq!(join(blocked), one_entry("jobs", "1-1", "job", "a"));
+    // Delivered: pending for w1, and not delivered again to the group.
+    let pending: Value = q(&mut con, &["xpending", "jobs", "workers"]);
+    let expected = Value::Array(vec![
+        Value::Int(1),
+        bulk("1-1"),
+        bulk("1-1"),
+        Value::Array(vec![Value::Array(vec![bulk("w1"), bulk("1")])]),
+    ]);
+    assert_eq!(pending, expected);
+    let again: Value = q(
+        &mut con,
+        &[
+            "xreadgroup",
+            "group",
+            "workers",
+            "w2",
+            "streams",
+            "jobs",
+            ">",
+        ],
+    );
+    assert_eq!(again, Value::Nil);
+    let acked: i64 = q(&mut con, &["xack", "jobs", "workers", "1-1"]);
+    assert_eq!(acked, 1);
+}

@@ -81,6 +81,23 @@ fn normalise(args: &[String], answer: Answer) -> Answer {
         // "no key" (-2), "no TTL" (-1) and "some TTL" (shown as 0). So does a deadline set
         // by a relative amount (EXPIRE 1000), which EXPIRETIME reads back.
         ("TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", Value::Int(ttl)) => Value::Int(ttl.min(0)),
+        // XPENDING's detailed form: each entry's idle time is the time since its delivery
+        // on each server: compared as "idle for seconds or not" (the sequences make entries
+        // idle for an hour or not at all).
+        ("XPENDING", Value::Array(entries)) if args.len() > 3 => Value::Array(
+            entries
+                .into_iter()
+                .map(|entry| match entry {
+                    Value::Array(mut fields) if fields.len() == 4 => {
+                        if let Value::Int(idle) = &mut fields[2] {
+                            *idle = i64::from(*idle >= 1000);
+                        }
+                        Value::Array(fields)
+                    }
+                    other => other,
+                })
+                .collect(),
+        ),
         (_, value) => value,
     })
 }
@@ -924,6 +941,140 @@ fn streams() -> Vec<(u32, Words)> {
             ),
         ),
     ]);
+    all.extend(stream_groups());
+    all
+}
+
+/// Consumer groups over the streams' keys. Idle times differ by the milliseconds between
+/// the two servers' runs, so minimum idle times are 0 or an hour, and entries are made
+/// idle for an hour by XCLAIM's IDLE and TIME (XPENDING's idle times are compared as under
+/// a second or not, see [`normalise`]).
+fn stream_groups() -> Vec<(u32, Words)> {
+    let key = || one(STREAM_KEYS);
+    let group = || one(&["g0", "g1"]);
+    let consumer = || one(&["c0", "c1"]);
+    let ids: &'static [&'static str] =
+        &["0", "0-0", "1", "1-1", "2-0", "3-5", "$", "abc", "+", "-"];
+    let entry_ids: &'static [&'static str] = &["1-0", "1-1", "2-0", "3-5", "3", "abc"];
+    let read_ids: &'static [&'static str] = &[">", ">", "0", "1-1", "$", "abc"];
+    let idle: &'static [&'static str] = &["0", "3600000", "-1", "abc"];
+    let claim_options: &'static [&'static str] = &[
+        "IDLE 3600000",
+        "TIME 0",
+        "RETRYCOUNT 5",
+        "FORCE",
+        "JUSTID",
+        "LASTID 9-0",
+        "IDLE abc",
+        "BOGUS",
+    ];
+    let group_options: &'static [&'static str] = &["MKSTREAM", "ENTRIESREAD 3", "ENTRIESREAD -2"];
+    let mut all = usual(vec![
+        cmd(
+            "XGROUP",
+            vec![
+                lit("CREATE"),
+                key(),
+                group(),
+                one(ids),
+                options(group_options, 1),
+            ],
+        ),
+        cmd("XGROUP", vec![lit("SETID"), key(), group(), one(ids)]),
+        cmd(
+            "XGROUP",
+            vec![lit("CREATECONSUMER"), key(), group(), consumer()],
+        ),
+        cmd(
+            "XGROUP",
+            vec![lit("DELCONSUMER"), key(), group(), consumer()],
+        ),
+        cmd(
+            "XREADGROUP",
+            vec![
+                lit("GROUP"),
+                group(),
+                consumer(),
+                options(&["COUNT 1", "NOACK", "COUNT 0"], 1),
+                lit("STREAMS"),
+                key(),
+                one(read_ids),
+            ],
+        ),
+        cmd("XACK", vec![key(), group(), many(one(entry_ids), 1..=2)]),
+        cmd("XPENDING", vec![key(), group()]),
+        cmd(
+            "XPENDING",
+            vec![
+                key(),
+                group(),
+                options(&["IDLE 0", "IDLE 3600000"], 1),
+                lit("-"),
+                lit("+"),
+                one(&["10", "1", "0", "-1"]),
+                maybe(consumer()),
+            ],
+        ),
+        cmd(
+            "XCLAIM",
+            vec![
+                key(),
+                group(),
+                consumer(),
+                one(idle),
+                many(one(entry_ids), 1..=2),
+                options(claim_options, 2),
+            ],
+        ),
+        cmd(
+            "XAUTOCLAIM",
+            vec![
+                key(),
+                group(),
+                consumer(),
+                one(idle),
+                one(&["0", "-", "(1-1", "2"]),
+                options(&["COUNT 1", "COUNT 0", "JUSTID"], 2),
+            ],
+        ),
+    ]);
+    all.extend([
+        (RARE, cmd("XGROUP", vec![lit("DESTROY"), key(), group()])),
+        (
+            RARE,
+            cmd(
+                "XGROUP",
+                vec![one(&["CREATE", "FOO", "DESTROY", "HELP"]), key()],
+            ),
+        ),
+        (
+            RARE,
+            cmd(
+                "XREADGROUP",
+                vec![lit("GROUP"), group(), consumer(), lit("STREAMS"), key()],
+            ),
+        ),
+        (
+            RARE,
+            cmd(
+                "XREADGROUP",
+                vec![
+                    lit("GROUP"),
+                    group(),
+                    consumer(),
+                    lit("BLOCK"),
+                    lit("10"),
+                    lit("STREAMS"),
+                    key(),
+                    lit(">"),
+                ],
+            ),
+        ),
+        (
+            RARE,
+            cmd("XPENDING", vec![key(), group(), lit("-"), lit("+")]),
+        ),
+    ]);
     all
 }
 
@@ -1030,8 +1181,40 @@ fn sequences() -> BoxedStrategy<Vec<Vec<String>>> {
 // ---------------------------------------------------------------------------------------
 // the tests
 
-#[test]
-fn random_sequences_get_the_replies_redis_gives() {
+/// Sequences of consumer-group commands on streams that start with entries and a group,
+/// so that entries get delivered, pending, claimed and acknowledged (in the mixed
+/// sequences a group seldom exists when its commands come).
+fn group_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
+    let setup: Vec<Vec<String>> = [
+        "XADD x0 1-0 f0 10",
+        "XADD x0 1-1 f1 abc",
+        "XADD x0 2-0 f2 7",
+        "XADD x0 3-5 f0 0",
+        "XGROUP CREATE x0 g0 0",
+        "XGROUP CREATE x0 g1 $",
+    ]
+    .iter()
+    .map(|line| line.split(' ').map(str::to_string).collect())
+    .collect();
+    let mut commands = stream_groups();
+    commands.extend([
+        (
+            USUAL,
+            cmd(
+                "XADD",
+                vec![lit("x0"), one(&["4-*", "5-*"]), field(), value()],
+            ),
+        ),
+        (RARE, cmd("XDEL", vec![lit("x0"), one(&["1-1", "2-0"])])),
+        (RARE, cmd("XTRIM", vec![lit("x0"), lit("MAXLEN"), lit("2")])),
+    ]);
+    prop::collection::vec(Union::new_weighted(commands), 1..=30)
+        .prop_map(move |steps| [setup.clone(), steps].concat())
+        .boxed()
+}
+
+/// Runs `strategy`'s sequences on both servers (PROPTEST_CASES of them).
+fn compare_sequences(strategy: BoxedStrategy<Vec<Vec<String>>>) {
     let Some(pair) = pair() else {
         return;
     };
@@ -1048,12 +1231,22 @@ fn random_sequences_get_the_replies_redis_gives() {
     let mut runner = TestRunner::new(config);
     // The runner wants an `Fn`; the cases run one at a time on one pair of connections.
     let pair = std::cell::RefCell::new(pair);
-    let outcome = runner.run(&sequences(), |sequence| {
+    let outcome = runner.run(&strategy, |sequence| {
         compare(&mut pair.borrow_mut(), &sequence)
     });
     if let Err(failure) = outcome {
         panic!("{failure}");
     }
+}
+
+#[test]
+fn random_sequences_get_the_replies_redis_gives() {
+    compare_sequences(sequences());
+}
+
+#[test]
+fn consumer_group_sequences_get_the_replies_redis_gives() {
+    compare_sequences(group_sequences());
 }
 
 fn bulk(text: &str) -> Answer {

@@ -6,7 +6,7 @@
 use tailstore_resp::Reply;
 
 use super::hashes::wrong_arity;
-use super::streams::parse_xread;
+use super::streams::parse_read;
 use super::{bulk, parse_long_double, Command, Ctx, Fault, Outcome};
 use crate::keyspace::{KeyMeta, Kind};
 
@@ -15,7 +15,7 @@ use crate::keyspace::{KeyMeta, Kind};
 pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     match name {
         "blmove" | "brpoplpush" => &args[1..2.min(args.len())],
-        "xread" => parse_xread(args).map_or(&[], |read| read.keys),
+        "xread" | "xreadgroup" => parse_read(args, name == "xreadgroup").map_or(&[], |r| r.keys),
         _ => &args[1..args.len().saturating_sub(1).max(1)],
     }
 }
@@ -25,17 +25,26 @@ pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
 /// answer with an error.
 pub fn blocking_timeout(name: &str, args: &[Vec<u8>]) -> Option<Option<u64>> {
     match name {
-        "xread" => parse_xread(args).ok()?.block,
+        "xread" | "xreadgroup" => parse_read(args, name == "xreadgroup").ok()?.block,
         _ => parse_timeout(args.last()?).ok(),
     }
 }
 
-/// Redis's refusal of a command a script may not run as it was sent: XREAD's BLOCK.
+/// Redis's refusal of a command a script may not run as it was sent: XREAD's and
+/// XREADGROUP's BLOCK (named as the script typed it).
 pub fn refused_in_script(command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
-    let read = (command.name == "xread").then(|| parse_xread(args).ok())??;
-    read.block
-        .is_some()
-        .then(|| Reply::error("ERR xread command is not allowed with BLOCK option from scripts"))
+    let group = match command.name {
+        "xread" => false,
+        "xreadgroup" => true,
+        _ => return None,
+    };
+    let read = parse_read(args, group).ok()?;
+    read.block.is_some().then(|| {
+        Reply::error(format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(&args[0])
+        ))
+    })
 }
 
 /// `KEY [KEY …] timeout` (BLPOP, BRPOP, BZPOPMIN, BZPOPMAX) run once, in Redis's order:

@@ -7,6 +7,7 @@
 //! changed nothing.
 
 mod blocking;
+mod consumer_groups;
 mod execute;
 mod float;
 mod hashes;
@@ -30,6 +31,15 @@ pub use execute::{BlockBody, BlockStep, Executed, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use streams::resolve_last_ids;
+
+/// A container command's check of its subcommand, before it runs or is queued (XGROUP's
+/// subcommands have arities of their own): Redis's error text if it is refused.
+pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), String> {
+    match command.name {
+        "xgroup" => consumer_groups::xgroup_check(args),
+        _ => Ok(()),
+    }
+}
 pub use table::{lookup, Command, Run, COMMANDS};
 
 /// Redis's reply to a command on a key of another kind.

@@ -92,8 +92,38 @@ fn parse_id(
 }
 
 /// An ID that must be given in full or as `ms` (XDEL, XREAD, MINID).
-fn parse_strict_id(arg: &[u8]) -> Result<StreamId, Fault> {
+pub(super) fn parse_strict_id(arg: &[u8]) -> Result<StreamId, Fault> {
     Ok(parse_id(arg, 0, true, false)?.0)
+}
+
+/// An ID, `ms`, `-` or `+` (XGROUP SETID).
+pub(super) fn parse_loose_id(arg: &[u8]) -> Result<StreamId, Fault> {
+    Ok(parse_id(arg, 0, false, false)?.0)
+}
+
+/// An interval of IDs as XRANGE and XPENDING read it, start first: each end an ID, `-`,
+/// `+`, or `(ID` excluding the ID; Redis's errors for an exclusive end beyond the last ID.
+pub(super) fn parse_interval(start: &[u8], end: &[u8]) -> Result<(StreamId, StreamId), Fault> {
+    let start = parse_range_start(start)?;
+    let (end, exclusive) = parse_interval_end(end, u64::MAX)?;
+    let end = match exclusive {
+        true => end
+            .previous()
+            .ok_or_else(|| Fault::err("ERR invalid end ID for the interval"))?,
+        false => end,
+    };
+    Ok((start, end))
+}
+
+/// The start of an interval (XAUTOCLAIM's start too).
+pub(super) fn parse_range_start(arg: &[u8]) -> Result<StreamId, Fault> {
+    let (start, exclusive) = parse_interval_end(arg, 0)?;
+    match exclusive {
+        true => start
+            .next()
+            .ok_or_else(|| Fault::err("ERR invalid start ID for the interval")),
+        false => Ok(start),
+    }
 }
 
 /// One end of an XRANGE interval: an ID, `-` or `+`, or `(ID`, which excludes the ID.
@@ -136,18 +166,18 @@ fn entries(
 fn entries_reply(entries: Vec<(StreamId, Vec<u8>)>) -> Result<Reply, Fault> {
     let replies = entries
         .into_iter()
-        .map(|(id, stored)| {
-            let items = decode_entry(&stored)?
-                .into_iter()
-                .map(Reply::Bulk)
-                .collect();
-            Ok(Reply::Array(vec![
-                bulk(id.to_string()),
-                Reply::Array(items),
-            ]))
-        })
+        .map(|(id, stored)| entry_reply(id, &stored))
         .collect::<Result<Vec<_>, Fault>>()?;
     Ok(Reply::Array(replies))
+}
+
+/// One entry as Redis sends it: `[id, [field, value, …]]`.
+pub(super) fn entry_reply(id: StreamId, stored: &[u8]) -> Result<Reply, Fault> {
+    let items = decode_entry(stored)?.into_iter().map(Reply::Bulk).collect();
+    Ok(Reply::Array(vec![
+        bulk(id.to_string()),
+        Reply::Array(items),
+    ]))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -420,20 +450,7 @@ fn range(ctx: &mut Ctx, args: &[Vec<u8>], direction: ScanDirection) -> Outcome {
         ScanDirection::Ascending => (&args[2], &args[3]),
         ScanDirection::Descending => (&args[3], &args[2]),
     };
-    let (start, exclusive) = parse_interval_end(start, 0)?;
-    let start = match exclusive {
-        true => start
-            .next()
-            .ok_or_else(|| Fault::err("ERR invalid start ID for the interval"))?,
-        false => start,
-    };
-    let (end, exclusive) = parse_interval_end(end, u64::MAX)?;
-    let end = match exclusive {
-        true => end
-            .previous()
-            .ok_or_else(|| Fault::err("ERR invalid end ID for the interval"))?,
-        false => end,
-    };
+    let (start, end) = parse_interval(start, end)?;
     let mut count = None;
     let mut options = args[4..].iter();
     while let Some(option) = options.next() {
@@ -478,57 +495,97 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 // ---------------------------------------------------------------------------------------
 // XREAD
 
-/// XREAD's options.
+/// XREAD's and XREADGROUP's options.
 pub struct ReadArgs<'a> {
     /// Entries per stream at most (0: all).
     count: usize,
     /// BLOCK's timeout in milliseconds (`Some(None)`: forever), `None` without BLOCK.
     pub block: Option<Option<u64>>,
+    /// XREADGROUP's group and consumer.
+    pub group: Option<(&'a [u8], &'a [u8])>,
+    pub noack: bool,
     pub keys: &'a [Vec<u8>],
-    ids: &'a [Vec<u8>],
+    pub ids: &'a [Vec<u8>],
 }
 
-/// XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key …] id [id …], its options only.
-pub fn parse_xread(args: &[Vec<u8>]) -> Result<ReadArgs<'_>, Fault> {
-    let (mut count, mut block) = (0, None);
+impl ReadArgs<'_> {
+    /// Entries per stream at most.
+    pub fn limit(&self) -> usize {
+        match self.count {
+            0 => usize::MAX,
+            count => count,
+        }
+    }
+}
+
+/// XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key …] id [id …], or with
+/// `xreadgroup` XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK]
+/// STREAMS …: the options, in Redis's order of checks.
+pub fn parse_read(args: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs<'_>, Fault> {
+    let mut read = ReadArgs {
+        count: 0,
+        block: None,
+        group: None,
+        noack: false,
+        keys: &[],
+        ids: &[],
+    };
+    let (name, symbol) = if xreadgroup {
+        ("xreadgroup", '>')
+    } else {
+        ("xread", '$')
+    };
     let mut i = 1;
+    let mut streams = None;
     while i < args.len() {
         let more = args.len() - 1 - i;
         let option = args[i].as_slice();
         if is(option, "block") && more > 0 {
-            block = Some(parse_block_timeout(&args[i + 1])?);
+            read.block = Some(parse_block_timeout(&args[i + 1])?);
             i += 1;
         } else if is(option, "count") && more > 0 {
-            count = usize::try_from(parse_int(&args[i + 1])?.max(0)).unwrap_or(usize::MAX);
+            read.count = usize::try_from(parse_int(&args[i + 1])?.max(0)).unwrap_or(usize::MAX);
             i += 1;
         } else if is(option, "streams") && more > 0 {
-            let streams = &args[i + 1..];
-            if !streams.len().is_multiple_of(2) {
+            let listed = &args[i + 1..];
+            if !listed.len().is_multiple_of(2) {
+                return Err(Fault::err(format!(
+                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified."
+                )));
+            }
+            streams = Some(listed.split_at(listed.len() / 2));
+            break;
+        } else if is(option, "group") && more >= 2 {
+            if !xreadgroup {
                 return Err(Fault::err(
-                    "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
+                    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
                 ));
             }
-            let (keys, ids) = streams.split_at(streams.len() / 2);
-            return Ok(ReadArgs {
-                count,
-                block,
-                keys,
-                ids,
-            });
-        } else if is(option, "group") && more >= 2 {
-            return Err(Fault::err(
-                "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            read.group = Some((&args[i + 1], &args[i + 2]));
+            i += 2;
         } else if is(option, "noack") {
-            return Err(Fault::err(
-                "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !xreadgroup {
+                return Err(Fault::err(
+                    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            read.noack = true;
         } else {
             return Err(Fault::err(SYNTAX));
         }
         i += 1;
     }
-    Err(Fault::err(SYNTAX))
+    let (keys, ids) = streams.ok_or_else(|| Fault::err(SYNTAX))?;
+    if xreadgroup && read.group.is_none() {
+        return Err(Fault::err("ERR Missing GROUP option for XREADGROUP"));
+    }
+    (read.keys, read.ids) = (keys, ids);
+    Ok(read)
+}
+
+/// XREAD's options ([`parse_read`]).
+pub fn parse_xread(args: &[Vec<u8>]) -> Result<ReadArgs<'_>, Fault> {
+    parse_read(args, false)
 }
 
 /// BLOCK's timeout: whole milliseconds, 0 for ever.
@@ -560,10 +617,7 @@ pub fn xread(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             id => parse_strict_id(id)?,
         });
     }
-    let limit = match read.count {
-        0 => usize::MAX,
-        count => count,
-    };
+    let limit = read.limit();
     let mut streams = Vec::new();
     for (key, after) in read.keys.iter().zip(after) {
         let Some(meta) = ctx.meta_of(key, Kind::Stream)? else {

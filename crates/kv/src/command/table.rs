@@ -1,6 +1,6 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
-use super::{hashes, keys, lists, sets, streams, strings, zsets, Handler};
+use super::{consumer_groups, hashes, keys, lists, sets, streams, strings, zsets, Handler};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -71,6 +71,8 @@ const WB: &[&str] = &["write", "blocking"];
 /// XREAD: blocking only with its BLOCK option; its keys follow STREAMS.
 const RB: &[&str] = &["readonly", "blocking", "movablekeys"];
 const WO: &[&str] = &["write"];
+/// XREADGROUP: a write that blocks only with its BLOCK option; its keys follow STREAMS.
+const WB_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
 const S: &[&str] = &["fast", "loading", "stale"];
@@ -1414,6 +1416,60 @@ pub static COMMANDS: &[Command] = &[
         "stream",
         "Returns the entries of streams after given IDs, or waits for some (BLOCK).",
         streams::xread,
+    ),
+    data(
+        "xgroup",
+        -2,
+        WO,
+        (2, 2, 1),
+        "stream",
+        "Creates, destroys and changes consumer groups and their consumers.",
+        consumer_groups::xgroup,
+    ),
+    data(
+        "xreadgroup",
+        -7,
+        WB_MOVABLE,
+        NONE,
+        "stream",
+        "Delivers entries to a consumer of a group, or waits for some (BLOCK).",
+        consumer_groups::xreadgroup,
+    ),
+    data(
+        "xack",
+        -4,
+        D,
+        K1,
+        "stream",
+        "Acknowledges entries delivered to a consumer group.",
+        consumer_groups::xack,
+    ),
+    data(
+        "xpending",
+        -3,
+        R,
+        K1,
+        "stream",
+        "Returns a consumer group's pending (delivered, unacknowledged) entries.",
+        consumer_groups::xpending,
+    ),
+    data(
+        "xclaim",
+        -6,
+        D,
+        K1,
+        "stream",
+        "Hands pending entries to another consumer of the group.",
+        consumer_groups::xclaim,
+    ),
+    data(
+        "xautoclaim",
+        -6,
+        D,
+        K1,
+        "stream",
+        "Hands the pending entries idle for long enough to another consumer of the group.",
+        consumer_groups::xautoclaim,
     ),
 ];
 

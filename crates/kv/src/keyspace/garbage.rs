@@ -1,7 +1,7 @@
 //! Elements of deleted keys: freed at once when few, else queued in `kv_garbage` and freed
 //! in batches by a background task (Redis's lazy free).
 
-use tailstore_engine::{KeyRange, Transaction};
+use tailstore_engine::{KeyRange, Table, Transaction};
 use tailstore_storage::{ScanDirection, Value};
 
 use super::meta::{int, KeyMeta, Kind};
@@ -20,7 +20,13 @@ impl Keyspace {
         txn: &mut Transaction<'_>,
         meta: &KeyMeta,
     ) -> Result<(), Fault> {
-        if self.element_rows(meta) <= INLINE_ROWS {
+        if meta.kind == Kind::Stream {
+            // A stream's consumer groups are not counted in its row: deleted here up to a
+            // bound, the rest queued.
+            if self.delete_elements(txn, meta.id, meta.kind, INLINE_ROWS + 1)? <= INLINE_ROWS {
+                return Ok(());
+            }
+        } else if self.element_rows(meta) <= INLINE_ROWS {
             self.delete_elements(txn, meta.id, meta.kind, usize::MAX)?;
             return Ok(());
         }
@@ -37,18 +43,26 @@ impl Keyspace {
         kind: Kind,
         limit: usize,
     ) -> Result<usize, Fault> {
-        let table = match kind {
-            Kind::ZSet => &self.zset,
-            _ => &self.parts,
+        let tables: &[&Table] = match kind {
+            Kind::ZSet => &[&self.zset],
+            Kind::Stream => &[&self.parts, &self.groups, &self.consumers, &self.pending],
+            _ => &[&self.parts],
         };
-        // Both tables' keys start with the owner, and it is their first column.
+        // Every such table's key starts with the owner, its first column.
         let range = KeyRange::prefix(vec![Value::Int(owner)]);
-        let rows = txn.scan(table, &range, ScanDirection::Ascending, limit)?;
-        let key_columns = table.schema().primary_key().len();
-        for row in &rows {
-            txn.remove(table, &row[..key_columns])?;
+        let mut deleted = 0;
+        for table in tables {
+            let rows = txn.scan(table, &range, ScanDirection::Ascending, limit - deleted)?;
+            let key_columns = table.schema().primary_key().len();
+            for row in &rows {
+                txn.remove(table, &row[..key_columns])?;
+            }
+            deleted += rows.len();
+            if deleted == limit {
+                break;
+            }
         }
-        Ok(rows.len())
+        Ok(deleted)
     }
 
     /// One queued owner and its kind, if any is queued.

@@ -9,6 +9,7 @@
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
 //! kv_counts  (db) -> keys, expires                   kv_keys rows, and those with a TTL
+//! kv_groups, kv_consumers, kv_pending                streams' consumer groups (see [`groups`])
 //! ```
 //!
 //! A key's elements belong to its *id* (the owner), not to its name: each incarnation of a
@@ -25,6 +26,7 @@
 
 mod counts;
 mod garbage;
+pub mod groups;
 mod meta;
 mod parts;
 pub mod stream;
@@ -70,6 +72,9 @@ pub struct Keyspace {
     pub(crate) expiry: Table,
     pub(crate) garbage: Table,
     pub(crate) counts: Table,
+    pub(crate) groups: Table,
+    pub(crate) consumers: Table,
+    pub(crate) pending: Table,
     databases: u32,
     /// Source of key versions (WATCH): unique over the server's life and, since it starts at
     /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
@@ -87,6 +92,9 @@ impl Keyspace {
         let expiry = table(&db, "kv_expiry", expiry_schema()?)?;
         let garbage = table(&db, "kv_garbage", garbage_schema()?)?;
         let counts = table(&db, "kv_counts", counts_schema()?)?;
+        let groups = table(&db, "kv_groups", groups_schema()?)?;
+        let consumers = table(&db, "kv_consumers", consumers_schema()?)?;
+        let pending = table(&db, "kv_pending", pending_schema()?)?;
         let start = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -100,6 +108,9 @@ impl Keyspace {
             expiry,
             garbage,
             counts,
+            groups,
+            consumers,
+            pending,
             databases,
             next_version: AtomicU64::new(start),
             watches: Arc::default(),
@@ -232,6 +243,41 @@ fn counts_schema() -> Result<Schema, KvError> {
         Column::new("expires", Int64),
     ];
     schema("kv_counts", columns, vec![0], vec![])
+}
+
+fn groups_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int64};
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("group", Bytes(MAX_FIELD as u32)),
+        Column::new("last_ms", Int64),
+        Column::new("last_seq", Int64),
+    ];
+    schema("kv_groups", columns, vec![0, 1], vec![])
+}
+
+fn consumers_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int64};
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("group", Bytes(MAX_FIELD as u32)),
+        Column::new("consumer", Bytes(MAX_FIELD as u32)),
+        Column::new("seen_at", Int64),
+    ];
+    schema("kv_consumers", columns, vec![0, 1, 2], vec![])
+}
+
+fn pending_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int64};
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("group", Bytes(MAX_FIELD as u32)),
+        Column::new("id", Bytes(stream::ID_FIELD_LEN as u32)),
+        Column::new("consumer", Bytes(MAX_FIELD as u32)),
+        Column::new("delivered_at", Int64),
+        Column::new("deliveries", Int64),
+    ];
+    schema("kv_pending", columns, vec![0, 1, 2], vec![])
 }
 
 fn expiry_schema() -> Result<Schema, KvError> {

@@ -15,7 +15,7 @@ use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
 use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
-use crate::command::{lookup, refused_in_script, Command, Ctx, Fault, Run};
+use crate::command::{lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
 /// Redis's `redis` table (filled by the Rust side, `call` anew for each script), and the
@@ -506,6 +506,14 @@ impl Call<'_, '_, '_> {
         };
         if !command.arity_ok(args.len()) {
             return Reply::error("ERR Wrong number of args calling Redis command from script");
+        }
+        if let Err(refusal) = subcommand_check(command, args) {
+            // Redis looks subcommands up as commands of their own.
+            return Reply::error(if refusal.contains("unknown subcommand") {
+                "ERR Unknown Redis command called from script"
+            } else {
+                "ERR Wrong number of args calling Redis command from script"
+            });
         }
         if self.read_only && command.is_write() {
             return Reply::error("ERR Write commands are not allowed from read-only scripts.");

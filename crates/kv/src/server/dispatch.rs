@@ -13,7 +13,7 @@ use super::connection::{Connection, Queued};
 use super::eval;
 use super::pubsub;
 use super::Shared;
-use crate::command::{blocking_timeout, lookup, resolve_last_ids, Command, Run};
+use crate::command::{blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, Run};
 use crate::script::Vm;
 use crate::{BlockStep, Executed};
 
@@ -104,6 +104,10 @@ fn one<'s>(
             "ERR wrong number of arguments for '{}' command",
             command.name
         )));
+    }
+    if let Err(refusal) = subcommand_check(command, &args) {
+        conn.multi_failed |= conn.multi.is_some();
+        return Some(Reply::error(refusal));
     }
     if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
         if let Some(reply) = pubsub::in_subscribed_context(command, &args) {

@@ -1,0 +1,229 @@
+//! Consumer groups of streams, in three tables keyed by the stream's owner id (so that they
+//! move with RENAME and go with the stream's other rows when it is deleted):
+//!
+//! ```text
+//! kv_groups    (owner, group) -> last_ms, last_seq                  the last ID delivered
+//! kv_consumers (owner, group, consumer) -> seen_at                  its last read or claim, ms
+//! kv_pending   (owner, group, id) -> consumer, delivered_at, deliveries
+//! ```
+//!
+//! `kv_pending` is the group's pending entries list (PEL): the entries delivered and not
+//! acknowledged, each with the consumer that has it. Redis also keeps one list per
+//! consumer; here a consumer's entries are the group's filtered by consumer, which costs a
+//! scan of the group's list where Redis reads the consumer's own.
+
+use tailstore_engine::{KeyRange, Transaction};
+use tailstore_storage::{ScanDirection, Value};
+
+use super::meta::{bytes, int};
+use super::stream::StreamId;
+use super::Keyspace;
+use crate::command::Fault;
+
+/// A delivered, unacknowledged entry of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub id: StreamId,
+    pub consumer: Vec<u8>,
+    /// When it was last delivered, ms since the epoch.
+    pub delivered_at: i64,
+    pub deliveries: i64,
+}
+
+fn group_key(owner: i64, group: &[u8]) -> Vec<Value> {
+    vec![Value::Int(owner), Value::Bytes(group.to_vec())]
+}
+
+fn member_key(owner: i64, group: &[u8], member: &[u8]) -> Vec<Value> {
+    vec![
+        Value::Int(owner),
+        Value::Bytes(group.to_vec()),
+        Value::Bytes(member.to_vec()),
+    ]
+}
+
+fn pending_of(row: &[Value]) -> Result<Pending, Fault> {
+    Ok(Pending {
+        id: StreamId::of_field(bytes(&row[2])?)?,
+        consumer: bytes(&row[3])?.to_vec(),
+        delivered_at: int(&row[4])?,
+        deliveries: int(&row[5])?,
+    })
+}
+
+impl Keyspace {
+    /// The last ID delivered to `group`, if the stream has that group.
+    pub(crate) fn group(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+    ) -> Result<Option<StreamId>, Fault> {
+        let Some(row) = txn.get(&self.groups, &group_key(owner, group))? else {
+            return Ok(None);
+        };
+        Ok(Some(StreamId::new(
+            int(&row[2])? as u64,
+            int(&row[3])? as u64,
+        )))
+    }
+
+    pub(crate) fn put_group(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        last: StreamId,
+    ) -> Result<(), Fault> {
+        let mut row = group_key(owner, group);
+        row.extend([Value::Int(last.ms as i64), Value::Int(last.seq as i64)]);
+        txn.put(&self.groups, &row)?;
+        Ok(())
+    }
+
+    /// Removes `group` with its consumers and pending entries.
+    pub(crate) fn delete_group(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+    ) -> Result<(), Fault> {
+        for table in [&self.consumers, &self.pending] {
+            let rows = txn.scan(
+                table,
+                &KeyRange::prefix(group_key(owner, group)),
+                ScanDirection::Ascending,
+                usize::MAX,
+            )?;
+            for row in &rows {
+                txn.remove(table, &row[..3])?;
+            }
+        }
+        txn.remove(&self.groups, &group_key(owner, group))?;
+        Ok(())
+    }
+
+    /// When `consumer` of `group` was last seen, if it exists.
+    pub(crate) fn consumer_seen(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        consumer: &[u8],
+    ) -> Result<Option<i64>, Fault> {
+        let key = member_key(owner, group, consumer);
+        let Some(row) = txn.get(&self.consumers, &key)? else {
+            return Ok(None);
+        };
+        Ok(Some(int(&row[3])?))
+    }
+
+    /// Creates `consumer` or records that it was seen at `now`.
+    pub(crate) fn put_consumer(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        consumer: &[u8],
+        now: i64,
+    ) -> Result<(), Fault> {
+        let mut row = member_key(owner, group, consumer);
+        row.push(Value::Int(now));
+        txn.put(&self.consumers, &row)?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_consumer(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        consumer: &[u8],
+    ) -> Result<(), Fault> {
+        txn.remove(&self.consumers, &member_key(owner, group, consumer))?;
+        Ok(())
+    }
+
+    /// The group's pending entry for `id`, if any.
+    pub(crate) fn pending(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        id: StreamId,
+    ) -> Result<Option<Pending>, Fault> {
+        let key = member_key(owner, group, &id.field());
+        txn.get(&self.pending, &key)?
+            .map(|row| pending_of(&row))
+            .transpose()
+    }
+
+    /// The group's pending entries with IDs in `first..=last`, in ID order, of the first
+    /// `rows` there (those `keep` accepts).
+    pub(crate) fn pending_range(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        (first, last): (StreamId, StreamId),
+        rows: usize,
+        mut keep: impl FnMut(&Pending) -> bool,
+    ) -> Result<Vec<Pending>, Fault> {
+        if first > last || rows == 0 {
+            return Ok(Vec::new());
+        }
+        let bound = |id: StreamId| member_key(owner, group, &id.field());
+        let range = KeyRange::new(
+            std::ops::Bound::Included(bound(first)),
+            std::ops::Bound::Included(bound(last)),
+        );
+        let mut found = Vec::new();
+        let mut fault = None;
+        txn.scan_each(
+            &self.pending,
+            &range,
+            ScanDirection::Ascending,
+            rows,
+            |_| true,
+            |row| {
+                if fault.is_none() {
+                    match pending_of(row) {
+                        Ok(entry) if keep(&entry) => found.push(entry),
+                        Ok(_) => {}
+                        Err(err) => fault = Some(err),
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        fault.map_or(Ok(found), Err)
+    }
+
+    pub(crate) fn put_pending(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        entry: &Pending,
+    ) -> Result<(), Fault> {
+        let mut row = member_key(owner, group, &entry.id.field());
+        row.extend([
+            Value::Bytes(entry.consumer.clone()),
+            Value::Int(entry.delivered_at),
+            Value::Int(entry.deliveries),
+        ]);
+        txn.put(&self.pending, &row)?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_pending(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        id: StreamId,
+    ) -> Result<(), Fault> {
+        txn.remove(&self.pending, &member_key(owner, group, &id.field()))?;
+        Ok(())
+    }
+}
