@@ -26,13 +26,16 @@
 //! `transfer_scripts_survive_sigkills_whole` to two clients' Lua scripts, each moving an
 //! amount between two balances and appending to a ledger (`check_transfers`);
 //! `an_event_stream_survives_sigkills` to a producer's XADDs, with a quarter as many kills
-//! (`check_events`).
+//! (`check_events`); `a_consumer_group_survives_sigkills` to the same beside a consumer
+//! group's worker (XREADGROUP, XACK of all but the first of each batch;
+//! `check_group_work`).
 //!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
 //! durability), only `planted_early_reply_is_caught`, `…_by_the_job_queue`,
-//! `…_by_the_transfer_scripts` and `…_by_the_event_stream` run: each must
+//! `…_by_the_transfer_scripts`, `…_by_the_event_stream` and `…_by_the_consumer_group`
+//! run: each must
 //! see an acknowledged write lost (or an acknowledged pop undone) within a few kills in
 //! `fsync` mode (there the records wait in a DRAM ring, which a SIGKILL takes with it). CI
 //! runs them.
@@ -1004,6 +1007,215 @@ fn events_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
         "{mode}: no event was ever acknowledged"
     );
     Ok(())
+}
+
+/// What a consumer group's worker was told, beside its stream's producer.
+#[derive(Default)]
+struct GroupWork {
+    log: EventLog,
+    /// Entries an XREADGROUP reply handed the worker.
+    delivered: std::collections::BTreeSet<String>,
+    /// Entries whose XACK reply counted them.
+    acked: std::collections::BTreeSet<String>,
+    /// Entries of an XACK a kill cut off before its reply.
+    cut_acks: std::collections::BTreeSet<String>,
+}
+
+const GROUP: &[u8] = b"workers";
+
+/// The IDs of an XREADGROUP reply's entries (one stream).
+fn delivered_ids(reply: &Value) -> Result<Vec<String>, String> {
+    let Value::Array(streams) = reply else {
+        return Err(format!("XREADGROUP answered {reply:?}"));
+    };
+    let entries = match streams.first() {
+        Some(Value::Array(stream)) if stream.len() == 2 => &stream[1],
+        other => return Err(format!("XREADGROUP answered a stream {other:?}")),
+    };
+    let Value::Array(entries) = entries else {
+        return Err(format!("XREADGROUP answered entries {entries:?}"));
+    };
+    entries
+        .iter()
+        .map(|entry| match entry {
+            Value::Array(pair) => match &pair[0] {
+                Value::Bulk(id) => Ok(String::from_utf8_lossy(id).into_owned()),
+                other => Err(format!("an entry's ID {other:?}")),
+            },
+            other => Err(format!("an entry {other:?}")),
+        })
+        .collect()
+}
+
+/// A worker of the group: takes up to 8 new entries at a time (waiting for them), then
+/// acknowledges all but the first, until the connection fails. What it was handed, what its XACKs
+/// counted, and the entries of an XACK cut off.
+fn run_worker(address: SocketAddr) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut delivered, mut acked) = (Vec::new(), Vec::new());
+    let Ok(mut client) = Client::connect(address) else {
+        return (delivered, acked, Vec::new());
+    };
+    let read: [&[u8]; 10] = [
+        b"XREADGROUP",
+        b"GROUP",
+        GROUP,
+        b"w",
+        b"COUNT",
+        b"8",
+        b"BLOCK",
+        b"0",
+        b"STREAMS",
+        EVENTS,
+    ];
+    loop {
+        let mut request = read.to_vec();
+        request.push(b">");
+        let ids = match client.send(&request).and_then(|()| client.receive()) {
+            Ok(reply) => delivered_ids(&reply).unwrap_or_else(|e| panic!("{e}")),
+            Err(_) => return (delivered, acked, Vec::new()),
+        };
+        delivered.extend(ids.iter().cloned());
+        // The first of each batch is left pending, for the checks to find there.
+        let ids = ids.get(1..).unwrap_or_default().to_vec();
+        let mut ack: Vec<&[u8]> = vec![b"XACK", EVENTS, GROUP];
+        ack.extend(ids.iter().map(|id| id.as_bytes()));
+        match client.send(&ack).and_then(|()| client.receive()) {
+            Ok(Value::Int(n)) if n as usize == ids.len() => acked.extend(ids),
+            Ok(Value::Error(_)) if ids.is_empty() => {} // XACK without IDs: its arity
+            Ok(other) => panic!("XACK of {} entries answered {other:?}", ids.len()),
+            Err(_) => return (delivered, acked, ids),
+        }
+    }
+}
+
+/// The restarted server's group against what its worker was told (and the stream against
+/// its producer, `check_events`): no acknowledged entry is pending; every entry handed
+/// out and not acknowledged (nor in an XACK cut off) is; only stored entries are pending;
+/// and an entry handed out is never handed out again as new.
+fn check_group_work(address: SocketAddr, work: &GroupWork) -> Result<(), String> {
+    check_events(address, &work.log)?;
+    let mut client = Client::connect(address).expect("connect for the check");
+    let created = client.call(&[b"XGROUP", b"CREATE", EVENTS, GROUP, b"0", b"MKSTREAM"]);
+    if !matches!(&created, Value::Simple(_) | Value::Error(_)) {
+        return Err(format!("XGROUP CREATE answered {created:?}"));
+    }
+    let Value::Array(pending) =
+        client.call(&[b"XPENDING", EVENTS, GROUP, b"-", b"+", b"100000000"])
+    else {
+        return Err("XPENDING did not answer an array".into());
+    };
+    let pending: std::collections::BTreeSet<String> = pending
+        .iter()
+        .filter_map(|entry| match entry {
+            Value::Array(fields) => match &fields[0] {
+                Value::Bulk(id) => Some(String::from_utf8_lossy(id).into_owned()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    if let Some(id) = work.acked.iter().find(|id| pending.contains(*id)) {
+        return Err(format!("entry {id} was acknowledged and is pending again"));
+    }
+    let unacked = work.delivered.iter().filter(|id| !work.acked.contains(*id));
+    if let Some(id) = unacked
+        .filter(|id| !work.cut_acks.contains(*id))
+        .find(|id| !pending.contains(*id))
+    {
+        return Err(format!(
+            "entry {id} was handed out, not acknowledged, and is not pending"
+        ));
+    }
+    let Value::Array(entries) = client.call(&[b"XRANGE", EVENTS, b"-", b"+"]) else {
+        return Err("XRANGE did not answer an array".into());
+    };
+    let existing: std::collections::BTreeSet<String> = entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Value::Array(pair) => match &pair[0] {
+                Value::Bulk(id) => Some(String::from_utf8_lossy(id).into_owned()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    if let Some(id) = pending.iter().find(|id| !existing.contains(*id)) {
+        return Err(format!("entry {id} is pending and not in the stream"));
+    }
+    let next = client.call(&[
+        b"XREADGROUP",
+        b"GROUP",
+        GROUP,
+        b"checker",
+        b"COUNT",
+        b"1",
+        b"STREAMS",
+        EVENTS,
+        b">",
+    ]);
+    if next != Value::Null {
+        let ids = delivered_ids(&next)?;
+        if let Some(id) = ids.iter().find(|id| work.delivered.contains(*id)) {
+            return Err(format!("entry {id} was handed out again as new"));
+        }
+        let mut ack: Vec<&[u8]> = vec![b"XACK", EVENTS, GROUP];
+        ack.extend(ids.iter().map(|id| id.as_bytes()));
+        client.call(&ack);
+    }
+    Ok(())
+}
+
+/// A stream's producer and a consumer group's worker under SIGKILL (`check_group_work`
+/// says what each restart must hold).
+fn group_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let mut work = GroupWork::default();
+    kill_loop(
+        mode,
+        kills,
+        &mut work,
+        check_group_work,
+        |address, _, work| {
+            let first = work.log.sent;
+            let producer = thread::spawn(move || append_events(address, first));
+            let worker = thread::spawn(move || run_worker(address));
+            Box::new(move |work: &mut GroupWork| {
+                let (acked, sent) = producer.join().expect("producer");
+                work.log.sent += sent;
+                work.log.acked.extend(acked);
+                let (delivered, acked, cut) = worker.join().expect("worker");
+                work.delivered.extend(delivered);
+                work.acked.extend(acked);
+                work.cut_acks.extend(cut);
+            })
+        },
+    )?;
+    eprintln!(
+        "{mode}: {kills} kills, {} entries handed out, {} acknowledged",
+        work.delivered.len(),
+        work.acked.len()
+    );
+    assert!(
+        !work.acked.is_empty(),
+        "{mode}: no entry was ever acknowledged"
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn a_consumer_group_survives_sigkills() {
+    for mode in ["fsync", "buffer"] {
+        group_crash_loop(mode, kills() / 4).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_consumer_group() {
+    match group_crash_loop("fsync", 20) {
+        Err(violation) => eprintln!("planted bug caught: {violation}"),
+        Ok(()) => panic!("replies sent before durability went unnoticed by the group in 20 kills"),
+    }
 }
 
 #[cfg(not(feature = "planted-early-reply"))]

@@ -19,10 +19,11 @@
 //!
 //! Every write command changes its key's `kv_keys` row (at least its `version`), so WATCH
 //! needs to look at that row only, and two commands on one key conflict in the engine's OCC
-//! (they both write that row) and never interleave. The one exception: while no connection
+//! (they both write that row) and never interleave. Two exceptions: while no connection
 //! watches any key, a string overwritten by a value of the same length and deadline leaves
 //! the row alone, and two such writes conflict on the part rows they both write instead
-//! (see [`watches`]).
+//! (see [`watches`]); and a stream's consumer-group commands leave it alone as Redis leaves
+//! the key unmodified for WATCH, conflicting on the group's rows (see [`groups`]).
 
 mod counts;
 mod garbage;
