@@ -1,4 +1,5 @@
-//! BLPOP, BRPOP, BLMOVE and BRPOPLPUSH through the server: a client blocks until a write
+//! BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZMPOP, XREAD and XREADGROUP with BLOCK through
+//! the server: a client blocks until a write
 //! to one of its keys (from any event loop) or its deadline, commands it sent after the
 //! blocked one wait for it, a client gone while blocked takes nothing, and under many
 //! producers and consumers every element is delivered exactly once (no lost wake-up).
@@ -474,4 +475,32 @@ fn xreadgroup_block_delivers_a_new_entry_to_the_waiting_consumer() {
     assert_eq!(again, Value::Nil);
     let acked: i64 = q(&mut con, &["xack", "jobs", "workers", "1-1"]);
     assert_eq!(acked, 1);
+}
+
+#[test]
+fn blmpop_and_bzmpop_wait_for_any_of_their_keys() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let blocked = in_background(
+        &server,
+        &["blmpop", "0", "2", "l1", "l2", "right", "count", "2"],
+    );
+    wait_for_blocked(&server, 1);
+    let _: i64 = q(&mut con, &["rpush", "l2", "a", "b", "c"]);
+    let popped = Value::Array(vec![bulk("l2"), Value::Array(vec![bulk("c"), bulk("b")])]);
+    assert_eq!(join(blocked), popped);
+
+    let blocked = in_background(&server, &["bzmpop", "0", "1", "z", "max"]);
+    wait_for_blocked(&server, 1);
+    let _: i64 = q(&mut con, &["zadd", "z", "1", "one", "2", "two"]);
+    let member = Value::Array(vec![bulk("two"), bulk("2")]);
+    assert_eq!(
+        join(blocked),
+        Value::Array(vec![bulk("z"), Value::Array(vec![member])])
+    );
+
+    let started = Instant::now();
+    let timed_out: Value = q(&mut con, &["blmpop", "0.05", "1", "none", "left"]);
+    assert_eq!(timed_out, Value::Nil);
+    assert!(started.elapsed() >= Duration::from_millis(50));
 }

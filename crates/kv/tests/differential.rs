@@ -576,6 +576,34 @@ fn lists() -> Vec<(u32, Words)> {
         ),
         (RARE, cmd("BRPOP", vec![many(key(), 1..=2), lit("0.01")])),
         (
+            USUAL,
+            cmd(
+                "LMPOP",
+                vec![
+                    one(&["1", "2", "0", "3", "-1", "x"]),
+                    many(key(), 1..=2),
+                    one(&["LEFT", "RIGHT", "right", "MIDDLE"]),
+                    maybe(group(vec![
+                        lit("COUNT"),
+                        one(&["1", "2", "10", "0", "-1", "x"]),
+                    ])),
+                ],
+            ),
+        ),
+        (
+            RARE,
+            cmd(
+                "BLMPOP",
+                vec![
+                    one(&["0.01", "-1", "x"]),
+                    one(&["1", "2"]),
+                    many(key(), 1..=2),
+                    one(&["LEFT", "RIGHT"]),
+                    maybe(group(vec![lit("COUNT"), one(&["2", "0"])])),
+                ],
+            ),
+        ),
+        (
             RARE,
             cmd(
                 "BLMOVE",
@@ -759,6 +787,31 @@ fn zsets() -> Vec<(u32, Words)> {
             ),
         ),
         (RARE, cmd("BZPOPMAX", vec![many(key(), 1..=2), lit("0.01")])),
+        (
+            USUAL,
+            cmd(
+                "ZMPOP",
+                vec![
+                    one(&["1", "2", "0", "3", "x"]),
+                    many(key(), 1..=2),
+                    one(&["MIN", "MAX", "max", "LEFT"]),
+                    maybe(group(vec![lit("COUNT"), one(&["1", "2", "10", "0", "x"])])),
+                ],
+            ),
+        ),
+        (
+            RARE,
+            cmd(
+                "BZMPOP",
+                vec![
+                    one(&["0.01", "-1"]),
+                    one(&["1", "2"]),
+                    many(key(), 1..=2),
+                    one(&["MIN", "MAX"]),
+                    maybe(group(vec![lit("COUNT"), one(&["2", "0"])])),
+                ],
+            ),
+        ),
         (RARE, cmd("ZPOPMAX", vec![key(), index(), index()])),
         (RARE, cmd("ZMSCORE", vec![key(), many(member(), 1..=3)])),
         (RARE, cmd("ZREVRANK", vec![key(), member()])),

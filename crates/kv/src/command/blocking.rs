@@ -1,13 +1,14 @@
-//! What the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, XREAD
-//! with BLOCK) share: their timeout, read as Redis reads it, and the keys they wait on. Each handler is the
-//! command run once, without waiting; the server blocks the client on its nil
-//! (`server/blocking.rs`).
+//! What the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX,
+//! BLMPOP, BZMPOP, XREAD and XREADGROUP with BLOCK) share: their timeout, read as Redis
+//! reads it, and the keys they wait on; and the pops from the first of several keys
+//! (LMPOP, ZMPOP and their blocking forms). Each handler is the command run once, without
+//! waiting; the server blocks the client on its nil (`server/blocking.rs`).
 
 use tailstore_resp::Reply;
 
 use super::hashes::wrong_arity;
 use super::streams::parse_read;
-use super::{bulk, parse_long_double, Command, Ctx, Fault, Outcome};
+use super::{bulk, is, parse_int, parse_long_double, Command, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The keys a blocked command waits on: the ones it pops from (BLMOVE's and BRPOPLPUSH's
@@ -16,6 +17,7 @@ pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
     match name {
         "blmove" | "brpoplpush" => &args[1..2.min(args.len())],
         "xread" | "xreadgroup" => parse_read(args, name == "xreadgroup").map_or(&[], |r| r.keys),
+        "blmpop" | "bzmpop" => numbered_keys(args, 2).unwrap_or_default(),
         _ => &args[1..args.len().saturating_sub(1).max(1)],
     }
 }
@@ -26,6 +28,7 @@ pub fn blocking_sources<'a>(name: &str, args: &'a [Vec<u8>]) -> &'a [Vec<u8>] {
 pub fn blocking_timeout(name: &str, args: &[Vec<u8>]) -> Option<Option<u64>> {
     match name {
         "xread" | "xreadgroup" => parse_read(args, name == "xreadgroup").ok()?.block,
+        "blmpop" | "bzmpop" => parse_timeout(args.get(1)?).ok(),
         _ => parse_timeout(args.last()?).ok(),
     }
 }
@@ -88,4 +91,61 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
     }
     let millis = ms.trunc() as u64;
     Ok((millis > 0).then_some(millis))
+}
+
+/// The keys of LMPOP, ZMPOP and their blocking forms: `numkeys key…` from `numkeys_at`;
+/// `None` if they do not fit the arguments.
+fn numbered_keys(args: &[Vec<u8>], numkeys_at: usize) -> Option<&[Vec<u8>]> {
+    let count = usize::try_from(parse_int(args.get(numkeys_at)?).ok()?).ok()?;
+    args.get(numkeys_at + 1..numkeys_at + 1 + count)
+}
+
+/// LMPOP numkeys key [key …] LEFT|RIGHT [COUNT count] and ZMPOP's MIN|MAX (`ends`), from
+/// `numkeys_at` (BLMPOP and BZMPOP have their timeout before): the first of the keys that
+/// holds a non-empty `kind` is popped by `pop` (from the first end if `first`, up to
+/// `count`) and answered `[key, [element…]]`; a nil array when none does, which blocks
+/// a client of the blocking forms. Arguments are checked as Redis checks them, in its
+/// order: numkeys, the end, COUNT, the timeout, then each key's kind as it is reached.
+pub(super) fn multi_pop(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    numkeys_at: usize,
+    (kind, ends): (Kind, [&str; 2]),
+    mut pop: impl FnMut(&mut Ctx, &[u8], KeyMeta, bool, i64) -> Result<Vec<Reply>, Fault>,
+) -> Outcome {
+    let numkeys = parse_int(&args[numkeys_at])
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Fault::err("ERR numkeys should be greater than 0"))?;
+    let end_at = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(numkeys_at + 1))
+        .filter(|&at| at < args.len())
+        .ok_or_else(|| Fault::err(SYNTAX))?;
+    let first = match &args[end_at] {
+        end if is(end, ends[0]) => true,
+        end if is(end, ends[1]) => false,
+        _ => return Err(Fault::err(SYNTAX)),
+    };
+    let count = match &args[end_at + 1..] {
+        [] => 1,
+        [option, count] if is(option, "count") => parse_int(count)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| Fault::err("ERR count should be greater than 0"))?,
+        _ => return Err(Fault::err(SYNTAX)),
+    };
+    if numkeys_at == 2 {
+        parse_timeout(&args[1])?;
+    }
+    for key in &args[numkeys_at + 1..end_at] {
+        let Some(meta) = ctx.meta_of(key, kind)? else {
+            continue;
+        };
+        if meta.len > 0 {
+            let popped = pop(ctx, key, meta, first, count)?;
+            return Ok(Reply::Array(vec![bulk(key.clone()), Reply::Array(popped)]));
+        }
+    }
+    Ok(Reply::NullArray)
 }

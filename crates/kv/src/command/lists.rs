@@ -10,7 +10,7 @@
 
 use tailstore_resp::Reply;
 
-use super::blocking::{parse_timeout, pop_first};
+use super::blocking::{multi_pop, parse_timeout, pop_first};
 use super::hashes::wrong_arity;
 use super::strings::clamp_range;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
@@ -312,6 +312,28 @@ fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> Outcome {
         let popped = pop_elements(ctx, key, &mut meta, 1, left)?;
         Ok(popped.into_iter().map(bulk).collect())
     })
+}
+
+/// LMPOP numkeys key [key …] LEFT|RIGHT [COUNT count] (`multi_pop`).
+pub fn lmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    multi_pop(ctx, args, 1, (Kind::List, ["left", "right"]), pop_from)
+}
+
+/// BLMPOP timeout numkeys key [key …] LEFT|RIGHT [COUNT count], as run once.
+pub fn blmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    multi_pop(ctx, args, 2, (Kind::List, ["left", "right"]), pop_from)
+}
+
+/// LMPOP's pop: up to `count` elements from the left end if `left`.
+fn pop_from(
+    ctx: &mut Ctx,
+    key: &[u8],
+    mut meta: KeyMeta,
+    left: bool,
+    count: i64,
+) -> Result<Vec<Reply>, Fault> {
+    let popped = pop_elements(ctx, key, &mut meta, count, left)?;
+    Ok(popped.into_iter().map(bulk).collect())
 }
 
 pub fn blpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

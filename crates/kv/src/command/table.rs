@@ -71,7 +71,9 @@ const WB: &[&str] = &["write", "blocking"];
 /// XREAD: blocking only with its BLOCK option; its keys follow STREAMS.
 const RB: &[&str] = &["readonly", "blocking", "movablekeys"];
 const WO: &[&str] = &["write"];
-/// XREADGROUP: a write that blocks only with its BLOCK option; its keys follow STREAMS.
+/// Writes whose keys are found by the command (LMPOP's numkeys), and the blocking ones
+/// among them (BLMPOP; XREADGROUP, which blocks only with its BLOCK option).
+const W_MOVABLE: &[&str] = &["write", "movablekeys"];
 const WB_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
@@ -884,6 +886,24 @@ pub static COMMANDS: &[Command] = &[
         lists::rpoplpush,
     ),
     data(
+        "lmpop",
+        -4,
+        W_MOVABLE,
+        NONE,
+        "list",
+        "Removes and returns elements from the first non-empty list of several.",
+        lists::lmpop,
+    ),
+    data(
+        "blmpop",
+        -5,
+        WB_MOVABLE,
+        NONE,
+        "list",
+        "Removes and returns elements from the first non-empty list of several, or waits for one.",
+        lists::blmpop,
+    ),
+    data(
         "blpop",
         -3,
         WB,
@@ -1280,6 +1300,24 @@ pub static COMMANDS: &[Command] = &[
         "sorted-set",
         "Counts members in a lexical range.",
         zsets::zlexcount,
+    ),
+    data(
+        "zmpop",
+        -4,
+        W_MOVABLE,
+        NONE,
+        "sorted-set",
+        "Removes and returns members with the lowest or highest scores from the first non-empty sorted set of several.",
+        zsets::zmpop,
+    ),
+    data(
+        "bzmpop",
+        -5,
+        WB_MOVABLE,
+        NONE,
+        "sorted-set",
+        "ZMPOP, or waits for a member.",
+        zsets::bzmpop,
     ),
     data(
         "bzpopmin",

@@ -15,7 +15,7 @@ use tailstore_engine::KeyRange;
 use tailstore_resp::{format_double, Reply};
 use tailstore_storage::{ScanDirection, Value};
 
-use super::blocking::pop_first;
+use super::blocking::{multi_pop, pop_first};
 use super::hashes::{check_field, collection_scan_options, scan_reply};
 use super::keys::parse_cursor;
 use super::lists::parse_count;
@@ -665,6 +665,32 @@ fn blocking_zpop(ctx: &mut Ctx, args: &[Vec<u8>], max: bool) -> Outcome {
             .flat_map(|(member, score)| [bulk(member), Reply::Double(score)])
             .collect())
     })
+}
+
+/// ZMPOP numkeys key [key …] MIN|MAX [COUNT count] (`multi_pop`): `[member, score]` pairs,
+/// nested in both protocols.
+pub fn zmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    multi_pop(ctx, args, 1, (Kind::ZSet, ["min", "max"]), pop_scored)
+}
+
+/// BZMPOP timeout numkeys key [key …] MIN|MAX [COUNT count], as run once.
+pub fn bzmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    multi_pop(ctx, args, 2, (Kind::ZSet, ["min", "max"]), pop_scored)
+}
+
+/// ZMPOP's pop: up to `count` members, the lowest scores first if `min`.
+fn pop_scored(
+    ctx: &mut Ctx,
+    key: &[u8],
+    mut meta: KeyMeta,
+    min: bool,
+    count: i64,
+) -> Result<Vec<Reply>, Fault> {
+    let popped = pop_members(ctx, key, &mut meta, count, !min)?;
+    let pairs = popped
+        .into_iter()
+        .map(|(member, score)| Reply::Array(vec![bulk(member), Reply::Double(score)]));
+    Ok(pairs.collect())
 }
 
 pub fn bzpopmin(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
