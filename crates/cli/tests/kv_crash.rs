@@ -382,9 +382,27 @@ fn sigkill_pmem_log() {
 #[cfg(feature = "planted-early-reply")]
 #[test]
 fn planted_early_reply_is_caught() {
+    catches_the_early_reply("the writers", crash_loop);
+}
+
+/// A kill loop of a workload: its violation, if it found one.
+type CrashLoop = fn(&str, usize) -> Result<(), String>;
+
+/// Runs `crash_loop` in each durable mode, with `kills() / share` kills each.
+#[cfg(not(feature = "planted-early-reply"))]
+fn in_durable_modes(share: usize, crash_loop: CrashLoop) {
+    for mode in ["fsync", "buffer"] {
+        crash_loop(mode, kills() / share).unwrap_or_else(|violation| panic!("{violation}"));
+    }
+}
+
+/// With the planted early reply, `crash_loop` (of `workload`) must find a violation within
+/// 20 kills in `fsync` mode.
+#[cfg(feature = "planted-early-reply")]
+fn catches_the_early_reply(workload: &str, crash_loop: CrashLoop) {
     match crash_loop("fsync", 20) {
         Err(violation) => eprintln!("planted bug caught: {violation}"),
-        Ok(()) => panic!("replies sent before durability went unnoticed in 20 kills"),
+        Ok(()) => panic!("replies sent before durability went unnoticed by {workload} in 20 kills"),
     }
 }
 
@@ -710,18 +728,13 @@ fn kill_loop<S>(
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn a_job_queue_survives_sigkills() {
-    for mode in ["fsync", "buffer"] {
-        queue_crash_loop(mode, kills() / 2).unwrap_or_else(|violation| panic!("{violation}"));
-    }
+    in_durable_modes(2, queue_crash_loop);
 }
 
 #[cfg(feature = "planted-early-reply")]
 #[test]
 fn planted_early_reply_is_caught_by_the_job_queue() {
-    match queue_crash_loop("fsync", 20) {
-        Err(violation) => eprintln!("planted bug caught: {violation}"),
-        Ok(()) => panic!("replies sent before durability went unnoticed by the queue in 20 kills"),
-    }
+    catches_the_early_reply("the queue", queue_crash_loop);
 }
 
 /// Accounts that scripts move amounts between, starting at zero.
@@ -874,20 +887,13 @@ fn transfers_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn transfer_scripts_survive_sigkills_whole() {
-    for mode in ["fsync", "buffer"] {
-        transfers_crash_loop(mode, kills() / 2).unwrap_or_else(|violation| panic!("{violation}"));
-    }
+    in_durable_modes(2, transfers_crash_loop);
 }
 
 #[cfg(feature = "planted-early-reply")]
 #[test]
 fn planted_early_reply_is_caught_by_the_transfer_scripts() {
-    match transfers_crash_loop("fsync", 20) {
-        Err(violation) => eprintln!("planted bug caught: {violation}"),
-        Ok(()) => {
-            panic!("replies sent before durability went unnoticed by the scripts in 20 kills")
-        }
-    }
+    catches_the_early_reply("the scripts", transfers_crash_loop);
 }
 
 /// What an event log's producer was told over all runs: events are numbered in the order
@@ -1204,33 +1210,23 @@ fn group_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn a_consumer_group_survives_sigkills() {
-    for mode in ["fsync", "buffer"] {
-        group_crash_loop(mode, kills() / 4).unwrap_or_else(|violation| panic!("{violation}"));
-    }
+    in_durable_modes(4, group_crash_loop);
 }
 
 #[cfg(feature = "planted-early-reply")]
 #[test]
 fn planted_early_reply_is_caught_by_the_consumer_group() {
-    match group_crash_loop("fsync", 20) {
-        Err(violation) => eprintln!("planted bug caught: {violation}"),
-        Ok(()) => panic!("replies sent before durability went unnoticed by the group in 20 kills"),
-    }
+    catches_the_early_reply("the group", group_crash_loop);
 }
 
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn an_event_stream_survives_sigkills() {
-    for mode in ["fsync", "buffer"] {
-        events_crash_loop(mode, kills() / 4).unwrap_or_else(|violation| panic!("{violation}"));
-    }
+    in_durable_modes(4, events_crash_loop);
 }
 
 #[cfg(feature = "planted-early-reply")]
 #[test]
 fn planted_early_reply_is_caught_by_the_event_stream() {
-    match events_crash_loop("fsync", 20) {
-        Err(violation) => eprintln!("planted bug caught: {violation}"),
-        Ok(()) => panic!("replies sent before durability went unnoticed by the stream in 20 kills"),
-    }
+    catches_the_early_reply("the stream", events_crash_loop);
 }
