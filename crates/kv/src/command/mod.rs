@@ -18,6 +18,7 @@ mod sets;
 mod streams;
 mod strings;
 mod table;
+mod zset_algebra;
 mod zsets;
 
 use parking_lot::RwLockReadGuard;

@@ -1,6 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
-use super::{consumer_groups, hashes, keys, lists, sets, streams, strings, zsets, Handler};
+use super::{
+    consumer_groups, hashes, keys, lists, sets, streams, strings, zset_algebra, zsets, Handler,
+};
 
 /// How a command runs.
 #[derive(Clone, Copy)]
@@ -74,6 +76,7 @@ const WO: &[&str] = &["write"];
 /// Writes whose keys are found by the command (LMPOP's numkeys), and the blocking ones
 /// among them (BLMPOP; XREADGROUP, which blocks only with its BLOCK option).
 const W_MOVABLE: &[&str] = &["write", "movablekeys"];
+const R_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const WB_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
@@ -1381,6 +1384,69 @@ pub static COMMANDS: &[Command] = &[
         "sorted-set",
         "Removes members in a lexical range.",
         zsets::zremrangebylex,
+    ),
+    data(
+        "zunionstore",
+        -4,
+        W_MOVABLE,
+        K1,
+        "sorted-set",
+        "Stores the union of sorted sets (and sets) in a key.",
+        zset_algebra::zunionstore,
+    ),
+    data(
+        "zinterstore",
+        -4,
+        W_MOVABLE,
+        K1,
+        "sorted-set",
+        "Stores the intersection of sorted sets (and sets) in a key.",
+        zset_algebra::zinterstore,
+    ),
+    data(
+        "zdiffstore",
+        -4,
+        W_MOVABLE,
+        K1,
+        "sorted-set",
+        "Stores the difference of sorted sets (and sets) in a key.",
+        zset_algebra::zdiffstore,
+    ),
+    data(
+        "zunion",
+        -3,
+        R_MOVABLE,
+        NONE,
+        "sorted-set",
+        "Returns the union of sorted sets (and sets).",
+        zset_algebra::zunion,
+    ),
+    data(
+        "zinter",
+        -3,
+        R_MOVABLE,
+        NONE,
+        "sorted-set",
+        "Returns the intersection of sorted sets (and sets).",
+        zset_algebra::zinter,
+    ),
+    data(
+        "zdiff",
+        -3,
+        R_MOVABLE,
+        NONE,
+        "sorted-set",
+        "Returns the difference of sorted sets (and sets).",
+        zset_algebra::zdiff,
+    ),
+    data(
+        "zintercard",
+        -3,
+        R_MOVABLE,
+        NONE,
+        "sorted-set",
+        "Returns the number of members in the intersection of sorted sets (and sets).",
+        zset_algebra::zintercard,
     ),
     data(
         "zscan",
