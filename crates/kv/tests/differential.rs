@@ -1168,8 +1168,8 @@ fn zset_algebra(name: &'static str, store: bool) -> Words {
         ]),
         1 => group(vec![one(&["0", "3", "-1", "x"]), one(ALGEBRA_KEYS), one(ALGEBRA_KEYS)]),
     ];
-    // A stored score of -0 reads back as 0 (every score of -0 is stored as 0, a known
-    // difference): a stored result gets no weight that makes one from a 0 or a negative.
+    // A stored score of -0 reads back as 0 here and in Redis's small sorted sets, "-0" in
+    // its large ones: a stored result gets no weight that makes one from a 0 or a negative.
     let weights: &'static [&'static str] = if store {
         &["1", "2", "0.5", "inf", "abc"]
     } else {

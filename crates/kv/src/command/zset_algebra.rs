@@ -263,7 +263,8 @@ fn difference(mut sources: Vec<(Members, f64)>) -> BTreeMap<Vec<u8>, f64> {
 }
 
 /// Replaces `destination`, whatever it held, with the result (deleted if empty). A score of
-/// -0 (a negative weight times 0) is stored as 0, as every score is (`score_key`).
+/// -0 (a negative weight times 0) is stored as 0 (`score_key`), as in Redis's small sorted
+/// sets.
 fn store(ctx: &mut Ctx, destination: &[u8], result: BTreeMap<Vec<u8>, f64>) -> Outcome {
     super::check_key(destination)?;
     if let Some(old) = ctx.meta(destination)? {
