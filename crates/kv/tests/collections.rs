@@ -1808,3 +1808,52 @@ fn an_emptied_stream_stays_and_keeps_its_last_id() {
     assert_eq!(kv.run(&["del", "s"]), int(1));
     assert_eq!(kv.run(&["xadd", "s", "0-*", "f", "v"]), b("0-1"));
 }
+
+// ---------------------------------------------------------------------------------------
+// bitmaps
+
+/// BITPOS and BITCOUNT at the edges, with the answers redis-server 7.0.15 gave for the
+/// same strings and arguments: a search for 0 through a string of ones finds the zero
+/// padding after it unless the range has an end; ranges in bits cut bytes.
+#[test]
+fn bitpos_and_bitcount_answer_as_redis_at_the_edges() {
+    let kv = kv();
+    let set = |key: &str, value: &[u8]| {
+        let args = vec![b"set".to_vec(), key.as_bytes().to_vec(), value.to_vec()];
+        assert_eq!(kv.bytes(args), Reply::ok());
+    };
+    set("b", &[0xFF, 0xFF, 0xFF]);
+    set("c", &[0xFF, 0xF0, 0x00]);
+    let cases: &[(&str, &str, i64)] = &[
+        ("b", "0", 24),
+        ("b", "1", 0),
+        ("b", "0 0", 24),
+        ("b", "0 1", 24),
+        ("b", "0 -1", 24),
+        ("b", "0 0 -1", -1),
+        ("b", "0 0 1", -1),
+        ("b", "0 2 2", -1),
+        ("b", "0 0 -1 bit", -1),
+        ("b", "0 5 22 bit", -1),
+        ("b", "0 5 23 bit", -1),
+        ("b", "1 5 22 bit", 5),
+        ("b", "0 3", -1),
+        ("b", "1 3", -1),
+        ("c", "0", 12),
+        ("c", "0 0 0", -1),
+        ("c", "0 1 1", 12),
+        ("c", "0 4 11 bit", -1),
+        ("c", "0 4 12 bit", 12),
+        ("c", "1 -2", 8),
+        ("c", "0 -3 -2 bit", 21),
+    ];
+    for (key, args, expected) in cases {
+        let mut command = vec!["bitpos", key];
+        command.extend(args.split(' '));
+        assert_eq!(kv.run(&command), int(*expected), "BITPOS {key} {args}");
+    }
+    assert_eq!(kv.run(&["bitcount", "c", "4", "12", "bit"]), int(8));
+    assert_eq!(kv.run(&["bitcount", "c", "-9", "-1", "bit"]), int(0));
+    assert_eq!(kv.run(&["bitpos", "none", "0"]), int(0));
+    assert_eq!(kv.run(&["bitpos", "none", "1"]), int(-1));
+}

@@ -429,6 +429,59 @@ fn strings() -> Vec<(u32, Words)> {
         ),
         (RARE, cmd("SUBSTR", vec![key(), int(), int()])),
     ]);
+    all.extend(bitmaps());
+    all
+}
+
+/// Bitmaps over the string keys: offsets within a few bytes, one of 10 KB, and past
+/// Redis's limit (its largest offset, a 512 MiB string, is more than a commit here takes: a
+/// known difference), ranges in bytes and bits with negative ends, BITOP over strings of
+/// different lengths.
+fn bitmaps() -> Vec<(u32, Words)> {
+    let key = || one(STRING_KEYS);
+    let offset = || {
+        one(&[
+            "0",
+            "1",
+            "7",
+            "8",
+            "13",
+            "23",
+            "-1",
+            "abc",
+            "80000",
+            "4294967296",
+        ])
+    };
+    let bound = || one(&["0", "1", "-1", "-2", "5", "-100", "12", "abc"]);
+    let unit = || maybe(one(&["BYTE", "BIT", "bit", "WORD"]));
+    let mut all = usual(vec![
+        cmd(
+            "SETBIT",
+            vec![key(), offset(), one(&["1", "0", "1", "2", "x"])],
+        ),
+        cmd("GETBIT", vec![key(), offset()]),
+        cmd("BITCOUNT", vec![key()]),
+        cmd("BITCOUNT", vec![key(), bound(), bound(), unit()]),
+        cmd("BITPOS", vec![key(), one(&["0", "1", "2"])]),
+        cmd(
+            "BITPOS",
+            vec![key(), one(&["0", "1"]), bound(), maybe(bound())],
+        ),
+        cmd(
+            "BITPOS",
+            vec![key(), one(&["0", "1"]), bound(), bound(), unit()],
+        ),
+        cmd(
+            "BITOP",
+            vec![
+                one(&["AND", "OR", "XOR", "NOT", "nand"]),
+                key(),
+                many(key(), 1..=2),
+            ],
+        ),
+    ]);
+    all.extend([(FILL, cmd("SETBIT", vec![key(), offset(), lit("1")]))]);
     all
 }
 

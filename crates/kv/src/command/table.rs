@@ -1,7 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    consumer_groups, hashes, keys, lists, sets, streams, strings, zset_algebra, zsets, Handler,
+    bitmaps, consumer_groups, hashes, keys, lists, sets, streams, strings, zset_algebra, zsets,
+    Handler,
 };
 
 /// How a command runs.
@@ -680,6 +681,52 @@ pub static COMMANDS: &[Command] = &[
         strings::setrange,
     ),
     // hashes
+    // bitmaps
+    data(
+        "setbit",
+        4,
+        W,
+        K1,
+        "bitmap",
+        "Sets or clears the bit at an offset of a string.",
+        bitmaps::setbit,
+    ),
+    data(
+        "getbit",
+        3,
+        RF,
+        K1,
+        "bitmap",
+        "Returns the bit at an offset of a string.",
+        bitmaps::getbit,
+    ),
+    data(
+        "bitcount",
+        -2,
+        R,
+        K1,
+        "bitmap",
+        "Counts the set bits of a string, or of a range of it.",
+        bitmaps::bitcount,
+    ),
+    data(
+        "bitpos",
+        -3,
+        R,
+        K1,
+        "bitmap",
+        "Finds the first set or clear bit of a string, or of a range of it.",
+        bitmaps::bitpos,
+    ),
+    data(
+        "bitop",
+        -4,
+        W,
+        (2, -1, 1),
+        "bitmap",
+        "Stores the AND, OR, XOR of strings, or the NOT of one, in a key.",
+        bitmaps::bitop,
+    ),
     data(
         "hset",
         -4,
