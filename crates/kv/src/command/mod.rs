@@ -33,6 +33,7 @@ pub use execute::{BlockBody, BlockStep, Executed, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use streams::resolve_last_ids;
+pub use table::{lookup, Command, Run, COMMANDS};
 
 /// A container command's check of its subcommand, before it runs or is queued (XGROUP's
 /// subcommands have arities of their own): Redis's error text if it is refused.
@@ -42,7 +43,6 @@ pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), Strin
         _ => Ok(()),
     }
 }
-pub use table::{lookup, Command, Run, COMMANDS};
 
 /// Redis's reply to a command on a key of another kind.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
