@@ -1094,6 +1094,20 @@ fn run_worker(address: SocketAddr) -> (Vec<String>, Vec<String>, Vec<String>) {
     }
 }
 
+/// The IDs that lead the arrays of a reply (XRANGE's entries, XPENDING's detailed form).
+fn leading_ids(items: &[Value]) -> std::collections::BTreeSet<String> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Value::Array(fields) => match fields.first() {
+                Some(Value::Bulk(id)) => Some(String::from_utf8_lossy(id).into_owned()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 /// The restarted server's group against what its worker was told (and the stream against
 /// its producer, `check_events`): no acknowledged entry is pending; every entry handed
 /// out and not acknowledged (nor in an XACK cut off) is; only stored entries are pending;
@@ -1110,16 +1124,7 @@ fn check_group_work(address: SocketAddr, work: &GroupWork) -> Result<(), String>
     else {
         return Err("XPENDING did not answer an array".into());
     };
-    let pending: std::collections::BTreeSet<String> = pending
-        .iter()
-        .filter_map(|entry| match entry {
-            Value::Array(fields) => match &fields[0] {
-                Value::Bulk(id) => Some(String::from_utf8_lossy(id).into_owned()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let pending = leading_ids(&pending);
     if let Some(id) = work.acked.iter().find(|id| pending.contains(*id)) {
         return Err(format!("entry {id} was acknowledged and is pending again"));
     }
@@ -1135,16 +1140,7 @@ fn check_group_work(address: SocketAddr, work: &GroupWork) -> Result<(), String>
     let Value::Array(entries) = client.call(&[b"XRANGE", EVENTS, b"-", b"+"]) else {
         return Err("XRANGE did not answer an array".into());
     };
-    let existing: std::collections::BTreeSet<String> = entries
-        .iter()
-        .filter_map(|entry| match entry {
-            Value::Array(pair) => match &pair[0] {
-                Value::Bulk(id) => Some(String::from_utf8_lossy(id).into_owned()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let existing = leading_ids(&entries);
     if let Some(id) = pending.iter().find(|id| !existing.contains(*id)) {
         return Err(format!("entry {id} is pending and not in the stream"));
     }

@@ -1352,17 +1352,14 @@ fn sequences() -> BoxedStrategy<Vec<Vec<String>>> {
 /// so that entries get delivered, pending, claimed and acknowledged (in the mixed
 /// sequences a group seldom exists when its commands come).
 fn group_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
-    let setup: Vec<Vec<String>> = [
+    let setup = [
         "XADD x0 1-0 f0 10",
         "XADD x0 1-1 f1 abc",
         "XADD x0 2-0 f2 7",
         "XADD x0 3-5 f0 0",
         "XGROUP CREATE x0 g0 0",
         "XGROUP CREATE x0 g1 $",
-    ]
-    .iter()
-    .map(|line| line.split(' ').map(str::to_string).collect())
-    .collect();
+    ];
     let mut commands = stream_groups();
     commands.extend([
         (
@@ -1375,7 +1372,20 @@ fn group_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
         (RARE, cmd("XDEL", vec![lit("x0"), one(&["1-1", "2-0"])])),
         (RARE, cmd("XTRIM", vec![lit("x0"), lit("MAXLEN"), lit("2")])),
     ]);
-    prop::collection::vec(Union::new_weighted(commands), 1..=30)
+    after_setup(&setup, commands, 30)
+}
+
+/// Up to `most` of `commands` after the `setup` lines (words split at spaces).
+fn after_setup(
+    setup: &[&str],
+    commands: Vec<(u32, Words)>,
+    most: usize,
+) -> BoxedStrategy<Vec<Vec<String>>> {
+    let setup: Vec<Vec<String>> = setup
+        .iter()
+        .map(|line| line.split(' ').map(str::to_string).collect())
+        .collect();
+    prop::collection::vec(Union::new_weighted(commands), 1..=most)
         .prop_map(move |steps| [setup.clone(), steps].concat())
         .boxed()
 }
@@ -1384,15 +1394,12 @@ fn group_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
 /// infinite scores (in the mixed sequences the sources are seldom both there when the
 /// algebra comes), stored results read back.
 fn zset_algebra_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
-    let setup: Vec<Vec<String>> = [
+    let setup = [
         "ZADD z0 1 m0 2 m1 inf m2 0 m3",
         "ZADD z1 0.5 m1 -inf m2 2 m3 1.5 m4 -3 m5",
         "SADD t0 m0 m1 m4",
         "SET x 1",
-    ]
-    .iter()
-    .map(|line| line.split(' ').map(str::to_string).collect())
-    .collect();
+    ];
     let read_back = cmd(
         "ZRANGE",
         vec![
@@ -1430,9 +1437,7 @@ fn zset_algebra_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
             ),
         ),
     ];
-    prop::collection::vec(Union::new_weighted(commands), 1..=12)
-        .prop_map(move |steps| [setup.clone(), steps].concat())
-        .boxed()
+    after_setup(&setup, commands, 12)
 }
 
 /// Runs `strategy`'s sequences on both servers (PROPTEST_CASES of them).
