@@ -13,6 +13,6 @@ N=${N:-300000}
 . "$(dirname "$0")/servers.sh"
 start_servers "$BIN"
 VALUE=$(printf 'v%.0s' $(seq 100))
-interleaved -c 50 -P 4 --threads 2 -n "$N" xadd "events:__rand_int__" MAXLEN '~' 10000 '*' event "$VALUE"
+interleaved -c 50 -P 4 --threads 2 -n "$N" xadd events MAXLEN '~' 10000 '*' event "$VALUE"
 interleaved -c 1 -P 1 -n 20000 xadd events MAXLEN '~' 10000 '*' event "$VALUE"
 interleaved -c 50 -P 4 --threads 2 -n "$N" xrevrange events + - COUNT 10
