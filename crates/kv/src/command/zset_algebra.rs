@@ -7,7 +7,6 @@
 //! their last bits and whether an inf + -inf was summed, is Redis's too.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
@@ -179,14 +178,8 @@ fn scored_members(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Vec<(Vec<u8>, f64)>, 
             .map(|(member, _)| (member, 1.0))
             .collect());
     }
-    ctx.ks.members_by_score(
-        ctx.txn,
-        meta.id,
-        Bound::Unbounded,
-        Bound::Unbounded,
-        ScanDirection::Ascending,
-        usize::MAX,
-    )
+    ctx.ks
+        .members_from_end(ctx.txn, meta.id, ScanDirection::Ascending, usize::MAX)
 }
 
 fn combine(op: Op, aggregate: Aggregate, sources: Vec<(Members, f64)>) -> BTreeMap<Vec<u8>, f64> {

@@ -158,14 +158,9 @@ fn members_by_rank(
     } else {
         (rev, from, false)
     };
-    let rows = ctx.ks.members_by_score(
-        ctx.txn,
-        owner,
-        Bound::Unbounded,
-        Bound::Unbounded,
-        direction(near),
-        skip + (to - from) + 1,
-    )?;
+    let rows = ctx
+        .ks
+        .members_from_end(ctx.txn, owner, direction(near), skip + (to - from) + 1)?;
     let mut members: Scored = rows.into_iter().skip(skip).collect();
     if reversed {
         members.reverse();
@@ -639,11 +634,9 @@ fn pop_members(
     count: i64,
     max: bool,
 ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
-    let popped = ctx.ks.members_by_score(
+    let popped = ctx.ks.members_from_end(
         ctx.txn,
         meta.id,
-        Bound::Unbounded,
-        Bound::Unbounded,
         direction(max),
         usize::try_from(count).unwrap_or(usize::MAX),
     )?;
@@ -763,14 +756,9 @@ pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(scan_reply(Vec::new()));
     };
     let (pattern, _) = collection_scan_options(&args[3..], false)?;
-    let all = ctx.ks.members_by_score(
-        ctx.txn,
-        meta.id,
-        Bound::Unbounded,
-        Bound::Unbounded,
-        ScanDirection::Ascending,
-        usize::MAX,
-    )?;
+    let all = ctx
+        .ks
+        .members_from_end(ctx.txn, meta.id, ScanDirection::Ascending, usize::MAX)?;
     let mut items = Vec::new();
     for (member, score) in all {
         if pattern.as_deref().is_none_or(|p| matches(p, &member)) {

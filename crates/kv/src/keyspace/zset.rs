@@ -80,6 +80,19 @@ impl Keyspace {
         Ok(txn.delete(&self.zset, &member_key(owner, member))?)
     }
 
+    /// Up to `limit` members with their scores from one end of the set (the lowest scores
+    /// first when `direction` is ascending).
+    pub(crate) fn members_from_end(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        direction: ScanDirection,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        self.members_by_score(txn, owner, all.0, all.1, direction, limit)
+    }
+
     /// Members with their scores in (score, member) order, from `lower` to `upper` score
     /// (in `direction`), at most `limit`.
     #[allow(clippy::too_many_arguments)]
