@@ -5,8 +5,7 @@
 
 use tailstore_resp::Reply;
 
-use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
-use crate::keyspace::Kind;
+use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 
 /// The largest string a bit offset may reach: Redis's `proto-max-bulk-len` default.
 const MAX_BYTES: u64 = 512 * 1024 * 1024;
@@ -171,12 +170,10 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             "ERR BITOP NOT must be called with a single source key.",
         ));
     }
+    // A key of another kind is WRONGTYPE (from `Ctx::string`) before anything is written.
     let mut sources = Vec::with_capacity(args.len() - 3);
     for key in &args[3..] {
-        match ctx.meta(key)? {
-            Some(meta) if meta.kind != Kind::String => return Err(Fault::err(WRONGTYPE)),
-            _ => sources.push(ctx.string(key)?.unwrap_or_default()),
-        }
+        sources.push(ctx.string(key)?.unwrap_or_default());
     }
     let len = sources.iter().map(Vec::len).max().unwrap_or(0);
     let destination = &args[2];

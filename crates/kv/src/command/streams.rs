@@ -604,10 +604,11 @@ fn parse_block_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
 /// server blocks a client with BLOCK on the nil, after [`resolve_last_ids`].
 pub fn xread(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let read = parse_xread(args)?;
-    let mut after = Vec::with_capacity(read.ids.len());
+    // Each stream's row and the ID to read after, every key checked before any is read.
+    let mut targets = Vec::with_capacity(read.ids.len());
     for (key, id) in read.keys.iter().zip(read.ids) {
         let meta = ctx.meta_of(key, Kind::Stream)?;
-        after.push(match id.as_slice() {
+        let after = match id.as_slice() {
             b"$" => meta.as_ref().map_or(StreamId::MIN, StreamId::last_of),
             b">" => {
                 return Err(Fault::err(
@@ -615,15 +616,13 @@ pub fn xread(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 ))
             }
             id => parse_strict_id(id)?,
-        });
+        };
+        targets.push((key, meta, after));
     }
     let limit = read.limit();
     let mut streams = Vec::new();
-    for (key, after) in read.keys.iter().zip(after) {
-        let Some(meta) = ctx.meta_of(key, Kind::Stream)? else {
-            continue;
-        };
-        let Some(first) = after.next() else {
+    for (key, meta, after) in targets {
+        let (Some(meta), Some(first)) = (meta, after.next()) else {
             continue;
         };
         let found = entries(
