@@ -107,6 +107,96 @@ fn a_push_from_another_connection_wakes_the_blocked_client() {
 }
 
 #[test]
+fn a_move_or_copy_into_the_blocked_client_s_database_wakes_it() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let blocked_in_db = |db: &str, key: &str| {
+        let mut waiter = server.client();
+        let _: () = q(&mut waiter, &["select", db]);
+        let key = key.to_string();
+        // A deadline, so that a missed wake-up fails instead of hanging: its last run
+        // would find the element too, but only after the deadline.
+        thread::spawn(move || {
+            let began = Instant::now();
+            let answer = q::<Value>(&mut waiter, &["blpop", &key, "10"]);
+            assert!(
+                began.elapsed() < Duration::from_secs(5),
+                "woken by its deadline, not by the write"
+            );
+            answer
+        })
+    };
+    // Once blocked, the waiter's connection is left quiet for a while, so that only the
+    // signal of the write (not a late event of its own socket) runs its command again.
+    let settled = || {
+        wait_for_blocked(&server, 1);
+        thread::sleep(Duration::from_millis(300));
+    };
+    let blocked = blocked_in_db("1", "jobs");
+    settled();
+    let _: i64 = q(&mut con, &["rpush", "jobs", "a"]);
+    assert_eq!(q::<i64>(&mut con, &["move", "jobs", "1"]), 1);
+    assert_eq!(join(blocked), Value::Array(vec![bulk("jobs"), bulk("a")]));
+
+    let blocked = blocked_in_db("2", "copied");
+    settled();
+    let _: i64 = q(&mut con, &["rpush", "src", "b"]);
+    assert_eq!(q::<i64>(&mut con, &["copy", "src", "copied", "db", "2"]), 1);
+    assert_eq!(join(blocked), Value::Array(vec![bulk("copied"), bulk("b")]));
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["lrange", "src", "0", "-1"]),
+        ["b"],
+        "the source is left as it was"
+    );
+}
+
+/// The server's count of blocking-command runs (first runs and reruns).
+fn blocking_runs(server: &TestServer) -> u64 {
+    let info: String = q(&mut server.client(), &["info", "stats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("tailstore_blocking_runs:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO stats tells tailstore_blocking_runs")
+}
+
+#[test]
+fn a_waiting_client_costs_nothing_until_a_write_or_its_deadline() {
+    // A run that finds nothing writes nothing, so it must not wake the clients of its key:
+    // its own loop among them, which would run it again at once, and again (a blocked
+    // BLPOP once kept a core busy for as long as it waited).
+    let server = TestServer::start();
+    for args in [
+        &["blpop", "nothing", "1"][..],
+        &["bzpopmin", "nothing", "1"],
+        &["blmove", "nothing", "dst", "left", "left", "1"],
+        &[
+            "xreadgroup",
+            "group",
+            "g",
+            "c",
+            "block",
+            "1000",
+            "streams",
+            "st",
+            ">",
+        ],
+    ] {
+        if args[0] == "xreadgroup" {
+            let _: () = q(
+                &mut server.client(),
+                &["xgroup", "create", "st", "g", "$", "mkstream"],
+            );
+        }
+        let before = blocking_runs(&server);
+        let answer: Value = q(&mut server.client(), args);
+        assert_eq!(answer, Value::Nil, "{args:?} waited for nothing");
+        let runs = blocking_runs(&server) - before;
+        // The first run, one more after its registration, the last one at the deadline.
+        assert!(runs <= 3, "{args:?} ran {runs} times while it waited");
+    }
+}
+
+#[test]
 fn the_deadline_answers_nil() {
     let server = TestServer::start();
     let started = Instant::now();

@@ -1857,3 +1857,156 @@ fn bitpos_and_bitcount_answer_as_redis_at_the_edges() {
     assert_eq!(kv.run(&["bitpos", "none", "0"]), int(0));
     assert_eq!(kv.run(&["bitpos", "none", "1"]), int(-1));
 }
+
+/// The bulk strings of a reply of pairs (HRANDFIELD … WITHVALUES, ZRANDMEMBER … WITHSCORES).
+fn pairs(reply: &Reply) -> Vec<(String, String)> {
+    let Reply::Pairs(items) = reply else {
+        panic!("not pairs: {reply:?}");
+    };
+    let text = |r: &Reply| match r {
+        Reply::Bulk(bytes) => String::from_utf8(bytes.clone()).expect("utf-8"),
+        Reply::Double(x) => x.to_string(),
+        other => panic!("unexpected {other:?}"),
+    };
+    items.iter().map(|(a, b)| (text(a), text(b))).collect()
+}
+
+#[test]
+fn random_fields_and_members_come_from_the_collection() {
+    let kv = kv();
+    kv.run(&["hset", "h", "a", "1", "b", "2", "c", "3"]);
+    kv.run(&["zadd", "z", "1", "a", "2", "b", "3", "c"]);
+    let value_of = |field: &str| (field.as_bytes()[0] - b'a' + 1).to_string();
+    for _ in 0..20 {
+        // A positive count: distinct picks, at most the collection's size.
+        let picked = strings(&kv.run(&["hrandfield", "h", "2"]));
+        assert_eq!(picked.len(), 2);
+        assert_ne!(picked[0], picked[1]);
+        let with_values = pairs(&kv.run(&["hrandfield", "h", "2", "withvalues"]));
+        for (field, value) in &with_values {
+            assert_eq!(
+                value,
+                &value_of(field),
+                "each value goes with its own field"
+            );
+        }
+        // A negative count: exactly that many, repeats allowed.
+        let repeated = strings(&kv.run(&["zrandmember", "z", "-7"]));
+        assert_eq!(repeated.len(), 7);
+        assert!(repeated
+            .iter()
+            .all(|m| ["a", "b", "c"].contains(&m.as_str())));
+        for (member, score) in pairs(&kv.run(&["zrandmember", "z", "-3", "withscores"])) {
+            assert_eq!(
+                score,
+                value_of(&member),
+                "each score goes with its own member"
+            );
+        }
+        let one = strings(&Reply::Array(vec![kv.run(&["hrandfield", "h"])]));
+        assert!(["a", "b", "c"].contains(&one[0].as_str()));
+    }
+    // A count that covers the collection answers all of it.
+    let mut all = strings(&kv.run(&["zrandmember", "z", "10"]));
+    all.sort();
+    assert_eq!(all, ["a", "b", "c"]);
+    assert_eq!(kv.run(&["hrandfield", "nothing"]), Reply::Null);
+    assert_eq!(kv.run(&["zrandmember", "nothing", "3"]), arr(&[]));
+    assert_eq!(
+        kv.run(&["hrandfield", "z", "1"]),
+        err(WRONGTYPE),
+        "a sorted set is not a hash"
+    );
+}
+
+#[test]
+fn a_copy_is_independent_of_its_source() {
+    let kv = kv();
+    kv.run(&["rpush", "l", "a", "b", "c"]);
+    kv.run(&["sadd", "s", "x", "y"]);
+    kv.run(&["zadd", "z", "1", "m", "2", "n"]);
+    kv.run(&["hset", "h", "f", "v"]);
+    kv.run(&["set", "str", &big(7, 20_000)]);
+    for key in ["l", "s", "z", "h", "str"] {
+        let copy = format!("{key}-copy");
+        assert_eq!(kv.run(&["copy", key, &copy]), int(1));
+        assert_eq!(kv.run(&["type", &copy]), kv.run(&["type", key]));
+    }
+    assert_eq!(kv.run(&["get", "str-copy"]), b(&big(7, 20_000)));
+    // Writes to the copy leave the source alone, and the other way round.
+    kv.run(&["rpush", "l-copy", "d"]);
+    kv.run(&["lpop", "l"]);
+    assert_eq!(kv.run(&["lrange", "l", "0", "-1"]), arr(&["b", "c"]));
+    assert_eq!(
+        kv.run(&["lrange", "l-copy", "0", "-1"]),
+        arr(&["a", "b", "c", "d"])
+    );
+    kv.run(&["srem", "s-copy", "x"]);
+    assert_eq!(kv.run(&["smembers", "s"]), set(&["x", "y"]));
+    kv.run(&["zincrby", "z", "10", "m"]);
+    assert_eq!(kv.run(&["zscore", "z-copy", "m"]), d(1.0));
+    kv.run(&["del", "h"]);
+    assert_eq!(kv.run(&["hget", "h-copy", "f"]), b("v"));
+    // REPLACE overwrites a key of another kind; without it, nothing is copied.
+    assert_eq!(kv.run(&["copy", "s", "h-copy"]), int(0));
+    assert_eq!(kv.run(&["copy", "s", "h-copy", "replace"]), int(1));
+    assert_eq!(kv.run(&["type", "h-copy"]), Reply::Status("set".into()));
+}
+
+#[test]
+fn a_copied_stream_keeps_its_consumer_groups() {
+    let kv = kv();
+    kv.run(&["xadd", "st", "1-1", "a", "1"]);
+    kv.run(&["xadd", "st", "2-1", "b", "2"]);
+    kv.run(&["xgroup", "create", "st", "g", "0"]);
+    kv.run(&[
+        "xreadgroup",
+        "group",
+        "g",
+        "c",
+        "count",
+        "1",
+        "streams",
+        "st",
+        ">",
+    ]);
+    assert_eq!(kv.run(&["copy", "st", "st2"]), int(1));
+    assert_eq!(kv.run(&["xack", "st", "g", "1-1"]), int(1));
+    // The copy's group still has the entry pending, and delivers the next one.
+    assert_eq!(kv.run(&["xack", "st2", "g", "1-1"]), int(1));
+    let next = kv.run(&["xreadgroup", "group", "g", "c", "streams", "st2", ">"]);
+    let entry = Reply::Array(vec![b("2-1"), arr(&["b", "2"])]);
+    assert_eq!(
+        next,
+        Reply::Keyed(vec![(b("st2"), Reply::Array(vec![entry]))])
+    );
+    assert_eq!(kv.run(&["xlen", "st2"]), int(2));
+}
+
+#[test]
+fn move_takes_a_key_to_another_database_with_its_deadline() {
+    let kv = kv();
+    kv.run(&["rpush", "l", "a", "b"]);
+    kv.run(&["pexpire", "l", "100000"]);
+    assert_eq!(kv.run(&["move", "l", "3"]), int(1));
+    assert!(!kv.exists("l"));
+    let moved = kv.ks.execute(
+        3,
+        lookup(b"pttl").expect("pttl"),
+        &[b"pttl".to_vec(), b"l".to_vec()],
+    );
+    let Reply::Int(ttl) = moved.reply else {
+        panic!("PTTL answered {:?}", moved.reply);
+    };
+    assert!(
+        ttl > 0 && ttl <= 100_000,
+        "the deadline moved with the key: {ttl}"
+    );
+    let llen = kv.ks.execute(
+        3,
+        lookup(b"llen").expect("llen"),
+        &[b"llen".to_vec(), b"l".to_vec()],
+    );
+    assert_eq!(llen.reply, int(2));
+    assert_eq!(kv.run(&["move", "l", "3"]), int(0), "no such key left here");
+}

@@ -98,6 +98,14 @@ fn normalise(args: &[String], answer: Answer) -> Answer {
                 })
                 .collect(),
         ),
+        // Random picks: compared by their number (a random key by being one); which
+        // members were picked is checked by tests/collections.rs.
+        ("SRANDMEMBER" | "HRANDFIELD" | "ZRANDMEMBER", Value::Array(items)) => {
+            Value::Int(items.len() as i64)
+        }
+        ("SRANDMEMBER" | "HRANDFIELD" | "ZRANDMEMBER" | "RANDOMKEY", Value::BulkString(_)) => {
+            Value::SimpleString("one of them".into())
+        }
         (_, value) => value,
     })
 }
@@ -109,6 +117,10 @@ fn compare(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<(), TestCaseErro
         // A failed case may have stopped inside MULTI: leave it (or be told there was none).
         let _ = ask(con, &["DISCARD".to_string()]);
         prop_assert_eq!(ask(con, &["FLUSHALL".to_string()]), Ok(Value::Okay));
+        prop_assert_eq!(
+            ask(con, &["SELECT".to_string(), "0".to_string()]),
+            Ok(Value::Okay)
+        );
     }
     // The commands queued since MULTI, which EXEC's replies answer (`None`: not in MULTI).
     let mut queued: Option<Vec<&[String]>> = None;
@@ -428,6 +440,30 @@ fn strings() -> Vec<(u32, Words)> {
             ),
         ),
         (RARE, cmd("SUBSTR", vec![key(), int(), int()])),
+        (
+            USUAL,
+            cmd(
+                "LCS",
+                vec![
+                    key(),
+                    key(),
+                    options(
+                        &[
+                            "LEN",
+                            "IDX",
+                            "WITHMATCHLEN",
+                            "MINMATCHLEN 1",
+                            "MINMATCHLEN 2",
+                            "MINMATCHLEN -1",
+                            "MINMATCHLEN abc",
+                            "MINMATCHLEN",
+                            "BAD",
+                        ],
+                        3,
+                    ),
+                ],
+            ),
+        ),
     ]);
     all.extend(bitmaps());
     all
@@ -547,6 +583,30 @@ fn keyspace() -> Vec<(u32, Words)> {
         ),
         (RARE, cmd("DBSIZE", vec![key()])),
         (RARE, cmd("NOSUCHCMD", vec![key(), value()])),
+        (
+            USUAL,
+            cmd(
+                "COPY",
+                vec![
+                    key(),
+                    key(),
+                    options(
+                        &["REPLACE", "DB 1", "DB 0", "DB 16", "DB abc", "DB", "BAD"],
+                        2,
+                    ),
+                ],
+            ),
+        ),
+        (
+            USUAL,
+            cmd(
+                "MOVE",
+                vec![key(), one(&["0", "1", "16", "-1", "abc", "4294967296"])],
+            ),
+        ),
+        (RARE, cmd("SELECT", vec![one(&["0", "1"])])),
+        (RARE, cmd("RANDOMKEY", vec![])),
+        (RARE, cmd("RANDOMKEY", vec![key()])),
     ]);
     all
 }
@@ -554,6 +614,13 @@ fn keyspace() -> Vec<(u32, Words)> {
 fn hashes() -> Vec<(u32, Words)> {
     let key = || one(HASH_KEYS);
     let mut all = usual(vec![
+        cmd(
+            "HRANDFIELD",
+            vec![
+                key(),
+                maybe(group(vec![int(), maybe(one(&["WITHVALUES", "BAD"]))])),
+            ],
+        ),
         cmd("HSETNX", vec![key(), field(), value()]),
         cmd("HGET", vec![key(), field()]),
         cmd("HMGET", vec![key(), many(field(), 1..=3)]),
@@ -738,7 +805,29 @@ fn sets() -> Vec<(u32, Words)> {
         (RARE, cmd("SMOVE", vec![key(), key(), member()])),
         (RARE, cmd("SPOP", vec![key(), lit("0")])),
         (RARE, cmd("SRANDMEMBER", vec![key(), lit("0")])),
+        (RARE, cmd("SRANDMEMBER", vec![key(), maybe(int())])),
         (RARE, cmd("SADD", vec![key()])),
+        (
+            USUAL,
+            cmd(
+                "SINTERCARD",
+                vec![
+                    one(&["1", "2", "3", "0", "-1", "abc"]),
+                    many(key(), 1..=2),
+                    options(
+                        &[
+                            "LIMIT 1",
+                            "LIMIT 0",
+                            "LIMIT -1",
+                            "LIMIT abc",
+                            "LIMIT",
+                            "BAD",
+                        ],
+                        2,
+                    ),
+                ],
+            ),
+        ),
     ]);
     all
 }
@@ -819,6 +908,29 @@ fn zsets() -> Vec<(u32, Words)> {
     let range_end = || Union::new([int(), one(BOUNDS)]).boxed();
     all.extend([
         (FILL, cmd("ZADD", vec![key(), scored()])),
+        (
+            USUAL,
+            cmd(
+                "ZRANGESTORE",
+                vec![
+                    key(),
+                    key(),
+                    range_end(),
+                    range_end(),
+                    options(&["BYSCORE", "BYLEX", "REV", "LIMIT 0 2", "WITHSCORES"], 2),
+                ],
+            ),
+        ),
+        (
+            USUAL,
+            cmd(
+                "ZRANDMEMBER",
+                vec![
+                    key(),
+                    maybe(group(vec![int(), maybe(one(&["WITHSCORES", "BAD"]))])),
+                ],
+            ),
+        ),
         // Any mix of options, most of them wrong.
         (
             RARE,

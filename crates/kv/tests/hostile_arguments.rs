@@ -254,12 +254,13 @@ const SERVER_WORDS: &[&str] = &[
     "SYNC",
 ];
 
-/// Every connection and server command once (but QUIT, which ends the test's connection),
-/// with hostile arguments as many as its arity allows, as RESP requests.
+/// Every connection and server command once (but QUIT, which ends the test's connection,
+/// and SHUTDOWN, which stops the server as asked), with hostile arguments as many as its
+/// arity allows, as RESP requests.
 fn every_server_command_once() -> impl Strategy<Value = Vec<Vec<String>>> {
     let commands: Vec<_> = COMMANDS
         .iter()
-        .filter(|c| matches!(c.run, Run::Server) && c.name != "quit")
+        .filter(|c| matches!(c.run, Run::Server) && !matches!(c.name, "quit" | "shutdown"))
         .map(|c| {
             let argument = prop_oneof![
                 2 => select(SERVER_WORDS),

@@ -8,6 +8,7 @@ use tailstore_storage::ScanDirection;
 
 use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
+use super::random::{parse_count_with, pick_by_count, pick_one};
 use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome};
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
 
@@ -296,4 +297,23 @@ pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     }
     Ok(scan_reply(items))
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]: one random field, or by a count as SRANDMEMBER
+/// picks members (with values: [field, value] pairs in RESP3, flat in RESP2).
+pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let count = parse_count_with(&args[2..], "withvalues")?;
+    let Some(meta) = ctx.meta_of(&args[1], Kind::Hash)? else {
+        return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
+    };
+    let all = all_fields(ctx, meta.id)?;
+    let Some((count, with_values)) = count else {
+        return Ok(pick_one(all).map_or(Reply::Null, |(field, _)| bulk(field)));
+    };
+    let (picks, _) = pick_by_count(all, count)?;
+    Ok(if with_values {
+        Reply::Pairs(picks.into_iter().map(|(f, v)| (bulk(f), bulk(v))).collect())
+    } else {
+        Reply::Array(picks.into_iter().map(|(f, _)| bulk(f)).collect())
+    })
 }

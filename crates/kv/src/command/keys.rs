@@ -1,8 +1,10 @@
-//! Key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, expiry and DBSIZE.
+//! Key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, MOVE, COPY, RANDOMKEY, expiry and
+//! DBSIZE.
 
 use tailstore_resp::Reply;
 
 use super::pattern::matches;
+use super::random::Rng;
 use super::strings::{deadline_ms, invalid_expire_time};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::KeyMeta;
@@ -11,6 +13,8 @@ use crate::keyspace::KeyMeta;
 const DEFAULT_COUNT: usize = 10;
 /// One past the last slot: the cursor space of SCAN is the 32-bit slot numbers.
 const SLOTS: i64 = 1 << 32;
+/// Keys RANDOMKEY reads at a time while it passes over expired ones.
+const RANDOM_BATCH: usize = 16;
 
 pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut removed = 0;
@@ -171,21 +175,145 @@ fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<b
         }
         ctx.remove(to, &target)?;
     }
-    // Clears an expired key of that name (a live one was removed above).
-    ctx.meta_for_write(to, meta.kind)?;
-    // The elements belong to the key's id: only its row moves, whatever its size.
+    relocate(ctx, from, meta, ctx.db, to)?;
+    Ok(true)
+}
+
+/// Moves the key `from` (whose meta is `meta`) to the name `to` of database `db`, where no
+/// live key has that name: only its row moves, whatever its size, since its elements belong
+/// to its id.
+fn relocate(ctx: &mut Ctx, from: &[u8], meta: KeyMeta, db: u32, to: &[u8]) -> Result<(), Fault> {
+    // Clears an expired key of that name.
+    ctx.in_db(db, |ctx| ctx.meta_for_write(to, meta.kind))?;
     ctx.ks
         .set_deadline(ctx.txn, ctx.db, from, meta.expire_at, 0)?;
     ctx.ks.delete_meta(ctx.txn, ctx.db, from, &meta)?;
+    let expire_at = meta.expire_at;
     let mut moved = KeyMeta {
         expire_at: 0,
         stored: false,
         stored_expire_at: 0,
         ..meta
     };
-    ctx.set_expiry(to, &mut moved, meta.expire_at)?;
-    ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut moved)?;
-    Ok(true)
+    ctx.in_db(db, |ctx| {
+        ctx.set_expiry(to, &mut moved, expire_at)?;
+        ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut moved)
+    })
+}
+
+/// A database named by MOVE or COPY: Redis's errors for a number that is not one.
+fn database_arg(ctx: &Ctx, arg: &[u8], int_range: bool) -> Result<u32, Fault> {
+    let index = parse_int(arg)?;
+    if int_range && i32::try_from(index).is_err() {
+        return Err(Fault::err(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    u32::try_from(index)
+        .ok()
+        .filter(|&db| db < ctx.ks.databases())
+        .ok_or_else(|| Fault::err("ERR DB index is out of range"))
+}
+
+const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+
+/// MOVE key db: 1 if the key moved to database `db`, 0 if it does not exist or `db` has a
+/// key of that name.
+pub fn move_(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let target = database_arg(ctx, &args[2], true)?;
+    if target == ctx.db {
+        return Err(Fault::err(SAME_OBJECT));
+    }
+    let Some(meta) = ctx.meta(key)? else {
+        return Ok(Reply::Int(0));
+    };
+    if ctx.in_db(target, |ctx| ctx.meta(key))?.is_some() {
+        return Ok(Reply::Int(0));
+    }
+    relocate(ctx, key, meta, target, key)?;
+    Ok(Reply::Int(1))
+}
+
+/// COPY source destination [DB db] [REPLACE]: 1 if `source` was copied (its elements and
+/// its deadline) to `destination`, 0 if it does not exist or, without REPLACE, the
+/// destination does.
+pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (from, to) = (&args[1], &args[2]);
+    let mut target = ctx.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "REPLACE") {
+            replace = true;
+        } else if is(&args[i], "DB") && i + 1 < args.len() {
+            target = database_arg(ctx, &args[i + 1], false)?;
+            i += 1;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 1;
+    }
+    if target == ctx.db && from == to {
+        return Err(Fault::err(SAME_OBJECT));
+    }
+    let Some(source) = ctx.meta(from)? else {
+        return Ok(Reply::Int(0));
+    };
+    ctx.in_db(target, |ctx| copy_into(ctx, &source, to, replace))
+}
+
+/// COPY's writes in the destination's database: `source`'s copy as `to`.
+fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outcome {
+    super::check_key(to)?;
+    if let Some(existing) = ctx.meta(to)? {
+        if !replace {
+            return Ok(Reply::Int(0));
+        }
+        ctx.remove(to, &existing)?;
+    }
+    // Clears an expired key of that name, and gives the copy an id of its own.
+    let fresh = ctx.meta_for_write(to, source.kind)?;
+    let mut copy = KeyMeta {
+        expire_at: 0,
+        ..fresh
+    };
+    copy.len = source.len;
+    copy.head = source.head;
+    copy.tail = source.tail;
+    ctx.ks
+        .copy_elements(ctx.txn, source.id, copy.id, source.kind)?;
+    ctx.set_expiry(to, &mut copy, source.expire_at)?;
+    ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut copy)?;
+    Ok(Reply::Int(1))
+}
+
+/// RANDOMKEY: a live key of the selected database, from a random slot on; nil if there is
+/// none.
+pub fn randomkey(ctx: &mut Ctx, _args: &[Vec<u8>]) -> Outcome {
+    let (keys, _) = ctx.ks.live_counts(ctx.txn, ctx.db, ctx.now)?;
+    if keys == 0 {
+        return Ok(Reply::Null);
+    }
+    let start = (Rng::new().next() % SLOTS as u64) as i64;
+    // From the random slot to the end, then from the first slot round to it.
+    for (from, until) in [(start, SLOTS), (0, start)] {
+        let mut at = from;
+        while at < until {
+            let rows = ctx.ks.keys_from(ctx.txn, ctx.db, at, RANDOM_BATCH)?;
+            let Some((last, _)) = rows.last() else {
+                break;
+            };
+            at = crate::keyspace::slot_of(last) + 1;
+            let live = rows.into_iter().find(|(key, meta)| {
+                !meta.is_expired(ctx.now) && crate::keyspace::slot_of(key) < until
+            });
+            if let Some((key, _)) = live {
+                return Ok(bulk(key));
+            }
+        }
+    }
+    Ok(Reply::Null)
 }
 
 /// EXPIRE's conditions on the key's current deadline.

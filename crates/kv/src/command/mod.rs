@@ -13,8 +13,10 @@ mod execute;
 mod float;
 mod hashes;
 mod keys;
+mod lcs;
 mod lists;
 mod pattern;
+mod random;
 mod sets;
 mod streams;
 mod strings;
@@ -207,6 +209,14 @@ impl Ctx<'_, '_> {
         self.ks
             .set_deadline(self.txn, self.db, key, meta.expire_at, 0)?;
         self.ks.delete_meta(self.txn, self.db, key, meta)
+    }
+
+    /// Runs `f` with database `db` selected (MOVE and COPY write into another database).
+    pub fn in_db<T>(&mut self, db: u32, f: impl FnOnce(&mut Self) -> T) -> T {
+        let selected = std::mem::replace(&mut self.db, db);
+        let result = f(self);
+        self.db = selected;
+        result
     }
 
     /// Sets or clears (0) a key's deadline; the caller saves the meta.

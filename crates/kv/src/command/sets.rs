@@ -4,8 +4,6 @@
 //! the members. Members come back in byte order (Redis's order is its hash table's).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
@@ -14,56 +12,9 @@ use super::hashes::{check_field, collection_scan_options, scan_reply, wrong_arit
 use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
-use super::{bulk, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use super::random::{parse_random_count, pick_by_count, pick_one, Rng};
+use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{KeyMeta, Kind};
-
-/// The most members SRANDMEMBER with a negative count returns: the reply is built in
-/// memory, and Redis would happily build one of any size.
-const MAX_RANDOM_REPLY: u64 = 1 << 22;
-
-/// A small xorshift generator, seeded from the clock and a counter (no dependency needed:
-/// SPOP and SRANDMEMBER need variety, not cryptographic quality).
-struct Rng(u64);
-
-impl Rng {
-    fn new() -> Rng {
-        static CALLS: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        // splitmix64 of the clock and the call number, so two calls in one nanosecond differ.
-        let mut z = nanos ^ CALLS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Rng(z | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// `k` distinct items of `items` (`k <= items.len()`), in random order.
-    fn pick<T>(&mut self, mut items: Vec<T>, k: usize) -> Vec<T> {
-        for i in 0..k {
-            let j = i + self.below(items.len() - i);
-            items.swap(i, j);
-        }
-        items.truncate(k);
-        items
-    }
-}
 
 /// Every member of the set `key` (which exists), in byte order.
 fn members(ctx: &mut Ctx, owner: i64) -> Result<Vec<Vec<u8>>, Fault> {
@@ -210,47 +161,19 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if args.len() > 3 {
         return Err(Fault::err(SYNTAX));
     }
-    let count = match args.get(2) {
-        None => None,
-        Some(arg) => {
-            let count = parse_int(arg)?;
-            if count == i64::MIN {
-                return Err(Fault::err(
-                    "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
-                ));
-            }
-            Some(count)
-        }
-    };
+    let count = args.get(2).map(|arg| parse_random_count(arg)).transpose()?;
     let key = &args[1];
     let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
     };
-    let mut rng = Rng::new();
     let all = members(ctx, meta.id)?;
-    match count {
-        None => {
-            let at = rng.below(all.len().max(1));
-            Ok(all.into_iter().nth(at).map_or(Reply::Null, bulk))
-        }
-        Some(0) => Ok(Reply::Array(Vec::new())),
-        Some(count) if count < 0 => {
-            if count.unsigned_abs() > MAX_RANDOM_REPLY {
-                return Err(Fault::err(format!(
-                    "ERR count is beyond tailstore's limit of {MAX_RANDOM_REPLY} members"
-                )));
-            }
-            let picks = (0..count.unsigned_abs())
-                .map(|_| bulk(all[rng.below(all.len())].clone()))
-                .collect();
-            Ok(Reply::Array(picks))
-        }
+    let Some(count) = count else {
+        return Ok(pick_one(all).map_or(Reply::Null, bulk));
+    };
+    match pick_by_count(all, count)? {
         // The whole set: Redis answers this case as SMEMBERS does (a set in RESP3).
-        Some(count) if count as u64 >= all.len() as u64 => Ok(set_reply(all)),
-        Some(count) => {
-            let picks = rng.pick(all, count as usize);
-            Ok(Reply::Array(picks.into_iter().map(bulk).collect()))
-        }
+        (all, true) => Ok(set_reply(all)),
+        (picks, false) => Ok(Reply::Array(picks.into_iter().map(bulk).collect())),
     }
 }
 
@@ -317,6 +240,38 @@ fn combine(ctx: &mut Ctx, keys: &[Vec<u8>], op: SetOp) -> Result<BTreeSet<Vec<u8
 
 pub fn sinter(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(set_reply(combine(ctx, &args[1..], SetOp::Inter)?))
+}
+
+/// SINTERCARD numkeys key [key …] [LIMIT limit]: the intersection's size, at most `limit`
+/// (0: no limit).
+pub fn sintercard(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let numkeys = parse_int(&args[1])
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Fault::err("ERR numkeys should be greater than 0"))?;
+    let keys_end = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(2))
+        .filter(|&end| end <= args.len())
+        .ok_or_else(|| Fault::err("ERR Number of keys can't be greater than number of args"))?;
+    let mut limit = 0;
+    for option in args[keys_end..].chunks(2) {
+        match option {
+            [name, value] if is(name, "LIMIT") => {
+                limit = parse_int(value)
+                    .ok()
+                    .filter(|&l| l >= 0)
+                    .ok_or_else(|| Fault::err("ERR LIMIT can't be negative"))?;
+            }
+            _ => return Err(Fault::err(SYNTAX)),
+        }
+    }
+    let found = combine(ctx, &args[2..keys_end], SetOp::Inter)?.len() as i64;
+    Ok(Reply::Int(if limit == 0 {
+        found
+    } else {
+        found.min(limit)
+    }))
 }
 
 pub fn sunion(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

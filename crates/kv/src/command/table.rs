@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitmaps, consumer_groups, hashes, keys, lists, sets, streams, strings, zset_algebra, zsets,
-    Handler,
+    bitmaps, consumer_groups, hashes, keys, lcs, lists, sets, streams, strings, zset_algebra,
+    zsets, Handler,
 };
 
 /// How a command runs.
@@ -47,6 +47,24 @@ impl Command {
     /// Whether the server waits when one run of the command finds nothing (BLPOP…).
     pub fn is_blocking(&self) -> bool {
         self.flags.contains(&"blocking")
+    }
+
+    /// The key a write puts in a database other than the selected one, with that database:
+    /// MOVE's, and COPY's with its DB option (to wake clients blocked on it there).
+    pub fn key_elsewhere<'a>(&self, args: &'a [Vec<u8>]) -> Option<(u32, &'a [u8])> {
+        let (db, key) = match self.name {
+            "move" => (args.get(2)?, args.get(1)?),
+            "copy" => {
+                let at = args
+                    .iter()
+                    .skip(3)
+                    .position(|a| a.eq_ignore_ascii_case(b"db"))?;
+                (args.get(3 + at + 1)?, args.get(2)?)
+            }
+            _ => return None,
+        };
+        let db = std::str::from_utf8(db).ok()?.parse().ok()?;
+        Some((db, key.as_slice()))
     }
 
     /// The key arguments of `args` (name first), by the command's key positions.
@@ -151,6 +169,34 @@ pub static COMMANDS: &[Command] = &[
         "Returns the server's liveliness response.",
     ),
     server("echo", 2, S, "connection", "Returns the given string."),
+    server(
+        "auth",
+        -2,
+        S,
+        "connection",
+        "Authenticates the connection (no ACLs: the default user, any password).",
+    ),
+    server(
+        "wait",
+        3,
+        S,
+        "generic",
+        "Waits for replicas to acknowledge writes (there are none: answers 0).",
+    ),
+    server(
+        "role",
+        1,
+        S,
+        "server",
+        "Returns the replication role: a primary without replicas.",
+    ),
+    server(
+        "shutdown",
+        -1,
+        A,
+        "server",
+        "Stops the server, which closes the database with a checkpoint.",
+    ),
     // pub/sub (server/pubsub.rs)
     server(
         "subscribe",
@@ -410,6 +456,33 @@ pub static COMMANDS: &[Command] = &[
         keys::renamenx,
     ),
     data(
+        "move",
+        3,
+        D,
+        K1,
+        "generic",
+        "Moves a key to another database.",
+        keys::move_,
+    ),
+    data(
+        "copy",
+        -3,
+        W,
+        K12,
+        "generic",
+        "Copies a key, to another name or database.",
+        keys::copy,
+    ),
+    data(
+        "randomkey",
+        1,
+        R,
+        NONE,
+        "generic",
+        "Returns a random key of the database.",
+        keys::randomkey,
+    ),
+    data(
         "expire",
         -3,
         D,
@@ -663,6 +736,15 @@ pub static COMMANDS: &[Command] = &[
         strings::getrange,
     ),
     data(
+        "lcs",
+        -3,
+        R,
+        K12,
+        "string",
+        "Returns the longest common subsequence of two strings.",
+        lcs::lcs,
+    ),
+    data(
         "substr",
         4,
         R,
@@ -780,6 +862,15 @@ pub static COMMANDS: &[Command] = &[
         "hash",
         "Returns every field and value of a hash.",
         hashes::hgetall,
+    ),
+    data(
+        "hrandfield",
+        -2,
+        R,
+        K1,
+        "hash",
+        "Returns random fields, with their values if asked.",
+        hashes::hrandfield,
     ),
     data(
         "hdel",
@@ -1135,6 +1226,15 @@ pub static COMMANDS: &[Command] = &[
         sets::srandmember,
     ),
     data(
+        "sintercard",
+        -3,
+        R_MOVABLE,
+        NONE,
+        "set",
+        "Returns the number of members in the intersection of sets.",
+        sets::sintercard,
+    ),
+    data(
         "sinter",
         -2,
         R,
@@ -1269,6 +1369,24 @@ pub static COMMANDS: &[Command] = &[
         "sorted-set",
         "Returns members in a range of ranks, scores or lex.",
         zsets::zrange,
+    ),
+    data(
+        "zrangestore",
+        -5,
+        W,
+        K12,
+        "sorted-set",
+        "Stores a range of members in a key.",
+        zsets::zrangestore,
+    ),
+    data(
+        "zrandmember",
+        -2,
+        R,
+        K1,
+        "sorted-set",
+        "Returns random members, with their scores if asked.",
+        zsets::zrandmember,
     ),
     data(
         "zrevrange",

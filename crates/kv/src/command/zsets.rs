@@ -20,6 +20,7 @@ use super::hashes::{check_field, collection_scan_options, scan_reply};
 use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
+use super::random::{parse_count_with, pick_by_count, pick_one};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{score_of_key, KeyMeta, Kind};
@@ -421,16 +422,30 @@ enum By {
 
 /// ZRANGE and its older forms, as Redis's `zrangeGenericCommand`: `by` and `rev` are fixed
 /// by the older commands and left open (`Auto`, `None`) by ZRANGE, whose options set them.
-fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], mut by: By, rev: Option<bool>) -> Outcome {
-    let key = &args[1];
+fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], by: By, rev: Option<bool>) -> Outcome {
+    let (items, withscores) = range_items(ctx, &args[1..], by, rev, true)?;
+    Ok(range_reply(items.unwrap_or_default(), withscores))
+}
+
+/// The members a ZRANGE-family range selects: `args` from the source key on (key, min, max,
+/// options), `None` if the key does not exist; and whether WITHSCORES was given (refused as
+/// a syntax error unless `withscores_allowed`).
+fn range_items(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    mut by: By,
+    rev: Option<bool>,
+    withscores_allowed: bool,
+) -> Result<(Option<Scored>, bool), Fault> {
+    let key = &args[0];
     let mut rev = rev;
     let mut withscores = false;
     let (mut offset, mut limit) = (0i64, -1i64);
-    let mut i = 4;
+    let mut i = 3;
     while i < args.len() {
         let arg = &args[i];
         let left = args.len() - i - 1;
-        if is(arg, "WITHSCORES") {
+        if withscores_allowed && is(arg, "WITHSCORES") {
             withscores = true;
         } else if is(arg, "LIMIT") && left >= 2 {
             offset = parse_int(&args[i + 1])?;
@@ -463,32 +478,32 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], mut by: By, rev: Option<bool>
     }
     // Reverse score and lex ranges are given as max, min.
     let (min, max) = if rev && by != By::Rank {
-        (&args[3], &args[2])
+        (&args[2], &args[1])
     } else {
-        (&args[2], &args[3])
+        (&args[1], &args[2])
     };
     let items = match by {
         By::Auto | By::Rank => {
             let (start, end) = (parse_int(min)?, parse_int(max)?);
             let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
-                return Ok(Reply::Array(Vec::new()));
+                return Ok((None, withscores));
             };
             members_by_rank(ctx, meta.id, meta.len, start, end, rev)?
         }
         By::Score => {
             let (min, max) = score_range(min, max)?;
             let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
-                return Ok(Reply::Array(Vec::new()));
+                return Ok((None, withscores));
             };
             members_in_scores(ctx, meta.id, min, max, rev, offset, limit)?
         }
         By::Lex => {
             let (min, max) = (lex_bound(min)?, lex_bound(max)?);
             let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
-                return Ok(Reply::Array(Vec::new()));
+                return Ok((None, withscores));
             };
             if offset < 0 || limit == 0 {
-                return Ok(Reply::Array(Vec::new()));
+                return Ok((Some(Vec::new()), withscores));
             }
             let take = usize::try_from(limit).unwrap_or(usize::MAX);
             let skip = offset as usize;
@@ -496,7 +511,35 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Vec<u8>], mut by: By, rev: Option<bool>
             rows.into_iter().skip(skip).take(take).collect()
         }
     };
-    Ok(range_reply(items, withscores))
+    Ok((Some(items), withscores))
+}
+
+/// ZRANGESTORE destination source min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]:
+/// the range stored as the sorted set `destination` (deleted if the range is empty); its
+/// size.
+pub fn zrangestore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let (items, _) = range_items(ctx, &args[2..], By::Auto, None, false)?;
+    store_sorted_set(ctx, &args[1], items.unwrap_or_default())
+}
+
+/// Replaces `destination`, whatever it held, by a sorted set of `members` (distinct), or
+/// deletes it if there are none; the reply is their number.
+pub(super) fn store_sorted_set(
+    ctx: &mut Ctx,
+    destination: &[u8],
+    members: impl IntoIterator<Item = (Vec<u8>, f64)>,
+) -> Outcome {
+    super::check_key(destination)?;
+    if let Some(old) = ctx.meta(destination)? {
+        ctx.remove(destination, &old)?;
+    }
+    let mut meta = ctx.meta_for_write(destination, Kind::ZSet)?;
+    for (member, score) in members {
+        ctx.ks.put_member(ctx.txn, meta.id, &member, score, false)?;
+        meta.len += 1;
+    }
+    ctx.save(destination, &mut meta)?;
+    Ok(Reply::Int(meta.len))
 }
 
 /// ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]
@@ -767,4 +810,19 @@ pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     }
     Ok(scan_reply(items))
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]: one random member, or by a count as SRANDMEMBER
+/// picks members (with scores: [member, score] pairs in RESP3, flat in RESP2).
+pub fn zrandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let count = parse_count_with(&args[2..], "withscores")?;
+    let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
+        return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
+    };
+    let all = members_by_rank(ctx, meta.id, meta.len, 0, -1, false)?;
+    let Some((count, with_scores)) = count else {
+        return Ok(pick_one(all).map_or(Reply::Null, |(member, _)| bulk(member)));
+    };
+    let (picks, _) = pick_by_count(all, count)?;
+    Ok(range_reply(picks, with_scores))
 }

@@ -1,5 +1,6 @@
 //! Elements of deleted keys: freed at once when few, else queued in `kv_garbage` and freed
-//! in batches by a background task (Redis's lazy free).
+//! in batches by a background task (Redis's lazy free); and elements copied to a new owner
+//! (COPY).
 
 use tailstore_engine::{KeyRange, Table, Transaction};
 use tailstore_storage::{ScanDirection, Value};
@@ -12,6 +13,10 @@ use crate::command::Fault;
 pub const INLINE_ROWS: usize = 256;
 /// Element rows the background task removes per transaction.
 pub const BATCH_ROWS: usize = 512;
+/// Element rows one COPY copies at most: a copy is one transaction, whose writes one commit
+/// holds (`Database::max_commit_bytes`); the bound keeps a refused copy from reading a
+/// huge key into memory first.
+const MAX_COPY_ROWS: usize = 1 << 18;
 
 impl Keyspace {
     /// Frees the elements of the key `meta` describes (its row is the caller's business).
@@ -43,15 +48,9 @@ impl Keyspace {
         kind: Kind,
         limit: usize,
     ) -> Result<usize, Fault> {
-        let tables: &[&Table] = match kind {
-            Kind::ZSet => &[&self.zset],
-            Kind::Stream => &[&self.parts, &self.groups, &self.consumers, &self.pending],
-            _ => &[&self.parts],
-        };
-        // Every such table's key starts with the owner, its first column.
         let range = KeyRange::prefix(vec![Value::Int(owner)]);
         let mut deleted = 0;
-        for table in tables {
+        for table in self.element_tables(kind) {
             let rows = txn.scan(table, &range, ScanDirection::Ascending, limit - deleted)?;
             let key_columns = table.schema().primary_key().len();
             for row in &rows {
@@ -63,6 +62,43 @@ impl Keyspace {
             }
         }
         Ok(deleted)
+    }
+
+    /// The tables a key of `kind` keeps its elements in: every one's key starts with the
+    /// owner, its first column.
+    fn element_tables(&self, kind: Kind) -> Vec<&Table> {
+        match kind {
+            Kind::ZSet => vec![&self.zset],
+            Kind::Stream => vec![&self.parts, &self.groups, &self.consumers, &self.pending],
+            _ => vec![&self.parts],
+        }
+    }
+
+    /// Copies every element row of `from` (of `kind`) to the owner `to` (COPY): a stream's
+    /// consumer groups too, as Redis copies them.
+    pub(crate) fn copy_elements(
+        &self,
+        txn: &mut Transaction<'_>,
+        from: i64,
+        to: i64,
+        kind: Kind,
+    ) -> Result<(), Fault> {
+        let range = KeyRange::prefix(vec![Value::Int(from)]);
+        let mut copied = 0;
+        for table in self.element_tables(kind) {
+            let rows = txn.scan(table, &range, ScanDirection::Ascending, MAX_COPY_ROWS + 1)?;
+            copied += rows.len();
+            if copied > MAX_COPY_ROWS {
+                return Err(Fault::err(format!(
+                    "ERR COPY of more than {MAX_COPY_ROWS} elements is beyond tailstore's limit of one transaction"
+                )));
+            }
+            for mut row in rows {
+                row[0] = Value::Int(to);
+                txn.put(table, &row)?;
+            }
+        }
+        Ok(())
     }
 
     /// One queued owner and its kind, if any is queued.

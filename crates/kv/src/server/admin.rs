@@ -60,6 +60,14 @@ pub fn in_transaction(
         "config" => config(shared, args),
         "info" => info(shared, args),
         "save" | "bgsave" => save(shared, command.name),
+        "auth" => auth(args),
+        "wait" => wait(args),
+        // A primary without replicas (replication is not implemented).
+        "role" => Reply::Array(vec![
+            Reply::Bulk(b"master".to_vec()),
+            Reply::Int(0),
+            Reply::Array(Vec::new()),
+        ]),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
         name => Reply::error(format!(
@@ -167,6 +175,57 @@ fn update_listing(shared: &Shared, conn: &Connection) {
     shared.client_list.lock().insert(conn.id, conn.describe());
 }
 
+/// The name CLIENT SETNAME or HELLO SETNAME gives (`None`: the empty name, which clears
+/// it), or Redis's refusal of it.
+fn client_name(name: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
+    if name.iter().any(|b| *b <= b' ' || *b > b'~') {
+        return Err(Reply::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok((!name.is_empty()).then(|| name.to_vec()))
+}
+
+/// AUTH's and HELLO AUTH's check, as a Redis without ACLs or `requirepass` makes it: its
+/// only user, `default`, takes any password.
+fn authenticate(user: &[u8], _password: &[u8]) -> Result<(), Reply> {
+    if user == b"default" {
+        Ok(())
+    } else {
+        Err(Reply::error(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ))
+    }
+}
+
+/// AUTH [user] password.
+fn auth(args: &[Vec<u8>]) -> Reply {
+    match args {
+        [_, _password] => Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ),
+        [_, user, password] => authenticate(user, password).map_or_else(|r| r, |()| Reply::ok()),
+        _ => Reply::error("ERR syntax error"),
+    }
+}
+
+/// WAIT numreplicas timeout: no replicas, so none acknowledge (at once, as in Redis).
+fn wait(args: &[Vec<u8>]) -> Reply {
+    let int = |arg: &[u8]| {
+        std::str::from_utf8(arg)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+    };
+    if int(&args[1]).is_none() {
+        return Reply::error("ERR value is not an integer or out of range");
+    }
+    match int(&args[2]) {
+        None => Reply::error("ERR timeout is not an integer or out of range"),
+        Some(t) if t < 0 => Reply::error("ERR timeout is negative"),
+        Some(_) => Reply::Int(0),
+    }
+}
+
 /// HELLO [protover [AUTH user pass] [SETNAME name]].
 fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
     let mut protocol = conn.protocol;
@@ -185,23 +244,30 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             _ => return Reply::error("NOPROTO unsupported protocol version"),
         };
     }
-    let mut rest = args.iter().skip(2);
-    while let Some(option) = rest.next() {
-        if is(option, "AUTH") {
-            // No ACLs: any credentials are accepted, as by a Redis without requirepass.
-            if rest.next().is_none() || rest.next().is_none() {
-                return Reply::error("ERR syntax error");
-            }
-        } else if is(option, "SETNAME") {
-            let Some(name) = rest.next() else {
-                return Reply::error("ERR syntax error");
-            };
-            conn.name = Some(name.clone());
+    let (mut credentials, mut name) = (None, None);
+    let mut at = 2;
+    while let Some(option) = args.get(at) {
+        let more = args.len() - at - 1;
+        if is(option, "AUTH") && more >= 2 {
+            credentials = Some((&args[at + 1], &args[at + 2]));
+            at += 3;
+        } else if is(option, "SETNAME") && more >= 1 {
+            name = Some(&args[at + 1]);
+            at += 2;
         } else {
             return Reply::error(format!(
                 "ERR Syntax error in HELLO option '{}'",
                 String::from_utf8_lossy(option)
             ));
+        }
+    }
+    if let Some(Err(refused)) = credentials.map(|(user, password)| authenticate(user, password)) {
+        return refused;
+    }
+    if let Some(name) = name {
+        match client_name(name) {
+            Ok(valid) => conn.name = valid,
+            Err(refused) => return refused,
         }
     }
     conn.protocol = protocol;
@@ -226,16 +292,14 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
     match (sub.as_str(), args.len()) {
         ("id", 2) => Reply::Int(conn.id as i64),
         ("getname", 2) => conn.name.clone().map_or(Reply::Null, Reply::Bulk),
-        ("setname", 3) => {
-            if args[2].iter().any(|b| *b <= b' ' || *b > b'~') {
-                return Reply::error(
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
+        ("setname", 3) => match client_name(&args[2]) {
+            Ok(name) => {
+                conn.name = name;
+                update_listing(shared, conn);
+                Reply::ok()
             }
-            conn.name = (!args[2].is_empty()).then(|| args[2].clone());
-            update_listing(shared, conn);
-            Reply::ok()
-        }
+            Err(refused) => refused,
+        },
         ("setinfo", 4) => {
             if is(&args[2], "LIB-NAME") {
                 conn.lib_name = Some(args[3].clone());

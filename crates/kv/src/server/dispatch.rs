@@ -77,6 +77,10 @@ fn shutdown(shared: &Shared, args: &[Vec<u8>]) -> Option<Reply> {
             return Some(Reply::error("ERR syntax error"));
         }
     }
+    let named = |name: &[u8]| args[1..].iter().any(|o| o.eq_ignore_ascii_case(name));
+    if named(b"NOSAVE") && named(b"SAVE") {
+        return Some(Reply::error("ERR syntax error"));
+    }
     shared.stop.store(true, Ordering::Relaxed);
     None
 }
@@ -183,15 +187,44 @@ fn execute<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
+    let reply = run_data(shared, db, command, args, pending);
+    if command.is_write() {
+        shared.signal_write(db, command, args);
+    }
+    reply
+}
+
+/// A blocking command's run: like [`execute`], but one that found nothing wrote nothing and
+/// wakes nobody. (Its own key among them: a blocked client's run that signalled its key
+/// would wake its own loop to run it again, and again, spinning while it waits.)
+fn execute_blocking<'s>(
+    shared: &'s Shared,
+    db: u32,
+    command: &'static Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    shared.blocked_runs.fetch_add(1, Ordering::Relaxed);
+    let reply = run_data(shared, db, command, args, pending);
+    if command.is_write() && !is_nil(&reply) {
+        shared.signal_write(db, command, args);
+    }
+    reply
+}
+
+fn run_data<'s>(
+    shared: &'s Shared,
+    db: u32,
+    command: &'static Command,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
     let Executed {
         reply,
         pending: commit,
         ..
     } = shared.ks.execute(db, command, args);
     pending.extend(commit);
-    if command.is_write() {
-        shared.signal(db, command.key_args(args));
-    }
     reply
 }
 
@@ -214,7 +247,7 @@ fn block_or_reply<'s>(
             .unwrap_or(args), // the run answers with the error
         _ => args,
     };
-    let reply = execute(shared, conn.db, command, &args, pending);
+    let reply = execute_blocking(shared, conn.db, command, &args, pending);
     if !is_nil(&reply) {
         return Some(reply);
     }
@@ -234,7 +267,7 @@ pub fn retry_blocked<'s>(
     let Some(blocked) = conn.blocked.as_ref() else {
         return true;
     };
-    let reply = execute(shared, blocked.db, blocked.command, &blocked.args, pending);
+    let reply = execute_blocking(shared, blocked.db, blocked.command, &blocked.args, pending);
     if is_nil(&reply) && !last {
         return false;
     }
@@ -342,7 +375,7 @@ fn exec<'s>(
     for step in &steps {
         if let BlockStep::Data(db, command, args) = step {
             if command.is_write() {
-                shared.signal(*db, command.key_args(args));
+                shared.signal_write(*db, command, args);
             }
         }
     }

@@ -256,5 +256,8 @@ impl Host for ScriptHost<'_> {
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {
         self.written
             .push((db, command.key_args(args).map(<[u8]>::to_vec).collect()));
+        if let Some((elsewhere, key)) = command.key_elsewhere(args) {
+            self.written.push((elsewhere, vec![key.to_vec()]));
+        }
     }
 }

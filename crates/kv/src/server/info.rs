@@ -200,6 +200,10 @@ fn stats(shared: &Shared) -> String {
             shared.commands.load(Ordering::Relaxed).to_string(),
         ),
         (
+            "tailstore_blocking_runs",
+            shared.blocked_runs.load(Ordering::Relaxed).to_string(),
+        ),
+        (
             "rejected_connections",
             shared.rejected.load(Ordering::Relaxed).to_string(),
         ),

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use tailstore_engine::RestartRedo;
 
+use crate::command::Command;
 use crate::Keyspace;
 
 /// What `tailstore serve` was asked for.
@@ -62,6 +63,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub connections_received: AtomicU64,
     pub commands: AtomicU64,
+    /// Runs of blocking commands, first runs and reruns of blocked clients (INFO stats).
+    pub blocked_runs: AtomicU64,
     pub rejected: AtomicU64,
     pub stop: Arc<AtomicBool>,
     /// Unix time of the last checkpoint requested with SAVE (LASTSAVE).
@@ -86,6 +89,15 @@ impl Shared {
     pub fn signal<'k>(&self, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
         self.waiters
             .signal(db, keys, |at, key| self.loops[at].wake_for(key));
+    }
+
+    /// After `command` (a write) was applied in database `db`: [`Shared::signal`] for its
+    /// keys, and for the key it wrote in another database if it did (MOVE, COPY … DB).
+    pub fn signal_write(&self, db: u32, command: &Command, args: &[Vec<u8>]) {
+        self.signal(db, command.key_args(args));
+        if let Some((elsewhere, key)) = command.key_elsewhere(args) {
+            self.signal(elsewhere, std::iter::once(key));
+        }
     }
 
     /// PUBLISH: the message for each of its subscribers, added to `outbox` (delivered after
@@ -146,6 +158,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             connections_received: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            blocked_runs: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             stop,
             last_save: AtomicU64::new(unix_seconds()),
