@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
 
+use super::zsets::store_members;
 use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
 use crate::keyspace::{KeyMeta, Kind};
 
@@ -75,7 +76,7 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], op: Op, output: Output) -> Outcome {
     let request = parse(ctx, args, numkeys_at, op, output)?;
     let result = combine(op, request.aggregate, request.sources);
     match output {
-        Output::Store => store(ctx, &args[1], result),
+        Output::Store => Ok(Reply::Int(store_members(ctx, &args[1], &result)?)),
         Output::Count => Ok(Reply::Int(result.len().min(request.limit) as i64)),
         Output::Members => Ok(members_reply(result, request.with_scores)),
     }
@@ -253,23 +254,6 @@ fn difference(mut sources: Vec<(Members, f64)>) -> BTreeMap<Vec<u8>, f64> {
         .into_iter()
         .filter(|(member, _)| !rest.contains(member))
         .collect()
-}
-
-/// Replaces `destination`, whatever it held, with the result (deleted if empty). A score of
-/// -0 (a negative weight times 0) is stored as 0 (`score_key`), as in Redis's small sorted
-/// sets.
-fn store(ctx: &mut Ctx, destination: &[u8], result: BTreeMap<Vec<u8>, f64>) -> Outcome {
-    super::check_key(destination)?;
-    if let Some(old) = ctx.meta(destination)? {
-        ctx.remove(destination, &old)?;
-    }
-    let mut meta = ctx.meta_for_write(destination, Kind::ZSet)?;
-    for (member, score) in &result {
-        ctx.ks.put_member(ctx.txn, meta.id, member, *score, false)?;
-    }
-    meta.len = result.len() as i64;
-    ctx.save(destination, &mut meta)?;
-    Ok(Reply::Int(meta.len))
 }
 
 /// The result in (score, member) order, as ZRANGE answers.
