@@ -493,6 +493,51 @@ fn resp3_zsets() -> Vec<Words> {
     ]
 }
 
+/// GEO replies: coordinates are doubles in RESP3 (bulk strings in RESP2) written with 17
+/// decimals, distances bulk strings, hashes integers, a missing member's position a null.
+fn resp3_geo() -> Vec<Words> {
+    let key = || one(&["g0", "x", "none"]);
+    let member = || one(&["a", "b", "c", "nosuch"]);
+    let lon = || one(&["13.361389", "15.087269", "0", "180", "-180", "200"]);
+    let lat = || one(&["38.115556", "37.502669", "0", "85.05112878", "-85.05112878"]);
+    let with = &["WITHCOORD", "WITHDIST", "WITHHASH", "ASC", "COUNT 2"];
+    vec![
+        cmd(
+            "GEOADD",
+            vec![key(), many(group(vec![lon(), lat(), member()]), 1..=3)],
+        ),
+        cmd("GEOPOS", vec![key(), many(member(), 0..=3)]),
+        cmd("GEOHASH", vec![key(), many(member(), 1..=2)]),
+        cmd(
+            "GEODIST",
+            vec![key(), member(), member(), maybe(one(&["km", "mi"]))],
+        ),
+        cmd(
+            "GEOSEARCH",
+            vec![
+                key(),
+                lit("FROMMEMBER"),
+                member(),
+                lit("BYRADIUS"),
+                one(&["0", "200", "20000"]),
+                lit("km"),
+                options(with, 3),
+            ],
+        ),
+        cmd(
+            "GEORADIUS",
+            vec![
+                key(),
+                lon(),
+                lat(),
+                one(&["100", "5000"]),
+                lit("km"),
+                options(with, 3),
+            ],
+        ),
+    ]
+}
+
 fn resp3_others() -> Vec<Words> {
     let key = || one(&["s0", "h0", "l0", "t0", "z0", "x", "none"]);
     vec![
@@ -517,6 +562,7 @@ fn resp3_command(focus: usize) -> Words {
         resp3_lists(),
         resp3_sets(),
         resp3_zsets(),
+        resp3_geo(),
         resp3_others(),
     ];
     let weighted = families.into_iter().enumerate().flat_map(|(i, family)| {
@@ -539,7 +585,7 @@ fn resp3_step(focus: usize) -> BoxedStrategy<Vec<Vec<String>>> {
 }
 
 fn resp3_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
-    (0..5usize)
+    (0..6usize)
         .prop_flat_map(|focus| prop::collection::vec(resp3_step(focus), 1..=30))
         .prop_map(|steps| steps.concat())
         .boxed()

@@ -46,15 +46,31 @@ pub fn format_human(value: f64) -> String {
     let decimals = plain
         .split_once('.')
         .map_or(0, |(_, fraction)| fraction.len());
-    let text = if decimals > HUMAN_DECIMALS {
-        format!("{value:.HUMAN_DECIMALS$}")
-    } else {
-        plain
-    };
+    if decimals > HUMAN_DECIMALS {
+        return format_human_exact(value);
+    }
+    trim_fraction(&plain)
+}
+
+/// Redis's "human" format of a long double that holds an f64 exactly, as GEOPOS's and
+/// WITHCOORD's coordinates do (`addReplyHumanLongDouble`): `%.17Lf` of the f64's exact
+/// value, without trailing zeros and without "-0". Unlike [`format_human`], which stands in
+/// for a value Redis computed in a long double, all 17 decimals count here: 13.361389338970184
+/// is "13.36138933897018433". Infinities and NaN are written as [`format_double`] writes them.
+pub fn format_human_exact(value: f64) -> String {
+    if !value.is_finite() {
+        return format_double(value);
+    }
+    // Fixed-precision formatting of an f64 is exact and rounds half to even, as glibc does.
+    trim_fraction(&format!("{value:.HUMAN_DECIMALS$}"))
+}
+
+/// A plain decimal without the zeros ending its fraction (nor a bare point), "-0" as "0".
+fn trim_fraction(text: &str) -> String {
     let trimmed = if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.')
     } else {
-        &text
+        text
     };
     if trimmed == "-0" {
         "0".to_owned()
@@ -192,6 +208,24 @@ mod tests {
         assert_eq!(format_human(1e-20), "0");
         assert_eq!(format_human(-1e-20), "0");
         assert_eq!(format_human(f64::INFINITY), "inf");
+    }
+
+    #[test]
+    fn exact_human_format_keeps_all_17_decimals() {
+        // GEOPOS's answers for Palermo (13.361389 38.115556) and the point at 0 0, from Redis.
+        assert_eq!(
+            format_human_exact(13.361389338970184),
+            "13.36138933897018433"
+        );
+        assert_eq!(format_human_exact(38.1155563954963), "38.11555639549629859");
+        assert_eq!(format_human_exact(85.05112878), "85.0511287799999991");
+        assert_eq!(format_human_exact(180.0), "180");
+        assert_eq!(format_human_exact(-0.0), "0");
+        assert_eq!(
+            format_human_exact(2.682209014892578e-6),
+            "0.00000268220901489"
+        );
+        assert_eq!(format_human_exact(f64::NEG_INFINITY), "-inf");
     }
 
     #[test]

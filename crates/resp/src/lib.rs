@@ -42,7 +42,7 @@ mod request;
 mod value;
 
 pub use command::encode_command;
-pub use double::{format_double, format_human};
+pub use double::{format_double, format_human, format_human_exact};
 pub use error::ProtocolError;
 pub use reply::Reply;
 pub use request::RequestParser;

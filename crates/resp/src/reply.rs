@@ -1,6 +1,6 @@
 //! Replies as command code builds them, encoded for the connection's protocol.
 
-use crate::double::format_double;
+use crate::double::{format_double, format_human_exact};
 use crate::frame::{write_bulk, write_header, write_integer, write_line, CRLF};
 use crate::Protocol;
 
@@ -37,6 +37,10 @@ pub enum Reply {
     Push(Vec<Reply>),
     /// RESP2: a bulk string as [`format_double`] writes it; RESP3: `,1.5`, `,inf`, `,-inf`, `,nan`.
     Double(f64),
+    /// RESP2: a bulk string as [`format_human_exact`] writes it; RESP3: `,` and the same text.
+    /// Redis's `addReplyHumanLongDouble` (GEOPOS's coordinates): 17 decimals where
+    /// [`Reply::Double`] has the shortest digits.
+    HumanDouble(f64),
     /// RESP2: `:1`/`:0`; RESP3: `#t`/`#f`.
     Bool(bool),
     /// RESP2: a bulk of `text`; RESP3: `=len\r\nfmt:text`.
@@ -82,7 +86,8 @@ impl Reply {
             Reply::Keyed(pairs) if resp3 => encode_map(out, pairs, protocol),
             Reply::Keyed(pairs) => encode_pairs(out, pairs, Protocol::Resp3, protocol),
             Reply::Pairs(pairs) => encode_pairs(out, pairs, protocol, protocol),
-            Reply::Double(value) => encode_double(out, *value, protocol),
+            Reply::Double(value) => encode_double(out, &format_double(*value), protocol),
+            Reply::HumanDouble(value) => encode_double(out, &format_human_exact(*value), protocol),
             Reply::Bool(value) if resp3 => {
                 out.extend_from_slice(if *value { b"#t\r\n" } else { b"#f\r\n" })
             }
@@ -126,8 +131,8 @@ fn encode_pairs(out: &mut Vec<u8>, pairs: &[(Reply, Reply)], shape: Protocol, pr
     }
 }
 
-fn encode_double(out: &mut Vec<u8>, value: f64, protocol: Protocol) {
-    let text = format_double(value);
+/// A double already written as text: a bulk string in RESP2, `,text` in RESP3.
+fn encode_double(out: &mut Vec<u8>, text: &str, protocol: Protocol) {
     match protocol {
         Protocol::Resp3 => {
             out.push(b',');
@@ -236,6 +241,11 @@ mod tests {
             ),
             (Reply::Double(f64::NAN), "$3\r\nnan\r\n", ",nan\r\n"),
             (Reply::Double(1e20), "$5\r\n1e+20\r\n", ",1e+20\r\n"),
+            (
+                Reply::HumanDouble(13.361389338970184),
+                "$20\r\n13.36138933897018433\r\n",
+                ",13.36138933897018433\r\n",
+            ),
             (Reply::Bool(true), ":1\r\n", "#t\r\n"),
             (Reply::Bool(false), ":0\r\n", "#f\r\n"),
             (

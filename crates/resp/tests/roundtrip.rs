@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tailstore_resp::{
-    encode_command, format_double, parse_reply, Limits, Protocol, ProtocolError, Reply,
-    RequestParser, Value,
+    encode_command, format_double, format_human_exact, parse_reply, Limits, Protocol,
+    ProtocolError, Reply, RequestParser, Value,
 };
 
 type Command = Vec<Vec<u8>>;
@@ -143,6 +143,13 @@ fn expected(reply: &Reply, protocol: Protocol) -> Value {
         ),
         Reply::Double(value) if resp3 => Value::Double(*value),
         Reply::Double(value) => Value::Bulk(format_double(*value).into_bytes()),
+        // The text has 17 decimals, which a small value's double may need more of.
+        Reply::HumanDouble(value) if resp3 => Value::Double(
+            format_human_exact(*value)
+                .parse()
+                .expect("a decimal reads back"),
+        ),
+        Reply::HumanDouble(value) => Value::Bulk(format_human_exact(*value).into_bytes()),
         Reply::Bool(value) if resp3 => Value::Bool(*value),
         Reply::Bool(value) => Value::Int(i64::from(*value)),
         Reply::Verbatim { format, text } if resp3 => Value::Verbatim {
@@ -173,6 +180,7 @@ fn reply() -> impl Strategy<Value = Reply> {
         Just(Reply::Null),
         Just(Reply::NullArray),
         double().prop_map(Reply::Double),
+        double().prop_map(Reply::HumanDouble),
         any::<bool>().prop_map(Reply::Bool),
         ("[a-z]{3}", prop::collection::vec(any::<u8>(), 0..16)).prop_map(|(format, text)| {
             let mut bytes = [0u8; 3];

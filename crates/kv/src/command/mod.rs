@@ -9,8 +9,11 @@
 mod bitmaps;
 mod blocking;
 mod consumer_groups;
+mod distance_order;
 mod execute;
 mod float;
+mod geo;
+mod geohash;
 mod hashes;
 mod keys;
 mod lcs;

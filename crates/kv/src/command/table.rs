@@ -1,7 +1,7 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitmaps, consumer_groups, hashes, keys, lcs, lists, sets, streams, strings, zset_algebra,
+    bitmaps, consumer_groups, geo, hashes, keys, lcs, lists, sets, streams, strings, zset_algebra,
     zsets, Handler,
 };
 
@@ -13,6 +13,9 @@ pub enum Run {
     /// By the connection itself (PING, SELECT, MULTI, INFO…).
     Server,
 }
+
+/// Where in a command's arguments an option names a key, if one does.
+pub type OptionKey = fn(&[Vec<u8>]) -> Option<usize>;
 
 /// One command: its name and Redis's metadata (arity counts the name; negative means "at
 /// least"), and how it runs.
@@ -26,6 +29,9 @@ pub struct Command {
     pub keys: (i32, i32, i32),
     pub group: &'static str,
     pub summary: &'static str,
+    /// Where an option names one more key (GEORADIUS … STORE key), which the key positions
+    /// cannot say.
+    pub option_key: Option<OptionKey>,
     pub run: Run,
 }
 
@@ -78,9 +84,12 @@ impl Command {
         };
         // A command without keys (0 0 0) has no positions: the range from 0 is cut off.
         let last = if first > 0 { last } else { -1 };
+        let option_key = self.option_key.and_then(|find| find(args));
         (first..=last)
             .step_by(step.max(1) as usize)
-            .map(move |at| args[at as usize].as_slice())
+            .map(|at| at as usize)
+            .chain(option_key)
+            .map(move |at| args[at].as_slice())
     }
 }
 
@@ -97,6 +106,8 @@ const WO: &[&str] = &["write"];
 const W_MOVABLE: &[&str] = &["write", "movablekeys"];
 const R_MOVABLE: &[&str] = &["readonly", "movablekeys"];
 const WB_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
+/// GEORADIUS and GEORADIUSBYMEMBER: writes only with STORE, whose key an option names.
+const WD_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 const R: &[&str] = &["readonly"];
 const RF: &[&str] = &["readonly", "fast"];
 const S: &[&str] = &["fast", "loading", "stale"];
@@ -128,7 +139,16 @@ const fn data(
         keys,
         group,
         summary,
+        option_key: None,
         run: Run::Data(handler),
+    }
+}
+
+/// A data command with a key named by an option (see [`Command::option_key`]).
+const fn with_option_key(command: Command, option_key: fn(&[Vec<u8>]) -> Option<usize>) -> Command {
+    Command {
+        option_key: Some(option_key),
+        ..command
     }
 }
 
@@ -146,6 +166,7 @@ const fn server(
         keys: (0, 0, 0),
         group,
         summary,
+        option_key: None,
         run: Run::Server,
     }
 }
@@ -1740,6 +1761,103 @@ pub static COMMANDS: &[Command] = &[
         "Hands the pending entries idle for long enough to another consumer of the group.",
         consumer_groups::xautoclaim,
     ),
+    // geo (a sorted set of geohash scores: geo.rs)
+    data(
+        "geoadd",
+        -5,
+        W,
+        K1,
+        "geo",
+        "Adds members at positions (longitude, latitude) to a geo set.",
+        geo::geoadd,
+    ),
+    data(
+        "geopos",
+        -2,
+        R,
+        K1,
+        "geo",
+        "Returns the positions of members of a geo set.",
+        geo::geopos,
+    ),
+    data(
+        "geodist",
+        -4,
+        R,
+        K1,
+        "geo",
+        "Returns the distance between two members of a geo set.",
+        geo::geodist,
+    ),
+    data(
+        "geohash",
+        -2,
+        R,
+        K1,
+        "geo",
+        "Returns the standard geohash strings of members of a geo set.",
+        geo::geohash,
+    ),
+    data(
+        "geosearch",
+        -7,
+        R,
+        K1,
+        "geo",
+        "Returns the members of a geo set within a circle or a rectangle.",
+        geo::geosearch,
+    ),
+    data(
+        "geosearchstore",
+        -8,
+        W,
+        K12,
+        "geo",
+        "Stores the members of a geo set within a circle or a rectangle.",
+        geo::geosearchstore,
+    ),
+    with_option_key(
+        data(
+            "georadius",
+            -6,
+            WD_MOVABLE,
+            K1,
+            "geo",
+            "Returns, or stores, the members of a geo set within a radius of a position.",
+            geo::georadius,
+        ),
+        geo::store_key,
+    ),
+    data(
+        "georadius_ro",
+        -6,
+        R,
+        K1,
+        "geo",
+        "Returns the members of a geo set within a radius of a position.",
+        geo::georadius_ro,
+    ),
+    with_option_key(
+        data(
+            "georadiusbymember",
+            -5,
+            WD_MOVABLE,
+            K1,
+            "geo",
+            "Returns, or stores, the members of a geo set within a radius of a member.",
+            geo::georadiusbymember,
+        ),
+        geo::store_key,
+    ),
+    data(
+        "georadiusbymember_ro",
+        -5,
+        R,
+        K1,
+        "geo",
+        "Returns the members of a geo set within a radius of a member.",
+        geo::georadiusbymember_ro,
+    ),
 ];
 
 /// The command named `name` (any case).
@@ -1780,6 +1898,11 @@ mod tests {
         assert_eq!(keys("del a b c"), "a b c");
         assert_eq!(keys("blpop a b 0"), "a b");
         assert_eq!(keys("lmove s d left left"), "s d");
+        assert_eq!(keys("geosearchstore d s frommember m byradius 1 m"), "d s");
+        assert_eq!(keys("georadius s 0 0 1 m count 1 store d"), "s d");
+        assert_eq!(keys("georadiusbymember s m 1 m store x storedist d"), "s d");
+        assert_eq!(keys("georadius s 0 0 1 m count store"), "s");
+        assert_eq!(keys("georadius_ro s 0 0 1 m store d"), "s");
         assert_eq!(keys("ping"), "");
         assert_eq!(keys("flushdb"), "");
     }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
 
-use super::zsets::store_sorted_set;
+use super::zsets::store_members;
 use super::{bulk, is, parse_float, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
 use crate::keyspace::{KeyMeta, Kind};
 
@@ -76,9 +76,7 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], op: Op, output: Output) -> Outcome {
     let request = parse(ctx, args, numkeys_at, op, output)?;
     let result = combine(op, request.aggregate, request.sources);
     match output {
-        // A score of -0 (a negative weight times 0) is stored as 0 (`score_key`), as in
-        // Redis's small sorted sets.
-        Output::Store => store_sorted_set(ctx, &args[1], result),
+        Output::Store => Ok(Reply::Int(store_members(ctx, &args[1], &result)?)),
         Output::Count => Ok(Reply::Int(result.len().min(request.limit) as i64)),
         Output::Members => Ok(members_reply(result, request.with_scores)),
     }

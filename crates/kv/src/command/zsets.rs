@@ -9,6 +9,7 @@
 //! a count) are [`Reply::Pairs`]: flat in RESP2, [member, score] pairs in RESP3, as Redis 7
 //! answers.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use tailstore_engine::KeyRange;
@@ -388,20 +389,46 @@ pub fn zscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 pub fn zmscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let key = &args[1];
-    for member in &args[2..] {
+    let scores = member_scores(ctx, &args[1], &args[2..])?;
+    let replies = scores
+        .into_iter()
+        .map(|score| score.map_or(Reply::Null, Reply::Double));
+    Ok(Reply::Array(replies.collect()))
+}
+
+/// Each member's score in the sorted set at `key` (`None`: not a member, or no such key).
+pub(super) fn member_scores(
+    ctx: &mut Ctx,
+    key: &[u8],
+    members: &[Vec<u8>],
+) -> Result<Vec<Option<f64>>, Fault> {
+    for member in members {
         check_field(member, "member")?;
     }
     let owner = ctx.meta_of(key, Kind::ZSet)?.map(|m| m.id);
-    let mut replies = Vec::with_capacity(args.len() - 2);
-    for member in &args[2..] {
-        let score = match owner {
+    let mut scores = Vec::with_capacity(members.len());
+    for member in members {
+        scores.push(match owner {
             Some(owner) => ctx.ks.member_score(ctx.txn, owner, member)?,
             None => None,
-        };
-        replies.push(score.map_or(Reply::Null, Reply::Double));
+        });
     }
-    Ok(Reply::Array(replies))
+    Ok(scores)
+}
+
+/// Replaces `destination`, whatever it held (its kind and TTL too, as Redis's `setKey`), with
+/// a sorted set of `members`, or deletes it if there are none: the write of the commands that
+/// store a result (ZUNIONSTORE…, GEOSEARCHSTORE). A score of -0 is stored as 0
+/// (`score_key`), as in Redis's small sorted sets. Returns the number of members.
+pub(super) fn store_members(
+    ctx: &mut Ctx,
+    destination: &[u8],
+    members: &BTreeMap<Vec<u8>, f64>,
+) -> Result<i64, Fault> {
+    let members = members
+        .iter()
+        .map(|(member, score)| (member.clone(), *score));
+    store_sorted_set(ctx, destination, members)
 }
 
 pub fn zcard(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -519,16 +546,17 @@ fn range_items(
 /// size.
 pub fn zrangestore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (items, _) = range_items(ctx, &args[2..], By::Auto, None, false)?;
-    store_sorted_set(ctx, &args[1], items.unwrap_or_default())
+    let stored = store_sorted_set(ctx, &args[1], items.unwrap_or_default())?;
+    Ok(Reply::Int(stored))
 }
 
 /// Replaces `destination`, whatever it held, by a sorted set of `members` (distinct), or
-/// deletes it if there are none; the reply is their number.
+/// deletes it if there are none; their number.
 pub(super) fn store_sorted_set(
     ctx: &mut Ctx,
     destination: &[u8],
     members: impl IntoIterator<Item = (Vec<u8>, f64)>,
-) -> Outcome {
+) -> Result<i64, Fault> {
     super::check_key(destination)?;
     if let Some(old) = ctx.meta(destination)? {
         ctx.remove(destination, &old)?;
@@ -539,7 +567,7 @@ pub(super) fn store_sorted_set(
         meta.len += 1;
     }
     ctx.save(destination, &mut meta)?;
-    Ok(Reply::Int(meta.len))
+    Ok(meta.len)
 }
 
 /// ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]

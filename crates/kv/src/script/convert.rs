@@ -3,7 +3,7 @@
 //! after `redis.setresp(3)`), and the script's result as the client's reply.
 
 use mlua::{Lua, Table, Value};
-use tailstore_resp::{format_double, Protocol, Reply};
+use tailstore_resp::{format_double, format_human_exact, Protocol, Reply};
 
 /// How deep a script's result may nest (Redis refuses deeper ones the same way, from the
 /// C stack's limit).
@@ -47,6 +47,12 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         }
         Reply::Double(x) if resp3 => single_field(lua, "double", Value::Number(x))?,
         Reply::Double(x) => Value::String(lua.create_string(format_double(x))?),
+        // Redis's Lua reads the reply's text back (strtod), 17 decimals of it.
+        Reply::HumanDouble(x) if resp3 => {
+            let read = format_human_exact(x).parse().unwrap_or(x);
+            single_field(lua, "double", Value::Number(read))?
+        }
+        Reply::HumanDouble(x) => Value::String(lua.create_string(format_human_exact(x))?),
         Reply::Bool(b) if resp3 => Value::Boolean(b),
         Reply::Bool(b) => Value::Integer(i64::from(b)),
     })
