@@ -18,12 +18,17 @@ fn bulk(text: &str) -> Value {
     Value::BulkString(text.as_bytes().to_vec())
 }
 
-fn blocked_clients(server: &TestServer) -> usize {
-    let info: String = q(&mut server.client(), &["info", "clients"]);
+/// The number INFO's `section` gives for `field`.
+fn info_number(server: &TestServer, section: &str, field: &str) -> u64 {
+    let info: String = q(&mut server.client(), &["info", section]);
     info.lines()
-        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|n| n.trim().parse().ok())
-        .expect("INFO clients tells blocked_clients")
+        .unwrap_or_else(|| panic!("INFO {section} tells {field}"))
+}
+
+fn blocked_clients(server: &TestServer) -> usize {
+    info_number(server, "clients", "blocked_clients") as usize
 }
 
 /// Waits until `n` clients are blocked (so a write that follows finds them waiting).
@@ -152,11 +157,7 @@ fn a_move_or_copy_into_the_blocked_client_s_database_wakes_it() {
 
 /// The server's count of blocking-command runs (first runs and reruns).
 fn blocking_runs(server: &TestServer) -> u64 {
-    let info: String = q(&mut server.client(), &["info", "stats"]);
-    info.lines()
-        .find_map(|line| line.strip_prefix("tailstore_blocking_runs:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("INFO stats tells tailstore_blocking_runs")
+    info_number(server, "stats", "tailstore_blocking_runs")
 }
 
 #[test]
