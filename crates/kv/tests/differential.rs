@@ -1549,6 +1549,13 @@ fn geo() -> Vec<(u32, Words)> {
         ]
         .boxed()
     };
+    // GEORADIUS and its kind: a center (a position or a member), a radius, the options.
+    let radius = |name: &'static str, center: Words| {
+        cmd(
+            name,
+            vec![source(), center, geo_radius(), search_options(), store()],
+        )
+    };
     vec![
         (FILL, cmd("GEOADD", vec![key(), triples()])),
         (
@@ -1640,58 +1647,10 @@ fn geo() -> Vec<(u32, Words)> {
                 ],
             ),
         ),
-        (
-            USUAL,
-            cmd(
-                "GEORADIUS",
-                vec![
-                    source(),
-                    geo_position(),
-                    geo_radius(),
-                    search_options(),
-                    store(),
-                ],
-            ),
-        ),
-        (
-            RARE,
-            cmd(
-                "GEORADIUS_RO",
-                vec![
-                    source(),
-                    geo_position(),
-                    geo_radius(),
-                    search_options(),
-                    store(),
-                ],
-            ),
-        ),
-        (
-            USUAL,
-            cmd(
-                "GEORADIUSBYMEMBER",
-                vec![
-                    source(),
-                    geo_member(),
-                    geo_radius(),
-                    search_options(),
-                    store(),
-                ],
-            ),
-        ),
-        (
-            RARE,
-            cmd(
-                "GEORADIUSBYMEMBER_RO",
-                vec![
-                    source(),
-                    geo_member(),
-                    geo_radius(),
-                    search_options(),
-                    store(),
-                ],
-            ),
-        ),
+        (USUAL, radius("GEORADIUS", geo_position())),
+        (RARE, radius("GEORADIUS_RO", geo_position())),
+        (USUAL, radius("GEORADIUSBYMEMBER", geo_member())),
+        (RARE, radius("GEORADIUSBYMEMBER_RO", geo_member())),
         (
             RARE,
             cmd(

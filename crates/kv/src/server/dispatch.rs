@@ -179,7 +179,10 @@ fn run<'s>(
     }
 }
 
-/// Runs a data command and, if it writes, wakes the clients blocked on its keys.
+/// Runs a data command and, if it writes, wakes the clients blocked on its keys. A blocking
+/// command that found nothing wrote nothing and wakes nobody: a blocked client's run that
+/// signalled its own key would wake its own loop to run it again, and again, spinning while
+/// it waits.
 fn execute<'s>(
     shared: &'s Shared,
     db: u32,
@@ -188,15 +191,13 @@ fn execute<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     let reply = run_data(shared, db, command, args, pending);
-    if command.is_write() {
+    if command.is_write() && !(command.is_blocking() && is_nil(&reply)) {
         shared.signal_write(db, command, args);
     }
     reply
 }
 
-/// A blocking command's run: like [`execute`], but one that found nothing wrote nothing and
-/// wakes nobody. (Its own key among them: a blocked client's run that signalled its key
-/// would wake its own loop to run it again, and again, spinning while it waits.)
+/// A blocking command's run outside MULTI (first or again), counted for `INFO stats`.
 fn execute_blocking<'s>(
     shared: &'s Shared,
     db: u32,
@@ -205,11 +206,7 @@ fn execute_blocking<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     shared.blocked_runs.fetch_add(1, Ordering::Relaxed);
-    let reply = run_data(shared, db, command, args, pending);
-    if command.is_write() && !is_nil(&reply) {
-        shared.signal_write(db, command, args);
-    }
-    reply
+    execute(shared, db, command, args, pending)
 }
 
 fn run_data<'s>(
