@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// as Redis requires).
     #[arg(long, value_name = "SIZE", default_value = "512MiB")]
     pub max_bulk: ByteSize,
+    /// Most memory a Lua script's state may hold, per event loop (scripts run in one state
+    /// per loop). An allocation past it is refused: the script fails with "not enough
+    /// memory" and its writes are undone. At least 8MiB.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB")]
+    pub script_memory: ByteSize,
     /// Numbered databases (SELECT 0 .. N-1).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
@@ -241,6 +246,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         listen: args.listen,
         max_clients: args.max_clients,
         max_bulk: args.max_bulk.0,
+        script_memory: args.script_memory.0,
         threads: loops,
         poll_spin: Duration::from_micros(args.poll_spin),
         durability: durability.clone(),
@@ -281,6 +287,9 @@ fn validate(args: &ServeArgs) -> CliResult<()> {
     if args.max_bulk.0 < 1 << 20 {
         // A smaller one refuses ordinary values; Redis sets the same floor.
         return Err("--max-bulk must be at least 1MiB".into());
+    }
+    if args.script_memory.0 < tailstore_kv::script::MIN_MEMORY_LIMIT {
+        return Err("--script-memory must be at least 8MiB".into());
     }
     args.tuning.validate()?;
     if !args.db.exists() {

@@ -40,6 +40,11 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
         ("--max-bulk", "0", "--max-bulk must be at least 1MiB"),
         ("--max-bulk", "1KiB", "--max-bulk must be at least 1MiB"),
         (
+            "--script-memory",
+            "1MiB",
+            "--script-memory must be at least 8MiB",
+        ),
+        (
             "--buffer-pool",
             "4KiB",
             "--buffer-pool must be at least 1MiB",

@@ -70,9 +70,9 @@ pub enum EngineError {
     Log(#[from] LogError),
     #[error(transparent)]
     Media(#[from] tailstore_media::MediaError),
-    /// The transaction writes more than one commit may (see
-    /// [`crate::Database::max_commit_bytes`]); nothing was changed.
-    #[error("transaction too large: it writes {bytes} bytes, a commit may write at most {limit}")]
+    /// The transaction writes (or removes, as charged by `Transaction::charge`) more than
+    /// one commit may (see [`crate::Database::max_commit_bytes`]); nothing was changed.
+    #[error("transaction too large: it writes or removes {bytes} bytes, a commit may change at most {limit}")]
     TooLarge { bytes: usize, limit: usize },
     /// The database's files are not what they should be (meta pages, catalog, log records).
     /// A write in a read-committed transaction, whose reads are not validated.

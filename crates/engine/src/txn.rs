@@ -389,6 +389,8 @@ pub struct Transaction<'db> {
     writes: BTreeMap<(u32, Vec<u8>), Write>,
     /// What `writes` would log, kept as they change (see [`Transaction::check_size`]).
     write_bytes: usize,
+    /// What callers said their removals may add to the record (see [`Transaction::charge`]).
+    charged_bytes: usize,
     /// Read-only and not validated (see "Read-committed transactions").
     read_committed: bool,
     done: bool,
@@ -450,6 +452,7 @@ impl<'db> Transaction<'db> {
             scans: Vec::new(),
             writes: BTreeMap::new(),
             write_bytes: 0,
+            charged_bytes: 0,
             read_committed: false,
             done: false,
         }
@@ -688,6 +691,24 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Counts `bytes` against the commit's size limit ([`Database::max_commit_bytes`]), as
+    /// if written: for a caller about to remove rows it knows to be large. A removal logs only
+    /// its key, but the merges of the leaves it empties log images of the pages they leave,
+    /// which for large rows come to about twice the bytes removed; a record that then does
+    /// not fit the log would stop the database after its pages changed. Refused like a
+    /// write past the limit (the transaction changes nothing when it commits).
+    ///
+    /// [`Database::max_commit_bytes`]: crate::Database::max_commit_bytes
+    pub fn charge(&mut self, bytes: usize) -> Result<()> {
+        self.charged_bytes = self.charged_bytes.saturating_add(bytes);
+        self.check_size(0)
+    }
+
+    /// What [`Transaction::charge`] has counted so far.
+    pub fn charged(&self) -> usize {
+        self.charged_bytes
+    }
+
     /// Removes the row whose primary key is `key`; returns whether it existed.
     pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<bool> {
         let Some(old) = self.get(table, key)? else {
@@ -876,7 +897,7 @@ impl<'db> Transaction<'db> {
     /// pages changed, it would stop the database. `patched` is the size of the rows changed
     /// by column once computed (0 before: they count for their keys only until then).
     fn check_size(&self, patched: usize) -> Result<()> {
-        let bytes = self.write_bytes + patched;
+        let bytes = self.write_bytes + self.charged_bytes + patched;
         let limit = self.db.max_commit_bytes();
         if bytes > limit {
             return Err(EngineError::TooLarge { bytes, limit });

@@ -541,19 +541,81 @@ fn one_client_s_script_cannot_change_another_s_globals() {
 
 #[test]
 fn a_script_out_of_memory_gets_an_error_and_the_server_goes_on() {
-    let server = TestServer::start();
+    let server = small_lua_server();
     let mut con = server.client();
+    q::<()>(&mut con, &["set", "k", "before"]);
     let text = err(
         &mut con,
         &[
             "eval",
-            "local kb = string.rep('y', 1024) local t = {} \
+            "redis.call('set', 'k', 'after') local kb = string.rep('y', 1024) local t = {} \
              for i = 1, 2000 do t[i] = string.rep(kb, 1024) .. i end return #t",
             "0",
         ],
     );
-    assert!(text.contains("more than 512 MiB"), "{text}");
+    assert!(text.contains("more than 32 MiB"), "{text}");
     assert!(text.contains("undone"), "{text}");
+    let value: String = q(&mut con, &["get", "k"]);
+    assert_eq!(value, "before", "the stopped script's write was undone");
     let answer: i64 = q(&mut con, &["eval", "return #string.rep('x', 1e6)", "0"]);
     assert_eq!(answer, 1_000_000);
+}
+
+/// A server whose event loops' Lua states may hold 32 MiB each (fresh memory is slow to
+/// come by on some machines: 512 MiB of it can take longer than a script's 5 s).
+fn small_lua_server() -> TestServer {
+    TestServer::with(support::Options {
+        script_memory: 32 << 20,
+        ..Default::default()
+    })
+}
+
+/// One library call may not allocate past the limit between two of the hook's checks:
+/// the allocator refuses it, caught by `pcall` or not.
+#[test]
+fn one_call_cannot_take_the_lua_state_past_its_memory_limit() {
+    let server = small_lua_server();
+    let mut con = server.client();
+    let text = err(
+        &mut con,
+        &["eval", "return #string.rep('x', 64 * 2^20)", "0"],
+    );
+    assert!(text.contains("more than 32 MiB"), "{text}");
+    // Doubling a string: 27 rounds reach 128 MiB in about a hundred instructions.
+    let text = err(
+        &mut con,
+        &[
+            "eval",
+            "local s = 'x' for i = 1, 27 do s = s .. s end return #s",
+            "0",
+        ],
+    );
+    assert!(text.contains("more than 32 MiB"), "{text}");
+    // Caught, the refusal leaves the script running within the limit.
+    let reply: Vec<String> = q(
+        &mut con,
+        &[
+            "eval",
+            "local ok, e = pcall(string.rep, 'x', 64 * 2^20) return {tostring(ok), e}",
+            "0",
+        ],
+    );
+    assert_eq!(reply, ["false", "not enough memory"]);
+    // A reply too large for the state, refused while `redis.call` builds it.
+    for i in 0..40 {
+        let value = format!("{i:02}").repeat(1 << 19); // 1 MiB each, all different
+        q::<i64>(&mut con, &["rpush", "list", &value]);
+    }
+    let text = err(
+        &mut con,
+        &[
+            "eval",
+            "redis.call('set', 'mark', 1) return #redis.call('lrange', KEYS[1], 0, -1)",
+            "1",
+            "list",
+        ],
+    );
+    assert!(text.contains("more than 32 MiB"), "{text}");
+    let mark: Option<i64> = q(&mut con, &["get", "mark"]);
+    assert_eq!(mark, None, "the stopped script's SET was undone");
 }

@@ -2384,3 +2384,69 @@ fn a_burst_of_connections_is_spread_over_the_event_loops() {
     assert!(spread, "connections per loop: {:?}", per_loop(&mut c));
     drop(streams);
 }
+
+/// Removing many large elements in one command once made a log record larger than the log
+/// takes (the B+tree's merges log images of the leaves they empty), which stopped the
+/// database: 40 list elements of 1 MiB and a DEL were enough. Deleting keys now frees large
+/// ones through the queue, a SET over a long string too, and a command that removes too
+/// much of one key at once is refused with an error; the database goes on in every case.
+#[test]
+fn removing_large_elements_never_stops_the_database() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut run = |args: &[&[u8]]| -> redis::RedisResult<Value> {
+        let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut con)
+    };
+    let element = |i: usize| format!("{i:02}").repeat(1 << 19).into_bytes(); // 1 MiB each
+    let fill = |run: &mut dyn FnMut(&[&[u8]]) -> redis::RedisResult<Value>, key: &[u8]| {
+        for i in 0..40 {
+            run(&[b"rpush", key, &element(i)]).expect("RPUSH of 1 MiB");
+        }
+    };
+    let still_writes = |run: &mut dyn FnMut(&[&[u8]]) -> redis::RedisResult<Value>| {
+        let reply = run(&[b"set", b"probe", b"1"]);
+        assert!(reply.is_ok(), "the database stopped: {reply:?}");
+    };
+
+    fill(&mut run, b"list");
+    assert_eq!(run(&[b"del", b"list"]).expect("DEL"), Value::Int(1));
+    still_writes(&mut run);
+
+    fill(&mut run, b"list");
+    let refused = run(&[b"ltrim", b"list", b"0", b"0"]).expect_err("LTRIM of 39 MiB refused");
+    assert!(format!("{refused}").contains("too large"), "{refused}");
+    assert_eq!(run(&[b"llen", b"list"]).expect("LLEN"), Value::Int(40));
+    still_writes(&mut run);
+    assert_eq!(
+        run(&[b"ltrim", b"list", b"0", b"37"]).expect("LTRIM of two"),
+        Value::Okay
+    );
+
+    for i in 0..40 {
+        let field = format!("f{i}");
+        run(&[b"hset", b"hash", field.as_bytes(), &element(i)]).expect("HSET of 1 MiB");
+    }
+    let fields: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+    let mut hdel: Vec<&[u8]> = vec![b"hdel", b"hash"];
+    hdel.extend(fields.iter().map(|f| f.as_bytes()));
+    assert!(run(&hdel).is_err(), "HDEL of 40 MiB refused");
+    still_writes(&mut run);
+
+    let long = "s".repeat(2 << 20);
+    run(&[b"set", b"string", long.as_bytes()]).expect("SET of 2 MiB");
+    for _ in 0..2 {
+        run(&[b"append", b"string", long.as_bytes()]).expect("APPEND of 2 MiB");
+    }
+    run(&[b"set", b"other", long.as_bytes()]).expect("SET of 2 MiB");
+    let mset = run(&[b"mset", b"string", b"x", b"other", b"y"]);
+    assert_eq!(mset.expect("MSET over 6 MiB and 2 MiB"), Value::Okay);
+
+    fill(&mut run, b"again");
+    assert_eq!(run(&[b"flushall"]).expect("FLUSHALL"), Value::Okay);
+    assert_eq!(run(&[b"dbsize"]).expect("DBSIZE"), Value::Int(0));
+    still_writes(&mut run);
+}

@@ -59,7 +59,13 @@ impl Ctx<'_, '_> {
         expire_at: Option<i64>,
     ) -> Result<(), Fault> {
         let mut meta = match stored {
-            Some(old) if old.kind == Kind::String && !old.is_expired(self.now) => old,
+            Some(old)
+                if old.kind == Kind::String
+                    && !old.is_expired(self.now)
+                    && !self.shrinks_past_inline(&old, value.len()) =>
+            {
+                old
+            }
             Some(old) => {
                 self.remove(key, &old)?;
                 self.new_meta(Kind::String)
@@ -80,6 +86,15 @@ impl Ctx<'_, '_> {
             return Ok(());
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
+    }
+}
+
+impl Ctx<'_, '_> {
+    /// Whether writing `new_len` bytes over the string `old` would remove many of its parts
+    /// (see `Keyspace::shrinks_past_inline`).
+    fn shrinks_past_inline(&self, old: &KeyMeta, new_len: usize) -> bool {
+        let old_len = string_len(old).unwrap_or(0);
+        old.stored && self.ks.shrinks_past_inline(old_len, new_len)
     }
 }
 

@@ -11,6 +11,11 @@ use crate::command::Fault;
 
 /// Element rows a delete removes in its own transaction; a larger key's go to the queue.
 pub const INLINE_ROWS: usize = 256;
+/// Bytes of element rows one transaction removes inline, over all the keys it deletes (DEL of
+/// many keys, a FLUSHDB batch): past it, the next keys' elements go to the queue. Removals
+/// are charged to the commit's size limit (see [`charge_removal`]); this keeps deletes of
+/// keys well inside it, so that a delete is never refused for its size.
+pub const INLINE_BYTES: usize = 2 << 20;
 /// Element rows the background task removes per transaction.
 pub const BATCH_ROWS: usize = 512;
 /// Element rows one COPY copies at most: a copy is one transaction, whose writes one commit
@@ -25,14 +30,14 @@ impl Keyspace {
         txn: &mut Transaction<'_>,
         meta: &KeyMeta,
     ) -> Result<(), Fault> {
-        if meta.kind == Kind::Stream {
-            // A stream's consumer groups are not counted in its row: deleted here up to a
-            // bound, the rest queued.
-            if self.delete_elements(txn, meta.id, meta.kind, INLINE_ROWS + 1)? <= INLINE_ROWS {
-                return Ok(());
-            }
-        } else if self.element_rows(meta) <= INLINE_ROWS {
-            self.delete_elements(txn, meta.id, meta.kind, usize::MAX)?;
+        // Elements are counted in the key's row, a stream's consumer groups are not, and a
+        // long value has many part rows: deleted here up to a bound on rows and on what the
+        // transaction already removed, the rest queued.
+        let known_large = meta.kind != Kind::Stream && self.element_rows(meta) > INLINE_ROWS;
+        if !known_large
+            && txn.charged() < INLINE_BYTES
+            && self.delete_elements(txn, meta.id, meta.kind, INLINE_ROWS + 1)? <= INLINE_ROWS
+        {
             return Ok(());
         }
         let row = [Value::Int(meta.id), Value::Int(meta.kind as i64)];
@@ -53,6 +58,7 @@ impl Keyspace {
         for table in self.element_tables(kind) {
             let rows = txn.scan(table, &range, ScanDirection::Ascending, limit - deleted)?;
             let key_columns = table.schema().primary_key().len();
+            charge_removal(txn, rows.iter().map(|row| row_bytes(row)).sum())?;
             for row in &rows {
                 txn.remove(table, &row[..key_columns])?;
             }
@@ -135,4 +141,27 @@ impl Keyspace {
             _ => meta.len.max(0) as usize,
         }
     }
+}
+
+/// Charges the removal of `bytes` of rows to the transaction's size limit. A removal logs
+/// its key only, but the B+tree merges the leaves it empties and logs images of what they
+/// leave: removing 40 MiB of list elements made a 74 MB record (2026-12-03), more than the
+/// log takes, which stopped the database. Charged at three quarters of the bytes, the
+/// removals a commit may hold (with its writes, `Database::max_commit_bytes`) make records
+/// well inside the log's limit; one command that removes more (LTRIM of a list of large
+/// elements) is refused and changes nothing, where it would have stopped the database.
+pub(crate) fn charge_removal(txn: &mut Transaction<'_>, bytes: usize) -> Result<(), Fault> {
+    txn.charge(bytes / 4 * 3)?;
+    Ok(())
+}
+
+/// About what a row takes in a leaf (its values' bytes).
+fn row_bytes(row: &[Value]) -> usize {
+    row.iter()
+        .map(|value| match value {
+            Value::Bytes(bytes) => bytes.len(),
+            Value::Text(text) => text.len(),
+            _ => 8,
+        })
+        .sum()
 }

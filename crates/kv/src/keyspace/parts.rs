@@ -112,6 +112,10 @@ impl Keyspace {
             // A blind write: whether the part existed is known from `old_total`.
             txn.put(&self.parts, &row)?;
         }
+        if old_parts > new_parts {
+            let removed = old_total.map_or(0, |total| total.saturating_sub(new_parts * capacity));
+            super::garbage::charge_removal(txn, removed)?;
+        }
         for part in new_parts..old_parts {
             txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }
@@ -190,6 +194,15 @@ impl Keyspace {
         Ok(true)
     }
 
+    /// Whether rewriting a key's string of `old_total` bytes as one of `new_total` would
+    /// remove more part rows than a delete removes inline: the caller then frees the old
+    /// string as a deleted key's (queued), so that a SET is never refused for its removals.
+    pub(crate) fn shrinks_past_inline(&self, old_total: usize, new_total: usize) -> bool {
+        let capacity = self.part_capacity(b"");
+        parts_needed(old_total, capacity).saturating_sub(parts_needed(new_total, capacity))
+            > super::garbage::INLINE_ROWS
+    }
+
     /// Deletes the value of `total` bytes under (owner, field), known to be there.
     pub(crate) fn remove_value(
         &self,
@@ -198,6 +211,7 @@ impl Keyspace {
         field: &[u8],
         total: usize,
     ) -> Result<(), Fault> {
+        super::garbage::charge_removal(txn, total)?;
         let capacity = self.part_capacity(field);
         for part in 0..parts_needed(total, capacity) {
             txn.remove(&self.parts, &part_key(owner, field, part as i64))?;

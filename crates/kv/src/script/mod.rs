@@ -18,10 +18,11 @@
 //!
 //! As in Redis, a script that fails part-way (an error raised by `redis.call`, a Lua
 //! runtime error) keeps what it wrote before the failure: its error is its reply, and the
-//! transaction commits. Two failures undo the script instead, because the server, not the
+//! transaction commits. Three failures undo the script instead, because the server, not the
 //! script, stops it: running longer than [`TIME_LIMIT`] (Redis would answer BUSY to every
 //! other client until SCRIPT KILL or SHUTDOWN NOSAVE; a transaction can simply be rolled
-//! back) and an engine error (a conflict is retried; a stopped database fails the script).
+//! back), an allocation past the memory limit (below), and an engine error (a conflict is
+//! retried; a stopped database fails the script).
 //!
 //! # The sandbox
 //!
@@ -34,8 +35,11 @@
 //! are Lua's base, `string`, `table` and `math`, Redis's `cjson`, `cmsgpack` and `bit`, and
 //! the `redis` table (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`,
 //! `setresp`, `replicate_commands`); Redis's `struct` is not provided.
-//! A script that makes its state hold more than [`MEMORY_LIMIT`] is stopped and undone, as
-//! one that runs too long.
+//! A loop's Lua state never holds more than its memory limit ([`DEFAULT_MEMORY_LIMIT`]
+//! unless `serve --script-memory` says otherwise): Lua's allocator refuses what would pass
+//! it, so one call cannot overshoot (`string.rep`, a doubling `..` loop). A script whose
+//! allocation is refused fails with Lua's "not enough memory" and is undone, as one that runs
+//! too long; one that catches the failure with `pcall` runs on within the limit.
 //!
 //! The bodies are not durable: after a restart EVALSHA answers NOSCRIPT until the script
 //! is loaded again, as in Redis (clients fall back to EVAL).
@@ -60,13 +64,16 @@ pub use vm::{Host, Invocation, Vm};
 /// `busy-reply-threshold`, after which Redis answers BUSY to everyone else).
 pub const TIME_LIMIT: Duration = Duration::from_secs(5);
 
-/// The most memory one event loop's Lua state may hold (checked as `TIME_LIMIT` is: a
-/// script past it is stopped and undone).
-pub const MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+/// The most memory one event loop's Lua state may hold, unless the server is told otherwise
+/// (`ServerConfig::script_memory`).
+pub const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
+
+/// The least memory limit a Lua state is given: the sandbox's libraries and prelude take
+/// about a hundred KiB, and a limit they do not fit in fails every script.
+pub const MIN_MEMORY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The bodies of the scripts loaded since the start (or the last SCRIPT FLUSH), by their
-/// SHA1 in lowercase hex: what EVALSHA finds, on any event loop.
-#[derive(Default)]
+/// SHA1 in lowercase hex: what EVALSHA finds, on any event loop; and the loops' memory limit.
 pub struct Scripts {
     bodies: Mutex<Bodies>,
     /// Counts SCRIPT FLUSHes: a loop whose compiled functions are older drops them.
@@ -75,11 +82,35 @@ pub struct Scripts {
     running: AtomicUsize,
     /// Counts SCRIPT KILLs: a script running when it changes is stopped.
     kills: Arc<AtomicU64>,
+    /// Bytes each loop's Lua state may hold.
+    memory_limit: usize,
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Scripts::new(DEFAULT_MEMORY_LIMIT)
+    }
 }
 
 type Bodies = HashMap<String, Arc<[u8]>>;
 
 impl Scripts {
+    /// No bodies yet; each loop's Lua state limited to `memory_limit` bytes (at least
+    /// [`MIN_MEMORY_LIMIT`]).
+    pub fn new(memory_limit: usize) -> Scripts {
+        Scripts {
+            bodies: Mutex::default(),
+            flushes: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
+            kills: Arc::default(),
+            memory_limit: memory_limit.max(MIN_MEMORY_LIMIT),
+        }
+    }
+
+    pub fn memory_limit(&self) -> usize {
+        self.memory_limit
+    }
+
     /// Remembers `body`; its SHA1.
     pub fn load(&self, body: &[u8]) -> String {
         let sha = sha1_hex(body);

@@ -14,7 +14,7 @@ use mlua::{
 use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
-use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, MEMORY_LIMIT, TIME_LIMIT};
+use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, TIME_LIMIT};
 use crate::command::{lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
@@ -260,6 +260,9 @@ impl Sandbox {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
+        // Lua's allocator refuses what would pass the limit. Checked by the hook instead,
+        // one call could allocate any amount between two checks (see `Limits`).
+        lua.set_memory_limit(scripts.memory_limit())?;
         let limits = Rc::new(Limits::new(scripts));
         limits.watch(&lua)?;
         let resp3 = Rc::new(Cell::new(false));
@@ -367,18 +370,21 @@ impl Sandbox {
         if let Some(fault) = call.fault.take() {
             return Err(fault);
         }
-        if let Some(stop) = self.limits.stopped.get() {
-            if stop == Stop::Memory {
-                let _ = self.lua.gc_collect(); // what it held is garbage now
-            }
-            return Err(Fault::err(format!(
-                "ERR tailstore: the script was stopped ({stop}); its writes were undone"
-            )));
-        }
         let values = outcome.map_err(lua_error)?;
         let mut values = values.into_iter();
         let ok = matches!(values.next(), Some(Value::Boolean(true)));
         let result = values.next().unwrap_or(Value::Nil);
+        if !ok && is_memory_failure(&result) {
+            self.limits
+                .stopped
+                .set(Some(Stop::Memory(scripts.memory_limit())));
+            let _ = self.lua.gc_collect(); // what it held is garbage now
+        }
+        if let Some(stop) = self.limits.stopped.get() {
+            return Err(Fault::err(format!(
+                "ERR tailstore: the script was stopped ({stop}); its writes were undone"
+            )));
+        }
         Ok(if ok {
             lua_to_reply(&result, invocation.protocol, self.resp3.get())
         } else {
@@ -403,7 +409,8 @@ impl Sandbox {
 enum Stop {
     Killed,
     TooLong,
-    Memory,
+    /// An allocation past the state's limit (in bytes) was refused.
+    Memory(usize),
 }
 
 impl std::fmt::Display for Stop {
@@ -411,16 +418,19 @@ impl std::fmt::Display for Stop {
         match self {
             Stop::Killed => write!(f, "SCRIPT KILL"),
             Stop::TooLong => write!(f, "it ran longer than {} s", TIME_LIMIT.as_secs()),
-            Stop::Memory => write!(f, "its Lua state held more than {} MiB", MEMORY_LIMIT >> 20),
+            Stop::Memory(limit) => write!(
+                f,
+                "its Lua state would have held more than {} MiB",
+                limit >> 20
+            ),
         }
     }
 }
 
-/// The running script's limits, checked by a hook every [`CHECK_EVERY`] instructions: its
-/// deadline, SCRIPT KILL, and the state's memory. Memory is checked there rather than by a
-/// limit on Lua's allocator because with such a limit `mlua` runs every call into Lua
-/// protected (a closure allocated per call: a third of a small script's CPU); one library
-/// call (`string.rep`) can therefore overshoot the limit by what it allocates itself.
+/// The running script's limits checked by a hook every [`CHECK_EVERY`] instructions: its
+/// deadline and SCRIPT KILL. Memory is limited by Lua's allocator instead (see
+/// `Sandbox::new`): between two checks one `string.rep`, or a loop doubling a string with
+/// `..`, can allocate gigabytes.
 struct Limits {
     deadline: Cell<Instant>,
     kills: Arc<AtomicU64>,
@@ -454,8 +464,8 @@ impl Limits {
         let limits = self.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
-            move |lua, _| {
-                let stop = limits.stopped.get().or_else(|| limits.exceeded(lua));
+            move |_, _| {
+                let stop = limits.stopped.get().or_else(|| limits.exceeded());
                 match stop {
                     None => Ok(VmState::Continue),
                     Some(stop) => {
@@ -467,13 +477,11 @@ impl Limits {
         )
     }
 
-    fn exceeded(&self, lua: &Lua) -> Option<Stop> {
+    fn exceeded(&self) -> Option<Stop> {
         if self.kills.load(Ordering::SeqCst) != self.kills_at_start.get() {
             Some(Stop::Killed)
         } else if Instant::now() >= self.deadline.get() {
             Some(Stop::TooLong)
-        } else if lua.used_memory() > MEMORY_LIMIT {
-            Some(Stop::Memory)
         } else {
             None
         }
@@ -569,6 +577,7 @@ fn arguments(lua: &Lua, args: Variadic<Value>) -> Result<Vec<Vec<u8>>, Reply> {
 /// The error handler a script runs under: the error as `{err = text, line = …}`, the line
 /// of the script where it was raised (Redis adds "script: SHA, on @user_script:LINE.").
 fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
+    let memory = matches!(&error, Value::Error(err) if is_memory_error(err));
     let (text, line) = match error {
         Value::Error(err) if err.downcast_ref::<Raised>().is_some() => {
             let raised = err.downcast_ref::<Raised>();
@@ -598,6 +607,9 @@ fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
     let table = lua.create_table()?;
     table.raw_set("err", text)?;
     table.raw_set("line", line)?;
+    if memory {
+        table.raw_set("memory", true)?;
+    }
     Ok(table)
 }
 
@@ -657,6 +669,28 @@ fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
     redis.raw_set("setresp", setresp)?;
     redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     Ok(redis)
+}
+
+/// What Lua's allocator failure says (its `MEMERRMSG`).
+const NOT_ENOUGH_MEMORY: &[u8] = b"not enough memory";
+
+/// Whether a script failed because an allocation passed the memory limit: refused inside
+/// Lua (which then calls no error handler: the message comes as it is) or inside one of our
+/// functions (`locate_error` marks it).
+fn is_memory_failure(error: &Value) -> bool {
+    match error {
+        Value::String(text) => *text.as_bytes() == *NOT_ENOUGH_MEMORY,
+        Value::Table(table) => table.raw_get::<bool>("memory").unwrap_or(false),
+        _ => false,
+    }
+}
+
+fn is_memory_error(err: &mlua::Error) -> bool {
+    match err {
+        mlua::Error::MemoryError(_) => true,
+        mlua::Error::CallbackError { cause, .. } => is_memory_error(cause),
+        _ => false,
+    }
 }
 
 /// A failed script's reply: its error text and where in the script it was raised.

@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// The largest bulk string a request may carry (Redis's proto-max-bulk-len).
     pub max_bulk: usize,
+    /// The most memory each event loop's Lua state may hold (see `crate::script`).
+    pub script_memory: usize,
     /// Event-loop threads.
     pub threads: usize,
     /// How long an event loop that has just served requests keeps polling (yielding the
@@ -143,6 +145,7 @@ impl Server {
             ..config
         };
         let threads = config.threads.max(1);
+        let script_memory = config.script_memory;
         let polls = (0..threads)
             .map(|_| mio::Poll::new())
             .collect::<io::Result<Vec<_>>>()?;
@@ -167,7 +170,7 @@ impl Server {
             next_worker: AtomicUsize::new(0),
             waiters: blocking::Waiters::default(),
             pubsub: pubsub::PubSub::default(),
-            scripts: crate::script::Scripts::default(),
+            scripts: crate::script::Scripts::new(script_memory),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {

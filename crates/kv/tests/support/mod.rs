@@ -81,6 +81,8 @@ pub struct Options {
     pub mode: CommitMode,
     pub max_clients: usize,
     pub max_bulk: usize,
+    /// Each event loop's Lua memory limit.
+    pub script_memory: usize,
     pub threads: usize,
     pub poll_spin: Duration,
     /// Run with no other test's server alive (for memory measurements).
@@ -93,6 +95,7 @@ impl Default for Options {
             mode: CommitMode::Buffer,
             max_clients: 10_000,
             max_bulk: 512 << 20,
+            script_memory: 512 << 20,
             threads: 2,
             poll_spin: Duration::from_micros(50),
             exclusive: false,
@@ -139,6 +142,7 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().unwrap(),
             max_clients: options.max_clients,
             max_bulk: options.max_bulk,
+            script_memory: options.script_memory,
             threads: options.threads,
             poll_spin: options.poll_spin,
             durability: format!("{} (test)", options.mode),
