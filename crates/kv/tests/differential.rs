@@ -1990,6 +1990,16 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
     const NOT_FLOAT: &str = "ERR value is not a valid float";
     vec![
+        // SET … KEEPTTL over a key of another type keeps its deadline.
+        (
+            &[
+                &["RPUSH", "k", "a"],
+                &["EXPIRE", "k", "100"],
+                &["SET", "k", "x", "KEEPTTL"],
+                &["PERSIST", "k"], // 1: it still had a deadline
+            ],
+            Ok(Value::Int(1)),
+        ),
         // Distances in full, as STOREDIST keeps them (a reply shows four decimals): on one
         // meridian Redis computes the arc between the latitudes, not the haversine, whose
         // last bits differ; elsewhere the haversine.

@@ -2444,6 +2444,14 @@ fn removing_large_elements_never_stops_the_database() {
     run(&[b"set", b"other", long.as_bytes()]).expect("SET of 2 MiB");
     let mset = run(&[b"mset", b"string", b"x", b"other", b"y"]);
     assert_eq!(mset.expect("MSET over 6 MiB and 2 MiB"), Value::Okay);
+    // The old string freed through the queue, its deadline stays with KEEPTTL.
+    run(&[b"set", b"other", long.as_bytes(), b"ex", b"1000"]).expect("SET EX");
+    run(&[b"set", b"other", b"z", b"keepttl"]).expect("SET KEEPTTL");
+    assert_eq!(
+        run(&[b"persist", b"other"]).expect("PERSIST"),
+        Value::Int(1)
+    );
+    assert_eq!(run(&[b"get", b"other"]).expect("GET"), bulk("z"));
 
     fill(&mut run, b"again");
     assert_eq!(run(&[b"flushall"]).expect("FLUSHALL"), Value::Okay);

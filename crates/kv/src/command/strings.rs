@@ -58,6 +58,8 @@ impl Ctx<'_, '_> {
         value: &[u8],
         expire_at: Option<i64>,
     ) -> Result<(), Fault> {
+        // KEEPTTL keeps a live key's deadline whatever it held, as Redis does.
+        let mut expire_at = expire_at;
         let mut meta = match stored {
             Some(old)
                 if old.kind == Kind::String
@@ -67,6 +69,9 @@ impl Ctx<'_, '_> {
                 old
             }
             Some(old) => {
+                if !old.is_expired(self.now) {
+                    expire_at = expire_at.or(Some(old.expire_at));
+                }
                 self.remove(key, &old)?;
                 self.new_meta(Kind::String)
             }
