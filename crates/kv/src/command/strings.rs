@@ -92,9 +92,7 @@ impl Ctx<'_, '_> {
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
     }
-}
 
-impl Ctx<'_, '_> {
     /// Whether writing `new_len` bytes over the string `old` would remove many of its parts
     /// (see `Keyspace::shrinks_past_inline`).
     fn shrinks_past_inline(&self, old: &KeyMeta, new_len: usize) -> bool {
