@@ -542,7 +542,49 @@ fn bitmaps() -> Vec<(u32, Words)> {
         ),
     ]);
     all.extend([(FILL, cmd("SETBIT", vec![key(), offset(), lit("1")]))]);
+    all.extend(usual(vec![
+        cmd("BITFIELD", vec![key(), many(bitfield_op(), 0..=4)]),
+        cmd("BITFIELD_RO", vec![key(), many(bitfield_op(), 0..=2)]),
+    ]));
     all
+}
+
+/// One BITFIELD operation (or a malformed one): fields signed and unsigned of widths around
+/// the byte and the 64-bit limits, offsets plain and `#`, values at the overflow edges.
+fn bitfield_op() -> Words {
+    let field = || {
+        one(&[
+            "i8", "u8", "i5", "u1", "i16", "i64", "u63", "i1", "u64", "i65", "i0", "x8", "I8",
+        ])
+    };
+    let offset = || {
+        one(&[
+            "0", "3", "7", "13", "#0", "#1", "#5", "-1", "#-1", "x", "40",
+        ])
+    };
+    let amount = || {
+        one(&[
+            "0",
+            "1",
+            "-1",
+            "100",
+            "127",
+            "128",
+            "-129",
+            "255",
+            "-40000",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "x",
+        ])
+    };
+    prop_oneof![
+        3 => group(vec![one(&["GET", "get"]), field(), offset()]),
+        4 => group(vec![one(&["SET", "INCRBY", "incrby"]), field(), offset(), amount()]),
+        2 => group(vec![lit("OVERFLOW"), one(&["WRAP", "SAT", "FAIL", "fail", "BAD"])]),
+        1 => group(vec![one(&["GET", "SET", "BAD"]), maybe(field())]),
+    ]
+    .boxed()
 }
 
 fn keyspace() -> Vec<(u32, Words)> {

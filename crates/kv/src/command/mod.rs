@@ -6,6 +6,7 @@
 //! transaction continues after a command's error reply, and that command must have
 //! changed nothing.
 
+mod bitfield;
 mod bitmaps;
 mod blocking;
 mod consumer_groups;

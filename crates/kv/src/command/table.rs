@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitmaps, consumer_groups, geo, hashes, keys, lcs, lists, sets, streams, strings, zset_algebra,
-    zsets, Handler,
+    bitfield, bitmaps, consumer_groups, geo, hashes, keys, lcs, lists, sets, streams, strings,
+    zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -820,6 +820,24 @@ pub static COMMANDS: &[Command] = &[
         "bitmap",
         "Finds the first set or clear bit of a string, or of a range of it.",
         bitmaps::bitpos,
+    ),
+    data(
+        "bitfield",
+        -2,
+        W,
+        K1,
+        "bitmap",
+        "Performs arbitrary bitfield integer operations on strings.",
+        bitfield::bitfield,
+    ),
+    data(
+        "bitfield_ro",
+        -2,
+        RF,
+        K1,
+        "bitmap",
+        "Performs arbitrary read-only bitfield integer operations on strings.",
+        bitfield::bitfield_ro,
     ),
     data(
         "bitop",

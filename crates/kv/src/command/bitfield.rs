@@ -1,0 +1,386 @@
+//! BITFIELD and BITFIELD_RO: integers of 1 to 64 bits at any bit offset of a string, read,
+//! written and incremented with Redis 7.0's overflow rules (WRAP, SAT, FAIL), its order of
+//! checks and its quirks: a write creates or grows the string to its farthest field even
+//! when every write fails with FAIL, and an unsigned SET of a negative number saturates
+//! upwards (the number is read as its 64-bit two's complement).
+
+use tailstore_resp::Reply;
+
+use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+
+/// The largest string a field may reach: Redis's `proto-max-bulk-len` default.
+const MAX_BYTES: u64 = 512 * 1024 * 1024;
+
+const BAD_TYPE: &str =
+    "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+const BAD_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+/// One operation: a field of `bits` bits at bit `offset`, signed or not.
+#[derive(Clone, Copy)]
+struct Op {
+    action: Action,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    overflow: Overflow,
+}
+
+pub fn bitfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    run(ctx, args, false)
+}
+
+pub fn bitfield_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    run(ctx, args, true)
+}
+
+fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
+    let key = &args[1];
+    let ops = parse_ops(&args[2..])?;
+    let last_written = ops
+        .iter()
+        .filter(|op| !matches!(op.action, Action::Get))
+        .map(|op| op.offset + u64::from(op.bits) - 1)
+        .max();
+    let Some(last_written) = last_written else {
+        // Only reads: a missing key reads as zeros and is not created.
+        let value = ctx.string(key)?.unwrap_or_default();
+        return Ok(Reply::Array(ops.iter().map(|op| get(&value, op)).collect()));
+    };
+    if read_only {
+        return Err(Fault::err(
+            "ERR BITFIELD_RO only supports the GET subcommand",
+        ));
+    }
+    let mut value = ctx.string(key)?.unwrap_or_default();
+    let len = (last_written >> 3) as usize + 1;
+    if value.len() < len {
+        ctx.check_commit_room(len)?;
+        value.resize(len, 0);
+    }
+    let replies = ops.iter().map(|op| apply(&mut value, op)).collect();
+    ctx.put_string(key, &value, None)?;
+    Ok(Reply::Array(replies))
+}
+
+/// The operations in order, with the OVERFLOW in force for each; errors as Redis checks
+/// them, operation by operation.
+fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut at = 0;
+    while at < args.len() {
+        let left = args.len() - at - 1;
+        let name = &args[at];
+        let action = if is(name, "get") && left >= 2 {
+            Action::Get
+        } else if (is(name, "set") || is(name, "incrby")) && left >= 3 {
+            Action::Set(0)
+        } else if is(name, "overflow") && left >= 1 {
+            overflow = parse_overflow(&args[at + 1])?;
+            at += 2;
+            continue;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        };
+        let (signed, bits) = parse_type(&args[at + 1])?;
+        let offset = parse_offset(&args[at + 2], bits)?;
+        let action = match action {
+            Action::Get => Action::Get,
+            _ => {
+                let amount = parse_int(&args[at + 3])
+                    .map_err(|_| Fault::err("ERR value is not an integer or out of range"))?;
+                if is(name, "set") {
+                    Action::Set(amount)
+                } else {
+                    Action::IncrBy(amount)
+                }
+            }
+        };
+        ops.push(Op {
+            action,
+            signed,
+            bits,
+            offset,
+            overflow,
+        });
+        at += if matches!(action, Action::Get) { 3 } else { 4 };
+    }
+    Ok(ops)
+}
+
+fn parse_overflow(arg: &[u8]) -> Result<Overflow, Fault> {
+    if is(arg, "wrap") {
+        Ok(Overflow::Wrap)
+    } else if is(arg, "sat") {
+        Ok(Overflow::Sat)
+    } else if is(arg, "fail") {
+        Ok(Overflow::Fail)
+    } else {
+        Err(Fault::err("ERR Invalid OVERFLOW type specified"))
+    }
+}
+
+/// `i1`…`i64` or `u1`…`u63` (lower case only, as Redis).
+fn parse_type(arg: &[u8]) -> Result<(bool, u32), Fault> {
+    let bad = || Fault::err(BAD_TYPE);
+    let (signed, digits) = match arg.split_first() {
+        Some((b'i', digits)) => (true, digits),
+        Some((b'u', digits)) => (false, digits),
+        _ => return Err(bad()),
+    };
+    let bits = parse_int(digits).map_err(|_| bad())?;
+    let most = if signed { 64 } else { 63 };
+    match u32::try_from(bits) {
+        Ok(bits) if (1..=most).contains(&bits) => Ok((signed, bits)),
+        _ => Err(bad()),
+    }
+}
+
+/// A bit offset, or `#N`: the N-th field of this width.
+fn parse_offset(arg: &[u8], bits: u32) -> Result<u64, Fault> {
+    let bad = || Fault::err(BAD_OFFSET);
+    let (index, digits) = match arg.split_first() {
+        Some((b'#', digits)) => (true, digits),
+        _ => (false, arg),
+    };
+    let number = parse_int(digits).map_err(|_| bad())?;
+    let offset = if index {
+        number.checked_mul(i64::from(bits)).ok_or_else(bad)?
+    } else {
+        number
+    };
+    u64::try_from(offset)
+        .ok()
+        .filter(|offset| offset >> 3 < MAX_BYTES)
+        .ok_or_else(bad)
+}
+
+/// GET: the field, the string zero-padded past its end.
+fn get(value: &[u8], op: &Op) -> Reply {
+    let raw = read_bits(value, op.offset, op.bits);
+    Reply::Int(if op.signed {
+        sign_extend(raw, op.bits)
+    } else {
+        raw as i64
+    })
+}
+
+/// SET or INCRBY on `value` (long enough): the reply, nil when FAIL refused the write.
+fn apply(value: &mut [u8], op: &Op) -> Reply {
+    if matches!(op.action, Action::Get) {
+        return get(value, op);
+    }
+    let old = read_bits(value, op.offset, op.bits);
+    let written = if op.signed {
+        signed_change(sign_extend(old, op.bits), op)
+    } else {
+        unsigned_change(old, op)
+    };
+    match written {
+        Some((new, reply)) => {
+            write_bits(value, op.offset, op.bits, new);
+            Reply::Int(reply)
+        }
+        None => Reply::Null,
+    }
+}
+
+/// The bits to write and the reply (the old value for SET, the new one for INCRBY), or
+/// `None` on an overflow under FAIL.
+fn signed_change(old: i64, op: &Op) -> Option<(u64, i64)> {
+    let (base, incr, reply_old) = match op.action {
+        Action::Set(new) => (new, 0, true),
+        Action::IncrBy(incr) => (old, incr, false),
+        Action::Get => return None,
+    };
+    let new = match signed_overflow(base, incr, op.bits, op.overflow) {
+        Checked::Fits => base.wrapping_add(incr),
+        Checked::Limited(limit) => limit,
+        Checked::Refused => return None,
+    };
+    Some((new as u64, if reply_old { old } else { new }))
+}
+
+fn unsigned_change(old: u64, op: &Op) -> Option<(u64, i64)> {
+    let (base, incr, reply_old) = match op.action {
+        Action::Set(new) => (new as u64, 0, true),
+        Action::IncrBy(incr) => (old, incr, false),
+        Action::Get => return None,
+    };
+    let new = match unsigned_overflow(base, incr, op.bits, op.overflow) {
+        Checked::Fits => base.wrapping_add(incr as u64),
+        Checked::Limited(limit) => limit as u64,
+        Checked::Refused => return None,
+    };
+    Some((new, if reply_old { old as i64 } else { new as i64 }))
+}
+
+enum Checked {
+    Fits,
+    /// Overflowed, and WRAP or SAT gives this value.
+    Limited(i64),
+    /// Overflowed under FAIL.
+    Refused,
+}
+
+fn limited(overflow: Overflow, wrapped: impl FnOnce() -> i64, saturated: i64) -> Checked {
+    match overflow {
+        Overflow::Wrap => Checked::Limited(wrapped()),
+        Overflow::Sat => Checked::Limited(saturated),
+        Overflow::Fail => Checked::Refused,
+    }
+}
+
+/// Redis's `checkSignedBitfieldOverflow`, its comparisons kept as they are.
+fn signed_overflow(value: i64, incr: i64, bits: u32, overflow: Overflow) -> Checked {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    let wrap = || {
+        let sum = (value as u64).wrapping_add(incr as u64);
+        if bits == 64 {
+            return sum as i64;
+        }
+        let mask = u64::MAX << bits;
+        let sign = 1u64 << (bits - 1);
+        (if sum & sign != 0 {
+            sum | mask
+        } else {
+            sum & !mask
+        }) as i64
+    };
+    if value > max || (bits != 64 && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr)
+    {
+        limited(overflow, wrap, max)
+    } else if value < min
+        || (bits != 64 && incr < min_incr)
+        || (value < 0 && incr < 0 && incr < min_incr)
+    {
+        limited(overflow, wrap, min)
+    } else {
+        Checked::Fits
+    }
+}
+
+/// Redis's `checkUnsignedBitfieldOverflow` (fields of at most 63 bits).
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, overflow: Overflow) -> Checked {
+    let max = (1u64 << bits) - 1;
+    let max_incr = max.wrapping_sub(value) as i64;
+    let min_incr = value.wrapping_neg() as i64;
+    let wrap = || (value.wrapping_add(incr as u64) & !(u64::MAX << bits)) as i64;
+    if value > max || (incr > 0 && incr > max_incr) {
+        limited(overflow, wrap, max as i64)
+    } else if incr < 0 && incr < min_incr {
+        limited(overflow, wrap, 0)
+    } else {
+        Checked::Fits
+    }
+}
+
+/// `bits` bits from bit `offset` (bit 0: the first byte's most significant), most
+/// significant first; zeros past the end of `value`.
+fn read_bits(value: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0, |field, at| {
+        let bit = offset + at;
+        let byte = value.get((bit >> 3) as usize).copied().unwrap_or(0);
+        (field << 1) | u64::from(byte >> (7 - (bit & 7)) & 1)
+    })
+}
+
+fn write_bits(value: &mut [u8], offset: u64, bits: u32, field: u64) {
+    for at in 0..u64::from(bits) {
+        let bit = offset + at;
+        let mask = 0x80u8 >> (bit & 7);
+        let byte = &mut value[(bit >> 3) as usize];
+        if field >> (u64::from(bits) - 1 - at) & 1 == 1 {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+fn sign_extend(raw: u64, bits: u32) -> i64 {
+    if bits < 64 && raw & (1u64 << (bits - 1)) != 0 {
+        (raw | (u64::MAX << bits)) as i64
+    } else {
+        raw as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_and_write_across_bytes_most_significant_bit_first() {
+        let mut value = vec![0u8; 3];
+        write_bits(&mut value, 5, 10, 0b10_1100_0111);
+        assert_eq!(value, [0b0000_0101, 0b1000_1110, 0]);
+        assert_eq!(read_bits(&value, 5, 10), 0b10_1100_0111);
+        assert_eq!(read_bits(&value, 20, 8), 0, "zeros past the end");
+        assert_eq!(sign_extend(0b1111_1111, 8), -1);
+        assert_eq!(sign_extend(0b0111_1111, 8), 127);
+    }
+
+    #[test]
+    fn overflow_rules_are_redis_own() {
+        // i8: 127 + 1 wraps to -128, saturates at 127, fails.
+        assert!(matches!(
+            signed_overflow(127, 1, 8, Overflow::Wrap),
+            Checked::Limited(-128)
+        ));
+        assert!(matches!(
+            signed_overflow(127, 1, 8, Overflow::Sat),
+            Checked::Limited(127)
+        ));
+        assert!(matches!(
+            signed_overflow(127, 1, 8, Overflow::Fail),
+            Checked::Refused
+        ));
+        assert!(matches!(
+            signed_overflow(-128, -1, 8, Overflow::Sat),
+            Checked::Limited(-128)
+        ));
+        assert!(matches!(
+            signed_overflow(i64::MAX, 1, 64, Overflow::Wrap),
+            Checked::Limited(i64::MIN)
+        ));
+        // u8: SET -1 is 2^64 - 1, above the maximum: SAT gives 255, not 0.
+        assert!(matches!(
+            unsigned_overflow(u64::MAX, 0, 8, Overflow::Sat),
+            Checked::Limited(255)
+        ));
+        assert!(matches!(
+            unsigned_overflow(0, -1, 8, Overflow::Wrap),
+            Checked::Limited(255)
+        ));
+        assert!(matches!(
+            unsigned_overflow(0, -1, 8, Overflow::Sat),
+            Checked::Limited(0)
+        ));
+        assert!(matches!(
+            unsigned_overflow(200, 55, 8, Overflow::Fail),
+            Checked::Fits
+        ));
+    }
+}
