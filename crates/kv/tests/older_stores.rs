@@ -3,10 +3,13 @@
 //! value there is two part rows, and a writer that replaced it as if it were one (this
 //! build's size) would leave the second behind, where a later, longer value would find it.
 
+mod support;
+
 use std::sync::Arc;
 
+use support::run_on;
+
 use tailstore_engine::{Database, DbConfig, KeyRange};
-use tailstore_kv::command::lookup;
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
@@ -39,16 +42,6 @@ fn older_parts_schema(limit: u32) -> Schema {
         Column::new("total", Int64),
     ];
     Schema::new(columns, vec![0, 1, 2], vec![]).expect("schema")
-}
-
-fn run(ks: &Keyspace, args: &[&str]) -> Reply {
-    let command = lookup(args[0].as_bytes()).expect("a command");
-    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-    let executed = ks.execute(0, command, &args);
-    if let Some(pending) = executed.pending {
-        pending.wait().expect("commit");
-    }
-    executed.reply
 }
 
 /// (part, data length) of every part row.
@@ -87,7 +80,7 @@ fn a_store_of_smaller_parts_keeps_cutting_its_values_there() {
         .expect("create the older kv_parts");
     let ks = Keyspace::open(Arc::new(db), 16).expect("open the older store");
     let four_kib = "v".repeat(4096);
-    assert_eq!(run(&ks, &["SET", "k", &four_kib]), Reply::ok());
+    assert_eq!(run_on(&ks, &["SET", "k", &four_kib]), Reply::ok());
     let rows = part_rows(&ks);
     assert_eq!(
         rows.len(),
@@ -96,13 +89,13 @@ fn a_store_of_smaller_parts_keeps_cutting_its_values_there() {
     );
     assert!(rows.iter().all(|&(_, len)| len < OLDER_LIMIT as usize));
     // Overwritten by a shorter value and then a longer one, nothing of the first is left.
-    assert_eq!(run(&ks, &["SET", "k", "short"]), Reply::ok());
+    assert_eq!(run_on(&ks, &["SET", "k", "short"]), Reply::ok());
     assert_eq!(part_rows(&ks), vec![(0, 5)]);
     let longer = "w".repeat(7000);
-    assert_eq!(run(&ks, &["SET", "k", &longer]), Reply::ok());
-    assert_eq!(bulk(run(&ks, &["GET", "k"])), longer.as_bytes());
+    assert_eq!(run_on(&ks, &["SET", "k", &longer]), Reply::ok());
+    assert_eq!(bulk(run_on(&ks, &["GET", "k"])), longer.as_bytes());
     assert_eq!(part_rows(&ks).len(), 2);
-    assert_eq!(run(&ks, &["DEL", "k"]), Reply::Int(1));
+    assert_eq!(run_on(&ks, &["DEL", "k"]), Reply::Int(1));
     assert_eq!(part_rows(&ks), vec![]);
 }
 
@@ -110,9 +103,9 @@ fn a_store_of_smaller_parts_keeps_cutting_its_values_there() {
 fn a_new_store_keeps_a_4_kib_value_in_one_part_row() {
     let ks = Keyspace::open(Arc::new(open(&SimStorage::new())), 16).expect("open");
     let four_kib = "v".repeat(4096);
-    assert_eq!(run(&ks, &["SET", "k", &four_kib]), Reply::ok());
+    assert_eq!(run_on(&ks, &["SET", "k", &four_kib]), Reply::ok());
     assert_eq!(part_rows(&ks), vec![(0, 4096)]);
-    assert_eq!(bulk(run(&ks, &["GET", "k"])), four_kib.as_bytes());
+    assert_eq!(bulk(run_on(&ks, &["GET", "k"])), four_kib.as_bytes());
 }
 
 #[test]

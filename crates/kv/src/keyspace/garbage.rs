@@ -122,6 +122,21 @@ impl Keyspace {
         Ok(Some((int(&row[0])?, kind)))
     }
 
+    /// How many owners wait in the queue, counted up to `limit`.
+    pub(crate) fn queued_owners(
+        &self,
+        txn: &mut Transaction<'_>,
+        limit: usize,
+    ) -> Result<usize, Fault> {
+        let rows = txn.scan(
+            &self.garbage,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            limit,
+        )?;
+        Ok(rows.len())
+    }
+
     /// Takes `owner` off the queue (all its elements are gone).
     pub(crate) fn forget_garbage(
         &self,

@@ -81,6 +81,10 @@ fn memory(shared: &Shared) -> String {
         ("maxmemory", "0".into()),
         ("maxmemory_policy", "noeviction".into()),
         ("number_of_cached_scripts", shared.scripts.len().to_string()),
+        (
+            "lazyfree_pending_objects",
+            shared.ks.lazyfree_pending().unwrap_or(0).to_string(),
+        ),
         ("tailstore_buffer_pool_pages", stats.pool_pages.to_string()),
         ("tailstore_data_pages", stats.data_pages.to_string()),
     ])

@@ -221,6 +221,17 @@ pub fn open_sim_database(mode: CommitMode, storage: &SimStorage) -> Database {
     db
 }
 
+/// Runs a data command on `ks` directly (no server), waiting for its commit; its reply.
+pub fn run_on(ks: &Keyspace, args: &[&str]) -> tailstore_resp::Reply {
+    let command = tailstore_kv::command::lookup(args[0].as_bytes()).expect("a command");
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let executed = ks.execute(0, command, &args);
+    if let Some(pending) = executed.pending {
+        pending.wait().expect("commit");
+    }
+    executed.reply
+}
+
 /// A RESP2 connection through the `redis` crate to any server (a real redis-server too).
 pub fn client_at(address: SocketAddr) -> redis::Connection {
     connect(&format!("redis://{address}/"))
