@@ -85,10 +85,13 @@ fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
     while at < args.len() {
         let left = args.len() - at - 1;
         let name = &args[at];
-        let action = if is(name, "get") && left >= 2 {
-            Action::Get
-        } else if (is(name, "set") || is(name, "incrby")) && left >= 3 {
-            Action::Set(0)
+        // `None`: GET; else how the amount after the field makes the operation.
+        let write: Option<fn(i64) -> Action> = if is(name, "get") && left >= 2 {
+            None
+        } else if is(name, "set") && left >= 3 {
+            Some(Action::Set)
+        } else if is(name, "incrby") && left >= 3 {
+            Some(Action::IncrBy)
         } else if is(name, "overflow") && left >= 1 {
             overflow = parse_overflow(&args[at + 1])?;
             at += 2;
@@ -98,17 +101,12 @@ fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
         };
         let (signed, bits) = parse_type(&args[at + 1])?;
         let offset = parse_offset(&args[at + 2], bits)?;
-        let action = match action {
-            Action::Get => Action::Get,
-            _ => {
-                let amount = parse_int(&args[at + 3])
-                    .map_err(|_| Fault::err("ERR value is not an integer or out of range"))?;
-                if is(name, "set") {
-                    Action::Set(amount)
-                } else {
-                    Action::IncrBy(amount)
-                }
-            }
+        let action = match write {
+            None => Action::Get,
+            Some(make) => make(
+                parse_int(&args[at + 3])
+                    .map_err(|_| Fault::err("ERR value is not an integer or out of range"))?,
+            ),
         };
         ops.push(Op {
             action,
@@ -117,7 +115,7 @@ fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
             offset,
             overflow,
         });
-        at += if matches!(action, Action::Get) { 3 } else { 4 };
+        at += if write.is_some() { 4 } else { 3 };
     }
     Ok(ops)
 }

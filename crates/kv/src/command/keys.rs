@@ -514,11 +514,8 @@ impl crate::keyspace::Keyspace {
 impl crate::keyspace::Keyspace {
     /// Deleted keys whose elements the lazy free has yet to remove (INFO's
     /// `lazyfree_pending_objects`), counted up to 100,000 so that INFO stays quick.
-    pub fn lazyfree_pending(&self) -> Result<usize, String> {
-        let mut txn = self.database().begin();
-        let queued = self.queued_owners(&mut txn, 100_000);
-        txn.rollback();
-        queued.map_err(|fault| format!("{fault:?}"))
+    pub fn lazyfree_pending(&self) -> Result<usize, Reply> {
+        self.peek(0, |ctx| ctx.ks.queued_owners(ctx.txn, 100_000))
     }
 
     /// The lazy free: removes up to one batch of the elements of deleted keys (see
