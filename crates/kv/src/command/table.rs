@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitfield, bitmaps, consumer_groups, geo, hashes, keys, lcs, lists, sets, streams, strings,
-    zset_algebra, zsets, Handler,
+    bitfield, bitmaps, consumer_groups, geo, hashes, hyperloglog, keys, lcs, lists, sets, streams,
+    strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -838,6 +838,33 @@ pub static COMMANDS: &[Command] = &[
         "bitmap",
         "Performs arbitrary read-only bitfield integer operations on strings.",
         bitfield::bitfield_ro,
+    ),
+    data(
+        "pfadd",
+        -2,
+        WF,
+        K1,
+        "hyperloglog",
+        "Adds elements to the HyperLogLog sketch at a key, creating it if absent.",
+        hyperloglog::pfadd,
+    ),
+    data(
+        "pfcount",
+        -2,
+        R,
+        KALL,
+        "hyperloglog",
+        "Estimates the number of distinct elements added to one or more HyperLogLog sketches.",
+        hyperloglog::pfcount,
+    ),
+    data(
+        "pfmerge",
+        -2,
+        W,
+        KALL,
+        "hyperloglog",
+        "Merges HyperLogLog sketches into the first key's.",
+        hyperloglog::pfmerge,
     ),
     data(
         "bitop",
