@@ -501,6 +501,69 @@ fn strings() -> Vec<(u32, Words)> {
     all
 }
 
+/// Sequences of SORT and SORT_RO over a list, two sets and a sorted set, with weights in
+/// strings and hashes for BY and GET, and STORE's list read back. Every BY value is
+/// distinct and at most one element lacks one, so that no two elements tie where Redis
+/// would order ties by its sort algorithm (an ALPHA sort by BY values under LIMIT; `BY *`
+/// finds no key for any element), and a set gets only BY patterns that sort (a set's own
+/// order is its hash table's).
+fn sort_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
+    let setup = [
+        "RPUSH l0 3 1 2 10 b a 1.5 -3 3",
+        "RPUSH l1 7 -1 0x10 2 inf",
+        "SADD t0 3 1 2 10 1.5 -3",
+        "SADD t1 a b c B",
+        "ZADD z0 1 a 2 b 0 c 2 3 -1 10",
+        "MSET w_3 5 w_1 4 w_2 3.5 w_10 -2 w_b 1e3 w_a 0x1p3 w_1.5 2 w_-3 x w_c 7 w_B 9",
+        "MSET w_7 1 w_-1 2 w_0x10 3 w_inf 4",
+        "HSET h_1 f 9 g one",
+        "HSET h_2 f 8 g two",
+        "HSET h_3 f 7 g three",
+        "HSET h_10 f 6 g ten",
+        "HSET h_a f 5 g A",
+        "HSET h_b f 4 g B",
+        "HSET h_c f -1 g C",
+        "HSET h_B f 3.5 g b",
+        "HSET h_-3 f 2 g m3",
+        "SET s str",
+        "SET dst old",
+        "EXPIRE dst 1000",
+    ];
+    let options = |sorting_only: bool| {
+        // A stray BY would take the next word as its pattern: one with no `*`.
+        let (by, stray): (&'static [&'static str], &'static [&'static str]) = if sorting_only {
+            (&["w_*", "h_*->f", "h_*->g"], &["BAD", "LIMIT", "GET"])
+        } else {
+            (
+                &["w_*", "h_*->f", "h_*->g", "nosort", "#"],
+                &["BAD", "LIMIT", "BY", "GET"],
+            )
+        };
+        many(
+            prop_oneof![
+                2 => one(&["ASC", "DESC", "ALPHA", "alpha", "desc"]),
+                2 => group(vec![lit("LIMIT"), one(&["0", "1", "-1", "3", "20", "x"]), one(&["0", "1", "2", "-1", "5", "9223372036854775807"])]),
+                2 => group(vec![lit("BY"), one(by)]),
+                2 => group(vec![lit("GET"), one(&["#", "w_*", "h_*->f", "h_*->g", "nosuch", "l*"])]),
+                1 => group(vec![lit("STORE"), lit("dst")]),
+                1 => one(stray),
+            ]
+            .boxed(),
+            0..=4,
+        )
+    };
+    let ordered = || one(&["l0", "l1", "z0", "none", "s"]);
+    let commands = vec![
+        (6, cmd("SORT", vec![ordered(), options(false)])),
+        (4, cmd("SORT", vec![one(&["t0", "t1"]), options(true)])),
+        (2, cmd("SORT_RO", vec![ordered(), options(false)])),
+        (3, cmd("LRANGE", vec![lit("dst"), lit("0"), lit("-1")])),
+        (1, cmd("TTL", vec![lit("dst")])),
+        (1, cmd("TYPE", vec![lit("dst")])),
+    ];
+    after_setup(&setup, commands, 12)
+}
+
 /// Sequences that build HyperLogLog sketches past the sparse form's limits (hundreds of
 /// elements at a time), merge and count them, and read their bytes back with GET: Redis's
 /// byte format, opcode for opcode. One sketch is damaged now and then (APPEND, SETRANGE)
@@ -2069,6 +2132,11 @@ fn consumer_group_sequences_get_the_replies_redis_gives() {
 #[test]
 fn sorted_set_algebra_gets_the_replies_redis_gives() {
     compare_sequences(zset_algebra_sequences());
+}
+
+#[test]
+fn sort_gets_the_replies_redis_gives() {
+    compare_sequences(sort_sequences());
 }
 
 #[test]

@@ -46,13 +46,30 @@ pub fn parse_long_double(arg: &[u8]) -> Result<f64, Fault> {
 /// and stops at the end) and a value out of range is ±inf or 0; only NaN and text left over
 /// are refused.
 pub fn parse_score_bound(arg: &[u8]) -> Option<f64> {
+    strtod_whole(arg).map(|c| c.value)
+}
+
+/// An element, or the value a BY pattern finds, as SORT reads it: plain strtod, as
+/// [`parse_score_bound`], but a value out of a double's range is refused too (Redis checks
+/// ERANGE there).
+pub fn parse_sort_score(arg: &[u8]) -> Option<f64> {
+    strtod_whole(arg)
+        .filter(|c| !c.overflow && !c.underflow)
+        .map(|c| c.value)
+}
+
+/// `arg` read whole by plain strtod: leading whitespace skipped, the empty string 0; `None`
+/// for text left over or NaN.
+fn strtod_whole(arg: &[u8]) -> Option<CDouble> {
     if arg.is_empty() {
-        return Some(0.0);
+        return Some(CDouble {
+            value: 0.0,
+            overflow: false,
+            underflow: false,
+        });
     }
     let start = arg.iter().position(|b| !is_c_space(*b))?;
-    read_whole(&arg[start..])
-        .map(|c| c.value)
-        .filter(|v| !v.is_nan())
+    read_whole(&arg[start..]).filter(|c| !c.value.is_nan())
 }
 
 /// C's `isspace` in the C locale.

@@ -96,7 +96,11 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 /// The value of `field` in the hash `key`; `None` if either is missing.
-fn field_value(ctx: &mut Ctx, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
+pub(super) fn field_value(
+    ctx: &mut Ctx,
+    key: &[u8],
+    field: &[u8],
+) -> Result<Option<Vec<u8>>, Fault> {
     check_field(field, "field")?;
     let Some(meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(None);

@@ -35,7 +35,12 @@ fn element(ctx: &mut Ctx, owner: i64, seq: i64) -> Result<Vec<u8>, Fault> {
 }
 
 /// The elements at indexes `from..=to` (both within the list).
-fn elements(ctx: &mut Ctx, meta: &KeyMeta, from: usize, to: usize) -> Result<Vec<Vec<u8>>, Fault> {
+pub(super) fn elements(
+    ctx: &mut Ctx,
+    meta: &KeyMeta,
+    from: usize,
+    to: usize,
+) -> Result<Vec<Vec<u8>>, Fault> {
     let count = to + 1 - from;
     if count == 1 {
         return Ok(vec![element(ctx, meta.id, meta.head + from as i64)?]);
@@ -154,7 +159,12 @@ fn push(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> Out
 }
 
 /// Adds `value` at one end of the list; updates `meta` (not saved).
-fn push_one(ctx: &mut Ctx, meta: &mut KeyMeta, value: &[u8], left: bool) -> Result<(), Fault> {
+pub(super) fn push_one(
+    ctx: &mut Ctx,
+    meta: &mut KeyMeta,
+    value: &[u8],
+    left: bool,
+) -> Result<(), Fault> {
     let seq = if left {
         meta.head -= 1;
         meta.head

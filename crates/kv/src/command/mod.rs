@@ -24,6 +24,7 @@ mod pattern;
 mod random;
 mod sets;
 mod sketch;
+mod sort;
 mod streams;
 mod strings;
 mod table;

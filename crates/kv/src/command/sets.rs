@@ -17,7 +17,7 @@ use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// Every member of the set `key` (which exists), in byte order.
-fn members(ctx: &mut Ctx, owner: i64) -> Result<Vec<Vec<u8>>, Fault> {
+pub(super) fn members(ctx: &mut Ctx, owner: i64) -> Result<Vec<Vec<u8>>, Fault> {
     let fields = ctx
         .ks
         .fields(ctx.txn, owner, ScanDirection::Ascending, usize::MAX)?;

@@ -28,9 +28,7 @@ impl Ctx<'_, '_> {
         let value = match &stored {
             Some(meta) if meta.is_expired(self.now) => None,
             Some(meta) if meta.kind != Kind::String => return Err(Fault::err(WRONGTYPE)),
-            Some(meta) => self
-                .ks
-                .read_value(self.txn, meta.id, b"", string_len(meta))?,
+            Some(meta) => string_of(self, meta)?,
             None => None,
         };
         Ok((value, stored))
@@ -446,6 +444,11 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let text = format_human(next);
     ctx.put_string_over(key, row, text.as_bytes(), None)?;
     Ok(bulk(text))
+}
+
+/// The value of the string whose meta row is `meta`.
+pub(super) fn string_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Option<Vec<u8>>, Fault> {
+    ctx.ks.read_value(ctx.txn, meta.id, b"", string_len(meta))
 }
 
 pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {

@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitfield, bitmaps, consumer_groups, geo, hashes, hyperloglog, keys, lcs, lists, sets, streams,
-    strings, zset_algebra, zsets, Handler,
+    bitfield, bitmaps, consumer_groups, geo, hashes, hyperloglog, keys, lcs, lists, sets, sort,
+    streams, strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -838,6 +838,27 @@ pub static COMMANDS: &[Command] = &[
         "bitmap",
         "Performs arbitrary read-only bitfield integer operations on strings.",
         bitfield::bitfield_ro,
+    ),
+    with_option_key(
+        data(
+            "sort",
+            -2,
+            WD_MOVABLE,
+            K1,
+            "generic",
+            "Sorts a list's, set's or sorted set's elements, returns or stores them.",
+            sort::sort,
+        ),
+        sort::store_key,
+    ),
+    data(
+        "sort_ro",
+        -2,
+        R_MOVABLE,
+        K1,
+        "generic",
+        "Sorts a list's, set's or sorted set's elements and returns them.",
+        sort::sort_ro,
     ),
     data(
         "pfadd",

@@ -140,7 +140,7 @@ fn members_by_lex(
 
 /// Members by rank: indexes `start..=end` (negative: from the end) in ascending order, or
 /// descending with `rev`.
-fn members_by_rank(
+pub(super) fn members_by_rank(
     ctx: &mut Ctx,
     owner: i64,
     len: i64,
