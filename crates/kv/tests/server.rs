@@ -1076,6 +1076,106 @@ fn command_introspection() {
     assert!(err(&mut c, &["COMMAND", "NOSUCH"]).starts_with("ERR unknown subcommand"));
 }
 
+/// One SLOWLOG GET entry: id, Unix time, microseconds, arguments, address, client name.
+fn slowlog_entries(c: &mut redis::Connection, count: &str) -> Vec<(i64, i64, Vec<String>, String)> {
+    let Value::Array(entries) = raw_value(c, &["SLOWLOG", "GET", count]) else {
+        panic!("SLOWLOG GET answered something else than an array");
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let Value::Array(fields) = entry else {
+                panic!("an entry that is not an array: {entry:?}");
+            };
+            let int = |v: &Value| match v {
+                Value::Int(n) => *n,
+                other => panic!("not an integer: {other:?}"),
+            };
+            let text = |v: &Value| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("not a bulk string: {other:?}"),
+            };
+            let Value::Array(args) = &fields[3] else {
+                panic!("arguments that are not an array: {fields:?}");
+            };
+            assert!(text(&fields[4]).starts_with("127.0.0.1:"), "{fields:?}");
+            (
+                int(&fields[0]),
+                int(&fields[2]),
+                args.iter().map(text).collect(),
+                text(&fields[5]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn slowlog_keeps_the_slow_commands_newest_first() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["CLIENT", "SETNAME", "slow-one"]));
+    // Under the default threshold (10 ms) quick commands are not logged; a script that
+    // spins for 30 ms is, with its time.
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    let spin = "local t = redis.call('TIME') local start = t[1] * 1e6 + t[2] \
+                repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - start > 30000 return 1";
+    assert_eq!(raw_value(&mut c, &["EVAL", spin, "0"]), Value::Int(1));
+    // (A quick command on a loaded machine may pass 10 ms too: only the script is sure.)
+    let entries = slowlog_entries(&mut c, "10");
+    let (_, micros, _, name) = entries
+        .iter()
+        .find(|(_, _, args, _)| args[0] == "EVAL")
+        .unwrap_or_else(|| panic!("no EVAL in {entries:?}"));
+    assert!(*micros >= 30_000, "{micros} µs");
+    assert_eq!(name, "slow-one");
+
+    // At 0 every command is logged, newest first, ids counting up; long arguments are cut.
+    ok(raw_value(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-log-slower-than", "0"],
+    ));
+    ok(raw_value(&mut c, &["SLOWLOG", "RESET"])); // logged once it has emptied the log
+    let long = "x".repeat(200);
+    ok(raw_value(&mut c, &["SET", "k", &long]));
+    let entries = slowlog_entries(&mut c, "2");
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        entries[0].2[2],
+        format!("{}... (72 more bytes)", "x".repeat(128))
+    );
+    assert_eq!(entries[1].2, ["SLOWLOG", "RESET"]);
+    assert!(entries[0].0 > entries[1].0);
+    assert_eq!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]), 3); // and the SLOWLOG GET
+
+    // The length limit trims; a CONFIG SET with one refused pair changes nothing.
+    assert!(err(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-max-len", "1", "appendonly", "no"]
+    )
+    .contains("'appendonly'"));
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "slowlog-max-len"]),
+        ["slowlog-max-len", "128"]
+    );
+    ok(raw_value(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-max-len", "2"],
+    ));
+    assert_eq!(slowlog_entries(&mut c, "-1").len(), 2);
+    assert_eq!(
+        err(&mut c, &["SLOWLOG", "GET", "-2"]),
+        "ERR count should be greater than or equal to -1"
+    );
+    ok(raw_value(&mut c, &["SLOWLOG", "RESET"]));
+    ok(raw_value(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-log-slower-than", "-1"],
+    ));
+    ok(raw_value(&mut c, &["SET", "k", "v"]));
+    // RESET itself was logged after it emptied the log (as in Redis); nothing since.
+    assert_eq!(slowlog_entries(&mut c, "10").len(), 1);
+}
+
 #[test]
 fn config_get_tells_the_durability() {
     let server = TestServer::start();

@@ -341,6 +341,13 @@ pub static COMMANDS: &[Command] = &[
         "server",
         "The time of the last checkpoint.",
     ),
+    server(
+        "slowlog",
+        -2,
+        A,
+        "server",
+        "Lists, counts or clears the commands that ran slower than a threshold.",
+    ),
     server("multi", 1, S, "transactions", "Starts a transaction."),
     server(
         "exec",

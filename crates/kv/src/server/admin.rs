@@ -63,6 +63,7 @@ pub fn in_transaction(
         "auth" => auth(args),
         "wait" => wait(args),
         // A primary without replicas (replication is not implemented).
+        "slowlog" => shared.slowlog.command(args),
         "role" => Reply::Array(vec![
             Reply::Bulk(b"master".to_vec()),
             Reply::Int(0),
@@ -430,6 +431,9 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("timeout", "0".into()),
         ("io-threads", config.threads.to_string()),
     ]
+    .into_iter()
+    .chain(shared.slowlog.settings())
+    .collect()
 }
 
 fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
@@ -463,14 +467,24 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// CONFIG SET of (name, value) pairs. The settings are command-line options, so a pair that
-/// would change one is refused and nothing is set; pairs whose values are already in effect
-/// (a client making sure of `appendfsync always` before it relies on it, say) are accepted
-/// and change nothing, as Redis accepts setting a value it already has.
+/// CONFIG SET of (name, value) pairs. The slow log's two settings change at run time; the
+/// others are command-line options, so a pair that would change one is refused and nothing
+/// is set; pairs whose values are already in effect (a client making sure of `appendfsync
+/// always` before it relies on it, say) are accepted and change nothing, as Redis accepts
+/// setting a value it already has.
 fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let current = settings(shared);
+    let mut changes = Vec::new();
     for pair in pairs.chunks_exact(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        match shared.slowlog.check_setting(&name, &pair[1]) {
+            Some(Ok(change)) => {
+                changes.push(change);
+                continue;
+            }
+            Some(Err(refused)) => return refused,
+            None => {}
+        }
         let in_effect = current.iter().any(|(known, value)| {
             *known == name && value.as_bytes().eq_ignore_ascii_case(&pair[1])
         });
@@ -480,6 +494,10 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
                  (durability is its --commit mode); only a value already in effect is accepted"
             ));
         }
+    }
+    // All or nothing, as Redis: applied once every pair passed.
+    for change in changes {
+        shared.slowlog.apply(change);
     }
     Reply::ok()
 }

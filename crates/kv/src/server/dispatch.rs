@@ -12,6 +12,7 @@ use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
 use super::eval;
 use super::pubsub;
+use super::slowlog;
 use super::Shared;
 use crate::command::{blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, Run};
 use crate::script::Vm;
@@ -124,10 +125,22 @@ fn one<'s>(
             return None;
         }
         if command.is_blocking() {
-            return block_or_reply(shared, conn, command, args, pending);
+            // Cloned for the slow log: a blocking command's arguments are a few keys.
+            let (started, logged) = (Instant::now(), args.clone());
+            let reply = block_or_reply(shared, conn, command, args, pending)?;
+            shared.slowlog.note(started, &logged, client(conn));
+            return Some(reply);
         }
     }
     Some(reply_to(shared, conn, vm, command, args, pending))
+}
+
+/// The connection as the slow log names it.
+fn client(conn: &Connection) -> slowlog::Client<'_> {
+    slowlog::Client {
+        peer: &conn.peer,
+        name: conn.name.as_deref(),
+    }
 }
 
 /// A command (known, of the right arity) that neither subscribes nor blocks: queued in
@@ -151,7 +164,8 @@ fn reply_to<'s>(
         }
         return Reply::Status("QUEUED".into());
     }
-    match command.name {
+    let started = Instant::now();
+    let reply = match command.name {
         "multi" => multi(conn),
         "exec" => exec(shared, conn, vm, pending),
         "discard" => discard(conn),
@@ -163,7 +177,9 @@ fn reply_to<'s>(
         _ if eval::is_eval(command) => eval::eval(shared, conn, vm, command, &args, pending),
         "script" => eval::script(shared, vm, &args),
         _ => run(shared, conn, command, &args, pending),
-    }
+    };
+    shared.slowlog.note(started, &args, client(conn));
+    reply
 }
 
 fn run<'s>(

@@ -18,6 +18,7 @@ mod dispatch;
 mod eval;
 mod info;
 mod pubsub;
+mod slowlog;
 mod worker;
 
 use std::io;
@@ -83,6 +84,8 @@ pub struct Shared {
     pub pubsub: pubsub::PubSub,
     /// The Lua scripts' bodies, by SHA1 (EVALSHA).
     pub scripts: crate::script::Scripts,
+    /// The commands that ran slowly (SLOWLOG).
+    pub slowlog: slowlog::SlowLog,
 }
 
 impl Shared {
@@ -171,6 +174,7 @@ impl Server {
             waiters: blocking::Waiters::default(),
             pubsub: pubsub::PubSub::default(),
             scripts: crate::script::Scripts::new(script_memory),
+            slowlog: slowlog::SlowLog::default(),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {
