@@ -1207,3 +1207,93 @@ fn the_differences_found_stay_fixed() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// MONITOR
+
+/// A MONITOR line without what differs between servers and runs: the time and the client's
+/// address (`+1700000000.123456 [0 127.0.0.1:5000] "get" "k"` → `+[0] "get" "k"`; a
+/// script's `[0 lua]` stays as it is).
+fn without_time_and_address(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line).into_owned();
+    let Some((_, rest)) = text.split_once(" [") else {
+        return text; // not a line: compared whole
+    };
+    let (inside, after) = rest.split_once(']').unwrap_or((rest, ""));
+    let db = inside.split(' ').next().unwrap_or("");
+    let source = if inside.ends_with(" lua") { " lua" } else { "" };
+    format!("+[{db}{source}]{after}")
+}
+
+#[test]
+fn monitor_lines_are_the_lines_redis_sends() {
+    let Some(servers) = Servers::start("MONITOR against Redis") else {
+        return;
+    };
+    let script = "redis.call('set', KEYS[1], ARGV[1]) return redis.call('get', KEYS[1])";
+    let commands: Vec<Vec<&[u8]>> = [
+        &["SET", "k", "a value with spaces"][..],
+        &["SET", "bin", "line\nbreak\u{1}\"quote\\"],
+        &["GET", "k"],
+        &["NOSUCH", "x"],
+        &["GET"],
+        &["MULTI"],
+        &["SET", "m", "1"],
+        &["SELECT", "2"],
+        &["INCR", "m"],
+        &["EXEC"],
+        &["SELECT", "0"],
+        &["EVAL", script, "1", "s", "v"],
+        &["CONFIG", "GET", "save"],
+        &["SLOWLOG", "LEN"],
+        &["AUTH", "secret"],
+        &["WATCH", "w"],
+        &["MULTI"],
+        &["GET", "w"],
+        &["DISCARD"],
+        &["LPUSH", "l", "1"],
+        &["INCR", "l"],
+        &["BLPOP", "nolist", "0.01"],
+        &["PUBLISH", "ch", "hi"],
+        &["PING"],
+    ]
+    .iter()
+    .map(|words| words.iter().map(|w| w.as_bytes()).collect())
+    .collect();
+    let mut lines = Vec::new();
+    for address in [servers.redis.address(), servers.tailstore.address()] {
+        let mut monitor = Raw::connect(address);
+        assert_eq!(monitor.ask(&["MONITOR"]), Ok(b"+OK\r\n".to_vec()));
+        let mut client = Raw::connect(address);
+        for command in &commands {
+            client.ask(command).expect("a reply");
+        }
+        client.ask(&["ECHO", "last"]).expect("a reply");
+        let mut seen = Vec::new();
+        loop {
+            let line = monitor.reply().expect("a MONITOR line");
+            let line = without_time_and_address(&line);
+            let last = line.contains("\"ECHO\" \"last\"");
+            seen.push(line);
+            if last {
+                break;
+            }
+        }
+        // A monitor may not touch the keyspace; a second MONITOR is not answered, so the
+        // next reply is PING's, then its line.
+        let refused = monitor.ask(&["GET", "k"]).expect("a reply");
+        let mut request = Vec::new();
+        encode_command(&["MONITOR"], &mut request);
+        monitor.stream.write_all(&request).expect("send");
+        for reply in [monitor.ask(&["PING"]), monitor.reply()] {
+            let reply = reply.expect("a reply");
+            seen.push(without_time_and_address(&reply));
+        }
+        seen.push(String::from_utf8_lossy(&refused).into_owned());
+        lines.push(seen);
+    }
+    assert_eq!(
+        lines[1], lines[0],
+        "tailstore's lines (left), Redis's (right)"
+    );
+}

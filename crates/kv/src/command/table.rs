@@ -342,6 +342,13 @@ pub static COMMANDS: &[Command] = &[
         "The time of the last checkpoint.",
     ),
     server(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        "server",
+        "Streams every command the server runs to this connection.",
+    ),
+    server(
         "slowlog",
         -2,
         A,

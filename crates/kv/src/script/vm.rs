@@ -161,6 +161,8 @@ pub trait Host {
     ) -> Option<Reply>;
     /// The script's write command `args` ran in database `db` (for blocked clients).
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
+    /// The script called `command` (`args`) in database `db` and it ran (for MONITOR).
+    fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
 }
 
 /// What EVAL (or EVALSHA) asked for.
@@ -530,21 +532,24 @@ impl Call<'_, '_, '_> {
             return refusal;
         }
         let Run::Data(handler) = command.run else {
-            return self
-                .host
-                .server_command(command, args, &mut self.ctx.db)
-                .unwrap_or_else(|| {
-                    Reply::error("ERR This Redis command is not allowed from script")
-                });
+            let Some(reply) = self.host.server_command(command, args, &mut self.ctx.db) else {
+                return Reply::error("ERR This Redis command is not allowed from script");
+            };
+            self.host.called(self.ctx.db, command, args);
+            return reply;
         };
         let reply = match handler(self.ctx, args) {
             Ok(reply) => reply,
-            Err(Fault::Reply(reply)) => return reply,
+            Err(Fault::Reply(reply)) => {
+                self.host.called(self.ctx.db, command, args);
+                return reply;
+            }
             Err(fault) => {
                 self.fault = Some(fault);
                 return Reply::Null;
             }
         };
+        self.host.called(self.ctx.db, command, args);
         if command.is_write() {
             self.host.wrote(self.ctx.db, command, args);
         }

@@ -31,6 +31,9 @@ pub fn run<'s>(
         }
         "reset" => {
             super::pubsub::unsubscribe_all(shared, conn);
+            if std::mem::take(&mut conn.monitoring) {
+                shared.monitors.remove(conn.home);
+            }
             conn.multi = None;
             conn.watched.clear();
             conn.db = 0;
@@ -39,6 +42,11 @@ pub fn run<'s>(
             Reply::Status("RESET".into())
         }
         "hello" => hello(shared, conn, args),
+        "monitor" => {
+            conn.monitoring = true;
+            shared.monitors.add(conn.home);
+            Reply::ok()
+        }
         _ => in_transaction(shared, conn, command, args),
     }
 }

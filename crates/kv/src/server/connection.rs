@@ -74,6 +74,8 @@ pub struct Connection {
     /// [`Connection::fill`]).
     pub read_to_the_end: bool,
     pub last_command: &'static str,
+    /// MONITOR made it a monitor (`server/monitor.rs`): it is sent every command's line.
+    pub monitoring: bool,
 }
 
 impl Connection {
@@ -111,6 +113,7 @@ impl Connection {
             unread: false,
             read_to_the_end: false,
             last_command: "NULL",
+            monitoring: false,
         }
     }
 

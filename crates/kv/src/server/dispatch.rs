@@ -114,6 +114,14 @@ fn one<'s>(
         conn.multi_failed |= conn.multi.is_some();
         return Some(Reply::error(refusal));
     }
+    if conn.monitoring {
+        if matches!(command.run, Run::Data(_)) || eval::is_eval(command) {
+            return Some(Reply::error("ERR Replica can't interact with the keyspace"));
+        }
+        if command.name == "monitor" {
+            return None; // already one: Redis does not answer
+        }
+    }
     if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
         if let Some(reply) = pubsub::in_subscribed_context(command, &args) {
             return Some(reply);
@@ -122,17 +130,28 @@ fn one<'s>(
     if conn.multi.is_none() {
         if let Some(change) = pubsub::Change::of(command.name) {
             pubsub::change(shared, conn, change, &args[1..]);
+            monitored(shared, conn, command, &args);
             return None;
         }
         if command.is_blocking() {
-            // Cloned for the slow log: a blocking command's arguments are a few keys.
+            // Cloned for the slow log and MONITOR: a blocking command's arguments are a few
+            // keys. Monitors see it once it ran, blocked or answered, as in Redis.
             let (started, logged) = (Instant::now(), args.clone());
-            let reply = block_or_reply(shared, conn, command, args, pending)?;
+            let reply = block_or_reply(shared, conn, command, args, pending);
+            monitored(shared, conn, command, &logged);
             shared.slowlog.note(started, &logged, client(conn));
-            return Some(reply);
+            return reply;
         }
     }
     Some(reply_to(shared, conn, vm, command, args, pending))
+}
+
+/// Shows `command`, which the connection ran in its current database, to the monitors.
+fn monitored(shared: &Shared, conn: &mut Connection, command: &Command, args: &[Vec<u8>]) {
+    let outbox = &mut conn.published;
+    shared
+        .monitors
+        .feed(command, conn.db, &conn.peer, args, outbox);
 }
 
 /// The connection as the slow log names it.
@@ -165,6 +184,10 @@ fn reply_to<'s>(
         return Reply::Status("QUEUED".into());
     }
     let started = Instant::now();
+    if eval::is_eval(command) {
+        // Before the script, whose calls are shown after it (as `lua`).
+        monitored(shared, conn, command, &args);
+    }
     let reply = match command.name {
         "multi" => multi(conn),
         "exec" => exec(shared, conn, vm, pending),
@@ -178,6 +201,9 @@ fn reply_to<'s>(
         "script" => eval::script(shared, vm, &args),
         _ => run(shared, conn, command, &args, pending),
     };
+    if !eval::is_eval(command) {
+        monitored(shared, conn, command, &args);
+    }
     shared.slowlog.note(started, &args, client(conn));
     reply
 }
@@ -390,6 +416,23 @@ fn exec<'s>(
             if command.is_write() {
                 shared.signal_write(*db, command, args);
             }
+        }
+    }
+    if committed && !matches!(reply, Reply::NullArray) {
+        // The block's commands ran (no watched key had changed): shown before EXEC, in
+        // order, each in its database.
+        for (queued, step) in queue.iter().zip(&steps) {
+            let Some(command) = lookup(&queued.args[0]) else {
+                continue;
+            };
+            let db = match step {
+                BlockStep::Data(db, ..) => *db,
+                _ => conn.db,
+            };
+            let outbox = &mut conn.published;
+            shared
+                .monitors
+                .feed(command, db, &conn.peer, &queued.args, outbox);
         }
     }
     drop(steps);

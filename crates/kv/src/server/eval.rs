@@ -253,6 +253,11 @@ impl Host for ScriptHost<'_> {
         connectionless(self.shared, command, args, &mut self.published)
     }
 
+    fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {
+        let monitors = &self.shared.monitors;
+        monitors.feed(command, db, "lua", args, &mut self.published);
+    }
+
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {
         self.written
             .push((db, command.key_args(args).map(<[u8]>::to_vec).collect()));

@@ -17,6 +17,7 @@ mod connection;
 mod dispatch;
 mod eval;
 mod info;
+mod monitor;
 mod pubsub;
 mod slowlog;
 mod worker;
@@ -86,6 +87,8 @@ pub struct Shared {
     pub scripts: crate::script::Scripts,
     /// The commands that ran slowly (SLOWLOG).
     pub slowlog: slowlog::SlowLog,
+    /// The connections in MONITOR mode.
+    pub monitors: monitor::Monitors,
 }
 
 impl Shared {
@@ -175,6 +178,7 @@ impl Server {
             pubsub: pubsub::PubSub::default(),
             scripts: crate::script::Scripts::new(script_memory),
             slowlog: slowlog::SlowLog::default(),
+            monitors: monitor::Monitors::default(),
         });
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {

@@ -68,25 +68,38 @@ impl Target {
     }
 }
 
-/// One published message as one subscriber gets it.
-pub struct Message {
-    /// The pattern that matched (a `pmessage`), or `None` (a `message`).
-    pub pattern: Option<Vec<u8>>,
-    pub channel: Arc<[u8]>,
-    pub payload: Arc<[u8]>,
+/// What one connection is sent outside its replies: a published message as one subscriber
+/// gets it, or a MONITOR line (`server/monitor.rs`), which travels the same way.
+pub enum Message {
+    Published {
+        /// The pattern that matched (a `pmessage`), or `None` (a `message`).
+        pattern: Option<Vec<u8>>,
+        channel: Arc<[u8]>,
+        payload: Arc<[u8]>,
+    },
+    Monitored(Arc<str>),
 }
 
 impl Message {
-    /// The push frame the subscriber is sent.
+    /// The frame the connection is sent: a push, or a MONITOR line as a simple string.
     pub fn frame(&self) -> Reply {
         let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
-        let mut items = Vec::with_capacity(4);
-        match &self.pattern {
-            Some(pattern) => items.extend([bulk(b"pmessage"), bulk(pattern)]),
-            None => items.push(bulk(b"message")),
+        match self {
+            Message::Monitored(line) => Reply::Status(line.to_string()),
+            Message::Published {
+                pattern,
+                channel,
+                payload,
+            } => {
+                let mut items = Vec::with_capacity(4);
+                match pattern {
+                    Some(pattern) => items.extend([bulk(b"pmessage"), bulk(pattern)]),
+                    None => items.push(bulk(b"message")),
+                }
+                items.extend([bulk(channel), bulk(payload)]);
+                Reply::Push(items)
+            }
         }
-        items.extend([bulk(&self.channel), bulk(&self.payload)]);
-        Reply::Push(items)
     }
 }
 
@@ -133,7 +146,7 @@ impl PubSub {
         let mut delivered = 0;
         if let Some(subscribers) = self.channels.read().get(channel) {
             for who in subscribers {
-                let message = Message {
+                let message = Message::Published {
                     pattern: None,
                     channel: channel_name.clone(),
                     payload: payload.clone(),
@@ -147,7 +160,7 @@ impl PubSub {
                 continue;
             }
             for who in subscribers {
-                let message = Message {
+                let message = Message::Published {
                     pattern: Some(pattern.clone()),
                     channel: channel_name.clone(),
                     payload: payload.clone(),
@@ -287,9 +300,17 @@ mod tests {
     fn published(pubsub: &PubSub, channel: &str) -> Vec<(usize, usize, Option<String>)> {
         let mut got = Vec::new();
         let count = pubsub.publish(channel.as_bytes(), b"payload", |s, m| {
-            assert_eq!(&*m.channel, channel.as_bytes());
-            assert_eq!(&*m.payload, b"payload");
-            let pattern = m.pattern.map(|p| String::from_utf8_lossy(&p).into_owned());
+            let Message::Published {
+                pattern,
+                channel: to,
+                payload,
+            } = m
+            else {
+                panic!("a MONITOR line from PUBLISH");
+            };
+            assert_eq!(&*to, channel.as_bytes());
+            assert_eq!(&*payload, b"payload");
+            let pattern = pattern.map(|p| String::from_utf8_lossy(&p).into_owned());
             got.push((s.at, s.token.0, pattern));
         });
         assert_eq!(count, got.len());
@@ -323,7 +344,7 @@ mod tests {
 
     #[test]
     fn frames_are_redis_push_arrays() {
-        let message = Message {
+        let message = Message::Published {
             pattern: Some(b"n*".to_vec()),
             channel: Arc::from(&b"news"[..]),
             payload: Arc::from(&b"hi"[..]),

@@ -496,6 +496,9 @@ impl Worker {
                 self.shared.waiters.unregister(self.index, &blocked);
             }
             pubsub::unsubscribe_all(&self.shared, &mut conn);
+            if conn.monitoring {
+                self.shared.monitors.remove(conn.home);
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.lock().remove(&conn.id);
