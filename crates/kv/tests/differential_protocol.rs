@@ -824,6 +824,14 @@ fn protocol_cases() -> Vec<(&'static [u8], End)> {
         (b"$4\r\nPING\r\n", Quit),
         (b"+PING\r\n", Quit),
         (b":1\r\n", Quit),
+        // CLIENT REPLY: OFF and SKIP are not answered; SKIP drops the next reply, OFF all
+        // until ON (which is answered, even right after a SKIP)
+        (
+            b"CLIENT REPLY SKIP\r\nSET r 1\r\nGET r\r\nCLIENT REPLY OFF\r\nSET r 2\r\n\
+              GET r\r\nNOSUCH\r\nCLIENT REPLY ON\r\nGET r\r\nCLIENT REPLY BAD\r\n\
+              CLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\nPING\r\n",
+            Quit,
+        ),
         // multibulk, pipelined, mixed with inline
         (
             b"*1\r\n$4\r\nPING\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\na\r\n\r\n",

@@ -339,12 +339,29 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             format: *b"txt",
             text: format!("{}\n", conn.describe()).into_bytes(),
         },
-        ("reply", 3) | ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
+        ("reply", 3) => client_reply(conn, &args[2]),
+        ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
         _ => Reply::error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+/// CLIENT REPLY ON | OFF | SKIP. OFF and SKIP are not answered: their own reply is the
+/// first one dropped (see `dispatch::send`).
+fn client_reply(conn: &mut Connection, mode: &[u8]) -> Reply {
+    if is(mode, "on") {
+        conn.replies_off = false;
+        conn.replies_to_skip = 0;
+    } else if is(mode, "off") {
+        conn.replies_off = true;
+    } else if is(mode, "skip") {
+        conn.replies_to_skip = 2;
+    } else {
+        return Reply::error("ERR syntax error");
+    }
+    Reply::ok()
 }
 
 /// COMMAND, COMMAND COUNT, COMMAND INFO name…, COMMAND DOCS [name…], COMMAND LIST.

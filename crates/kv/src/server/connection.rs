@@ -76,6 +76,10 @@ pub struct Connection {
     pub last_command: &'static str,
     /// MONITOR made it a monitor (`server/monitor.rs`): it is sent every command's line.
     pub monitoring: bool,
+    /// CLIENT REPLY OFF: no replies are sent until CLIENT REPLY ON.
+    pub replies_off: bool,
+    /// Replies still to drop: CLIENT REPLY SKIP's own and the next command's.
+    pub replies_to_skip: u8,
 }
 
 impl Connection {
@@ -114,6 +118,8 @@ impl Connection {
             read_to_the_end: false,
             last_command: "NULL",
             monitoring: false,
+            replies_off: false,
+            replies_to_skip: 0,
         }
     }
 

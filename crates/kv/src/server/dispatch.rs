@@ -86,7 +86,15 @@ fn shutdown(shared: &Shared, args: &[Vec<u8>]) -> Option<Reply> {
     None
 }
 
+/// Sends `reply`, unless CLIENT REPLY turned replies off or skips this one.
 fn send(conn: &mut Connection, reply: &Reply) {
+    if conn.replies_off {
+        return;
+    }
+    if conn.replies_to_skip > 0 {
+        conn.replies_to_skip -= 1;
+        return;
+    }
     reply.encode(conn.protocol, &mut conn.output);
 }
 
