@@ -1305,3 +1305,51 @@ fn monitor_lines_are_the_lines_redis_sends() {
         "tailstore's lines (left), Redis's (right)"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// CLIENT KILL
+
+/// What CLIENT KILL answers and whom it closes: a subscriber by TYPE pubsub, another client
+/// by ID, the killer itself with SKIPME no (after its reply), and the refusals.
+fn client_kill_transcript(address: SocketAddr) -> Vec<String> {
+    let mut killer = Raw::connect(address);
+    let mut other = Raw::connect(address);
+    let mut subscriber = Raw::connect(address);
+    subscriber.ask(&["SUBSCRIBE", "ch"]).expect("subscribed");
+    let id_of = |raw: &mut Raw| {
+        let reply = raw.ask(&["CLIENT", "ID"]).expect("an id");
+        String::from_utf8_lossy(&reply[1..reply.len() - 2]).into_owned()
+    };
+    let (killer_id, other_id) = (id_of(&mut killer), id_of(&mut other));
+    let mut seen = Vec::new();
+    let commands: [&[&str]; 10] = [
+        &["CLIENT", "KILL", "ID", "0"],
+        &["CLIENT", "KILL", "TYPE", "odd"],
+        &["CLIENT", "KILL", "USER", "bob"],
+        &["CLIENT", "KILL", "SKIPME", "x"],
+        &["CLIENT", "KILL", "1.2.3.4:5"],
+        &["CLIENT", "KILL", "TYPE", "master"],
+        &["CLIENT", "KILL", "TYPE", "pubsub"],
+        &["CLIENT", "KILL", "ID", &other_id],
+        &["CLIENT", "KILL", "ID", &killer_id],
+        &["CLIENT", "KILL", "ID", &killer_id, "SKIPME", "no"],
+    ];
+    for command in commands {
+        let reply = killer.ask(command);
+        seen.push(text(&reply));
+    }
+    for raw in [&mut killer, &mut other, &mut subscriber] {
+        seen.push(text(&raw.reply()));
+    }
+    seen
+}
+
+#[test]
+fn client_kill_closes_the_clients_redis_closes() {
+    let Some(servers) = Servers::start("CLIENT KILL against Redis") else {
+        return;
+    };
+    let expected = client_kill_transcript(servers.redis.address());
+    let got = client_kill_transcript(servers.tailstore.address());
+    assert_eq!(got, expected, "tailstore (left) and Redis (right)");
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
+use super::clients::KillFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use super::{unix_seconds, Shared};
@@ -39,6 +40,7 @@ pub fn run<'s>(
             conn.db = 0;
             conn.protocol = Protocol::Resp2;
             conn.name = None;
+            update_listing(shared, conn);
             Reply::Status("RESET".into())
         }
         "hello" => hello(shared, conn, args),
@@ -181,7 +183,7 @@ fn time() -> Reply {
 }
 
 fn update_listing(shared: &Shared, conn: &Connection) {
-    shared.client_list.lock().insert(conn.id, conn.describe());
+    shared.client_list.update(conn);
 }
 
 /// The name CLIENT SETNAME or HELLO SETNAME gives (`None`: the empty name, which clears
@@ -324,17 +326,12 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         }
         ("list", _) => {
             update_listing(shared, conn);
-            let lines: String = shared
-                .client_list
-                .lock()
-                .values()
-                .map(|line| format!("{line}\n"))
-                .collect();
             Reply::Verbatim {
                 format: *b"txt",
-                text: lines.into_bytes(),
+                text: shared.client_list.lines().into_bytes(),
             }
         }
+        ("kill", 3..) => client_kill(shared, conn, &args[2..]),
         ("info", 2) => Reply::Verbatim {
             format: *b"txt",
             text: format!("{}\n", conn.describe()).into_bytes(),
@@ -346,6 +343,24 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+/// CLIENT KILL addr:port, or CLIENT KILL with filters (ID, ADDR, LADDR, TYPE, USER,
+/// SKIPME): closes the clients picked, this one after its reply (see `server/clients.rs`).
+fn client_kill(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let filter = match KillFilter::parse(args) {
+        Ok(filter) => filter,
+        Err(refusal) => return refusal,
+    };
+    let doomed = shared.client_list.matching(&filter, conn.id);
+    for client in &doomed {
+        if client.id == conn.id {
+            conn.closing = true;
+        } else {
+            shared.loops[client.home.at].kill(client.home.token, client.id);
+        }
+    }
+    filter.reply(doomed.len())
 }
 
 /// CLIENT REPLY ON | OFF | SKIP. OFF and SKIP are not answered: their own reply is the

@@ -40,6 +40,8 @@ pub struct Connection {
     /// subscribers' loops only after the pass's durability wait, like its replies.
     pub published: Vec<(Subscriber, Message)>,
     pub peer: String,
+    /// The server's end of the connection (CLIENT KILL LADDR).
+    pub local: String,
     /// Read buffer: all of it initialized (zeroed once, when it grows), so that a read
     /// does not clear the room it reads into; `input[parsed..filled]` is unparsed.
     input: Vec<u8>,
@@ -88,6 +90,7 @@ impl Connection {
         id: u64,
         home: Subscriber,
         peer: String,
+        local: String,
         limits: Limits,
     ) -> Connection {
         Connection {
@@ -98,6 +101,7 @@ impl Connection {
             patterns: BTreeSet::new(),
             published: Vec::new(),
             peer,
+            local,
             input: Vec::new(),
             filled: 0,
             parsed: 0,

@@ -138,6 +138,7 @@ fn one<'s>(
     if conn.multi.is_none() {
         if let Some(change) = pubsub::Change::of(command.name) {
             pubsub::change(shared, conn, change, &args[1..]);
+            shared.client_list.update(conn); // CLIENT KILL TYPE pubsub sees it
             monitored(shared, conn, command, &args);
             return None;
         }

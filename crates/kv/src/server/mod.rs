@@ -13,6 +13,7 @@
 
 mod admin;
 mod blocking;
+mod clients;
 mod connection;
 mod dispatch;
 mod eval;
@@ -73,8 +74,8 @@ pub struct Shared {
     pub stop: Arc<AtomicBool>,
     /// Unix time of the last checkpoint requested with SAVE (LASTSAVE).
     pub last_save: AtomicU64,
-    /// Client descriptions for CLIENT LIST, by id.
-    pub client_list: parking_lot::Mutex<std::collections::BTreeMap<u64, String>>,
+    /// The connected clients, for CLIENT LIST and CLIENT KILL.
+    pub client_list: clients::Clients,
     /// Per worker, what other threads see of it (connections handed over, connections served).
     pub loops: Box<[worker::LoopState]>,
     /// The worker whose turn the next accepted connection is (modulo the workers).
@@ -171,7 +172,7 @@ impl Server {
             rejected: AtomicU64::new(0),
             stop,
             last_save: AtomicU64::new(unix_seconds()),
-            client_list: parking_lot::Mutex::new(Default::default()),
+            client_list: clients::Clients::default(),
             loops,
             next_worker: AtomicUsize::new(0),
             waiters: blocking::Waiters::default(),

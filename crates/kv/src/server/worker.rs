@@ -55,6 +55,8 @@ pub struct LoopState {
     woken: parking_lot::Mutex<Vec<DbKey>>,
     /// Published messages for its subscribed connections (`server/pubsub.rs`).
     messages: parking_lot::Mutex<Vec<(Token, Message)>>,
+    /// Its connections CLIENT KILL closes, with their ids (`server/clients.rs`).
+    kills: parking_lot::Mutex<Vec<(Token, u64)>>,
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
@@ -67,6 +69,7 @@ impl LoopState {
             incoming: parking_lot::Mutex::new(Vec::new()),
             woken: parking_lot::Mutex::new(Vec::new()),
             messages: parking_lot::Mutex::new(Vec::new()),
+            kills: parking_lot::Mutex::new(Vec::new()),
             waker: Waker::new(poll.registry(), HANDOFF)?,
             serving: AtomicUsize::new(0),
         })
@@ -90,6 +93,12 @@ impl LoopState {
     /// Hands the worker a message for its connection `token`, and wakes it.
     pub fn deliver(&self, token: Token, message: Message) {
         self.messages.lock().push((token, message));
+        self.wake();
+    }
+
+    /// Asks the worker to close its connection `token` if it is still client `id`.
+    pub fn kill(&self, token: Token, id: u64) {
+        self.kills.lock().push((token, id));
         self.wake();
     }
 
@@ -176,6 +185,7 @@ impl Worker {
                         self.adopt(stream, peer)?;
                     }
                     self.take_messages(&mut ready);
+                    self.take_kills();
                 } else {
                     if event.is_read_closed() || event.is_error() || event.is_priority() {
                         if let Some(conn) = self.connections.get_mut(&event.token()) {
@@ -438,8 +448,12 @@ impl Worker {
             at: self.index,
             token,
         };
-        let conn = Connection::new(stream, id, home, peer.to_string(), limits);
-        shared.client_list.lock().insert(id, conn.describe());
+        let local = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let conn = Connection::new(stream, id, home, peer.to_string(), local, limits);
+        shared.client_list.update(&conn);
         self.connections.insert(token, conn);
         shared.loops[self.index]
             .serving
@@ -489,6 +503,16 @@ impl Worker {
         self.recheck.push(token);
     }
 
+    /// Closes the connections CLIENT KILL named, those still the clients it meant.
+    fn take_kills(&mut self) {
+        let kills = std::mem::take(&mut *self.shared.loops[self.index].kills.lock());
+        for (token, id) in kills {
+            if self.connections.get(&token).is_some_and(|c| c.id == id) {
+                self.close(token);
+            }
+        }
+    }
+
     fn close(&mut self, token: Token) {
         if let Some(mut conn) = self.connections.remove(&token) {
             if let Some(blocked) = conn.blocked.take().filter(|b| b.order != 0) {
@@ -501,7 +525,7 @@ impl Worker {
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
-            self.shared.client_list.lock().remove(&conn.id);
+            self.shared.client_list.remove(conn.id);
             self.shared.loops[self.index]
                 .serving
                 .store(self.connections.len(), Ordering::Relaxed);

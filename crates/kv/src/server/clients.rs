@@ -1,0 +1,218 @@
+//! The connected clients as the whole server sees them: CLIENT LIST's lines, and what CLIENT
+//! KILL picks clients by (id, address, local address, type) with the event loop and token
+//! each is served at, so that the loop which runs CLIENT KILL can ask another to close one.
+//!
+//! A loop asked to close a client (`LoopState::kill`) checks the id as well as the token: a
+//! token freed by a closed connection may serve a new one by then, which is not killed.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+use tailstore_resp::Reply;
+
+use super::connection::Connection;
+use super::pubsub::Subscriber;
+use crate::command::is;
+
+/// What CLIENT LIST and CLIENT KILL know of one client.
+struct Listed {
+    home: Subscriber,
+    peer: String,
+    local: String,
+    pubsub: bool,
+    line: String,
+}
+
+#[derive(Default)]
+pub struct Clients {
+    listed: Mutex<BTreeMap<u64, Listed>>,
+}
+
+/// A client to close: its id, and where it is served.
+pub struct Doomed {
+    pub id: u64,
+    pub home: Subscriber,
+}
+
+impl Clients {
+    /// Adds or refreshes `conn`'s entry (its line, whether it is subscribed).
+    pub fn update(&self, conn: &Connection) {
+        let listed = Listed {
+            home: conn.home,
+            peer: conn.peer.clone(),
+            local: conn.local.clone(),
+            pubsub: conn.subscriptions() > 0,
+            line: conn.describe(),
+        };
+        self.listed.lock().insert(conn.id, listed);
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.listed.lock().remove(&id);
+    }
+
+    /// CLIENT LIST's lines, by id.
+    pub fn lines(&self) -> String {
+        let listed = self.listed.lock();
+        listed.values().map(|l| format!("{}\n", l.line)).collect()
+    }
+
+    /// The clients `filter` picks.
+    pub fn matching(&self, filter: &KillFilter, me: u64) -> Vec<Doomed> {
+        let listed = self.listed.lock();
+        listed
+            .iter()
+            .filter(|(id, l)| filter.picks(**id, l, me))
+            .map(|(id, l)| Doomed {
+                id: *id,
+                home: l.home,
+            })
+            .collect()
+    }
+}
+
+/// Which clients CLIENT KILL closes.
+#[derive(Default)]
+pub struct KillFilter {
+    id: Option<u64>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    /// `Some(true)`: only subscribed clients; `Some(false)`: only the others.
+    pubsub: Option<bool>,
+    /// No client is of a type this server does not have (master, replica).
+    none: bool,
+    skip_me: bool,
+    /// The old form, `CLIENT KILL addr:port`: answered OK or "No such client".
+    old_form: bool,
+}
+
+impl KillFilter {
+    /// CLIENT KILL's arguments after KILL, as Redis 7.0 reads them.
+    pub fn parse(args: &[Vec<u8>]) -> Result<KillFilter, Reply> {
+        if let [addr] = args {
+            return Ok(KillFilter {
+                addr: Some(addr.clone()),
+                old_form: true,
+                ..KillFilter::default()
+            });
+        }
+        let mut filter = KillFilter {
+            skip_me: true,
+            ..KillFilter::default()
+        };
+        let syntax = || Reply::error("ERR syntax error");
+        for pair in args.chunks(2) {
+            let [name, value] = pair else {
+                return Err(syntax());
+            };
+            if is(name, "id") {
+                let id = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse::<i64>().ok());
+                match id {
+                    Some(id) if id >= 1 => filter.id = Some(id as u64),
+                    _ => return Err(Reply::error("ERR client-id should be greater than 0")),
+                }
+            } else if is(name, "type") {
+                filter.set_type(value)?;
+            } else if is(name, "addr") {
+                filter.addr = Some(value.clone());
+            } else if is(name, "laddr") {
+                filter.laddr = Some(value.clone());
+            } else if is(name, "user") {
+                if !is(value, "default") {
+                    return Err(Reply::error(format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(value)
+                    )));
+                }
+            } else if is(name, "skipme") && (is(value, "yes") || is(value, "no")) {
+                filter.skip_me = is(value, "yes");
+            } else {
+                return Err(syntax());
+            }
+        }
+        Ok(filter)
+    }
+
+    fn set_type(&mut self, name: &[u8]) -> Result<(), Reply> {
+        if is(name, "normal") {
+            self.pubsub = Some(false);
+        } else if is(name, "pubsub") {
+            self.pubsub = Some(true);
+        } else if ["master", "slave", "replica"].iter().any(|t| is(name, t)) {
+            self.none = true;
+        } else {
+            return Err(Reply::error(format!(
+                "ERR Unknown client type '{}'",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        Ok(())
+    }
+
+    fn picks(&self, id: u64, listed: &Listed, me: u64) -> bool {
+        !self.none
+            && self.id.is_none_or(|wanted| wanted == id)
+            && self
+                .addr
+                .as_deref()
+                .is_none_or(|a| a == listed.peer.as_bytes())
+            && self
+                .laddr
+                .as_deref()
+                .is_none_or(|a| a == listed.local.as_bytes())
+            && self.pubsub.is_none_or(|p| p == listed.pubsub)
+            && !(self.skip_me && id == me)
+    }
+
+    /// The reply once `killed` clients were closed.
+    pub fn reply(&self, killed: usize) -> Reply {
+        match (self.old_form, killed) {
+            (false, _) => Reply::Int(killed as i64),
+            (true, 0) => Reply::error("ERR No such client"),
+            (true, _) => Reply::ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(args: &[&str]) -> Vec<Vec<u8>> {
+        args.iter().map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    fn refusal(args: &[&str]) -> String {
+        match KillFilter::parse(&words(args)) {
+            Err(Reply::Error(text)) => text,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("{args:?} accepted"),
+        }
+    }
+
+    #[test]
+    fn filters_are_read_and_refused_as_redis_reads_them() {
+        assert_eq!(
+            refusal(&["ID", "0"]),
+            "ERR client-id should be greater than 0"
+        );
+        assert_eq!(
+            refusal(&["ID", "x"]),
+            "ERR client-id should be greater than 0"
+        );
+        assert_eq!(refusal(&["TYPE", "odd"]), "ERR Unknown client type 'odd'");
+        assert_eq!(refusal(&["USER", "bob"]), "ERR No such user 'bob'");
+        assert_eq!(refusal(&["SKIPME", "maybe"]), "ERR syntax error");
+        assert_eq!(refusal(&["ID", "1", "ADDR"]), "ERR syntax error");
+        assert_eq!(refusal(&["BOGUS", "1"]), "ERR syntax error");
+        let filter = KillFilter::parse(&words(&["ID", "7", "TYPE", "pubsub", "SKIPME", "no"]))
+            .unwrap_or_default();
+        assert_eq!(
+            (filter.id, filter.pubsub, filter.skip_me),
+            (Some(7), Some(true), false)
+        );
+        assert!(KillFilter::parse(&words(&["127.0.0.1:5"])).is_ok_and(|f| f.old_form));
+    }
+}
