@@ -427,26 +427,35 @@ fn exec<'s>(
             }
         }
     }
-    if committed && !matches!(reply, Reply::NullArray) {
-        // The block's commands ran (no watched key had changed): shown before EXEC, in
-        // order, each in its database.
-        for (queued, step) in queue.iter().zip(&steps) {
-            let Some(command) = lookup(&queued.args[0]) else {
-                continue;
-            };
-            let db = match step {
-                BlockStep::Data(db, ..) => *db,
-                _ => conn.db,
-            };
+    // Each command's database, for MONITOR (connection commands: the block's last).
+    let databases: Vec<u32> = steps
+        .iter()
+        .map(|step| match step {
+            BlockStep::Data(db, ..) => *db,
+            _ => conn.db,
+        })
+        .collect();
+    drop(steps);
+    // The block's commands ran unless a watched key had changed: each is shown to the
+    // monitors in order, a script followed by its calls (its effects are kept, messages
+    // and calls, only if the block committed).
+    let ran = committed && !matches!(reply, Reply::NullArray);
+    let mut scripts = scripts.into_iter();
+    for (queued, db) in queue.iter().zip(databases) {
+        let Some(command) = lookup(&queued.args[0]) else {
+            continue;
+        };
+        if ran {
             let outbox = &mut conn.published;
             shared
                 .monitors
                 .feed(command, db, &conn.peer, &queued.args, outbox);
         }
-    }
-    drop(steps);
-    for script in scripts.into_iter().flatten() {
-        script.finish(conn, committed);
+        if eval::is_eval(command) {
+            if let Some(Ok(script)) = scripts.next() {
+                script.finish(conn, committed);
+            }
+        }
     }
     reply
 }
