@@ -26,7 +26,7 @@ use tailstore_resp::Reply;
 use super::float::parse_sort_score;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
 use super::{hashes, lists, sets, strings, zsets};
-use crate::keyspace::{Kind, MAX_FIELD, MAX_KEY};
+use crate::keyspace::{KeyMeta, Kind, MAX_FIELD, MAX_KEY};
 
 const NOT_A_NUMBER: &str = "ERR One or more scores can't be converted into double";
 
@@ -83,10 +83,17 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
             sorted.into_iter().skip(skip).take(take).collect()
         }
     };
+    let values = gathered(ctx, chosen, &options.gets)?;
     match options.store {
-        None => Ok(Reply::Array(reply(ctx, &chosen, &options.gets)?)),
+        // Nothing found is nil in a reply, an empty string in a stored list.
+        None => Ok(Reply::Array(
+            values
+                .into_iter()
+                .map(|v| v.map_or(Reply::Null, bulk))
+                .collect(),
+        )),
         Some(destination) => {
-            let values = stored(ctx, chosen, &options.gets)?;
+            let values: Vec<Vec<u8>> = values.into_iter().map(Option::unwrap_or_default).collect();
             Ok(Reply::Int(store_list(ctx, destination, &values)?))
         }
     }
@@ -171,7 +178,7 @@ fn window(limit: Option<(i64, i64)>, len: i64) -> (i64, i64) {
 /// with DESC: what SORT returns when its BY does not sort.
 fn own_order(
     ctx: &mut Ctx,
-    meta: &crate::keyspace::KeyMeta,
+    meta: &KeyMeta,
     start: i64,
     end: i64,
     desc: bool,
@@ -196,7 +203,7 @@ fn own_order(
 }
 
 /// Every element: a list's in order, a set's in byte order, a sorted set's by score.
-fn all_elements(ctx: &mut Ctx, meta: &crate::keyspace::KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
+fn all_elements(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
     Ok(match meta.kind {
         Kind::List => lists::elements(ctx, meta, 0, meta.len as usize - 1)?,
         Kind::Set => sets::members(ctx, meta.id)?,
@@ -301,29 +308,20 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
     }
 }
 
-/// The reply: each chosen element, or for each the values of the GET patterns.
-fn reply(ctx: &mut Ctx, chosen: &[Vec<u8>], gets: &[&[u8]]) -> Result<Vec<Reply>, Fault> {
+/// What SORT returns or stores: each chosen element, or for each the values of the GET
+/// patterns (`None` where a pattern finds nothing).
+fn gathered(
+    ctx: &mut Ctx,
+    chosen: Vec<Vec<u8>>,
+    gets: &[&[u8]],
+) -> Result<Vec<Option<Vec<u8>>>, Fault> {
     if gets.is_empty() {
-        return Ok(chosen.iter().cloned().map(bulk).collect());
-    }
-    let mut out = Vec::with_capacity(chosen.len() * gets.len());
-    for element in chosen {
-        for get in gets {
-            out.push(lookup(ctx, get, element)?.map_or(Reply::Null, bulk));
-        }
-    }
-    Ok(out)
-}
-
-/// What STORE writes: the elements, or the GET patterns' values with "" for nothing.
-fn stored(ctx: &mut Ctx, chosen: Vec<Vec<u8>>, gets: &[&[u8]]) -> Result<Vec<Vec<u8>>, Fault> {
-    if gets.is_empty() {
-        return Ok(chosen);
+        return Ok(chosen.into_iter().map(Some).collect());
     }
     let mut out = Vec::with_capacity(chosen.len() * gets.len());
     for element in &chosen {
         for get in gets {
-            out.push(lookup(ctx, get, element)?.unwrap_or_default());
+            out.push(lookup(ctx, get, element)?);
         }
     }
     Ok(out)

@@ -72,8 +72,8 @@ pub fn in_transaction(
         "save" | "bgsave" => save(shared, command.name),
         "auth" => auth(args),
         "wait" => wait(args),
-        // A primary without replicas (replication is not implemented).
         "slowlog" => shared.slowlog.command(args),
+        // A primary without replicas (replication is not implemented).
         "role" => Reply::Array(vec![
             Reply::Bulk(b"master".to_vec()),
             Reply::Int(0),
