@@ -62,7 +62,9 @@ impl AlignedBuffer {
     /// Makes the buffer `len` bytes long. Bytes kept from before are unchanged; new ones are
     /// unspecified (the caller overwrites them).
     pub fn resize(&mut self, len: usize) {
-        if self.start + len > self.storage.len() {
+        // A buffer that never held memory has a dangling, unaligned pointer, even for an
+        // empty slice: it gets its aligned memory on its first resize, of any length.
+        if self.storage.is_empty() || self.start + len > self.storage.len() {
             self.grow(len);
         }
         self.len = len;
@@ -100,6 +102,14 @@ impl AlignedBuffer {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_new_buffer_resized_to_nothing_is_aligned() {
+        let mut buffer = AlignedBuffer::new();
+        buffer.resize(0);
+        assert!(buffer.is_empty());
+        assert_eq!(buffer.as_slice().as_ptr() as usize % DIRECT_ALIGN, 0);
+    }
 
     proptest! {
         /// Whatever sequence of sizes it is given, the buffer stays aligned and keeps the
