@@ -21,6 +21,7 @@ use tailstore_storage::{
 use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::cpus::CpuList;
 use crate::error::{AbortCause, EngineError, Result};
+use crate::interleave::{self, Point};
 use crate::meta::{Meta, FIRST_DATA_PAGE};
 use crate::pending_redo::{self, PendingPages};
 use crate::recovery::{self, RecoveryReport};
@@ -162,6 +163,8 @@ pub struct EngineStats {
     pub rollbacks: u64,
     /// Aborts, by cause (in [`AbortCause::ALL`] order).
     pub aborts: [u64; 3],
+    /// Commits whose record was longer than the log takes, logged in parts (`wal.rs`).
+    pub commits_in_parts: u64,
     pub checkpoints: u64,
     pub checkpoint_time: Duration,
     /// Log past the last completed checkpoint: what a restart would replay now, in bytes and
@@ -263,6 +266,7 @@ pub(crate) struct Counters {
     pub commits: StripedCounter,
     pub rollbacks: StripedCounter,
     pub aborts: [AtomicU64; 3],
+    pub commits_in_parts: AtomicU64,
     pub checkpoints: AtomicU64,
     pub checkpoint_ns: AtomicU64,
     pub checkpoint_room_waits: AtomicU64,
@@ -535,10 +539,11 @@ impl Database {
     }
 
     /// The most bytes of keys and values one transaction may write; a larger one fails its
-    /// commit with [`EngineError::TooLarge`] and changes nothing. Its log record must fit the
-    /// log (a record also holds full images of the pages it changes: about three times the
-    /// data for rows near the entry size), and every page it changes stays in the buffer pool
-    /// until the record is logged.
+    /// commit with [`EngineError::TooLarge`] and changes nothing. Its log record holds them
+    /// and the images of the pages it changes (about three times the data for rows near the
+    /// entry size); a record longer than the log takes is logged in parts (`wal.rs`), except
+    /// in `pmem-log`, where it stops the database. Every page it changes stays in the buffer
+    /// pool until the record is logged.
     pub fn max_commit_bytes(&self) -> usize {
         self.shared.max_commit_bytes()
     }
@@ -604,6 +609,12 @@ impl Database {
     /// The log (for its counters and media).
     pub fn log(&self) -> &LogManager {
         &self.shared.log
+    }
+
+    /// The log, for a test's hook that outlives the borrow of the database.
+    #[cfg(test)]
+    pub(crate) fn shared_log(&self) -> Arc<LogManager> {
+        self.shared.log.clone()
     }
 
     /// Bytes of data in the data file (pages in use or free, times the page size).
@@ -1157,17 +1168,50 @@ impl Shared {
     /// end of the record. Any failure stops the database: the pages changed in memory are
     /// not described by the log.
     pub fn log_and_stamp(&self, payload: &[u8], redo: &tailstore_storage::Redo) -> Result<u64> {
-        let lsn = self
-            .log
-            .append(payload)
-            .map_err(|e| self.fail_stop(e.into()))?;
-        self.replay_weight.count(payload.len());
+        let lsn = self.append_commit(payload)?;
         for &id in redo.touched() {
             self.pool
                 .stamp(id, lsn)
                 .map_err(|e| self.fail_stop(e.into()))?;
         }
         Ok(lsn)
+    }
+
+    /// Appends `payload` as one record or, for a commit longer than the log takes outside
+    /// `pmem-log`, as parts (`wal.rs`, "Commits in parts"); returns the end of the last.
+    /// The caller holds the log gate, which keeps a checkpoint's position off the parts.
+    fn append_commit(&self, payload: &[u8]) -> Result<u64> {
+        let max_payload = self.log.max_payload_bytes();
+        let one_record = payload.len() <= max_payload
+            || !wal::is_commit(payload)
+            || self.log.mode() == CommitMode::PmemLog;
+        if one_record {
+            return self.append_record(payload);
+        }
+        let mut parts = wal::split_commit(payload, max_payload).map_err(|e| self.fail_stop(e))?;
+        if let [whole] = &parts[..] {
+            return self.append_record(whole);
+        }
+        let first_end = self.append_record(&parts[0])?;
+        let mut end = first_end;
+        for part in &mut parts[1..] {
+            interleave::reached(Point::BetweenCommitParts);
+            wal::name_first_part(part, first_end);
+            end = self.append_record(part)?;
+        }
+        self.counters
+            .commits_in_parts
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(end)
+    }
+
+    fn append_record(&self, payload: &[u8]) -> Result<u64> {
+        let end = self
+            .log
+            .append(payload)
+            .map_err(|e| self.fail_stop(e.into()))?;
+        self.replay_weight.count(payload.len());
+        Ok(end)
     }
 
     fn stats(&self) -> EngineStats {
@@ -1181,6 +1225,7 @@ impl Shared {
             commits: c.commits.get(),
             rollbacks: c.rollbacks.get(),
             aborts: [load(&c.aborts[0]), load(&c.aborts[1]), load(&c.aborts[2])],
+            commits_in_parts: load(&c.commits_in_parts),
             checkpoints: load(&c.checkpoints),
             checkpoint_time: Duration::from_nanos(load(&c.checkpoint_ns)),
             log_since_checkpoint: self.log_since_checkpoint(),

@@ -22,6 +22,9 @@ pub(crate) enum Point {
     /// Step 3 has applied every write (the touched pages are marked unlogged, the trees'
     /// latches held) and not yet appended the record.
     AppliedNotLogged,
+    /// A commit too long for one record has appended a part and has more to append
+    /// (`wal.rs`, "Commits in parts").
+    BetweenCommitParts,
     /// The record is appended and the pages stamped; the trees' latches are still held.
     LoggedStillLatched,
     /// Step 4 has released the key locks; the commit has yet to wait for durability.
@@ -36,6 +39,7 @@ impl Point {
             Point::BetweenTheChecksOfAPointRead => "engine: between the checks of a point read",
             Point::BetweenTheChecksOfAScan => "engine: between the checks of a scan",
             Point::AppliedNotLogged => "engine: applied, not logged",
+            Point::BetweenCommitParts => "engine: between commit parts",
             Point::LoggedStillLatched => "engine: logged, still latched",
             Point::Unlocked => "engine: unlocked",
         }

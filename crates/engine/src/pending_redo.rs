@@ -248,7 +248,7 @@ impl PendingPages {
 /// The page ops of a record's payload.
 fn record_ops(payload: &[u8], lsn: u64) -> std::result::Result<&[u8], String> {
     match wal::decode(payload, lsn).map_err(|e| e.to_string())? {
-        WalRecord::Commit { ops } | WalRecord::CreateTable { ops, .. } => Ok(ops),
+        WalRecord::Commit { ops, .. } | WalRecord::CreateTable { ops, .. } => Ok(ops),
     }
 }
 

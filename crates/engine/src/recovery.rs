@@ -39,7 +39,9 @@
 //!
 //! Why this restores exactly the committed transactions: each writing transaction is one log
 //! record (`wal.rs`), present whole or not at all, so a transaction is redone entirely or not
-//! at all. Pages never hold changes of a transaction whose record is not durable: changes are
+//! at all. A commit too long for one record is logged in parts, which the walk holds until
+//! it meets the last one and drops if it never does (`wal.rs`, "Commits in parts", argues
+//! that this redoes the same as one record would). Pages never hold changes of a transaction whose record is not durable: changes are
 //! applied only while committing, the record is appended before the pages can be written
 //! (they are "unlogged" until stamped), and the write-ahead hook forces the log up to a
 //! page's LSN before the page is written. The page LSN test makes redo idempotent: a page on
@@ -47,6 +49,7 @@
 //! the order they were made, because the tree's write latch is held from the change to the
 //! stamp).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tailstore_log::{LogReplay, RecordRef, Walked};
@@ -57,7 +60,7 @@ use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
 use crate::meta::FIRST_DATA_PAGE;
 use crate::pending_redo::PageChanges;
-use crate::wal::{self, WalRecord};
+use crate::wal::{self, Part, WalRecord};
 
 /// What recovery did.
 #[derive(Clone, Debug, Default)]
@@ -76,6 +79,9 @@ pub struct RecoveryReport {
     /// Pages checked in place against their latest copy in the double-write area: those
     /// written since its last sync (see `doublewrite.rs`, the synced mark).
     pub pages_checked_against_copies: usize,
+    /// Parts of commits too long for one record whose last part is not in the log (a crash
+    /// came between their appends): dropped, as a commit that never finished.
+    pub unfinished_commit_parts: u64,
     /// Bytes at the log's end that were only in the PMEM log buffer (`buffer` mode), which
     /// recovery wrote to the log file.
     pub pmem_tail_bytes: u64,
@@ -99,6 +105,13 @@ impl std::fmt::Display for RecoveryReport {
                 f,
                 "; moved the last {} bytes of log from PMEM to the log file",
                 self.pmem_tail_bytes
+            )?;
+        }
+        if self.unfinished_commit_parts > 0 {
+            write!(
+                f,
+                "; dropped {} parts of a commit that never finished",
+                self.unfinished_commit_parts
             )?;
         }
         if self.torn_pages_restored > 0 {
@@ -130,36 +143,50 @@ pub fn scan(
         to_lsn: from,
         ..RecoveryReport::default()
     };
-    let mut bounds = RedoPages {
-        file_pages: pool.page_count(),
-        ops_seen: 0,
+    let mut noted = NotedChanges {
+        bounds: RedoPages {
+            file_pages: pool.page_count(),
+            ops_seen: 0,
+        },
+        pages: PageChanges::default(),
+        highest: None,
     };
-    let mut pages = PageChanges::default();
-    let mut highest: Option<PageId> = None;
+    let mut open_commits = OpenCommits::default();
     let mut walk = log.records_from(from)?;
     while let Some(next) = walk.next_in_place() {
         let RecordRef { lsn, end, payload } = next?;
-        let ops = match wal::decode(payload, lsn)? {
-            WalRecord::Commit { ops } => ops,
+        let (ops, part) = match wal::decode(payload, lsn)? {
+            WalRecord::Commit { ops, part } => (ops, part),
             WalRecord::CreateTable { def, ops } => {
                 let def = decode_def(def)?;
                 if !tables.iter().any(|t| t.name == def.name) {
                     tables.push(def);
                 }
-                ops
+                (ops, Part::Whole)
             }
         };
-        let decoded = decode_spans(ops)
-            .map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))?;
-        for (op, _) in &decoded {
-            bounds.check(op.page(), lsn)?;
-            highest = highest.max(Some(op.page()));
+        let held = |ops: &[u8]| HeldPart {
+            lsn,
+            end,
+            ops: ops.to_vec(),
+        };
+        match part {
+            Part::Whole => noted.record(lsn, end, ops)?,
+            Part::First => open_commits.begin(end, held(ops)),
+            Part::Next { first_end } => open_commits.add(first_end, held(ops))?,
+            Part::Last { first_end } => {
+                for earlier in open_commits.finish(first_end, lsn)? {
+                    noted.record(earlier.lsn, earlier.end, &earlier.ops)?;
+                }
+                noted.record(lsn, end, ops)?;
+            }
         }
-        pages.note_record(lsn, end, ops, &decoded);
         report.records += 1;
         report.bytes += end - lsn;
         report.to_lsn = end;
     }
+    report.unfinished_commit_parts = open_commits.parts();
+    let NotedChanges { pages, highest, .. } = noted;
     let walked = walk.walked().ok_or_else(|| {
         EngineError::Corrupt("the log's walk stopped before the end of its valid prefix".into())
     })?;
@@ -190,6 +217,79 @@ pub struct Scanned {
     pub walked: Walked,
     /// Per page changed since the checkpoint, its changes.
     pub pages: PageChanges,
+}
+
+/// The changes recovery's walk noted for redo, and what bounds them.
+struct NotedChanges {
+    bounds: RedoPages,
+    pages: PageChanges,
+    highest: Option<PageId>,
+}
+
+impl NotedChanges {
+    /// Notes the page ops `ops` of the record `[lsn, end)` (a whole commit, or one part of
+    /// a commit whose every part the walk has met).
+    fn record(&mut self, lsn: u64, end: u64, ops: &[u8]) -> Result<()> {
+        let decoded = decode_spans(ops)
+            .map_err(|e| EngineError::Corrupt(format!("log record at LSN {lsn}: {e}")))?;
+        for (op, _) in &decoded {
+            self.bounds.check(op.page(), lsn)?;
+            self.highest = self.highest.max(Some(op.page()));
+        }
+        self.pages.note_record(lsn, end, ops, &decoded);
+        Ok(())
+    }
+}
+
+/// One part of a commit logged in parts, held by the walk until it meets the last part.
+struct HeldPart {
+    lsn: u64,
+    end: u64,
+    ops: Vec<u8>,
+}
+
+/// The commits in parts whose last part the walk has not met yet, by their first part's end
+/// (`wal.rs`, "Commits in parts"). Those still here when the walk ends were never
+/// completed: a crash or a failed append came between their parts, and they are dropped.
+#[derive(Default)]
+struct OpenCommits {
+    by_first_end: HashMap<u64, Vec<HeldPart>>,
+}
+
+impl OpenCommits {
+    fn begin(&mut self, first_end: u64, part: HeldPart) {
+        self.by_first_end.insert(first_end, vec![part]);
+    }
+
+    fn add(&mut self, first_end: u64, part: HeldPart) -> Result<()> {
+        let lsn = part.lsn;
+        self.by_first_end
+            .get_mut(&first_end)
+            .ok_or_else(|| Self::no_first_part(lsn, first_end))?
+            .push(part);
+        Ok(())
+    }
+
+    /// The parts before the last, in log order, of the commit whose last part is at `lsn`.
+    fn finish(&mut self, first_end: u64, lsn: u64) -> Result<Vec<HeldPart>> {
+        self.by_first_end
+            .remove(&first_end)
+            .ok_or_else(|| Self::no_first_part(lsn, first_end))
+    }
+
+    /// Parts of commits never completed.
+    fn parts(&self) -> u64 {
+        self.by_first_end.values().map(|p| p.len() as u64).sum()
+    }
+
+    /// A checkpoint's position is never between a commit's parts, so a part whose first is
+    /// not in the walk is damage (or a log of another data file).
+    fn no_first_part(lsn: u64, first_end: u64) -> EngineError {
+        EngineError::Corrupt(format!(
+            "log record at LSN {lsn} continues a commit whose first part (ending at LSN \
+             {first_end}) the log does not hold after the checkpoint"
+        ))
+    }
 }
 
 /// How far past the data file's end an open may find pages that were written before a crash

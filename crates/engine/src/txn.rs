@@ -694,9 +694,11 @@ impl<'db> Transaction<'db> {
     /// Counts `bytes` against the commit's size limit ([`Database::max_commit_bytes`]), as
     /// if written: for a caller about to remove rows it knows to be large. A removal logs only
     /// its key, but the merges of the leaves it empties log images of the pages they leave,
-    /// which for large rows come to about twice the bytes removed; a record that then does
-    /// not fit the log would stop the database after its pages changed. Refused like a
-    /// write past the limit (the transaction changes nothing when it commits).
+    /// which for large rows come to about twice the bytes removed. Other modes log such a
+    /// record in parts, but in `pmem-log` one that does not fit the log would stop the
+    /// database after its pages changed; charged, it bounds the work of one commit in every
+    /// mode. Refused like a write past the limit (the transaction changes nothing when it
+    /// commits).
     ///
     /// [`Database::max_commit_bytes`]: crate::Database::max_commit_bytes
     pub fn charge(&mut self, bytes: usize) -> Result<()> {
@@ -1689,6 +1691,8 @@ fn write_bounds(id: u32, lower: &ByteBound, upper: &ByteBound) -> (WriteBound, W
     (lower, upper)
 }
 
+#[cfg(test)]
+mod commit_parts;
 #[cfg(test)]
 mod histories;
 #[cfg(test)]

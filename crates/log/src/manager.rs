@@ -31,7 +31,7 @@ use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
 use crate::format::{persist_start_word, LogFileHeader, HEADER_BYTES};
 
-use crate::record::{parse_header, record_size, MAX_PAYLOAD, RECORD_HEADER};
+use crate::record::{parse_header, record_size, MAX_PAYLOAD, RECORD_ALIGN, RECORD_HEADER};
 use crate::ring::Ring;
 use crate::scan::{FileReader, Lap, Records, Scanner, Source};
 
@@ -821,6 +821,13 @@ impl LogManager {
     /// The largest record an append accepts (payload and header).
     pub fn max_record_bytes(&self) -> u64 {
         self.shared.max_record
+    }
+
+    /// The longest payload an append accepts: its record, header and padding, fits
+    /// [`LogManager::max_record_bytes`].
+    pub fn max_payload_bytes(&self) -> usize {
+        let aligned = self.shared.max_record / RECORD_ALIGN * RECORD_ALIGN;
+        (aligned as usize).saturating_sub(RECORD_HEADER)
     }
 
     /// Bytes of the ring (in `buffer` mode the PMEM log buffer, as its file was made).

@@ -24,6 +24,7 @@ fn an_append_is_refused_where_recovery_would_refuse_the_record() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = open(dir.path());
     assert_eq!(log.max_record_bytes(), record_size(MAX_PAYLOAD));
+    assert_eq!(log.max_payload_bytes(), MAX_PAYLOAD);
     match log.commit(&vec![7u8; MAX_PAYLOAD + 1]) {
         Err(LogError::RecordTooLarge { len, max }) => {
             assert_eq!((len, max), (MAX_PAYLOAD + 1, MAX_PAYLOAD));

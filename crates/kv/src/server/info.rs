@@ -174,6 +174,11 @@ fn persistence(shared: &Shared) -> String {
             format!("{:.3}", stats.checkpoint_room_wait_time.as_secs_f64() * 1e3),
         ),
         ("tailstore_log_commits", stats.log.commits.to_string()),
+        // Commits whose record was longer than the log takes, logged in parts.
+        (
+            "tailstore_commits_in_parts",
+            stats.commits_in_parts.to_string(),
+        ),
         ("tailstore_log_flushes", stats.log.flushes.to_string()),
         ("tailstore_log_bytes", stats.log.log_bytes.to_string()),
         // Appends that found the log's ring full (its writer behind): the log device, not

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A transaction whose log record is longer than the log takes (ARCHITECTURE.md, decision 134):
+# on `serve --commit fsync` with 500,000 keys of 100-byte values, right after a checkpoint
+# (SAVE), one MULTI/EXEC of 4,000 SETs spread over every leaf. Each leaf's first change since
+# the checkpoint logs a full image of the leaf, so the block's record is ~65 MB against the
+# 32 MiB the server's 64 MiB ring takes. Before decision 134 the server refused the record
+# after applying it and stopped accepting writes; now it logs the commit in parts. Then
+# SIGKILL, a restart, and reads of keys the block wrote and did not write.
+# usage: bench/kv/commit_in_parts.sh TAILSTORE_BINARY [PORT]    (needs redis-cli, python3)
+set -u
+BIN=${1:?usage: commit_in_parts.sh TAILSTORE_BINARY [PORT]}
+PORT=${2:-7295}
+d=$(mktemp -d /var/tmp/tailstore-commit-in-parts.XXXX)
+trap 'kill $pid 2>/dev/null; rm -rf "$d"' EXIT
+cli() { redis-cli -p "$PORT" "$@"; }
+serve() {
+    "$BIN" serve --db "$d" --commit fsync --listen "127.0.0.1:$PORT" >> "$d/serve.log" 2>&1 &
+    pid=$!
+    until cli PING > /dev/null 2>&1; do sleep 0.1; done
+}
+serve
+python3 - <<'PY' | cli --pipe | tail -1
+import sys
+out, value = sys.stdout.buffer, b"v" * 100
+for i in range(500_000):
+    key = b"key:%d" % i
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$100\r\n%s\r\n" % (len(key), key, value))
+PY
+echo "SAVE: $(cli SAVE)"
+new=$(printf 'w%.0s' $(seq 100))
+(echo MULTI; for i in $(seq 0 3999); do echo "SET key:$((i * 125)) $new"; done; echo EXEC) \
+    | cli > "$d/exec.out"
+echo "EXEC: $(grep -c '^OK$' "$d/exec.out") OK (MULTI's and the block's); other replies: $(grep -v '^OK$\|^QUEUED$' "$d/exec.out" | head -1)"
+echo "a SET after it: $(cli SET after 1)"
+cli INFO persistence | grep -E "tailstore_commits_in_parts"
+kill -9 $pid; wait $pid 2>/dev/null
+serve
+grep "opened in" "$d/serve.log" | tail -1
+echo "after SIGKILL and restart: GET key:125 $(cli GET key:125 | cut -c1-3)…, key:499875 $(cli GET key:499875 | cut -c1-3)…, key:1 $(cli GET key:1 | cut -c1-3)…, after $(cli GET after), DBSIZE $(cli DBSIZE)"
