@@ -548,6 +548,15 @@ impl Database {
         self.shared.max_commit_bytes()
     }
 
+    /// The most pages one commit may change, by an estimate made before it changes anything
+    /// (`Transaction::check_pages`); a larger one fails with [`EngineError::TooManyPages`]
+    /// and changes nothing. Every page a commit changes stays in the buffer pool until its
+    /// record is logged, so a commit that changed more pages than the pool has frames could
+    /// neither finish nor undo what it did, and would stop the database.
+    pub fn max_commit_pages(&self) -> usize {
+        self.shared.max_commit_pages()
+    }
+
     /// The processors of the database's background threads ([`DbConfig::background_cpus`]),
     /// for the threads a server adds beside them.
     pub fn background_cpus(&self) -> Option<&CpuList> {
@@ -886,6 +895,13 @@ impl Shared {
         let log = self.log.max_record_bytes() as usize / 4;
         let pool = self.pool.capacity() * tailstore_storage::PAGE_SIZE / 8;
         log.min(pool)
+    }
+
+    /// See [`Database::max_commit_pages`]: an eighth of the frames, and at least two, is
+    /// left to the pages other transactions, readers and the checkpointer hold meanwhile.
+    pub fn max_commit_pages(&self) -> usize {
+        let frames = self.pool.capacity();
+        frames - (frames / 8).max(2)
     }
 
     pub fn check_running(&self) -> Result<()> {

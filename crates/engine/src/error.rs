@@ -74,6 +74,10 @@ pub enum EngineError {
     /// one commit may (see [`crate::Database::max_commit_bytes`]); nothing was changed.
     #[error("transaction too large: it writes or removes {bytes} bytes, a commit may change at most {limit}")]
     TooLarge { bytes: usize, limit: usize },
+    /// The transaction's writes fall on more pages than the buffer pool can hold while the
+    /// commit is logged (see [`crate::Database::max_commit_pages`]); nothing was changed.
+    #[error("transaction too large: its writes fall on about {pages} pages, a commit may change at most {limit} (the buffer pool holds every page a commit changes until it is logged)")]
+    TooManyPages { pages: usize, limit: usize },
     /// The database's files are not what they should be (meta pages, catalog, log records).
     /// A write in a read-committed transaction, whose reads are not validated.
     #[error("a read-committed transaction only reads; run writes in a serializable one (`Database::begin`)")]

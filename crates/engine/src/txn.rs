@@ -127,7 +127,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tailstore_storage::key::prefix_successor;
-use tailstore_storage::{LeafStamp, Redo, ScanDirection, Schema, StorageError, TreeWriter, Value};
+use tailstore_storage::{
+    LeafRoom, LeafStamp, PageIdMap, PageIdSet, Redo, ScanDirection, Schema, StorageError,
+    TreeWriter, Value,
+};
 
 use crate::catalog::TableState;
 use crate::database::Shared;
@@ -851,6 +854,7 @@ impl<'db> Transaction<'db> {
         // Refused here, a transaction too large to log changes nothing; refused by the log
         // after its pages changed, it would stop the database.
         self.check_size(0)?;
+        self.check_pages()?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
         db.wait_for_checkpoint_room()?;
         // Ids name lock owners, so only a transaction that locks needs one (taking it at
@@ -905,6 +909,70 @@ impl<'db> Transaction<'db> {
             return Err(EngineError::TooLarge { bytes, limit });
         }
         Ok(())
+    }
+
+    /// Refuses a transaction whose writes fall on more pages than a commit may change
+    /// ([`EngineError::TooManyPages`], before anything changes): a commit that changed more
+    /// pages than the pool has frames would stop the database (`max_commit_pages`). Only a
+    /// transaction with enough writes to come near the limit is estimated, by a walk to
+    /// each write's leaf (`estimate_pages`): a few hundred writes with a small pool, a few
+    /// thousand with a large one.
+    fn check_pages(&self) -> Result<()> {
+        let limit = self.db.max_commit_pages();
+        let bound = self.writes.len() * PAGES_PER_WRITE
+            + 2 * self.write_bytes / tailstore_storage::PAGE_SIZE;
+        if bound <= limit {
+            return Ok(());
+        }
+        let pages = self.estimate_pages();
+        if pages > limit {
+            return Err(EngineError::TooManyPages { pages, limit });
+        }
+        Ok(())
+    }
+
+    /// About how many pages applying the writes changes, read without latches: each
+    /// write's leaf; for each split (where what the puts add to a leaf passes its free room,
+    /// one per half page beyond) a new page, and for each leaf whose removals could leave
+    /// it underfull (it may merge) a sibling; the parents of the leaves that split or merge,
+    /// and the root.
+    fn estimate_pages(&self) -> usize {
+        let mut leaves: PageIdMap<LeafLoad> = PageIdMap::default();
+        let mut unknown = 0;
+        for ((_, key), write) in &self.writes {
+            let btree = &self.tree(write.tree).btree;
+            let Ok(room) = btree.leaf_room(key) else {
+                // A writer moved the path (or the walk met damage, which the apply will
+                // meet again): counted as a leaf of its own that splits.
+                unknown += 3;
+                continue;
+            };
+            let load = leaves.entry(room.leaf).or_insert(LeafLoad {
+                room,
+                added: 0,
+                removed: 0,
+            });
+            load.removed += room.entry;
+            load.added += match &write.op {
+                // The entry, with its slot and lengths.
+                WriteOp::Put(value) => key.len() + value.value().len() + VERSION_BYTES + 8,
+                // Its new size is known only once applied: as if it doubled.
+                WriteOp::Patch(_) => 2 * room.entry,
+                WriteOp::Delete => 0,
+            };
+        }
+        let mut changed_parents = PageIdSet::default();
+        let mut new_pages = 0;
+        for load in leaves.values() {
+            let more = load.splits() + usize::from(load.may_merge());
+            if more > 0 {
+                new_pages += more;
+                changed_parents.extend(load.room.parent);
+            }
+        }
+        // A split or merge may reach the root, which then changes too.
+        let root = usize::from(new_pages > 0);
+        leaves.len() + unknown + new_pages + changed_parents.len() + root
     }
 
     /// Bytes a buffered write adds to the commit record: its key and value, with a little
@@ -1535,6 +1603,35 @@ impl Drop for Transaction<'_> {
         if !self.done {
             self.db.counters.rollbacks.add(1);
         }
+    }
+}
+
+/// A bound on the pages one write changes (its leaf, a split's new page and parent, or a
+/// merge's sibling and parent, up to the root): below `writes * PAGES_PER_WRITE` pages, a
+/// commit is not estimated.
+const PAGES_PER_WRITE: usize = 8;
+
+/// What a commit puts into and removes from one leaf, for [`Transaction::estimate_pages`]:
+/// the entries it writes, and the entries now there under the keys it writes or removes.
+struct LeafLoad {
+    room: LeafRoom,
+    added: usize,
+    removed: usize,
+}
+
+impl LeafLoad {
+    /// New pages the leaf's splits need: none while what it gains fits its free room, then
+    /// one per half page beyond.
+    fn splits(&self) -> usize {
+        let gained = self.added.saturating_sub(self.removed);
+        if gained <= self.room.free {
+            return 0;
+        }
+        1 + (gained - self.room.free) / (tailstore_storage::PAGE_SIZE / 2)
+    }
+
+    fn may_merge(&self) -> bool {
+        self.removed.saturating_sub(self.added) > self.room.spare
     }
 }
 

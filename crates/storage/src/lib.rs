@@ -35,8 +35,8 @@ pub mod row;
 pub mod schema;
 
 pub use btree::{
-    BTree, Entry, LeafStamp, PageOp, ReadContention, Redo, ScanDirection, TreeShape, TreeWriter,
-    MAX_ENTRY,
+    BTree, Entry, LeafRoom, LeafStamp, PageOp, ReadContention, Redo, ScanDirection, TreeShape,
+    TreeWriter, MAX_ENTRY,
 };
 pub use buffer_pool::{
     BufferPool, PageReadGuard, PageWriteGuard, PendingRedo, PoolStats, WriteAheadHook,

@@ -211,6 +211,21 @@ pub const MAX_ENTRY: usize = (PAYLOAD - NODE_HEADER) / 3 - node::SLOT - CHILD;
 
 const _: () = assert!(NODE_HEADER + 3 * (node::SLOT + MAX_ENTRY + CHILD) <= PAYLOAD);
 
+/// Where a change to a key would fall ([`BTree::leaf_room`]): what an estimate of a
+/// commit's splits and merges needs.
+#[derive(Clone, Copy, Debug)]
+pub struct LeafRoom {
+    pub leaf: PageId,
+    /// The inner node above the leaf (`None` where the root is the leaf).
+    pub parent: Option<PageId>,
+    /// Bytes free in the leaf: more put into it splits it.
+    pub free: usize,
+    /// Bytes that may leave the leaf before it is underfull (and may merge).
+    pub spare: usize,
+    /// Bytes the key's entry takes in the leaf now (0 if it is absent).
+    pub entry: usize,
+}
+
 /// A node below this many used bytes is underfull and is merged with a sibling if they fit.
 const UNDERFULL: usize = PAYLOAD / 4;
 
@@ -846,6 +861,31 @@ impl BTree {
             }
         }
         Err(self.corrupt(id, "deeper than any B+tree"))
+    }
+
+    /// Where a change to `key` would fall, for an estimate of the pages a commit changes
+    /// (see [`LeafRoom`]). Read without the tree latch and not validated, so a writer may
+    /// change the tree meanwhile; an error may be such a writer's doing too.
+    pub fn leaf_room(&self, key: &[u8]) -> Result<LeafRoom> {
+        let (mut node, mut parent) = (self.root, None);
+        let (leaf, page) = self.walk_to_leaf(Probe::At(key), |p, at, _| {
+            parent = Some(node);
+            node = node::child(p, at);
+        })?;
+        if kind_of(&page, leaf)? != PageKind::BTreeLeaf {
+            return Err(self.corrupt(leaf, "a walk to a leaf ended elsewhere"));
+        }
+        let p = page.payload();
+        let used = node::used(p);
+        Ok(LeafRoom {
+            leaf,
+            parent,
+            free: PAYLOAD.saturating_sub(used),
+            spare: used.saturating_sub(UNDERFULL),
+            entry: node::find(p, key).map_or(0, |at| {
+                node::entry_size(node::key(p, at).len(), node::value(p, at).len())
+            }),
+        })
     }
 
     /// How often point reads and scans' leaves have found a writer in their way so far.
