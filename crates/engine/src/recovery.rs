@@ -41,10 +41,10 @@
 //! record (`wal.rs`), present whole or not at all, so a transaction is redone entirely or not
 //! at all. A commit too long for one record is logged in parts, which the walk holds until
 //! it meets the last one and drops if it never does (`wal.rs`, "Commits in parts", argues
-//! that this redoes the same as one record would). Pages never hold changes of a transaction whose record is not durable: changes are
-//! applied only while committing, the record is appended before the pages can be written
-//! (they are "unlogged" until stamped), and the write-ahead hook forces the log up to a
-//! page's LSN before the page is written. The page LSN test makes redo idempotent: a page on
+//! that this redoes the same as one record would). Pages never hold changes of a
+//! transaction whose record is not durable: changes are applied only while committing, the
+//! record is appended before the pages can be written (they are "unlogged" until stamped),
+//! and the write-ahead hook forces the log up to a page's LSN before the page is written. The page LSN test makes redo idempotent: a page on
 //! disk with LSN `>= e` already holds the record's change (changes of one page are logged in
 //! the order they were made, because the tree's write latch is held from the change to the
 //! stamp).

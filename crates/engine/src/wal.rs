@@ -28,8 +28,9 @@
 //!   every op of the record that redo would apply: redo skips a page's ops before an image
 //!   of it in the same record (`recovery.rs`, step 2), and the parts leave out exactly those
 //!   (a parent that took a hundred merges would otherwise log a hundred images of itself,
-//!   more than a part holds). So per page redo applies the same ops as from one record. The pages are stamped with the last part's end, so the
-//!   write-ahead rule keeps them off the disk until every part is durable.
+//!   more than a part holds). So per page redo applies the same ops as from one record.
+//!   The pages are stamped with the last part's end, so the write-ahead rule keeps them off
+//!   the disk until every part is durable.
 //! * *Or not at all:* recovery's walk keeps the parts aside and redoes them only when it
 //!   meets the last; parts whose last never reached the log (a crash or a failed append
 //!   between them) are dropped, and a later commit cannot complete them, since its parts
@@ -307,7 +308,8 @@ mod tests {
             let wanted = applied_per_page(&payload[1..]);
             let Ok(mut parts) = split_commit(&payload, max_payload) else {
                 // Refused only when one page's ops do not fit a part.
-                let largest = wanted.values().map(|ops| ops.iter().map(Vec::len).sum::<usize>()).max();
+                let page_bytes = |ops: &Vec<Vec<u8>>| ops.iter().map(Vec::len).sum::<usize>();
+                let largest = wanted.values().map(page_bytes).max();
                 prop_assert!(largest > Some(max_payload - PART_HEADER));
                 return Ok(());
             };
