@@ -107,10 +107,31 @@ impl Patch {
         self.mask
     }
 
-    /// This patch followed by `later`.
+    /// This patch followed by `later`, folded so that a column keeps at most a `Set` and an
+    /// `Add` after it however often it is changed: a counter one transaction changes per row
+    /// it writes (a key count) stays one change instead of growing with the rows. A `Set`
+    /// replaces what came before it on its column; additions sum unless the sum overflows,
+    /// where they are kept apart (applied one after another, as before folding).
     pub(crate) fn then(&mut self, later: Patch) {
-        self.changes.extend(later.changes);
+        for (column, change) in later.changes {
+            self.fold(column, change);
+        }
         self.mask = ColumnMask(self.mask.0 | later.mask.0);
+    }
+
+    fn fold(&mut self, column: usize, change: ColumnChange) {
+        let last = self.changes.iter().rposition(|(c, _)| *c == column);
+        match (change, last) {
+            (ColumnChange::Set(value), Some(_)) => {
+                self.changes.retain(|(c, _)| *c != column);
+                self.changes.push((column, ColumnChange::Set(value)));
+            }
+            (ColumnChange::Add(delta), Some(at)) => match &mut self.changes[at].1 {
+                ColumnChange::Add(sum) if sum.checked_add(delta).is_some() => *sum += delta,
+                _ => self.changes.push((column, ColumnChange::Add(delta))),
+            },
+            (change, None) => self.changes.push((column, change)),
+        }
     }
 
     /// Applies the changes to `row` (a full row of `schema`).
@@ -190,6 +211,7 @@ pub(crate) fn project(row: &[Value], columns: &[usize]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use tailstore_storage::schema::IndexDef;
 
     fn schema() -> Schema {
@@ -205,6 +227,7 @@ mod tests {
                     },
                 ),
                 Column::new("grp", ColumnType::Int32),
+                Column::new("cnt", ColumnType::Int32),
             ],
             vec![0],
             vec![IndexDef::new("by_grp", vec![3], false)],
@@ -222,6 +245,61 @@ mod tests {
         assert!(!ColumnMask::read_of(&[]).overlaps(writes_ytd));
         // Columns beyond 62 share a bit: they may overlap needlessly, never miss.
         assert!(ColumnMask::read_of(&[70]).overlaps(ColumnMask::write_of([63].into_iter())));
+    }
+
+    /// A change to `cnt` (INT32, column 4) or `ytd` (DECIMAL(6, 2), column 2).
+    fn small_change() -> impl Strategy<Value = (usize, ColumnChange)> {
+        let column = prop_oneof![Just(2usize), Just(4usize)];
+        let change = prop_oneof![
+            (-300i64..300).prop_map(ColumnChange::Add),
+            (-3_000i64..3_000).prop_map(|v| ColumnChange::Set(Value::Int(v))),
+        ];
+        (column, change).prop_map(|(column, change)| match (column, change) {
+            (2, ColumnChange::Set(Value::Int(v))) => (2, ColumnChange::Set(Value::Decimal(v))),
+            other => other,
+        })
+    }
+
+    proptest! {
+        /// Patches joined one change at a time (a transaction's counter updates) apply
+        /// what the changes applied one after another do, and hold at most two changes
+        /// per column however many were joined.
+        #[test]
+        fn joined_patches_apply_the_changes_in_order_and_stay_small(
+            changes in proptest::collection::vec(small_change(), 1..60),
+        ) {
+            let schema = schema();
+            let start = || {
+                vec![Value::Int(1), Value::Text("ab".into()), Value::Decimal(0), Value::Int(0), Value::Int(0)]
+            };
+            let mut one_by_one = start();
+            for change in &changes {
+                let single = Patch::new(&schema, "t", std::slice::from_ref(change)).expect("valid");
+                single.apply(&schema, &mut one_by_one).expect("within range");
+            }
+            let mut joined = Patch::new(&schema, "t", &changes[..1]).expect("valid");
+            for change in &changes[1..] {
+                joined.then(Patch::new(&schema, "t", std::slice::from_ref(change)).expect("valid"));
+            }
+            let mut row = start();
+            joined.apply(&schema, &mut row).expect("within range");
+            prop_assert_eq!(row, one_by_one);
+            prop_assert!(joined.changes.len() <= 4, "{} changes kept", joined.changes.len());
+        }
+    }
+
+    #[test]
+    fn additions_whose_sum_overflows_are_kept_apart() {
+        let schema = schema();
+        let add = |d| Patch::new(&schema, "t", &[(4, ColumnChange::Add(d))]).expect("valid");
+        let mut joined = add(i64::MAX);
+        joined.then(add(1));
+        assert_eq!(joined.changes.len(), 2);
+        joined.then(add(-5));
+        assert_eq!(
+            joined.changes,
+            vec![(4, ColumnChange::Add(i64::MAX)), (4, ColumnChange::Add(-4))]
+        );
     }
 
     #[test]
@@ -242,6 +320,7 @@ mod tests {
             Value::Text("xyzw".into()),
             Value::Decimal(1_000),
             Value::Int(7),
+            Value::Int(0),
         ];
         patch.apply(&schema, &mut row).expect("applies");
         assert_eq!(row[1], Value::Text("ab  ".into()));

@@ -579,7 +579,11 @@ impl<'db> Transaction<'db> {
             tree: 0,
         };
         let id = self.tree_id(tree);
-        let op = match self.writes.get(&(id, pk.clone())).map(|write| &write.op) {
+        let op = match self
+            .writes
+            .get_mut(&(id, pk.clone()))
+            .map(|write| &mut write.op)
+        {
             Some(WriteOp::Put(value)) => {
                 let mut row = schema.decode_row(&pk, value.value())?;
                 patch.apply(schema, &mut row)?;
@@ -587,9 +591,10 @@ impl<'db> Transaction<'db> {
             }
             Some(WriteOp::Delete) => return Err(missing()),
             Some(WriteOp::Patch(earlier)) => {
-                let mut combined = earlier.clone();
-                combined.then(patch);
-                WriteOp::Patch(combined)
+                // In place: a counter one transaction changes per row it writes (a key
+                // count) would otherwise be copied once per change, quadratic in the rows.
+                earlier.then(patch);
+                return Ok(());
             }
             None => {
                 // A read that found the row already makes the commit depend on its existence.
