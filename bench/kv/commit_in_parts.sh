@@ -25,13 +25,7 @@ serve() {
     until cli PING > /dev/null 2>&1; do sleep 0.1; done
 }
 serve
-python3 - <<'PY' | cli --pipe | tail -1
-import sys
-out, value = sys.stdout.buffer, b"v" * 100
-for i in range(500_000):
-    key = b"key:%d" % i
-    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$100\r\n%s\r\n" % (len(key), key, value))
-PY
+python3 "$(dirname "$0")/fill_keys.py" 500000 | cli --pipe | tail -1
 echo "SAVE: $(cli SAVE)"
 new=$(printf 'w%.0s' $(seq 100))
 (echo MULTI; for i in $(seq 0 $((BLOCK - 1))); do echo "SET key:$((i * 500000 / BLOCK)) $new"; done; echo EXEC) \

@@ -7,9 +7,10 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_log::{
-    CommitMode, LogConfig, LogCounters, LogError, LogManager, LogReplay, ThreadSetup, LOG_START_LSN,
+    record_size, CommitMode, LogConfig, LogCounters, LogError, LogManager, LogReplay, ThreadSetup,
+    LOG_START_LSN,
 };
 use tailstore_media::real::RealStorage;
 use tailstore_media::{File, OpenMode, Storage};
@@ -31,6 +32,19 @@ use crate::wal;
 
 /// Name of the data file inside the data directory.
 pub const DATA_FILE_NAME: &str = "tailstore.db";
+
+/// A `pmem-log` transaction whose writes exceed this share (1/N) of the region first waits
+/// for three quarters of the region to be free ([`Shared::wait_for_checkpoint_room`]).
+const LARGE_WRITES_SHARE: u64 = 64;
+
+/// The log gate, held by an append ([`Shared::append_gate`]); released when dropped.
+#[allow(dead_code)] // the guards are held, not read
+pub(crate) enum AppendGate<'a> {
+    /// Beside other appends: every commit but a `pmem-log` commit in parts.
+    Shared(RwLockReadGuard<'a, ()>),
+    /// Alone: a `pmem-log` commit in parts, which must find room for all its parts.
+    Alone(RwLockWriteGuard<'a, ()>),
+}
 
 /// Everything needed to open (or create) a database.
 #[derive(Clone, Debug)]
@@ -541,8 +555,9 @@ impl Database {
     /// The most bytes of keys and values one transaction may write; a larger one fails its
     /// commit with [`EngineError::TooLarge`] and changes nothing. Its log record holds them
     /// and the images of the pages it changes (about three times the data for rows near the
-    /// entry size); a record longer than the log takes is logged in parts (`wal.rs`), except
-    /// in `pmem-log`, where it stops the database. Every page it changes stays in the buffer
+    /// entry size); a record longer than the log takes is logged in parts (`wal.rs`; in
+    /// `pmem-log` only where the region has room for them all, else the database stops:
+    /// `Shared::append_commit`). Every page it changes stays in the buffer
     /// pool until the record is logged.
     pub fn max_commit_bytes(&self) -> usize {
         self.shared.max_commit_bytes()
@@ -1075,7 +1090,7 @@ impl Shared {
 
     fn create_table(&self, name: &str, schema: &Schema) -> Result<Table> {
         self.check_running()?;
-        self.wait_for_checkpoint_room()?;
+        self.wait_for_checkpoint_room(0)?;
         if schema.indexes().len() > MAX_INDEXES {
             return Err(EngineError::Open(format!(
                 "table `{name}` has {} indexes; at most {MAX_INDEXES} are supported",
@@ -1105,8 +1120,8 @@ impl Shared {
         let payload = wal::create_table_record(&encode_def(&def), redo.bytes());
         // Only images (new roots): no full-page image needed, but appends hold the gate.
         let lsn = {
-            let _append = self.log_gate.read();
-            self.log_and_stamp(&payload, &redo)?
+            let append = AppendGate::Shared(self.log_gate.read());
+            self.log_and_stamp(&payload, &redo, &append)?
         };
         let state = TableState::open(def, &self.pool)?;
         catalog.add(state);
@@ -1129,10 +1144,22 @@ impl Shared {
     /// replays everything since the last completed checkpoint, so with
     /// [`DbConfig::max_replay_bytes`] writers wait the same way once that much is unreleased:
     /// when checkpoints fall behind the writes, the writes slow to their pace.
-    pub fn wait_for_checkpoint_room(&self) -> Result<()> {
-        let Some(limit) = self.unreleased_limit() else {
+    ///
+    /// A `pmem-log` transaction of more than [`LARGE_WRITES_SHARE`] of the region in writes
+    /// (`write_bytes`) waits until three quarters of the region are free: its record may be
+    /// several times its writes (a merge logs page images: one DEL of 150,000 keys, 11 MB of
+    /// writes, made a 73 MB record), and a record longer than the log takes is appended in
+    /// parts only where the region has room for them all ([`Shared::append_commit`]).
+    pub fn wait_for_checkpoint_room(&self, write_bytes: usize) -> Result<()> {
+        let Some(mut limit) = self.unreleased_limit() else {
             return Ok(());
         };
+        if self.log.mode() == CommitMode::PmemLog {
+            let capacity = self.config.log.pmem_log_bytes as u64;
+            if write_bytes as u64 > capacity / LARGE_WRITES_SHARE {
+                limit = limit.min(capacity / 4);
+            }
+        }
         if self.weight_since_checkpoint() <= limit {
             return Ok(());
         }
@@ -1181,10 +1208,15 @@ impl Shared {
     }
 
     /// Appends `payload` (which holds `redo`) and stamps the pages `redo` touched with the
-    /// end of the record. Any failure stops the database: the pages changed in memory are
-    /// not described by the log.
-    pub fn log_and_stamp(&self, payload: &[u8], redo: &tailstore_storage::Redo) -> Result<u64> {
-        let lsn = self.append_commit(payload)?;
+    /// end of the record; the caller holds the log gate (`gate`). Any failure stops the
+    /// database: the pages changed in memory are not described by the log.
+    pub(crate) fn log_and_stamp(
+        &self,
+        payload: &[u8],
+        redo: &tailstore_storage::Redo,
+        gate: &AppendGate<'_>,
+    ) -> Result<u64> {
+        let lsn = self.append_commit(payload, gate)?;
         for &id in redo.touched() {
             self.pool
                 .stamp(id, lsn)
@@ -1193,20 +1225,45 @@ impl Shared {
         Ok(lsn)
     }
 
-    /// Appends `payload` as one record or, for a commit longer than the log takes outside
-    /// `pmem-log`, as parts (`wal.rs`, "Commits in parts"); returns the end of the last.
-    /// The caller holds the log gate, which keeps a checkpoint's position off the parts.
-    fn append_commit(&self, payload: &[u8]) -> Result<u64> {
+    /// The log gate as a commit's append of `payload_len` bytes holds it: shared with the
+    /// other appends, or alone for a `pmem-log` commit in parts (see
+    /// [`Shared::append_commit`]). Taken after the commit's changes are applied, before
+    /// the pages are stamped.
+    pub(crate) fn append_gate(&self, payload_len: usize) -> AppendGate<'_> {
+        if self.log.mode() == CommitMode::PmemLog && payload_len > self.log.max_payload_bytes() {
+            AppendGate::Alone(self.log_gate.write())
+        } else {
+            AppendGate::Shared(self.log_gate.read())
+        }
+    }
+
+    /// Appends `payload` as one record or, for a commit longer than the log takes, as parts
+    /// (`wal.rs`, "Commits in parts"); returns the end of the last. The caller holds the
+    /// log gate, which keeps a checkpoint's position off the parts.
+    ///
+    /// In `pmem-log` an append that finds the region full waits for a checkpoint, which
+    /// cannot finish while this commit's pages are unstamped: between parts, that would be
+    /// a deadlock. So there the caller holds the gate alone ([`Shared::append_gate`]): no
+    /// other append takes room meanwhile, and the parts are appended only if the region has
+    /// room for them all now; else the database stops, as it did for every such commit
+    /// before parts. [`Shared::wait_for_checkpoint_room`] makes that room likely.
+    fn append_commit(&self, payload: &[u8], gate: &AppendGate<'_>) -> Result<u64> {
         let max_payload = self.log.max_payload_bytes();
-        let one_record = payload.len() <= max_payload
-            || !wal::is_commit(payload)
-            || self.log.mode() == CommitMode::PmemLog;
-        if one_record {
+        if payload.len() <= max_payload || !wal::is_commit(payload) {
             return self.append_record(payload);
         }
         let mut parts = wal::split_commit(payload, max_payload).map_err(|e| self.fail_stop(e))?;
         if let [whole] = &parts[..] {
             return self.append_record(whole);
+        }
+        if self.log.mode() == CommitMode::PmemLog {
+            let needed = parts.iter().map(|part| record_size(part.len())).sum();
+            // Shared, other appends could take the room between the parts.
+            let alone = matches!(gate, AppendGate::Alone(_));
+            let room = if alone { self.log.room_bytes() } else { 0 };
+            if needed > room {
+                return Err(self.fail_stop(EngineError::NoRoomForParts { needed, room }));
+            }
         }
         let first_end = self.append_record(&parts[0])?;
         let mut end = first_end;

@@ -78,6 +78,10 @@ pub enum EngineError {
     /// commit is logged (see [`crate::Database::max_commit_pages`]); nothing was changed.
     #[error("transaction too large: its writes fall on about {pages} pages, a commit may change at most {limit} (the buffer pool holds every page a commit changes until it is logged)")]
     TooManyPages { pages: usize, limit: usize },
+    /// A `pmem-log` commit in parts found less room in the region than its parts take; its
+    /// pages had changed, so the database stops (see `Shared::append_commit`).
+    #[error("a commit of {needed} bytes of log in parts found {room} bytes free in the pmem-log region, which only a checkpoint frees")]
+    NoRoomForParts { needed: u64, room: u64 },
     /// The database's files are not what they should be (meta pages, catalog, log records).
     /// A write in a read-committed transaction, whose reads are not validated.
     #[error("a read-committed transaction only reads; run writes in a serializable one (`Database::begin`)")]

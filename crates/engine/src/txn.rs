@@ -861,7 +861,7 @@ impl<'db> Transaction<'db> {
         self.check_size(0)?;
         self.check_pages()?;
         // Before any page changes: a full `pmem-log` must not stop us halfway.
-        db.wait_for_checkpoint_room()?;
+        db.wait_for_checkpoint_room(self.write_bytes)?;
         // Ids name lock owners, so only a transaction that locks needs one (taking it at
         // `begin` would make every reader write a shared counter).
         self.id = db.next_txn.fetch_add(1, Ordering::Relaxed);
@@ -1534,11 +1534,11 @@ impl<'db> Transaction<'db> {
         }
         interleave::reached(Point::AppliedNotLogged);
         // From reading `redo_lsn` to the end of the append (see `Shared::log_gate`).
-        let append = db.log_gate.read();
+        let append = db.append_gate(redo.bytes().len());
         let redo_lsn = db.redo_lsn.load(Ordering::SeqCst);
         self.full_page_images(&mut redo, redo_lsn)
             .map_err(|e| db.fail_stop(e))?;
-        let lsn = db.log_and_stamp(redo.bytes(), &redo)?;
+        let lsn = db.log_and_stamp(redo.bytes(), &redo, &append)?;
         drop(append);
         interleave::reached(Point::LoggedStillLatched);
         // Only now may another tree reuse the pages this transaction emptied: its record,

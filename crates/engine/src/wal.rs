@@ -42,8 +42,11 @@
 //!   other pages (the commit holds its trees' latches, and frees its emptied pages only once
 //!   logged), so the per-page order of changes is the LSN order still.
 //!
-//! `pmem-log` keeps commits to one record: its region gets room back only from checkpoints,
-//! which wait for the gate that a commit in parts holds while it waits for room.
+//! In `pmem-log` the region gets room back only from checkpoints, which wait for the gate
+//! that a commit in parts holds: one that waited for room between its parts would never
+//! get it. There a commit in parts holds the gate alone, so no other append takes room
+//! meanwhile, and appends its parts only if the region holds them all
+//! (`Shared::append_commit`); else the database stops.
 
 use tailstore_storage::btree::redo::decode_spans;
 use tailstore_storage::Redo;

@@ -802,6 +802,13 @@ impl LogManager {
         self.shared.hardened.load(Ordering::Acquire)
     }
 
+    /// Bytes of records that appends can take now without waiting for room (in `pmem-log`,
+    /// for a checkpoint to release the region's head). Other appends may take them first.
+    pub fn room_bytes(&self) -> u64 {
+        let s = &self.shared;
+        (s.floor() + s.window).saturating_sub(s.reserved.load(Ordering::Acquire))
+    }
+
     /// The prefix of the log below `lsn` (a record boundary) is no longer needed. `pmem-log`
     /// reuses its space; the file-backed modes move their file's start there (once it is
     /// hardened) and punch out the file's head, in steps of 64 MiB.
