@@ -7,6 +7,7 @@
 //! script     EVAL's Lua scripts: one engine transaction each, running data commands
 //!   │
 //! command    the command table; data commands run in one engine transaction each
+//!   │          (DUMP and RESTORE through tailstore_rdb: Redis's serialization of one value)
 //!   │
 //! keyspace   Redis's databases and keys as rows of four engine tables (docs/design/kv.md)
 //!   │

@@ -881,6 +881,200 @@ fn flushdb_flushall_dbsize() {
 }
 
 // ---------------------------------------------------------------------------------------
+// DUMP and RESTORE
+
+fn dump(c: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("DUMP").arg(key).query(c).expect("DUMP")
+}
+
+fn restore(
+    c: &mut redis::Connection,
+    key: &str,
+    ttl: i64,
+    payload: &[u8],
+    options: &[&str],
+) -> Result<Value, String> {
+    redis::cmd("RESTORE")
+        .arg(key)
+        .arg(ttl)
+        .arg(payload)
+        .arg(options)
+        .query(c)
+        .map_err(|e| support::error_text(&e))
+}
+
+/// A key's type and value as text, its unordered collections sorted: equal for equal
+/// values on any server.
+fn contents(c: &mut redis::Connection, key: &str) -> String {
+    let kind: String = q(c, &["TYPE", key]);
+    let mut items: Vec<String> = match kind.as_str() {
+        "string" => vec![q(c, &["GET", key])],
+        "list" => q(c, &["LRANGE", key, "0", "-1"]),
+        "set" => q(c, &["SMEMBERS", key]),
+        "hash" => q::<Vec<(String, String)>>(c, &["HGETALL", key])
+            .into_iter()
+            .map(|(field, value)| format!("{field}={value}"))
+            .collect(),
+        "zset" => q(c, &["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+        other => panic!("{key} is a {other}"),
+    };
+    if matches!(kind.as_str(), "set" | "hash") {
+        items.sort();
+    }
+    format!("{kind} {items:?}")
+}
+
+/// Keys of every kind, each in the encodings Redis 7.0 gives small and large values:
+/// integer, short, compressible and long strings; lists of one and of several nodes; sets
+/// of integers, of strings and large ones; hashes small, large and with a long value;
+/// sorted sets small (with infinite scores) and large.
+fn fill_every_encoding(c: &mut redis::Connection) -> Vec<&'static str> {
+    let long: String = (0..20_000)
+        .map(|i| char::from(b'!' + (i * 7 % 90) as u8))
+        .collect();
+    ok(raw_value(c, &["SET", "s:int", "12345"]));
+    ok(raw_value(c, &["SET", "s:short", "hello"]));
+    ok(raw_value(c, &["SET", "s:lzf", &"ab".repeat(500)]));
+    ok(raw_value(c, &["SET", "s:long", &long]));
+    q::<i64>(c, &["RPUSH", "l:small", "a", "b", "1", "-20", "70000", ""]);
+    q::<i64>(
+        c,
+        &["SADD", "set:int", "1", "2", "300", "-70000", "5000000000"],
+    );
+    q::<i64>(c, &["SADD", "set:str", "x", "y", "z"]);
+    q::<i64>(
+        c,
+        &["HSET", "h:small", "a", "1", "b", "hello", "c", "-300000"],
+    );
+    q::<i64>(c, &["HSET", "h:longvalue", "f", &long[..100]]);
+    q::<i64>(
+        c,
+        &[
+            "ZADD", "z:small", "1.5", "x", "2", "y", "-inf", "z", "+inf", "w",
+        ],
+    );
+    for i in 0..1_000 {
+        let (i, element) = (i.to_string(), format!("element {i} {}", &long[..i % 40]));
+        q::<i64>(c, &["RPUSH", "l:nodes", &element]);
+        q::<i64>(c, &["SADD", "set:big", &format!("m{i}")]);
+        q::<i64>(c, &["HSET", "h:big", &format!("f{i}"), &i]);
+        q::<i64>(c, &["ZADD", "z:big", &format!("{i}.25"), &format!("m{i}")]);
+    }
+    q::<i64>(c, &["RPUSH", "l:nodes", &long]);
+    vec![
+        "s:int",
+        "s:short",
+        "s:lzf",
+        "s:long",
+        "l:small",
+        "l:nodes",
+        "set:int",
+        "set:str",
+        "set:big",
+        "h:small",
+        "h:longvalue",
+        "h:big",
+        "z:small",
+        "z:big",
+    ]
+}
+
+#[test]
+fn dump_and_restore_carry_every_kind_and_its_deadline() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let keys = fill_every_encoding(&mut c);
+    for key in &keys {
+        let payload = dump(&mut c, key).expect("the key exists");
+        let copy = format!("copy:{key}");
+        ok(restore(&mut c, &copy, 0, &payload, &[]).unwrap());
+        assert_eq!(contents(&mut c, &copy), contents(&mut c, key), "{key}");
+        assert_eq!(q::<i64>(&mut c, &["TTL", &copy]), -1);
+    }
+    let payload = dump(&mut c, "h:small").unwrap();
+    assert_eq!(dump(&mut c, "missing"), None);
+
+    // BUSYKEY unless REPLACE; REPLACE replaces a key of another kind.
+    assert_eq!(
+        restore(&mut c, "s:int", 0, &payload, &[]),
+        Err("BUSYKEY Target key name already exists.".into())
+    );
+    ok(restore(&mut c, "s:int", 0, &payload, &["REPLACE"]).unwrap());
+    assert_eq!(contents(&mut c, "s:int"), contents(&mut c, "h:small"));
+
+    // A TTL in ms from now, or an absolute deadline; one already past leaves no key.
+    ok(restore(&mut c, "ttl", 100_000, &payload, &[]).unwrap());
+    let pttl: i64 = q(&mut c, &["PTTL", "ttl"]);
+    assert!((90_000..=100_000).contains(&pttl), "{pttl}");
+    ok(restore(&mut c, "past", 1, &payload, &["ABSTTL"]).unwrap());
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "past"]), 0);
+    ok(restore(&mut c, "ttl", 1, &payload, &["REPLACE", "ABSTTL"]).unwrap());
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "ttl"]), 0);
+    ok(restore(&mut c, "lru", 0, &payload, &["IDLETIME", "10"]).unwrap());
+    ok(restore(&mut c, "lfu", 0, &payload, &["FREQ", "255"]).unwrap());
+
+    // Redis's errors, in its order of checks.
+    let refused = |c: &mut redis::Connection, ttl: i64, payload: &[u8], options: &[&str]| {
+        restore(c, "new", ttl, payload, options).unwrap_err()
+    };
+    assert_eq!(
+        refused(&mut c, -1, &payload, &[]),
+        "ERR Invalid TTL value, must be >= 0"
+    );
+    assert_eq!(refused(&mut c, 0, &payload, &["NOPE"]), SYNTAX);
+    assert_eq!(
+        refused(&mut c, 0, &payload, &["FREQ", "1", "IDLETIME", "1"]),
+        SYNTAX
+    );
+    assert_eq!(
+        refused(&mut c, 0, &payload, &["IDLETIME", "-1"]),
+        "ERR Invalid IDLETIME value, must be >= 0"
+    );
+    assert_eq!(
+        refused(&mut c, 0, &payload, &["FREQ", "256"]),
+        "ERR Invalid FREQ value, must be >= 0 and <= 255"
+    );
+    let mut damaged = payload.clone();
+    damaged[3] ^= 0x20;
+    assert_eq!(
+        refused(&mut c, 0, &damaged, &[]),
+        "ERR DUMP payload version or checksum are wrong"
+    );
+    assert_eq!(
+        refused(&mut c, 0, b"short", &[]),
+        "ERR DUMP payload version or checksum are wrong"
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "new"]), 0);
+
+    q::<String>(&mut c, &["XADD", "stream", "*", "f", "v"]);
+    assert_eq!(
+        err(&mut c, &["DUMP", "stream"]),
+        "ERR DUMP of a stream is not supported by tailstore"
+    );
+}
+
+/// Every encoding of redis-server's DUMP restores here to the same value, and what DUMP
+/// writes here restores in redis-server to the same value again.
+#[test]
+fn payloads_move_between_redis_and_tailstore() {
+    let Some(servers) = support::real_redis::Servers::start("DUMP/RESTORE against Redis") else {
+        return;
+    };
+    let mut redis = support::client_at(servers.redis.address());
+    let mut ours = servers.tailstore.client();
+    for key in fill_every_encoding(&mut redis) {
+        let from_redis = dump(&mut redis, key).unwrap();
+        ok(restore(&mut ours, key, 0, &from_redis, &[]).unwrap());
+        let value = contents(&mut redis, key);
+        assert_eq!(contents(&mut ours, key), value, "{key} from Redis");
+        let back = format!("back:{key}");
+        let from_ours = dump(&mut ours, key).unwrap();
+        ok(restore(&mut redis, &back, 60_000, &from_ours, &[]).unwrap());
+        assert_eq!(contents(&mut redis, &back), value, "{key} back in Redis");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // connection and server
 
 #[test]

@@ -36,7 +36,7 @@ pub(super) fn wrong_arity(args: &[Vec<u8>]) -> Fault {
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Every (field, value) of a hash, in field order.
-fn all_fields(ctx: &mut Ctx, owner: i64) -> Result<Fields, Fault> {
+pub(super) fn all_fields(ctx: &mut Ctx, owner: i64) -> Result<Fields, Fault> {
     ctx.ks
         .fields(ctx.txn, owner, ScanDirection::Ascending, usize::MAX)
 }

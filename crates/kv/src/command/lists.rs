@@ -69,7 +69,7 @@ pub(super) fn elements(
 }
 
 /// Every element of a list.
-fn all_elements(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
+pub(super) fn all_elements(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Vec<Vec<u8>>, Fault> {
     if meta.len == 0 {
         return Ok(Vec::new());
     }

@@ -11,6 +11,7 @@ mod bitmaps;
 mod blocking;
 mod consumer_groups;
 mod distance_order;
+mod dump;
 mod execute;
 mod float;
 mod geo;

@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitfield, bitmaps, consumer_groups, geo, hashes, hyperloglog, keys, lcs, lists, sets, sort,
-    streams, strings, zset_algebra, zsets, Handler,
+    bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, sets,
+    sort, streams, strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -507,6 +507,24 @@ pub static COMMANDS: &[Command] = &[
         "generic",
         "Copies a key, to another name or database.",
         keys::copy,
+    ),
+    data(
+        "dump",
+        2,
+        R,
+        K1,
+        "generic",
+        "Returns a serialized representation of the value stored at a key.",
+        dump::dump,
+    ),
+    data(
+        "restore",
+        -4,
+        W,
+        K1,
+        "generic",
+        "Creates a key from the serialized representation of a value.",
+        dump::restore,
     ),
     data(
         "randomkey",

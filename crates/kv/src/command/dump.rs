@@ -1,0 +1,184 @@
+//! DUMP and RESTORE: a key's value in Redis's serialization (`tailstore_rdb`), so that keys
+//! move between Redis and tailstore.
+
+use tailstore_resp::Reply;
+use tailstore_storage::ScanDirection;
+
+use super::hashes::{all_fields, check_field};
+use super::lists::{all_elements, push_one};
+use super::sets::members;
+use super::strings::string_of;
+use super::{bulk, check_key, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{KeyMeta, Kind};
+use tailstore_rdb::{self as rdb, Object};
+
+/// DUMP key: the key's value as a payload RESTORE (here or in Redis) takes; nil if the key
+/// does not exist. A stream is refused by name: its payload is not written here.
+pub fn dump(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let Some(meta) = ctx.meta(&args[1])? else {
+        return Ok(Reply::Null);
+    };
+    let object = object_of(ctx, &meta)?;
+    Ok(bulk(rdb::dump(&object)))
+}
+
+/// The value of the key whose meta is `meta`, read whole.
+fn object_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Object, Fault> {
+    Ok(match meta.kind {
+        Kind::String => Object::String(
+            string_of(ctx, meta)?
+                .ok_or_else(|| Fault::corrupt(format!("string {} is missing", meta.id)))?,
+        ),
+        Kind::List => Object::List(all_elements(ctx, meta)?),
+        Kind::Set => Object::Set(members(ctx, meta.id)?),
+        Kind::Hash => Object::Hash(all_fields(ctx, meta.id)?),
+        Kind::ZSet => Object::ZSet(ctx.ks.members_from_end(
+            ctx.txn,
+            meta.id,
+            ScanDirection::Ascending,
+            usize::MAX,
+        )?),
+        Kind::Stream => {
+            return Err(Fault::err(
+                "ERR DUMP of a stream is not supported by tailstore",
+            ))
+        }
+    })
+}
+
+/// RESTORE's options after the payload.
+struct RestoreOptions {
+    replace: bool,
+    absolute: bool,
+}
+
+/// REPLACE, ABSTTL, IDLETIME seconds and FREQ frequency, with Redis's checks. The last two
+/// tell an evicting Redis how hot the key is; this server never evicts, so they are checked
+/// and let go.
+fn restore_options(args: &[Vec<u8>]) -> Result<RestoreOptions, Fault> {
+    let mut options = RestoreOptions {
+        replace: false,
+        absolute: false,
+    };
+    let (mut idle, mut freq) = (false, false);
+    let mut i = 0;
+    while i < args.len() {
+        let has_value = i + 1 < args.len();
+        if is(&args[i], "REPLACE") {
+            options.replace = true;
+        } else if is(&args[i], "ABSTTL") {
+            options.absolute = true;
+        } else if is(&args[i], "IDLETIME") && has_value && !freq {
+            if parse_int(&args[i + 1])? < 0 {
+                return Err(Fault::err("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            idle = true;
+            i += 1;
+        } else if is(&args[i], "FREQ") && has_value && !idle {
+            if !(0..=255).contains(&parse_int(&args[i + 1])?) {
+                return Err(Fault::err(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            freq = true;
+            i += 1;
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 1;
+    }
+    Ok(options)
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]: creates
+/// `key` with the value of a DUMP payload (of this server or of Redis 2.6 to 7.2), and a
+/// deadline `ttl` ms from now (an absolute one with ABSTTL; 0: none). Redis's order of
+/// checks and errors: BUSYKEY unless REPLACE, the TTL, then the payload. A deadline already
+/// past leaves the key deleted (with REPLACE) or absent, and answers OK.
+pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let key = &args[1];
+    let options = restore_options(&args[4..])?;
+    check_key(key)?;
+    let existing = ctx.meta(key)?;
+    if existing.is_some() && !options.replace {
+        return Err(Fault::err("BUSYKEY Target key name already exists."));
+    }
+    let ttl = parse_int(&args[2])?;
+    if ttl < 0 {
+        return Err(Fault::err("ERR Invalid TTL value, must be >= 0"));
+    }
+    let object = rdb::restore(&args[3]).map_err(|err| Fault::err(format!("ERR {err}")))?;
+    check_names(&object)?;
+    if let Some(old) = existing {
+        ctx.remove(key, &old)?;
+    }
+    let deadline = match ttl {
+        0 => 0,
+        ttl if options.absolute => ttl,
+        ttl => ctx.now.saturating_add(ttl),
+    };
+    if deadline != 0 && deadline <= ctx.now {
+        return Ok(Reply::ok());
+    }
+    store(ctx, key, object, deadline)?;
+    Ok(Reply::ok())
+}
+
+/// Hash fields and set members are B+tree key columns: longer ones are refused before
+/// anything is written.
+fn check_names(object: &Object) -> Result<(), Fault> {
+    match object {
+        Object::String(_) | Object::List(_) => Ok(()),
+        Object::Set(members) => members.iter().try_for_each(|m| check_field(m, "member")),
+        Object::Hash(pairs) => pairs.iter().try_for_each(|(f, _)| check_field(f, "field")),
+        Object::ZSet(members) => members
+            .iter()
+            .try_for_each(|(m, _)| check_field(m, "member")),
+    }
+}
+
+/// Stores `object` as the new key `key` (which does not exist now) with `deadline` (0:
+/// none).
+fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(), Fault> {
+    let mut meta = match object {
+        Object::String(value) => {
+            ctx.check_commit_room(value.len())?;
+            return ctx.put_string(key, &value, Some(deadline));
+        }
+        Object::List(items) => {
+            let mut meta = ctx.meta_for_write(key, Kind::List)?;
+            for item in &items {
+                push_one(ctx, &mut meta, item, false)?;
+            }
+            meta
+        }
+        Object::Set(members) => {
+            let mut meta = ctx.meta_for_write(key, Kind::Set)?;
+            for member in &members {
+                ctx.ks.write_value(ctx.txn, meta.id, member, b"", None)?;
+            }
+            meta.len = members.len() as i64;
+            meta
+        }
+        Object::Hash(pairs) => {
+            let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
+            for (field, value) in &pairs {
+                ctx.ks.write_value(ctx.txn, meta.id, field, value, None)?;
+            }
+            meta.len = pairs.len() as i64;
+            meta
+        }
+        Object::ZSet(members) => {
+            let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
+            for (member, score) in &members {
+                ctx.ks.put_member(ctx.txn, meta.id, member, *score, false)?;
+            }
+            meta.len = members.len() as i64;
+            meta
+        }
+    };
+    if deadline != 0 {
+        ctx.set_expiry(key, &mut meta, deadline)?;
+    }
+    ctx.save(key, &mut meta)
+}

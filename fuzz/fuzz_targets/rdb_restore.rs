@@ -1,0 +1,12 @@
+//! RESTORE's payload reader on arbitrary bytes: it must never panic. The bytes are tried as
+//! a whole payload and, since a checksum that does not fit stops almost every input at the
+//! footer, also as a payload's body given a footer that fits.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tailstore_rdb::{frame, restore, DUMP_VERSION};
+
+fuzz_target!(|data: &[u8]| {
+    let _ = restore(data);
+    let _ = restore(&frame(data.to_vec(), DUMP_VERSION));
+});
