@@ -27,11 +27,12 @@
 //! | 14 | length, then that many ziplists (a quicklist's nodes) | Redis 3.2–6.2 |
 //! | 16, 17, 20 | a string holding a listpack (hash, sorted set, set) | Redis ≥ 7.0 (20: ≥ 7.2) |
 //! | 18 | length, then (container: length 1 plain or 2 packed, string: the element or a listpack) | Redis ≥ 7.0 |
+//! | 15, 19, 21 | a stream: listpack nodes, last ID, consumer groups (see stream.rs) | Redis 5.0–6.2, 7.0, 7.2 |
 //!
-//! DUMP writes only types 0, 1, 2, 4 and 5, with version 9: every Redis since 6.0 restores
-//! them (version 9 is Redis 6's; the types are older) and turns them into its compact
-//! encodings itself. RESTORE reads all of the above, versions up to 11 (Redis 7.2); it
-//! refuses streams, modules' values and the zipmaps of Redis before 2.6 by name.
+//! DUMP writes only types 0, 1, 2, 4, 5 and 15, with version 9: every Redis since 6.0
+//! restores them (version 9 is Redis 6's; the types are older) and turns them into its
+//! compact encodings itself. RESTORE reads all of the above, versions up to 11 (Redis
+//! 7.2); it refuses modules' values and the zipmaps of Redis before 2.6 by name.
 //!
 //! A payload is untrusted input: every length is checked against the bytes that remain
 //! before anything is allocated for it, and a value Redis would refuse is refused too (an
@@ -41,11 +42,14 @@
 
 mod listpack;
 mod lzf;
+mod stream;
 mod ziplist;
 
 use std::collections::HashSet;
 
 use crc::{Crc, CRC_64_REDIS};
+
+pub use stream::{Consumer, Group, PendingEntry, Stream, StreamEntry, StreamId};
 
 /// The version DUMP writes in its payloads (see the module documentation).
 pub const DUMP_VERSION: u16 = 9;
@@ -106,6 +110,7 @@ pub enum Object {
     Set(Vec<Vec<u8>>),
     Hash(Pairs),
     ZSet(Vec<(Vec<u8>, f64)>),
+    Stream(Stream),
 }
 
 /// Why a payload was refused. The texts start with Redis's own, which clients look for.
@@ -156,6 +161,7 @@ pub fn dump(object: &Object) -> Vec<u8> {
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
+        Object::Stream(stream) => stream::put_stream(&mut out, stream),
     }
     frame(out, DUMP_VERSION)
 }
@@ -302,7 +308,8 @@ impl<'a> Reader<'a> {
     }
 
     fn object(&mut self) -> Result<Object, RdbError> {
-        match self.byte()? {
+        let kind = self.byte()?;
+        match kind {
             code::STRING => Ok(Object::String(self.string()?)),
             code::LIST => list(self.strings()?),
             code::SET => set(self.strings()?),
@@ -345,7 +352,7 @@ impl<'a> Reader<'a> {
                 "a zipmap hash (written by Redis before 2.6)",
             )),
             code::STREAM_LISTPACKS | code::STREAM_LISTPACKS_2 | code::STREAM_LISTPACKS_3 => {
-                Err(RdbError::Unsupported("streams"))
+                Ok(Object::Stream(self.stream(kind)?))
             }
             code::MODULE | code::MODULE_2 => Err(RdbError::Unsupported("a module's value")),
             _ => Err(bad("a value of an unknown type")),

@@ -63,6 +63,62 @@ fn redis_7_payloads_restore() {
     }
 }
 
+/// A stream redis-server 7.0.15 returned to DUMP (type 19): four entries added, the second
+/// deleted (it stays in the node, marked), a group with two entries pending for one
+/// consumer and a second consumer with none.
+#[test]
+fn a_redis_7_stream_restores() {
+    let payload = hex(concat!(
+        "13011000000000000000010000000000000001404b4b0000001f00030101010201816102816202000102",
+        "010001000101010201050103010001010103010401050100010101dfff020101816302050106010201",
+        "020106018178028179020501ff0303070101010204010167020081ffffffffffffffff020000000000",
+        "00000100000000000000015e58e441a201000001000000000000000200000000000000005e58e441a2",
+        "010000010205616c6963655e58e441a20100000200000000000000010000000000000001000000000000",
+        "0002000000000000000003626f625e58e441a2010000000a00deb15da561b0047b",
+    ));
+    let id = |ms, seq| StreamId { ms, seq };
+    let seen = 1_796_401_813_598;
+    let pending = |ms, seq| PendingEntry {
+        id: id(ms, seq),
+        consumer: b"alice".to_vec(),
+        delivered_at: seen,
+        deliveries: 1,
+    };
+    let expected = Stream {
+        entries: vec![
+            StreamEntry {
+                id: id(1, 1),
+                fields: texts(&["a", "1", "b", "2"]),
+            },
+            StreamEntry {
+                id: id(2, 0),
+                fields: texts(&["c", "5"]),
+            },
+            StreamEntry {
+                id: id(3, 7),
+                fields: texts(&["a", "x", "b", "y"]),
+            },
+        ],
+        last_id: id(3, 7),
+        groups: vec![Group {
+            name: b"g".to_vec(),
+            last_id: id(2, 0),
+            pending: vec![pending(1, 1), pending(2, 0)],
+            consumers: vec![
+                Consumer {
+                    name: b"alice".to_vec(),
+                    seen_at: seen,
+                },
+                Consumer {
+                    name: b"bob".to_vec(),
+                    seen_at: seen,
+                },
+            ],
+        }],
+    };
+    assert_eq!(restore(&payload), Ok(Object::Stream(expected)));
+}
+
 fn framed(body: &[u8], version: u16) -> Vec<u8> {
     frame(body.to_vec(), version)
 }
@@ -116,7 +172,6 @@ fn values_redis_refuses_are_refused() {
         );
     }
     for (code, what) in [
-        (code::STREAM_LISTPACKS_2, "streams"),
         (code::MODULE_2, "a module's value"),
         (
             code::HASH_ZIPMAP,
@@ -160,6 +215,77 @@ fn old_scores_as_text_and_quicklists_of_both_containers_restore() {
     );
 }
 
+/// A stream whose consumer `alice` owns the pending entry 1-1 (type 15, no entries).
+fn stream_body(consumer_owns: &[u8], pending: &[u8]) -> Vec<u8> {
+    [
+        &[code::STREAM_LISTPACKS, 0, 0, 5, 5, 1, 1, b'g', 1, 1][..],
+        pending,
+        &[1, 5][..],
+        b"alice",
+        &[0; 8],
+        consumer_owns,
+    ]
+    .concat()
+}
+
+#[test]
+fn damaged_streams_are_refused() {
+    let id = [[0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 1]].concat();
+    let entry = [&[1][..], &id, &[0; 8], &[1]].concat();
+    let owns = [&[1][..], &id].concat();
+    assert!(restore(&framed(&stream_body(&owns, &entry), 9)).is_ok());
+    let other_id = [[0u8; 8], [0, 0, 0, 0, 0, 0, 0, 2]].concat();
+    let owns_other = [&[1][..], &other_id].concat();
+    let owns_twice = [&[2][..], &id, &id].concat();
+    for (body, why) in [
+        (
+            stream_body(&[0], &entry),
+            "a pending entry without a consumer",
+        ),
+        (
+            stream_body(&owns_other, &entry),
+            "a consumer's entry not pending in its group",
+        ),
+        (
+            stream_body(&owns_twice, &entry),
+            "a pending entry of two consumers",
+        ),
+    ] {
+        assert_eq!(restore(&framed(&body, 9)), Err(bad(why)));
+    }
+    // One node of one entry (5-5, fields "f" "v"), under a length of 2.
+    let node = listpack::write(&[
+        listpack::Item::Int(1),
+        listpack::Item::Int(0),
+        listpack::Item::Int(1),
+        listpack::Item::Str(b"f"),
+        listpack::Item::Int(0),
+        listpack::Item::Int(2),
+        listpack::Item::Int(0),
+        listpack::Item::Int(0),
+        listpack::Item::Str(b"v"),
+        listpack::Item::Int(4),
+    ]);
+    let master = [[0, 0, 0, 0, 0, 0, 0, 5], [0, 0, 0, 0, 0, 0, 0, 5]].concat();
+    let with_length = |length: u8, last: u8| {
+        let mut body = vec![code::STREAM_LISTPACKS, 1, 16];
+        body.extend_from_slice(&master);
+        body.push(node.len() as u8);
+        body.extend_from_slice(&node);
+        body.extend_from_slice(&[length, 5, last, 0]);
+        body
+    };
+    assert!(restore(&framed(&with_length(1, 5), 9)).is_ok());
+    assert_eq!(
+        restore(&framed(&with_length(2, 5), 9)),
+        Err(bad("a stream's length that its entries disagree with"))
+    );
+    assert_eq!(
+        restore(&framed(&with_length(1, 4), 9)),
+        Err(bad("a stream entry past the stream's last ID"))
+    );
+}
+
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..12),
@@ -184,7 +310,89 @@ fn object() -> impl Strategy<Value = Object> {
         (names(), proptest::collection::vec(score, 40)).prop_map(|(members, scores)| {
             Object::ZSet(members.into_iter().zip(scores).collect())
         }),
+        stream().prop_map(Object::Stream),
     ]
+}
+
+/// Streams of up to 300 entries (several nodes), whose fields repeat often (entries with
+/// the master's fields are written without their names), and up to three groups.
+fn stream() -> impl Strategy<Value = Stream> {
+    let field = prop_oneof![Just(b"f".to_vec()), Just(b"g".to_vec()), bytes()];
+    let fields = proptest::collection::vec((field, bytes()), 1..4).prop_map(|pairs| {
+        pairs
+            .into_iter()
+            .flat_map(|(f, v)| [f, v])
+            .collect::<Vec<_>>()
+    });
+    let gap = prop_oneof![
+        Just((0u64, 1u64)),
+        (0u64..3, 0u64..1 << 40),
+        (1u64..1 << 50, 0u64..5)
+    ];
+    let entries = proptest::collection::vec((gap, fields), 0..300);
+    let group = (
+        proptest::collection::vec(bytes(), 1..3),
+        proptest::collection::vec(
+            (any::<prop::sample::Index>(), any::<i64>(), any::<u64>()),
+            0..5,
+        ),
+        any::<i64>(),
+    );
+    (entries, proptest::collection::vec(group, 0..3)).prop_map(|(entries, groups)| {
+        let mut id = StreamId { ms: 1, seq: 0 };
+        let entries: Vec<StreamEntry> = entries
+            .into_iter()
+            .map(|((ms, seq), fields)| {
+                id = if ms == 0 {
+                    StreamId {
+                        ms: id.ms,
+                        seq: id.seq + seq.max(1),
+                    }
+                } else {
+                    StreamId {
+                        ms: id.ms + ms,
+                        seq,
+                    }
+                };
+                StreamEntry { id, fields }
+            })
+            .collect();
+        let groups = groups
+            .into_iter()
+            .enumerate()
+            .map(|(at, (consumers, pending, seen_at))| {
+                let mut owners: Vec<Vec<u8>> = consumers.clone();
+                owners.sort();
+                owners.dedup();
+                let mut pending: Vec<PendingEntry> = pending
+                    .into_iter()
+                    .filter(|_| !entries.is_empty())
+                    .map(|(pick, delivered_at, deliveries)| PendingEntry {
+                        id: entries[pick.index(entries.len())].id,
+                        consumer: owners[pick.index(owners.len())].clone(),
+                        delivered_at,
+                        deliveries,
+                    })
+                    .collect();
+                pending.sort_by_key(|p| p.id);
+                pending.dedup_by_key(|p| p.id);
+                Group {
+                    name: format!("group {at}").into_bytes(),
+                    last_id: id,
+                    pending,
+                    consumers: owners
+                        .into_iter()
+                        .map(|name| Consumer { name, seen_at })
+                        .collect(),
+                }
+            })
+            .collect();
+        Stream {
+            entries,
+            last_id: id,
+            groups,
+        }
+    })
 }
 
 proptest! {

@@ -31,7 +31,7 @@ fn no_group(key: &[u8], group: &[u8]) -> Fault {
 }
 
 /// Group and consumer names are B+tree key columns: longer ones are refused.
-fn check_name(name: &[u8], what: &str) -> Result<(), Fault> {
+pub(super) fn check_name(name: &[u8], what: &str) -> Result<(), Fault> {
     if name.len() > MAX_FIELD {
         return Err(Fault::err(format!(
             "ERR {what} name is longer than tailstore's limit of {MAX_FIELD} bytes"

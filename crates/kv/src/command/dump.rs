@@ -1,19 +1,22 @@
 //! DUMP and RESTORE: a key's value in Redis's serialization (`tailstore_rdb`), so that keys
-//! move between Redis and tailstore.
+//! move between Redis and tailstore; a stream with its consumer groups.
 
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
 
+use super::consumer_groups::check_name;
 use super::hashes::{all_fields, check_field};
 use super::lists::{all_elements, push_one};
 use super::sets::members;
 use super::strings::string_of;
 use super::{bulk, check_key, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::groups::Pending;
+use crate::keyspace::stream::{decode_entry, encode_entry, StreamId};
 use crate::keyspace::{KeyMeta, Kind};
-use tailstore_rdb::{self as rdb, Object};
+use tailstore_rdb::{self as rdb, Consumer, Group, Object, PendingEntry, Stream, StreamEntry};
 
 /// DUMP key: the key's value as a payload RESTORE (here or in Redis) takes; nil if the key
-/// does not exist. A stream is refused by name: its payload is not written here.
+/// does not exist.
 pub fn dump(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta(&args[1])? else {
         return Ok(Reply::Null);
@@ -38,11 +41,56 @@ fn object_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Object, Fault> {
             ScanDirection::Ascending,
             usize::MAX,
         )?),
-        Kind::Stream => {
-            return Err(Fault::err(
-                "ERR DUMP of a stream is not supported by tailstore",
-            ))
-        }
+        Kind::Stream => Object::Stream(stream_of(ctx, meta)?),
+    })
+}
+
+/// The stream whose meta is `meta`: its entries, and its groups with their pending entries
+/// and consumers.
+fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
+    let stored = ctx
+        .ks
+        .fields(ctx.txn, meta.id, ScanDirection::Ascending, usize::MAX)?;
+    let entries = stored
+        .into_iter()
+        .map(|(field, value)| {
+            Ok(StreamEntry {
+                id: StreamId::of_field(&field)?.into(),
+                fields: decode_entry(&value)?,
+            })
+        })
+        .collect::<Result<_, Fault>>()?;
+    let mut groups = Vec::new();
+    for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
+        let all = (StreamId::MIN, StreamId::MAX);
+        let pending = ctx
+            .ks
+            .pending_range(ctx.txn, meta.id, &name, all, usize::MAX, |_| true)?
+            .into_iter()
+            .map(|p| PendingEntry {
+                id: p.id.into(),
+                consumer: p.consumer,
+                delivered_at: p.delivered_at,
+                deliveries: p.deliveries.max(0) as u64,
+            })
+            .collect();
+        let consumers = ctx
+            .ks
+            .consumers_of(ctx.txn, meta.id, &name)?
+            .into_iter()
+            .map(|(name, seen_at)| Consumer { name, seen_at })
+            .collect();
+        groups.push(Group {
+            name,
+            last_id: last.into(),
+            pending,
+            consumers,
+        });
+    }
+    Ok(Stream {
+        entries,
+        last_id: StreamId::last_of(meta).into(),
+        groups,
     })
 }
 
@@ -134,6 +182,13 @@ fn check_names(object: &Object) -> Result<(), Fault> {
         Object::ZSet(members) => members
             .iter()
             .try_for_each(|(m, _)| check_field(m, "member")),
+        Object::Stream(stream) => stream.groups.iter().try_for_each(|group| {
+            check_name(&group.name, "group")?;
+            group
+                .consumers
+                .iter()
+                .try_for_each(|c| check_name(&c.name, "consumer"))
+        }),
     }
 }
 
@@ -176,9 +231,42 @@ fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(),
             meta.len = members.len() as i64;
             meta
         }
+        Object::Stream(stream) => store_stream(ctx, key, &stream)?,
     };
     if deadline != 0 {
         ctx.set_expiry(key, &mut meta, deadline)?;
     }
     ctx.save(key, &mut meta)
+}
+
+/// Writes `stream`'s entries and groups under a new stream key's id; its meta, not saved.
+fn store_stream(ctx: &mut Ctx, key: &[u8], stream: &Stream) -> Result<KeyMeta, Fault> {
+    let mut meta = ctx.meta_for_write(key, Kind::Stream)?;
+    for entry in &stream.entries {
+        let field = StreamId::from(entry.id).field();
+        let stored = encode_entry(&entry.fields);
+        ctx.ks
+            .write_value(ctx.txn, meta.id, &field, &stored, None)?;
+    }
+    meta.len = stream.entries.len() as i64;
+    StreamId::from(stream.last_id).store_as_last(&mut meta);
+    for group in &stream.groups {
+        let name = &group.name;
+        ctx.ks
+            .put_group(ctx.txn, meta.id, name, group.last_id.into())?;
+        for consumer in &group.consumers {
+            ctx.ks
+                .put_consumer(ctx.txn, meta.id, name, &consumer.name, consumer.seen_at)?;
+        }
+        for entry in &group.pending {
+            let pending = Pending {
+                id: entry.id.into(),
+                consumer: entry.consumer.clone(),
+                delivered_at: entry.delivered_at,
+                deliveries: i64::try_from(entry.deliveries).unwrap_or(i64::MAX),
+            };
+            ctx.ks.put_pending(ctx.txn, meta.id, name, &pending)?;
+        }
+    }
+    Ok(meta)
 }

@@ -42,6 +42,11 @@ fn member_key(owner: i64, group: &[u8], member: &[u8]) -> Vec<Value> {
     ]
 }
 
+/// A `kv_groups` row's last delivered ID.
+fn last_delivered(row: &[Value]) -> Result<StreamId, Fault> {
+    Ok(StreamId::new(int(&row[2])? as u64, int(&row[3])? as u64))
+}
+
 fn pending_of(row: &[Value]) -> Result<Pending, Fault> {
     Ok(Pending {
         id: StreamId::of_field(bytes(&row[2])?)?,
@@ -62,10 +67,39 @@ impl Keyspace {
         let Some(row) = txn.get(&self.groups, &group_key(owner, group))? else {
             return Ok(None);
         };
-        Ok(Some(StreamId::new(
-            int(&row[2])? as u64,
-            int(&row[3])? as u64,
-        )))
+        last_delivered(&row).map(Some)
+    }
+
+    /// The stream's groups, each with the last ID delivered to it, in name order.
+    pub(crate) fn groups_of(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+    ) -> Result<Vec<(Vec<u8>, StreamId)>, Fault> {
+        let range = KeyRange::prefix(vec![Value::Int(owner)]);
+        let rows = txn.scan(&self.groups, &range, ScanDirection::Ascending, usize::MAX)?;
+        rows.iter()
+            .map(|row| Ok((bytes(&row[1])?.to_vec(), last_delivered(row)?)))
+            .collect()
+    }
+
+    /// The group's consumers, each with when it was last seen, in name order.
+    pub(crate) fn consumers_of(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+    ) -> Result<Vec<(Vec<u8>, i64)>, Fault> {
+        let range = KeyRange::prefix(group_key(owner, group));
+        let rows = txn.scan(
+            &self.consumers,
+            &range,
+            ScanDirection::Ascending,
+            usize::MAX,
+        )?;
+        rows.iter()
+            .map(|row| Ok((bytes(&row[2])?.to_vec(), int(&row[3])?)))
+            .collect()
     }
 
     pub(crate) fn put_group(

@@ -84,6 +84,22 @@ impl StreamId {
     }
 }
 
+/// IDs as DUMP payloads carry them (`tailstore_rdb`).
+impl From<tailstore_rdb::StreamId> for StreamId {
+    fn from(id: tailstore_rdb::StreamId) -> StreamId {
+        StreamId::new(id.ms, id.seq)
+    }
+}
+
+impl From<StreamId> for tailstore_rdb::StreamId {
+    fn from(id: StreamId) -> tailstore_rdb::StreamId {
+        tailstore_rdb::StreamId {
+            ms: id.ms,
+            seq: id.seq,
+        }
+    }
+}
+
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.ms, self.seq)
