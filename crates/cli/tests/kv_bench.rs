@@ -1,9 +1,11 @@
-//! `tailstore bench kv` from the outside: against a real redis-server (when installed) it runs
-//! exactly the requests asked for and reports them in its JSON; bad options and an
+//! `tailstore bench kv` and `tailstore kv migrate` from the outside: against a real
+//! redis-server (when installed) the benchmark runs exactly the requests asked for and reports
+//! them in its JSON; a migration copies every key with its TTL; bad options and an
 //! unreachable server give one clear error line and a non-zero status, never a panic.
 
 mod support;
-use support::{refused, tailstore, text};
+use support::{pmem_dir, refused, tailstore, text, Client, Server};
+use tailstore_resp::Value;
 
 #[path = "../../kv/tests/support/redis_process.rs"]
 mod redis_process;
@@ -193,4 +195,176 @@ fn compare_passes_serve_args_to_every_tailstore_server() {
         all.contains("unexpected argument '--no-such-option'"),
         "the server did not get the option: {all}"
     );
+}
+
+/// A `tailstore serve` of its own, in `dir`.
+fn serve_in(dir: &std::path::Path, shm: &std::path::Path, name: &str) -> Server {
+    let db = dir.join(name);
+    let pmem = shm.join(format!("{name}.pmem"));
+    Server::start(&["--db", support::path(&db), "--pmem", support::path(&pmem)])
+}
+
+fn call(client: &mut Client, args: &[&str]) -> Value {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    client.call(&args)
+}
+
+/// Keys of every kind in databases 0 and 2 (one with a TTL), and what names them.
+fn fill(client: &mut Client) -> Vec<(u32, String)> {
+    let mut keys = Vec::new();
+    for i in 0..300 {
+        let key = format!("string:{i}");
+        call(client, &["SET", &key, &"v".repeat(i)]);
+        keys.push((0, key));
+    }
+    for command in [
+        &["RPUSH", "list", "a", "b", "c"][..],
+        &["HSET", "hash", "f", "1", "g", "2"],
+        &["SADD", "set", "x", "y"],
+        &["ZADD", "zset", "1.5", "m", "-2", "n"],
+        &["SET", "expiring", "soon", "EX", "1000"],
+    ] {
+        call(client, command);
+        keys.push((0, command[1].to_string()));
+    }
+    call(client, &["SELECT", "2"]);
+    call(client, &["XADD", "stream", "1-1", "f", "v"]);
+    call(client, &["XGROUP", "CREATE", "stream", "group", "0"]);
+    call(
+        client,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "group",
+            "c",
+            "STREAMS",
+            "stream",
+            ">",
+        ],
+    );
+    keys.push((2, "stream".to_string()));
+    call(client, &["SELECT", "0"]);
+    keys
+}
+
+/// Between two tailstore servers every key arrives with the same DUMP (the same value, in
+/// one encoding) and its TTL; a second run finds them there and says so, unless --replace.
+#[test]
+fn migrate_copies_every_key_with_its_ttl() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let from = serve_in(dir.path(), shm.path(), "from");
+    let to = serve_in(dir.path(), shm.path(), "to");
+    let mut source = Client::connect(from.address).expect("connect");
+    let mut target = Client::connect(to.address).expect("connect");
+    let keys = fill(&mut source);
+    let (from_addr, to_addr) = (from.address.to_string(), to.address.to_string());
+    let migrate = |extra: &[&str]| {
+        let args = [
+            &[
+                "kv", "migrate", "--from", &from_addr, "--to", &to_addr, "--batch", "7",
+            ][..],
+            extra,
+        ]
+        .concat();
+        tailstore(&args)
+    };
+    let out = migrate(&[]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let said = text(&out.stdout);
+    assert!(said.contains("db 0: 305 keys copied"), "{said}");
+    assert!(said.contains("db 2: 1 keys copied"), "{said}");
+    for (db, key) in &keys {
+        for client in [&mut source, &mut target] {
+            call(client, &["SELECT", &db.to_string()]);
+        }
+        let dump = |client: &mut Client| call(client, &["DUMP", key]);
+        assert_eq!(dump(&mut target), dump(&mut source), "{key}");
+    }
+    call(&mut target, &["SELECT", "0"]);
+    let Value::Int(ttl) = call(&mut target, &["TTL", "expiring"]) else {
+        panic!("TTL");
+    };
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+
+    let again = migrate(&["--db", "0"]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stdout).contains("305 keys: BUSYKEY Target key name already exists."),
+        "{}",
+        text(&again.stdout)
+    );
+    assert!(text(&again.stderr).contains("305 keys were not copied"));
+    let replaced = migrate(&["--replace", "--match", "string:1*"]);
+    assert!(replaced.status.success(), "{}", text(&replaced.stderr));
+    assert!(
+        text(&replaced.stdout).contains("db 0: 111 keys copied"),
+        "{}",
+        text(&replaced.stdout)
+    );
+
+    refused(
+        &["kv", "migrate", "--from", "127.0.0.1:1", "--to", &to_addr],
+        &["cannot connect to 127.0.0.1:1"],
+    );
+    refused(
+        &[
+            "kv", "migrate", "--from", &from_addr, "--to", &to_addr, "--batch", "0",
+        ],
+        &["--batch"],
+    );
+}
+
+/// From redis-server (when installed) into tailstore: the values read back the same.
+#[test]
+fn migrate_copies_redis_into_tailstore() {
+    let Some(program) = redis_program() else {
+        println!("redis-server not found: skipping the migration from Redis");
+        return;
+    };
+    let redis = start_redis(&program);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let to = serve_in(dir.path(), shm.path(), "to");
+    let mut source = Client::connect(redis.address()).expect("connect");
+    let mut target = Client::connect(to.address).expect("connect");
+    let keys = fill(&mut source);
+    let out = tailstore(&[
+        "kv",
+        "migrate",
+        "--from",
+        &redis.address().to_string(),
+        "--to",
+        &to.address.to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    for (db, key) in &keys {
+        for client in [&mut source, &mut target] {
+            call(client, &["SELECT", &db.to_string()]);
+        }
+        let read = |client: &mut Client| match call(client, &["TYPE", key]) {
+            Value::Simple(kind) if kind == b"string" => call(client, &["GET", key]),
+            Value::Simple(kind) if kind == b"list" => call(client, &["LRANGE", key, "0", "-1"]),
+            Value::Simple(kind) if kind == b"hash" => call(client, &["HMGET", key, "f", "g"]),
+            Value::Simple(kind) if kind == b"set" => {
+                call(client, &["SMISMEMBER", key, "x", "y", "z"])
+            }
+            Value::Simple(kind) if kind == b"zset" => {
+                call(client, &["ZRANGE", key, "0", "-1", "WITHSCORES"])
+            }
+            Value::Simple(kind) if kind == b"stream" => call(client, &["XPENDING", key, "group"]),
+            other => panic!("{key}: {other:?}"),
+        };
+        assert_eq!(read(&mut target), read(&mut source), "{key}");
+    }
 }

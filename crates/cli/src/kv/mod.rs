@@ -7,11 +7,16 @@
 //!   └ connection  one non-blocking connection: P requests in flight, replies matched in order
 //! compare     `tailstore kv compare`: servers started in temporary directories, the reference
 //!   └ server      study's workloads, throughput and latency tables, restart after SIGKILL
+//! migrate     `tailstore kv migrate`: every key of one server copied into another (SCAN,
+//!               PTTL, DUMP, RESTORE)
+//! link        a blocking connection that pipelines (compare's questions, migrate's copies)
 //! ```
 
 pub mod bench;
 mod compare;
 mod connection;
+mod link;
+mod migrate;
 mod server;
 mod workload;
 
@@ -20,6 +25,7 @@ use clap::Subcommand;
 use crate::CliResult;
 
 pub use compare::CompareArgs;
+pub use migrate::MigrateArgs;
 
 #[derive(Subcommand)]
 pub enum KvCommand {
@@ -39,10 +45,23 @@ pub enum KvCommand {
     /// redis-server is not on PATH; a server that does not start is reported and skipped.
     /// The defaults take about three minutes.
     Compare(CompareArgs),
+    /// Copy the keys of one RESP server into another: from Redis into tailstore, back, or
+    /// between two tailstore servers.
+    ///
+    /// SCANs the source database by database, reads each key's remaining TTL (PTTL) and its
+    /// value in Redis's serialization (DUMP), and RESTOREs it in the target's database of the
+    /// same number, --batch keys per round trip each way. Every kind of value moves, streams
+    /// with their consumer groups included (tailstore reads the DUMP payloads of Redis 2.6 to
+    /// 7.2; Redis 6.0 and later read tailstore's). The source is only read. Prints, per
+    /// database, the keys copied and those not copied with the reason (a key the target
+    /// already holds, without --replace; a value past the target's limits), and exits
+    /// non-zero if any key was not copied.
+    Migrate(MigrateArgs),
 }
 
 pub fn run(command: &KvCommand) -> CliResult<()> {
     match command {
         KvCommand::Compare(args) => compare::run(args),
+        KvCommand::Migrate(args) => migrate::run(args),
     }
 }

@@ -2,14 +2,15 @@
 //! question, stopped, and killed.
 
 use std::fs::File;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tailstore_resp::{encode_command, parse_reply, Limits, Value};
+use tailstore_resp::Value;
+
+use super::link::Link;
 
 use crate::CliResult;
 
@@ -76,14 +77,13 @@ impl ServerProcess {
                     format!("exited ({status}) before answering: {}", self.log_tail(6)).into(),
                 );
             }
-            if let Ok(mut stream) =
-                TcpStream::connect_timeout(&self.addr, Duration::from_millis(200))
-            {
+            if let Ok(stream) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)) {
                 let _ = stream.set_nodelay(true);
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut link = Link::new(stream);
                 // The same connection keeps asking while the server is loading.
                 while Instant::now() < limit {
-                    match request(&mut stream, &["PING"]) {
+                    match link.call(&["PING"]) {
                         Ok(Value::Error(_)) => thread::sleep(Duration::from_millis(1)),
                         Ok(_) => return Ok(self.spawned.elapsed()),
                         Err(_) => break,
@@ -104,9 +104,9 @@ impl ServerProcess {
 
     /// Sends one command on a fresh connection and returns the reply.
     pub fn command(&self, args: &[&str]) -> CliResult<Value> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        let stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        request(&mut stream, args)
+        Link::new(stream).call(args)
     }
 
     /// Kills the process with SIGKILL and reaps it.
@@ -154,28 +154,6 @@ impl Drop for ServerProcess {
         if let Ok(None) = self.child.try_wait() {
             self.kill();
         }
-    }
-}
-
-/// Sends `args` as one command on `stream` and reads its reply (blocking).
-pub fn request(stream: &mut TcpStream, args: &[&str]) -> CliResult<Value> {
-    let mut out = Vec::new();
-    encode_command(args, &mut out);
-    stream.write_all(&out)?;
-    let limits = Limits::default();
-    let mut input = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 16 << 10];
-    loop {
-        if let Some((value, _)) = parse_reply(&input, &limits)
-            .map_err(|e| format!("the server's reply does not parse: {e}"))?
-        {
-            return Ok(value);
-        }
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Err("the server closed the connection".into());
-        }
-        input.extend_from_slice(&chunk[..n]);
     }
 }
 

@@ -1,0 +1,299 @@
+//! `tailstore kv migrate`: copies the keys of one RESP server into another with Redis's own
+//! commands: SCAN the source, PTTL and DUMP each key, RESTORE it in the target with what was
+//! left of its TTL. From Redis into tailstore, back, or between two tailstore servers.
+//!
+//! A round trip carries `--batch` keys each way (pipelined). A key written in the source
+//! during the copy may be copied as it was before or after that write; one deleted meanwhile
+//! is skipped (its DUMP answers nil). Keys are copied, never removed from the source.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use tailstore_resp::Value;
+
+use super::link::Link;
+use super::server::reply_text;
+use crate::report::group;
+use crate::CliResult;
+
+/// How long one round trip may take before the copy stops (a DUMP of a large key included).
+const PATIENCE: Duration = Duration::from_secs(120);
+/// Failures named one by one; the rest are counted with their reason.
+const FAILURES_NAMED: usize = 5;
+
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// The server the keys are read from (host:port): Redis, or tailstore.
+    #[arg(long, value_name = "ADDR")]
+    pub from: String,
+    /// The server they are written to (host:port).
+    #[arg(long, value_name = "ADDR")]
+    pub to: String,
+    /// Databases to copy, e.g. 0,3 (default: every database of the source that holds keys,
+    /// from its INFO keyspace). Each key goes to the database of the same number.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub db: Vec<u32>,
+    /// Replace keys the target already has (RESTORE … REPLACE). Without it such a key is
+    /// left as it is and counted as not copied.
+    #[arg(long)]
+    pub replace: bool,
+    /// Copy only the keys that match this glob-style pattern (SCAN's MATCH).
+    #[arg(long, value_name = "PATTERN")]
+    pub r#match: Option<String>,
+    /// Keys asked for per SCAN, and copied per round trip.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub batch: u64,
+}
+
+/// What happened to the keys of one database.
+#[derive(Default)]
+struct Tally {
+    copied: u64,
+    /// Gone from the source between SCAN and DUMP, or expired meanwhile.
+    vanished: u64,
+    payload_bytes: u64,
+    /// Error text → (how many, the first keys).
+    failed: BTreeMap<String, (u64, Vec<String>)>,
+}
+
+impl Tally {
+    fn failures(&self) -> u64 {
+        self.failed.values().map(|(n, _)| n).sum()
+    }
+
+    fn fail(&mut self, key: &[u8], reason: String) {
+        let entry = self.failed.entry(reason).or_default();
+        entry.0 += 1;
+        if entry.1.len() < FAILURES_NAMED {
+            entry.1.push(String::from_utf8_lossy(key).into_owned());
+        }
+    }
+}
+
+pub fn run(args: &MigrateArgs) -> CliResult<()> {
+    let mut source = Link::connect(&args.from, PATIENCE)?;
+    let mut target = Link::connect(&args.to, PATIENCE)?;
+    let databases = if args.db.is_empty() {
+        databases_with_keys(&mut source)?
+    } else {
+        args.db.clone()
+    };
+    println!(
+        "copying {} from {} to {} (databases {})",
+        args.r#match
+            .as_deref()
+            .map_or("every key".to_string(), |p| format!(
+                "the keys matching {p:?}"
+            )),
+        args.from,
+        args.to,
+        if databases.is_empty() {
+            "none: the source holds no keys".to_string()
+        } else {
+            databases
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    let began = Instant::now();
+    let mut all = Tally::default();
+    for db in databases {
+        let tally = copy_database(&mut source, &mut target, db, args)?;
+        report_database(db, &tally, &mut target)?;
+        all.copied += tally.copied;
+        all.vanished += tally.vanished;
+        all.payload_bytes += tally.payload_bytes;
+        for (reason, (n, keys)) in tally.failed {
+            let entry = all.failed.entry(reason).or_default();
+            entry.0 += n;
+            entry.1.extend(keys);
+        }
+    }
+    let seconds = began.elapsed().as_secs_f64();
+    println!(
+        "copied {} keys ({:.1} MB of DUMP payloads) in {seconds:.2} s, {:.0} keys/s",
+        group(all.copied),
+        all.payload_bytes as f64 / 1e6,
+        all.copied as f64 / seconds.max(1e-9),
+    );
+    if all.failures() > 0 {
+        return Err(format!("{} keys were not copied (see above)", group(all.failures())).into());
+    }
+    Ok(())
+}
+
+/// The databases of `link`'s server that hold keys, from INFO keyspace (`db3:keys=…`).
+fn databases_with_keys(link: &mut Link) -> CliResult<Vec<u32>> {
+    let info = match link.call(&["INFO", "keyspace"])? {
+        Value::Bulk(text) | Value::Verbatim { text, .. } => {
+            String::from_utf8_lossy(&text).into_owned()
+        }
+        other => return Err(format!("INFO keyspace answered {}", reply_text(&other)).into()),
+    };
+    let mut databases: Vec<u32> = info
+        .lines()
+        .filter_map(|line| line.strip_prefix("db")?.split(':').next()?.parse().ok())
+        .collect();
+    databases.sort_unstable();
+    Ok(databases)
+}
+
+/// SELECT `db` on `link`; an error names the server's answer.
+fn select(link: &mut Link, db: u32, which: &str) -> CliResult<()> {
+    match link.call(&["SELECT".to_string(), db.to_string()])? {
+        Value::Error(text) => Err(format!(
+            "the {which} server refused SELECT {db}: {}",
+            String::from_utf8_lossy(&text)
+        )
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+fn copy_database(
+    source: &mut Link,
+    target: &mut Link,
+    db: u32,
+    args: &MigrateArgs,
+) -> CliResult<Tally> {
+    select(source, db, "source")?;
+    select(target, db, "target")?;
+    let total = match source.call(&["DBSIZE"])? {
+        Value::Int(n) => n.max(0) as u64,
+        other => return Err(format!("DBSIZE answered {}", reply_text(&other)).into()),
+    };
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("db {msg} {bar:30} {pos}/{len} keys  {per_sec}  eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(db.to_string());
+    let mut tally = Tally::default();
+    let mut cursor = b"0".to_vec();
+    loop {
+        let (next, keys) = scan(source, &cursor, args)?;
+        copy_keys(source, target, &keys, args.replace, &mut tally)?;
+        bar.inc(keys.len() as u64);
+        if next == b"0" {
+            break;
+        }
+        cursor = next;
+    }
+    bar.finish_and_clear();
+    Ok(tally)
+}
+
+/// One SCAN step from `cursor`: the next cursor and the keys.
+fn scan(link: &mut Link, cursor: &[u8], args: &MigrateArgs) -> CliResult<(Vec<u8>, Vec<Vec<u8>>)> {
+    let mut command = vec![
+        b"SCAN".to_vec(),
+        cursor.to_vec(),
+        b"COUNT".to_vec(),
+        args.batch.to_string().into_bytes(),
+    ];
+    if let Some(pattern) = &args.r#match {
+        command.extend([b"MATCH".to_vec(), pattern.clone().into_bytes()]);
+    }
+    let reply = link.call(&command)?;
+    let bad = || format!("SCAN answered {}", reply_text(&reply));
+    let Value::Array(mut parts) = reply.clone() else {
+        return Err(bad().into());
+    };
+    let (Some(Value::Array(keys)), Some(Value::Bulk(next))) = (parts.pop(), parts.pop()) else {
+        return Err(bad().into());
+    };
+    let keys = keys
+        .into_iter()
+        .map(|key| match key {
+            Value::Bulk(key) => Ok(key),
+            _ => Err(bad()),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((next, keys))
+}
+
+/// Copies `keys`: their PTTLs and DUMPs in one round trip to the source, their RESTOREs in
+/// one to the target.
+fn copy_keys(
+    source: &mut Link,
+    target: &mut Link,
+    keys: &[Vec<u8>],
+    replace: bool,
+    tally: &mut Tally,
+) -> CliResult<()> {
+    let asks: Vec<Vec<&[u8]>> = keys
+        .iter()
+        .flat_map(|key| [vec![&b"PTTL"[..], key], vec![&b"DUMP"[..], key]])
+        .collect();
+    source.send(&asks)?;
+    let mut restores = Vec::new();
+    let mut restored_keys = Vec::new();
+    for key in keys {
+        let ttl = source.receive()?;
+        let dump = source.receive()?;
+        let (ttl, payload) = match (ttl, dump) {
+            (Value::Int(-2), _) | (_, Value::Null) => {
+                tally.vanished += 1;
+                continue;
+            }
+            (Value::Int(ttl), Value::Bulk(payload)) => (ttl.max(0), payload),
+            (Value::Error(text), _) | (_, Value::Error(text)) => {
+                tally.fail(key, String::from_utf8_lossy(&text).into_owned());
+                continue;
+            }
+            (ttl, dump) => {
+                let reason = format!(
+                    "PTTL and DUMP answered {} and {}",
+                    reply_text(&ttl),
+                    reply_text(&dump)
+                );
+                tally.fail(key, reason);
+                continue;
+            }
+        };
+        tally.payload_bytes += payload.len() as u64;
+        let mut restore = vec![
+            b"RESTORE".to_vec(),
+            key.clone(),
+            ttl.to_string().into_bytes(),
+            payload,
+        ];
+        if replace {
+            restore.push(b"REPLACE".to_vec());
+        }
+        restores.push(restore);
+        restored_keys.push(key);
+    }
+    target.send(&restores)?;
+    for key in restored_keys {
+        match target.receive()? {
+            Value::Error(text) => tally.fail(key, String::from_utf8_lossy(&text).into_owned()),
+            _ => tally.copied += 1,
+        }
+    }
+    Ok(())
+}
+
+/// One line per database: what was copied, what was not and why, and both servers' key
+/// counts now.
+fn report_database(db: u32, tally: &Tally, target: &mut Link) -> CliResult<()> {
+    let now = match target.call(&["DBSIZE"])? {
+        Value::Int(n) => n.to_string(),
+        other => reply_text(&other),
+    };
+    println!(
+        "db {db}: {} keys copied, {} gone from the source before their turn, {} not copied; \
+         the target's db {db} now holds {now} keys",
+        group(tally.copied),
+        group(tally.vanished),
+        group(tally.failures()),
+    );
+    for (reason, (n, keys)) in &tally.failed {
+        println!("  {} keys: {reason} (e.g. {})", group(*n), keys.join(", "));
+    }
+    Ok(())
+}
