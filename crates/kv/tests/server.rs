@@ -1147,6 +1147,8 @@ fn dump_and_restore_carry_every_kind_and_its_deadline() {
     );
     let summary = |c: &mut redis::Connection, key: &str| raw_value(c, &["XPENDING", key, "g"]);
     assert_eq!(summary(&mut c, "st2"), summary(&mut c, "st"));
+    let groups = |c: &mut redis::Connection, key: &str| raw_value(c, &["XINFO", "GROUPS", key]);
+    assert_eq!(groups(&mut c, "st2"), groups(&mut c, "st"));
 }
 
 /// Every encoding of redis-server's DUMP restores here to the same value, and what DUMP

@@ -1,7 +1,7 @@
 //! Streams' consumer groups: XGROUP (CREATE, SETID, DESTROY, CREATECONSUMER, DELCONSUMER,
 //! HELP), XREADGROUP (its BLOCK form waited on by the server like XREAD's), XACK, XPENDING,
 //! XCLAIM and XAUTOCLAIM, with Redis 7.0's replies and errors, in its order of checks.
-//! Storage: `keyspace::groups`. XINFO is not implemented.
+//! Storage: `keyspace::groups`. XINFO: `stream_info.rs`.
 //!
 //! Group commands leave the stream's own row alone, as Redis leaves the key unmodified for
 //! WATCH; two commands on one group conflict on the group's rows instead.

@@ -26,6 +26,7 @@ mod random;
 mod sets;
 mod sketch;
 mod sort;
+mod stream_info;
 mod streams;
 mod strings;
 mod table;
@@ -50,6 +51,7 @@ pub use table::{lookup, Command, Run, COMMANDS};
 pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), String> {
     match command.name {
         "xgroup" => consumer_groups::xgroup_check(args),
+        "xinfo" => stream_info::xinfo_check(args),
         _ => Ok(()),
     }
 }

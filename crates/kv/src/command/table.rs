@@ -2,7 +2,7 @@
 
 use super::{
     bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, sets,
-    sort, streams, strings, zset_algebra, zsets, Handler,
+    sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -1804,6 +1804,15 @@ pub static COMMANDS: &[Command] = &[
         "stream",
         "Returns the entries of streams after given IDs, or waits for some (BLOCK).",
         streams::xread,
+    ),
+    data(
+        "xinfo",
+        -2,
+        R,
+        (2, 2, 1),
+        "stream",
+        "Returns information about a stream, its consumer groups or a group's consumers.",
+        stream_info::xinfo,
     ),
     data(
         "xgroup",

@@ -1,0 +1,267 @@
+//! XINFO STREAM [FULL [COUNT n]], XINFO GROUPS, XINFO CONSUMERS and XINFO HELP: what a
+//! stream, its consumer groups and their consumers hold, in Redis 7.0's replies and errors.
+//!
+//! Left out of XINFO STREAM: `radix-tree-keys` and `radix-tree-nodes` (Redis's memory
+//! layout), `max-deleted-entry-id` and `entries-added` (counts tailstore does not keep). A
+//! group's `entries-read` is nil, as Redis answers it when it does not know; its `lag` is
+//! the number of entries after its last delivered ID, counted.
+
+use tailstore_resp::Reply;
+use tailstore_storage::ScanDirection;
+
+use super::consumer_groups::check_name;
+use super::streams::entry_reply;
+use super::{bulk, is, parse_int, Ctx, Fault, Outcome};
+use crate::keyspace::groups::Pending;
+use crate::keyspace::stream::StreamId;
+use crate::keyspace::{KeyMeta, Kind};
+
+/// Entries and pending entries XINFO STREAM FULL shows when COUNT does not say.
+const FULL_COUNT: usize = 10;
+
+const XINFO_HELP: &[&str] = &[
+    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// Redis's refusal of an XINFO subcommand it does not know or of the wrong arity, made
+/// before the command runs.
+pub fn xinfo_check(args: &[Vec<u8>]) -> Result<(), String> {
+    let typed = String::from_utf8_lossy(&args[1]);
+    let sub = typed.to_ascii_lowercase();
+    let arity = match sub.as_str() {
+        "consumers" => 4,
+        "groups" => 3,
+        "stream" => -3,
+        "help" => 2,
+        _ => return Err(format!("ERR unknown subcommand '{typed}'. Try XINFO HELP.")),
+    };
+    let argc = args.len() as i32;
+    if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
+        return Err(format!(
+            "ERR wrong number of arguments for 'xinfo|{sub}' command"
+        ));
+    }
+    Ok(())
+}
+
+/// XINFO subcommand key …
+pub fn xinfo(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    xinfo_check(args).map_err(Fault::err)?;
+    if is(&args[1], "help") {
+        let lines = XINFO_HELP.iter().map(|line| Reply::Status((*line).into()));
+        return Ok(Reply::Array(lines.collect()));
+    }
+    let key = &args[2];
+    let meta = ctx
+        .meta_of(key, Kind::Stream)?
+        .ok_or_else(|| Fault::err("ERR no such key"))?;
+    if is(&args[1], "consumers") {
+        consumers(ctx, &meta, key, &args[3])
+    } else if is(&args[1], "groups") {
+        groups(ctx, &meta)
+    } else {
+        stream(ctx, &meta, &args[1], &args[3..])
+    }
+}
+
+/// A map reply of `(name, value)` pairs (a flat array in RESP2).
+fn map(pairs: Vec<(&str, Reply)>) -> Reply {
+    Reply::Map(pairs.into_iter().map(|(k, v)| (bulk(k), v)).collect())
+}
+
+fn id_reply(id: StreamId) -> Reply {
+    bulk(id.to_string())
+}
+
+/// The pending entries of `group`, in ID order.
+fn pending_of(ctx: &mut Ctx, owner: i64, group: &[u8]) -> Result<Vec<Pending>, Fault> {
+    let all = (StreamId::MIN, StreamId::MAX);
+    ctx.ks
+        .pending_range(ctx.txn, owner, group, all, usize::MAX, |_| true)
+}
+
+fn consumers(ctx: &mut Ctx, meta: &KeyMeta, key: &[u8], group: &[u8]) -> Outcome {
+    check_name(group, "group")?;
+    if ctx.ks.group(ctx.txn, meta.id, group)?.is_none() {
+        return Err(Fault::err(format!(
+            "NOGROUP No such consumer group '{}' for key name '{}'",
+            String::from_utf8_lossy(group),
+            String::from_utf8_lossy(key)
+        )));
+    }
+    let pending = pending_of(ctx, meta.id, group)?;
+    let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, group)?;
+    let now = ctx.now;
+    let replies = consumers
+        .into_iter()
+        .map(|(name, seen_at)| {
+            let owned = pending.iter().filter(|p| p.consumer == name).count();
+            map(vec![
+                ("name", bulk(name)),
+                ("pending", Reply::Int(owned as i64)),
+                ("idle", Reply::Int(now.saturating_sub(seen_at).max(0))),
+            ])
+        })
+        .collect();
+    Ok(Reply::Array(replies))
+}
+
+fn groups(ctx: &mut Ctx, meta: &KeyMeta) -> Outcome {
+    let mut replies = Vec::new();
+    for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
+        let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?.len();
+        let pending = pending_of(ctx, meta.id, &name)?.len();
+        let lag = lag(ctx, meta, last)?;
+        replies.push(map(vec![
+            ("name", bulk(name)),
+            ("consumers", Reply::Int(consumers as i64)),
+            ("pending", Reply::Int(pending as i64)),
+            ("last-delivered-id", id_reply(last)),
+            ("entries-read", Reply::Null),
+            ("lag", Reply::Int(lag as i64)),
+        ]));
+    }
+    Ok(Reply::Array(replies))
+}
+
+/// How many of the stream's entries come after `last`, the last ID delivered to a group.
+fn lag(ctx: &mut Ctx, meta: &KeyMeta, last: StreamId) -> Result<usize, Fault> {
+    let Some(first) = last.next() else {
+        return Ok(0);
+    };
+    ctx.ks
+        .count_between(ctx.txn, meta.id, &first.field(), &StreamId::MAX.field())
+}
+
+/// The entry at one end of the stream, or nil.
+fn end_entry(ctx: &mut Ctx, meta: &KeyMeta, direction: ScanDirection) -> Outcome {
+    let found = ctx.ks.fields(ctx.txn, meta.id, direction, 1)?;
+    match found.first() {
+        Some((field, stored)) => entry_reply(StreamId::of_field(field)?, stored),
+        None => Ok(Reply::Null),
+    }
+}
+
+/// The first entry's ID, 0-0 for an empty stream (Redis's `recorded-first-entry-id`).
+fn first_id(ctx: &mut Ctx, meta: &KeyMeta) -> Result<StreamId, Fault> {
+    let found = ctx
+        .ks
+        .fields(ctx.txn, meta.id, ScanDirection::Ascending, 1)?;
+    found
+        .first()
+        .map_or(Ok(StreamId::MIN), |(field, _)| StreamId::of_field(field))
+}
+
+/// XINFO STREAM key [FULL [COUNT count]]; `typed` is the subcommand as the client wrote
+/// it (Redis's refusal of the options quotes it).
+fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> Outcome {
+    let refused = || {
+        Fault::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
+            String::from_utf8_lossy(typed)
+        ))
+    };
+    let full = match options {
+        [] => None,
+        [word] if is(word, "FULL") => Some(FULL_COUNT),
+        [word, count, n] if is(word, "FULL") && is(count, "COUNT") => {
+            let n = parse_int(n)?;
+            Some(if n < 0 { FULL_COUNT } else { n as usize })
+        }
+        _ => return Err(refused()),
+    };
+    let mut pairs = vec![
+        ("length", Reply::Int(meta.len)),
+        ("last-generated-id", id_reply(StreamId::last_of(meta))),
+        ("recorded-first-entry-id", id_reply(first_id(ctx, meta)?)),
+    ];
+    let Some(count) = full else {
+        let groups = ctx.ks.groups_of(ctx.txn, meta.id)?.len();
+        pairs.push(("groups", Reply::Int(groups as i64)));
+        pairs.push((
+            "first-entry",
+            end_entry(ctx, meta, ScanDirection::Ascending)?,
+        ));
+        pairs.push((
+            "last-entry",
+            end_entry(ctx, meta, ScanDirection::Descending)?,
+        ));
+        return Ok(map(pairs));
+    };
+    // COUNT 0: everything.
+    let limit = if count == 0 { usize::MAX } else { count };
+    let entries = ctx
+        .ks
+        .fields(ctx.txn, meta.id, ScanDirection::Ascending, limit)?
+        .into_iter()
+        .map(|(field, stored)| entry_reply(StreamId::of_field(&field)?, &stored))
+        .collect::<Result<_, Fault>>()?;
+    pairs.push(("entries", Reply::Array(entries)));
+    pairs.push(("groups", full_groups(ctx, meta, limit)?));
+    Ok(map(pairs))
+}
+
+/// XINFO STREAM FULL's groups: each with its pending entries and its consumers with
+/// theirs, at most `limit` pending entries a list.
+fn full_groups(ctx: &mut Ctx, meta: &KeyMeta, limit: usize) -> Outcome {
+    let mut replies = Vec::new();
+    for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
+        let pending = pending_of(ctx, meta.id, &name)?;
+        let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?;
+        let lag = lag(ctx, meta, last)?;
+        let group_pending = pending
+            .iter()
+            .take(limit)
+            .map(|p| {
+                Reply::Array(vec![
+                    id_reply(p.id),
+                    bulk(p.consumer.clone()),
+                    Reply::Int(p.delivered_at),
+                    Reply::Int(p.deliveries),
+                ])
+            })
+            .collect();
+        let consumer_replies = consumers
+            .into_iter()
+            .map(|(consumer, seen_at)| {
+                let owned: Vec<&Pending> =
+                    pending.iter().filter(|p| p.consumer == consumer).collect();
+                let listed = owned
+                    .iter()
+                    .take(limit)
+                    .map(|p| {
+                        Reply::Array(vec![
+                            id_reply(p.id),
+                            Reply::Int(p.delivered_at),
+                            Reply::Int(p.deliveries),
+                        ])
+                    })
+                    .collect();
+                map(vec![
+                    ("name", bulk(consumer)),
+                    ("seen-time", Reply::Int(seen_at)),
+                    ("pel-count", Reply::Int(owned.len() as i64)),
+                    ("pending", Reply::Array(listed)),
+                ])
+            })
+            .collect();
+        replies.push(map(vec![
+            ("name", bulk(name)),
+            ("last-delivered-id", id_reply(last)),
+            ("entries-read", Reply::Null),
+            ("lag", Reply::Int(lag as i64)),
+            ("pel-count", Reply::Int(pending.len() as i64)),
+            ("pending", Reply::Array(group_pending)),
+            ("consumers", Reply::Array(consumer_replies)),
+        ]));
+    }
+    Ok(Reply::Array(replies))
+}
