@@ -12,13 +12,9 @@
 //! 11110001 .. 11110100        16, 24, 32, 64-bit signed integer, little-endian
 //! ```
 
-use super::{sign_extend, RdbError, COUNT_NOT_KEPT};
+use super::{bad, sign_extend, RdbError, COUNT_NOT_KEPT};
 
 const HEADER: usize = 6;
-
-fn bad(what: &'static str) -> RdbError {
-    RdbError::BadFormat(what)
-}
 
 /// The elements of the listpack `blob`.
 pub fn elements(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {

@@ -13,13 +13,9 @@
 //! ```
 
 use super::listpack::{int_text, little_endian_int};
-use super::RdbError;
+use super::{bad, RdbError};
 
 const HEADER: usize = 10;
-
-fn bad(what: &'static str) -> RdbError {
-    RdbError::BadFormat(what)
-}
 
 /// The elements of the ziplist `blob`.
 pub fn elements(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {

@@ -106,20 +106,7 @@ fn subcommand_arity(name: &str) -> Option<i32> {
 /// Redis's refusal of an XGROUP subcommand it does not know or of the wrong arity, made
 /// before the command runs (a refused command is not queued in MULTI).
 pub fn xgroup_check(args: &[Vec<u8>]) -> Result<(), String> {
-    let typed = String::from_utf8_lossy(&args[1]);
-    let sub = typed.to_ascii_lowercase();
-    let Some(arity) = subcommand_arity(&sub) else {
-        return Err(format!(
-            "ERR unknown subcommand '{typed}'. Try XGROUP HELP."
-        ));
-    };
-    let argc = args.len() as i32;
-    if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
-        return Err(format!(
-            "ERR wrong number of arguments for 'xgroup|{sub}' command"
-        ));
-    }
-    Ok(())
+    super::check_container("XGROUP", args, subcommand_arity)
 }
 
 /// XGROUP subcommand key group …

@@ -56,6 +56,30 @@ pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), Strin
     }
 }
 
+/// Redis's refusal of a container command's subcommand (`args[1]`) that it does not know
+/// (`arity_of` answers `None`) or that has the wrong number of arguments.
+fn check_container(
+    command: &str,
+    args: &[Vec<u8>],
+    arity_of: fn(&str) -> Option<i32>,
+) -> Result<(), String> {
+    let typed = String::from_utf8_lossy(&args[1]);
+    let sub = typed.to_ascii_lowercase();
+    let Some(arity) = arity_of(&sub) else {
+        return Err(format!(
+            "ERR unknown subcommand '{typed}'. Try {command} HELP."
+        ));
+    };
+    let argc = args.len() as i32;
+    if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
+        let name = command.to_ascii_lowercase();
+        return Err(format!(
+            "ERR wrong number of arguments for '{name}|{sub}' command"
+        ));
+    }
+    Ok(())
+}
+
 /// Redis's reply to a command on a key of another kind.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";

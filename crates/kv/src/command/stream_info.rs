@@ -34,22 +34,18 @@ const XINFO_HELP: &[&str] = &[
 /// Redis's refusal of an XINFO subcommand it does not know or of the wrong arity, made
 /// before the command runs.
 pub fn xinfo_check(args: &[Vec<u8>]) -> Result<(), String> {
-    let typed = String::from_utf8_lossy(&args[1]);
-    let sub = typed.to_ascii_lowercase();
-    let arity = match sub.as_str() {
+    super::check_container("XINFO", args, subcommand_arity)
+}
+
+/// XINFO's subcommands and their arities (Redis's container command table).
+fn subcommand_arity(name: &str) -> Option<i32> {
+    Some(match name {
         "consumers" => 4,
         "groups" => 3,
         "stream" => -3,
         "help" => 2,
-        _ => return Err(format!("ERR unknown subcommand '{typed}'. Try XINFO HELP.")),
-    };
-    let argc = args.len() as i32;
-    if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
-        return Err(format!(
-            "ERR wrong number of arguments for 'xinfo|{sub}' command"
-        ));
-    }
-    Ok(())
+        _ => return None,
+    })
 }
 
 /// XINFO subcommand key …
