@@ -1151,6 +1151,122 @@ fn dump_and_restore_carry_every_kind_and_its_deadline() {
     assert_eq!(groups(&mut c, "st2"), groups(&mut c, "st"));
 }
 
+/// Values of each kind past what one RESTORE piece writes (a quarter of the commit limit),
+/// the list past the whole commit limit: each in the order DUMP reads it back, so that its
+/// payload comes back byte for byte.
+fn large_values(limit: usize) -> Vec<(&'static str, tailstore_rdb::Object)> {
+    use tailstore_rdb::{Consumer, Group, Object, PendingEntry, Stream, StreamEntry, StreamId};
+    let text = |i: usize, width: usize| format!("{i:0>width$}").into_bytes();
+    let list: Vec<Vec<u8>> = (0..limit * 3 / 2 / 100).map(|i| text(i, 100)).collect();
+    let count = limit / 2 / 100;
+    let set: Vec<Vec<u8>> = (0..count).map(|i| text(i, 60)).collect();
+    let hash = (0..count).map(|i| (text(i, 20), text(i, 60))).collect();
+    let zset = (0..count).map(|i| (text(i, 60), i as f64 * 0.5)).collect();
+    let id = |i: usize| StreamId {
+        ms: 1_000 + i as u64 / 3,
+        seq: i as u64 % 3,
+    };
+    let entries = (0..count)
+        .map(|i| StreamEntry {
+            id: id(i),
+            fields: vec![b"f".to_vec(), text(i, 80)],
+        })
+        .collect();
+    let pending = (0..count / 10)
+        .map(|i| PendingEntry {
+            id: id(i * 10),
+            consumer: if i % 2 == 0 {
+                b"alice".to_vec()
+            } else {
+                b"bob".to_vec()
+            },
+            delivered_at: 1_700_000_000_000 + i as i64,
+            deliveries: 1 + i as u64 % 3,
+        })
+        .collect();
+    let stream = Stream {
+        entries,
+        last_id: StreamId {
+            ms: 1 << 40,
+            seq: 9,
+        },
+        groups: vec![Group {
+            name: b"g".to_vec(),
+            last_id: id(count - 1),
+            pending,
+            consumers: vec![
+                Consumer {
+                    name: b"alice".to_vec(),
+                    seen_at: 1_700_000_000_000,
+                },
+                Consumer {
+                    name: b"bob".to_vec(),
+                    seen_at: 1_700_000_000_001,
+                },
+            ],
+        }],
+    };
+    vec![
+        ("list", Object::List(list)),
+        ("set", Object::Set(set)),
+        ("hash", Object::Hash(hash)),
+        ("zset", Object::ZSet(zset)),
+        ("stream", Object::Stream(stream)),
+    ]
+}
+
+/// RESTORE writes a large value over transactions of its own (under an owner no key points
+/// to, queued for the lazy free and kept from it until the key is created), so a list past
+/// the commit limit is restored whole; the lazy free, run all the while, takes nothing of
+/// them; and a RESTORE that fails after some of its pieces leaves nothing behind.
+#[test]
+fn restore_builds_values_past_one_commit_over_several() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let limit = server.ks.database().max_commit_bytes();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let freer = {
+        let (ks, done) = (server.ks.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                ks.free_garbage().expect("the lazy free");
+            }
+        })
+    };
+    for (key, object) in large_values(limit) {
+        let payload = tailstore_rdb::dump(&object);
+        ok(restore(&mut c, key, 0, &payload, &[]).unwrap());
+        assert!(
+            dump(&mut c, key).unwrap() == payload,
+            "{key} does not read back as it was restored"
+        );
+    }
+    assert_eq!(
+        q::<i64>(&mut c, &["LLEN", "list"]) as usize,
+        limit * 3 / 2 / 100
+    );
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    freer.join().expect("the freeing thread");
+
+    // Pieces written, then one element past the commit limit: refused, and what was
+    // written is freed.
+    let before = stored_rows(&server, "kv_parts");
+    let mut items: Vec<Vec<u8>> = (0..limit / 100)
+        .map(|i| format!("{i:0>100}").into_bytes())
+        .collect();
+    items.push(vec![b'x'; limit + 1]);
+    let payload = tailstore_rdb::dump(&tailstore_rdb::Object::List(items));
+    let refused = restore(&mut c, "failed", 0, &payload, &[]).unwrap_err();
+    assert!(refused.contains("transaction too large"), "{refused}");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "failed"]), 0);
+    assert!(
+        eventually(Duration::from_secs(30), || stored_rows(&server, "kv_parts")
+            == before),
+        "{} part rows, {before} before the failed RESTORE",
+        stored_rows(&server, "kv_parts")
+    );
+}
+
 /// Every encoding of redis-server's DUMP restores here to the same value, and what DUMP
 /// writes here restores in redis-server to the same value again.
 #[test]

@@ -192,81 +192,215 @@ fn check_names(object: &Object) -> Result<(), Fault> {
     }
 }
 
+/// Bytes of element rows one piece of a large RESTORE writes (and the most a RESTORE writes
+/// in its own transaction): a quarter of what one commit may write, which leaves room for
+/// the rows' keys and the pages' images in the commit's record.
+fn piece_bytes(ctx: &Ctx) -> usize {
+    ctx.ks.database().max_commit_bytes() / 4
+}
+
+/// What a row costs beside its element's bytes: its key's owner and part, the row's header.
+const ROW_BYTES: usize = 48;
+
+/// A run of a collection's elements, written in one transaction.
+enum Piece<'a> {
+    List(&'a [Vec<u8>]),
+    Set(&'a [Vec<u8>]),
+    Hash(&'a [(Vec<u8>, Vec<u8>)]),
+    ZSet(&'a [(Vec<u8>, f64)]),
+    Entries(&'a [StreamEntry]),
+    Groups(&'a [Group]),
+}
+
+/// `items` cut into runs of about `budget` bytes each (by `size`), at least one item a run.
+fn runs<T>(items: &[T], budget: usize, size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (at, item) in items.iter().enumerate() {
+        let item_bytes = size(item) + ROW_BYTES;
+        if at > start && bytes + item_bytes > budget {
+            runs.push(&items[start..at]);
+            (start, bytes) = (at, 0);
+        }
+        bytes += item_bytes;
+    }
+    if start < items.len() {
+        runs.push(&items[start..]);
+    }
+    runs
+}
+
+/// A collection's elements as pieces of about `budget` bytes each (one piece when they fit).
+fn pieces(object: &Object, budget: usize) -> Vec<Piece<'_>> {
+    let pairs = |(a, b): &(Vec<u8>, Vec<u8>)| a.len() + b.len();
+    match object {
+        Object::String(_) => Vec::new(),
+        Object::List(items) => runs(items, budget, Vec::len)
+            .into_iter()
+            .map(Piece::List)
+            .collect(),
+        Object::Set(members) => runs(members, budget, Vec::len)
+            .into_iter()
+            .map(Piece::Set)
+            .collect(),
+        Object::Hash(fields) => runs(fields, budget, pairs)
+            .into_iter()
+            .map(Piece::Hash)
+            .collect(),
+        Object::ZSet(members) => runs(members, budget, |(m, _)| m.len() + 8)
+            .into_iter()
+            .map(Piece::ZSet)
+            .collect(),
+        Object::Stream(stream) => {
+            let entry = |e: &StreamEntry| e.fields.iter().map(|f| f.len() + 4).sum();
+            let group = |g: &Group| {
+                let names = g
+                    .consumers
+                    .iter()
+                    .map(|c| c.name.len() + ROW_BYTES)
+                    .sum::<usize>();
+                names + g.pending.len() * (ROW_BYTES + 32) + g.name.len()
+            };
+            let entries = runs(&stream.entries, budget, entry)
+                .into_iter()
+                .map(Piece::Entries);
+            let groups = runs(&stream.groups, budget, group)
+                .into_iter()
+                .map(Piece::Groups);
+            entries.chain(groups).collect()
+        }
+    }
+}
+
+fn kind_of(object: &Object) -> Kind {
+    match object {
+        Object::String(_) => Kind::String,
+        Object::List(_) => Kind::List,
+        Object::Set(_) => Kind::Set,
+        Object::Hash(_) => Kind::Hash,
+        Object::ZSet(_) => Kind::ZSet,
+        Object::Stream(_) => Kind::Stream,
+    }
+}
+
+/// Writes `piece` under `meta.id`, counting its elements in `meta` (not saved).
+fn write_piece(ctx: &mut Ctx, meta: &mut KeyMeta, piece: &Piece) -> Result<(), Fault> {
+    let owner = meta.id;
+    match *piece {
+        Piece::List(items) => {
+            for item in items {
+                push_one(ctx, meta, item, false)?;
+            }
+        }
+        Piece::Set(members) => {
+            for member in members {
+                ctx.ks.write_value(ctx.txn, owner, member, b"", None)?;
+            }
+            meta.len += members.len() as i64;
+        }
+        Piece::Hash(fields) => {
+            for (field, value) in fields {
+                ctx.ks.write_value(ctx.txn, owner, field, value, None)?;
+            }
+            meta.len += fields.len() as i64;
+        }
+        Piece::ZSet(members) => {
+            for (member, score) in members {
+                ctx.ks.put_member(ctx.txn, owner, member, *score, false)?;
+            }
+            meta.len += members.len() as i64;
+        }
+        Piece::Entries(entries) => {
+            for entry in entries {
+                let field = StreamId::from(entry.id).field();
+                let stored = encode_entry(&entry.fields);
+                ctx.ks.write_value(ctx.txn, owner, &field, &stored, None)?;
+            }
+            meta.len += entries.len() as i64;
+        }
+        Piece::Groups(groups) => {
+            for group in groups {
+                write_group(ctx, owner, group)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_group(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
+    let name = &group.name;
+    ctx.ks
+        .put_group(ctx.txn, owner, name, group.last_id.into())?;
+    for consumer in &group.consumers {
+        ctx.ks
+            .put_consumer(ctx.txn, owner, name, &consumer.name, consumer.seen_at)?;
+    }
+    for entry in &group.pending {
+        let pending = Pending {
+            id: entry.id.into(),
+            consumer: entry.consumer.clone(),
+            delivered_at: entry.delivered_at,
+            deliveries: i64::try_from(entry.deliveries).unwrap_or(i64::MAX),
+        };
+        ctx.ks.put_pending(ctx.txn, owner, name, &pending)?;
+    }
+    Ok(())
+}
+
 /// Stores `object` as the new key `key` (which does not exist now) with `deadline` (0:
-/// none).
+/// none). A collection larger than one piece is written first, piece by piece, in
+/// transactions of its own under a new owner queued for the lazy free (a crash or a
+/// failure leaves nothing behind; no key points to it yet, so no reader sees it); this
+/// command's transaction then gives it the key and takes it off the queue.
 fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(), Fault> {
-    let mut meta = match object {
-        Object::String(value) => {
-            ctx.check_commit_room(value.len())?;
-            return ctx.put_string(key, &value, Some(deadline));
+    if let Object::String(value) = &object {
+        ctx.check_commit_room(value.len())?;
+        return ctx.put_string(key, value, Some(deadline));
+    }
+    let kind = kind_of(&object);
+    let pieces = pieces(&object, piece_bytes(ctx));
+    let mut meta = if pieces.len() <= 1 {
+        let mut meta = ctx.meta_for_write(key, kind)?;
+        for piece in &pieces {
+            write_piece(ctx, &mut meta, piece)?;
         }
-        Object::List(items) => {
-            let mut meta = ctx.meta_for_write(key, Kind::List)?;
-            for item in &items {
-                push_one(ctx, &mut meta, item, false)?;
-            }
-            meta
+        meta
+    } else {
+        let staged = write_staged(ctx, kind, &pieces)?;
+        let fresh = ctx.meta_for_write(key, kind)?;
+        ctx.ks.forget_garbage(ctx.txn, staged.id)?;
+        KeyMeta {
+            id: staged.id,
+            len: staged.len,
+            head: staged.head,
+            tail: staged.tail,
+            ..fresh
         }
-        Object::Set(members) => {
-            let mut meta = ctx.meta_for_write(key, Kind::Set)?;
-            for member in &members {
-                ctx.ks.write_value(ctx.txn, meta.id, member, b"", None)?;
-            }
-            meta.len = members.len() as i64;
-            meta
-        }
-        Object::Hash(pairs) => {
-            let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
-            for (field, value) in &pairs {
-                ctx.ks.write_value(ctx.txn, meta.id, field, value, None)?;
-            }
-            meta.len = pairs.len() as i64;
-            meta
-        }
-        Object::ZSet(members) => {
-            let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
-            for (member, score) in &members {
-                ctx.ks.put_member(ctx.txn, meta.id, member, *score, false)?;
-            }
-            meta.len = members.len() as i64;
-            meta
-        }
-        Object::Stream(stream) => store_stream(ctx, key, &stream)?,
     };
+    if let Object::Stream(stream) = &object {
+        StreamId::from(stream.last_id).store_as_last(&mut meta);
+    }
     if deadline != 0 {
         ctx.set_expiry(key, &mut meta, deadline)?;
     }
     ctx.save(key, &mut meta)
 }
 
-/// Writes `stream`'s entries and groups under a new stream key's id; its meta, not saved.
-fn store_stream(ctx: &mut Ctx, key: &[u8], stream: &Stream) -> Result<KeyMeta, Fault> {
-    let mut meta = ctx.meta_for_write(key, Kind::Stream)?;
-    for entry in &stream.entries {
-        let field = StreamId::from(entry.id).field();
-        let stored = encode_entry(&entry.fields);
-        ctx.ks
-            .write_value(ctx.txn, meta.id, &field, &stored, None)?;
-    }
-    meta.len = stream.entries.len() as i64;
-    StreamId::from(stream.last_id).store_as_last(&mut meta);
-    for group in &stream.groups {
-        let name = &group.name;
-        ctx.ks
-            .put_group(ctx.txn, meta.id, name, group.last_id.into())?;
-        for consumer in &group.consumers {
-            ctx.ks
-                .put_consumer(ctx.txn, meta.id, name, &consumer.name, consumer.seen_at)?;
-        }
-        for entry in &group.pending {
-            let pending = Pending {
-                id: entry.id.into(),
-                consumer: entry.consumer.clone(),
-                delivered_at: entry.delivered_at,
-                deliveries: i64::try_from(entry.deliveries).unwrap_or(i64::MAX),
-            };
-            ctx.ks.put_pending(ctx.txn, meta.id, name, &pending)?;
-        }
+/// Writes `pieces` in transactions of their own under a new owner, queued for the lazy
+/// free with the first and kept from it by a guard that this command's transaction holds
+/// until it is applied (`Ctx::building`); the owner and what its elements count.
+fn write_staged(ctx: &mut Ctx, kind: Kind, pieces: &[Piece]) -> Result<KeyMeta, Fault> {
+    let mut meta = ctx.new_meta(kind);
+    ctx.building.push(ctx.ks.begin_building(meta.id));
+    for (at, piece) in pieces.iter().enumerate() {
+        meta = ctx.ks.run_internal(ctx.db, |staged| {
+            let mut written = meta.clone();
+            if at == 0 {
+                staged.ks.queue_garbage(staged.txn, written.id, kind)?;
+            }
+            write_piece(staged, &mut written, piece)?;
+            Ok(written)
+        })?;
     }
     Ok(meta)
 }

@@ -134,6 +134,7 @@ impl Keyspace {
                         std::thread::sleep(std::time::Duration::from_micros(300));
                     }
                     let _unwatched = unwatched;
+                    let _building = std::mem::take(&mut ctx.building);
                     match txn.commit_pending() {
                         Ok(pending) => return Ok((value, pending)),
                         Err(err) => err,

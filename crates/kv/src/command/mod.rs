@@ -37,7 +37,7 @@ use parking_lot::RwLockReadGuard;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
-use crate::keyspace::{now_ms, KeyMeta, Keyspace, Kind, MAX_KEY};
+use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
 pub use execute::{BlockBody, BlockStep, Executed, Watched};
@@ -151,6 +151,9 @@ pub struct Ctx<'t, 'db> {
     /// Held from the first write that left its key's row alone until the transaction's
     /// changes are applied (see `keyspace::watches`).
     pub(crate) unwatched: Option<RwLockReadGuard<'db, ()>>,
+    /// Owners a RESTORE wrote over transactions of their own and this one gives keys to:
+    /// kept from the lazy free until this transaction's changes are applied.
+    pub(crate) building: Vec<BuildGuard<'db>>,
 }
 
 impl<'t, 'db> Ctx<'t, 'db> {
@@ -162,6 +165,7 @@ impl<'t, 'db> Ctx<'t, 'db> {
             db,
             now: now_ms(),
             unwatched: None,
+            building: Vec::new(),
         }
     }
 

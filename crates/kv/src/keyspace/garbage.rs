@@ -40,9 +40,7 @@ impl Keyspace {
         {
             return Ok(());
         }
-        let row = [Value::Int(meta.id), Value::Int(meta.kind as i64)];
-        txn.put(&self.garbage, &row)?;
-        Ok(())
+        self.queue_garbage(txn, meta.id, meta.kind)
     }
 
     /// Deletes up to `limit` element rows of `owner` (of `kind`); how many it deleted.
@@ -107,19 +105,49 @@ impl Keyspace {
         Ok(())
     }
 
-    /// One queued owner and its kind, if any is queued.
+    /// One queued owner and its kind, if any is queued, that no RESTORE is still building.
     pub(crate) fn next_garbage(
         &self,
         txn: &mut Transaction<'_>,
     ) -> Result<Option<(i64, Kind)>, Fault> {
-        let rows = txn.scan(&self.garbage, &KeyRange::all(), ScanDirection::Ascending, 1)?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let code = int(&row[1])?;
-        let kind = Kind::from_code(code)
-            .ok_or_else(|| Fault::corrupt(format!("kv_garbage row with unknown kind {code}")))?;
-        Ok(Some((int(&row[0])?, kind)))
+        let building = self.building.lock().clone();
+        let rows = txn.scan(
+            &self.garbage,
+            &KeyRange::all(),
+            ScanDirection::Ascending,
+            building.len() + 1,
+        )?;
+        for row in &rows {
+            let owner = int(&row[0])?;
+            if building.contains(&owner) {
+                continue;
+            }
+            let code = int(&row[1])?;
+            let kind = Kind::from_code(code).ok_or_else(|| {
+                Fault::corrupt(format!("kv_garbage row with unknown kind {code}"))
+            })?;
+            return Ok(Some((owner, kind)));
+        }
+        Ok(None)
+    }
+
+    /// Marks `owner` as being built: the lazy free leaves its queued elements alone until
+    /// the guard is dropped. Taken before the transaction that queues it commits.
+    pub(crate) fn begin_building(&self, owner: i64) -> BuildGuard<'_> {
+        self.building.lock().insert(owner);
+        BuildGuard { ks: self, owner }
+    }
+
+    /// Queues `owner`'s elements (of `kind`) for the lazy free: a RESTORE writing them
+    /// over several transactions, so that a crash or a failure leaves nothing behind.
+    pub(crate) fn queue_garbage(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        kind: Kind,
+    ) -> Result<(), Fault> {
+        txn.put(&self.garbage, &[Value::Int(owner), Value::Int(kind as i64)])?;
+        Ok(())
     }
 
     /// How many owners wait in the queue, counted up to `limit`.
@@ -155,6 +183,22 @@ impl Keyspace {
             Kind::String => (meta.len.max(0) as usize).div_ceil(self.part_capacity(b"")),
             _ => meta.len.max(0) as usize,
         }
+    }
+}
+
+/// An owner whose elements are being written over several transactions (a large RESTORE):
+/// while it lives, the lazy free skips the owner's queue entry. It must outlive the apply of
+/// the transaction that takes the owner off the queue and gives it a key (the runner keeps
+/// it until then, as it keeps `Ctx::unwatched`): freed earlier, the key would point at
+/// elements the lazy free was removing.
+pub struct BuildGuard<'a> {
+    ks: &'a Keyspace,
+    owner: i64,
+}
+
+impl Drop for BuildGuard<'_> {
+    fn drop(&mut self) {
+        self.ks.building.lock().remove(&self.owner);
     }
 }
 

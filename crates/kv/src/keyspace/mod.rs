@@ -41,7 +41,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
-pub use garbage::BATCH_ROWS;
+pub use garbage::{BuildGuard, BATCH_ROWS};
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
 pub use parts::{seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
@@ -82,6 +82,10 @@ pub struct Keyspace {
     next_version: AtomicU64,
     /// Live WATCHes, and the gate between them and writes that leave a key's row alone.
     pub(crate) watches: Arc<watches::WatchGate>,
+    /// Owners whose elements a RESTORE is writing over several transactions: queued in
+    /// `kv_garbage` (so that a crash leaves nothing behind) and skipped by the lazy free
+    /// until the key is created or the RESTORE fails (see [`garbage::BuildGuard`]).
+    building: parking_lot::Mutex<std::collections::HashSet<i64>>,
 }
 
 impl Keyspace {
@@ -115,6 +119,7 @@ impl Keyspace {
             databases,
             next_version: AtomicU64::new(start),
             watches: Arc::default(),
+            building: parking_lot::Mutex::default(),
         };
         counts::ensure_rows(&ks, databases)?;
         Ok(ks)
