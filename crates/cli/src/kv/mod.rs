@@ -54,8 +54,8 @@ pub enum KvCommand {
     /// with their consumer groups included (tailstore reads the DUMP payloads of Redis 2.6 to
     /// 7.2; Redis 6.0 and later read tailstore's). The source is only read. Prints, per
     /// database, the keys copied and those not copied with the reason (a key the target
-    /// already holds, without --replace; a value past the target's limits), and exits
-    /// non-zero if any key was not copied.
+    /// already holds, without --replace; a string longer than one commit of the target may
+    /// write), and exits non-zero if any key was not copied.
     Migrate(MigrateArgs),
 }
 
