@@ -2536,3 +2536,68 @@ fn xinfo_answers_as_redis_does() {
         assert_eq!(ours, redis, "{args:?}");
     }
 }
+
+/// XSETID's checks and errors, in Redis's order, against redis-server (when installed);
+/// then the one place tailstore answers differently: an ID below the stream's last ID,
+/// which it refuses since it does not keep the largest deleted ID Redis checks it against.
+#[test]
+fn xsetid_answers_as_redis_does() {
+    let Some(mut pair) = pair() else {
+        return;
+    };
+    let commands: &[&[&str]] = &[
+        &["XADD", "s", "1-1", "f", "v"],
+        &["XADD", "s", "3-0", "f", "v"],
+        &["SET", "string", "x"],
+        &["XSETID", "s", "10-0"],
+        &["XADD", "s", "5-0", "f", "v"],
+        &["XADD", "s", "*", "f", "v"],
+        &["XSETID", "s", "2-0"],
+        &["XSETID", "s", "abc"],
+        &["XSETID", "missing", "1-0"],
+        &["XSETID", "string", "1-0"],
+        &["XSETID", "s", "99999999999999-0", "ENTRIESADDED", "-1"],
+        &["XSETID", "s", "99999999999999-0", "ENTRIESADDED", "1"],
+        &["XSETID", "s", "99999999999999-0", "ENTRIESADDED", "x"],
+        &[
+            "XSETID",
+            "s",
+            "99999999999999-0",
+            "MAXDELETEDID",
+            "99999999999999-1",
+        ],
+        &[
+            "XSETID",
+            "s",
+            "99999999999999-0",
+            "MAXDELETEDID",
+            "1-0",
+            "ENTRIESADDED",
+            "7",
+        ],
+        &["XSETID", "s", "99999999999999-0", "NOPE", "1"],
+        &["XSETID", "s", "99999999999999-0", "ENTRIESADDED"],
+        &["XSETID", "s"],
+        &["XADD", "e", "1-0", "f", "v"],
+        &["XDEL", "e", "1-0"],
+        &["XSETID", "e", "5-0"],
+        &["XADD", "e", "4-0", "f", "v"],
+        &["XADD", "e", "5-1", "f", "v"],
+        &["XSETID", "e", "5-0"],
+        &["XSETID", "e", "10-0"],
+        &["XINFO", "STREAM", "e"],
+    ];
+    for args in commands {
+        let words: Vec<String> = args.iter().map(|w| w.to_string()).collect();
+        let redis = ask(&mut pair.redis, &words).map(tidy_xinfo);
+        let ours = ask(&mut pair.tailstore, &words).map(tidy_xinfo);
+        assert_eq!(ours, redis, "{args:?}");
+    }
+    let lower = ["XSETID", "e", "7-0"].map(String::from);
+    assert_eq!(ask(&mut pair.redis, &lower), Ok(Value::Okay));
+    let refused = ask(&mut pair.tailstore, &lower).unwrap_err();
+    assert!(
+        refused.contains("below the stream's last ID 10-0"),
+        "{refused}"
+    );
+}

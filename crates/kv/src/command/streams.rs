@@ -492,6 +492,67 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Int(deleted))
 }
 
+/// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]: sets the
+/// stream's last ID (the one XADD must exceed), with Redis 7.0's checks in its order.
+/// tailstore keeps neither the count of entries ever added nor the largest deleted ID:
+/// their options are checked and let go; and since whether a lower ID would pass Redis's
+/// check against the largest deleted ID cannot be told, an ID below the current last ID is
+/// refused (Redis accepts one that is not below the largest deleted ID nor the last entry).
+pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    let id = parse_strict_id(&args[2])?;
+    let mut entries_added = None;
+    let mut i = 3;
+    while i < args.len() {
+        let has_value = i + 1 < args.len();
+        if is(&args[i], "ENTRIESADDED") && has_value {
+            let count = parse_int(&args[i + 1])?;
+            if count < 0 {
+                return Err(Fault::err("ERR entries_added must be positive"));
+            }
+            entries_added = Some(count);
+        } else if is(&args[i], "MAXDELETEDID") && has_value {
+            if id < parse_strict_id(&args[i + 1])? {
+                return Err(Fault::err(
+                    "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
+                ));
+            }
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        i += 2;
+    }
+    let key = &args[1];
+    let mut meta = ctx
+        .meta_of(key, Kind::Stream)?
+        .ok_or_else(|| Fault::err("ERR no such key"))?;
+    if meta.len > 0 {
+        let last_entry = ctx
+            .ks
+            .fields(ctx.txn, meta.id, ScanDirection::Descending, 1)?;
+        if let Some((field, _)) = last_entry.first() {
+            if id < StreamId::of_field(field)? {
+                return Err(Fault::err(
+                    "ERR The ID specified in XSETID is smaller than the target stream top item",
+                ));
+            }
+        }
+        if entries_added.is_some_and(|count| count < meta.len) {
+            return Err(Fault::err(
+                "ERR The entries_added specified in XSETID is smaller than the target stream length",
+            ));
+        }
+    }
+    let last = StreamId::last_of(&meta);
+    if id < last {
+        return Err(Fault::err(format!(
+            "ERR XSETID cannot set an ID below the stream's last ID {last}: tailstore does not keep the largest deleted ID that Redis checks it against"
+        )));
+    }
+    id.store_as_last(&mut meta);
+    ctx.save(key, &mut meta)?;
+    Ok(Reply::ok())
+}
+
 // ---------------------------------------------------------------------------------------
 // XREAD
 

@@ -1806,6 +1806,15 @@ pub static COMMANDS: &[Command] = &[
         streams::xread,
     ),
     data(
+        "xsetid",
+        -3,
+        WF,
+        K1,
+        "stream",
+        "An internal command for replicating stream values: sets a stream's last ID.",
+        streams::xsetid,
+    ),
+    data(
         "xinfo",
         -2,
         R,
