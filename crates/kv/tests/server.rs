@@ -1288,6 +1288,60 @@ fn payloads_move_between_redis_and_tailstore() {
     }
 }
 
+/// MEMORY USAGE answers about the bytes of a key's rows: a value's bytes and a little per
+/// row, estimated from samples for collections (all with SAMPLES 0), nil for a missing key;
+/// Redis's errors for bad options and other subcommands.
+#[test]
+fn memory_usage_counts_the_rows_of_a_key() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let usage = |c: &mut redis::Connection, args: &[&str]| -> i64 {
+        q(c, &[&["MEMORY", "USAGE"][..], args].concat())
+    };
+    ok(raw_value(&mut c, &["SET", "small", "x"]));
+    ok(raw_value(&mut c, &["SET", "big", &"x".repeat(100_000)]));
+    let (small, big) = (usage(&mut c, &["small"]), usage(&mut c, &["big"]));
+    assert!((1..1_000).contains(&small), "{small}");
+    assert!((100_000..110_000).contains(&big), "{big}");
+    for i in 0..1_000 {
+        q::<i64>(&mut c, &["RPUSH", "list", &format!("{i:0>100}")]);
+        q::<i64>(
+            &mut c,
+            &["ZADD", "zset", &i.to_string(), &format!("{i:0>50}")],
+        );
+    }
+    for key in ["list", "zset"] {
+        let sampled = usage(&mut c, &[key]);
+        let counted = usage(&mut c, &[key, "SAMPLES", "0"]);
+        assert!((50_000..400_000).contains(&sampled), "{key}: {sampled}");
+        // Equal-sized elements: the sample's estimate is the count, give or take rounding.
+        assert!(
+            (sampled - counted).abs() < 1_000,
+            "{key}: {sampled} vs {counted}"
+        );
+    }
+    assert_eq!(
+        raw_value(&mut c, &["MEMORY", "USAGE", "missing"]),
+        Value::Nil
+    );
+    assert_eq!(
+        err(&mut c, &["MEMORY", "USAGE", "big", "SAMPLES", "-1"]),
+        SYNTAX
+    );
+    assert_eq!(err(&mut c, &["MEMORY", "USAGE", "big", "NOPE"]), SYNTAX);
+    assert_eq!(
+        err(&mut c, &["MEMORY", "USAGE", "big", "SAMPLES", "x"]),
+        NOT_INTEGER
+    );
+    assert_eq!(
+        err(&mut c, &["MEMORY", "STATS"]),
+        "ERR unknown subcommand or wrong number of arguments for 'STATS'. Try MEMORY HELP."
+    );
+    assert!(
+        matches!(raw_value(&mut c, &["MEMORY", "HELP"]), Value::Array(lines) if lines.len() == 6)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // connection and server
 

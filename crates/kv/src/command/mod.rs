@@ -21,6 +21,7 @@ mod hyperloglog;
 mod keys;
 mod lcs;
 mod lists;
+mod memory;
 mod pattern;
 mod random;
 mod sets;

@@ -1,8 +1,8 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
 use super::{
-    bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, sets,
-    sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
+    bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, memory,
+    sets, sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -525,6 +525,15 @@ pub static COMMANDS: &[Command] = &[
         "generic",
         "Creates a key from the serialized representation of a value.",
         dump::restore,
+    ),
+    data(
+        "memory",
+        -2,
+        R,
+        (2, 2, 1),
+        "server",
+        "Reports the bytes a key and its value take in tailstore's tables.",
+        memory::memory,
     ),
     data(
         "randomkey",

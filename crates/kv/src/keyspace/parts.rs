@@ -87,6 +87,13 @@ impl Keyspace {
             .max(1)
     }
 
+    /// About the bytes a value of `len` bytes under `field` takes in `kv_parts`: its
+    /// parts' keys, their bytes, and each entry's room for its header (MEMORY USAGE).
+    pub(crate) fn stored_bytes(&self, field: &[u8], len: usize) -> usize {
+        let parts = parts_needed(len, self.part_capacity(field)).max(1);
+        parts * (part_key_len(field) + ROW_OVERHEAD) + len
+    }
+
     /// Stores `value` under (owner, field), replacing a value of `old_total` bytes if
     /// there was one.
     pub(crate) fn write_value(
