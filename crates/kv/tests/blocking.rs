@@ -595,3 +595,51 @@ fn blmpop_and_bzmpop_wait_for_any_of_their_keys() {
     assert_eq!(timed_out, Value::Nil);
     assert!(started.elapsed() >= Duration::from_millis(50));
 }
+
+/// CLIENT UNBLOCK ends a client's block as its timeout would (the command's nil) or with
+/// Redis's UNBLOCKED error, answers 1 for a blocked client and 0 for any other, and leaves
+/// the client serving commands afterwards; Redis's errors for a bad reason or id.
+#[test]
+fn client_unblock_ends_a_block_as_a_timeout_or_with_an_error() {
+    let server = TestServer::start();
+    let mut other = server.client();
+    let mut waiter = server.client();
+    let id: i64 = q(&mut waiter, &["CLIENT", "ID"]);
+    let id = id.to_string();
+    assert_eq!(q::<i64>(&mut other, &["CLIENT", "UNBLOCK", &id]), 0);
+    for (reason, expected) in [
+        (None, Ok(Value::Nil)),
+        (Some("TIMEOUT"), Ok(Value::Nil)),
+        (
+            Some("ERROR"),
+            Err("UNBLOCKED client unblocked via CLIENT UNBLOCK".to_string()),
+        ),
+    ] {
+        let blocked = thread::spawn(move || {
+            let reply = redis::cmd("BLPOP")
+                .arg(&["list", "0"])
+                .query::<Value>(&mut waiter)
+                .map_err(|e| support::error_text(&e));
+            (reply, waiter)
+        });
+        wait_for_blocked(&server, 1);
+        let mut unblock = vec!["CLIENT", "UNBLOCK", id.as_str()];
+        unblock.extend(reason);
+        assert_eq!(q::<i64>(&mut other, &unblock), 1, "{reason:?}");
+        let (reply, back) = blocked.join().expect("the blocked client's thread");
+        waiter = back;
+        assert_eq!(reply, expected, "{reason:?}");
+        assert_eq!(q::<String>(&mut waiter, &["PING"]), "PONG");
+        assert_eq!(q::<i64>(&mut other, &["CLIENT", "UNBLOCK", &id]), 0);
+    }
+    let refused = |c: &mut redis::Connection, args: &[&str]| support::err(c, args);
+    assert_eq!(
+        refused(&mut other, &["CLIENT", "UNBLOCK", &id, "LATER"]),
+        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"
+    );
+    assert_eq!(
+        refused(&mut other, &["CLIENT", "UNBLOCK", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(q::<i64>(&mut other, &["CLIENT", "UNBLOCK", "999999"]), 0);
+}

@@ -332,6 +332,7 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             }
         }
         ("kill", 3..) => client_kill(shared, conn, &args[2..]),
+        ("unblock", 3..=4) => client_unblock(shared, &args[2..]),
         ("info", 2) => Reply::Verbatim {
             format: *b"txt",
             text: format!("{}\n", conn.describe()).into_bytes(),
@@ -361,6 +362,33 @@ fn client_kill(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Repl
         }
     }
     filter.reply(doomed.len())
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT | ERROR]: 1 if client `id` waits in a blocking command, which
+/// then ends as at its timeout (its command runs a last time) or with Redis's UNBLOCKED
+/// error; 0 otherwise. The client's event loop ends it; a write that serves the client
+/// first, in the moment between, wins (Redis, single-threaded, has no such moment).
+fn client_unblock(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let error = match args.get(1) {
+        None => false,
+        Some(reason) if is(reason, "timeout") => false,
+        Some(reason) if is(reason, "error") => true,
+        Some(_) => return Reply::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let Some(id) = std::str::from_utf8(&args[0])
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+    else {
+        return Reply::error("ERR value is not an integer or out of range");
+    };
+    let Some(home) = u64::try_from(id)
+        .ok()
+        .and_then(|id| shared.client_list.blocked_at(id))
+    else {
+        return Reply::Int(0);
+    };
+    shared.loops[home.at].unblock(home.token, id as u64, error);
+    Reply::Int(1)
 }
 
 /// CLIENT REPLY ON | OFF | SKIP. OFF and SKIP are not answered: their own reply is the

@@ -55,6 +55,9 @@ pub struct Blocked {
     pub keys: Vec<Vec<u8>>,
     /// Its place in its worker's order of blocked clients; 0 until registered.
     pub order: u64,
+    /// Set by CLIENT UNBLOCK … ERROR: answered with Redis's UNBLOCKED error instead of a
+    /// last run.
+    pub unblocked_with_error: bool,
 }
 
 impl Blocked {
@@ -74,6 +77,7 @@ impl Blocked {
             deadline,
             keys,
             order: 0,
+            unblocked_with_error: false,
         }
     }
 

@@ -21,6 +21,8 @@ struct Listed {
     local: String,
     pubsub: bool,
     line: String,
+    /// Waiting in a blocking command (what CLIENT UNBLOCK looks for).
+    blocked: bool,
 }
 
 #[derive(Default)]
@@ -37,14 +39,30 @@ pub struct Doomed {
 impl Clients {
     /// Adds or refreshes `conn`'s entry (its line, whether it is subscribed).
     pub fn update(&self, conn: &Connection) {
+        let mut all = self.listed.lock();
+        let blocked = all.get(&conn.id).is_some_and(|l| l.blocked);
         let listed = Listed {
             home: conn.home,
             peer: conn.peer.clone(),
             local: conn.local.clone(),
             pubsub: conn.subscriptions() > 0,
             line: conn.describe(),
+            blocked,
         };
-        self.listed.lock().insert(conn.id, listed);
+        all.insert(conn.id, listed);
+    }
+
+    /// Records whether client `id` waits in a blocking command (its event loop says).
+    pub fn set_blocked(&self, id: u64, blocked: bool) {
+        if let Some(listed) = self.listed.lock().get_mut(&id) {
+            listed.blocked = blocked;
+        }
+    }
+
+    /// Where client `id` is served, if it is listed and blocked now.
+    pub fn blocked_at(&self, id: u64) -> Option<Subscriber> {
+        let listed = self.listed.lock();
+        listed.get(&id).filter(|l| l.blocked).map(|l| l.home)
     }
 
     pub fn remove(&self, id: u64) {

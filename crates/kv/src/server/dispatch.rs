@@ -315,6 +315,13 @@ pub fn retry_blocked<'s>(
     let Some(blocked) = conn.blocked.as_ref() else {
         return true;
     };
+    if blocked.unblocked_with_error {
+        send(
+            conn,
+            &Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+        );
+        return true;
+    }
     let reply = execute_blocking(shared, blocked.db, blocked.command, &blocked.args, pending);
     if is_nil(&reply) && !last {
         return false;

@@ -57,6 +57,9 @@ pub struct LoopState {
     messages: parking_lot::Mutex<Vec<(Token, Message)>>,
     /// Its connections CLIENT KILL closes, with their ids (`server/clients.rs`).
     kills: parking_lot::Mutex<Vec<(Token, u64)>>,
+    /// Its blocked connections CLIENT UNBLOCK ends, with their ids and whether with an
+    /// error (else as if their timeout had come).
+    unblocks: parking_lot::Mutex<Vec<(Token, u64, bool)>>,
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
@@ -70,6 +73,7 @@ impl LoopState {
             woken: parking_lot::Mutex::new(Vec::new()),
             messages: parking_lot::Mutex::new(Vec::new()),
             kills: parking_lot::Mutex::new(Vec::new()),
+            unblocks: parking_lot::Mutex::new(Vec::new()),
             waker: Waker::new(poll.registry(), HANDOFF)?,
             serving: AtomicUsize::new(0),
         })
@@ -99,6 +103,14 @@ impl LoopState {
     /// Asks the worker to close its connection `token` if it is still client `id`.
     pub fn kill(&self, token: Token, id: u64) {
         self.kills.lock().push((token, id));
+        self.wake();
+    }
+
+    /// Asks the worker to end the block of its connection `token` if it is still client
+    /// `id` and still blocked: with Redis's UNBLOCKED error if `error`, else as at its
+    /// timeout.
+    pub fn unblock(&self, token: Token, id: u64, error: bool) {
+        self.unblocks.lock().push((token, id, error));
         self.wake();
     }
 
@@ -186,6 +198,7 @@ impl Worker {
                     }
                     self.take_messages(&mut ready);
                     self.take_kills();
+                    self.take_unblocks();
                 } else {
                     if event.is_read_closed() || event.is_error() || event.is_priority() {
                         if let Some(conn) = self.connections.get_mut(&event.token()) {
@@ -328,6 +341,7 @@ impl Worker {
                 if let Some(blocked) = blocked {
                     self.blocked.remove(&blocked.order);
                     shared.waiters.unregister(self.index, &blocked);
+                    shared.client_list.set_blocked(conn.id, false);
                 }
             }
         }
@@ -489,16 +503,16 @@ impl Worker {
     /// Registers a connection that blocked in this pass (see `server/blocking.rs`, "Why no
     /// wake-up is lost"): its command runs once more in the next pass.
     fn register_blocked(&mut self, token: Token) {
-        let Some(blocked) = self
-            .connections
-            .get_mut(&token)
-            .and_then(|c| c.blocked.as_mut())
-        else {
+        let Some(conn) = self.connections.get_mut(&token) else {
+            return;
+        };
+        let Some(blocked) = conn.blocked.as_mut() else {
             return;
         };
         blocked.order = self.next_block;
         self.next_block += 1;
         self.shared.waiters.register(self.index, blocked);
+        self.shared.client_list.set_blocked(conn.id, true);
         self.blocked.insert(blocked.order, token);
         self.recheck.push(token);
     }
@@ -509,6 +523,22 @@ impl Worker {
         for (token, id) in kills {
             if self.connections.get(&token).is_some_and(|c| c.id == id) {
                 self.close(token);
+            }
+        }
+    }
+
+    /// Makes the blocked connections CLIENT UNBLOCK named due now (`due_blocked` picks
+    /// them in this pass), those still the clients it meant and still blocked.
+    fn take_unblocks(&mut self) {
+        let unblocks = std::mem::take(&mut *self.shared.loops[self.index].unblocks.lock());
+        let now = Instant::now();
+        for (token, id, error) in unblocks {
+            let Some(conn) = self.connections.get_mut(&token).filter(|c| c.id == id) else {
+                continue;
+            };
+            if let Some(blocked) = conn.blocked.as_mut() {
+                blocked.deadline = Some(now);
+                blocked.unblocked_with_error = error;
             }
         }
     }
