@@ -138,18 +138,19 @@ fn put_group(out: &mut Vec<u8>, group: &Group) {
         out.extend_from_slice(&pending.delivered_at.to_le_bytes());
         put_length(out, pending.deliveries);
     }
+    let mut owned: HashMap<&[u8], Vec<StreamId>> = HashMap::new();
+    for pending in &group.pending {
+        owned.entry(&pending.consumer).or_default().push(pending.id);
+    }
     put_length(out, group.consumers.len() as u64);
     for consumer in &group.consumers {
         put_string(out, &consumer.name);
         out.extend_from_slice(&consumer.seen_at.to_le_bytes());
-        let owned: Vec<StreamId> = group
-            .pending
-            .iter()
-            .filter(|p| p.consumer == consumer.name)
-            .map(|p| p.id)
-            .collect();
-        put_length(out, owned.len() as u64);
-        for id in owned {
+        let ids = owned
+            .get(consumer.name.as_slice())
+            .map_or(&[][..], Vec::as_slice);
+        put_length(out, ids.len() as u64);
+        for id in ids {
             out.extend_from_slice(&id.bytes());
         }
     }
