@@ -472,10 +472,7 @@ fn pending_query(args: &[Vec<u8>]) -> Result<PendingQuery<'_>, Fault> {
 /// The summary: how many entries are pending, the first and last, and how many each
 /// consumer has (consumers with none left out).
 fn pending_summary(ctx: &mut Ctx, owner: i64, group: &[u8]) -> Outcome {
-    let all = (StreamId::MIN, StreamId::MAX);
-    let pending = ctx
-        .ks
-        .pending_range(ctx.txn, owner, group, all, usize::MAX, |_| true)?;
+    let pending = ctx.ks.all_pending(ctx.txn, owner, group)?;
     let (Some(first), Some(last)) = (pending.first(), pending.last()) else {
         return Ok(Reply::Array(vec![
             Reply::Int(0),

@@ -62,10 +62,9 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
         .collect::<Result<_, Fault>>()?;
     let mut groups = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
-        let all = (StreamId::MIN, StreamId::MAX);
         let pending = ctx
             .ks
-            .pending_range(ctx.txn, meta.id, &name, all, usize::MAX, |_| true)?
+            .all_pending(ctx.txn, meta.id, &name)?
             .into_iter()
             .map(|p| PendingEntry {
                 id: p.id.into(),

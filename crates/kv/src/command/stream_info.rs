@@ -77,13 +77,6 @@ fn id_reply(id: StreamId) -> Reply {
     bulk(id.to_string())
 }
 
-/// The pending entries of `group`, in ID order.
-fn pending_of(ctx: &mut Ctx, owner: i64, group: &[u8]) -> Result<Vec<Pending>, Fault> {
-    let all = (StreamId::MIN, StreamId::MAX);
-    ctx.ks
-        .pending_range(ctx.txn, owner, group, all, usize::MAX, |_| true)
-}
-
 fn consumers(ctx: &mut Ctx, meta: &KeyMeta, key: &[u8], group: &[u8]) -> Outcome {
     check_name(group, "group")?;
     if ctx.ks.group(ctx.txn, meta.id, group)?.is_none() {
@@ -93,7 +86,7 @@ fn consumers(ctx: &mut Ctx, meta: &KeyMeta, key: &[u8], group: &[u8]) -> Outcome
             String::from_utf8_lossy(key)
         )));
     }
-    let pending = pending_of(ctx, meta.id, group)?;
+    let pending = ctx.ks.all_pending(ctx.txn, meta.id, group)?;
     let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, group)?;
     let now = ctx.now;
     let replies = consumers
@@ -114,7 +107,7 @@ fn groups(ctx: &mut Ctx, meta: &KeyMeta) -> Outcome {
     let mut replies = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
         let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?.len();
-        let pending = pending_of(ctx, meta.id, &name)?.len();
+        let pending = ctx.ks.all_pending(ctx.txn, meta.id, &name)?.len();
         let lag = lag(ctx, meta, last)?;
         replies.push(map(vec![
             ("name", bulk(name)),
@@ -210,7 +203,7 @@ fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> O
 fn full_groups(ctx: &mut Ctx, meta: &KeyMeta, limit: usize) -> Outcome {
     let mut replies = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
-        let pending = pending_of(ctx, meta.id, &name)?;
+        let pending = ctx.ks.all_pending(ctx.txn, meta.id, &name)?;
         let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?;
         let lag = lag(ctx, meta, last)?;
         let group_pending = pending

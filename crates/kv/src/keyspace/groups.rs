@@ -192,6 +192,17 @@ impl Keyspace {
             .transpose()
     }
 
+    /// Every pending entry of the group, in ID order.
+    pub(crate) fn all_pending(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+    ) -> Result<Vec<Pending>, Fault> {
+        let all = (StreamId::MIN, StreamId::MAX);
+        self.pending_range(txn, owner, group, all, usize::MAX, |_| true)
+    }
+
     /// The group's pending entries with IDs in `first..=last`, in ID order, of the first
     /// `rows` there (those `keep` accepts).
     pub(crate) fn pending_range(

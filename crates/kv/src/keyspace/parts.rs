@@ -247,11 +247,7 @@ impl Keyspace {
         first: &[u8],
         last: &[u8],
     ) -> Result<usize, Fault> {
-        let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
-        let range = KeyRange::new(
-            std::ops::Bound::Included(bound(first)),
-            std::ops::Bound::Included(bound(last)),
-        );
+        let range = fields_from_to(owner, first, last);
         let mut count = 0;
         let wanted = |column| column == PART;
         txn.scan_each(
@@ -279,11 +275,7 @@ impl Keyspace {
         first: &[u8],
         last: &[u8],
     ) -> Result<FieldValues, Fault> {
-        let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
-        let range = KeyRange::new(
-            std::ops::Bound::Included(bound(first)),
-            std::ops::Bound::Included(bound(last)),
-        );
+        let range = fields_from_to(owner, first, last);
         self.fields_in(txn, range, ScanDirection::Ascending, usize::MAX)
     }
 
@@ -300,15 +292,11 @@ impl Keyspace {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<FieldValues, Fault> {
-        let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
         let (mut first, mut last) = (first.to_vec(), last.to_vec());
         let mut out: FieldValues = Vec::new();
         let mut rows = limit.saturating_add(1).clamp(2, MAX_BATCH_ROWS);
         while out.len() < limit {
-            let range = KeyRange::new(
-                std::ops::Bound::Included(bound(&first)),
-                std::ops::Bound::Included(bound(&last)),
-            );
+            let range = fields_from_to(owner, &first, &last);
             let (mut batch, scanned) = self.scan_fields(txn, range, direction, rows)?;
             let exhausted = scanned < rows;
             if !exhausted {
@@ -378,6 +366,15 @@ impl Keyspace {
         })?;
         torn.map_or(Ok(out), Err)
     }
+}
+
+/// The part rows of `owner`'s values whose fields lie in `first..=last`.
+fn fields_from_to(owner: i64, first: &[u8], last: &[u8]) -> KeyRange {
+    let bound = |field: &[u8]| vec![Value::Int(owner), Value::Bytes(field.to_vec())];
+    KeyRange::new(
+        std::ops::Bound::Included(bound(first)),
+        std::ops::Bound::Included(bound(last)),
+    )
 }
 
 /// Adds a scanned part row to `out`: to the last value if the row is of the same field,
