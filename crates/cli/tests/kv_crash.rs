@@ -30,6 +30,10 @@
 //! group's worker (XREADGROUP, XACK of all but the first of each batch;
 //! `check_group_work`).
 //!
+//! `large_restores_killed_midway_leave_their_keys_whole_or_absent` kills the server while
+//! RESTOREs build lists past one commit over several transactions: each key is whole or
+//! absent after the restart, and what a killed build wrote is freed.
+//!
 //! `TAILSTORE_KILLS=<n>` sets the kills per mode (default 50).
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
@@ -1225,4 +1229,81 @@ fn an_event_stream_survives_sigkills() {
 #[test]
 fn planted_early_reply_is_caught_by_the_event_stream() {
     catches_the_early_reply("the stream", events_crash_loop);
+}
+
+/// The number INFO gives for `field`.
+fn info_number(client: &mut Client, field: &str) -> Option<u64> {
+    let Value::Bulk(text) = client.call(&[b"INFO"]) else {
+        return None;
+    };
+    let prefix = format!("{field}:");
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
+}
+
+/// SIGKILL while RESTOREs build lists past one commit over several transactions (decision
+/// 140), at random moments: after each restart every such key is whole or absent, whole if
+/// its RESTORE was answered, and what a killed build wrote goes to the lazy free
+/// (`lazyfree_pending_objects` falls to 0).
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn large_restores_killed_midway_leave_their_keys_whole_or_absent() {
+    // 100-byte elements, 12 MB: past the 8 MiB a commit may write with a 64 MiB pool.
+    const COUNT: i64 = 120_000;
+    let items: Vec<Vec<u8>> = (0..COUNT)
+        .map(|i| format!("{i:0>100}").into_bytes())
+        .collect();
+    let payload = tailstore_rdb::dump(&tailstore_rdb::Object::List(items));
+    let place = Place::new();
+    let mut answered = Vec::new();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..=6usize {
+        let mut server = place.start("buffer");
+        let mut client = Client::connect(server.address).expect("connect");
+        for (earlier, answered) in answered.iter().enumerate() {
+            let key = format!("list:{earlier}");
+            let len = client.call(&[b"LLEN", key.as_bytes()]);
+            let whole = len == Value::Int(COUNT);
+            assert!(
+                whole || (!answered && len == Value::Int(0)),
+                "after kill {round}: {key} (answered: {answered}) has {len:?} elements"
+            );
+            if whole {
+                let last = client.call(&[b"LINDEX", key.as_bytes(), b"-1"]);
+                assert_eq!(
+                    last,
+                    Value::Bulk(format!("{:0>100}", COUNT - 1).into_bytes())
+                );
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while info_number(&mut client, "lazyfree_pending_objects") != Some(0) {
+            assert!(
+                Instant::now() < deadline,
+                "after kill {round}: a killed build's elements are still queued"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        if round == 6 {
+            break;
+        }
+        let key = format!("list:{round}");
+        client
+            .send(&[b"RESTORE", key.as_bytes(), b"0", &payload])
+            .expect("send RESTORE");
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(client.receive());
+        });
+        thread::sleep(Duration::from_millis(next_random(&mut seed) % 1_500));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        let reply = rx
+            .recv_timeout(Duration::from_secs(10))
+            .ok()
+            .and_then(Result::ok);
+        answered.push(reply == Some(Value::Simple(b"OK".to_vec())));
+    }
+    eprintln!("RESTOREs answered before their kill: {answered:?}");
 }
