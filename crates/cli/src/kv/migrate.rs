@@ -199,21 +199,30 @@ fn scan(link: &mut Link, cursor: &[u8], args: &MigrateArgs) -> CliResult<(Vec<u8
         command.extend([b"MATCH".to_vec(), pattern.clone().into_bytes()]);
     }
     let reply = link.call(&command)?;
-    let bad = || format!("SCAN answered {}", reply_text(&reply));
-    let Value::Array(mut parts) = reply.clone() else {
-        return Err(bad().into());
+    scan_reply(reply).map_err(|other| format!("SCAN answered {}", reply_text(&other)).into())
+}
+
+/// SCAN's reply as (next cursor, keys), or the reply itself if it is not shaped so.
+fn scan_reply(reply: Value) -> Result<(Vec<u8>, Vec<Vec<u8>>), Value> {
+    let Value::Array(parts) = reply else {
+        return Err(reply);
     };
-    let (Some(Value::Array(keys)), Some(Value::Bulk(next))) = (parts.pop(), parts.pop()) else {
-        return Err(bad().into());
-    };
-    let keys = keys
-        .into_iter()
-        .map(|key| match key {
-            Value::Bulk(key) => Ok(key),
-            _ => Err(bad()),
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((next, keys))
+    match <[Value; 2]>::try_from(parts) {
+        Ok([Value::Bulk(next), Value::Array(keys)])
+            if keys.iter().all(|key| matches!(key, Value::Bulk(_))) =>
+        {
+            let keys = keys
+                .into_iter()
+                .filter_map(|key| match key {
+                    Value::Bulk(key) => Some(key),
+                    _ => None,
+                })
+                .collect();
+            Ok((next, keys))
+        }
+        Ok(parts) => Err(Value::Array(parts.into())),
+        Err(parts) => Err(Value::Array(parts)),
+    }
 }
 
 /// Copies `keys`: their PTTLs and DUMPs in one round trip to the source, their RESTOREs in

@@ -130,23 +130,20 @@ fn lag(ctx: &mut Ctx, meta: &KeyMeta, last: StreamId) -> Result<usize, Fault> {
         .count_between(ctx.txn, meta.id, &first.field(), &StreamId::MAX.field())
 }
 
-/// The entry at one end of the stream, or nil.
-fn end_entry(ctx: &mut Ctx, meta: &KeyMeta, direction: ScanDirection) -> Outcome {
+/// The entry at one end of the stream with its ID, if the stream has one.
+fn end_entry(
+    ctx: &mut Ctx,
+    meta: &KeyMeta,
+    direction: ScanDirection,
+) -> Result<Option<(StreamId, Reply)>, Fault> {
     let found = ctx.ks.fields(ctx.txn, meta.id, direction, 1)?;
-    match found.first() {
-        Some((field, stored)) => entry_reply(StreamId::of_field(field)?, stored),
-        None => Ok(Reply::Null),
-    }
-}
-
-/// The first entry's ID, 0-0 for an empty stream (Redis's `recorded-first-entry-id`).
-fn first_id(ctx: &mut Ctx, meta: &KeyMeta) -> Result<StreamId, Fault> {
-    let found = ctx
-        .ks
-        .fields(ctx.txn, meta.id, ScanDirection::Ascending, 1)?;
     found
         .first()
-        .map_or(Ok(StreamId::MIN), |(field, _)| StreamId::of_field(field))
+        .map(|(field, stored)| {
+            let id = StreamId::of_field(field)?;
+            Ok((id, entry_reply(id, stored)?))
+        })
+        .transpose()
 }
 
 /// XINFO STREAM key [FULL [COUNT count]]; `typed` is the subcommand as the client wrote
@@ -167,22 +164,21 @@ fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> O
         }
         _ => return Err(refused()),
     };
+    let first = end_entry(ctx, meta, ScanDirection::Ascending)?;
+    // Redis's `recorded-first-entry-id`: 0-0 for an empty stream.
+    let first_id = first.as_ref().map_or(StreamId::MIN, |(id, _)| *id);
     let mut pairs = vec![
         ("length", Reply::Int(meta.len)),
         ("last-generated-id", id_reply(StreamId::last_of(meta))),
-        ("recorded-first-entry-id", id_reply(first_id(ctx, meta)?)),
+        ("recorded-first-entry-id", id_reply(first_id)),
     ];
     let Some(count) = full else {
         let groups = ctx.ks.groups_of(ctx.txn, meta.id)?.len();
+        let last = end_entry(ctx, meta, ScanDirection::Descending)?;
+        let entry = |end: Option<(StreamId, Reply)>| end.map_or(Reply::Null, |(_, reply)| reply);
         pairs.push(("groups", Reply::Int(groups as i64)));
-        pairs.push((
-            "first-entry",
-            end_entry(ctx, meta, ScanDirection::Ascending)?,
-        ));
-        pairs.push((
-            "last-entry",
-            end_entry(ctx, meta, ScanDirection::Descending)?,
-        ));
+        pairs.push(("first-entry", entry(first)));
+        pairs.push(("last-entry", entry(last)));
         return Ok(map(pairs));
     };
     // COUNT 0: everything.
