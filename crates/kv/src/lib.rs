@@ -22,4 +22,8 @@ pub mod script;
 pub mod server;
 
 pub use command::{BlockStep, Executed, Watched};
+
+/// The Redis version we answer to clients that check it: the command set and semantics of
+/// Redis 7.0 (as far as docs/design/kv.md lists them).
+pub const REDIS_VERSION: &str = "7.0.0";
 pub use keyspace::{Keyspace, KvError};

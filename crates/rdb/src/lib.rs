@@ -40,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+mod libraries;
 mod listpack;
 mod lzf;
 mod stream;
@@ -49,6 +50,7 @@ use std::collections::HashSet;
 
 use crc::{Crc, CRC_64_REDIS};
 
+pub use libraries::{dump_libraries, restore_libraries, LIBRARIES_VERSION};
 pub use stream::{Consumer, Group, PendingEntry, Stream, StreamEntry, StreamId};
 
 /// The version DUMP writes in its payloads (see the module documentation).
@@ -122,6 +124,13 @@ pub enum RdbError {
     BadFormat(&'static str),
     #[error("Bad data format: tailstore does not restore {0}")]
     Unsupported(&'static str),
+    /// FUNCTION RESTORE: a payload holding something other than libraries.
+    #[error("given type is not a function")]
+    NotALibrary,
+    #[error("Pre-GA function format not supported")]
+    PreGaLibrary,
+    #[error("Failed loading library payload")]
+    LibraryPayload,
 }
 
 fn bad(what: &'static str) -> RdbError {

@@ -8,10 +8,11 @@
 
 /// The line has an unterminated quote, or a closing quote followed by a non-blank.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct UnbalancedQuotes;
+pub struct UnbalancedQuotes;
 
-/// Splits one inline command line (without its line ending) into words.
-pub(crate) fn split_words(line: &[u8]) -> Result<Vec<Vec<u8>>, UnbalancedQuotes> {
+/// Splits one inline command line (without its line ending) into words; the server also
+/// splits a function library's `#!lua name=…` line with it, as Redis does.
+pub fn split_words(line: &[u8]) -> Result<Vec<Vec<u8>>, UnbalancedQuotes> {
     let mut words = Vec::new();
     let mut cursor = Cursor { line, pos: 0 };
     loop {

@@ -44,6 +44,7 @@ mod value;
 pub use command::encode_command;
 pub use double::{format_double, format_human, format_human_exact};
 pub use error::ProtocolError;
+pub use inline::{split_words, UnbalancedQuotes};
 pub use reply::Reply;
 pub use request::RequestParser;
 pub use value::{parse_reply, Value};

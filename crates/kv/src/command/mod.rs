@@ -53,6 +53,7 @@ pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), Strin
     match command.name {
         "xgroup" => consumer_groups::xgroup_check(args),
         "xinfo" => stream_info::xinfo_check(args),
+        "function" => check_container("FUNCTION", args, crate::server::function_arity),
         _ => Ok(()),
     }
 }

@@ -408,6 +408,27 @@ pub static COMMANDS: &[Command] = &[
         "Runs a loaded read-only Lua script by its SHA1.",
     ),
     server(
+        "fcall",
+        -3,
+        LUA,
+        "scripting",
+        "Runs a function of a loaded library as one transaction.",
+    ),
+    server(
+        "fcall_ro",
+        -3,
+        LUA_RO,
+        "scripting",
+        "Runs a read-only function of a loaded library.",
+    ),
+    server(
+        "function",
+        -2,
+        &["noscript"],
+        "scripting",
+        "Loads, lists, dumps, restores or deletes function libraries.",
+    ),
+    server(
         "script",
         -2,
         &["noscript"],

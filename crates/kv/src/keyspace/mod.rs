@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail, id
-//! kv_parts   (owner, field, part) -> data, total     values, cut into parts (stream entries too)
+//! kv_parts   (owner, field, part) -> data, total     values, cut into parts (stream entries too;
+//!                                                    owner -1: function libraries, see [`libraries`])
 //! kv_zset    (owner, member) -> score; index by_score (owner, score)
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
@@ -28,6 +29,7 @@
 mod counts;
 mod garbage;
 pub mod groups;
+mod libraries;
 mod meta;
 mod parts;
 pub mod stream;
@@ -42,6 +44,7 @@ use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
 pub use garbage::{BuildGuard, BATCH_ROWS};
+pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
 pub use parts::{seq_field, seq_of_field, MAX_FIELD, MAX_KEY};

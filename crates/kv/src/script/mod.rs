@@ -48,6 +48,7 @@ mod bit;
 mod cjson;
 mod cmsgpack;
 mod convert;
+pub mod library;
 mod vm;
 
 use std::collections::HashMap;
@@ -58,11 +59,15 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
-pub use vm::{Host, Invocation, Vm};
+pub use vm::{Host, Invocation, Registered, Target, Vm};
 
 /// How long a script may run before the server stops it and undoes its writes (Redis's
 /// `busy-reply-threshold`, after which Redis answers BUSY to everyone else).
 pub const TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long a library's code may run at its load (Redis's, after which FUNCTION LOAD
+/// answers "FUNCTION LOAD timeout").
+pub const LOAD_TIME_LIMIT: Duration = Duration::from_millis(500);
 
 /// The most memory one event loop's Lua state may hold, unless the server is told otherwise
 /// (`ServerConfig::script_memory`).

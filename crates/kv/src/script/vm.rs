@@ -14,7 +14,8 @@ use mlua::{
 use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
-use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, TIME_LIMIT};
+use super::library::{check_name, script_header, Flags, FunctionSpec, Libraries};
+use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT, TIME_LIMIT};
 use crate::command::{lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, Run};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
@@ -83,7 +84,50 @@ end
 local function run(script)
   return xpcall(script, handler)
 end
-return env, visible, run
+
+-- Functions (FUNCTION LOAD, FCALL). A library's code runs once, at its load, with only
+-- `redis.register_function`, `redis.log` and a few constants in reach (Redis 7.0's
+-- library API); the functions it registers run later seeing what scripts see, but for
+-- KEYS and ARGV: their keys and arguments are their parameters.
+local loading = false
+local load_redis = {}
+local load_api = {
+  redis = setmetatable({}, {
+    __index = function(_, name)
+      local value = load_redis[name]
+      if value == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+      end
+      return value
+    end,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  }),
+}
+local functions_env
+functions_env = setmetatable({}, {
+  __index = function(_, name)
+    local value
+    if loading then
+      value = load_api[name]
+    elseif name == '_G' then
+      value = functions_env
+    elseif name ~= 'KEYS' and name ~= 'ARGV' then
+      value = visible[name]
+    end
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = function() error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+local function set_loading(on) loading = on end
+local function run_function(f, keys, args)
+  return xpcall(function() return f(keys, args) end, handler)
+end
+return env, visible, run, functions_env, load_redis, set_loading, run_function
 "#;
 
 /// An error raised by the Rust side of the `redis` table (`redis.call`'s error reply,
@@ -165,16 +209,49 @@ pub trait Host {
     fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
 }
 
-/// What EVAL (or EVALSHA) asked for.
+/// What EVAL (EVALSHA, FCALL…) asked for.
 pub struct Invocation<'a> {
-    pub sha: &'a str,
-    pub body: &'a [u8],
+    pub target: Target<'a>,
     pub keys: &'a [Vec<u8>],
     pub argv: &'a [Vec<u8>],
-    /// EVAL_RO, EVALSHA_RO: write commands are refused.
+    /// EVAL_RO, FCALL_RO, or a script or function declared `no-writes`: write commands
+    /// are refused.
     pub read_only: bool,
     /// The client's protocol, for the result's conversion.
     pub protocol: Protocol,
+}
+
+/// The code an invocation runs.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// A script, by its SHA1 and its body (EVAL, EVALSHA).
+    Script { sha: &'a str, body: &'a [u8] },
+    /// A function of one of `libraries`, by its name in any case (FCALL).
+    Function {
+        name: &'a str,
+        libraries: &'a Libraries,
+    },
+}
+
+impl Target<'_> {
+    /// How Redis names the code in an error's "script: NAME, on @CHUNK:LINE.".
+    fn names(&self) -> (&str, &'static str) {
+        match self {
+            Target::Script { sha, .. } => (sha, SCRIPT_CHUNK),
+            Target::Function { name, .. } => (name, FUNCTION_CHUNK),
+        }
+    }
+}
+
+/// The chunk names scripts' and libraries' code is compiled under: what Lua's error
+/// messages and Redis's replies call them (`user_script:3: …`).
+const SCRIPT_CHUNK: &str = "user_script";
+const FUNCTION_CHUNK: &str = "user_function";
+
+/// A function a library's code registered, as this loop's Lua state holds it.
+pub struct Registered {
+    pub spec: FunctionSpec,
+    callback: Function,
 }
 
 /// An event loop's Lua state, made at its first script.
@@ -201,6 +278,16 @@ struct Sandbox {
     /// The loop's compiled scripts by SHA1, and the SCRIPT FLUSH count they belong to.
     compiled: RefCell<HashMap<String, Function>>,
     flushes: Cell<u64>,
+    /// Functions' globals (see the prelude), the `redis` table a library's code sees,
+    /// the switch between a library's load and its functions' runs, and their runner.
+    functions_env: Table,
+    load_redis: Table,
+    set_loading: Function,
+    run_function: Function,
+    /// The loop's functions by name in lowercase, loaded from the libraries' version
+    /// `functions_version`.
+    functions: RefCell<HashMap<String, Function>>,
+    functions_version: Cell<Option<u64>>,
 }
 
 /// A run's state that `redis.call` works with.
@@ -222,6 +309,21 @@ impl Vm {
             .map(|(_, new)| new)
     }
 
+    /// Runs a library's `code` (its `#!lua` line ends before `code_start`) as FUNCTION LOAD
+    /// does: the functions it registers, or Redis's error text.
+    pub fn load_library(
+        &self,
+        scripts: &Scripts,
+        code: &[u8],
+        code_start: usize,
+    ) -> Result<Vec<Registered>, String> {
+        let sandbox = self.sandbox(scripts).map_err(|reply| match reply {
+            Reply::Error(text) => text,
+            other => format!("{other:?}"),
+        })?;
+        sandbox.load_library(&code[code_start..])
+    }
+
     /// Runs the script in `ctx`'s transaction: its reply (an error reply when it failed, its
     /// writes until then kept), or the fault that must undo the transaction.
     pub fn run(
@@ -232,8 +334,12 @@ impl Vm {
         host: &mut dyn Host,
     ) -> Result<Reply, Fault> {
         let sandbox = self.sandbox(scripts).map_err(Fault::Reply)?;
-        let function = match sandbox.function(scripts, invocation.sha, invocation.body) {
-            Ok((function, _)) => function,
+        let found = match invocation.target {
+            Target::Script { sha, body } => sandbox.function(scripts, sha, body).map(|(f, _)| f),
+            Target::Function { name, libraries } => sandbox.function_named(libraries, name),
+        };
+        let function = match found {
+            Ok(function) => function,
             Err(reply) => return Ok(reply),
         };
         host.begin();
@@ -277,19 +383,27 @@ impl Sandbox {
             _ => Ok(error),
         })?;
         let handler = lua.create_function(locate_error)?;
-        let (env, visible, runner): (Table, Table, Function) =
-            lua.load(PRELUDE).set_name("=prelude").call((
-                lua.globals(),
-                redis.clone(),
-                catch,
-                handler,
-                cjson::library(&lua)?,
-                cmsgpack::library(&lua)?,
-                bit::library(&lua)?,
-            ))?;
+        let (env, visible, runner, functions_env, load_redis, set_loading, run_function): (
+            Table,
+            Table,
+            Function,
+            Table,
+            Table,
+            Function,
+            Function,
+        ) = lua.load(PRELUDE).set_name("=prelude").call((
+            lua.globals(),
+            redis.clone(),
+            catch,
+            handler,
+            cjson::library(&lua)?,
+            cmsgpack::library(&lua)?,
+            bit::library(&lua)?,
+        ))?;
         let (keys, argv) = (lua.create_table()?, lua.create_table()?);
         visible.raw_set("KEYS", &keys)?;
         visible.raw_set("ARGV", &argv)?;
+        fill_library_api(&lua, &load_redis)?;
         Ok(Sandbox {
             lua,
             limits,
@@ -301,6 +415,12 @@ impl Sandbox {
             runner,
             compiled: RefCell::new(HashMap::new()),
             flushes: Cell::new(0),
+            functions_env,
+            load_redis,
+            set_loading,
+            run_function,
+            functions: RefCell::new(HashMap::new()),
+            functions_version: Cell::new(None),
         })
     }
 
@@ -319,10 +439,15 @@ impl Sandbox {
         if let Some(function) = compiled.get(sha) {
             return Ok((function.clone(), false));
         }
+        let code = match script_header(body) {
+            Ok(None) => body,
+            Ok(Some((_, code_start))) => &body[code_start..],
+            Err(text) => return Err(Reply::Error(format!("ERR {text}"))),
+        };
         let function = self
             .lua
-            .load(body)
-            .set_name("@user_script")
+            .load(code)
+            .set_name(format!("@{SCRIPT_CHUNK}"))
             .set_environment(self.env.clone())
             .into_function()
             .map_err(|err| {
@@ -338,6 +463,86 @@ impl Sandbox {
         Ok((function, true))
     }
 
+    /// The loop's function `name` (any case), loading the libraries again if they changed
+    /// since it last did.
+    fn function_named(&self, libraries: &Libraries, name: &str) -> Result<Function, Reply> {
+        if self.functions_version.get() != Some(libraries.version()) {
+            let (set, version) = libraries.all();
+            let mut loaded = HashMap::new();
+            for library in set.values() {
+                // Each loaded on another loop first; it loads here too unless the loop's
+                // memory is short, which is told rather than hidden.
+                match self.load_library(&library.code[library.code_start..]) {
+                    Ok(registered) => loaded.extend(
+                        registered
+                            .into_iter()
+                            .map(|r| (r.spec.name.to_ascii_lowercase(), r.callback)),
+                    ),
+                    Err(text) => eprintln!(
+                        "tailstore: library '{}' did not load on an event loop: {text}",
+                        library.name
+                    ),
+                }
+            }
+            *self.functions.borrow_mut() = loaded;
+            self.functions_version.set(Some(version));
+        }
+        let name = name.to_ascii_lowercase();
+        let found = self.functions.borrow().get(&name).cloned();
+        found.ok_or_else(|| Reply::error("ERR Function not found"))
+    }
+
+    /// Runs a library's Lua code (after its `#!lua` line) with the library API: the
+    /// functions it registered, or Redis's error text.
+    fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+        let chunk = self
+            .lua
+            .load(code)
+            .set_name(format!("@{FUNCTION_CHUNK}"))
+            .set_environment(self.functions_env.clone())
+            .into_function()
+            .map_err(|err| {
+                let message = match &err {
+                    mlua::Error::SyntaxError { message, .. } => first_line(message),
+                    other => first_line(other),
+                };
+                format!("Error compiling function: {message}")
+            })?;
+        let registered = RefCell::new(Vec::new());
+        self.limits.start_for(LOAD_TIME_LIMIT);
+        let lua_error = |err: mlua::Error| format!("tailstore: Lua: {err}");
+        self.set_loading.call::<()>(true).map_err(lua_error)?;
+        let outcome = self.lua.scope(|scope| {
+            let registered = &registered;
+            let register = scope.create_function(move |lua, args: Variadic<Value>| {
+                register_function(lua, args, &mut registered.borrow_mut())
+            })?;
+            self.load_redis.raw_set("register_function", register)?;
+            self.runner.call::<MultiValue>(chunk)
+        });
+        let _ = self.set_loading.call::<()>(false);
+        let _ = self.load_redis.raw_set("register_function", Value::Nil);
+        let stopped = self.limits.stopped.take();
+        let values = outcome.map_err(lua_error)?;
+        let mut values = values.into_iter();
+        if !matches!(values.next(), Some(Value::Boolean(true))) {
+            if stopped == Some(Stop::TooLong) {
+                return Err("Error registering functions: ERR FUNCTION LOAD timeout".into());
+            }
+            let failure = failure_reply(&values.next().unwrap_or(Value::Nil), None);
+            let text = match failure {
+                Reply::Error(text) => text,
+                _ => String::new(),
+            };
+            return Err(format!("Error registering functions: {text}"));
+        }
+        let registered = registered.into_inner();
+        if registered.is_empty() {
+            return Err("No functions registered".into());
+        }
+        Ok(registered)
+    }
+
     fn run(
         &self,
         scripts: &Scripts,
@@ -346,8 +551,17 @@ impl Sandbox {
         call: &mut Call<'_, '_, '_>,
     ) -> Result<Reply, Fault> {
         let lua_error = |err: mlua::Error| Fault::err(format!("ERR tailstore: Lua: {err}"));
-        self.set_arguments(invocation.keys, invocation.argv)
-            .map_err(lua_error)?;
+        let parameters = match invocation.target {
+            Target::Script { .. } => {
+                self.set_arguments(invocation.keys, invocation.argv)
+                    .map_err(lua_error)?;
+                None
+            }
+            Target::Function { .. } => Some((
+                self.sequence(invocation.keys).map_err(lua_error)?,
+                self.sequence(invocation.argv).map_err(lua_error)?,
+            )),
+        };
         self.resp3.set(false);
         self.limits.start();
         scripts.running.fetch_add(1, Ordering::SeqCst);
@@ -360,12 +574,18 @@ impl Sandbox {
             // Left in place after the scope: a destroyed scoped function only raises an
             // error, and the next script replaces it.
             self.redis.raw_set("call", command)?;
-            self.runner.call::<MultiValue>(function.clone())
+            match &parameters {
+                None => self.runner.call::<MultiValue>(function.clone()),
+                Some((keys, args)) => {
+                    self.run_function
+                        .call::<MultiValue>((function.clone(), keys, args))
+                }
+            }
         });
         let call = call.into_inner();
         scripts.running.fetch_sub(1, Ordering::SeqCst);
         let large = |items: &[Vec<u8>]| items.iter().map(Vec::len).sum::<usize>() > 64 * 1024;
-        if large(invocation.keys) || large(invocation.argv) {
+        if parameters.is_none() && (large(invocation.keys) || large(invocation.argv)) {
             // Large arguments are not kept alive until the next script.
             let _ = self.set_arguments(&[], &[]);
         }
@@ -390,8 +610,15 @@ impl Sandbox {
         Ok(if ok {
             lua_to_reply(&result, invocation.protocol, self.resp3.get())
         } else {
-            failure_reply(&result, invocation.sha)
+            failure_reply(&result, Some(invocation.target.names()))
         })
+    }
+
+    /// A function's keys or arguments: a new table for each call, as Redis makes them.
+    fn sequence(&self, items: &[Vec<u8>]) -> mlua::Result<Table> {
+        let strings = items.iter().map(|item| self.lua.create_string(item));
+        self.lua
+            .create_sequence_from(strings.collect::<mlua::Result<Vec<_>>>()?)
     }
 
     fn set_arguments(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
@@ -455,7 +682,12 @@ impl Limits {
 
     /// A script starts.
     fn start(&self) {
-        self.deadline.set(Instant::now() + TIME_LIMIT);
+        self.start_for(TIME_LIMIT);
+    }
+
+    /// Code that may run for `limit` starts (a library's load).
+    fn start_for(&self, limit: std::time::Duration) {
+        self.deadline.set(Instant::now() + limit);
         self.kills_at_start.set(self.kills.load(Ordering::SeqCst));
         self.stopped.set(None);
     }
@@ -623,7 +855,9 @@ fn script_line(lua: &Lua) -> Option<usize> {
     (1..64)
         .map_while(|level| {
             lua.inspect_stack(level, |frame| {
-                (frame.source().source.as_deref() == Some("@user_script"))
+                let source = frame.source().source;
+                let chunk = source.as_deref().and_then(|s| s.strip_prefix('@'));
+                matches!(chunk, Some(SCRIPT_CHUNK | FUNCTION_CHUNK))
                     .then(|| frame.current_line())
                     .flatten()
             })
@@ -639,15 +873,9 @@ fn lossy(text: &LuaString) -> String {
 /// Redis's `redis` table but for `call`, which each run sets, and `pcall` (the prelude's).
 fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
-    for (at, name) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
-        .iter()
-        .enumerate()
-    {
-        redis.raw_set(*name, at)?;
-    }
+    fill_library_api(lua, &redis)?;
     let sha1hex = |_: &Lua, text: LuaString| Ok(sha1_hex(&text.as_bytes()));
     redis.raw_set("sha1hex", lua.create_function(sha1hex)?)?;
-    redis.raw_set("log", lua.create_function(log)?)?;
     for (name, field) in [("error_reply", "err"), ("status_reply", "ok")] {
         let reply = lua.create_function(move |lua, args: Variadic<Value>| match &args[..] {
             [Value::String(text)] => single_field(lua, field, Value::String(text.clone())),
@@ -698,8 +926,9 @@ fn is_memory_error(err: &mlua::Error) -> bool {
     }
 }
 
-/// A failed script's reply: its error text and where in the script it was raised.
-fn failure_reply(error: &Value, sha: &str) -> Reply {
+/// A failed script's reply: its error text and, given the code's `names` (see
+/// [`Target::names`]), where in it the error was raised.
+fn failure_reply(error: &Value, names: Option<(&str, &str)>) -> Reply {
     let table = match error {
         Value::Table(table) => table,
         // Lua calls no handler for an allocation failure: its message comes as it is.
@@ -710,18 +939,48 @@ fn failure_reply(error: &Value, sha: &str) -> Reply {
         Ok(Value::String(text)) => lossy(&text),
         _ => "ERR the script failed".to_string(),
     };
-    match table.raw_get::<Option<i64>>("line") {
-        Ok(Some(line)) => Reply::Error(format!("{text} script: {sha}, on @user_script:{line}.")),
+    match (table.raw_get::<Option<i64>>("line"), names) {
+        (Ok(Some(line)), Some((name, chunk))) => {
+            Reply::Error(format!("{text} script: {name}, on @{chunk}:{line}."))
+        }
         _ => Reply::Error(text),
     }
 }
 
 /// `redis.log(level, message…)`: the server's standard error, as Redis's log file.
-fn log(_: &Lua, (level, words): (i64, Variadic<LuaString>)) -> mlua::Result<()> {
+fn log(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
+    let [level, words @ ..] = &args[..] else {
+        return Err(library_error(
+            lua,
+            "redis.log() requires two arguments or more.",
+            false,
+        ));
+    };
+    if words.is_empty() {
+        return Err(library_error(
+            lua,
+            "redis.log() requires two arguments or more.",
+            false,
+        ));
+    }
+    let level = match level {
+        Value::Integer(level) => *level,
+        Value::Number(level) => *level as i64,
+        _ => {
+            return Err(library_error(
+                lua,
+                "First argument must be a number (log level).",
+                false,
+            ))
+        }
+    };
     if !(0..=3).contains(&level) {
         return Err(mlua::Error::runtime("Invalid debug level."));
     }
-    let words: Vec<String> = words.iter().map(lossy).collect();
+    let words: Vec<String> = words
+        .iter()
+        .map(|word| String::from_utf8_lossy(&text_of(lua, word).unwrap_or_default()).into_owned())
+        .collect();
     eprintln!("tailstore: script log: {}", words.join(" "));
     Ok(())
 }
@@ -730,4 +989,136 @@ fn log(_: &Lua, (level, words): (i64, Variadic<LuaString>)) -> mlua::Result<()> 
 fn first_line(text: &impl ToString) -> String {
     let text = text.to_string();
     text.lines().next().unwrap_or_default().to_string()
+}
+
+/// The `redis` table a library's code sees while it loads (Redis 7.0's library API):
+/// `register_function` (set for each load), `log`, the log levels and the version.
+fn fill_library_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
+    for (at, name) in LOG_LEVELS.iter().enumerate() {
+        redis.raw_set(*name, at)?;
+    }
+    redis.raw_set("log", lua.create_function(log)?)?;
+    redis.raw_set("REDIS_VERSION", crate::REDIS_VERSION)?;
+    redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
+    Ok(())
+}
+
+const LOG_LEVELS: [&str; 4] = ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"];
+
+/// The version as one number, `0x00MMmmpp` (`redis.REDIS_VERSION_NUM`).
+fn redis_version_num() -> i64 {
+    crate::REDIS_VERSION
+        .split('.')
+        .take(3)
+        .fold(0, |num, part| num << 8 | part.parse::<i64>().unwrap_or(0))
+}
+
+/// `redis.register_function(name, callback)` or `redis.register_function{function_name =
+/// …, callback = …, flags = {…}, description = …}`, during a library's load: the function
+/// added to `registered`, or Redis's error.
+fn register_function(
+    lua: &Lua,
+    args: Variadic<Value>,
+    registered: &mut Vec<Registered>,
+) -> mlua::Result<()> {
+    let refuse = |text: &str| library_error(lua, text, false);
+    let (name, callback, description, flags) = match &args[..] {
+        [Value::Table(named)] => named_registration(lua, named)?,
+        [_] => return Err(refuse("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).")),
+        [name, callback] => {
+            let name = text_of(lua, name)
+                .ok_or_else(|| refuse("first argument to redis.register_function must be a string"))?;
+            let Value::Function(callback) = callback else {
+                return Err(refuse("second argument to redis.register_function must be a function"));
+            };
+            (name, callback.clone(), None, Flags::default())
+        }
+        _ => return Err(refuse("wrong number of arguments to redis.register_function")),
+    };
+    let name = String::from_utf8_lossy(&name).into_owned();
+    check_name(&name).map_err(|text| refuse(&text))?;
+    // Redis 7.0.15 crashes on two names differing in case only; they would collide in
+    // FCALL's lookup, so they are refused.
+    if registered
+        .iter()
+        .any(|r| r.spec.name.eq_ignore_ascii_case(&name))
+    {
+        return Err(refuse("Function already exists in the library"));
+    }
+    registered.push(Registered {
+        spec: FunctionSpec {
+            name,
+            description,
+            flags,
+        },
+        callback,
+    });
+    Ok(())
+}
+
+/// What a Lua string or number reads as (Lua's own coercion, as `lua_tostring`).
+fn text_of(lua: &Lua, value: &Value) -> Option<Vec<u8>> {
+    match value {
+        Value::String(_) | Value::Integer(_) | Value::Number(_) => lua
+            .coerce_string(value.clone())
+            .ok()
+            .flatten()
+            .map(|s| s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+type Registration = (Vec<u8>, Function, Option<Vec<u8>>, Flags);
+
+/// `redis.register_function`'s named arguments.
+fn named_registration(lua: &Lua, named: &Table) -> mlua::Result<Registration> {
+    let refuse = |text: &str| library_error(lua, text, false);
+    let (mut name, mut callback, mut description, mut flags) = (None, None, None, Flags::default());
+    for pair in named.pairs::<Value, Value>() {
+        let (key, value) = pair?;
+        let key = match &key {
+            Value::String(key) => key.as_bytes().to_vec(),
+            _ => return Err(refuse("unknown argument given to redis.register_function")),
+        };
+        match &key[..] {
+            b"function_name" => {
+                name = Some(text_of(lua, &value).ok_or_else(|| {
+                    refuse(
+                        "function_name argument given to redis.register_function must be a string",
+                    )
+                })?);
+            }
+            b"callback" => match value {
+                Value::Function(f) => callback = Some(f),
+                _ => {
+                    return Err(refuse(
+                        "callback argument given to redis.register_function must be a function",
+                    ))
+                }
+            },
+            b"description" => {
+                description = Some(text_of(lua, &value).ok_or_else(|| {
+                    refuse("description argument given to redis.register_function must be a string")
+                })?);
+            }
+            b"flags" => {
+                let Value::Table(names) = value else {
+                    return Err(refuse("flags argument to redis.register_function must be a table representing function flags"));
+                };
+                for flag in names.sequence_values::<Value>() {
+                    let flag = match flag? {
+                        Value::String(flag) => Flags::named(&flag.as_bytes()),
+                        _ => None,
+                    };
+                    flags = flags.with(flag.ok_or_else(|| refuse("unknown flag given"))?);
+                }
+            }
+            _ => return Err(refuse("unknown argument given to redis.register_function")),
+        }
+    }
+    let name =
+        name.ok_or_else(|| refuse("redis.register_function must get a function name argument"))?;
+    let callback =
+        callback.ok_or_else(|| refuse("redis.register_function must get a callback argument"))?;
+    Ok((name, callback, description, flags))
 }

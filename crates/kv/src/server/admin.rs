@@ -12,9 +12,7 @@ use super::pubsub::{Message, Subscriber};
 use super::{unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
-/// The Redis version we answer to clients that check it: the command set and semantics of
-/// Redis 7.0 (as far as docs/design/kv.md lists them).
-pub const REDIS_VERSION: &str = "7.0.0";
+pub use crate::REDIS_VERSION;
 
 /// Runs a connection or server command outside MULTI.
 pub fn run<'s>(

@@ -11,6 +11,7 @@ use super::admin;
 use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
 use super::eval;
+use super::functions;
 use super::pubsub;
 use super::slowlog;
 use super::Shared;
@@ -208,6 +209,7 @@ fn reply_to<'s>(
         }
         _ if eval::is_eval(command) => eval::eval(shared, conn, vm, command, &args, pending),
         "script" => eval::script(shared, vm, &args),
+        "function" => functions::function(shared, vm, &args, pending),
         _ => run(shared, conn, command, &args, pending),
     };
     if !eval::is_eval(command) {

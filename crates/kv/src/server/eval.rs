@@ -2,6 +2,7 @@
 //! server lends a running script (`crate::script` runs it).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
@@ -11,7 +12,8 @@ use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use super::Shared;
 use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome, NOT_INTEGER};
-use crate::script::{sha1_hex, Host, Invocation, Vm};
+use crate::script::library::{script_header, Flags, RunningFunction};
+use crate::script::{sha1_hex, Host, Invocation, Target, Vm};
 use crate::Executed;
 
 /// EVAL script numkeys key… arg… (and its three siblings): the script's reply, its commit
@@ -38,17 +40,27 @@ pub fn eval<'s>(
     reply
 }
 
-/// Whether `command` runs a script.
+/// Whether `command` runs a script or a function.
 pub fn is_eval(command: &Command) -> bool {
-    matches!(command.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+    matches!(
+        command.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
+}
+
+/// What an invocation runs.
+enum Code {
+    Script { sha: String, body: Arc<[u8]> },
+    Function { name: String },
 }
 
 /// An EVAL whose script is found and compiled and whose arguments are checked, to run in a
 /// transaction: its own, or EXEC's when it was queued in MULTI.
 pub struct Prepared<'a> {
     vm: &'a Vm,
-    sha: String,
-    body: Arc<[u8]>,
+    code: Code,
+    /// The whole command (FUNCTION STATS shows a running function's).
+    command_line: &'a [Vec<u8>],
     keys: &'a [Vec<u8>],
     argv: &'a [Vec<u8>],
     read_only: bool,
@@ -66,31 +78,38 @@ impl<'a> Prepared<'a> {
         command: &Command,
         args: &'a [Vec<u8>],
     ) -> Result<Prepared<'a>, Reply> {
-        let (sha, body) = if command.name.starts_with("evalsha") {
-            match shared.scripts.get(&args[1]) {
-                Some(body) => (String::from_utf8_lossy(&args[1]).to_ascii_lowercase(), body),
-                None => {
-                    return Err(Reply::error(
-                        "NOSCRIPT No matching script. Please use EVAL.",
-                    ))
-                }
-            }
+        let (code, flags, bad_numkeys) = if command.name.starts_with("fcall") {
+            let Some((library, at)) = shared.libraries.function(&args[1]) else {
+                return Err(Reply::error("ERR Function not found"));
+            };
+            let function = &library.functions[at];
+            let name = function.name.clone();
+            let flags = Some(function.flags);
+            (
+                Code::Function { name },
+                flags,
+                "ERR Bad number of keys provided",
+            )
         } else {
-            // EVAL loads its script too, as Redis does (EVALSHA then finds it).
-            let sha = sha1_hex(&args[1]);
-            if vm.compile(&shared.scripts, &sha, &args[1])? {
-                shared.scripts.insert(&sha, &args[1]);
-            }
-            (sha, args[1].as_slice().into())
+            let (sha, body) = script_named(shared, vm, command, &args[1])?;
+            // Compiled: its `#!lua` line, if any, is valid.
+            let flags = script_header(&body).ok().flatten().map(|(flags, _)| flags);
+            (Code::Script { sha, body }, flags, NOT_INTEGER)
         };
-        let (keys, argv) = split_keys(&args[2..])?;
+        let ro_command = command.name.ends_with("_ro");
+        if ro_command && flags.is_some_and(|flags| !flags.no_writes()) {
+            return Err(Reply::error(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        let (keys, argv) = split_keys(&args[2..], bad_numkeys)?;
         Ok(Prepared {
             vm,
-            sha,
-            body,
+            code,
+            command_line: args,
             keys,
             argv,
-            read_only: command.name.ends_with("_ro"),
+            read_only: ro_command || flags.is_some_and(Flags::no_writes),
             protocol: conn.protocol,
             db: conn.db,
             host: ScriptHost {
@@ -110,9 +129,21 @@ impl<'a> Prepared<'a> {
     /// One run in `ctx`'s transaction (again after a conflict).
     pub fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Result<Reply, Fault> {
         ctx.db = self.db;
+        let libraries = &self.host.shared.libraries;
+        let mut _running = None;
+        let target = match &self.code {
+            Code::Script { sha, body } => Target::Script { sha, body },
+            Code::Function { name } => {
+                _running = Some(libraries.started(RunningFunction {
+                    name: name.clone(),
+                    command: self.command_line.to_vec(),
+                    started: Instant::now(),
+                }));
+                Target::Function { name, libraries }
+            }
+        };
         let invocation = Invocation {
-            sha: &self.sha,
-            body: &self.body,
+            target,
             keys: self.keys,
             argv: self.argv,
             read_only: self.read_only,
@@ -145,9 +176,34 @@ impl BlockBody for Prepared<'_> {
 /// A script's keys and its other arguments.
 type KeysAndArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
 
-/// `numkeys key… arg…`: the keys and the other arguments.
-fn split_keys(args: &[Vec<u8>]) -> Result<KeysAndArgs<'_>, Reply> {
-    let numkeys = parse_int(&args[0]).map_err(|_| Reply::error(NOT_INTEGER))?;
+/// The script EVAL (EVALSHA…) names by its `body_or_sha`: its SHA1 and its body, compiled
+/// on this loop.
+fn script_named(
+    shared: &Shared,
+    vm: &Vm,
+    command: &Command,
+    body_or_sha: &[u8],
+) -> Result<(String, Arc<[u8]>), Reply> {
+    if command.name.starts_with("evalsha") {
+        let body = shared
+            .scripts
+            .get(body_or_sha)
+            .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))?;
+        let sha = String::from_utf8_lossy(body_or_sha).to_ascii_lowercase();
+        return Ok((sha, body));
+    }
+    // EVAL loads its script too, as Redis does (EVALSHA then finds it).
+    let sha = sha1_hex(body_or_sha);
+    if vm.compile(&shared.scripts, &sha, body_or_sha)? {
+        shared.scripts.insert(&sha, body_or_sha);
+    }
+    Ok((sha, body_or_sha.into()))
+}
+
+/// `numkeys key… arg…`: the keys and the other arguments; `bad_numkeys` is the error for
+/// a count that is not a number (EVAL's and FCALL's differ).
+fn split_keys<'a>(args: &'a [Vec<u8>], bad_numkeys: &str) -> Result<KeysAndArgs<'a>, Reply> {
+    let numkeys = parse_int(&args[0]).map_err(|_| Reply::error(bad_numkeys))?;
     if numkeys < 0 {
         return Err(Reply::error("ERR Number of keys can't be negative"));
     }

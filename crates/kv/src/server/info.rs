@@ -72,6 +72,7 @@ fn clients_per_loop(shared: &Shared) -> String {
 fn memory(shared: &Shared) -> String {
     let stats = shared.ks.database().stats();
     let pool_bytes = stats.pool_pages * tailstore_storage::PAGE_SIZE as u64;
+    let (libraries, functions) = shared.libraries.counts();
     lines(&[
         ("used_memory", pool_bytes.to_string()),
         (
@@ -81,6 +82,8 @@ fn memory(shared: &Shared) -> String {
         ("maxmemory", "0".into()),
         ("maxmemory_policy", "noeviction".into()),
         ("number_of_cached_scripts", shared.scripts.len().to_string()),
+        ("number_of_functions", functions.to_string()),
+        ("number_of_libraries", libraries.to_string()),
         (
             "lazyfree_pending_objects",
             shared.ks.lazyfree_pending().unwrap_or(0).to_string(),

@@ -17,11 +17,14 @@ mod clients;
 mod connection;
 mod dispatch;
 mod eval;
+mod functions;
 mod info;
 mod monitor;
 mod pubsub;
 mod slowlog;
 mod worker;
+
+pub use functions::subcommand_arity as function_arity;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -86,6 +89,8 @@ pub struct Shared {
     pub pubsub: pubsub::PubSub,
     /// The Lua scripts' bodies, by SHA1 (EVALSHA).
     pub scripts: crate::script::Scripts,
+    /// The function libraries (FUNCTION LOAD, FCALL).
+    pub libraries: crate::script::library::Libraries,
     /// The commands that ran slowly (SLOWLOG).
     pub slowlog: slowlog::SlowLog,
     /// The connections in MONITOR mode.
@@ -178,9 +183,11 @@ impl Server {
             waiters: blocking::Waiters::default(),
             pubsub: pubsub::PubSub::default(),
             scripts: crate::script::Scripts::new(script_memory),
+            libraries: crate::script::library::Libraries::default(),
             slowlog: slowlog::SlowLog::default(),
             monitors: monitor::Monitors::default(),
         });
+        functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {
             let listener = listener.try_clone()?;

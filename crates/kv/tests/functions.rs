@@ -1,0 +1,434 @@
+//! Functions (FUNCTION LOAD … FCALL) through the server: replies compared byte for byte
+//! with a real `redis-server`'s, libraries durable across power cuts, FUNCTION DUMP and
+//! RESTORE payloads moved between Redis and tailstore, every event loop running the
+//! libraries' newest code, and FUNCTION STATS and KILL on a running function.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use redis::Value;
+use support::real_redis::Servers;
+use support::redis_process::{redis_program, start_redis};
+use support::{client_at, command, err, eventually, q, raw_value, Options, TestServer};
+use tailstore_log::CommitMode;
+use tailstore_media::sim::SimStorage;
+use tailstore_resp::{parse_reply, Limits};
+
+const LIBRARY: &str = "#!lua name=mylib
+local calls = 0
+local function echo(keys, args) calls = calls + 1; return {keys[1], args[1], calls} end
+local function write(keys, args) return redis.call('set', keys[1], args[1]) end
+local function fail(keys, args) local x = nil; return x.y end
+local function globals(keys, args) return KEYS end
+redis.register_function('echo', echo)
+redis.register_function{function_name='write', callback=write, description='writes'}
+redis.register_function{function_name='read', callback=function(k) return redis.call('get', k[1]) end,
+  flags={'no-writes', 'allow-oom'}}
+redis.register_function{function_name='wro', callback=write, flags={'no-writes'}}
+redis.register_function('fail', fail)
+redis.register_function('globals', globals)
+redis.register_function('pc', function(k) return redis.pcall('incr', k[1]) end)
+";
+
+/// Requests sent on one connection in turn, each with its reply compared.
+const CASES: &[&[&str]] = &[
+    &["flushall"],
+    &["function", "flush"],
+    &["function", "load", LIBRARY],
+    &["function", "load", LIBRARY],
+    &["fcall", "echo", "1", "k", "a"],
+    &["fcall", "ECHO", "0"],
+    &["fcall", "write", "1", "s", "v"],
+    &["fcall", "read", "1", "s"],
+    &["fcall_ro", "read", "1", "s"],
+    &["fcall_ro", "write", "1", "s", "w"],
+    &["fcall", "wro", "1", "s", "w"],
+    &["fcall", "fail", "0"],
+    &["fcall", "globals", "0"],
+    &["fcall", "pc", "1", "s"],
+    &["fcall", "nosuch", "0"],
+    &["fcall", "echo", "x"],
+    &["fcall", "echo", "-1"],
+    &["fcall", "echo", "3", "a"],
+    // Listed: Redis lists a library's functions in its hash table's order, tailstore in
+    // name order; a library of one function compares them byte for byte.
+    &["function", "delete", "mylib"],
+    &["function", "load", SMALL],
+    &["function", "list"],
+    &["function", "list", "withcode", "libraryname", "SM*"],
+    &["function", "list", "libraryname", "other"],
+    &["function", "list", "libraryname"],
+    &["function", "list", "withcode", "withcode"],
+    &["function", "list", "foo"],
+    &["function", "stats"],
+    &["function", "kill"],
+    &["function", "nosuch"],
+    &["function", "delete"],
+    &["function", "delete", "nosuch"],
+    &["function", "flush", "now"],
+    &["function", "load", "replace", "x", "y"],
+    &["function", "restore", "garbage"],
+    &["function", "restore", "garbage", "merge"],
+    // In MULTI, and called from a script (refused).
+    &["function", "load", "replace", LIBRARY],
+    &["multi"],
+    &["fcall", "write", "1", "m", "1"],
+    &["fcall", "read", "1", "m"],
+    &["exec"],
+    &["eval", "return redis.call('fcall', 'echo', 0)", "0"],
+    // Libraries' first lines and loads that fail.
+    &["function", "load", "return 1"],
+    &["function", "load", "#!lua name=x"],
+    &["function", "load", "#!lua\nreturn 1"],
+    &["function", "load", "#!lua name=x name=y\n"],
+    &["function", "load", "#!lua name=x foo=bar\n"],
+    &["function", "load", "#!js name=x\n"],
+    &["function", "load", "#!lua name=x-y\n"],
+    &["function", "load", "#!lua name=x\nreturn 1"],
+    &["function", "load", "#!lua name=x\nlocal x = = 1"],
+    &["function", "load", "#!lua name=x\nredis.call('set', 'a', 'b')"],
+    &["function", "load", "#!lua name=x\nx = 1"],
+    &["function", "load", "#!lua name=x\nlocal s = string"],
+    &["function", "load", "#!lua name=x\nerror('oops')"],
+    &["function", "load", "#!lua name=x\nwhile true do end"],
+    &["function", "load", "#!lua name=x\nredis.register_function('echo', function() end)"],
+    &["function", "load", "#!lua name=x\nredis.register_function('a-b', function() end)"],
+    &["function", "load", "#!lua name=x\nredis.register_function('f')"],
+    &["function", "load", "#!lua name=x\nredis.register_function('f', 1)"],
+    &["function", "load", "#!lua name=x\nredis.register_function({}, function() end)"],
+    &["function", "load", "#!lua name=x\nredis.register_function('f', function() end, 3)"],
+    &["function", "load", "#!lua name=x\nredis.register_function{function_name='f'}"],
+    &["function", "load", "#!lua name=x\nredis.register_function{callback=function() end}"],
+    &[
+        "function",
+        "load",
+        "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, flags={'bad'}}",
+    ],
+    &[
+        "function",
+        "load",
+        "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, flags='no-writes'}",
+    ],
+    &[
+        "function",
+        "load",
+        "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, foo=1}",
+    ],
+    &[
+        "function",
+        "load",
+        "#!lua name=x\nredis.register_function('f', function() end); redis.register_function('f', function() end)",
+    ],
+    &["function", "load", "#!lua name=x\nredis.log()"],
+    &[
+        "function",
+        "load",
+        "#!lua name=x\nlocal v = redis.REDIS_VERSION; redis.register_function(1, function() return redis.register_function end)",
+    ],
+    &["fcall", "1", "0"],
+    &["function", "delete", "x"],
+    // Scripts' `#!lua` lines (Redis 7's EVAL flags).
+    &["eval", "#!lua\nreturn 1", "0"],
+    &["eval", "#!lua flags=no-writes\nreturn redis.call('set', 'a', 'b')", "0"],
+    &["eval", "#!lua flags=no-writes\nerror('x')", "0"],
+    &["eval", "#!js\nreturn 1", "0"],
+    &["eval", "#!lua flags=foo\nreturn 1", "0"],
+    &["eval", "#!lua foo=bar\nreturn 1", "0"],
+    &["eval", "#!lua flags=no-writes,allow-oom\nreturn 1", "0"],
+    &["eval", "#!lua", "0"],
+    &["eval", "#!lua flags=\nreturn redis.call('set', 'a', 'c')", "0"],
+    &["eval_ro", "#!lua\nreturn 1", "0"],
+    &["eval_ro", "#!lua flags=no-writes\nreturn redis.call('get', 'a')", "0"],
+    &["script", "load", "#!js\nreturn 1"],
+    // RESP3.
+    &["hello", "3"],
+    &["fcall", "echo", "1", "k", "a"],
+    &["function", "delete", "mylib"],
+    &["function", "load", SMALL],
+    &["function", "list", "withcode"],
+    &["function", "stats"],
+    &["function", "delete", "small"],
+    &["function", "list"],
+];
+
+/// A library of one function, with a description and flags.
+const SMALL: &str = "#!lua name=small
+redis.register_function{function_name='read', callback=function(k) return redis.call('get', k[1]) end,
+  flags={'no-writes', 'allow-oom'}, description='reads a key'}
+";
+
+/// The replies to [`CASES`], each exactly as received.
+fn converse(address: SocketAddr) -> Vec<Vec<u8>> {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    CASES
+        .iter()
+        .map(|args| {
+            stream
+                .write_all(&command(args).get_packed_command())
+                .expect("write");
+            read_reply(&mut stream)
+        })
+        .collect()
+}
+
+/// One whole reply's bytes.
+fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        if let Ok(Some((_, used))) = parse_reply(&got, &Limits::default()) {
+            assert_eq!(used, got.len(), "one reply at a time");
+            return got;
+        }
+        let n = stream.read(&mut buffer).expect("a reply");
+        assert!(n > 0, "the server closed the connection");
+        got.extend_from_slice(&buffer[..n]);
+    }
+}
+
+#[test]
+fn functions_get_the_replies_redis_sends() {
+    let Some(servers) = Servers::start("functions_get_the_replies_redis_sends") else {
+        return;
+    };
+    let expected = converse(servers.redis.address());
+    let got = converse(servers.tailstore.address());
+    for (at, (want, have)) in expected.iter().zip(&got).enumerate() {
+        // HELLO's map names the server and its version.
+        if CASES[at][0] == "hello" {
+            continue;
+        }
+        assert_eq!(
+            String::from_utf8_lossy(have),
+            String::from_utf8_lossy(want),
+            "{:?}",
+            CASES[at]
+        );
+    }
+}
+
+fn buffer() -> Options {
+    Options {
+        mode: CommitMode::Buffer,
+        ..Options::default()
+    }
+}
+
+/// The libraries FUNCTION LIST lists with their functions' names, in name order (Redis
+/// lists both in its hash tables' order).
+fn listed(con: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
+    let libraries: Vec<Vec<Value>> = q(con, &["function", "list"]);
+    let mut listed: Vec<(String, Vec<String>)> = libraries
+        .into_iter()
+        .map(|fields| {
+            let name: String = redis::from_redis_value(fields[1].clone()).expect("a name");
+            let functions: Vec<Vec<Value>> =
+                redis::from_redis_value(fields[5].clone()).expect("list");
+            let mut names: Vec<String> = functions
+                .iter()
+                .map(|f| redis::from_redis_value(f[1].clone()).expect("a function's name"))
+                .collect();
+            names.sort();
+            (name, names)
+        })
+        .collect();
+    listed.sort();
+    listed
+}
+
+#[test]
+fn libraries_survive_power_cuts_and_flushall() {
+    let storage = SimStorage::new();
+    let server = TestServer::on_sim(buffer(), &storage);
+    let mut con = server.client();
+    assert_eq!(
+        q::<String>(&mut con, &["function", "load", LIBRARY]),
+        "mylib"
+    );
+    let second =
+        "#!lua name=second\nredis.register_function('twice', function(k, a) return a[1] * 2 end)";
+    assert_eq!(
+        q::<String>(&mut con, &["function", "load", second]),
+        "second"
+    );
+    q::<()>(&mut con, &["flushall"]);
+    // Acknowledged, so durable: a power cut right after keeps both.
+    let image = storage.power_cut(1);
+    drop(con);
+    drop(server);
+    let server = TestServer::on_sim(buffer(), &image);
+    let mut con = server.client();
+    assert_eq!(
+        listed(&mut con),
+        vec![
+            (
+                "mylib".to_string(),
+                ["echo", "fail", "globals", "pc", "read", "write", "wro"]
+                    .map(String::from)
+                    .to_vec()
+            ),
+            ("second".to_string(), vec!["twice".to_string()]),
+        ]
+    );
+    assert_eq!(q::<i64>(&mut con, &["fcall", "twice", "0", "21"]), 42);
+    q::<()>(&mut con, &["fcall", "write", "1", "k", "v"]);
+    let replaced =
+        "#!lua name=second\nredis.register_function('thrice', function(k, a) return a[1] * 3 end)";
+    q::<String>(&mut con, &["function", "load", "replace", replaced]);
+    q::<()>(&mut con, &["function", "delete", "mylib"]);
+    let image = image.power_cut(2);
+    drop(con);
+    drop(server);
+    let server = TestServer::on_sim(buffer(), &image);
+    let mut con = server.client();
+    assert_eq!(
+        listed(&mut con),
+        vec![("second".to_string(), vec!["thrice".to_string()])]
+    );
+    assert_eq!(
+        err(&mut con, &["fcall", "twice", "0", "1"]),
+        "ERR Function not found"
+    );
+    assert_eq!(q::<i64>(&mut con, &["fcall", "thrice", "0", "2"]), 6);
+    assert_eq!(q::<String>(&mut con, &["get", "k"]), "v");
+    q::<()>(&mut con, &["function", "flush"]);
+    let image = image.power_cut(3);
+    drop(con);
+    drop(server);
+    let server = TestServer::on_sim(buffer(), &image);
+    let mut con = server.client();
+    assert!(listed(&mut con).is_empty());
+}
+
+/// FUNCTION DUMP's payload as bytes.
+fn dump(con: &mut redis::Connection) -> Vec<u8> {
+    q(con, &["function", "dump"])
+}
+
+fn restore(con: &mut redis::Connection, payload: &[u8], policy: &str) -> redis::RedisResult<()> {
+    redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(payload)
+        .arg(policy)
+        .query(con)
+}
+
+#[test]
+fn dumps_move_libraries_between_redis_and_tailstore() {
+    let Some(program) = redis_program() else {
+        println!(
+            "redis-server not found: skipping dumps_move_libraries_between_redis_and_tailstore"
+        );
+        return;
+    };
+    let redis = start_redis(&program);
+    let tailstore = TestServer::start();
+    let mut from_redis = client_at(redis.address());
+    let mut to_ts = tailstore.client();
+    q::<()>(&mut from_redis, &["function", "flush"]);
+    q::<String>(&mut from_redis, &["function", "load", LIBRARY]);
+    // Redis compresses code longer than 20 bytes with LZF.
+    let payload = dump(&mut from_redis);
+    restore(&mut to_ts, &payload, "append").expect("restores Redis's payload");
+    assert_eq!(q::<i64>(&mut to_ts, &["fcall", "pc", "1", "n"]), 1);
+    let refused = restore(&mut to_ts, &payload, "append").expect_err("a collision");
+    assert!(
+        format!("{refused:?}").contains("Library 'mylib' already exists"),
+        "{refused:?}"
+    );
+    restore(&mut to_ts, &payload, "replace").expect("replaces");
+    let other = "#!lua name=other\nredis.register_function('o', function() return 'o' end)";
+    q::<String>(&mut to_ts, &["function", "load", other]);
+    let back = dump(&mut to_ts);
+    restore(&mut from_redis, &back, "flush").expect("Redis restores tailstore's payload");
+    assert_eq!(q::<String>(&mut from_redis, &["fcall", "o", "0"]), "o");
+    assert_eq!(listed(&mut from_redis), listed(&mut to_ts));
+    restore(&mut to_ts, &payload, "flush").expect("flushes first");
+    assert_eq!(listed(&mut to_ts).len(), 1);
+    let mut damaged = back.clone();
+    damaged[3] ^= 0x20;
+    let refused = restore(&mut to_ts, &damaged, "flush").expect_err("a bad checksum");
+    assert!(
+        format!("{refused:?}").contains("payload version or checksum are wrong"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        listed(&mut to_ts).len(),
+        1,
+        "a refused restore changes nothing"
+    );
+}
+
+#[test]
+fn every_connection_runs_the_newest_code_of_a_library() {
+    let server = TestServer::with(Options {
+        threads: 2,
+        ..Options::default()
+    });
+    let mut loader = server.client();
+    let version = |n: u32| {
+        format!("#!lua name=v\nredis.register_function('version', function() return {n} end)")
+    };
+    q::<String>(&mut loader, &["function", "load", &version(1)]);
+    // New connections go to the loops in turn: both loops are asked, several times.
+    let mut connections: Vec<_> = (0..4).map(|_| server.client()).collect();
+    for con in &mut connections {
+        assert_eq!(q::<i64>(con, &["fcall", "version", "0"]), 1);
+    }
+    for n in 2..5 {
+        q::<String>(&mut loader, &["function", "load", "replace", &version(n)]);
+        for con in &mut connections {
+            assert_eq!(q::<i64>(con, &["fcall", "version", "0"]), i64::from(n));
+        }
+    }
+    q::<()>(&mut loader, &["function", "delete", "v"]);
+    for con in &mut connections {
+        assert_eq!(
+            err(con, &["fcall", "version", "0"]),
+            "ERR Function not found"
+        );
+    }
+}
+
+#[test]
+fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let spin = "#!lua name=spin\nredis.register_function('spin', function(k) redis.call('set', k[1], 'written') while true do end end)";
+    q::<String>(&mut con, &["function", "load", spin]);
+    let address = server.address();
+    let caller = thread::spawn(move || {
+        let mut con = client_at(address);
+        err(&mut con, &["fcall", "spin", "1", "spun"])
+    });
+    let mut admin = server.client();
+    let running = |admin: &mut redis::Connection| {
+        let stats: Vec<Value> = q(admin, &["function", "stats"]);
+        stats[1].clone()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || running(&mut admin) != Value::Nil),
+        "FUNCTION STATS lists the running function"
+    );
+    let listed: Vec<Value> = redis::from_redis_value(running(&mut admin)).expect("a map");
+    let name: String = redis::from_redis_value(listed[1].clone()).expect("a name");
+    let command: Vec<String> = redis::from_redis_value(listed[3].clone()).expect("its command");
+    assert_eq!(name, "spin");
+    assert_eq!(command, ["fcall", "spin", "1", "spun"]);
+    assert_eq!(raw_value(&mut admin, &["function", "kill"]), Value::Okay);
+    let stopped = caller.join().expect("the caller");
+    assert!(stopped.contains("SCRIPT KILL"), "{stopped}");
+    assert_eq!(running(&mut admin), Value::Nil);
+    assert_eq!(
+        q::<Option<String>>(&mut admin, &["get", "spun"]),
+        None,
+        "a killed function's writes are undone"
+    );
+}
