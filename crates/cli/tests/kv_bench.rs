@@ -244,7 +244,20 @@ fn fill(client: &mut Client) -> Vec<(u32, String)> {
     );
     keys.push((2, "stream".to_string()));
     call(client, &["SELECT", "0"]);
+    call(client, &["FUNCTION", "LOAD", "REPLACE", LIBRARY]);
     keys
+}
+
+/// A function library `fill` loads in the source.
+const LIBRARY: &str =
+    "#!lua name=lib\nredis.register_function('strlen_of', function(k) return redis.call('strlen', k[1]) end)";
+
+/// What the library's function says of `string:12` on `client`'s server.
+fn library_works(client: &mut Client) {
+    assert_eq!(
+        call(client, &["FCALL", "strlen_of", "1", "string:12"]),
+        Value::Int(12)
+    );
 }
 
 /// Between two tailstore servers every key arrives with the same DUMP (the same value, in
@@ -279,6 +292,8 @@ fn migrate_copies_every_key_with_its_ttl() {
     let said = text(&out.stdout);
     assert!(said.contains("db 0: 305 keys copied"), "{said}");
     assert!(said.contains("db 2: 1 keys copied"), "{said}");
+    assert!(said.contains("function libraries: 1 copied"), "{said}");
+    library_works(&mut target);
     for (db, key) in &keys {
         for client in [&mut source, &mut target] {
             call(client, &["SELECT", &db.to_string()]);
@@ -296,6 +311,13 @@ fn migrate_copies_every_key_with_its_ttl() {
     assert!(!again.status.success());
     assert!(
         text(&again.stdout).contains("305 keys: BUSYKEY Target key name already exists."),
+        "{}",
+        text(&again.stdout)
+    );
+    assert!(
+        text(&again.stdout).contains(
+            "function libraries: none copied: the target answered FUNCTION RESTORE with ERR Library 'lib' already exists"
+        ),
         "{}",
         text(&again.stdout)
     );
@@ -367,4 +389,6 @@ fn migrate_copies_redis_into_tailstore() {
         };
         assert_eq!(read(&mut target), read(&mut source), "{key}");
     }
+    call(&mut target, &["SELECT", "0"]);
+    library_works(&mut target);
 }

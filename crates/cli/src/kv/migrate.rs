@@ -1,6 +1,8 @@
 //! `tailstore kv migrate`: copies the keys of one RESP server into another with Redis's own
 //! commands: SCAN the source, PTTL and DUMP each key, RESTORE it in the target with what was
 //! left of its TTL. From Redis into tailstore, back, or between two tailstore servers.
+//! The source's function libraries go first (FUNCTION DUMP, then FUNCTION RESTORE), so a
+//! key that only a function reads arrives where the function already is.
 //!
 //! A round trip carries `--batch` keys each way (pipelined). A key written in the source
 //! during the copy may be copied as it was before or after that write; one deleted meanwhile
@@ -45,6 +47,11 @@ pub struct MigrateArgs {
     /// Keys asked for per SCAN, and copied per round trip.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub batch: u64,
+    /// Leave the function libraries (FUNCTION LOAD) where they are: copy keys only. By
+    /// default the source's libraries are copied first; with `--replace`, a library the
+    /// target has of the same name is replaced.
+    #[arg(long)]
+    pub skip_functions: bool,
 }
 
 /// What happened to the keys of one database.
@@ -101,6 +108,14 @@ pub fn run(args: &MigrateArgs) -> CliResult<()> {
     );
     let began = Instant::now();
     let mut all = Tally::default();
+    let functions = if args.skip_functions {
+        Ok(())
+    } else {
+        copy_functions(&mut source, &mut target, args.replace)?
+    };
+    if let Err(reason) = &functions {
+        println!("function libraries: none copied: {reason}");
+    }
     for db in databases {
         let tally = copy_database(&mut source, &mut target, db, args)?;
         report_database(db, &tally, &mut target)?;
@@ -123,7 +138,46 @@ pub fn run(args: &MigrateArgs) -> CliResult<()> {
     if all.failures() > 0 {
         return Err(format!("{} keys were not copied (see above)", group(all.failures())).into());
     }
-    Ok(())
+    functions.map_err(|_| "the function libraries were not copied (see above)".into())
+}
+
+/// FUNCTION DUMP from the source, FUNCTION RESTORE into the target (REPLACE or APPEND):
+/// what it says, or why the target refused the libraries. A source that has no functions
+/// (Redis before 7.0 does not know FUNCTION) has nothing to copy.
+fn copy_functions(
+    source: &mut Link,
+    target: &mut Link,
+    replace: bool,
+) -> CliResult<Result<(), String>> {
+    let payload = match source.call(&["FUNCTION", "DUMP"])? {
+        Value::Bulk(payload) => payload,
+        Value::Error(text) => {
+            println!(
+                "function libraries: none copied: the source answered FUNCTION DUMP with {}",
+                String::from_utf8_lossy(&text)
+            );
+            return Ok(Ok(()));
+        }
+        other => return Err(format!("FUNCTION DUMP answered {}", reply_text(&other)).into()),
+    };
+    let libraries = tailstore_rdb::restore_libraries(&payload)
+        .map_err(|err| format!("the source's FUNCTION DUMP payload does not read: {err}"))?;
+    if libraries.is_empty() {
+        println!("function libraries: the source has none");
+        return Ok(Ok(()));
+    }
+    let policy = if replace { "REPLACE" } else { "APPEND" };
+    let restore: [&[u8]; 4] = [b"FUNCTION", b"RESTORE", &payload, policy.as_bytes()];
+    match target.call(&restore)? {
+        Value::Error(text) => Ok(Err(format!(
+            "the target answered FUNCTION RESTORE with {}",
+            String::from_utf8_lossy(&text)
+        ))),
+        _ => {
+            println!("function libraries: {} copied", libraries.len());
+            Ok(Ok(()))
+        }
+    }
 }
 
 /// The databases of `link`'s server that hold keys, from INFO keyspace (`db3:keys=…`).
