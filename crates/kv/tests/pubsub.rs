@@ -31,10 +31,26 @@ const CONVERSATION: &[Step] = &[
     (1, b"PUBLISH z m3\r\n"),
 ];
 
+/// Sharded pub/sub (Redis 7): shard channels apart from channels of the same name, their
+/// own counts in the confirmations, `smessage`, the RESP2 subscribed context, PUBSUB
+/// SHARDCHANNELS and SHARDNUMSUB, RESP3.
+const SHARDED: &[Step] = &[
+    (0, b"SSUBSCRIBE s1 s2\r\n"),
+    (1, b"SPUBLISH s1 hello\r\nPUBLISH s1 not-sharded\r\nPUBSUB SHARDNUMSUB s1 s3\r\nPUBSUB SHARDCHANNELS *1\r\nPUBSUB SHARDCHANNELS *2\r\nPUBSUB NUMSUB s1\r\nPUBSUB CHANNELS\r\n"),
+    (0, b"GET x\r\nPING\r\nSUBSCRIBE s1\r\nPSUBSCRIBE s*\r\n"),
+    (1, b"SPUBLISH s2 two\r\nPUBLISH s1 three\r\nPUBSUB SHARDCHANNELS a b\r\n"),
+    (0, b"SUNSUBSCRIBE s1\r\nUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nPING\r\nSSUBSCRIBE\r\n"),
+    (2, b"HELLO 3\r\nCLIENT SETNAME x\r\n"),
+    (2, b"SSUBSCRIBE z\r\nGET x\r\nSUBSCRIBE z\r\n"),
+    (1, b"SPUBLISH z msg\r\nPUBLISH z plain\r\nSPUBLISH nobody m\r\nSPUBLISH z\r\n"),
+    (2, b"SUNSUBSCRIBE z\r\nRESET\r\n"),
+    (1, b"SPUBLISH z m3\r\nEVAL \"return redis.call('spublish', 'z', 'from a script')\" 0\r\n"),
+];
+
 /// Runs the conversation; per step, what each connection had received by its end: the
 /// speaker's replies (waited for, as every step's speaker gets one), then whatever the
 /// others were sent, each read until 50 ms pass without a byte.
-fn converse(address: SocketAddr) -> Vec<Vec<Vec<u8>>> {
+fn converse(address: SocketAddr, conversation: &[Step]) -> Vec<Vec<Vec<u8>>> {
     let mut connections: Vec<TcpStream> = (0..3)
         .map(|_| {
             let stream = TcpStream::connect(address).expect("connect");
@@ -45,7 +61,7 @@ fn converse(address: SocketAddr) -> Vec<Vec<Vec<u8>>> {
         })
         .collect();
     let mut transcript = Vec::new();
-    for (speaker, request) in CONVERSATION {
+    for (speaker, request) in conversation {
         connections[*speaker].write_all(request).expect("write");
         let mut received = vec![Vec::new(); connections.len()];
         received[*speaker] = read_until_quiet(&mut connections[*speaker], true);
@@ -78,11 +94,26 @@ fn read_until_quiet(stream: &mut TcpStream, expecting: bool) -> Vec<u8> {
 
 #[test]
 fn a_pubsub_conversation_gets_the_bytes_redis_sends() {
-    let Some(servers) = Servers::start("a_pubsub_conversation_gets_the_bytes_redis_sends") else {
+    compare(
+        CONVERSATION,
+        "a_pubsub_conversation_gets_the_bytes_redis_sends",
+    );
+}
+
+#[test]
+fn a_sharded_pubsub_conversation_gets_the_bytes_redis_sends() {
+    compare(
+        SHARDED,
+        "a_sharded_pubsub_conversation_gets_the_bytes_redis_sends",
+    );
+}
+
+fn compare(conversation: &[Step], test: &str) {
+    let Some(servers) = Servers::start(test) else {
         return;
     };
-    let expected = converse(servers.redis.address());
-    let got = converse(servers.tailstore.address());
+    let expected = converse(servers.redis.address(), conversation);
+    let got = converse(servers.tailstore.address(), conversation);
     for (step, (want, have)) in expected.iter().zip(&got).enumerate() {
         for (who, (want, have)) in want.iter().zip(have).enumerate() {
             // HELLO's map names the server and its version: the one reply left out.
@@ -93,7 +124,7 @@ fn a_pubsub_conversation_gets_the_bytes_redis_sends() {
                 String::from_utf8_lossy(have),
                 String::from_utf8_lossy(want),
                 "step {step} ({:?}), connection {who}",
-                String::from_utf8_lossy(CONVERSATION[step].1)
+                String::from_utf8_lossy(conversation[step].1)
             );
         }
     }

@@ -255,11 +255,32 @@ pub static COMMANDS: &[Command] = &[
         "Posts a message to a channel.",
     ),
     server(
+        "ssubscribe",
+        -2,
+        P,
+        "pubsub",
+        "Listens for messages published to shard channels.",
+    ),
+    server(
+        "sunsubscribe",
+        -1,
+        P,
+        "pubsub",
+        "Stops listening to messages posted to shard channels.",
+    ),
+    server(
+        "spublish",
+        3,
+        PF,
+        "pubsub",
+        "Posts a message to a shard channel.",
+    ),
+    server(
         "pubsub",
         -2,
         P,
         "pubsub",
-        "PUBSUB CHANNELS, NUMSUB, NUMPAT.",
+        "PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB.",
     ),
     server(
         "hello",

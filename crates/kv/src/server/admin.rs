@@ -8,7 +8,7 @@ use tailstore_resp::{Protocol, Reply};
 
 use super::clients::KillFilter;
 use super::connection::Connection;
-use super::pubsub::{Message, Subscriber};
+use super::pubsub::{Message, Subscriber, Target};
 use super::{unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
@@ -103,6 +103,11 @@ pub fn connectionless(
         "time" => time(),
         "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
         "publish" => Reply::Int(shared.publish(&args[1], &args[2], published) as i64),
+        "spublish" => {
+            let deliver = |who, message| published.push((who, message));
+            let delivered = shared.pubsub.publish_shard(&args[1], &args[2], deliver);
+            Reply::Int(delivered as i64)
+        }
         "pubsub" => pubsub(shared, args),
         _ => return None,
     })
@@ -114,28 +119,34 @@ fn pubsub(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
     let typed = String::from_utf8_lossy(&args[1]);
     match (typed.to_ascii_lowercase().as_str(), args.len()) {
-        ("channels", 2 | 3) => Reply::Array(
-            shared
-                .pubsub
-                .channels(args.get(2).map(Vec::as_slice))
-                .iter()
-                .map(|c| bulk(c))
-                .collect(),
-        ),
-        ("channels", _) => Reply::error(format!(
+        (sub @ ("channels" | "shardchannels"), 2 | 3) => {
+            let target = channels_of(sub);
+            let pattern = args.get(2).map(Vec::as_slice);
+            let names = shared.pubsub.channels(target, pattern);
+            Reply::Array(names.iter().map(|c| bulk(c)).collect())
+        }
+        ("channels" | "shardchannels", _) => Reply::error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{typed}'. Try PUBSUB HELP."
         )),
-        ("numsub", _) => Reply::Array(
-            args[2..]
-                .iter()
-                .flat_map(|c| [bulk(c), Reply::Int(shared.pubsub.subscribers_of(c) as i64)])
-                .collect(),
-        ),
+        (sub @ ("numsub" | "shardnumsub"), _) => {
+            let target = channels_of(sub);
+            let count = |c: &[u8]| Reply::Int(shared.pubsub.subscribers_of(target, c) as i64);
+            Reply::Array(args[2..].iter().flat_map(|c| [bulk(c), count(c)]).collect())
+        }
         ("numpat", 2) => Reply::Int(shared.pubsub.patterns() as i64),
         ("numpat", _) => wrong_arity("pubsub|numpat"),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{typed}'. Try PUBSUB HELP."
         )),
+    }
+}
+
+/// The channels a PUBSUB subcommand asks about: the shard channels for SHARD….
+fn channels_of(sub: &str) -> Target {
+    if sub.starts_with("shard") {
+        Target::Shard
+    } else {
+        Target::Channel
     }
 }
 

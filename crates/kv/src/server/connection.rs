@@ -36,6 +36,7 @@ pub struct Connection {
     /// Its pub/sub subscriptions (`server/pubsub.rs`).
     pub channels: BTreeSet<Vec<u8>>,
     pub patterns: BTreeSet<Vec<u8>>,
+    pub shard_channels: BTreeSet<Vec<u8>>,
     /// Messages this connection's PUBLISHes addressed in this pass: handed to their
     /// subscribers' loops only after the pass's durability wait, like its replies.
     pub published: Vec<(Subscriber, Message)>,
@@ -99,6 +100,7 @@ impl Connection {
             home,
             channels: BTreeSet::new(),
             patterns: BTreeSet::new(),
+            shard_channels: BTreeSet::new(),
             published: Vec::new(),
             peer,
             local,
@@ -221,9 +223,9 @@ impl Connection {
         }
     }
 
-    /// Channels and patterns subscribed to.
+    /// Channels, patterns and shard channels subscribed to.
     pub fn subscriptions(&self) -> usize {
-        self.channels.len() + self.patterns.len()
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
     }
 
     /// The subscriptions to channels or to patterns.
@@ -231,6 +233,7 @@ impl Connection {
         match target {
             Target::Channel => &mut self.channels,
             Target::Pattern => &mut self.patterns,
+            Target::Shard => &mut self.shard_channels,
         }
     }
 

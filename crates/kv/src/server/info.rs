@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use tailstore_engine::RestartRedo;
 
 use super::admin::REDIS_VERSION;
+use super::pubsub::Target;
 use super::Shared;
 
 /// (section name, body) in Redis's order.
@@ -219,8 +220,15 @@ fn stats(shared: &Shared) -> String {
             "rejected_connections",
             shared.rejected.load(Ordering::Relaxed).to_string(),
         ),
-        ("pubsub_channels", shared.pubsub.channel_count().to_string()),
+        (
+            "pubsub_channels",
+            shared.pubsub.channel_count(Target::Channel).to_string(),
+        ),
         ("pubsub_patterns", shared.pubsub.patterns().to_string()),
+        (
+            "pubsubshard_channels",
+            shared.pubsub.channel_count(Target::Shard).to_string(),
+        ),
         ("tailstore_commits", engine.commits.to_string()),
         ("tailstore_aborts", engine.total_aborts().to_string()),
         ("tailstore_pages_read", engine.pool.pages_read.to_string()),

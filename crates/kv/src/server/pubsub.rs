@@ -1,5 +1,8 @@
 //! Publish/subscribe: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs (their confirmations, and
-//! RESP2's subscribed context, are here), PUBLISH and PUBSUB (in `admin.rs`).
+//! RESP2's subscribed context, are here), PUBLISH and PUBSUB (in `admin.rs`); and Redis 7's
+//! sharded pub/sub, SSUBSCRIBE, SUNSUBSCRIBE and SPUBLISH, which outside a cluster are the
+//! same with channels of their own (a SPUBLISH reaches SSUBSCRIBErs only, as `smessage`).
+//!
 //!
 //! Messages are not data: they are not logged, not durable and not part of any
 //! transaction, as in Redis (a subscriber that is not connected when a message is
@@ -49,6 +52,8 @@ pub struct Subscriber {
 pub enum Target {
     Channel,
     Pattern,
+    /// A shard channel (SSUBSCRIBE).
+    Shard,
 }
 
 impl Target {
@@ -57,6 +62,7 @@ impl Target {
         match self {
             Target::Channel => "subscribe",
             Target::Pattern => "psubscribe",
+            Target::Shard => "ssubscribe",
         }
     }
 
@@ -64,6 +70,7 @@ impl Target {
         match self {
             Target::Channel => "unsubscribe",
             Target::Pattern => "punsubscribe",
+            Target::Shard => "sunsubscribe",
         }
     }
 }
@@ -72,7 +79,9 @@ impl Target {
 /// gets it, or a MONITOR line (`server/monitor.rs`), which travels the same way.
 pub enum Message {
     Published {
-        /// The pattern that matched (a `pmessage`), or `None` (a `message`).
+        /// What the subscription named: a channel (a `message`), a shard channel (an
+        /// `smessage`), or the pattern that matched (a `pmessage`, with the pattern).
+        via: Target,
         pattern: Option<Vec<u8>>,
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
@@ -87,14 +96,16 @@ impl Message {
         match self {
             Message::Monitored(line) => Reply::Status(line.to_string()),
             Message::Published {
+                via,
                 pattern,
                 channel,
                 payload,
             } => {
                 let mut items = Vec::with_capacity(4);
-                match pattern {
-                    Some(pattern) => items.extend([bulk(b"pmessage"), bulk(pattern)]),
-                    None => items.push(bulk(b"message")),
+                match (via, pattern) {
+                    (_, Some(pattern)) => items.extend([bulk(b"pmessage"), bulk(pattern)]),
+                    (Target::Shard, None) => items.push(bulk(b"smessage")),
+                    _ => items.push(bulk(b"message")),
                 }
                 items.extend([bulk(channel), bulk(payload)]);
                 Reply::Push(items)
@@ -106,25 +117,30 @@ impl Message {
 /// Every subscription of every connection.
 #[derive(Default)]
 pub struct PubSub {
-    channels: RwLock<HashMap<Vec<u8>, Vec<Subscriber>>>,
-    patterns: RwLock<HashMap<Vec<u8>, Vec<Subscriber>>>,
+    channels: RwLock<Subscriptions>,
+    patterns: RwLock<Subscriptions>,
+    shards: RwLock<Subscriptions>,
 }
 
+type Subscriptions = HashMap<Vec<u8>, Vec<Subscriber>>;
+
 impl PubSub {
+    fn of(&self, target: Target) -> &RwLock<Subscriptions> {
+        match target {
+            Target::Channel => &self.channels,
+            Target::Pattern => &self.patterns,
+            Target::Shard => &self.shards,
+        }
+    }
+
     /// Adds a subscription (the connection keeps its own set, so it never asks twice).
     pub fn subscribe(&self, target: Target, name: &[u8], who: Subscriber) {
-        let mut map = match target {
-            Target::Channel => self.channels.write(),
-            Target::Pattern => self.patterns.write(),
-        };
+        let mut map = self.of(target).write();
         map.entry(name.to_vec()).or_default().push(who);
     }
 
     pub fn unsubscribe(&self, target: Target, name: &[u8], who: Subscriber) {
-        let mut map = match target {
-            Target::Channel => self.channels.write(),
-            Target::Pattern => self.patterns.write(),
-        };
+        let mut map = self.of(target).write();
         if let Some(subscribers) = map.get_mut(name) {
             subscribers.retain(|s| *s != who);
             if subscribers.is_empty() {
@@ -143,24 +159,14 @@ impl PubSub {
         mut deliver: impl FnMut(Subscriber, Message),
     ) -> usize {
         let (channel_name, payload): (Arc<[u8]>, Arc<[u8]>) = (channel.into(), payload.into());
-        let mut delivered = 0;
-        if let Some(subscribers) = self.channels.read().get(channel) {
-            for who in subscribers {
-                let message = Message::Published {
-                    pattern: None,
-                    channel: channel_name.clone(),
-                    payload: payload.clone(),
-                };
-                deliver(*who, message);
-                delivered += 1;
-            }
-        }
+        let mut delivered = self.publish_to(Target::Channel, &channel_name, &payload, &mut deliver);
         for (pattern, subscribers) in self.patterns.read().iter() {
             if !matches(pattern, channel) {
                 continue;
             }
             for who in subscribers {
                 let message = Message::Published {
+                    via: Target::Pattern,
                     pattern: Some(pattern.clone()),
                     channel: channel_name.clone(),
                     payload: payload.clone(),
@@ -172,11 +178,49 @@ impl PubSub {
         delivered
     }
 
-    /// The channels with at least one subscriber, matching `pattern` if given (PUBSUB
-    /// CHANNELS), sorted.
-    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+    /// SPUBLISH: hands `payload` to every subscriber of the shard channel `channel`; how
+    /// many that was.
+    pub fn publish_shard(
+        &self,
+        channel: &[u8],
+        payload: &[u8],
+        mut deliver: impl FnMut(Subscriber, Message),
+    ) -> usize {
+        self.publish_to(
+            Target::Shard,
+            &channel.into(),
+            &payload.into(),
+            &mut deliver,
+        )
+    }
+
+    /// Hands `payload` to the subscribers of `channel` as a channel of `target`'s kind.
+    fn publish_to(
+        &self,
+        target: Target,
+        channel: &Arc<[u8]>,
+        payload: &Arc<[u8]>,
+        deliver: &mut impl FnMut(Subscriber, Message),
+    ) -> usize {
+        let map = self.of(target).read();
+        let subscribers = map.get(&channel[..]).map_or(&[][..], Vec::as_slice);
+        for who in subscribers {
+            let message = Message::Published {
+                via: target,
+                pattern: None,
+                channel: channel.clone(),
+                payload: payload.clone(),
+            };
+            deliver(*who, message);
+        }
+        subscribers.len()
+    }
+
+    /// The channels of `target`'s kind (channels or shard channels) with at least one
+    /// subscriber, matching `pattern` if given (PUBSUB CHANNELS, SHARDCHANNELS), sorted.
+    pub fn channels(&self, target: Target, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
         let mut names: Vec<Vec<u8>> = self
-            .channels
+            .of(target)
             .read()
             .keys()
             .filter(|name| pattern.is_none_or(|p| matches(p, name)))
@@ -186,9 +230,9 @@ impl PubSub {
         names
     }
 
-    /// Subscribers of one channel (PUBSUB NUMSUB).
-    pub fn subscribers_of(&self, channel: &[u8]) -> usize {
-        self.channels.read().get(channel).map_or(0, Vec::len)
+    /// Subscribers of one channel or shard channel (PUBSUB NUMSUB, SHARDNUMSUB).
+    pub fn subscribers_of(&self, target: Target, channel: &[u8]) -> usize {
+        self.of(target).read().get(channel).map_or(0, Vec::len)
     }
 
     /// Patterns with at least one subscriber (PUBSUB NUMPAT, INFO's `pubsub_patterns`).
@@ -196,9 +240,10 @@ impl PubSub {
         self.patterns.read().len()
     }
 
-    /// Channels with at least one subscriber (INFO's `pubsub_channels`).
-    pub fn channel_count(&self) -> usize {
-        self.channels.read().len()
+    /// Channels (or shard channels) with at least one subscriber (INFO's
+    /// `pubsub_channels`, `pubsubshard_channels`).
+    pub fn channel_count(&self, target: Target) -> usize {
+        self.of(target).read().len()
     }
 }
 
@@ -211,7 +256,8 @@ pub fn in_subscribed_context(command: &Command, args: &[Vec<u8>]) -> Option<Repl
             let payload = args.get(1).cloned().unwrap_or_default();
             Some(Reply::Array(vec![Reply::Bulk(b"pong".to_vec()), Reply::Bulk(payload)]))
         }
-        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset" => None,
+        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ssubscribe"
+        | "sunsubscribe" | "quit" | "reset" => None,
         name => Some(Reply::error(format!(
             "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
         ))),
@@ -233,6 +279,8 @@ impl Change {
             "unsubscribe" => (Target::Channel, false),
             "psubscribe" => (Target::Pattern, true),
             "punsubscribe" => (Target::Pattern, false),
+            "ssubscribe" => (Target::Shard, true),
+            "sunsubscribe" => (Target::Shard, false),
             _ => return None,
         };
         Some(Change { target, subscribe })
@@ -248,7 +296,7 @@ pub fn change(shared: &Shared, conn: &mut Connection, change: Change, names: &[V
             if conn.subscribed(target).insert(channel.clone()) {
                 shared.pubsub.subscribe(target, channel, conn.home);
             }
-            confirm(conn, target.subscribe_word(), Some(channel));
+            confirm(conn, target, target.subscribe_word(), Some(channel));
         }
         return;
     }
@@ -258,28 +306,34 @@ pub fn change(shared: &Shared, conn: &mut Connection, change: Change, names: &[V
         names.to_vec()
     };
     if names.is_empty() {
-        confirm(conn, target.unsubscribe_word(), None);
+        confirm(conn, target, target.unsubscribe_word(), None);
     }
     for channel in &names {
         if conn.subscribed(target).remove(channel) {
             shared.pubsub.unsubscribe(target, channel, conn.home);
         }
-        confirm(conn, target.unsubscribe_word(), Some(channel));
+        confirm(conn, target, target.unsubscribe_word(), Some(channel));
     }
 }
 
-fn confirm(conn: &mut Connection, word: &str, name: Option<&Vec<u8>>) {
+/// A confirmation, with the count Redis 7.0 gives: a shard channel's counts the
+/// connection's shard channels, the others its channels and patterns.
+fn confirm(conn: &mut Connection, target: Target, word: &str, name: Option<&Vec<u8>>) {
+    let count = match target {
+        Target::Shard => conn.shard_channels.len(),
+        _ => conn.channels.len() + conn.patterns.len(),
+    };
     let frame = Reply::Push(vec![
         Reply::Bulk(word.as_bytes().to_vec()),
         name.map_or(Reply::Null, |n| Reply::Bulk(n.clone())),
-        Reply::Int(conn.subscriptions() as i64),
+        Reply::Int(count as i64),
     ]);
     frame.encode(conn.protocol, &mut conn.output);
 }
 
 /// Drops every subscription of a connection (closed, or RESET).
 pub fn unsubscribe_all(shared: &Shared, conn: &mut Connection) {
-    for target in [Target::Channel, Target::Pattern] {
+    for target in [Target::Channel, Target::Pattern, Target::Shard] {
         for name in std::mem::take(conn.subscribed(target)) {
             shared.pubsub.unsubscribe(target, &name, conn.home);
         }
@@ -304,6 +358,7 @@ mod tests {
                 pattern,
                 channel: to,
                 payload,
+                ..
             } = m
             else {
                 panic!("a MONITOR line from PUBLISH");
@@ -330,21 +385,47 @@ mod tests {
             vec![(0, 5, None), (1, 7, None), (1, 7, Some("n*".into()))]
         );
         assert_eq!(published(&pubsub, "nope"), vec![(1, 7, Some("n*".into()))]);
-        assert_eq!(pubsub.channels(None), vec![b"news".to_vec()]);
-        assert_eq!(pubsub.channels(Some(b"x*")), Vec::<Vec<u8>>::new());
-        assert_eq!(pubsub.subscribers_of(b"news"), 2);
+        assert_eq!(
+            pubsub.channels(Target::Channel, None),
+            vec![b"news".to_vec()]
+        );
+        let none = Vec::<Vec<u8>>::new();
+        assert_eq!(pubsub.channels(Target::Channel, Some(b"x*")), none);
+        assert_eq!(pubsub.subscribers_of(Target::Channel, b"news"), 2);
         assert_eq!(pubsub.patterns(), 2);
         pubsub.unsubscribe(Target::Channel, b"news", who(0, 5));
         pubsub.unsubscribe(Target::Pattern, b"n*", who(1, 7));
         assert_eq!(published(&pubsub, "news"), vec![(1, 7, None)]);
         pubsub.unsubscribe(Target::Channel, b"news", who(1, 7));
         pubsub.unsubscribe(Target::Pattern, b"x*", who(0, 5));
-        assert_eq!(pubsub.channel_count() + pubsub.patterns(), 0);
+        assert_eq!(pubsub.channel_count(Target::Channel) + pubsub.patterns(), 0);
+    }
+
+    #[test]
+    fn shard_channels_are_apart_from_channels_of_the_same_name() {
+        let pubsub = PubSub::default();
+        pubsub.subscribe(Target::Shard, b"news", who(0, 5));
+        pubsub.subscribe(Target::Pattern, b"n*", who(1, 7));
+        assert!(published(&pubsub, "news")
+            .iter()
+            .all(|(_, _, p)| p.is_some()));
+        let mut shard = Vec::new();
+        let count = pubsub.publish_shard(b"news", b"hi", |s, m| shard.push((s, m.frame())));
+        assert_eq!(count, 1);
+        let smessage = Reply::Push(
+            [&b"smessage"[..], b"news", b"hi"]
+                .map(|b| Reply::Bulk(b.to_vec()))
+                .to_vec(),
+        );
+        assert_eq!(shard, vec![(who(0, 5), smessage)]);
+        assert_eq!(pubsub.subscribers_of(Target::Channel, b"news"), 0);
+        assert_eq!(pubsub.channel_count(Target::Shard), 1);
     }
 
     #[test]
     fn frames_are_redis_push_arrays() {
         let message = Message::Published {
+            via: Target::Pattern,
             pattern: Some(b"n*".to_vec()),
             channel: Arc::from(&b"news"[..]),
             payload: Arc::from(&b"hi"[..]),
