@@ -5,18 +5,15 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
 use redis::Value;
-use support::real_redis::Servers;
+use support::real_redis::same_replies;
 use support::redis_process::{redis_program, start_redis};
-use support::{client_at, command, err, eventually, q, raw_value, Options, TestServer};
+use support::{client_at, err, eventually, q, raw_value, Options, TestServer};
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
-use tailstore_resp::{parse_reply, Limits};
 
 const LIBRARY: &str = "#!lua name=mylib
 local calls = 0
@@ -161,57 +158,9 @@ redis.register_function{function_name='read', callback=function(k) return redis.
   flags={'no-writes', 'allow-oom'}, description='reads a key'}
 ";
 
-/// The replies to [`CASES`], each exactly as received.
-fn converse(address: SocketAddr) -> Vec<Vec<u8>> {
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    CASES
-        .iter()
-        .map(|args| {
-            stream
-                .write_all(&command(args).get_packed_command())
-                .expect("write");
-            read_reply(&mut stream)
-        })
-        .collect()
-}
-
-/// One whole reply's bytes.
-fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut buffer = [0u8; 4096];
-    loop {
-        if let Ok(Some((_, used))) = parse_reply(&got, &Limits::default()) {
-            assert_eq!(used, got.len(), "one reply at a time");
-            return got;
-        }
-        let n = stream.read(&mut buffer).expect("a reply");
-        assert!(n > 0, "the server closed the connection");
-        got.extend_from_slice(&buffer[..n]);
-    }
-}
-
 #[test]
 fn functions_get_the_replies_redis_sends() {
-    let Some(servers) = Servers::start("functions_get_the_replies_redis_sends") else {
-        return;
-    };
-    let expected = converse(servers.redis.address());
-    let got = converse(servers.tailstore.address());
-    for (at, (want, have)) in expected.iter().zip(&got).enumerate() {
-        // HELLO's map names the server and its version.
-        if CASES[at][0] == "hello" {
-            continue;
-        }
-        assert_eq!(
-            String::from_utf8_lossy(have),
-            String::from_utf8_lossy(want),
-            "{:?}",
-            CASES[at]
-        );
-    }
+    same_replies("functions_get_the_replies_redis_sends", CASES);
 }
 
 fn buffer() -> Options {
@@ -243,6 +192,19 @@ fn listed(con: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
     listed
 }
 
+/// The server stopped, and a new one on `image` (a power cut's), with a client.
+fn restarted(
+    server: TestServer,
+    con: redis::Connection,
+    image: &SimStorage,
+) -> (TestServer, redis::Connection) {
+    drop(con);
+    drop(server);
+    let server = TestServer::on_sim(buffer(), image);
+    let con = server.client();
+    (server, con)
+}
+
 #[test]
 fn libraries_survive_power_cuts_and_flushall() {
     let storage = SimStorage::new();
@@ -261,10 +223,7 @@ fn libraries_survive_power_cuts_and_flushall() {
     q::<()>(&mut con, &["flushall"]);
     // Acknowledged, so durable: a power cut right after keeps both.
     let image = storage.power_cut(1);
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), &image);
-    let mut con = server.client();
+    let (server, mut con) = restarted(server, con, &image);
     assert_eq!(
         listed(&mut con),
         vec![
@@ -284,10 +243,7 @@ fn libraries_survive_power_cuts_and_flushall() {
     q::<String>(&mut con, &["function", "load", "replace", replaced]);
     q::<()>(&mut con, &["function", "delete", "mylib"]);
     let image = image.power_cut(2);
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), &image);
-    let mut con = server.client();
+    let (server, mut con) = restarted(server, con, &image);
     assert_eq!(
         listed(&mut con),
         vec![("second".to_string(), vec!["thrice".to_string()])]
@@ -300,10 +256,7 @@ fn libraries_survive_power_cuts_and_flushall() {
     assert_eq!(q::<String>(&mut con, &["get", "k"]), "v");
     q::<()>(&mut con, &["function", "flush"]);
     let image = image.power_cut(3);
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), &image);
-    let mut con = server.client();
+    let (_server, mut con) = restarted(server, con, &image);
     assert!(listed(&mut con).is_empty());
 }
 

@@ -252,6 +252,20 @@ const SERVER_WORDS: &[&str] = &[
     "NOSAVE",
     "ASYNC",
     "SYNC",
+    // FUNCTION's subcommands, PUBSUB's for shard channels, CLIENT UNPAUSE (not PAUSE: a
+    // long pause would hold the PING that checks the server is up).
+    "LOAD",
+    "REPLACE",
+    "DELETE",
+    "DUMP",
+    "RESTORE",
+    "STATS",
+    "LIBRARYNAME",
+    "WITHCODE",
+    "SHARDCHANNELS",
+    "SHARDNUMSUB",
+    "UNPAUSE",
+    "#!lua name=x\nredis.register_function('f', function() return 1 end)",
 ];
 
 /// Every connection and server command once (but QUIT, which ends the test's connection,

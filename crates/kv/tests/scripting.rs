@@ -5,14 +5,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::real_redis::Servers;
+use support::real_redis::same_replies;
 use support::{command, err, eventually, q, TestServer};
-use tailstore_resp::{parse_reply, Limits};
 
 /// Requests sent on one connection in turn, each with its reply compared. What Redis adds
 /// to an error ("script: SHA, on @user_script:LINE.") is compared too.
@@ -324,57 +321,9 @@ const CASES: &[&[&str]] = &[
     &["eval", "return redis.call('hgetall', 'h')", "0"],
 ];
 
-/// The replies to [`CASES`], each exactly as received.
-fn converse(address: SocketAddr) -> Vec<Vec<u8>> {
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    CASES
-        .iter()
-        .map(|args| {
-            stream
-                .write_all(&command(args).get_packed_command())
-                .expect("write");
-            read_reply(&mut stream)
-        })
-        .collect()
-}
-
-/// One whole reply's bytes.
-fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut buffer = [0u8; 4096];
-    loop {
-        if let Ok(Some((_, used))) = parse_reply(&got, &Limits::default()) {
-            assert_eq!(used, got.len(), "one reply at a time");
-            return got;
-        }
-        let n = stream.read(&mut buffer).expect("a reply");
-        assert!(n > 0, "the server closed the connection");
-        got.extend_from_slice(&buffer[..n]);
-    }
-}
-
 #[test]
 fn scripts_get_the_replies_redis_sends() {
-    let Some(servers) = Servers::start("scripts_get_the_replies_redis_sends") else {
-        return;
-    };
-    let expected = converse(servers.redis.address());
-    let got = converse(servers.tailstore.address());
-    for (at, (want, have)) in expected.iter().zip(&got).enumerate() {
-        // HELLO's map names the server and its version.
-        if CASES[at][0] == "hello" {
-            continue;
-        }
-        assert_eq!(
-            String::from_utf8_lossy(have),
-            String::from_utf8_lossy(want),
-            "{:?}",
-            CASES[at]
-        );
-    }
+    same_replies("scripts_get_the_replies_redis_sends", CASES);
 }
 
 #[test]

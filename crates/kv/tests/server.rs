@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use support::{
     closed_by_server, err, eventually, exchange, expect_bytes, hello3, proc_status_kib, q,
-    raw_value, read_exactly, server_error_text, Options, TestServer,
+    raw_value, read_exactly, server_error_text, stored_rows, Options, TestServer,
 };
 use tailstore_log::CommitMode;
 
@@ -756,23 +756,6 @@ fn lazy_expiry() {
     assert_eq!(q::<i64>(&mut c, &["TTL", "cnt"]), -1);
 }
 
-/// The rows of a table of the keyspace, expired or not: what is really stored.
-fn stored_rows(server: &TestServer, table: &str) -> usize {
-    let db = server.ks.database();
-    let table = db.table(table).expect("table");
-    let mut txn = db.begin();
-    let rows = txn
-        .scan(
-            &table,
-            &tailstore_engine::KeyRange::all(),
-            tailstore_storage::ScanDirection::Ascending,
-            usize::MAX,
-        )
-        .expect("scan");
-    txn.rollback();
-    rows.len()
-}
-
 /// Keys with a TTL are removed by the server within about a second of their deadline,
 /// without anyone reading them.
 #[test]
@@ -1215,6 +1198,31 @@ fn large_values(limit: usize) -> Vec<(&'static str, tailstore_rdb::Object)> {
     ]
 }
 
+/// The lazy free run over and over on a thread of its own until stopped: whatever it may
+/// take, it takes at once.
+struct LazyFree {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LazyFree {
+    fn run(server: &TestServer) -> LazyFree {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ks, stop) = (server.ks.clone(), done.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ks.free_garbage().expect("the lazy free");
+            }
+        });
+        LazyFree { done, thread }
+    }
+
+    fn stop(self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the freeing thread");
+    }
+}
+
 /// RESTORE writes a large value over transactions of its own (under an owner no key points
 /// to, queued for the lazy free and kept from it until the key is created), so a list past
 /// the commit limit is restored whole; the lazy free, run all the while, takes nothing of
@@ -1224,15 +1232,7 @@ fn restore_builds_values_past_one_commit_over_several() {
     let server = TestServer::start();
     let mut c = server.client();
     let limit = server.ks.database().max_commit_bytes();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let freer = {
-        let (ks, done) = (server.ks.clone(), done.clone());
-        std::thread::spawn(move || {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                ks.free_garbage().expect("the lazy free");
-            }
-        })
-    };
+    let freer = LazyFree::run(&server);
     for (key, object) in large_values(limit) {
         let payload = tailstore_rdb::dump(&object);
         ok(restore(&mut c, key, 0, &payload, &[]).unwrap());
@@ -1245,8 +1245,7 @@ fn restore_builds_values_past_one_commit_over_several() {
         q::<i64>(&mut c, &["LLEN", "list"]) as usize,
         limit * 3 / 2 / 100
     );
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    freer.join().expect("the freeing thread");
+    freer.stop();
 
     // Pieces written, then one element past the commit limit: refused, and what was
     // written is freed.
@@ -1265,6 +1264,83 @@ fn restore_builds_values_past_one_commit_over_several() {
         "{} part rows, {before} before the failed RESTORE",
         stored_rows(&server, "kv_parts")
     );
+}
+
+/// COPY of keys larger than one commit: written over transactions of their own, as a
+/// large RESTORE is (the lazy free running all the while takes nothing of them), each
+/// copy the same value as its source, in another database too; a string rewritten while
+/// it is copied is copied as it was at one moment, never half old and half new.
+#[test]
+fn copy_writes_keys_past_one_commit_over_several() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let limit = server.ks.database().max_commit_bytes();
+    let freer = LazyFree::run(&server);
+    for (key, object) in large_values(limit) {
+        let payload = tailstore_rdb::dump(&object);
+        ok(restore(&mut c, key, 0, &payload, &[]).unwrap());
+        let copy = format!("{key}:copy");
+        assert_eq!(q::<i64>(&mut c, &["COPY", key, &copy]), 1, "{key}");
+        assert!(dump(&mut c, &copy).unwrap() == payload, "{copy} differs");
+        assert_eq!(
+            q::<i64>(&mut c, &["COPY", key, key, "DB", "3", "REPLACE"]),
+            1
+        );
+        q::<()>(&mut c, &["DEL", key]);
+        q::<()>(&mut c, &["SELECT", "3"]);
+        assert!(
+            dump(&mut c, key).unwrap() == payload,
+            "{key} in db 3 differs"
+        );
+        q::<()>(&mut c, &["SELECT", "0"]);
+        assert!(
+            dump(&mut c, &copy).unwrap() == payload,
+            "{copy} lost its elements"
+        );
+    }
+    freer.stop();
+
+    // A writer rewrites a long string with one of the same length (which leaves the key's
+    // row alone: see `keyspace::watches`) while it is copied, a mark at both ends: a copy
+    // has the same mark at both ends, the source at one moment, never a first run read
+    // before a rewrite and a last run read after it.
+    let len = limit * 3 / 4;
+    let marked = move |mark: usize| {
+        let mut value = vec![b'.'; len];
+        let mark = format!("mark {mark:>4}");
+        value[..mark.len()].copy_from_slice(mark.as_bytes());
+        value[len - mark.len()..].copy_from_slice(mark.as_bytes());
+        value
+    };
+    let _: () = redis::cmd("SET")
+        .arg("changing")
+        .arg(marked(0))
+        .query(&mut c)
+        .unwrap();
+    let address = server.address();
+    let writer = std::thread::spawn(move || {
+        let mut w = support::client_at(address);
+        for mark in 1..40 {
+            let _: () = redis::cmd("SET")
+                .arg("changing")
+                .arg(marked(mark))
+                .query(&mut w)
+                .expect("the writer's SET");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    for round in 0..12 {
+        let copy = format!("snapshot:{round}");
+        assert_eq!(q::<i64>(&mut c, &["COPY", "changing", &copy]), 1);
+        let value: Vec<u8> = q(&mut c, &["GET", &copy]);
+        assert_eq!(value.len(), len);
+        assert_eq!(
+            String::from_utf8_lossy(&value[..9]),
+            String::from_utf8_lossy(&value[len - 9..]),
+            "{copy} mixes two moments of its source"
+        );
+    }
+    writer.join().expect("the writer");
 }
 
 /// Every encoding of redis-server's DUMP restores here to the same value, and what DUMP

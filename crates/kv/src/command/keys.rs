@@ -7,7 +7,7 @@ use super::pattern::matches;
 use super::random::Rng;
 use super::strings::{deadline_ms, invalid_expire_time};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::KeyMeta;
+use crate::keyspace::{CopyCursor, KeyMeta};
 
 /// Keys a SCAN call looks at when COUNT is not given (Redis's default hint).
 const DEFAULT_COUNT: usize = 10;
@@ -281,11 +281,47 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
     copy.len = source.len;
     copy.head = source.head;
     copy.tail = source.tail;
-    ctx.ks
-        .copy_elements(ctx.txn, source.id, copy.id, source.kind)?;
+    copy_elements(ctx, source, copy.id)?;
     ctx.set_expiry(to, &mut copy, source.expire_at)?;
     ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut copy)?;
     Ok(Reply::Int(1))
+}
+
+/// Copies `source`'s element rows to the new owner `to`. Up to a quarter of a commit's
+/// bytes they are written in this command's transaction. A larger key's are written over
+/// transactions of their own, a run at a time, as a large RESTORE's are (decision 140):
+/// under the new owner, queued for the lazy free with the first run (a crash or a failure
+/// leaves nothing behind) and kept from it until this transaction, which gives the owner
+/// its key, is applied. Every run is read in this transaction, so its commit validates
+/// them: a write to the source during the copy aborts it, and the copy is made again.
+fn copy_elements(ctx: &mut Ctx, source: &KeyMeta, to: i64) -> Result<(), Fault> {
+    let budget = ctx.ks.database().max_commit_bytes() / 4;
+    let kind = source.kind;
+    let start = CopyCursor::default();
+    let (mut run, mut next) = ctx
+        .ks
+        .element_run(ctx.txn, source.id, kind, &start, budget)?;
+    if next.is_none() {
+        return ctx.ks.put_element_run(ctx.txn, to, kind, &run);
+    }
+    ctx.building.push(ctx.ks.begin_building(to));
+    let mut first = true;
+    loop {
+        ctx.ks.run_internal(ctx.db, |staged| {
+            if first {
+                staged.ks.queue_garbage(staged.txn, to, kind)?;
+            }
+            staged.ks.put_element_run(staged.txn, to, kind, &run)
+        })?;
+        first = false;
+        let Some(cursor) = next else {
+            break;
+        };
+        (run, next) = ctx
+            .ks
+            .element_run(ctx.txn, source.id, kind, &cursor, budget)?;
+    }
+    ctx.ks.forget_garbage(ctx.txn, to)
 }
 
 /// RANDOMKEY: a live key of the selected database, from a random slot on; nil if there is

@@ -18,10 +18,21 @@ pub const INLINE_ROWS: usize = 256;
 pub const INLINE_BYTES: usize = 2 << 20;
 /// Element rows the background task removes per transaction.
 pub const BATCH_ROWS: usize = 512;
-/// Element rows one COPY copies at most: a copy is one transaction, whose writes one commit
-/// holds (`Database::max_commit_bytes`); the bound keeps a refused copy from reading a
-/// huge key into memory first.
-const MAX_COPY_ROWS: usize = 1 << 18;
+/// Element rows read per scan by a copy.
+const COPY_SCAN_ROWS: usize = 256;
+/// What a row costs a commit beside its columns' bytes (its header, the engine's version).
+const ROW_HEADER: usize = 48;
+
+/// Where a copy of a key's element rows stands: the table (in `element_tables` order) and
+/// the key of the last row read from it.
+#[derive(Clone, Debug, Default)]
+pub struct CopyCursor {
+    table: usize,
+    after: Option<Vec<Value>>,
+}
+
+/// Element rows read for a copy, each with its table (in `element_tables` order).
+pub(crate) type ElementRun = Vec<(usize, Vec<Value>)>;
 
 impl Keyspace {
     /// Frees the elements of the key `meta` describes (its row is the caller's business).
@@ -78,29 +89,63 @@ impl Keyspace {
         }
     }
 
-    /// Copies every element row of `from` (of `kind`) to the owner `to` (COPY): a stream's
-    /// consumer groups too, as Redis copies them.
-    pub(crate) fn copy_elements(
+    /// The element rows of `owner` (of `kind`: a stream's consumer groups too) from
+    /// `cursor` on, about `max_bytes` of them and at least one; and the cursor after them,
+    /// `None` once every row is read (COPY).
+    pub(crate) fn element_run(
         &self,
         txn: &mut Transaction<'_>,
-        from: i64,
+        owner: i64,
+        kind: Kind,
+        cursor: &CopyCursor,
+        max_bytes: usize,
+    ) -> Result<(ElementRun, Option<CopyCursor>), Fault> {
+        let tables = self.element_tables(kind);
+        let (mut run, mut bytes) = (Vec::new(), 0);
+        let mut at = cursor.clone();
+        while let Some(table) = tables.get(at.table) {
+            if bytes >= max_bytes {
+                return Ok((run, Some(at)));
+            }
+            let lower = match at.after.take() {
+                Some(key) => std::ops::Bound::Excluded(key),
+                None => std::ops::Bound::Included(vec![Value::Int(owner)]),
+            };
+            let range = KeyRange::new(lower, std::ops::Bound::Included(vec![Value::Int(owner)]));
+            let rows = txn.scan(table, &range, ScanDirection::Ascending, COPY_SCAN_ROWS)?;
+            let key_columns = table.schema().primary_key().len();
+            let table_at = at.table;
+            if rows.len() < COPY_SCAN_ROWS {
+                at = CopyCursor {
+                    table: at.table + 1,
+                    after: None,
+                };
+            } else if let Some(last) = rows.last() {
+                at.after = Some(last[..key_columns].to_vec());
+            }
+            bytes += rows
+                .iter()
+                .map(|row| row_bytes(row) + ROW_HEADER)
+                .sum::<usize>();
+            run.extend(rows.into_iter().map(|row| (table_at, row)));
+        }
+        Ok((run, None))
+    }
+
+    /// Writes `run` (read by [`Keyspace::element_run`] from a key of `kind`) as elements of
+    /// the owner `to`.
+    pub(crate) fn put_element_run(
+        &self,
+        txn: &mut Transaction<'_>,
         to: i64,
         kind: Kind,
+        run: &ElementRun,
     ) -> Result<(), Fault> {
-        let range = KeyRange::prefix(vec![Value::Int(from)]);
-        let mut copied = 0;
-        for table in self.element_tables(kind) {
-            let rows = txn.scan(table, &range, ScanDirection::Ascending, MAX_COPY_ROWS + 1)?;
-            copied += rows.len();
-            if copied > MAX_COPY_ROWS {
-                return Err(Fault::err(format!(
-                    "ERR COPY of more than {MAX_COPY_ROWS} elements is beyond tailstore's limit of one transaction"
-                )));
-            }
-            for mut row in rows {
-                row[0] = Value::Int(to);
-                txn.put(table, &row)?;
-            }
+        let tables = self.element_tables(kind);
+        for (table, row) in run {
+            let mut row = row.clone();
+            row[0] = Value::Int(to);
+            txn.put(tables[*table], &row)?;
         }
         Ok(())
     }

@@ -43,7 +43,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
-pub use garbage::{BuildGuard, BATCH_ROWS};
+pub use garbage::{BuildGuard, CopyCursor, BATCH_ROWS};
 pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};

@@ -62,17 +62,23 @@ visible.xpcall = function(f, h) return xpcall(f, function(e) return h(catch(e)) 
 -- Strings' methods are the real string library: their metatable is out of reach too.
 getmetatable('').__metatable = false
 
-local env = setmetatable({}, {
-  __index = function(_, name)
-    local value = visible[name]
-    if value == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    return value
-  end,
-  __newindex = function() error('Attempt to modify a readonly table', 2) end,
-  __metatable = false,
-})
+-- A read-only table whose fields are `lookup`'s answers; a missing one is an error (a
+-- script's globals, and the `redis` table a library sees while it loads).
+local function guarded(lookup)
+  return setmetatable({}, {
+    __index = function(_, name)
+      local value = lookup(name)
+      if value == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+      end
+      return value
+    end,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  })
+end
+
+local env = guarded(function(name) return visible[name] end)
 visible._G = env
 -- Code a script compiles runs in the scripts' globals, not the real ones.
 visible.loadstring = function(code, name)
@@ -91,38 +97,17 @@ end
 -- KEYS and ARGV: their keys and arguments are their parameters.
 local loading = false
 local load_redis = {}
-local load_api = {
-  redis = setmetatable({}, {
-    __index = function(_, name)
-      local value = load_redis[name]
-      if value == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-      end
-      return value
-    end,
-    __newindex = function() error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
-  }),
-}
+local load_api = {redis = guarded(function(name) return load_redis[name] end)}
 local functions_env
-functions_env = setmetatable({}, {
-  __index = function(_, name)
-    local value
-    if loading then
-      value = load_api[name]
-    elseif name == '_G' then
-      value = functions_env
-    elseif name ~= 'KEYS' and name ~= 'ARGV' then
-      value = visible[name]
-    end
-    if value == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    return value
-  end,
-  __newindex = function() error('Attempt to modify a readonly table', 2) end,
-  __metatable = false,
-})
+functions_env = guarded(function(name)
+  if loading then
+    return load_api[name]
+  elseif name == '_G' then
+    return functions_env
+  elseif name ~= 'KEYS' and name ~= 'ARGV' then
+    return visible[name]
+  end
+end)
 local function set_loading(on) loading = on end
 local function run_function(f, keys, args)
   return xpcall(function() return f(keys, args) end, handler)
@@ -445,22 +430,28 @@ impl Sandbox {
             Err(text) => return Err(Reply::Error(format!("ERR {text}"))),
         };
         let function = self
-            .lua
-            .load(code)
-            .set_name(format!("@{SCRIPT_CHUNK}"))
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|err| {
-                let message = match &err {
-                    mlua::Error::SyntaxError { message, .. } => first_line(message),
-                    other => first_line(other),
-                };
+            .compile_in(code, SCRIPT_CHUNK, &self.env)
+            .map_err(|message| {
                 Reply::error(format!(
                     "ERR Error compiling script (new function): {message}"
                 ))
             })?;
         compiled.insert(sha.to_string(), function.clone());
         Ok((function, true))
+    }
+
+    /// `code` compiled as the chunk `chunk` with the globals `env`; Lua's message (its
+    /// first line) if it does not compile.
+    fn compile_in(&self, code: &[u8], chunk: &str, env: &Table) -> Result<Function, String> {
+        self.lua
+            .load(code)
+            .set_name(format!("@{chunk}"))
+            .set_environment(env.clone())
+            .into_function()
+            .map_err(|err| match &err {
+                mlua::Error::SyntaxError { message, .. } => first_line(message),
+                other => first_line(other),
+            })
     }
 
     /// The loop's function `name` (any case), loading the libraries again if they changed
@@ -496,18 +487,8 @@ impl Sandbox {
     /// functions it registered, or Redis's error text.
     fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
         let chunk = self
-            .lua
-            .load(code)
-            .set_name(format!("@{FUNCTION_CHUNK}"))
-            .set_environment(self.functions_env.clone())
-            .into_function()
-            .map_err(|err| {
-                let message = match &err {
-                    mlua::Error::SyntaxError { message, .. } => first_line(message),
-                    other => first_line(other),
-                };
-                format!("Error compiling function: {message}")
-            })?;
+            .compile_in(code, FUNCTION_CHUNK, &self.functions_env)
+            .map_err(|message| format!("Error compiling function: {message}"))?;
         let registered = RefCell::new(Vec::new());
         self.limits.start_for(LOAD_TIME_LIMIT);
         let lua_error = |err: mlua::Error| format!("tailstore: Lua: {err}");

@@ -2,6 +2,7 @@
 //! INFO, TIME, FLUSHDB/FLUSHALL, SAVE.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
@@ -342,6 +343,16 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         }
         ("kill", 3..) => client_kill(shared, conn, &args[2..]),
         ("unblock", 3..=4) => client_unblock(shared, &args[2..]),
+        ("pause", 3 | 4) => client_pause(shared, &args[2..]),
+        ("pause", 2) => wrong_arity("client|pause"),
+        ("unpause", 2) => {
+            shared.pause.end();
+            for each in shared.loops.iter() {
+                each.wake(); // the clients it held back run now
+            }
+            Reply::ok()
+        }
+        ("unpause", _) => wrong_arity("client|unpause"),
         ("info", 2) => Reply::Verbatim {
             format: *b"txt",
             text: format!("{}\n", conn.describe()).into_bytes(),
@@ -398,6 +409,33 @@ fn client_unblock(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     };
     shared.loops[home.at].unblock(home.token, id as u64, error);
     Reply::Int(1)
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL]: holds back clients' commands (all of them, or those
+/// that may write) for `timeout` ms (see `server/pause.rs`).
+fn client_pause(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let writes_only = match args.get(1) {
+        None => false,
+        Some(mode) if is(mode, "write") => true,
+        Some(mode) if is(mode, "all") => false,
+        Some(_) => return Reply::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let timeout = match std::str::from_utf8(&args[0])
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok())
+    {
+        None => return Reply::error("ERR timeout is not an integer or out of range"),
+        Some(ms) if ms < 0 => return Reply::error("ERR timeout is negative"),
+        Some(ms) => Duration::from_millis(ms as u64),
+    };
+    // A timeout past what the clock can add (i64::MAX ms) pauses for as long as it can.
+    let now = Instant::now();
+    let until = now
+        .checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now);
+    shared.pause.start(until, writes_only);
+    Reply::ok()
 }
 
 /// CLIENT REPLY ON | OFF | SKIP. OFF and SKIP are not answered: their own reply is the

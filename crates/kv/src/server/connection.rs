@@ -67,6 +67,9 @@ pub struct Connection {
     /// The blocking command (BLPOP…) the connection waits in: no further command of its
     /// input is run until it is answered (`server/blocking.rs`).
     pub blocked: Option<Blocked>,
+    /// The command a CLIENT PAUSE holds back: run, before any later one, once the pause
+    /// ends (`server/pause.rs`).
+    pub postponed: Option<Vec<Vec<u8>>>,
     /// Close once the output is written (after QUIT or a protocol error).
     pub closing: bool,
     /// The socket had more to read when the pass moved on (edge-triggered polling will
@@ -119,6 +122,7 @@ impl Connection {
             multi_failed: false,
             watched: Vec::new(),
             blocked: None,
+            postponed: None,
             closing: false,
             unread: false,
             read_to_the_end: false,

@@ -28,16 +28,23 @@ pub fn serve<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) {
     while !conn.closing && !conn.backlogged() && conn.blocked.is_none() {
-        let args = match conn.next_command() {
-            Ok(Some(args)) => args,
-            Ok(None) => return,
-            Err(err) => {
-                // As Redis does: the error, then the connection is closed.
-                send(conn, &Reply::error(err.to_string()));
-                conn.closing = true;
-                return;
-            }
+        let args = match conn.postponed.take() {
+            Some(args) => args,
+            None => match conn.next_command() {
+                Ok(Some(args)) => args,
+                Ok(None) => return,
+                Err(err) => {
+                    // As Redis does: the error, then the connection is closed.
+                    send(conn, &Reply::error(err.to_string()));
+                    conn.closing = true;
+                    return;
+                }
+            },
         };
+        if shared.pause.holds(&args, conn.multi.as_deref()) {
+            conn.postponed = Some(args);
+            return;
+        }
         shared.commands.fetch_add(1, Ordering::Relaxed);
         if is_shutdown(&args) && conn.multi.is_none() {
             match shutdown(shared, &args) {

@@ -20,6 +20,7 @@ mod eval;
 mod functions;
 mod info;
 mod monitor;
+mod pause;
 mod pubsub;
 mod slowlog;
 mod worker;
@@ -95,6 +96,8 @@ pub struct Shared {
     pub slowlog: slowlog::SlowLog,
     /// The connections in MONITOR mode.
     pub monitors: monitor::Monitors,
+    /// CLIENT PAUSE.
+    pub pause: pause::Pause,
 }
 
 impl Shared {
@@ -186,6 +189,7 @@ impl Server {
             libraries: crate::script::library::Libraries::default(),
             slowlog: slowlog::SlowLog::default(),
             monitors: monitor::Monitors::default(),
+            pause: pause::Pause::default(),
         });
         functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);
@@ -259,7 +263,8 @@ fn housekeeping(shared: &Shared) {
         if redo_pending {
             redo_pending = tell_when_redo_finished(shared);
         }
-        loop {
+        // A paused server's data stays as it is (CLIENT PAUSE).
+        while shared.pause.ends_at().is_none() {
             match shared.ks.expire_due(EXPIRY_BATCH) {
                 Ok(removed) if removed == EXPIRY_BATCH => continue,
                 Ok(_) => break,

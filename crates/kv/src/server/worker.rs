@@ -114,7 +114,7 @@ impl LoopState {
         self.wake();
     }
 
-    fn wake(&self) {
+    pub fn wake(&self) {
         if let Err(err) = self.waker.wake() {
             // What was queued waits for the loop's next wake; a loop with blocked clients
             // also takes its keys on every pass, at most `IDLE` apart.
@@ -208,10 +208,15 @@ impl Worker {
                     ready.push(event.token());
                 }
             }
+            // Commands a CLIENT PAUSE held back run once it has ended (it ends by itself,
+            // which the loop's sleep is bounded by, or by CLIENT UNPAUSE, which wakes it).
+            let unpaused = self.shared.pause.ends_at().is_none();
             ready.extend(
                 self.connections
                     .iter()
-                    .filter(|(_, c)| c.unread && !c.backlogged())
+                    .filter(|(_, c)| {
+                        (c.unread && !c.backlogged()) || (unpaused && c.postponed.is_some())
+                    })
                     .map(|(token, _)| *token),
             );
             let due = if handoff || !self.blocked.is_empty() {
@@ -270,9 +275,14 @@ impl Worker {
             return Duration::ZERO;
         }
         let now = Instant::now();
+        // Only while a pause may be in force: the scan is not for every pass.
+        let pause_end = (self.shared.pause.may_be_active()
+            && self.connections.values().any(|c| c.postponed.is_some()))
+        .then(|| self.shared.pause.ends_at().unwrap_or(now));
         self.blocked
             .values()
             .filter_map(|token| self.connections.get(token)?.blocked.as_ref()?.deadline)
+            .chain(pause_end)
             .map(|deadline| deadline.saturating_duration_since(now))
             .fold(IDLE, Duration::min)
     }

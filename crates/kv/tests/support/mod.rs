@@ -397,3 +397,21 @@ pub fn open_keyspace() -> (Keyspace, TempDir) {
     let ks = Keyspace::open(Arc::new(db), 16).expect("open the keyspace");
     (ks, dir)
 }
+
+/// How many rows `table` of the server's database holds (the keyspace's tables, read
+/// beneath the commands: rows of expired keys and of deleted keys' elements count).
+pub fn stored_rows(server: &TestServer, table: &str) -> usize {
+    let db = server.ks.database();
+    let table = db.table(table).expect("table");
+    let mut txn = db.begin();
+    let rows = txn
+        .scan(
+            &table,
+            &tailstore_engine::KeyRange::all(),
+            tailstore_storage::ScanDirection::Ascending,
+            usize::MAX,
+        )
+        .expect("scan");
+    txn.rollback();
+    rows.len()
+}

@@ -1,8 +1,14 @@
 //! The pair of servers the differential tests compare: a real `redis-server` and tailstore's
 //! (in-process). Without a `redis-server` on the PATH the tests say they are skipped and pass.
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use tailstore_resp::{parse_reply, Limits};
+
 use super::redis_process::{redis_program, start_redis, RedisServer};
-use super::TestServer;
+use super::{command, TestServer};
 
 /// A real Redis and tailstore, side by side.
 pub struct Servers {
@@ -21,5 +27,58 @@ impl Servers {
             redis: start_redis(&program),
             tailstore: TestServer::start(),
         })
+    }
+}
+
+/// Sends `cases` in turn on one connection to each server and asserts that every reply is
+/// the same, byte for byte (HELLO's, which names the server and its version, excepted).
+pub fn same_replies(test: &str, cases: &[&[&str]]) {
+    let Some(servers) = Servers::start(test) else {
+        return;
+    };
+    let expected = converse(servers.redis.address(), cases);
+    let got = converse(servers.tailstore.address(), cases);
+    for (at, (want, have)) in expected.iter().zip(&got).enumerate() {
+        if cases[at][0] == "hello" {
+            continue;
+        }
+        assert_eq!(
+            String::from_utf8_lossy(have),
+            String::from_utf8_lossy(want),
+            "{:?}",
+            cases[at]
+        );
+    }
+}
+
+/// The replies to `cases`, each exactly as received.
+fn converse(address: SocketAddr, cases: &[&[&str]]) -> Vec<Vec<u8>> {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    cases
+        .iter()
+        .map(|args| {
+            stream
+                .write_all(&command(args).get_packed_command())
+                .expect("write");
+            read_reply(&mut stream)
+        })
+        .collect()
+}
+
+/// One whole reply's bytes.
+fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        if let Ok(Some((_, used))) = parse_reply(&got, &Limits::default()) {
+            assert_eq!(used, got.len(), "one reply at a time");
+            return got;
+        }
+        let n = stream.read(&mut buffer).expect("a reply");
+        assert!(n > 0, "the server closed the connection");
+        got.extend_from_slice(&buffer[..n]);
     }
 }
