@@ -1307,3 +1307,154 @@ fn large_restores_killed_midway_leave_their_keys_whole_or_absent() {
     }
     eprintln!("RESTOREs answered before their kill: {answered:?}");
 }
+
+/// What the clients loading and deleting function libraries were told over all runs.
+#[derive(Default)]
+struct Libraries {
+    sent_loads: std::collections::BTreeSet<u64>,
+    acked_loads: std::collections::BTreeSet<u64>,
+    sent_deletes: std::collections::BTreeSet<u64>,
+    acked_deletes: std::collections::BTreeSet<u64>,
+}
+
+/// Library numbers each run has to itself.
+const LIBRARY_STRIDE: u64 = 1 << 20;
+
+/// Library `n`: `lib_n`, whose one function `f_n` answers `n`.
+fn library_code(n: u64) -> String {
+    format!("#!lua name=lib_{n}\nredis.register_function('f_{n}', function() return {n} end)")
+}
+
+/// Loads libraries numbered from `first`, and after each deletes the one loaded three
+/// before, one request at a time until the connection fails: what was sent and told.
+fn library_load(address: SocketAddr, first: u64) -> Libraries {
+    let mut told = Libraries::default();
+    let Ok(mut client) = Client::connect(address) else {
+        return told;
+    };
+    for n in first.. {
+        let code = library_code(n);
+        told.sent_loads.insert(n);
+        if client
+            .send(&[b"FUNCTION", b"LOAD", code.as_bytes()])
+            .is_err()
+        {
+            return told;
+        }
+        match client.receive() {
+            Ok(Value::Bulk(name)) if name == format!("lib_{n}").as_bytes() => {
+                told.acked_loads.insert(n);
+            }
+            Ok(other) => panic!("FUNCTION LOAD answered {other:?}"),
+            Err(_) => return told,
+        }
+        let Some(old) = n.checked_sub(3).filter(|old| *old >= first) else {
+            continue;
+        };
+        let name = format!("lib_{old}");
+        told.sent_deletes.insert(old);
+        if client
+            .send(&[b"FUNCTION", b"DELETE", name.as_bytes()])
+            .is_err()
+        {
+            return told;
+        }
+        match client.receive() {
+            Ok(Value::Simple(ok)) if ok == b"OK" => {
+                told.acked_deletes.insert(old);
+            }
+            Ok(other) => panic!("FUNCTION DELETE answered {other:?}"),
+            Err(_) => return told,
+        }
+    }
+    told
+}
+
+/// The restarted server's libraries against what their clients were told: every
+/// acknowledged load is there and its function answers, unless a delete of it was sent;
+/// no acknowledged delete is undone; no library is there that was never sent.
+fn check_libraries(address: SocketAddr, told: &Libraries) -> Result<(), String> {
+    let mut client = Client::connect(address).expect("connect for the check");
+    let Value::Array(listed) = client.call(&[b"FUNCTION", b"LIST"]) else {
+        return Err("FUNCTION LIST did not answer an array".into());
+    };
+    let mut present = std::collections::BTreeSet::new();
+    for library in &listed {
+        let name = match library {
+            Value::Array(fields) => match fields.get(1) {
+                Some(Value::Bulk(name)) => String::from_utf8_lossy(name).into_owned(),
+                other => return Err(format!("a library named {other:?}")),
+            },
+            other => return Err(format!("FUNCTION LIST listed {other:?}")),
+        };
+        let n = name
+            .strip_prefix("lib_")
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| told.sent_loads.contains(n))
+            .ok_or_else(|| format!("library {name} was never loaded"))?;
+        present.insert(n);
+    }
+    for n in &told.acked_loads {
+        if told.sent_deletes.contains(n) {
+            continue;
+        }
+        if !present.contains(n) {
+            return Err(format!("acknowledged library lib_{n} is missing"));
+        }
+        let function = format!("f_{n}");
+        let answer = client.call(&[b"FCALL", function.as_bytes(), b"0"]);
+        if answer != Value::Int(*n as i64) {
+            return Err(format!("FCALL {function} answered {answer:?}"));
+        }
+    }
+    if let Some(n) = told.acked_deletes.iter().find(|n| present.contains(n)) {
+        return Err(format!(
+            "library lib_{n}, deleted with an acknowledgement, is back"
+        ));
+    }
+    Ok(())
+}
+
+/// Function libraries loaded and deleted under SIGKILL, checked after every restart.
+fn libraries_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let mut told = Libraries::default();
+    kill_loop(
+        mode,
+        kills,
+        &mut told,
+        check_libraries,
+        |address, kill, _| {
+            let first = kill as u64 * LIBRARY_STRIDE;
+            let client = thread::spawn(move || library_load(address, first));
+            Box::new(move |told: &mut Libraries| {
+                let run = client.join().expect("client");
+                told.sent_loads.extend(run.sent_loads);
+                told.acked_loads.extend(run.acked_loads);
+                told.sent_deletes.extend(run.sent_deletes);
+                told.acked_deletes.extend(run.acked_deletes);
+            })
+        },
+    )?;
+    eprintln!(
+        "{mode}: {kills} kills, {} library loads and {} deletes acknowledged",
+        told.acked_loads.len(),
+        told.acked_deletes.len()
+    );
+    assert!(
+        !told.acked_loads.is_empty(),
+        "{mode}: no library load was ever acknowledged"
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn function_libraries_survive_sigkills() {
+    in_durable_modes(5, libraries_crash_loop);
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_libraries() {
+    catches_the_early_reply("the libraries", libraries_crash_loop);
+}

@@ -57,6 +57,25 @@ fn a_write_pause_holds_writes_in_order_and_lets_reads_through() {
 }
 
 #[test]
+fn a_write_pause_lets_through_scripts_and_functions_declared_read_only() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let library = "#!lua name=l\nredis.register_function{function_name='reads', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}\nredis.register_function('writes', function(k) return redis.call('set', k[1], 'x') end)";
+    q::<String>(&mut admin, &["FUNCTION", "LOAD", library]);
+    q::<()>(&mut admin, &["SET", "k", "v"]);
+    q::<()>(&mut admin, &["CLIENT", "PAUSE", "500", "WRITE"]);
+    let script = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+    // An inline EVAL: Redis's splitting turns the `\n` back into a newline.
+    let eval = format!("EVAL \"{}\" 1 k\r\n", script.replace('\n', "\\n"));
+    for request in [&b"FCALL reads 1 k\r\n"[..], eval.as_bytes()] {
+        let waited = timed(&server, request, b"$1\r\nv\r\n");
+        assert!(waited < Duration::from_millis(300), "{waited:?}");
+    }
+    let waited = timed(&server, b"FCALL writes 1 k\r\n", b"+OK\r\n");
+    assert!(waited >= Duration::from_millis(350), "{waited:?}");
+}
+
+#[test]
 fn unpause_releases_the_held_clients_at_once() {
     let server = TestServer::start();
     let mut admin = server.client();

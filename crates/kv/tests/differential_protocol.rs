@@ -1357,3 +1357,52 @@ fn client_kill_closes_the_clients_redis_closes() {
     let got = client_kill_transcript(servers.tailstore.address());
     assert_eq!(got, expected, "tailstore (left) and Redis (right)");
 }
+
+/// What a standalone server answers about the features it lacks (clusters, modules, ACL
+/// users, replicas, the latency monitor), compared byte for byte with redis-server's: the
+/// probes client libraries and tools send (`server/standalone.rs`).
+#[test]
+fn a_standalone_server_answers_as_redis_does() {
+    const CASES: &[&[&str]] = &[
+        &["cluster", "info"],
+        &["cluster", "slots"],
+        &["cluster", "foo"],
+        &["cluster"],
+        &["readonly"],
+        &["readwrite"],
+        &["asking"],
+        &["readonly", "x"],
+        &["module", "list"],
+        &["module", "foo"],
+        &["module"],
+        &["latency", "latest"],
+        &["latency", "history", "command"],
+        &["latency", "reset"],
+        &["latency", "reset", "command", "fork"],
+        &["latency", "graph", "command"],
+        &["latency", "foo"],
+        &["latency", "latest", "x"],
+        &["acl", "whoami"],
+        &["acl", "users"],
+        &["acl", "list"],
+        &["acl", "log"],
+        &["acl", "log", "5"],
+        &["acl", "log", "reset"],
+        &["acl", "log", "x"],
+        &["acl", "dryrun", "default", "get", "x"],
+        &["acl", "dryrun", "default", "get"],
+        &["acl", "dryrun", "default", "nosuch"],
+        &["acl", "dryrun", "bob", "get", "x"],
+        &["acl", "deluser", "default"],
+        &["acl", "deluser", "bob", "carol"],
+        &["acl", "genpass", "0"],
+        &["acl", "genpass", "x"],
+        &["acl", "foo"],
+        &["acl"],
+        &["replicaof", "no", "one"],
+        &["slaveof", "NO", "ONE"],
+        &["failover", "abort"],
+        &["bgrewriteaof", "x"],
+    ];
+    support::real_redis::same_replies("a_standalone_server_answers_as_redis_does", CASES);
+}

@@ -10,7 +10,7 @@ use tailstore_resp::{Protocol, Reply};
 use super::clients::KillFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
-use super::{unix_seconds, Shared};
+use super::{standalone, unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
 pub use crate::REDIS_VERSION;
@@ -68,7 +68,7 @@ pub fn in_transaction(
         "command" => command_info(args),
         "config" => config(shared, args),
         "info" => info(shared, args),
-        "save" | "bgsave" => save(shared, command.name),
+        "save" | "bgsave" | "bgrewriteaof" => save(shared, command.name),
         "auth" => auth(args),
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
@@ -80,9 +80,11 @@ pub fn in_transaction(
         ]),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
-        name => Reply::error(format!(
-            "ERR '{name}' is not allowed inside MULTI in tailstore"
-        )),
+        name => standalone::answer(name, args).unwrap_or_else(|| {
+            Reply::error(format!(
+                "ERR '{name}' is not allowed inside MULTI in tailstore"
+            ))
+        }),
     }
 }
 
@@ -621,10 +623,14 @@ fn save(shared: &Shared, name: &str) -> Reply {
     match shared.ks.database().checkpoint() {
         Ok(()) => {
             shared.last_save.store(unix_seconds(), Ordering::Relaxed);
-            if name == "bgsave" {
-                Reply::Status("Background saving started".into())
-            } else {
-                Reply::ok()
+            // BGREWRITEAOF too: a checkpoint bounds the log a restart replays, which is
+            // what an AOF rewrite is for.
+            match name {
+                "bgsave" => Reply::Status("Background saving started".into()),
+                "bgrewriteaof" => {
+                    Reply::Status("Background append only file rewriting started".into())
+                }
+                _ => Reply::ok(),
             }
         }
         Err(err) => Reply::error(format!("ERR checkpoint failed: {err}")),

@@ -41,7 +41,8 @@ pub fn serve<'s>(
                 }
             },
         };
-        if shared.pause.holds(&args, conn.multi.as_deref()) {
+        let no_writes = |args: &[Vec<u8>]| eval::declares_no_writes(shared, args);
+        if shared.pause.holds(&args, conn.multi.as_deref(), no_writes) {
             conn.postponed = Some(args);
             return;
         }

@@ -48,6 +48,26 @@ pub fn is_eval(command: &Command) -> bool {
     )
 }
 
+/// Whether the script or function EVAL, EVALSHA or FCALL (`args`) names declares
+/// `no-writes` (its `#!lua flags=…` line, or its `flags` at registration): a WRITE pause
+/// lets it through, as Redis does.
+pub fn declares_no_writes(shared: &Shared, args: &[Vec<u8>]) -> bool {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let flags = match (name.as_str(), args.get(1)) {
+        ("eval", Some(body)) => script_header(body).ok().flatten().map(|(f, _)| f),
+        ("evalsha", Some(sha)) => shared
+            .scripts
+            .get(sha)
+            .and_then(|body| script_header(&body).ok().flatten().map(|(f, _)| f)),
+        ("fcall", Some(function)) => shared
+            .libraries
+            .function(function)
+            .map(|(library, at)| library.functions[at].flags),
+        _ => None,
+    };
+    flags.is_some_and(Flags::no_writes)
+}
+
 /// What an invocation runs.
 enum Code {
     Script { sha: String, body: Arc<[u8]> },

@@ -23,6 +23,7 @@ mod monitor;
 mod pause;
 mod pubsub;
 mod slowlog;
+mod standalone;
 mod worker;
 
 pub use functions::subcommand_arity as function_arity;

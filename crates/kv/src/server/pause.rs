@@ -2,9 +2,9 @@
 //! while, as a failover or an upgrade script asks of Redis before it switches servers.
 //!
 //! A command that the pause holds (every command in ALL mode; in WRITE mode those that may
-//! change data or send messages: writes, scripts and functions but their read-only forms,
-//! PUBLISH, SPUBLISH, the FUNCTION subcommands that change libraries, an EXEC whose queue
-//! holds one) is not run: it waits on its connection, which takes no further command (so a
+//! change data or send messages: writes, scripts and functions but their read-only forms
+//! and those declared `no-writes`, PUBLISH, SPUBLISH, the FUNCTION subcommands that change
+//! libraries, an EXEC whose queue holds one) is not run: it waits on its connection, which takes no further command (so a
 //! pipeline keeps its order), until the pause ends. Its event loop sleeps no longer than
 //! the pause, and CLIENT UNPAUSE wakes every loop. The active expiry waits too, so that a
 //! paused server's data does not change, which is what the pause promises. As in Redis, the
@@ -77,8 +77,14 @@ impl Pause {
     }
 
     /// Whether the pause in force holds back the command `args` (`queued`: the commands
-    /// an EXEC would run).
-    pub fn holds(&self, args: &[Vec<u8>], queued: Option<&[Queued]>) -> bool {
+    /// an EXEC would run; `no_writes`: whether a script or function call runs code that
+    /// declares `no-writes`, which a WRITE pause lets through).
+    pub fn holds(
+        &self,
+        args: &[Vec<u8>],
+        queued: Option<&[Queued]>,
+        no_writes: impl Fn(&[Vec<u8>]) -> bool,
+    ) -> bool {
         if !self.active.load(Ordering::Acquire) {
             return false;
         }
@@ -87,7 +93,7 @@ impl Pause {
             Some(paused) if paused.until > Instant::now() => paused.writes_only,
             _ => return self.ends_at().is_some(),
         };
-        !writes_only || may_write(args, queued)
+        !writes_only || (may_write(args, queued) && !no_writes(args))
     }
 }
 
@@ -125,7 +131,7 @@ mod tests {
     #[test]
     fn a_write_pause_holds_what_may_write_until_it_ends() {
         let pause = Pause::default();
-        assert!(!pause.holds(&words("SET k v"), None));
+        assert!(!pause.holds(&words("SET k v"), None, |_| false));
         pause.start(Instant::now() + Duration::from_secs(60), true);
         for held in [
             "SET k v",
@@ -134,7 +140,7 @@ mod tests {
             "PUBLISH c m",
             "FUNCTION LOAD x",
         ] {
-            assert!(pause.holds(&words(held), None), "{held}");
+            assert!(pause.holds(&words(held), None, |_| false), "{held}");
         }
         for free in [
             "GET k",
@@ -143,13 +149,17 @@ mod tests {
             "FUNCTION LIST",
             "PING",
         ] {
-            assert!(!pause.holds(&words(free), None), "{free}");
+            assert!(!pause.holds(&words(free), None, |_| false), "{free}");
         }
+        assert!(
+            !pause.holds(&words("EVAL x 0"), None, |_| true),
+            "declared no-writes"
+        );
         let queue = [words("GET k"), words("INCR k")].map(|args| Queued { args });
-        assert!(pause.holds(&words("EXEC"), Some(&queue)));
-        assert!(!pause.holds(&words("EXEC"), Some(&queue[..1])));
+        assert!(pause.holds(&words("EXEC"), Some(&queue), |_| false));
+        assert!(!pause.holds(&words("EXEC"), Some(&queue[..1]), |_| false));
         pause.end();
-        assert!(!pause.holds(&words("SET k v"), None));
+        assert!(!pause.holds(&words("SET k v"), None, |_| false));
         assert_eq!(pause.ends_at(), None);
     }
 
@@ -160,7 +170,7 @@ mod tests {
         pause.start(later, false);
         pause.start(Instant::now() + Duration::from_secs(1), true);
         assert_eq!(pause.ends_at(), Some(later));
-        assert!(pause.holds(&words("GET k"), None));
+        assert!(pause.holds(&words("GET k"), None, |_| false));
         pause.start(Instant::now(), true);
         assert_eq!(pause.ends_at(), Some(later));
     }
@@ -169,9 +179,9 @@ mod tests {
     fn a_pause_ends_by_itself() {
         let pause = Pause::default();
         pause.start(Instant::now() + Duration::from_millis(20), false);
-        assert!(pause.holds(&words("GET k"), None));
+        assert!(pause.holds(&words("GET k"), None, |_| false));
         std::thread::sleep(Duration::from_millis(30));
-        assert!(!pause.holds(&words("GET k"), None));
+        assert!(!pause.holds(&words("GET k"), None, |_| false));
         assert_eq!(pause.ends_at(), None);
     }
 }

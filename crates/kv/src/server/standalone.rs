@@ -1,0 +1,279 @@
+//! What a standalone server answers about features it does not have: clusters, modules,
+//! ACL users other than `default`, replicas and the latency monitor. Client libraries and
+//! tools probe for them (a cluster-aware client sends CLUSTER SLOTS, an object mapper sends
+//! MODULE LIST to look for a search module, a dashboard sends LATENCY LATEST), and read
+//! Redis's own answers: a Redis without cluster support, without modules, with only the
+//! `default` user (no password: AUTH already answers as one, `admin.rs`), with no replicas
+//! and with latency monitoring off. tailstore answers the same, which is true of it; what
+//! would change such a feature is refused with an error that says tailstore lacks it.
+
+use tailstore_resp::Reply;
+
+use crate::command::{is, lookup, parse_int};
+
+/// Redis's answer to the cluster commands of a server without cluster support.
+const NO_CLUSTER: &str = "ERR This instance has cluster support disabled";
+
+/// CLUSTER's subcommands (Redis 7.0): each answered with [`NO_CLUSTER`], others unknown.
+const CLUSTER_SUBCOMMANDS: &[&str] = &[
+    "addslots",
+    "addslotsrange",
+    "bumpepoch",
+    "count-failure-reports",
+    "countkeysinslot",
+    "delslots",
+    "delslotsrange",
+    "failover",
+    "flushslots",
+    "forget",
+    "getkeysinslot",
+    "help",
+    "info",
+    "keyslot",
+    "links",
+    "meet",
+    "myid",
+    "nodes",
+    "replicas",
+    "replicate",
+    "reset",
+    "saveconfig",
+    "set-config-epoch",
+    "setslot",
+    "shards",
+    "slaves",
+    "slots",
+];
+
+/// The answer to `command` (`args`) if it is one of this module's; `None` otherwise.
+pub fn answer(command: &str, args: &[Vec<u8>]) -> Option<Reply> {
+    Some(match command {
+        "readonly" | "readwrite" | "asking" => Reply::error(NO_CLUSTER),
+        "cluster" => cluster(args),
+        "module" => module(args),
+        "latency" => latency(args),
+        "acl" => acl(args),
+        "replicaof" | "slaveof" => replicaof(args),
+        "failover" => failover(args),
+        _ => return None,
+    })
+}
+
+/// The subcommand `args[1]` in lowercase.
+fn subcommand(args: &[Vec<u8>]) -> String {
+    String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+}
+
+fn unknown_subcommand(command: &str, args: &[Vec<u8>]) -> Reply {
+    Reply::error(format!(
+        "ERR unknown subcommand '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(&args[1])
+    ))
+}
+
+fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+fn help(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+}
+
+fn cluster(args: &[Vec<u8>]) -> Reply {
+    if CLUSTER_SUBCOMMANDS.contains(&subcommand(args).as_str()) {
+        Reply::error(NO_CLUSTER)
+    } else {
+        unknown_subcommand("CLUSTER", args)
+    }
+}
+
+/// MODULE LIST (none loaded), HELP; LOAD, LOADEX and UNLOAD refused.
+fn module(args: &[Vec<u8>]) -> Reply {
+    match (subcommand(args).as_str(), args.len()) {
+        ("list", 2) => Reply::Array(Vec::new()),
+        ("help", 2) => help(&[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules: none, tailstore loads no modules.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        ("load" | "loadex", 3..) | ("unload", 3) => {
+            Reply::error("ERR tailstore does not load Redis modules")
+        }
+        (sub @ ("list" | "help" | "load" | "loadex" | "unload"), _) => {
+            wrong_arity(&format!("module|{sub}"))
+        }
+        _ => unknown_subcommand("MODULE", args),
+    }
+}
+
+/// The latency monitor, off as in a Redis whose `latency-monitor-threshold` is 0: no
+/// events, nothing to reset; and no per-command latency histograms.
+fn latency(args: &[Vec<u8>]) -> Reply {
+    match (subcommand(args).as_str(), args.len()) {
+        ("latest", 2) => Reply::Array(Vec::new()),
+        ("history", 3) => Reply::Array(Vec::new()),
+        ("reset", _) => Reply::Int(0),
+        ("graph", 3) => Reply::error(format!(
+            "ERR No samples available for event '{}'",
+            String::from_utf8_lossy(&args[2])
+        )),
+        ("histogram", _) => Reply::Map(Vec::new()),
+        ("doctor", 2) => Reply::Verbatim {
+            format: *b"txt",
+            text: b"Latency monitoring is disabled in this tailstore instance: it records no latency events. The slow log (SLOWLOG GET) lists the commands that ran longer than slowlog-log-slower-than.\n".to_vec(),
+        },
+        ("help", 2) => help(&[
+            "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies: none, tailstore keeps none.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        (sub @ ("latest" | "history" | "graph" | "doctor" | "help"), _) => {
+            wrong_arity(&format!("latency|{sub}"))
+        }
+        _ => unknown_subcommand("LATENCY", args),
+    }
+}
+
+/// ACL as a Redis whose only user is `default`, with no password and every permission.
+fn acl(args: &[Vec<u8>]) -> Reply {
+    let bulk = |text: &str| Reply::Bulk(text.as_bytes().to_vec());
+    match (subcommand(args).as_str(), args.len()) {
+        ("whoami", 2) => bulk("default"),
+        ("users", 2) => Reply::Array(vec![bulk("default")]),
+        ("list", 2) => Reply::Array(vec![bulk("user default on nopass ~* &* +@all")]),
+        ("log", 2) => Reply::Array(Vec::new()),
+        ("log", 3) if is(&args[2], "reset") => Reply::ok(),
+        ("log", 3) => match parse_int(&args[2]) {
+            Ok(_) => Reply::Array(Vec::new()),
+            Err(_) => Reply::error("ERR value is not an integer or out of range"),
+        },
+        ("genpass", 2 | 3) => genpass(args.get(2)),
+        ("dryrun", 4..) => dryrun(&args[2..]),
+        ("deluser", 3..) if args[2..].iter().any(|user| user == b"default") => {
+            Reply::error("ERR The 'default' user cannot be removed")
+        }
+        ("deluser", 3..) => Reply::Int(0),
+        ("setuser" | "getuser" | "cat" | "load" | "save", _) => Reply::error(
+            "ERR tailstore has no users but 'default' (no password, every command): ACL users are not implemented",
+        ),
+        (sub @ ("whoami" | "users" | "list" | "log" | "genpass" | "dryrun" | "deluser"), _) => {
+            wrong_arity(&format!("acl|{sub}"))
+        }
+        _ => unknown_subcommand("ACL", args),
+    }
+}
+
+/// ACL GENPASS [bits]: a random password of `bits` bits (256 by default), in hex digits
+/// (as many as hold `bits`).
+fn genpass(bits: Option<&Vec<u8>>) -> Reply {
+    let bits = match bits.map(|b| parse_int(b)) {
+        None => 256,
+        Some(Err(_)) => return Reply::error("ERR value is not an integer or out of range"),
+        Some(Ok(bits)) if !(1..=4096).contains(&bits) => {
+            return Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")
+        }
+        Some(Ok(bits)) => bits as usize,
+    };
+    // A password: from the kernel's random source, not a generator seeded by the clock.
+    let mut random = vec![0u8; bits.div_ceil(8)];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut source| std::io::Read::read_exact(&mut source, &mut random));
+    if let Err(err) = read {
+        return Reply::error(format!("ERR tailstore: reading /dev/urandom failed: {err}"));
+    }
+    let hex: String = random
+        .iter()
+        .flat_map(|byte| [byte >> 4, byte & 15])
+        .take(bits.div_ceil(4))
+        .map(|digit| char::from(b"0123456789abcdef"[usize::from(digit)]))
+        .collect();
+    Reply::Bulk(hex.into_bytes())
+}
+
+/// ACL DRYRUN user command [arg …]: the default user may run every command.
+fn dryrun(args: &[Vec<u8>]) -> Reply {
+    if args[0] != b"default" {
+        return Reply::error(format!(
+            "ERR User '{}' not found",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    match lookup(&args[1]) {
+        None => Reply::error(format!(
+            "ERR Command '{}' not found",
+            String::from_utf8_lossy(&args[1])
+        )),
+        Some(command) if !command.arity_ok(args.len() - 1) => wrong_arity(command.name),
+        Some(_) => Reply::ok(),
+    }
+}
+
+/// REPLICAOF NO ONE: already a primary. Any other: refused, tailstore does not replicate.
+fn replicaof(args: &[Vec<u8>]) -> Reply {
+    if is(&args[1], "no") && is(&args[2], "one") {
+        return Reply::ok();
+    }
+    Reply::error("ERR tailstore does not replicate: it cannot become a replica")
+}
+
+/// FAILOVER: a primary without replicas has none to fail over to.
+fn failover(args: &[Vec<u8>]) -> Reply {
+    if args.get(1).is_some_and(|arg| is(arg, "abort")) {
+        return Reply::error("ERR No failover in progress.");
+    }
+    Reply::error("ERR FAILOVER requires connected replicas.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(line: &str) -> Reply {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        let name = line
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        answer(&name, &args).expect("one of this module's commands")
+    }
+
+    #[test]
+    fn acl_genpass_gives_the_bits_asked_for_in_hex() {
+        for (line, len) in [
+            ("ACL GENPASS", 64),
+            ("ACL GENPASS 32", 8),
+            ("ACL GENPASS 5", 2),
+        ] {
+            let Reply::Bulk(hex) = ask(line) else {
+                panic!("{line}: not a bulk");
+            };
+            assert_eq!(hex.len(), len, "{line}");
+            assert!(hex.iter().all(u8::is_ascii_hexdigit));
+        }
+        assert!(matches!(ask("ACL GENPASS 4097"), Reply::Error(_)));
+    }
+
+    #[test]
+    fn dryrun_checks_the_command_and_its_arity() {
+        assert_eq!(ask("ACL DRYRUN default GET x"), Reply::ok());
+        assert!(matches!(ask("ACL DRYRUN default GET"), Reply::Error(e) if e.contains("'get'")));
+        assert!(matches!(ask("ACL DRYRUN bob GET x"), Reply::Error(e) if e.contains("'bob'")));
+    }
+}
