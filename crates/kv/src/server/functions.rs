@@ -45,15 +45,36 @@ pub fn function<'s>(
         "load" => load(shared, vm, &args[2..], pending),
         "delete" => delete(shared, &args[2], pending),
         "flush" => flush(shared, &args[2..], pending),
-        "list" => list(shared, &args[2..]),
-        "dump" => Ok(dump(shared)),
+        "list" => {
+            list(shared, &args[2..]).map(|reply| after_the_changes_read(shared, reply, pending))
+        }
+        "dump" => Ok(after_the_changes_read(shared, dump(shared), pending)),
         "restore" => restore(shared, vm, &args[2..], pending),
-        "stats" => Ok(stats(shared)),
+        "stats" => Ok(after_the_changes_read(shared, stats(shared), pending)),
         "kill" if shared.scripts.kill() => Ok(Reply::ok()),
         "kill" => Err("NOTBUSY No scripts in execution right now.".into()),
         _ => Ok(help()),
     };
     outcome.unwrap_or_else(Reply::Error)
+}
+
+/// `reply`, which reports the libraries as they are now, once what it reports is durable: a
+/// change is installed after its record is appended but before that record is durable, so
+/// the reply waits, as a read's does, for a commit after it (an empty transaction's: its
+/// place in the log is past every record appended before it).
+fn after_the_changes_read<'s>(
+    shared: &'s Shared,
+    reply: Reply,
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let executed = shared
+        .ks
+        .run_for_client(0, |_| Ok::<Reply, Fault>(Reply::Null));
+    pending.extend(executed.pending);
+    match executed.reply {
+        failed @ Reply::Error(_) => failed,
+        _ => reply,
+    }
 }
 
 /// FUNCTION LOAD [REPLACE] code: the library's name.
