@@ -2882,7 +2882,8 @@ fn a_value_too_large_for_one_commit_is_refused_without_stopping_the_database() {
 
 /// An EXEC block whose writes together exceed what one commit may log (8 MiB here) is
 /// refused as a whole, even though each command alone fits: nothing of it happens, and the
-/// server goes on.
+/// server goes on. (Hash values: a long string is written in pieces of its own, decision
+/// 148, so two 5 MiB SETs in one block commit.)
 #[test]
 fn an_exec_block_larger_than_a_commit_changes_nothing() {
     let server = TestServer::start();
@@ -2890,8 +2891,8 @@ fn an_exec_block_larger_than_a_commit_changes_nothing() {
     let value = "v".repeat(5 << 20);
     ok(raw_value(&mut c, &["MULTI"]));
     queued(&mut c, &["SET", "a", "1"]);
-    queued(&mut c, &["SET", "big1", &value]);
-    queued(&mut c, &["SET", "big2", &value]);
+    queued(&mut c, &["HSET", "big1", "f", &value]);
+    queued(&mut c, &["HSET", "big2", "f", &value]);
     queued(&mut c, &["SET", "c", "1"]);
     let outcome: redis::RedisResult<Value> = redis::cmd("EXEC").query(&mut c);
     let refused = match &outcome {
@@ -2901,6 +2902,115 @@ fn an_exec_block_larger_than_a_commit_changes_nothing() {
     assert!(refused.contains("transaction too large"), "{refused}");
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "big1", "big2", "c"]), 0);
     ok(raw_value(&mut c, &["SET", "after", "ok"]));
+}
+
+/// Strings longer than a quarter of a commit are written in pieces, in transactions of
+/// their own, under a new owner the key gets in the command's own transaction (decision
+/// 148): a SET past the commit limit (8 MiB here) is stored and reads back, with its
+/// deadline, KEEPTTL, an overwrite, APPEND, changes inside it (SETRANGE, SETBIT, BITOP),
+/// RESTORE and an EXEC block of two; the lazy free,
+/// run all the while, takes nothing of them, and frees the values they replace.
+#[test]
+fn strings_longer_than_a_commit_are_written_in_pieces() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let limit = server.ks.database().max_commit_bytes();
+    let freer = LazyFree::run(&server);
+    let long = |seed: u8| -> Vec<u8> {
+        (0..limit * 5 / 2)
+            .map(|i| seed.wrapping_add((i % 251) as u8))
+            .collect()
+    };
+    let set = |c: &mut redis::Connection, key: &str, value: &[u8], extra: &[&str]| {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(value);
+        for word in extra {
+            cmd.arg(*word);
+        }
+        cmd.query::<Value>(c).unwrap()
+    };
+    let before = stored_rows(&server, "kv_parts");
+    ok(set(&mut c, "s", &long(1), &["EX", "1000"]));
+    assert!(
+        q::<Vec<u8>>(&mut c, &["GET", "s"]) == long(1),
+        "s reads back"
+    );
+    assert_eq!(q::<usize>(&mut c, &["STRLEN", "s"]), limit * 5 / 2);
+    let ttl = q::<i64>(&mut c, &["TTL", "s"]);
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    ok(set(&mut c, "s", &long(2), &["KEEPTTL"]));
+    assert!(
+        q::<i64>(&mut c, &["TTL", "s"]) > 0,
+        "KEEPTTL kept the deadline"
+    );
+    let got = q::<Vec<u8>>(&mut c, &["GET", "s"]);
+    let first_difference = got.iter().zip(long(2)).position(|(a, b)| *a != b);
+    assert!(
+        got == long(2),
+        "after SET … KEEPTTL: {} bytes, first difference at {first_difference:?}",
+        got.len()
+    );
+    let appended: i64 = redis::cmd("APPEND")
+        .arg("s")
+        .arg(b"!")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(appended as usize, limit * 5 / 2 + 1);
+    assert_eq!(
+        q::<Vec<u8>>(&mut c, &["GETRANGE", "s", "-2", "-1"]),
+        vec![long(2)[limit * 5 / 2 - 1], b'!']
+    );
+    // In-place changes inside it, past the limit's offset: SETRANGE, SETBIT, BITOP.
+    let offset = (limit + 10).to_string();
+    assert_eq!(
+        q::<usize>(&mut c, &["SETRANGE", "s", &offset, "#"]),
+        limit * 5 / 2 + 1
+    );
+    q::<i64>(
+        &mut c,
+        &["SETBIT", "s", &((limit + 11) * 8).to_string(), "1"],
+    );
+    assert_eq!(
+        q::<usize>(&mut c, &["BITOP", "NOT", "inverted", "s"]),
+        limit * 5 / 2 + 1
+    );
+    assert_eq!(
+        q::<Vec<u8>>(&mut c, &["GETRANGE", "s", &offset, &offset]),
+        b"#"
+    );
+    q::<()>(&mut c, &["DEL", "inverted"]);
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("s").query(&mut c).unwrap();
+    let restored: Value = redis::cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(&payload)
+        .query(&mut c)
+        .unwrap();
+    ok(restored);
+    assert!(q::<Vec<u8>>(&mut c, &["GET", "copy"]) == q::<Vec<u8>>(&mut c, &["GET", "s"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    for key in ["a", "b"] {
+        let reply: Value = redis::cmd("SET")
+            .arg(key)
+            .arg(long(3))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(reply, Value::SimpleString("QUEUED".into()));
+    }
+    let replies: Vec<Value> = redis::cmd("EXEC").query(&mut c).unwrap();
+    assert_eq!(replies, vec![Value::Okay, Value::Okay]);
+    assert!(q::<Vec<u8>>(&mut c, &["GET", "b"]) == long(3));
+    // Short values over the long ones: what the long ones held is freed.
+    for key in ["s", "copy", "a", "b"] {
+        ok(raw_value(&mut c, &["SET", key, "short"]));
+    }
+    assert!(
+        eventually(Duration::from_secs(30), || stored_rows(&server, "kv_parts")
+            == before + 4),
+        "{} part rows, {before} before the long strings and 4 short ones",
+        stored_rows(&server, "kv_parts")
+    );
+    freer.stop();
 }
 
 /// An EXEC block of a thousand commands is one transaction, and all of it happens.

@@ -6,12 +6,12 @@ use tailstore_storage::ScanDirection;
 
 use super::consumer_groups::check_name;
 use super::hashes::{all_fields, check_field};
-use super::lists::{all_elements, push_one};
+use super::lists::all_elements;
 use super::sets::members;
+use super::staging::{piece_bytes, runs, write_piece, write_staged, Piece, ROW_BYTES};
 use super::strings::string_of;
 use super::{bulk, check_key, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::groups::Pending;
-use crate::keyspace::stream::{decode_entry, encode_entry, StreamId};
+use crate::keyspace::stream::{decode_entry, StreamId};
 use crate::keyspace::{KeyMeta, Kind};
 use tailstore_rdb::{self as rdb, Consumer, Group, Object, PendingEntry, Stream, StreamEntry};
 
@@ -191,44 +191,6 @@ fn check_names(object: &Object) -> Result<(), Fault> {
     }
 }
 
-/// Bytes of element rows one piece of a large RESTORE writes (and the most a RESTORE writes
-/// in its own transaction): a quarter of what one commit may write, which leaves room for
-/// the rows' keys and the pages' images in the commit's record.
-fn piece_bytes(ctx: &Ctx) -> usize {
-    ctx.ks.database().max_commit_bytes() / 4
-}
-
-/// What a row costs beside its element's bytes: its key's owner and part, the row's header.
-const ROW_BYTES: usize = 48;
-
-/// A run of a collection's elements, written in one transaction.
-enum Piece<'a> {
-    List(&'a [Vec<u8>]),
-    Set(&'a [Vec<u8>]),
-    Hash(&'a [(Vec<u8>, Vec<u8>)]),
-    ZSet(&'a [(Vec<u8>, f64)]),
-    Entries(&'a [StreamEntry]),
-    Groups(&'a [Group]),
-}
-
-/// `items` cut into runs of about `budget` bytes each (by `size`), at least one item a run.
-fn runs<T>(items: &[T], budget: usize, size: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    let mut runs = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (at, item) in items.iter().enumerate() {
-        let item_bytes = size(item) + ROW_BYTES;
-        if at > start && bytes + item_bytes > budget {
-            runs.push(&items[start..at]);
-            (start, bytes) = (at, 0);
-        }
-        bytes += item_bytes;
-    }
-    if start < items.len() {
-        runs.push(&items[start..]);
-    }
-    runs
-}
-
 /// A collection's elements as pieces of about `budget` bytes each (one piece when they fit).
 fn pieces(object: &Object, budget: usize) -> Vec<Piece<'_>> {
     let pairs = |(a, b): &(Vec<u8>, Vec<u8>)| a.len() + b.len();
@@ -282,70 +244,6 @@ fn kind_of(object: &Object) -> Kind {
     }
 }
 
-/// Writes `piece` under `meta.id`, counting its elements in `meta` (not saved).
-fn write_piece(ctx: &mut Ctx, meta: &mut KeyMeta, piece: &Piece) -> Result<(), Fault> {
-    let owner = meta.id;
-    match *piece {
-        Piece::List(items) => {
-            for item in items {
-                push_one(ctx, meta, item, false)?;
-            }
-        }
-        Piece::Set(members) => {
-            for member in members {
-                ctx.ks.write_value(ctx.txn, owner, member, b"", None)?;
-            }
-            meta.len += members.len() as i64;
-        }
-        Piece::Hash(fields) => {
-            for (field, value) in fields {
-                ctx.ks.write_value(ctx.txn, owner, field, value, None)?;
-            }
-            meta.len += fields.len() as i64;
-        }
-        Piece::ZSet(members) => {
-            for (member, score) in members {
-                ctx.ks.put_member(ctx.txn, owner, member, *score, false)?;
-            }
-            meta.len += members.len() as i64;
-        }
-        Piece::Entries(entries) => {
-            for entry in entries {
-                let field = StreamId::from(entry.id).field();
-                let stored = encode_entry(&entry.fields);
-                ctx.ks.write_value(ctx.txn, owner, &field, &stored, None)?;
-            }
-            meta.len += entries.len() as i64;
-        }
-        Piece::Groups(groups) => {
-            for group in groups {
-                write_group(ctx, owner, group)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn write_group(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
-    let name = &group.name;
-    ctx.ks
-        .put_group(ctx.txn, owner, name, group.last_id.into())?;
-    for consumer in &group.consumers {
-        ctx.ks
-            .put_consumer(ctx.txn, owner, name, &consumer.name, consumer.seen_at)?;
-    }
-    for entry in &group.pending {
-        let pending = Pending {
-            id: entry.id.into(),
-            consumer: entry.consumer.clone(),
-            delivered_at: entry.delivered_at,
-            deliveries: i64::try_from(entry.deliveries).unwrap_or(i64::MAX),
-        };
-        ctx.ks.put_pending(ctx.txn, owner, name, &pending)?;
-    }
-    Ok(())
-}
-
 /// Stores `object` as the new key `key` (which does not exist now) with `deadline` (0:
 /// none). A collection larger than one piece is written first, piece by piece, in
 /// transactions of its own under a new owner queued for the lazy free (a crash or a
@@ -353,7 +251,7 @@ fn write_group(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
 /// command's transaction then gives it the key and takes it off the queue.
 fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(), Fault> {
     if let Object::String(value) = &object {
-        ctx.check_commit_room(value.len())?;
+        // A string longer than a piece is written in pieces too (`Ctx::put_string`).
         return ctx.put_string(key, value, Some(deadline));
     }
     let kind = kind_of(&object);
@@ -383,23 +281,4 @@ fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(),
         ctx.set_expiry(key, &mut meta, deadline)?;
     }
     ctx.save(key, &mut meta)
-}
-
-/// Writes `pieces` in transactions of their own under a new owner, queued for the lazy
-/// free with the first and kept from it by a guard that this command's transaction holds
-/// until it is applied (`Ctx::building`); the owner and what its elements count.
-fn write_staged(ctx: &mut Ctx, kind: Kind, pieces: &[Piece]) -> Result<KeyMeta, Fault> {
-    let mut meta = ctx.new_meta(kind);
-    ctx.building.push(ctx.ks.begin_building(meta.id));
-    for (at, piece) in pieces.iter().enumerate() {
-        meta = ctx.ks.run_internal(ctx.db, |staged| {
-            let mut written = meta.clone();
-            if at == 0 {
-                staged.ks.queue_garbage(staged.txn, written.id, kind)?;
-            }
-            write_piece(staged, &mut written, piece)?;
-            Ok(written)
-        })?;
-    }
-    Ok(meta)
 }

@@ -27,6 +27,7 @@ mod random;
 mod sets;
 mod sketch;
 mod sort;
+mod staging;
 mod stream_info;
 mod streams;
 mod strings;

@@ -56,6 +56,9 @@ impl Ctx<'_, '_> {
         value: &[u8],
         expire_at: Option<i64>,
     ) -> Result<(), Fault> {
+        if super::staging::is_long(self, value) {
+            return self.put_long_string(key, stored, value, expire_at);
+        }
         // KEEPTTL keeps a live key's deadline whatever it held, as Redis does.
         let mut expire_at = expire_at;
         let mut meta = match stored {
@@ -87,6 +90,34 @@ impl Ctx<'_, '_> {
         // a WATCH needs (see `keyspace::watches`).
         if meta.stored && meta == before && self.may_keep_row() {
             return Ok(());
+        }
+        self.ks.store_meta(self.txn, self.db, key, &mut meta)
+    }
+
+    /// [`Ctx::put_string_over`] of a string longer than a piece (decision 148): its parts are
+    /// written in pieces, in transactions of their own, under a new owner
+    /// (`command/staging.rs`); this transaction removes the key's old value (freed lazily
+    /// if large) and gives the key the new owner. A string longer than one commit could
+    /// hold is stored so, and one whose write would fit is too: its transaction stays small.
+    fn put_long_string(
+        &mut self,
+        key: &[u8],
+        stored: Option<KeyMeta>,
+        value: &[u8],
+        expire_at: Option<i64>,
+    ) -> Result<(), Fault> {
+        let mut expire_at = expire_at;
+        if let Some(old) = stored {
+            if !old.is_expired(self.now) {
+                expire_at = expire_at.or(Some(old.expire_at));
+            }
+            self.remove(key, &old)?;
+        }
+        let pieces = super::staging::string_pieces(self, value);
+        let mut meta = super::staging::write_staged(self, Kind::String, &pieces)?;
+        self.ks.forget_garbage(self.txn, meta.id)?;
+        if let Some(at) = expire_at {
+            self.set_expiry(key, &mut meta, at)?;
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
     }
@@ -523,9 +554,10 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     // Saturating: an offset near i64::MAX must be refused, not wrap to a small size.
     check_size(offset.saturating_add(patch.len() as i64))?;
     let end = offset as usize + patch.len();
-    // SETRANGE is how a short request asks for a huge value: refused before it is built.
-    ctx.check_commit_room(end)?;
+    // SETRANGE is how a short request asks for a huge value: one growing past what a
+    // commit holds is refused before it is built. A change inside a long string is not.
     if value.len() < end {
+        ctx.check_commit_room(end)?;
         value.resize(end, 0);
     }
     value[offset as usize..end].copy_from_slice(patch);

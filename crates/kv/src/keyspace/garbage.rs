@@ -155,13 +155,20 @@ impl Keyspace {
         &self,
         txn: &mut Transaction<'_>,
     ) -> Result<Option<(i64, Kind)>, Fault> {
-        let building = self.building.lock().clone();
+        // Enough rows to pass the owners being built now, and a few more begun meanwhile.
+        let limit = self.building.lock().len() + 8;
         let rows = txn.scan(
             &self.garbage,
             &KeyRange::all(),
             ScanDirection::Ascending,
-            building.len() + 1,
+            limit,
         )?;
+        // Looked at after the scan, not before: a build registers its owner before the
+        // transaction that queues it commits, so an owner whose row this scan read is in
+        // the set by now if it is being built. Read before the scan, the set could miss a
+        // build begun in between, and its first pieces were freed under it (a SET of 20 MB
+        // read back as nothing, under load).
+        let building = self.building.lock();
         for row in &rows {
             let owner = int(&row[0])?;
             if building.contains(&owner) {

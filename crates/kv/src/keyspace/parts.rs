@@ -107,9 +107,33 @@ impl Keyspace {
         let capacity = self.part_capacity(field);
         let old_parts = old_total.map_or(0, |total| parts_needed(total, capacity));
         let new_parts = parts_needed(value.len(), capacity);
-        for part in 0..new_parts {
-            let start = part * capacity;
-            let data = &value[start.min(value.len())..(start + capacity).min(value.len())];
+        self.write_value_parts(txn, owner, field, value, 0..new_parts)?;
+        if old_parts > new_parts {
+            let removed = old_total.map_or(0, |total| total.saturating_sub(new_parts * capacity));
+            super::garbage::charge_removal(txn, removed)?;
+        }
+        for part in new_parts..old_parts {
+            txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
+        }
+        Ok(())
+    }
+
+    /// Writes parts `parts` of `value` under (owner, field): all of them for
+    /// [`Keyspace::write_value`], a run of them for a string written in pieces whose other
+    /// parts other transactions write (decision 148). Each part row carries the whole
+    /// value's length.
+    pub(crate) fn write_value_parts(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        field: &[u8],
+        value: &[u8],
+        parts: std::ops::Range<usize>,
+    ) -> Result<(), Fault> {
+        let capacity = self.part_capacity(field);
+        for part in parts {
+            let start = (part * capacity).min(value.len());
+            let data = &value[start..(start + capacity).min(value.len())];
             let row = [
                 Value::Int(owner),
                 Value::Bytes(field.to_vec()),
@@ -117,15 +141,8 @@ impl Keyspace {
                 Value::Bytes(data.to_vec()),
                 Value::Int(value.len() as i64),
             ];
-            // A blind write: whether the part existed is known from `old_total`.
+            // A blind write: whether the part existed is the caller's knowledge.
             txn.put(&self.parts, &row)?;
-        }
-        if old_parts > new_parts {
-            let removed = old_total.map_or(0, |total| total.saturating_sub(new_parts * capacity));
-            super::garbage::charge_removal(txn, removed)?;
-        }
-        for part in new_parts..old_parts {
-            txn.remove(&self.parts, &part_key(owner, field, part as i64))?;
         }
         Ok(())
     }
