@@ -289,13 +289,14 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
 
 /// Copies `source`'s element rows to the new owner `to`. Up to a quarter of a commit's
 /// bytes they are written in this command's transaction. A larger key's are written over
-/// transactions of their own, a run at a time, as a large RESTORE's are (decision 140):
+/// transactions of their own, a run at a time, as `command/staging.rs` writes a large
+/// RESTORE's (decision 140), but read run by run rather than held whole:
 /// under the new owner, queued for the lazy free with the first run (a crash or a failure
 /// leaves nothing behind) and kept from it until this transaction, which gives the owner
 /// its key, is applied. Every run is read in this transaction, so its commit validates
 /// them: a write to the source during the copy aborts it, and the copy is made again.
 fn copy_elements(ctx: &mut Ctx, source: &KeyMeta, to: i64) -> Result<(), Fault> {
-    let budget = ctx.ks.database().max_commit_bytes() / 4;
+    let budget = super::staging::piece_bytes(ctx);
     let kind = source.kind;
     let start = CopyCursor::default();
     let (mut run, mut next) = ctx

@@ -7,14 +7,13 @@
 
 use std::ops::Range;
 
-use tailstore_rdb::Group;
+use tailstore_rdb::{Group, StreamEntry};
 
 use super::lists::push_one;
 use super::{Ctx, Fault};
 use crate::keyspace::groups::Pending;
 use crate::keyspace::stream::{encode_entry, StreamId};
 use crate::keyspace::{KeyMeta, Kind};
-use tailstore_rdb::StreamEntry;
 
 /// A string longer than a piece (`piece_bytes`) is written in pieces of its parts.
 pub(super) fn is_long(ctx: &Ctx, value: &[u8]) -> bool {
@@ -35,9 +34,9 @@ pub(super) fn string_pieces<'a>(ctx: &Ctx, value: &'a [u8]) -> Vec<Piece<'a>> {
         .collect()
 }
 
-/// Bytes of element rows one piece of a large RESTORE writes (and the most a RESTORE writes
-/// in its own transaction): a quarter of what one commit may write, which leaves room for
-/// the rows' keys and the pages' images in the commit's record.
+/// Bytes of rows one piece writes (and the most a value is written with in its command's own
+/// transaction): a quarter of what one commit may write, which leaves room for the rows'
+/// keys and the pages' images in the commit's record.
 pub(super) fn piece_bytes(ctx: &Ctx) -> usize {
     ctx.ks.database().max_commit_bytes() / 4
 }
@@ -45,7 +44,7 @@ pub(super) fn piece_bytes(ctx: &Ctx) -> usize {
 /// What a row costs beside its element's bytes: its key's owner and part, the row's header.
 pub(super) const ROW_BYTES: usize = 48;
 
-/// A run of a collection's elements, written in one transaction.
+/// A run of a value's elements (or of a string's parts), written in one transaction.
 pub(super) enum Piece<'a> {
     List(&'a [Vec<u8>]),
     Set(&'a [Vec<u8>]),

@@ -192,11 +192,18 @@ pub trait Host {
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
     /// The script called `command` (`args`) in database `db` and it ran (for MONITOR).
     fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
+    /// The code starts running, SCRIPT KILL and FUNCTION KILL able to stop it from now on:
+    /// a function (its name and the command that called it) or a script (`None`).
+    fn started(&mut self, _function: Option<(&str, &[Vec<u8>])>) {}
+    /// The code stopped running.
+    fn finished(&mut self) {}
 }
 
 /// What EVAL (EVALSHA, FCALL…) asked for.
 pub struct Invocation<'a> {
     pub target: Target<'a>,
+    /// The whole command that asked for it (FUNCTION STATS shows a running function's).
+    pub command: &'a [Vec<u8>],
     pub keys: &'a [Vec<u8>],
     pub argv: &'a [Vec<u8>],
     /// EVAL_RO, FCALL_RO, or a script or function declared `no-writes`: write commands
@@ -546,6 +553,11 @@ impl Sandbox {
         self.resp3.set(false);
         self.limits.start();
         scripts.running.fetch_add(1, Ordering::SeqCst);
+        let listed = match invocation.target {
+            Target::Function { name, .. } => Some((name, invocation.command)),
+            Target::Script { .. } => None,
+        };
+        call.host.started(listed);
         let call = RefCell::new(call);
         let outcome = self.lua.scope(|scope| {
             let (call, resp3) = (&call, self.resp3.clone());
@@ -564,6 +576,7 @@ impl Sandbox {
             }
         });
         let call = call.into_inner();
+        call.host.finished();
         scripts.running.fetch_sub(1, Ordering::SeqCst);
         let large = |items: &[Vec<u8>]| items.iter().map(Vec::len).sum::<usize>() > 64 * 1024;
         if parameters.is_none() && (large(invocation.keys) || large(invocation.argv)) {

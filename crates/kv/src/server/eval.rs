@@ -12,7 +12,7 @@ use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use super::Shared;
 use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome, NOT_INTEGER};
-use crate::script::library::{script_header, Flags, RunningFunction};
+use crate::script::library::{script_header, Flags, Running, RunningFunction};
 use crate::script::{sha1_hex, Host, Invocation, Target, Vm};
 use crate::Executed;
 
@@ -136,6 +136,7 @@ impl<'a> Prepared<'a> {
                 shared,
                 published: Vec::new(),
                 written: Vec::new(),
+                listed: None,
             },
         })
     }
@@ -150,20 +151,13 @@ impl<'a> Prepared<'a> {
     pub fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Result<Reply, Fault> {
         ctx.db = self.db;
         let libraries = &self.host.shared.libraries;
-        let mut _running = None;
         let target = match &self.code {
             Code::Script { sha, body } => Target::Script { sha, body },
-            Code::Function { name } => {
-                _running = Some(libraries.started(RunningFunction {
-                    name: name.clone(),
-                    command: self.command_line.to_vec(),
-                    started: Instant::now(),
-                }));
-                Target::Function { name, libraries }
-            }
+            Code::Function { name } => Target::Function { name, libraries },
         };
         let invocation = Invocation {
             target,
+            command: self.command_line,
             keys: self.keys,
             argv: self.argv,
             read_only: self.read_only,
@@ -302,9 +296,25 @@ struct ScriptHost<'s> {
     published: Vec<(Subscriber, Message)>,
     /// The keys its writes changed, by database, signalled to blocked clients.
     written: Vec<(u32, Vec<Vec<u8>>)>,
+    /// A function while it runs: listed for FUNCTION STATS.
+    listed: Option<Running<'s>>,
 }
 
 impl Host for ScriptHost<'_> {
+    fn started(&mut self, function: Option<(&str, &[Vec<u8>])>) {
+        if let Some((name, command)) = function {
+            self.listed = Some(self.shared.libraries.started(RunningFunction {
+                name: name.to_string(),
+                command: command.to_vec(),
+                started: Instant::now(),
+            }));
+        }
+    }
+
+    fn finished(&mut self) {
+        self.listed = None;
+    }
+
     fn begin(&mut self) {
         self.published.clear();
         self.written.clear();
