@@ -1242,10 +1242,58 @@ fn info_number(client: &mut Client, field: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
-/// SIGKILL while RESTOREs build lists past one commit over several transactions (decision
-/// 140), at random moments: after each restart every such key is whole or absent, whole if
-/// its RESTORE was answered, and what a killed build wrote goes to the lazy free
-/// (`lazyfree_pending_objects` falls to 0).
+/// Rounds of: start a `buffer` server on one place's files, `check` the keys the earlier
+/// rounds wrote (with whether each round's request was answered), wait until the lazy free
+/// has nothing queued (what a killed request wrote goes there), then send round `round`'s
+/// `request` and SIGKILL the server at a moment within `kill_within_ms` drawn from `seed`;
+/// six rounds, a last check after the last kill. Whether each request was answered.
+fn requests_killed_midway(
+    mut seed: u64,
+    kill_within_ms: u64,
+    check: impl Fn(&mut Client, usize, &[bool]),
+    request: impl Fn(usize) -> Vec<Vec<u8>>,
+) -> Vec<bool> {
+    let place = Place::new();
+    let mut answered: Vec<bool> = Vec::new();
+    for round in 0..=6usize {
+        let mut server = place.start("buffer");
+        let mut client = Client::connect(server.address).expect("connect");
+        check(&mut client, round, &answered);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while info_number(&mut client, "lazyfree_pending_objects") != Some(0) {
+            assert!(
+                Instant::now() < deadline,
+                "after kill {round}: a killed request's writes are still queued"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        if round == 6 {
+            break;
+        }
+        let args = request(round);
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        client.send(&args).expect("send the request");
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(client.receive());
+        });
+        thread::sleep(Duration::from_millis(
+            next_random(&mut seed) % kill_within_ms,
+        ));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        let reply = rx
+            .recv_timeout(Duration::from_secs(10))
+            .ok()
+            .and_then(Result::ok);
+        answered.push(reply == Some(Value::Simple(b"OK".to_vec())));
+    }
+    answered
+}
+
+/// RESTOREs of lists past one commit, built over several transactions (decision 140),
+/// killed at random moments: after each restart every such key is whole or absent, whole
+/// if its RESTORE was answered, and what a killed build wrote goes to the lazy free.
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn large_restores_killed_midway_leave_their_keys_whole_or_absent() {
@@ -1255,12 +1303,7 @@ fn large_restores_killed_midway_leave_their_keys_whole_or_absent() {
         .map(|i| format!("{i:0>100}").into_bytes())
         .collect();
     let payload = tailstore_rdb::dump(&tailstore_rdb::Object::List(items));
-    let place = Place::new();
-    let mut answered = Vec::new();
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    for round in 0..=6usize {
-        let mut server = place.start("buffer");
-        let mut client = Client::connect(server.address).expect("connect");
+    let check = |client: &mut Client, round: usize, answered: &[bool]| {
         for (earlier, answered) in answered.iter().enumerate() {
             let key = format!("list:{earlier}");
             let len = client.call(&[b"LLEN", key.as_bytes()]);
@@ -1277,34 +1320,12 @@ fn large_restores_killed_midway_leave_their_keys_whole_or_absent() {
                 );
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while info_number(&mut client, "lazyfree_pending_objects") != Some(0) {
-            assert!(
-                Instant::now() < deadline,
-                "after kill {round}: a killed build's elements are still queued"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        if round == 6 {
-            break;
-        }
-        let key = format!("list:{round}");
-        client
-            .send(&[b"RESTORE", key.as_bytes(), b"0", &payload])
-            .expect("send RESTORE");
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let _ = tx.send(client.receive());
-        });
-        thread::sleep(Duration::from_millis(next_random(&mut seed) % 1_500));
-        server.child.kill().expect("SIGKILL the server");
-        let _ = server.child.wait();
-        let reply = rx
-            .recv_timeout(Duration::from_secs(10))
-            .ok()
-            .and_then(Result::ok);
-        answered.push(reply == Some(Value::Simple(b"OK".to_vec())));
-    }
+    };
+    let request = |round: usize| {
+        let key = format!("list:{round}").into_bytes();
+        vec![b"RESTORE".to_vec(), key, b"0".to_vec(), payload.clone()]
+    };
+    let answered = requests_killed_midway(0x2545_f491_4f6c_dd1d, 1_500, check, request);
     eprintln!("RESTOREs answered before their kill: {answered:?}");
 }
 
@@ -1318,12 +1339,7 @@ fn long_sets_killed_midway_leave_their_keys_whole_or_absent() {
     const LEN: usize = 12_000_000;
     let value =
         |round: usize| -> Vec<u8> { (0..LEN).map(|i| (round * 31 + i % 241) as u8).collect() };
-    let place = Place::new();
-    let mut answered: Vec<bool> = Vec::new();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    for round in 0..=6usize {
-        let mut server = place.start("buffer");
-        let mut client = Client::connect(server.address).expect("connect");
+    let check = |client: &mut Client, round: usize, answered: &[bool]| {
         for (earlier, answered) in answered.iter().enumerate() {
             let key = format!("string:{earlier}");
             match client.call(&[b"GET", key.as_bytes()]) {
@@ -1335,34 +1351,12 @@ fn long_sets_killed_midway_leave_their_keys_whole_or_absent() {
                 other => panic!("after kill {round}: GET {key} answered {other:?}"),
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while info_number(&mut client, "lazyfree_pending_objects") != Some(0) {
-            assert!(
-                Instant::now() < deadline,
-                "after kill {round}: a killed SET's pieces are still queued"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        if round == 6 {
-            break;
-        }
-        let key = format!("string:{round}");
-        client
-            .send(&[b"SET", key.as_bytes(), &value(round)])
-            .expect("send SET");
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let _ = tx.send(client.receive());
-        });
-        thread::sleep(Duration::from_millis(next_random(&mut seed) % 600));
-        server.child.kill().expect("SIGKILL the server");
-        let _ = server.child.wait();
-        let reply = rx
-            .recv_timeout(Duration::from_secs(10))
-            .ok()
-            .and_then(Result::ok);
-        answered.push(reply == Some(Value::Simple(b"OK".to_vec())));
-    }
+    };
+    let request = |round: usize| {
+        let key = format!("string:{round}").into_bytes();
+        vec![b"SET".to_vec(), key, value(round)]
+    };
+    let answered = requests_killed_midway(0x9e37_79b9_7f4a_7c15, 600, check, request);
     eprintln!("long SETs answered before their kill: {answered:?}");
 }
 

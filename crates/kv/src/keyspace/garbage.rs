@@ -150,19 +150,15 @@ impl Keyspace {
         Ok(())
     }
 
-    /// One queued owner and its kind, if any is queued, that no RESTORE is still building.
+    /// One queued owner and its kind, if any is queued, that no build (a large RESTORE,
+    /// COPY or string written in pieces) is still writing.
     pub(crate) fn next_garbage(
         &self,
         txn: &mut Transaction<'_>,
     ) -> Result<Option<(i64, Kind)>, Fault> {
         // Enough rows to pass the owners being built now, and a few more begun meanwhile.
         let limit = self.building.lock().len() + 8;
-        let rows = txn.scan(
-            &self.garbage,
-            &KeyRange::all(),
-            ScanDirection::Ascending,
-            limit,
-        )?;
+        let rows = self.queue_rows(txn, limit)?;
         // Looked at after the scan, not before: a build registers its owner before the
         // transaction that queues it commits, so an owner whose row this scan read is in
         // the set by now if it is being built. Read before the scan, the set could miss a
@@ -208,13 +204,17 @@ impl Keyspace {
         txn: &mut Transaction<'_>,
         limit: usize,
     ) -> Result<usize, Fault> {
-        let rows = txn.scan(
-            &self.garbage,
-            &KeyRange::all(),
-            ScanDirection::Ascending,
-            limit,
-        )?;
-        Ok(rows.len())
+        Ok(self.queue_rows(txn, limit)?.len())
+    }
+
+    /// The first `limit` rows of the queue, in owner order.
+    fn queue_rows(
+        &self,
+        txn: &mut Transaction<'_>,
+        limit: usize,
+    ) -> Result<Vec<Vec<Value>>, Fault> {
+        let all = KeyRange::all();
+        Ok(txn.scan(&self.garbage, &all, ScanDirection::Ascending, limit)?)
     }
 
     /// Takes `owner` off the queue (all its elements are gone).
