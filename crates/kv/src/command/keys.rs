@@ -308,10 +308,7 @@ fn copy_elements(ctx: &mut Ctx, source: &KeyMeta, to: i64) -> Result<(), Fault> 
     ctx.building.push(ctx.ks.begin_building(to));
     let mut first = true;
     loop {
-        ctx.ks.run_internal(ctx.db, |staged| {
-            if first {
-                staged.ks.queue_garbage(staged.txn, to, kind)?;
-            }
+        super::staging::write_one_piece(ctx, to, kind, first, |staged| {
             staged.ks.put_element_run(staged.txn, to, kind, &run)
         })?;
         first = false;

@@ -153,14 +153,31 @@ pub(super) fn write_staged(ctx: &mut Ctx, kind: Kind, pieces: &[Piece]) -> Resul
     let mut meta = ctx.new_meta(kind);
     ctx.building.push(ctx.ks.begin_building(meta.id));
     for (at, piece) in pieces.iter().enumerate() {
-        meta = ctx.ks.run_internal(ctx.db, |staged| {
+        meta = write_one_piece(ctx, meta.id, kind, at == 0, |staged| {
             let mut written = meta.clone();
-            if at == 0 {
-                staged.ks.queue_garbage(staged.txn, written.id, kind)?;
-            }
             write_piece(staged, &mut written, piece)?;
             Ok(written)
         })?;
     }
     Ok(meta)
+}
+
+/// Runs `write` (a piece of `owner`'s elements, of `kind`) in a transaction of its own; the
+/// `first` piece queues the owner for the lazy free in the same transaction, so that no
+/// piece is ever durable without the queue entry that frees it if the build fails. The
+/// caller holds the owner's build guard (`Keyspace::begin_building`) until its own
+/// transaction is applied.
+pub(super) fn write_one_piece<T>(
+    ctx: &Ctx,
+    owner: i64,
+    kind: Kind,
+    first: bool,
+    mut write: impl FnMut(&mut Ctx) -> Result<T, Fault>,
+) -> Result<T, Fault> {
+    Ok(ctx.ks.run_internal(ctx.db, |staged| {
+        if first {
+            staged.ks.queue_garbage(staged.txn, owner, kind)?;
+        }
+        write(staged)
+    })?)
 }

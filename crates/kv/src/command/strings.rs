@@ -70,10 +70,7 @@ impl Ctx<'_, '_> {
                 old
             }
             Some(old) => {
-                if !old.is_expired(self.now) {
-                    expire_at = expire_at.or(Some(old.expire_at));
-                }
-                self.remove(key, &old)?;
+                expire_at = self.remove_replaced(key, &old, expire_at)?;
                 self.new_meta(Kind::String)
             }
             None => self.new_meta(Kind::String),
@@ -108,10 +105,7 @@ impl Ctx<'_, '_> {
     ) -> Result<(), Fault> {
         let mut expire_at = expire_at;
         if let Some(old) = stored {
-            if !old.is_expired(self.now) {
-                expire_at = expire_at.or(Some(old.expire_at));
-            }
-            self.remove(key, &old)?;
+            expire_at = self.remove_replaced(key, &old, expire_at)?;
         }
         let pieces = super::staging::string_pieces(self, value);
         let mut meta = super::staging::write_staged(self, Kind::String, &pieces)?;
@@ -120,6 +114,19 @@ impl Ctx<'_, '_> {
             self.set_expiry(key, &mut meta, at)?;
         }
         self.ks.store_meta(self.txn, self.db, key, &mut meta)
+    }
+
+    /// Removes `old`, the key's value that a new string replaces; the deadline the new value
+    /// gets: `expire_at`, or, when that is `None` (KEEPTTL), a live old value's.
+    fn remove_replaced(
+        &mut self,
+        key: &[u8],
+        old: &KeyMeta,
+        expire_at: Option<i64>,
+    ) -> Result<Option<i64>, Fault> {
+        let kept = (!old.is_expired(self.now)).then_some(old.expire_at);
+        self.remove(key, old)?;
+        Ok(expire_at.or(kept))
     }
 
     /// Whether writing `new_len` bytes over the string `old` would remove many of its parts
