@@ -432,6 +432,11 @@ impl PendingCommit<'_> {
         self.lsn
     }
 
+    /// Whether the transaction wrote anything (a read-only one logged nothing).
+    pub fn wrote(&self) -> bool {
+        self.intent.is_some()
+    }
+
     /// Waits until the commit is durable in the database's commit mode.
     pub fn wait(self) -> Result<()> {
         let durable = match self.intent {

@@ -2551,7 +2551,7 @@ fn xsetid_answers_as_redis_does() {
         &["SET", "string", "x"],
         &["XSETID", "s", "10-0"],
         &["XADD", "s", "5-0", "f", "v"],
-        &["XADD", "s", "*", "f", "v"],
+        &["XADD", "s", "10-*", "f", "v"], // not "*": its ID would be the clock's
         &["XSETID", "s", "2-0"],
         &["XSETID", "s", "abc"],
         &["XSETID", "missing", "1-0"],

@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words};
-use support::real_redis::Servers;
+use support::real_redis::{same_replies, Servers};
 use tailstore_resp::{encode_command, parse_reply, Limits};
 
 /// How long a test waits for a byte before it calls the server silent: short, so that a case
@@ -1405,4 +1405,78 @@ fn a_standalone_server_answers_as_redis_does() {
         &["bgrewriteaof", "x"],
     ];
     support::real_redis::same_replies("a_standalone_server_answers_as_redis_does", CASES);
+}
+
+/// OBJECT's encodings by Redis 7.0's default thresholds (each kind on both sides of them),
+/// REFCOUNT's shared integers, FREQ's refusal, and COMMAND GETKEYS over fixed and moving
+/// key positions and its refusals, compared byte for byte with redis-server's.
+#[test]
+fn object_and_command_getkeys_answer_as_redis_does() {
+    let long = "x".repeat(45);
+    let value65 = "v".repeat(65);
+    let ints: Vec<String> = (0..513).map(|n| n.to_string()).collect();
+    let fields: Vec<String> = (0..513)
+        .flat_map(|n| [format!("f{n}"), "v".into()])
+        .collect();
+    let members: Vec<String> = (0..129)
+        .flat_map(|n| ["1".into(), format!("m{n}")])
+        .collect();
+    let mut big_set = vec!["sadd", "bigset"];
+    big_set.extend(ints.iter().map(String::as_str));
+    let mut big_hash = vec!["hset", "bighash"];
+    big_hash.extend(fields.iter().map(String::as_str));
+    let mut big_zset = vec!["zadd", "bigzset"];
+    big_zset.extend(members.iter().map(String::as_str));
+    let mut cases: Vec<Vec<&str>> = vec![
+        vec!["set", "i", "123"],
+        vec!["set", "i2", "10000"],
+        vec!["set", "neg", "-5"],
+        vec!["set", "big", "123456789012345678901"],
+        vec!["set", "lead", "0123"],
+        vec!["set", "e", "abc"],
+        vec!["set", "r", &long],
+        vec!["rpush", "l", "a"],
+        vec!["sadd", "s", "1", "2"],
+        vec!["sadd", "s2", "a"],
+        big_set,
+        vec!["hset", "h", "f", "v"],
+        vec!["hset", "hl", "f", &value65],
+        big_hash,
+        vec!["zadd", "z", "1", "m"],
+        vec!["zadd", "zl", "1", &value65],
+        big_zset,
+        vec!["xadd", "x", "1-0", "f", "v"],
+    ];
+    for key in [
+        "i", "i2", "neg", "big", "lead", "e", "r", "l", "s", "s2", "bigset", "h", "hl", "bighash",
+        "z", "zl", "bigzset", "x", "nokey",
+    ] {
+        cases.push(vec!["object", "encoding", key]);
+    }
+    for key in ["i", "i2", "e", "l", "nokey"] {
+        cases.push(vec!["object", "refcount", key]);
+    }
+    cases.extend([
+        vec!["object", "freq", "e"],
+        vec!["object", "freq", "nokey"],
+        vec!["object", "idletime", "nokey"],
+        vec!["object", "foo", "e"],
+        vec!["object", "encoding"],
+        vec!["object"],
+        vec!["command", "getkeys", "set", "a", "b"],
+        vec!["command", "getkeys", "mset", "a", "1", "b", "2"],
+        vec!["command", "getkeys", "get"],
+        vec!["command", "getkeys", "set", "a"],
+        vec!["command", "getkeys", "ping", "x"],
+        vec!["command", "getkeys", "nosuch", "a"],
+        vec!["command", "getkeys", "zunionstore", "d", "2", "a", "b"],
+        vec!["command", "getkeys", "eval", "x", "0"],
+        vec!["command", "getkeys", "eval", "x", "1", "k"],
+        vec!["command", "getkeys", "lmpop", "5", "a", "left"],
+        vec!["command", "getkeys", "xread", "streams", "a", "b", "0", "0"],
+        vec!["command", "getkeys", "sort", "a", "store", "b"],
+        vec!["command", "getkeys", "object", "encoding", "a"],
+    ]);
+    let cases: Vec<&[&str]> = cases.iter().map(Vec::as_slice).collect();
+    same_replies("object_and_command_getkeys_answer_as_redis_does", &cases);
 }

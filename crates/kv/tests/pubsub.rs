@@ -5,15 +5,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 use std::time::Duration;
 
-use support::real_redis::Servers;
+use support::conversation::{compare, Step};
 use support::{eventually, expect_bytes, q, Options, TestServer};
-
-/// What one connection says, then how long to let every reply and message arrive.
-type Step = (usize, &'static [u8]);
 
 /// Subscriptions, messages by channel and by pattern, the RESP2 subscribed context (only
 /// pub/sub commands, PING as a message), unsubscribing from everything, RESP3's push
@@ -47,51 +43,6 @@ const SHARDED: &[Step] = &[
     (1, b"SPUBLISH z m3\r\nEVAL \"return redis.call('spublish', 'z', 'from a script')\" 0\r\n"),
 ];
 
-/// Runs the conversation; per step, what each connection had received by its end: the
-/// speaker's replies (waited for, as every step's speaker gets one), then whatever the
-/// others were sent, each read until 50 ms pass without a byte.
-fn converse(address: SocketAddr, conversation: &[Step]) -> Vec<Vec<Vec<u8>>> {
-    let mut connections: Vec<TcpStream> = (0..3)
-        .map(|_| {
-            let stream = TcpStream::connect(address).expect("connect");
-            stream
-                .set_read_timeout(Some(Duration::from_millis(50)))
-                .expect("timeout");
-            stream
-        })
-        .collect();
-    let mut transcript = Vec::new();
-    for (speaker, request) in conversation {
-        connections[*speaker].write_all(request).expect("write");
-        let mut received = vec![Vec::new(); connections.len()];
-        received[*speaker] = read_until_quiet(&mut connections[*speaker], true);
-        for (who, stream) in connections.iter_mut().enumerate() {
-            if who != *speaker {
-                received[who] = read_until_quiet(stream, false);
-            }
-        }
-        transcript.push(received);
-    }
-    transcript
-}
-
-/// What `stream` receives until a read times out, after the first byte if `expecting`
-/// (for up to 10 s).
-fn read_until_quiet(stream: &mut TcpStream, expecting: bool) -> Vec<u8> {
-    let started = std::time::Instant::now();
-    let mut got = Vec::new();
-    let mut buffer = [0u8; 65536];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) => return got,
-            Ok(n) => got.extend_from_slice(&buffer[..n]),
-            Err(_)
-                if expecting && got.is_empty() && started.elapsed() < Duration::from_secs(10) => {}
-            Err(_) => return got,
-        }
-    }
-}
-
 #[test]
 fn a_pubsub_conversation_gets_the_bytes_redis_sends() {
     compare(
@@ -106,28 +57,6 @@ fn a_sharded_pubsub_conversation_gets_the_bytes_redis_sends() {
         SHARDED,
         "a_sharded_pubsub_conversation_gets_the_bytes_redis_sends",
     );
-}
-
-fn compare(conversation: &[Step], test: &str) {
-    let Some(servers) = Servers::start(test) else {
-        return;
-    };
-    let expected = converse(servers.redis.address(), conversation);
-    let got = converse(servers.tailstore.address(), conversation);
-    for (step, (want, have)) in expected.iter().zip(&got).enumerate() {
-        for (who, (want, have)) in want.iter().zip(have).enumerate() {
-            // HELLO's map names the server and its version: the one reply left out.
-            if step == 5 {
-                continue;
-            }
-            assert_eq!(
-                String::from_utf8_lossy(have),
-                String::from_utf8_lossy(want),
-                "step {step} ({:?}), connection {who}",
-                String::from_utf8_lossy(conversation[step].1)
-            );
-        }
-    }
 }
 
 #[test]

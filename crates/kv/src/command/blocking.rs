@@ -95,7 +95,7 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
 
 /// The keys of LMPOP, ZMPOP and their blocking forms: `numkeys key…` from `numkeys_at`;
 /// `None` if they do not fit the arguments.
-fn numbered_keys(args: &[Vec<u8>], numkeys_at: usize) -> Option<&[Vec<u8>]> {
+pub(super) fn numbered_keys(args: &[Vec<u8>], numkeys_at: usize) -> Option<&[Vec<u8>]> {
     let count = usize::try_from(parse_int(args.get(numkeys_at)?).ok()?).ok()?;
     args.get(numkeys_at + 1..numkeys_at + 1 + count)
 }

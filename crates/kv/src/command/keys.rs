@@ -516,15 +516,23 @@ impl crate::keyspace::Keyspace {
     /// The active expiry: removes up to `limit` keys whose deadline has passed; returns how
     /// many it removed.
     pub fn expire_due(&self, limit: usize) -> Result<usize, tailstore_engine::EngineError> {
+        self.expire_due_keys(limit).map(|removed| removed.len())
+    }
+
+    /// [`Self::expire_due`], answering the keys it removed (whatever their database).
+    pub fn expire_due_keys(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, tailstore_engine::EngineError> {
         self.run_internal(0, |ctx| {
             let due = ctx.ks.due_keys(ctx.txn, ctx.now, limit)?;
-            let mut removed = 0;
+            let mut removed = Vec::new();
             for (at, db, key) in due {
                 ctx.db = db;
                 match ctx.ks.load_meta(ctx.txn, db, &key)? {
                     Some(meta) if meta.is_expired(ctx.now) => {
                         ctx.remove(&key, &meta)?;
-                        removed += 1;
+                        removed.push(key);
                     }
                     // A stale queue entry (the key was rewritten without clearing it).
                     _ => ctx.ks.set_deadline(ctx.txn, db, &key, at, 0)?,

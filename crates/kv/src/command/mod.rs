@@ -22,6 +22,7 @@ mod keys;
 mod lcs;
 mod lists;
 mod memory;
+mod object;
 mod pattern;
 mod random;
 mod sets;
@@ -55,6 +56,7 @@ pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), Strin
         "xgroup" => consumer_groups::xgroup_check(args),
         "xinfo" => stream_info::xinfo_check(args),
         "function" => check_container("FUNCTION", args, crate::server::function_arity),
+        "object" => check_container("OBJECT", args, object::subcommand_arity),
         _ => Ok(()),
     }
 }

@@ -1,8 +1,10 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
+use super::blocking::numbered_keys;
+use super::streams::parse_read;
 use super::{
     bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, memory,
-    sets, sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
+    object, sets, sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
 };
 
 /// How a command runs.
@@ -50,6 +52,10 @@ impl Command {
         self.flags.contains(&"write")
     }
 
+    pub fn is_read_only(&self) -> bool {
+        self.flags.contains(&"readonly")
+    }
+
     /// Whether the server waits when one run of the command finds nothing (BLPOP…).
     pub fn is_blocking(&self) -> bool {
         self.flags.contains(&"blocking")
@@ -90,6 +96,45 @@ impl Command {
             .map(|at| at as usize)
             .chain(option_key)
             .map(move |at| args[at].as_slice())
+    }
+}
+
+impl Command {
+    /// Every key `args` names, found as Redis's COMMAND GETKEYS finds them: by the key
+    /// positions, and for the commands whose keys move (a count of keys, XREAD's STREAMS)
+    /// by reading the arguments. Arguments too malformed to say are read as naming none.
+    pub fn named_keys<'a>(&self, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+        self.keys_if_readable(args).unwrap_or_default()
+    }
+
+    /// Whether the command can name keys at all (COMMAND GETKEYS refuses one that cannot).
+    pub fn takes_keys(&self) -> bool {
+        self.keys.0 > 0
+            || self.option_key.is_some()
+            || self.flags.contains(&"movablekeys")
+            || self.name.starts_with("eval")
+            || self.name.starts_with("fcall")
+    }
+
+    /// [`Command::named_keys`], `None` where the arguments do not say which keys they name
+    /// (a count of keys past the arguments, XREAD without STREAMS).
+    pub fn keys_if_readable<'a>(&self, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]>> {
+        let counted = |numkeys_at: usize| numbered_keys(args, numkeys_at);
+        let keys: &[Vec<u8>] = match self.name {
+            "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => {
+                counted(1)?
+            }
+            "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+            | "fcall_ro" => counted(2)?,
+            "zunionstore" | "zinterstore" | "zdiffstore" => {
+                let mut keys: Vec<&[u8]> = args.get(1).map(Vec::as_slice).into_iter().collect();
+                keys.extend(counted(2)?.iter().map(Vec::as_slice));
+                return Some(keys);
+            }
+            "xread" | "xreadgroup" => parse_read(args, self.name == "xreadgroup").ok()?.keys,
+            _ => return Some(self.key_args(args).collect()),
+        };
+        Some(keys.iter().map(Vec::as_slice).collect())
     }
 }
 
@@ -624,6 +669,15 @@ pub static COMMANDS: &[Command] = &[
         "server",
         "Reports the bytes a key and its value take in tailstore's tables.",
         memory::memory,
+    ),
+    data(
+        "object",
+        -2,
+        R,
+        (2, 2, 1),
+        "keyspace",
+        "Names the encoding Redis would give a key's value (OBJECT ENCODING, REFCOUNT).",
+        object::object,
     ),
     data(
         "randomkey",
@@ -2120,6 +2174,33 @@ mod tests {
         assert_eq!(keys("georadius_ro s 0 0 1 m store d"), "s");
         assert_eq!(keys("ping"), "");
         assert_eq!(keys("flushdb"), "");
+    }
+
+    #[test]
+    fn named_keys_read_the_commands_whose_keys_move() {
+        let keys = |line: &str| {
+            let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
+            let command = lookup(&args[0]).expect("a command");
+            let found: Vec<String> = command
+                .named_keys(&args)
+                .iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect();
+            found.join(" ")
+        };
+        assert_eq!(keys("get k"), "k");
+        assert_eq!(keys("lmpop 2 a b left count 3"), "a b");
+        assert_eq!(keys("blmpop 0 2 a b left"), "a b");
+        assert_eq!(keys("zunionstore d 2 a b weights 1 2"), "d a b");
+        assert_eq!(keys("zunion 2 a b"), "a b");
+        assert_eq!(keys("sintercard 1 a limit 2"), "a");
+        assert_eq!(keys("eval body 2 a b c"), "a b");
+        assert_eq!(keys("fcall f 1 a b"), "a");
+        assert_eq!(keys("xread count 2 streams s t 0 0"), "s t");
+        assert_eq!(keys("xreadgroup group g c streams s >"), "s");
+        assert_eq!(keys("sort s by w_* store d"), "s d");
+        assert_eq!(keys("lmpop 5 a left"), "", "more keys counted than given");
+        assert_eq!(keys("zunion x a"), "", "no count");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tailstore_resp::{Protocol, Reply};
 use super::clients::KillFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
-use super::{standalone, unix_seconds, Shared};
+use super::{standalone, tracking, unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
 pub use crate::REDIS_VERSION;
@@ -24,13 +24,14 @@ pub fn run<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     match command.name {
-        "flushdb" | "flushall" => flush(shared, command.name, conn.db, args, pending),
+        "flushdb" | "flushall" => flush(shared, conn, command.name, args, pending),
         "quit" => {
             conn.closing = true;
             Reply::ok()
         }
         "reset" => {
             super::pubsub::unsubscribe_all(shared, conn);
+            shared.tracking.disable(conn);
             if std::mem::take(&mut conn.monitoring) {
                 shared.monitors.remove(conn.home);
             }
@@ -360,6 +361,17 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             text: format!("{}\n", conn.describe()).into_bytes(),
         },
         ("reply", 3) => client_reply(conn, &args[2]),
+        ("tracking", 3..) => {
+            let reply =
+                tracking::client_tracking(&shared.tracking, &shared.client_list, conn, &args[2..]);
+            update_listing(shared, conn); // its flags and redirect
+            reply
+        }
+        ("tracking", _) => wrong_arity("client|tracking"),
+        ("caching", 3) => tracking::client_caching(conn, &args[2]),
+        ("caching", _) => wrong_arity("client|caching"),
+        ("getredir", 2) => tracking::client_getredir(conn),
+        ("trackinginfo", 2) => tracking::client_trackinginfo(conn),
         ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
         _ => Reply::error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
@@ -487,9 +499,30 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
             };
             Reply::Map(commands.into_iter().map(document_command).collect())
         }
+        Some("getkeys") if args.len() < 4 => wrong_arity("command|getkeys"),
+        Some("getkeys") => command_getkeys(&args[2..]),
         Some(other) => Reply::error(format!(
             "ERR unknown subcommand '{other}'. Try COMMAND HELP."
         )),
+    }
+}
+
+/// COMMAND GETKEYS command arg…: the keys the command would name, refused as Redis 7.0
+/// refuses a command it does not know, one of the wrong arity, one without keys, and
+/// arguments that do not say their keys.
+fn command_getkeys(args: &[Vec<u8>]) -> Reply {
+    let Some(command) = crate::command::lookup(&args[0]) else {
+        return Reply::error("ERR Invalid command specified");
+    };
+    if !command.arity_ok(args.len()) {
+        return Reply::error("ERR Invalid number of arguments specified for command");
+    }
+    if !command.takes_keys() {
+        return Reply::error("ERR The command has no key arguments");
+    }
+    match command.keys_if_readable(args) {
+        Some(keys) => Reply::Array(keys.into_iter().map(|k| Reply::Bulk(k.to_vec())).collect()),
+        None => Reply::error("ERR Invalid arguments specified for command"),
     }
 }
 
@@ -639,8 +672,8 @@ fn save(shared: &Shared, name: &str) -> Reply {
 
 fn flush<'s>(
     shared: &'s Shared,
+    conn: &mut Connection,
     name: &str,
-    db: u32,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
@@ -651,10 +684,12 @@ fn flush<'s>(
     {
         return Reply::error("ERR syntax error");
     }
-    let target = (name == "flushdb").then_some(db);
+    let target = (name == "flushdb").then_some(conn.db);
     match shared.ks.flush(target) {
         Ok(()) => {
             pending.extend(shared.ks.database().begin().commit_pending().ok());
+            let outbox = &mut conn.published;
+            shared.tracking.flushed(&shared.client_list, outbox);
             Reply::ok()
         }
         Err(reply) => reply,

@@ -65,6 +65,11 @@ impl Clients {
         listed.get(&id).filter(|l| l.blocked).map(|l| l.home)
     }
 
+    /// Where client `id` is served, if it is connected.
+    pub fn home_of(&self, id: u64) -> Option<Subscriber> {
+        self.listed.lock().get(&id).map(|l| l.home)
+    }
+
     pub fn remove(&self, id: u64) {
         self.listed.lock().remove(&id);
     }

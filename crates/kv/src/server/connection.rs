@@ -86,6 +86,8 @@ pub struct Connection {
     pub replies_off: bool,
     /// Replies still to drop: CLIENT REPLY SKIP's own and the next command's.
     pub replies_to_skip: u8,
+    /// CLIENT TRACKING's settings, `None` while off (`server/tracking.rs`).
+    pub tracking: Option<super::tracking::Mode>,
 }
 
 impl Connection {
@@ -130,6 +132,7 @@ impl Connection {
             monitoring: false,
             replies_off: false,
             replies_to_skip: 0,
+            tracking: None,
         }
     }
 
@@ -268,18 +271,52 @@ impl Connection {
     }
 
     /// CLIENT LIST's line for this connection.
+    /// CLIENT LIST's flags, as Redis writes those this server has: P subscribed, x in
+    /// MULTI, b blocked, t tracking (R its redirect's client gone, B broadcasting), N none.
+    fn flags(&self) -> String {
+        let tracking = self.tracking.as_ref();
+        let flags = [
+            (self.subscriptions() > 0, 'P'),
+            (self.multi.is_some(), 'x'),
+            (self.blocked.is_some(), 'b'),
+            (tracking.is_some(), 't'),
+            (tracking.is_some_and(|m| m.broken_redirect), 'R'),
+            (tracking.is_some_and(|m| m.bcast), 'B'),
+        ];
+        let set: String = flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| *f)
+            .collect();
+        if set.is_empty() {
+            "N".into()
+        } else {
+            set
+        }
+    }
+
     pub fn describe(&self) -> String {
         let name = self
             .name
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
+        let redirect = match &self.tracking {
+            None => -1,
+            Some(mode) => mode.redirect.map_or(0, |id| id as i64),
+        };
         format!(
-            "id={} addr={} name={} db={} multi={} qbuf={} omem={} cmd={} resp={}",
+            "id={} addr={} laddr={} name={} flags={} db={} sub={} psub={} ssub={} multi={} \
+             qbuf={} omem={} cmd={} user=default redir={redirect} resp={}",
             self.id,
             self.peer,
+            self.local,
             name,
+            self.flags(),
             self.db,
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
             self.filled - self.parsed,
             self.output.len() - self.written,

@@ -14,6 +14,7 @@ use super::eval;
 use super::functions;
 use super::pubsub;
 use super::slowlog;
+use super::tracking;
 use super::Shared;
 use crate::command::{blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, Run};
 use crate::script::Vm;
@@ -60,8 +61,12 @@ pub fn serve<'s>(
                 }
             }
         }
+        let caching_word = conn.tracking.is_some() && tracking::is_client_caching(&args);
         if let Some(reply) = one(shared, conn, vm, args, pending) {
             send(conn, &reply);
+        }
+        if conn.tracking.is_some() {
+            tracking::command_done(conn, caching_word);
         }
     }
     // Stopped for backpressure: pick up the rest once the output drains.
@@ -215,7 +220,10 @@ fn reply_to<'s>(
             conn.watched.clear();
             Reply::ok()
         }
-        _ if eval::is_eval(command) => eval::eval(shared, conn, vm, command, &args, pending),
+        _ if eval::is_eval(command) => {
+            remember_reads(shared, conn, command, &args);
+            eval::eval(shared, conn, vm, command, &args, pending)
+        }
         "script" => eval::script(shared, vm, &args),
         "function" => functions::function(shared, vm, &args, pending),
         _ => run(shared, conn, command, &args, pending),
@@ -235,55 +243,81 @@ fn run<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     match command.run {
-        Run::Data(_) => execute(shared, conn.db, command, args, pending),
+        Run::Data(_) => execute(shared, conn, conn.db, command, args, pending),
         Run::Server => admin::run(shared, conn, command, args, pending),
     }
 }
 
-/// Runs a data command and, if it writes, wakes the clients blocked on its keys. A blocking
-/// command that found nothing wrote nothing and wakes nobody: a blocked client's run that
-/// signalled its own key would wake its own loop to run it again, and again, spinning while
-/// it waits.
+/// Runs a data command of `conn` and, if it writes, wakes the clients blocked on its keys
+/// and invalidates them for the clients tracking them. A blocking command that found
+/// nothing wrote nothing and wakes nobody: a blocked client's run that signalled its own
+/// key would wake its own loop to run it again, and again, spinning while it waits.
 fn execute<'s>(
     shared: &'s Shared,
+    conn: &mut Connection,
     db: u32,
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let reply = run_data(shared, db, command, args, pending);
+    remember_reads(shared, conn, command, args);
+    let (reply, wrote) = run_data(shared, db, command, args, pending);
     if command.is_write() && !(command.is_blocking() && is_nil(&reply)) {
         shared.signal_write(db, command, args);
     }
+    if wrote {
+        invalidate(shared, conn, command, args);
+    }
     reply
+}
+
+/// Before a read-only command (or a script) of a tracking client reads: its keys are
+/// remembered for the client (`server/tracking.rs`, "Why no stale copy survives").
+fn remember_reads(shared: &Shared, conn: &Connection, command: &Command, args: &[Vec<u8>]) {
+    if conn.tracking.is_some() && (command.is_read_only() || eval::is_eval(command)) {
+        shared.tracking.remember(conn, command.named_keys(args));
+    }
+}
+
+/// After `conn`'s write to the keys of `args`: the invalidations due to tracking clients,
+/// sent after the pass's durability wait like its replies.
+fn invalidate(shared: &Shared, conn: &mut Connection, command: &Command, args: &[Vec<u8>]) {
+    if shared.tracking.clients() > 0 {
+        let (clients, outbox) = (&shared.client_list, &mut conn.published);
+        let keys = command.named_keys(args);
+        shared.tracking.invalidate(clients, conn.id, keys, outbox);
+    }
 }
 
 /// A blocking command's run outside MULTI (first or again), counted for `INFO stats`.
 fn execute_blocking<'s>(
     shared: &'s Shared,
+    conn: &mut Connection,
     db: u32,
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     shared.blocked_runs.fetch_add(1, Ordering::Relaxed);
-    execute(shared, db, command, args, pending)
+    execute(shared, conn, db, command, args, pending)
 }
 
+/// Runs a data command: its reply, and whether its transaction wrote anything.
 fn run_data<'s>(
     shared: &'s Shared,
     db: u32,
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
-) -> Reply {
+) -> (Reply, bool) {
     let Executed {
         reply,
         pending: commit,
         ..
     } = shared.ks.execute(db, command, args);
+    let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
-    reply
+    (reply, wrote)
 }
 
 /// A blocking command outside MULTI: its reply if one run finds an element (or fails),
@@ -296,7 +330,7 @@ fn block_or_reply<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
     let Some(timeout) = blocking_timeout(command.name, &args) else {
-        return Some(execute(shared, conn.db, command, &args, pending));
+        return Some(execute(shared, conn, conn.db, command, &args, pending));
     };
     let args = match command.name {
         "xread" => shared
@@ -305,7 +339,7 @@ fn block_or_reply<'s>(
             .unwrap_or(args), // the run answers with the error
         _ => args,
     };
-    let reply = execute_blocking(shared, conn.db, command, &args, pending);
+    let reply = execute_blocking(shared, conn, conn.db, command, &args, pending);
     if !is_nil(&reply) {
         return Some(reply);
     }
@@ -322,9 +356,22 @@ pub fn retry_blocked<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
     last: bool,
 ) -> bool {
-    let Some(blocked) = conn.blocked.as_ref() else {
+    // Taken for the run (which needs the connection) and put back: the caller ends it.
+    let Some(blocked) = conn.blocked.take() else {
         return true;
     };
+    let done = retry(shared, conn, &blocked, pending, last);
+    conn.blocked = Some(blocked);
+    done
+}
+
+fn retry<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    blocked: &Blocked,
+    pending: &mut Vec<PendingCommit<'s>>,
+    last: bool,
+) -> bool {
     if blocked.unblocked_with_error {
         send(
             conn,
@@ -332,7 +379,8 @@ pub fn retry_blocked<'s>(
         );
         return true;
     }
-    let reply = execute_blocking(shared, blocked.db, blocked.command, &blocked.args, pending);
+    let (db, command, args) = (blocked.db, blocked.command, &blocked.args);
+    let reply = execute_blocking(shared, conn, db, command, args, pending);
     if is_nil(&reply) && !last {
         return false;
     }
@@ -431,16 +479,25 @@ fn exec<'s>(
         };
         steps.push(step);
     }
+    for queued in &queue {
+        if let Some(command) = lookup(&queued.args[0]) {
+            remember_reads(shared, conn, command, &queued.args);
+        }
+    }
     let Executed {
         reply,
         pending: commit,
         committed,
     } = shared.ks.execute_block(&mut steps, &watched);
+    let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
     for step in &steps {
         if let BlockStep::Data(db, command, args) = step {
             if command.is_write() {
                 shared.signal_write(*db, command, args);
+                if wrote && committed {
+                    invalidate(shared, conn, command, args);
+                }
             }
         }
     }

@@ -175,8 +175,14 @@ impl<'a> Prepared<'a> {
             return;
         }
         conn.published.append(&mut self.host.published);
+        let shared = self.host.shared;
         for (db, keys) in &self.host.written {
-            self.host.shared.signal(*db, keys.iter().map(Vec::as_slice));
+            shared.signal(*db, keys.iter().map(Vec::as_slice));
+            let keys = keys.iter().map(Vec::as_slice);
+            let outbox = &mut conn.published;
+            shared
+                .tracking
+                .invalidate(&shared.client_list, conn.id, keys, outbox);
         }
     }
 }
@@ -345,8 +351,14 @@ impl Host for ScriptHost<'_> {
     }
 
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {
-        self.written
-            .push((db, command.key_args(args).map(<[u8]>::to_vec).collect()));
+        self.written.push((
+            db,
+            command
+                .named_keys(args)
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect(),
+        ));
         if let Some((elsewhere, key)) = command.key_elsewhere(args) {
             self.written.push((elsewhere, vec![key.to_vec()]));
         }

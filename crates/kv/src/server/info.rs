@@ -52,6 +52,7 @@ fn clients(shared: &Shared) -> String {
         ),
         ("maxclients", shared.config.max_clients.to_string()),
         ("blocked_clients", shared.waiters.blocked().to_string()),
+        ("tracking_clients", shared.tracking.clients().to_string()),
         (
             "tailstore_live_watches",
             shared.ks.watches.live().to_string(),
@@ -200,6 +201,7 @@ fn persistence(shared: &Shared) -> String {
 
 fn stats(shared: &Shared) -> String {
     let engine = shared.ks.database().stats();
+    let tracking = shared.tracking.totals();
     lines(&[
         (
             "total_connections_received",
@@ -229,6 +231,9 @@ fn stats(shared: &Shared) -> String {
             "pubsubshard_channels",
             shared.pubsub.channel_count(Target::Shard).to_string(),
         ),
+        ("tracking_total_keys", tracking.keys.to_string()),
+        ("tracking_total_items", tracking.items.to_string()),
+        ("tracking_total_prefixes", tracking.prefixes.to_string()),
         ("tailstore_commits", engine.commits.to_string()),
         ("tailstore_aborts", engine.total_aborts().to_string()),
         ("tailstore_pages_read", engine.pool.pages_read.to_string()),

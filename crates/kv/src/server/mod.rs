@@ -24,6 +24,7 @@ mod pause;
 mod pubsub;
 mod slowlog;
 mod standalone;
+mod tracking;
 mod worker;
 
 pub use functions::subcommand_arity as function_arity;
@@ -99,6 +100,8 @@ pub struct Shared {
     pub monitors: monitor::Monitors,
     /// CLIENT PAUSE.
     pub pause: pause::Pause,
+    /// CLIENT TRACKING: the keys tracking clients read, and their prefixes.
+    pub tracking: tracking::Tracking,
 }
 
 impl Shared {
@@ -191,6 +194,7 @@ impl Server {
             slowlog: slowlog::SlowLog::default(),
             monitors: monitor::Monitors::default(),
             pause: pause::Pause::default(),
+            tracking: tracking::Tracking::default(),
         });
         functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);
@@ -266,9 +270,13 @@ fn housekeeping(shared: &Shared) {
         }
         // A paused server's data stays as it is (CLIENT PAUSE).
         while shared.pause.ends_at().is_none() {
-            match shared.ks.expire_due(EXPIRY_BATCH) {
-                Ok(removed) if removed == EXPIRY_BATCH => continue,
-                Ok(_) => break,
+            match shared.ks.expire_due_keys(EXPIRY_BATCH) {
+                Ok(removed) => {
+                    invalidate_expired(shared, &removed);
+                    if removed.len() < EXPIRY_BATCH {
+                        break;
+                    }
+                }
                 Err(err) => {
                     report("active expiry", err);
                     break;
@@ -286,6 +294,19 @@ fn housekeeping(shared: &Shared) {
                 }
             }
         }
+    }
+}
+
+/// Tells the clients tracking keys the active expiry removed (no pass waits for this
+/// write: a copy dropped early is only reread).
+fn invalidate_expired(shared: &Shared, removed: &[Vec<u8>]) {
+    let mut outbox = Vec::new();
+    let keys = removed.iter().map(Vec::as_slice);
+    shared
+        .tracking
+        .invalidate(&shared.client_list, 0, keys, &mut outbox);
+    for (who, message) in outbox {
+        shared.loops[who.at].deliver(who.token, message);
     }
 }
 

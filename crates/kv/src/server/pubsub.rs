@@ -34,6 +34,7 @@ use parking_lot::RwLock;
 use tailstore_resp::Reply;
 
 use super::connection::Connection;
+use super::tracking;
 use super::Shared;
 use crate::command::{matches, Command};
 
@@ -87,14 +88,36 @@ pub enum Message {
         payload: Arc<[u8]>,
     },
     Monitored(Arc<str>),
+    /// Client-side caching's invalidation of `keys` (`None`: every key), to the tracking
+    /// client or to the client it redirects to (`server/tracking.rs`).
+    Invalidated {
+        keys: Option<Arc<[Vec<u8>]>>,
+        redirected: bool,
+    },
+    /// To a tracking client: the client it redirects its invalidations to is gone.
+    RedirectBroken(u64),
 }
 
 impl Message {
-    /// The frame the connection is sent: a push, or a MONITOR line as a simple string.
-    pub fn frame(&self) -> Reply {
-        let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
+    /// The frame `conn` is sent, if any: a push, a MONITOR line as a simple string, or an
+    /// invalidation as `conn` can take it.
+    pub fn frame_for(&self, conn: &mut Connection) -> Option<Reply> {
         match self {
+            Message::Invalidated { keys, redirected } => {
+                tracking::invalidation_frame(conn, keys.as_ref(), *redirected)
+            }
+            Message::RedirectBroken(id) => tracking::redirect_broken_frame(conn, *id),
+            _ => self.frame(),
+        }
+    }
+
+    /// The frame of a published message or a MONITOR line, which is the same for every
+    /// connection; `None` for the invalidations, which are not.
+    pub fn frame(&self) -> Option<Reply> {
+        let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
+        Some(match self {
             Message::Monitored(line) => Reply::Status(line.to_string()),
+            Message::Invalidated { .. } | Message::RedirectBroken(_) => return None,
             Message::Published {
                 via,
                 pattern,
@@ -110,7 +133,7 @@ impl Message {
                 items.extend([bulk(channel), bulk(payload)]);
                 Reply::Push(items)
             }
-        }
+        })
     }
 }
 
@@ -410,7 +433,9 @@ mod tests {
             .iter()
             .all(|(_, _, p)| p.is_some()));
         let mut shard = Vec::new();
-        let count = pubsub.publish_shard(b"news", b"hi", |s, m| shard.push((s, m.frame())));
+        let count = pubsub.publish_shard(b"news", b"hi", |s, m| {
+            shard.push((s, m.frame().expect("a message")))
+        });
         assert_eq!(count, 1);
         let smessage = Reply::Push(
             [&b"smessage"[..], b"news", b"hi"]
@@ -431,7 +456,10 @@ mod tests {
             payload: Arc::from(&b"hi"[..]),
         };
         let mut out = Vec::new();
-        message.frame().encode(Default::default(), &mut out);
+        message
+            .frame()
+            .expect("a message")
+            .encode(Default::default(), &mut out);
         assert_eq!(
             out,
             b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"

@@ -499,8 +499,10 @@ impl Worker {
                 slow.push(token);
                 continue;
             }
-            message.frame().encode(conn.protocol, &mut conn.output);
-            ready.push(token);
+            if let Some(frame) = message.frame_for(conn) {
+                frame.encode(conn.protocol, &mut conn.output);
+                ready.push(token);
+            }
         }
         slow.sort_unstable();
         slow.dedup();
@@ -560,6 +562,7 @@ impl Worker {
                 self.shared.waiters.unregister(self.index, &blocked);
             }
             pubsub::unsubscribe_all(&self.shared, &mut conn);
+            self.shared.tracking.disable(&mut conn);
             if conn.monitoring {
                 self.shared.monitors.remove(conn.home);
             }

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod conversation;
 pub mod generate;
 pub mod real_redis;
 pub mod redis_process;

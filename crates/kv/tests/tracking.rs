@@ -1,0 +1,384 @@
+//! Client-side caching (CLIENT TRACKING): a conversation compared byte for byte with a
+//! real `redis-server`'s, redirection by client id and its breaking, and a randomized run
+//! in which caching clients on every event loop read keys that writers keep changing and
+//! must end with no stale copy.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use support::conversation::{compare, Step};
+use support::{command, q, TestServer};
+use tailstore_resp::{parse_reply, Limits, Value};
+
+/// Connection 0 tracks (RESP3), 1 writes (RESP2), 2 takes redirected invalidations (RESP2,
+/// subscribed). Refusals of modes, default tracking (a registration per read, ended by the
+/// first write; the writer's own invalidation after its reply; a write that changes
+/// nothing sends none; MULTI, scripts' keys, collections), FLUSHALL, BCAST with prefixes
+/// and NOLOOP, OPTIN with CACHING, REDIRECT to a RESP2 subscriber, RESET.
+const CONVERSATION: &[Step] = &[
+    (2, b"SUBSCRIBE __redis__:invalidate\r\n"),
+    (0, b"HELLO 3\r\n"),
+    (0, b"CLIENT TRACKING on PREFIX x\r\nCLIENT TRACKING on OPTIN OPTOUT\r\nCLIENT TRACKING on BCAST OPTIN\r\nCLIENT TRACKING on REDIRECT 999999\r\nCLIENT TRACKING on REDIRECT x\r\nCLIENT TRACKING maybe\r\nCLIENT TRACKING\r\nCLIENT CACHING yes\r\nCLIENT GETREDIR\r\nCLIENT TRACKINGINFO\r\n"),
+    (0, b"CLIENT TRACKING on\r\nCLIENT GETREDIR\r\nCLIENT TRACKINGINFO\r\nMSET k1 1 k2 2 k3 3\r\nMGET k1 k2\r\nGET k3\r\nHGETALL h\r\n"),
+    (1, b"SET k1 x\r\n"),
+    (1, b"SET k1 y\r\n"),
+    (0, b"SET k2 z\r\n"),
+    (1, b"SET k3 v NX\r\n"),
+    (1, b"DEL k3\r\n"),
+    (1, b"HSET h f v\r\n"),
+    (0, b"MULTI\r\nGET k1\r\nSET k9 1\r\nEXEC\r\n"),
+    (1, b"SET k1 a\r\n"),
+    (0, b"EVAL \"return redis.call('get', KEYS[1])\" 1 k5\r\n"),
+    (1, b"SET k5 1\r\n"),
+    (0, b"GET k1\r\n"),
+    (1, b"FLUSHALL\r\n"),
+    (0, b"CLIENT TRACKING on BCAST\r\nCLIENT TRACKING off\r\nCLIENT TRACKING on BCAST PREFIX ab PREFIX abc\r\nCLIENT TRACKING on BCAST PREFIX p: PREFIX q: NOLOOP\r\nCLIENT TRACKINGINFO\r\nCLIENT TRACKING on BCAST PREFIX p:x\r\n"),
+    (1, b"MSET p:1 1 p:2 2 q:1 1 r 1\r\n"),
+    (0, b"SET p:9 1\r\nSET r 2\r\n"),
+    (1, b"SET q:1 2\r\n"),
+    (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on OPTIN\r\nGET o1\r\nCLIENT CACHING yes\r\nGET o2\r\nCLIENT CACHING no\r\nCLIENT TRACKING on OPTOUT\r\n"),
+    (1, b"MSET o1 1 o2 2\r\n"),
+    (0, b"CLIENT CACHING yes\r\nMULTI\r\nGET o1\r\nGET o2\r\nEXEC\r\n"),
+    (1, b"MSET o1 1 o2 2\r\n"),
+    (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on REDIRECT $ID2\r\nGET r1\r\nGET r2\r\n"),
+    (1, b"SET r1 1\r\nSET r2 1\r\n"),
+    (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on\r\nGET s\r\nRESET\r\n"),
+    (1, b"SET s 1\r\n"),
+];
+
+#[test]
+fn a_tracking_conversation_gets_the_bytes_redis_sends() {
+    compare(
+        CONVERSATION,
+        "a_tracking_conversation_gets_the_bytes_redis_sends",
+    );
+}
+
+/// A raw connection with a RESP reader that sets invalidations apart from replies.
+struct Caching {
+    stream: TcpStream,
+    unread: Vec<u8>,
+    /// Keys invalidated since the last look (`None` in it: everything, a flush).
+    invalidated: Vec<Option<Vec<u8>>>,
+    /// Other push frames (tracking-redir-broken).
+    other_pushes: Vec<Value>,
+}
+
+impl Caching {
+    fn connect(server: &TestServer) -> Caching {
+        let stream = server.raw();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .expect("timeout");
+        let mut caching = Caching {
+            stream,
+            unread: Vec::new(),
+            invalidated: Vec::new(),
+            other_pushes: Vec::new(),
+        };
+        caching.call(&["HELLO", "3"]);
+        caching
+    }
+
+    /// Sends a command and returns its reply, noting the pushes that come before it.
+    fn call(&mut self, args: &[&str]) -> Value {
+        let request = command(args).get_packed_command();
+        self.stream.write_all(&request).expect("write");
+        let began = Instant::now();
+        loop {
+            if let Some(reply) = self.next_frame() {
+                return reply;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "no reply to {args:?}"
+            );
+        }
+    }
+
+    /// Sends MGETs at once and caches each value under its key, dropping
+    /// what each invalidation names as it arrives (replies and pushes in their order).
+    fn pipeline(&mut self, commands: &[Vec<&str>], cache: &mut HashMap<Vec<u8>, Option<Vec<u8>>>) {
+        let mut batch = Vec::new();
+        for args in commands {
+            batch.extend(command(args).get_packed_command());
+        }
+        self.stream.write_all(&batch).expect("write");
+        let began = Instant::now();
+        for args in commands {
+            let reply = loop {
+                if let Some(reply) = self.next_frame() {
+                    break reply;
+                }
+                assert!(began.elapsed() < Duration::from_secs(30), "no reply");
+            };
+            // Each invalidation before this reply is older than it.
+            forget(cache, &mut self.invalidated);
+            let Value::Array(values) = reply else {
+                panic!("MGET answered {reply:?}")
+            };
+            for (key, value) in args[1..].iter().zip(values) {
+                let copy = match value {
+                    Value::Bulk(bytes) => Some(bytes),
+                    _ => None,
+                };
+                cache.insert(key.as_bytes().to_vec(), copy);
+            }
+        }
+    }
+
+    /// Reads what has arrived, noting pushes, until `quiet` passes without a byte.
+    fn drain(&mut self, quiet: Duration) {
+        let mut last = Instant::now();
+        while last.elapsed() < quiet {
+            if self.read_some() {
+                last = Instant::now();
+            }
+            if let Some(reply) = self.parsed() {
+                panic!("a reply nobody asked for: {reply:?}");
+            }
+        }
+    }
+
+    /// The next reply, if one arrived (pushes before it are noted).
+    fn next_frame(&mut self) -> Option<Value> {
+        if let Some(reply) = self.parsed() {
+            return Some(reply);
+        }
+        self.read_some();
+        self.parsed()
+    }
+
+    fn read_some(&mut self) -> bool {
+        let mut buffer = [0u8; 65536];
+        match self.stream.read(&mut buffer) {
+            Ok(0) => panic!("the server closed the connection"),
+            Ok(n) => {
+                self.unread.extend_from_slice(&buffer[..n]);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The first whole reply in what was read, pushes before it taken as they come.
+    fn parsed(&mut self) -> Option<Value> {
+        loop {
+            let (value, used) = parse_reply(&self.unread, &Limits::default()).expect("RESP")?;
+            self.unread.drain(..used);
+            match value {
+                Value::Push(items) if items.first() == Some(&Value::Bulk(b"invalidate".into())) => {
+                    match items.get(1) {
+                        Some(Value::Array(keys)) => {
+                            for key in keys {
+                                let Value::Bulk(key) = key else {
+                                    panic!("a key {key:?}")
+                                };
+                                self.invalidated.push(Some(key.clone()));
+                            }
+                        }
+                        Some(Value::Null) => self.invalidated.push(None),
+                        other => panic!("an invalidation of {other:?}"),
+                    }
+                }
+                Value::Push(items) => self.other_pushes.push(Value::Push(items)),
+                reply => return Some(reply),
+            }
+        }
+    }
+}
+
+#[test]
+fn redirection_names_its_client_until_that_client_is_gone() {
+    let server = TestServer::start();
+    let mut target = Caching::connect(&server);
+    let Value::Int(target_id) = target.call(&["CLIENT", "ID"]) else {
+        panic!("CLIENT ID")
+    };
+    let mut tracker = Caching::connect(&server);
+    let id = target_id.to_string();
+    assert_eq!(
+        tracker.call(&["CLIENT", "TRACKING", "on", "REDIRECT", &id, "REDIRECT", &id]),
+        Value::Error(b"ERR A client can only redirect to a single other client".into())
+    );
+    tracker.call(&["CLIENT", "TRACKING", "on", "REDIRECT", &id]);
+    assert_eq!(tracker.call(&["CLIENT", "GETREDIR"]), Value::Int(target_id));
+    tracker.call(&["GET", "k"]);
+    let mut writer = server.client();
+    let _: () = q(&mut writer, &["SET", "k", "1"]);
+    target.drain(Duration::from_millis(200));
+    assert_eq!(
+        target.invalidated,
+        vec![Some(b"k".to_vec())],
+        "the target hears of k"
+    );
+    tracker.drain(Duration::from_millis(50));
+    assert!(tracker.invalidated.is_empty(), "the tracker does not");
+    // The target leaves: the next invalidation tells the tracker the redirect is broken.
+    drop(target);
+    tracker.call(&["GET", "k"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let _: () = q(&mut writer, &["SET", "k", "2"]);
+    tracker.drain(Duration::from_millis(200));
+    let broken = Value::Push(vec![
+        Value::Bulk(b"tracking-redir-broken".to_vec()),
+        Value::Int(target_id),
+    ]);
+    assert_eq!(tracker.other_pushes, vec![broken]);
+    let info = text(&tracker.call(&["CLIENT", "TRACKINGINFO"]));
+    assert!(info.contains("broken_redirect"), "{info}");
+    let listed = text(&tracker.call(&["CLIENT", "INFO"]));
+    assert!(listed.contains("flags=tR "), "{listed}");
+    assert!(listed.contains(&format!("redir={target_id} ")), "{listed}");
+}
+
+/// Readers on every event loop cache what they read, dropping what they are told is
+/// stale, while writers change the same keys: in each round every reader sends an MGET of
+/// every key and every writer writes every key (SETs, an MSET, a MULTI block or a script),
+/// all at once; then the messages are let in, and every copy a reader holds must be the
+/// key's value. A write path that invalidates none or only some of its keys leaves stale
+/// copies.
+#[test]
+fn caching_readers_end_each_round_with_no_stale_copy() {
+    const KEYS: usize = 8;
+    const ROUNDS: usize = 40;
+    let (readers, writers) = (4, 2);
+    let server = TestServer::start();
+    let keys: Vec<String> = (0..KEYS).map(|k| format!("key{k}")).collect();
+    let mut reading: Vec<Caching> = (0..readers).map(|_| Caching::connect(&server)).collect();
+    for reader in &mut reading {
+        reader.call(&["CLIENT", "TRACKING", "on"]);
+    }
+    let mut writing: Vec<TcpStream> = (0..writers).map(|_| server.raw()).collect();
+    let mut checker = server.client();
+    let mut caches: Vec<HashMap<Vec<u8>, Option<Vec<u8>>>> = vec![HashMap::new(); readers];
+    let (mut stale, mut held) = (0, 0);
+    for round in 0..ROUNDS {
+        let start = std::sync::Barrier::new(readers + writers);
+        std::thread::scope(|scope| {
+            for (w, stream) in writing.iter_mut().enumerate() {
+                let (keys, start) = (&keys, &start);
+                scope.spawn(move || {
+                    let value = format!("r{round}-w{w}");
+                    let writes = writes_of_every_key(keys, &value, round + w);
+                    let mut batch = Vec::new();
+                    for args in &writes {
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        batch.extend(command(&args).get_packed_command());
+                    }
+                    start.wait();
+                    stream.write_all(&batch).expect("write");
+                    await_replies(stream, writes.len());
+                });
+            }
+            for (reader, cache) in reading.iter_mut().zip(caches.iter_mut()) {
+                let (keys, start) = (&keys, &start);
+                scope.spawn(move || {
+                    // MGETs of every key: a read that takes a while, so that writes of
+                    // its first keys fall within it.
+                    let mget: Vec<&str> = std::iter::once("MGET")
+                        .chain(keys.iter().map(String::as_str))
+                        .collect();
+                    start.wait();
+                    reader.pipeline(&[mget], cache);
+                });
+            }
+        });
+        for (reader, cache) in reading.iter_mut().zip(caches.iter_mut()) {
+            reader.drain(Duration::from_millis(30));
+            forget(cache, &mut reader.invalidated);
+        }
+        for cache in &caches {
+            for (key, copy) in cache {
+                let key = String::from_utf8_lossy(key).into_owned();
+                let now: Option<Vec<u8>> = q(&mut checker, &["GET", &key]);
+                held += 1;
+                if *copy != now {
+                    stale += 1;
+                    let show = |v: &Option<Vec<u8>>| {
+                        v.as_deref()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                    };
+                    let (copy, now) = (show(copy), show(&now));
+                    println!("round {round}: a stale copy of {key}: {copy:?}, now {now:?}");
+                }
+            }
+        }
+    }
+    println!("{ROUNDS} rounds: {held} copies checked, {stale} stale");
+    assert_eq!(stale, 0, "stale copies survived their rounds");
+}
+
+/// Commands that write `value` to every key, in one of the four ways a client may (`way`
+/// modulo 4): a SET per key, one MSET, SETs in a MULTI block, a script.
+fn writes_of_every_key(keys: &[String], value: &str, way: usize) -> Vec<Vec<String>> {
+    let words = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    let sets = keys.iter().map(|k| words(&["SET", k, value]));
+    match way % 4 {
+        0 => sets.collect(),
+        1 => vec![std::iter::once("MSET".to_string())
+            .chain(keys.iter().flat_map(|k| [k.clone(), value.to_string()]))
+            .collect()],
+        2 => std::iter::once(words(&["MULTI"]))
+            .chain(sets)
+            .chain(std::iter::once(words(&["EXEC"])))
+            .collect(),
+        _ => {
+            let script = "for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1]) end";
+            let count = keys.len().to_string();
+            let mut eval = words(&["EVAL", script, &count]);
+            eval.extend(keys.iter().cloned());
+            eval.push(value.to_string());
+            vec![eval]
+        }
+    }
+}
+
+/// Reads `count` whole replies from `stream`.
+fn await_replies(stream: &mut TcpStream, count: usize) {
+    let (mut got, mut buffer) = (Vec::new(), [0u8; 4096]);
+    let mut parsed = 0;
+    while parsed < count {
+        if let Some((_, used)) = parse_reply(&got, &Limits::default()).expect("RESP") {
+            got.drain(..used);
+            parsed += 1;
+            continue;
+        }
+        let n = stream.read(&mut buffer).expect("a reply");
+        assert!(n > 0, "the server closed the connection");
+        got.extend_from_slice(&buffer[..n]);
+    }
+}
+
+/// The words of a reply, space-separated (bulk and simple strings, numbers, verbatim text).
+fn text(value: &Value) -> String {
+    match value {
+        Value::Bulk(bytes) | Value::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::Verbatim { text, .. } => String::from_utf8_lossy(text).into_owned(),
+        Value::Int(n) => n.to_string(),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().map(text).collect::<Vec<_>>().join(" ")
+        }
+        Value::Map(pairs) => pairs
+            .iter()
+            .map(|(k, v)| format!("{} {}", text(k), text(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => format!("{other:?}"),
+    }
+}
+
+fn forget<V>(cache: &mut HashMap<Vec<u8>, V>, invalidated: &mut Vec<Option<Vec<u8>>>) {
+    for key in invalidated.drain(..) {
+        match key {
+            Some(key) => {
+                cache.remove(&key);
+            }
+            None => cache.clear(),
+        }
+    }
+}
