@@ -2151,17 +2151,20 @@ fn by_name() -> &'static std::collections::HashMap<&'static [u8], &'static Comma
 mod tests {
     use super::*;
 
+    /// The keys `find` reads in the command line `line`, space-separated.
+    fn keys_found(line: &str, find: fn(&Command, &[Vec<u8>]) -> Vec<String>) -> String {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
+        let command = lookup(&args[0]).expect("a command");
+        find(command, &args).join(" ")
+    }
+
+    fn text(key: &[u8]) -> String {
+        String::from_utf8_lossy(key).into_owned()
+    }
+
     #[test]
     fn key_args_follow_the_key_positions() {
-        let keys = |line: &str| {
-            let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
-            let command = lookup(&args[0]).expect("a command");
-            let found: Vec<String> = command
-                .key_args(&args)
-                .map(|k| String::from_utf8_lossy(k).into_owned())
-                .collect();
-            found.join(" ")
-        };
+        let keys = |line: &str| keys_found(line, |c, args| c.key_args(args).map(text).collect());
         assert_eq!(keys("get k"), "k");
         assert_eq!(keys("mset a 1 b 2"), "a b");
         assert_eq!(keys("del a b c"), "a b c");
@@ -2179,14 +2182,9 @@ mod tests {
     #[test]
     fn named_keys_read_the_commands_whose_keys_move() {
         let keys = |line: &str| {
-            let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
-            let command = lookup(&args[0]).expect("a command");
-            let found: Vec<String> = command
-                .named_keys(&args)
-                .iter()
-                .map(|k| String::from_utf8_lossy(k).into_owned())
-                .collect();
-            found.join(" ")
+            keys_found(line, |c, args| {
+                c.named_keys(args).into_iter().map(text).collect()
+            })
         };
         assert_eq!(keys("get k"), "k");
         assert_eq!(keys("lmpop 2 a b left count 3"), "a b");

@@ -156,8 +156,19 @@ impl Keyspace {
         &self,
         txn: &mut Transaction<'_>,
     ) -> Result<Option<(i64, Kind)>, Fault> {
+        self.next_garbage_after(txn, || {})
+    }
+
+    /// [`Keyspace::next_garbage`], running `before_scan` just before it reads the queue:
+    /// the moment a build may begin unseen (the test of the order below).
+    fn next_garbage_after(
+        &self,
+        txn: &mut Transaction<'_>,
+        before_scan: impl FnOnce(),
+    ) -> Result<Option<(i64, Kind)>, Fault> {
         // Enough rows to pass the owners being built now, and a few more begun meanwhile.
         let limit = self.building.lock().len() + 8;
+        before_scan();
         let rows = self.queue_rows(txn, limit)?;
         // Looked at after the scan, not before: a build registers its owner before the
         // transaction that queues it commits, so an owner whose row this scan read is in
@@ -275,4 +286,44 @@ fn row_bytes(row: &[Value]) -> usize {
             _ => 8,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tailstore_engine::{Database, DbConfig};
+    use tailstore_log::CommitMode;
+
+    use super::*;
+
+    #[test]
+    fn a_build_begun_while_the_lazy_free_looks_is_not_handed_to_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = DbConfig::new(dir.path(), CommitMode::Async, None);
+        let (db, _) = Database::open(config).expect("open the database");
+        let ks = Keyspace::open(Arc::new(db), 16).expect("open the keyspace");
+        let owner = 42;
+        let mut build = None;
+        let mut txn = ks.database().begin();
+        // A build registers its owner and commits the queue row that guards its pieces
+        // between the lazy free's first look at the builds and its scan of the queue.
+        let found = ks
+            .next_garbage_after(&mut txn, || {
+                build = Some(ks.begin_building(owner));
+                let mut queueing = ks.database().begin();
+                ks.queue_garbage(&mut queueing, owner, Kind::List)
+                    .expect("queue the owner");
+                queueing.commit().expect("commit the queue row");
+            })
+            .expect("look for garbage");
+        txn.rollback();
+        assert_eq!(found, None, "the lazy free took an owner still being built");
+        // Once the build ends, the same row is handed out: the scan does see it.
+        drop(build);
+        let mut txn = ks.database().begin();
+        let found = ks.next_garbage(&mut txn).expect("look for garbage");
+        txn.rollback();
+        assert_eq!(found, Some((owner, Kind::List)));
+    }
 }

@@ -466,6 +466,7 @@ fn exec<'s>(
         let Some(command) = lookup(&queued.args[0]) else {
             continue;
         };
+        remember_reads(shared, conn, command, &queued.args);
         let step = match command.run {
             Run::Data(_) => BlockStep::Data(conn.db, command, &queued.args),
             Run::Server if eval::is_eval(command) => match next_script.next() {
@@ -478,11 +479,6 @@ fn exec<'s>(
             }
         };
         steps.push(step);
-    }
-    for queued in &queue {
-        if let Some(command) = lookup(&queued.args[0]) {
-            remember_reads(shared, conn, command, &queued.args);
-        }
     }
     let Executed {
         reply,

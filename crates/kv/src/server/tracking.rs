@@ -143,18 +143,23 @@ impl Tracking {
         }
     }
 
-    /// Turns tracking on for `conn` in `mode` (its prefixes added to any it had).
+    /// Turns tracking on for `conn` in `mode` (its prefixes added to any it had; BCAST
+    /// without a prefix adds the empty one, every key, as in Redis).
     fn enable(&self, conn: &mut Connection, mut mode: Mode) {
         let mut table = self.table.lock();
-        if let Some(old) = conn.tracking.take() {
-            mode.prefixes.splice(0..0, old.prefixes);
-        } else {
-            self.active.fetch_add(1, Ordering::SeqCst);
-        }
         if mode.bcast && mode.prefixes.is_empty() {
             mode.prefixes.push(Vec::new());
         }
-        mode.prefixes.dedup();
+        if let Some(old) = conn.tracking.take() {
+            let added = std::mem::replace(&mut mode.prefixes, old.prefixes);
+            for prefix in added {
+                if !mode.prefixes.contains(&prefix) {
+                    mode.prefixes.push(prefix);
+                }
+            }
+        } else {
+            self.active.fetch_add(1, Ordering::SeqCst);
+        }
         for prefix in &mode.prefixes {
             table
                 .prefixes
