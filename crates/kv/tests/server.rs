@@ -3206,3 +3206,54 @@ fn removing_large_elements_never_stops_the_database() {
     assert_eq!(run(&[b"dbsize"]).expect("DBSIZE"), Value::Int(0));
     still_writes(&mut run);
 }
+
+/// Latency tracking (`server/latency.rs`): every command's run time is recorded per
+/// command (per subcommand of a container) on each event loop; INFO latencystats and
+/// LATENCY HISTOGRAM merge the loops' histograms; CONFIG RESETSTAT empties them.
+#[test]
+fn latency_tracking_reports_each_command_that_ran() {
+    let server = TestServer::start();
+    // Two clients: on the two event loops, whose histograms the reports merge.
+    let mut clients = [server.client(), server.client()];
+    for (n, client) in clients.iter_mut().enumerate() {
+        ok(raw_value(client, &["set", "k", &n.to_string()]));
+        let _: i64 = q(client, &["client", "id"]);
+    }
+    let con = &mut server.client3(); // RESP3: the replies are maps
+    let info: String = q(con, &["info", "latencystats"]);
+    assert!(info.starts_with("# Latencystats\r\n"), "{info}");
+    for name in ["set", "client|id", "hello"] {
+        let line = format!("latency_percentiles_usec_{name}:p50=");
+        assert!(info.contains(&line), "{name} missing: {info}");
+    }
+    let default: String = q(con, &["info"]);
+    assert!(!default.contains("Latencystats"), "not a default section");
+    let Value::Map(commands) = raw_value(con, &["latency", "histogram", "set", "client"]) else {
+        panic!("LATENCY HISTOGRAM answers a map")
+    };
+    let names: Vec<Value> = commands.iter().map(|(name, _)| name.clone()).collect();
+    // In the order named; CLIENT names each subcommand that ran (the client library
+    // sends CLIENT SETINFO as it connects).
+    assert_eq!(names[0], bulk("set"), "{names:?}");
+    assert!(names.contains(&bulk("client|id")), "{names:?}");
+    let subcommand =
+        |name: &Value| matches!(name, Value::BulkString(b) if b.starts_with(b"client|"));
+    assert!(names[1..].iter().all(subcommand), "{names:?}");
+    let Value::Map(detail) = &commands[0].1 else {
+        panic!("a command's map")
+    };
+    assert_eq!(
+        detail[0],
+        (bulk("calls"), Value::Int(2)),
+        "one SET per loop"
+    );
+    let Value::Map(buckets) = &detail[1].1 else {
+        panic!("histogram_usec's map")
+    };
+    assert_eq!(buckets.last().map(|(_, n)| n), Some(&Value::Int(2)));
+    ok(raw_value(con, &["config", "resetstat"]));
+    let Value::Map(commands) = raw_value(con, &["latency", "histogram", "set"]) else {
+        panic!("a map")
+    };
+    assert!(commands.is_empty(), "reset: {commands:?}");
+}

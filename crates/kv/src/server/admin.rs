@@ -10,7 +10,7 @@ use tailstore_resp::{Protocol, Reply};
 use super::clients::KillFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
-use super::{standalone, tracking, unix_seconds, Shared};
+use super::{latency, standalone, tracking, unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
 pub use crate::REDIS_VERSION;
@@ -73,6 +73,9 @@ pub fn in_transaction(
         "auth" => auth(args),
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
+        "latency" if is(&args[1], "histogram") => {
+            latency::histogram_reply(&shared.latencies(), &args[2..])
+        }
         // A primary without replicas (replication is not implemented).
         "role" => Reply::Array(vec![
             Reply::Bulk(b"master".to_vec()),
@@ -580,6 +583,8 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("maxmemory-policy", "noeviction".into()),
         ("timeout", "0".into()),
         ("io-threads", config.threads.to_string()),
+        ("latency-tracking", "yes".into()),
+        ("latency-tracking-info-percentiles", "50 99 99.9".into()),
     ]
     .into_iter()
     .chain(shared.slowlog.settings())
@@ -606,7 +611,12 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             Reply::Map(found)
         }
         "set" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(shared, &args[2..]),
-        "resetstat" if args.len() == 2 => Reply::ok(),
+        "resetstat" if args.len() == 2 => {
+            for latencies in shared.latencies() {
+                latencies.reset();
+            }
+            Reply::ok()
+        }
         "rewrite" if args.len() == 2 => {
             Reply::error("ERR The server is running without a config file")
         }
@@ -701,18 +711,23 @@ fn info(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
+    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = everything || wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut text = String::new();
-    for (section, body) in super::info::sections(shared) {
-        if all || wanted.iter().any(|w| w == section) {
-            if !text.is_empty() {
-                text.push_str("\r\n");
-            }
-            text.push_str(&format!("# {}\r\n{body}", capitalise(section)));
+    let mut add = |section: &str, body: String| {
+        if !text.is_empty() {
+            text.push_str("\r\n");
         }
+        text.push_str(&format!("# {}\r\n{body}", capitalise(section)));
+    };
+    for (section, body) in super::info::sections(shared) {
+        if default || wanted.iter().any(|w| w == section) {
+            add(section, body);
+        }
+    }
+    // Not a default section, as in Redis.
+    if everything || wanted.iter().any(|w| w == "latencystats") {
+        add("latencystats", latency::info_lines(&shared.latencies()));
     }
     Reply::Verbatim {
         format: *b"txt",

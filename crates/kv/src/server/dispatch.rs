@@ -162,7 +162,7 @@ fn one<'s>(
             let (started, logged) = (Instant::now(), args.clone());
             let reply = block_or_reply(shared, conn, command, args, pending);
             monitored(shared, conn, command, &logged);
-            shared.slowlog.note(started, &logged, client(conn));
+            finished(shared, conn, command, &logged, started);
             return reply;
         }
     }
@@ -175,6 +175,22 @@ fn monitored(shared: &Shared, conn: &mut Connection, command: &Command, args: &[
     shared
         .monitors
         .feed(command, conn.db, &conn.peer, args, outbox);
+}
+
+/// After a command of `conn` ran: its run time, to the slow log and to its loop's latency
+/// histograms.
+fn finished(
+    shared: &Shared,
+    conn: &Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+    started: Instant,
+) {
+    let took = started.elapsed();
+    shared.slowlog.note(took, args, client(conn));
+    shared.loops[conn.home.at]
+        .latencies
+        .record(command, args, took);
 }
 
 /// The connection as the slow log names it.
@@ -231,7 +247,7 @@ fn reply_to<'s>(
     if !eval::is_eval(command) {
         monitored(shared, conn, command, &args);
     }
-    shared.slowlog.note(started, &args, client(conn));
+    finished(shared, conn, command, &args, started);
     reply
 }
 

@@ -19,6 +19,7 @@ mod dispatch;
 mod eval;
 mod functions;
 mod info;
+mod latency;
 mod monitor;
 mod pause;
 mod pubsub;
@@ -119,6 +120,11 @@ impl Shared {
         if let Some((elsewhere, key)) = command.key_elsewhere(args) {
             self.signal(elsewhere, std::iter::once(key));
         }
+    }
+
+    /// Every loop's command latencies (INFO latencystats, LATENCY HISTOGRAM).
+    pub fn latencies(&self) -> Vec<&latency::Latencies> {
+        self.loops.iter().map(|state| &state.latencies).collect()
     }
 
     /// PUBLISH: the message for each of its subscribers, added to `outbox` (delivered after
