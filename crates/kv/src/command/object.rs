@@ -52,8 +52,17 @@ pub fn subcommand_arity(sub: &str) -> Option<i32> {
     }
 }
 
-/// OBJECT subcommand [key] (its arity checked by `subcommand_check`).
+/// OBJECT subcommand [key] (its arity checked by `subcommand_check` before it runs, and
+/// again here for callers that run it directly).
 pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
+    if args.len() < 2 {
+        return Err(Fault::err(
+            "ERR wrong number of arguments for 'object' command",
+        ));
+    }
+    if let Err(refusal) = super::check_container("OBJECT", args, subcommand_arity) {
+        return Err(Fault::err(refusal));
+    }
     if is(&args[1], "help") {
         let lines = OBJECT_HELP.iter().map(|line| Reply::Status((*line).into()));
         return Ok(Reply::Array(lines.collect()));
