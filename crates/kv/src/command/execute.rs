@@ -122,6 +122,8 @@ impl Keyspace {
         let (mut torn, mut abort) = (None, None);
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
+            // Held to the commit: one map for the whole transaction (SWAPDB waits).
+            let _map = self.hold_databases();
             let mut txn = self.database().begin();
             let mut ctx = Ctx::now(self, &mut txn, db);
             let err = match body(&mut ctx) {
@@ -175,6 +177,7 @@ impl Keyspace {
         db: u32,
         body: impl FnOnce(&mut Ctx<'_, '_>) -> Result<T, Fault>,
     ) -> Result<T, Reply> {
+        let _map = self.hold_databases();
         let mut txn = self.database().begin();
         let result = body(&mut Ctx::now(self, &mut txn, db));
         txn.rollback();
@@ -279,7 +282,8 @@ fn exhausted_reply(torn: Option<String>) -> Reply {
     }
 }
 
-fn fault_reply(fault: Fault) -> Reply {
+/// The reply a client gets for a fault.
+pub fn fault_reply(fault: Fault) -> Reply {
     match fault {
         Fault::Reply(reply) => reply,
         Fault::Engine(err) => engine_reply(&err),

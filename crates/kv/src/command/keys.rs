@@ -546,6 +546,7 @@ impl crate::keyspace::Keyspace {
 impl crate::keyspace::Keyspace {
     /// (live keys, keys with a TTL) in database `db`, for INFO's keyspace section.
     pub fn count_keys(&self, db: u32) -> Result<(u64, u64), String> {
+        let _map = self.hold_databases();
         let mut txn = self.database().begin();
         let counts = self.live_counts(&mut txn, db, crate::keyspace::now_ms());
         txn.rollback();

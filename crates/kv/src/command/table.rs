@@ -380,6 +380,13 @@ pub static COMMANDS: &[Command] = &[
         "Removes every key from the selected database.",
     ),
     server(
+        "swapdb",
+        3,
+        WF,
+        "server",
+        "Exchanges the contents of two databases, for every client at once.",
+    ),
+    server(
         "flushall",
         -1,
         W,

@@ -73,7 +73,7 @@ impl Keyspace {
             (KEYS, ColumnChange::Add(delta.keys)),
             (EXPIRES, ColumnChange::Add(delta.expires)),
         ];
-        txn.update_columns(&self.counts, &[db_value(db)], &changes)?;
+        txn.update_columns(&self.counts, &[db_value(self.stored_db(db))], &changes)?;
         Ok(())
     }
 
@@ -85,7 +85,7 @@ impl Keyspace {
         now_ms: i64,
     ) -> Result<(u64, u64), Fault> {
         let row = txn
-            .get(&self.counts, &[db_value(db)])?
+            .get(&self.counts, &[db_value(self.stored_db(db))])?
             .ok_or_else(|| Fault::corrupt(format!("kv_counts has no row for database {db}")))?;
         let (stored, with_ttl) = (int(&row[KEYS])?, int(&row[EXPIRES])?);
         let due = self.due_rows(txn, db, now_ms)? as i64;
@@ -108,7 +108,7 @@ impl Keyspace {
         let due = txn.scan(&self.expiry, &range, ScanDirection::Ascending, usize::MAX)?;
         let mut count = 0;
         for entry in &due {
-            if int(&entry[1])? != i64::from(db) {
+            if int(&entry[1])? != i64::from(self.stored_db(db)) {
                 continue;
             }
             let at = int(&entry[0])?;

@@ -116,7 +116,7 @@ impl Keyspace {
         db: u32,
         key: &[u8],
     ) -> Result<Option<KeyMeta>, Fault> {
-        let Some(row) = txn.get(&self.keys, &key_columns(db, key))? else {
+        let Some(row) = txn.get(&self.keys, &key_columns(self.stored_db(db), key))? else {
             return Ok(None);
         };
         decode_meta(&row).map(Some)
@@ -132,7 +132,7 @@ impl Keyspace {
         meta: &mut KeyMeta,
     ) -> Result<(), Fault> {
         meta.version = self.new_version();
-        let mut row = key_columns(db, key);
+        let mut row = key_columns(self.stored_db(db), key);
         row.extend([
             Value::Int(meta.kind as i64),
             Value::Int(meta.expire_at),
@@ -160,7 +160,7 @@ impl Keyspace {
         meta: &KeyMeta,
     ) -> Result<(), Fault> {
         assert!(meta.stored, "deleting the row of a key that has none");
-        txn.remove(&self.keys, &key_columns(db, key))?;
+        txn.remove(&self.keys, &key_columns(self.stored_db(db), key))?;
         self.count(txn, db, CountDelta::of_delete(meta))
     }
 
@@ -177,10 +177,10 @@ impl Keyspace {
             return Ok(());
         }
         if old != 0 {
-            txn.remove(&self.expiry, &deadline_row(old, db, key))?;
+            txn.remove(&self.expiry, &deadline_row(old, self.stored_db(db), key))?;
         }
         if new != 0 {
-            txn.put(&self.expiry, &deadline_row(new, db, key))?;
+            txn.put(&self.expiry, &deadline_row(new, self.stored_db(db), key))?;
         }
         Ok(())
     }
@@ -201,7 +201,7 @@ impl Keyspace {
             .map(|row| {
                 Ok((
                     int(&row[0])?,
-                    int(&row[1])? as u32,
+                    self.logical_db(int(&row[1])? as u32),
                     bytes(&row[2])?.to_vec(),
                 ))
             })
@@ -217,7 +217,7 @@ impl Keyspace {
         from: i64,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, KeyMeta)>, Fault> {
-        let db = Value::Int(i64::from(db));
+        let db = Value::Int(i64::from(self.stored_db(db)));
         let range = KeyRange::new(
             std::ops::Bound::Included(vec![db.clone(), Value::Int(from)]),
             std::ops::Bound::Included(vec![db]),

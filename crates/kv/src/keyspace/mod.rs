@@ -5,7 +5,8 @@
 //! ```text
 //! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail, id
 //! kv_parts   (owner, field, part) -> data, total     values, cut into parts (stream entries too;
-//!                                                    owner -1: function libraries, see [`libraries`])
+//!                                                    owner -1: function libraries, see [`libraries`];
+//!                                                    owner -2: SWAPDB's map, see [`databases`])
 //! kv_zset    (owner, member) -> score; index by_score (owner, score)
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
@@ -27,6 +28,7 @@
 //! the key unmodified for WATCH, conflicting on the group's rows (see [`groups`]).
 
 mod counts;
+mod databases;
 mod garbage;
 pub mod groups;
 mod libraries;
@@ -62,6 +64,8 @@ pub enum KvError {
     },
     #[error("keyspace table `{0}` exists with a different schema: not a tailstore kv database")]
     WrongSchema(&'static str),
+    #[error("{0}")]
+    DatabaseMap(String),
 }
 
 /// The keyspace's tables and clocks, shared by every connection.
@@ -89,6 +93,8 @@ pub struct Keyspace {
     /// `kv_garbage` (so that a crash leaves nothing behind) and skipped by the lazy free
     /// until the key is created or the RESTORE fails (see [`garbage::BuildGuard`]).
     building: parking_lot::Mutex<std::collections::HashSet<i64>>,
+    /// Which stored database each numbered one is (SWAPDB; see [`databases`]).
+    map: databases::DatabaseMap,
 }
 
 impl Keyspace {
@@ -107,7 +113,7 @@ impl Keyspace {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
-        let ks = Keyspace {
+        let mut ks = Keyspace {
             db,
             keys,
             parts,
@@ -123,8 +129,11 @@ impl Keyspace {
             next_version: AtomicU64::new(start),
             watches: Arc::default(),
             building: parking_lot::Mutex::default(),
+            map: databases::DatabaseMap::identity(databases),
         };
+        // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;
+        ks.load_database_map()?;
         Ok(ks)
     }
 

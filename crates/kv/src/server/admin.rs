@@ -25,6 +25,7 @@ pub fn run<'s>(
 ) -> Reply {
     match command.name {
         "flushdb" | "flushall" => flush(shared, conn, command.name, args, pending),
+        "swapdb" => swapdb(shared, conn, args, pending),
         "quit" => {
             conn.closing = true;
             Reply::ok()
@@ -678,6 +679,47 @@ fn save(shared: &Shared, name: &str) -> Reply {
         }
         Err(err) => Reply::error(format!("ERR checkpoint failed: {err}")),
     }
+}
+
+/// SWAPDB index1 index2: exchanges two databases' contents for every client at once
+/// (`keyspace/databases.rs`), answered once durable. Clients blocked on keys of either
+/// database run their commands again, and every tracking client is told to drop what it
+/// cached, as after a flush (keys are tracked by name, whatever their database).
+fn swapdb<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    args: &[Vec<u8>],
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Reply {
+    let index = |arg: &[u8], refusal: &str| {
+        std::str::from_utf8(arg)
+            .ok()
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or_else(|| Reply::error(refusal))
+    };
+    let (a, b) = match (
+        index(&args[1], "ERR invalid first DB index"),
+        index(&args[2], "ERR invalid second DB index"),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
+    };
+    let databases = i64::from(shared.ks.databases());
+    if !(0..databases).contains(&a) || !(0..databases).contains(&b) {
+        return Reply::error("ERR DB index is out of range");
+    }
+    let (a, b) = (a as u32, b as u32);
+    match shared.ks.swap_databases(a, b) {
+        Ok(commit) => pending.push(commit),
+        Err(fault) => return crate::command::fault_reply(fault),
+    }
+    for db in [a, b] {
+        let keys = shared.waiters.waited_keys(db);
+        shared.signal(db, keys.iter().map(Vec::as_slice));
+    }
+    let outbox = &mut conn.published;
+    shared.tracking.flushed(&shared.client_list, outbox);
+    Reply::ok()
 }
 
 fn flush<'s>(

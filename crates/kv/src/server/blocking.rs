@@ -133,6 +133,13 @@ impl Waiters {
         assert!(before > 0, "a blocked client unregistered twice");
     }
 
+    /// The keys of database `db` some client waits on (for SWAPDB, which changes them all).
+    pub fn waited_keys(&self, db: u32) -> Vec<Vec<u8>> {
+        let waiting = self.keys.lock();
+        let keys = waiting.keys().filter(|(at, _)| *at == db);
+        keys.map(|(_, key)| key.clone()).collect()
+    }
+
     /// After a write to `keys` of database `db` was applied: hands each key some client
     /// waits on to the loops of those clients (`wake(loop, key)`).
     pub fn signal<'k>(
