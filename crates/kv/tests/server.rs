@@ -1555,11 +1555,45 @@ fn client_commands() {
         .find(|l| l.starts_with(&format!("id={other} ")))
         .unwrap_or_else(|| panic!("no line for id {other}: {list}"));
     assert!(theirs.contains(" db=4 "), "{theirs}");
+    assert!(theirs.contains(" fd="), "{theirs}");
+    // `age` and `idle` are read when the list is shown: d has been idle since its SELECT,
+    // c is answered in its own command.
+    std::thread::sleep(Duration::from_millis(1100));
+    let seconds = |line: &str, field: &str| -> u64 {
+        let value = line
+            .split(' ')
+            .find_map(|f| f.strip_prefix(field))
+            .unwrap_or_else(|| panic!("no {field} in {line}"));
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{field}{value} in {line}"))
+    };
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    let line = |id: i64| {
+        let start = format!("id={id} ");
+        list.lines()
+            .find(|l| l.starts_with(&start))
+            .unwrap_or_else(|| panic!("no line for id {id}: {list}"))
+            .to_string()
+    };
+    let (mine, theirs) = (line(id), line(other));
+    assert!(seconds(&theirs, "age=") >= 1, "{theirs}");
+    assert!(seconds(&theirs, "idle=") >= 1, "{theirs}");
+    assert_eq!(seconds(&mine, "idle="), 0, "{mine}");
+    let _: String = q(&mut d, &["PING"]);
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    let theirs = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={other} ")))
+        .unwrap_or_default();
+    assert_eq!(seconds(theirs, "idle="), 0, "{theirs}");
     ok(raw_value(
         &mut c,
         &["CLIENT", "SETINFO", "LIB-NAME", "tests"],
     ));
     assert!(err(&mut c, &["CLIENT", "NOSUCH"]).starts_with("ERR unknown subcommand"));
+    // Refused as a Redis 7 refuses it by default (enable-debug-command no).
+    assert!(err(&mut c, &["DEBUG", "SLEEP", "0"]).starts_with("ERR DEBUG command not allowed."));
     // A closed connection leaves the list.
     drop(d);
     let gone = eventually(Duration::from_secs(5), || {

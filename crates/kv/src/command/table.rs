@@ -456,6 +456,13 @@ pub static COMMANDS: &[Command] = &[
         "Answers that there are no replicas to fail over to.",
     ),
     server(
+        "debug",
+        -2,
+        A,
+        "server",
+        "Refused, as Redis 7 refuses it by default.",
+    ),
+    server(
         "lastsave",
         1,
         S,

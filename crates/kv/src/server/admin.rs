@@ -362,7 +362,7 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         ("unpause", _) => wrong_arity("client|unpause"),
         ("info", 2) => Reply::Verbatim {
             format: *b"txt",
-            text: format!("{}\n", conn.describe()).into_bytes(),
+            text: format!("{}\n", conn.listing().line()).into_bytes(),
         },
         ("reply", 3) => client_reply(conn, &args[2]),
         ("tracking", 3..) => {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 use tailstore_resp::Reply;
 
-use super::connection::Connection;
+use super::connection::{Connection, Listing};
 use super::pubsub::Subscriber;
 use crate::command::is;
 
@@ -20,7 +20,7 @@ struct Listed {
     peer: String,
     local: String,
     pubsub: bool,
-    line: String,
+    line: Listing,
     /// Waiting in a blocking command (what CLIENT UNBLOCK looks for).
     blocked: bool,
 }
@@ -46,7 +46,7 @@ impl Clients {
             peer: conn.peer.clone(),
             local: conn.local.clone(),
             pubsub: conn.subscriptions() > 0,
-            line: conn.describe(),
+            line: conn.listing(),
             blocked,
         };
         all.insert(conn.id, listed);
@@ -77,7 +77,10 @@ impl Clients {
     /// CLIENT LIST's lines, by id.
     pub fn lines(&self) -> String {
         let listed = self.listed.lock();
-        listed.values().map(|l| format!("{}\n", l.line)).collect()
+        listed
+            .values()
+            .map(|l| format!("{}\n", l.line.line()))
+            .collect()
     }
 
     /// The clients `filter` picks.

@@ -1,6 +1,10 @@
 //! One client connection: its buffers, parser and session state.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 use mio::net::TcpStream;
 use tailstore_resp::{Limits, Protocol, RequestParser};
@@ -88,6 +92,10 @@ pub struct Connection {
     pub replies_to_skip: u8,
     /// CLIENT TRACKING's settings, `None` while off (`server/tracking.rs`).
     pub tracking: Option<super::tracking::Mode>,
+    /// When it connected, and when its last command began (ms after that), for CLIENT
+    /// LIST's `age` and `idle`: shared with its listing, which other loops read.
+    created: Instant,
+    last_active_ms: Arc<AtomicU64>,
 }
 
 impl Connection {
@@ -133,6 +141,8 @@ impl Connection {
             replies_off: false,
             replies_to_skip: 0,
             tracking: None,
+            created: Instant::now(),
+            last_active_ms: Arc::default(),
         }
     }
 
@@ -295,7 +305,16 @@ impl Connection {
         }
     }
 
-    pub fn describe(&self) -> String {
+    /// Notes that a command began at `at` (CLIENT LIST's `idle`).
+    pub fn active_at(&self, at: Instant) {
+        let ms = at.saturating_duration_since(self.created).as_millis();
+        self.last_active_ms
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// CLIENT LIST's line for this connection, whose `age` and `idle` are read whenever
+    /// it is shown.
+    pub fn listing(&self) -> Listing {
         let name = self
             .name
             .as_deref()
@@ -305,13 +324,16 @@ impl Connection {
             None => -1,
             Some(mode) => mode.redirect.map_or(0, |id| id as i64),
         };
-        format!(
-            "id={} addr={} laddr={} name={} flags={} db={} sub={} psub={} ssub={} multi={} \
-             qbuf={} omem={} cmd={} user=default redir={redirect} resp={}",
+        let head = format!(
+            "id={} addr={} laddr={} fd={} name={name}",
             self.id,
             self.peer,
             self.local,
-            name,
+            self.stream.as_raw_fd(),
+        );
+        let tail = format!(
+            "flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} omem={} cmd={} \
+             user=default redir={redirect} resp={}",
             self.flags(),
             self.db,
             self.channels.len(),
@@ -325,6 +347,37 @@ impl Connection {
                 Protocol::Resp2 => 2,
                 Protocol::Resp3 => 3,
             }
+        );
+        Listing {
+            head,
+            tail,
+            created: self.created,
+            last_active_ms: self.last_active_ms.clone(),
+        }
+    }
+}
+
+/// A connection's CLIENT LIST line as of its last refresh, with the clock to write its
+/// `age` and `idle` as of now.
+pub struct Listing {
+    head: String,
+    tail: String,
+    created: Instant,
+    last_active_ms: Arc<AtomicU64>,
+}
+
+impl Listing {
+    /// The line, in Redis's order of fields: `age` and `idle` in seconds.
+    pub fn line(&self) -> String {
+        let age = self.created.elapsed();
+        let active = std::time::Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed));
+        let idle = age.saturating_sub(active);
+        format!(
+            "{} age={} idle={} {}",
+            self.head,
+            age.as_secs(),
+            idle.as_secs(),
+            self.tail
         )
     }
 }

@@ -160,6 +160,7 @@ fn one<'s>(
             // Cloned for the slow log and MONITOR: a blocking command's arguments are a few
             // keys. Monitors see it once it ran, blocked or answered, as in Redis.
             let (started, logged) = (Instant::now(), args.clone());
+            conn.active_at(started);
             let reply = block_or_reply(shared, conn, command, args, pending);
             monitored(shared, conn, command, &logged);
             finished(shared, conn, command, &logged, started);
@@ -223,6 +224,7 @@ fn reply_to<'s>(
         return Reply::Status("QUEUED".into());
     }
     let started = Instant::now();
+    conn.active_at(started);
     if eval::is_eval(command) {
         // Before the script, whose calls are shown after it (as `lua`).
         monitored(shared, conn, command, &args);

@@ -55,6 +55,11 @@ pub fn answer(command: &str, args: &[Vec<u8>]) -> Option<Reply> {
         "acl" => acl(args),
         "replicaof" | "slaveof" => replicaof(args),
         "failover" => failover(args),
+        // Redis 7 refuses DEBUG unless `enable-debug-command` allows it; tailstore has none.
+        "debug" => Reply::error(
+            "ERR DEBUG command not allowed. tailstore does not implement DEBUG (its \
+             subcommands inspect and change Redis's own memory).",
+        ),
         _ => return None,
     })
 }
