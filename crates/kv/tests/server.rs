@@ -3241,11 +3241,12 @@ fn removing_large_elements_never_stops_the_database() {
     still_writes(&mut run);
 }
 
-/// Latency tracking (`server/latency.rs`): every command's run time is recorded per
-/// command (per subcommand of a container) on each event loop; INFO latencystats and
-/// LATENCY HISTOGRAM merge the loops' histograms; CONFIG RESETSTAT empties them.
+/// Command statistics (`server/command_stats.rs`): every command's run time is recorded
+/// per command (per subcommand of a container) on each event loop; INFO latencystats,
+/// commandstats and errorstats and LATENCY HISTOGRAM merge the loops' figures; CONFIG
+/// RESETSTAT empties them.
 #[test]
-fn latency_tracking_reports_each_command_that_ran() {
+fn command_statistics_report_each_command_that_ran() {
     let server = TestServer::start();
     // Two clients: on the two event loops, whose histograms the reports merge.
     let mut clients = [server.client(), server.client()];
@@ -3290,4 +3291,29 @@ fn latency_tracking_reports_each_command_that_ran() {
         panic!("a map")
     };
     assert!(commands.is_empty(), "reset: {commands:?}");
+    // Calls, failures (an error reply) and refusals (a wrong number of arguments), and the
+    // errors by their first word, in every section that Redis reports them in.
+    let failed = err(con, &["lpush", "k", "x"]);
+    assert!(failed.starts_with("WRONGTYPE"), "{failed}");
+    assert!(err(con, &["get"]).starts_with("ERR wrong number"));
+    let stats: String = q(con, &["info", "commandstats"]);
+    assert!(
+        stats.contains(
+            "cmdstat_get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
+        ),
+        "{stats}"
+    );
+    assert!(stats.contains("cmdstat_lpush:calls=1,"), "{stats}");
+    assert!(
+        stats.contains(",rejected_calls=0,failed_calls=1\r\n"),
+        "{stats}"
+    );
+    let default: String = q(con, &["info"]);
+    assert!(
+        default
+            .contains("# Errorstats\r\nerrorstat_ERR:count=1\r\nerrorstat_WRONGTYPE:count=1\r\n"),
+        "{default}"
+    );
+    assert!(default.contains("total_error_replies:2\r\n"), "{default}");
+    assert!(!default.contains("Commandstats"), "not a default section");
 }

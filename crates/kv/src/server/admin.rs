@@ -10,7 +10,7 @@ use tailstore_resp::{Protocol, Reply};
 use super::clients::KillFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
-use super::{latency, standalone, tracking, unix_seconds, Shared};
+use super::{command_stats, standalone, tracking, unix_seconds, Shared};
 use crate::command::{is, matches, Command, COMMANDS};
 
 pub use crate::REDIS_VERSION;
@@ -75,7 +75,7 @@ pub fn in_transaction(
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
         "latency" if is(&args[1], "histogram") => {
-            latency::histogram_reply(&shared.latencies(), &args[2..])
+            command_stats::histogram_reply(&shared.command_stats(), &args[2..])
         }
         // A primary without replicas (replication is not implemented).
         "role" => Reply::Array(vec![
@@ -613,8 +613,8 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         }
         "set" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(shared, &args[2..]),
         "resetstat" if args.len() == 2 => {
-            for latencies in shared.latencies() {
-                latencies.reset();
+            for stats in shared.command_stats() {
+                stats.reset();
             }
             Reply::ok()
         }
@@ -767,9 +767,17 @@ fn info(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             add(section, body);
         }
     }
-    // Not a default section, as in Redis.
-    if everything || wanted.iter().any(|w| w == "latencystats") {
-        add("latencystats", latency::info_lines(&shared.latencies()));
+    let stats = shared.command_stats();
+    let asked = |section: &str| wanted.iter().any(|w| w == section);
+    // As in Redis: commandstats and latencystats are not default sections, errorstats is.
+    if everything || asked("commandstats") {
+        add("commandstats", command_stats::commandstats_lines(&stats));
+    }
+    if default || asked("errorstats") {
+        add("errorstats", command_stats::errorstats_lines(&stats));
+    }
+    if everything || asked("latencystats") {
+        add("latencystats", command_stats::latencystats_lines(&stats));
     }
     Reply::Verbatim {
         format: *b"txt",

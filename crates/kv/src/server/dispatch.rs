@@ -36,7 +36,7 @@ pub fn serve<'s>(
                 Ok(None) => return,
                 Err(err) => {
                     // As Redis does: the error, then the connection is closed.
-                    send(conn, &Reply::error(err.to_string()));
+                    send(shared, conn, &Reply::error(err.to_string()));
                     conn.closing = true;
                     return;
                 }
@@ -56,14 +56,14 @@ pub fn serve<'s>(
                     return;
                 }
                 Some(refusal) => {
-                    send(conn, &refusal);
+                    send(shared, conn, &refusal);
                     continue;
                 }
             }
         }
         let caching_word = conn.tracking.is_some() && tracking::is_client_caching(&args);
         if let Some(reply) = one(shared, conn, vm, args, pending) {
-            send(conn, &reply);
+            send(shared, conn, &reply);
         }
         if conn.tracking.is_some() {
             tracking::command_done(conn, caching_word);
@@ -100,8 +100,12 @@ fn shutdown(shared: &Shared, args: &[Vec<u8>]) -> Option<Reply> {
     None
 }
 
-/// Sends `reply`, unless CLIENT REPLY turned replies off or skips this one.
-fn send(conn: &mut Connection, reply: &Reply) {
+/// Sends `reply`, unless CLIENT REPLY turned replies off or skips this one; an error
+/// reply is counted (INFO errorstats), sent or not, as Redis counts it.
+fn send(shared: &Shared, conn: &mut Connection, reply: &Reply) {
+    if let Reply::Error(text) = reply {
+        shared.loops[conn.home.at].command_stats.error(text);
+    }
     if conn.replies_off {
         return;
     }
@@ -127,6 +131,8 @@ fn one<'s>(
     conn.last_command = command.name;
     if !command.arity_ok(args.len()) {
         conn.multi_failed |= conn.multi.is_some();
+        let stats = &shared.loops[conn.home.at].command_stats;
+        stats.reject(command, &args);
         return Some(Reply::error(format!(
             "ERR wrong number of arguments for '{}' command",
             command.name
@@ -163,7 +169,7 @@ fn one<'s>(
             conn.active_at(started);
             let reply = block_or_reply(shared, conn, command, args, pending);
             monitored(shared, conn, command, &logged);
-            finished(shared, conn, command, &logged, started);
+            finished(shared, conn, command, &logged, started, reply.as_ref());
             return reply;
         }
     }
@@ -186,12 +192,13 @@ fn finished(
     command: &Command,
     args: &[Vec<u8>],
     started: Instant,
+    reply: Option<&Reply>,
 ) {
     let took = started.elapsed();
     shared.slowlog.note(took, args, client(conn));
     shared.loops[conn.home.at]
-        .latencies
-        .record(command, args, took);
+        .command_stats
+        .record(command, args, took, reply);
 }
 
 /// The connection as the slow log names it.
@@ -249,7 +256,7 @@ fn reply_to<'s>(
     if !eval::is_eval(command) {
         monitored(shared, conn, command, &args);
     }
-    finished(shared, conn, command, &args, started);
+    finished(shared, conn, command, &args, started, Some(&reply));
     reply
 }
 
@@ -392,6 +399,7 @@ fn retry<'s>(
 ) -> bool {
     if blocked.unblocked_with_error {
         send(
+            shared,
             conn,
             &Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         );
@@ -402,7 +410,7 @@ fn retry<'s>(
     if is_nil(&reply) && !last {
         return false;
     }
-    send(conn, &reply);
+    send(shared, conn, &reply);
     true
 }
 

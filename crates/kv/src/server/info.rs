@@ -223,6 +223,10 @@ fn stats(shared: &Shared) -> String {
             shared.rejected.load(Ordering::Relaxed).to_string(),
         ),
         (
+            "total_error_replies",
+            super::command_stats::total_errors(&shared.command_stats()).to_string(),
+        ),
+        (
             "pubsub_channels",
             shared.pubsub.channel_count(Target::Channel).to_string(),
         ),

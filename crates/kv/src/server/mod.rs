@@ -14,12 +14,12 @@
 mod admin;
 mod blocking;
 mod clients;
+mod command_stats;
 mod connection;
 mod dispatch;
 mod eval;
 mod functions;
 mod info;
-mod latency;
 mod monitor;
 mod pause;
 mod pubsub;
@@ -122,9 +122,13 @@ impl Shared {
         }
     }
 
-    /// Every loop's command latencies (INFO latencystats, LATENCY HISTOGRAM).
-    pub fn latencies(&self) -> Vec<&latency::Latencies> {
-        self.loops.iter().map(|state| &state.latencies).collect()
+    /// Every loop's command figures (INFO commandstats, errorstats and latencystats,
+    /// LATENCY HISTOGRAM).
+    pub fn command_stats(&self) -> Vec<&command_stats::CommandStats> {
+        self.loops
+            .iter()
+            .map(|state| &state.command_stats)
+            .collect()
     }
 
     /// PUBLISH: the message for each of its subscribers, added to `outbox` (delivered after

@@ -51,8 +51,8 @@ const IDLE: Duration = Duration::from_millis(100);
 /// (see "Spreading connections"), the keys written that its blocked clients wait on
 /// (`server/blocking.rs`) and how many connections it serves.
 pub struct LoopState {
-    /// Its commands' run times (`server/latency.rs`).
-    pub latencies: super::latency::Latencies,
+    /// Its commands' figures (`server/command_stats.rs`).
+    pub command_stats: super::command_stats::CommandStats,
     incoming: parking_lot::Mutex<Vec<(TcpStream, SocketAddr)>>,
     woken: parking_lot::Mutex<Vec<DbKey>>,
     /// Published messages for its subscribed connections (`server/pubsub.rs`).
@@ -71,7 +71,7 @@ impl LoopState {
     /// The state of the worker that will poll `poll`.
     pub fn new(poll: &Poll) -> io::Result<LoopState> {
         Ok(LoopState {
-            latencies: super::latency::Latencies::default(),
+            command_stats: super::command_stats::CommandStats::default(),
             incoming: parking_lot::Mutex::new(Vec::new()),
             woken: parking_lot::Mutex::new(Vec::new()),
             messages: parking_lot::Mutex::new(Vec::new()),
