@@ -128,19 +128,15 @@ fn check_counts(server: &TestServer, when: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn buffer() -> Options {
-    Options {
-        mode: CommitMode::Buffer,
-        ..Options::default()
-    }
-}
-
 /// Random writes on one server, its counts checked after each sequence; every eighth
 /// sequence ends in a power cut, and the counts the recovery rebuilt are checked too.
 #[test]
 fn dbsize_and_info_agree_with_the_keys_through_random_writes_and_power_cuts() {
     let storage = RefCell::new(SimStorage::new());
-    let server = RefCell::new(Some(TestServer::on_sim(buffer(), &storage.borrow())));
+    let server = RefCell::new(Some(TestServer::on_sim(
+        Options::default(),
+        &storage.borrow(),
+    )));
     let cases = RefCell::new(0u64);
     let mut runner = TestRunner::new(Config {
         cases: 48,
@@ -166,7 +162,7 @@ fn dbsize_and_info_agree_with_the_keys_through_random_writes_and_power_cuts() {
         if case.is_multiple_of(8) {
             let image = storage.borrow().power_cut(*case);
             server.borrow_mut().take();
-            let restarted = TestServer::on_sim(buffer(), &image);
+            let restarted = TestServer::on_sim(Options::default(), &image);
             check_counts(&restarted, "after a power cut")?;
             *server.borrow_mut() = Some(restarted);
             *storage.borrow_mut() = image;
@@ -184,7 +180,7 @@ fn dbsize_and_info_agree_with_the_keys_through_random_writes_and_power_cuts() {
 fn a_database_without_counts_is_counted_when_opened() {
     let storage = SimStorage::new();
     {
-        let server = TestServer::on_sim(buffer(), &storage);
+        let server = TestServer::on_sim(Options::default(), &storage);
         let mut con = server.client();
         for i in 0..5_000 {
             let key = format!("key:{i}");
@@ -215,7 +211,7 @@ fn a_database_without_counts_is_counted_when_opened() {
     txn.commit().expect("commit");
     db.close().expect("close");
 
-    let server = TestServer::on_sim(buffer(), &storage);
+    let server = TestServer::on_sim(Options::default(), &storage);
     let mut con = server.client();
     assert_eq!(q::<u64>(&mut con, &["DBSIZE"]), 5_000);
     assert_eq!(info_counts(&mut con, 0), (5_000, 1_667));

@@ -11,8 +11,7 @@ use std::time::Duration;
 use redis::Value;
 use support::real_redis::same_replies;
 use support::redis_process::{redis_program, start_redis};
-use support::{client_at, err, eventually, q, raw_value, Options, TestServer};
-use tailstore_log::CommitMode;
+use support::{client_at, err, eventually, q, raw_value, restarted, Options, TestServer};
 use tailstore_media::sim::SimStorage;
 
 const LIBRARY: &str = "#!lua name=mylib
@@ -163,13 +162,6 @@ fn functions_get_the_replies_redis_sends() {
     same_replies("functions_get_the_replies_redis_sends", CASES);
 }
 
-fn buffer() -> Options {
-    Options {
-        mode: CommitMode::Buffer,
-        ..Options::default()
-    }
-}
-
 /// The libraries FUNCTION LIST lists with their functions' names, in name order (Redis
 /// lists both in its hash tables' order).
 fn listed(con: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
@@ -192,23 +184,10 @@ fn listed(con: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
     listed
 }
 
-/// The server stopped, and a new one on `image` (a power cut's), with a client.
-fn restarted(
-    server: TestServer,
-    con: redis::Connection,
-    image: &SimStorage,
-) -> (TestServer, redis::Connection) {
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), image);
-    let con = server.client();
-    (server, con)
-}
-
 #[test]
 fn libraries_survive_power_cuts_and_flushall() {
     let storage = SimStorage::new();
-    let server = TestServer::on_sim(buffer(), &storage);
+    let server = TestServer::on_sim(Options::default(), &storage);
     let mut con = server.client();
     assert_eq!(
         q::<String>(&mut con, &["function", "load", LIBRARY]),

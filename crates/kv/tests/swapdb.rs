@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
-use support::{exchange, expect_bytes, hello3, q, Options, TestServer};
-use tailstore_log::CommitMode;
+use support::{exchange, expect_bytes, hello3, q, restarted, Options, TestServer};
 use tailstore_media::sim::SimStorage;
 
 /// Connection 0 writes and swaps, 1 blocks in database 1, 2 watches a key of database 0.
@@ -34,19 +33,12 @@ fn a_swapdb_conversation_gets_the_bytes_redis_sends() {
     );
 }
 
-fn buffer() -> Options {
-    Options {
-        mode: CommitMode::Buffer,
-        ..Options::default()
-    }
-}
-
 /// An acknowledged SWAPDB is durable: after a power cut the databases are as swapped,
 /// their keys' deadlines too; swapping back leaves no trace of the map.
 #[test]
 fn swaps_survive_power_cuts() {
     let storage = SimStorage::new();
-    let server = TestServer::on_sim(buffer(), &storage);
+    let server = TestServer::on_sim(Options::default(), &storage);
     let mut con = server.client();
     q::<()>(&mut con, &["set", "zero", "0"]);
     q::<()>(&mut con, &["set", "two", "2", "ex", "1000"]);
@@ -54,10 +46,7 @@ fn swaps_survive_power_cuts() {
     q::<()>(&mut con, &["swapdb", "0", "2"]);
     q::<()>(&mut con, &["swapdb", "2", "5"]);
     let image = storage.power_cut(1);
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), &image);
-    let mut con = server.client();
+    let (server, mut con) = restarted(server, con, &image);
     let get = |con: &mut redis::Connection, db: &str, key: &str| -> Option<String> {
         q::<()>(con, &["select", db]);
         q(con, &["get", key])
@@ -75,10 +64,7 @@ fn swaps_survive_power_cuts() {
     q::<()>(&mut con, &["swapdb", "5", "2"]);
     q::<()>(&mut con, &["swapdb", "0", "2"]);
     let image = image.power_cut(2);
-    drop(con);
-    drop(server);
-    let server = TestServer::on_sim(buffer(), &image);
-    let mut con = server.client();
+    let (_server, mut con) = restarted(server, con, &image);
     assert_eq!(get(&mut con, "0", "zero"), Some("0".into()));
     assert_eq!(get(&mut con, "2", "two"), Some("2".into()));
     assert_eq!(q::<i64>(&mut con, &["dbsize"]), 1);

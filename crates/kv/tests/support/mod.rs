@@ -104,6 +104,20 @@ impl Default for Options {
     }
 }
 
+/// `server` stopped, and a new one with the default options on `image` (a power cut's),
+/// with a client.
+pub fn restarted(
+    server: TestServer,
+    con: redis::Connection,
+    image: &SimStorage,
+) -> (TestServer, redis::Connection) {
+    drop(con);
+    drop(server);
+    let server = TestServer::on_sim(Options::default(), image);
+    let con = server.client();
+    (server, con)
+}
+
 impl TestServer {
     /// A server in `buffer` mode with the defaults of `tailstore serve`.
     pub fn start() -> TestServer {
