@@ -297,6 +297,9 @@ const CASES: &[&[&str]] = &[
     ],
     &["script", "exists"],
     &["script", "foo"],
+    &["script", "debug", "no"],
+    &["script", "debug", "maybe"],
+    &["script", "debug"],
     // RESP3 clients: booleans, nulls, doubles, maps and sets.
     &["hello", "3"],
     &["eval", "return true", "0"],

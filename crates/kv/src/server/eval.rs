@@ -263,6 +263,12 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
             shared.scripts.flush();
             Reply::ok()
         }
+        // Scripts run without the debugger, as SCRIPT DEBUG NO asks; it is not implemented.
+        ("debug", 3) if is(&args[2], "no") => Reply::ok(),
+        ("debug", 3) if is(&args[2], "yes") || is(&args[2], "sync") => Reply::error(
+            "ERR tailstore does not implement the Lua debugger (SCRIPT DEBUG YES and SYNC)",
+        ),
+        ("debug", 3) => Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO"),
         ("kill", 2) if shared.scripts.kill() => Reply::ok(),
         ("kill", 2) => Reply::error("NOTBUSY No scripts in execution right now."),
         ("help", 2) => Reply::Array(
@@ -271,7 +277,7 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
                 .map(|line| Reply::Status(line.to_string()))
                 .collect(),
         ),
-        ("load" | "exists" | "flush" | "kill" | "help", _) => Reply::error(format!(
+        ("load" | "exists" | "flush" | "kill" | "help" | "debug", _) => Reply::error(format!(
             "ERR wrong number of arguments for 'script|{sub}' command"
         )),
         _ => Reply::error(format!(
@@ -283,6 +289,8 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
 
 const SCRIPT_HELP: &[&str] = &[
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    NO only: tailstore does not implement the Lua debugger.",
     "EXISTS <sha1> [<sha1> ...]",
     "    Return information about the existence of the scripts in the script cache.",
     "FLUSH [ASYNC|SYNC]",
