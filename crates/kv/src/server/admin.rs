@@ -585,6 +585,10 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("timeout", "0".into()),
         ("io-threads", config.threads.to_string()),
         ("latency-tracking", "yes".into()),
+        (
+            "tracking-table-max-keys",
+            tracking::MAX_TRACKED_KEYS.to_string(),
+        ),
         ("latency-tracking-info-percentiles", "50 99 99.9".into()),
     ]
     .into_iter()

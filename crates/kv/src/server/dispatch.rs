@@ -298,9 +298,10 @@ fn execute<'s>(
 
 /// Before a read-only command (or a script) of a tracking client reads: its keys are
 /// remembered for the client (`server/tracking.rs`, "Why no stale copy survives").
-fn remember_reads(shared: &Shared, conn: &Connection, command: &Command, args: &[Vec<u8>]) {
+fn remember_reads(shared: &Shared, conn: &mut Connection, command: &Command, args: &[Vec<u8>]) {
     if conn.tracking.is_some() && (command.is_read_only() || eval::is_eval(command)) {
-        shared.tracking.remember(conn, command.named_keys(args));
+        let keys = command.named_keys(args);
+        shared.tracking.remember(&shared.client_list, conn, keys);
     }
 }
 

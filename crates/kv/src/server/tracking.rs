@@ -40,6 +40,11 @@ use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use crate::command::is;
 
+/// Keys remembered for default-mode tracking clients at most, Redis's default
+/// `tracking-table-max-keys`: a client reading ever new keys cannot grow the table without
+/// bound.
+pub const MAX_TRACKED_KEYS: usize = 1_000_000;
+
 /// The pub/sub channel a RESP2 client receives redirected invalidations on.
 pub const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 
@@ -196,8 +201,14 @@ impl Tracking {
     }
 
     /// Before a read-only command of `conn` reads `keys`: remembers them for it, if its
-    /// mode says so (see "Why no stale copy survives").
-    pub fn remember<'k>(&self, conn: &Connection, keys: impl IntoIterator<Item = &'k [u8]>) {
+    /// mode says so (see "Why no stale copy survives"). Past [`MAX_TRACKED_KEYS`] keys,
+    /// some are forgotten, their clients told to drop them (into `conn`'s outbox).
+    pub fn remember<'k>(
+        &self,
+        clients: &Clients,
+        conn: &mut Connection,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) {
         if !conn.tracking.as_ref().is_some_and(Mode::remembers_reads) {
             return;
         }
@@ -205,6 +216,9 @@ impl Tracking {
         for key in keys {
             table.keys.entry(key.to_vec()).or_default().insert(conn.id);
         }
+        let evicted = table.evict(MAX_TRACKED_KEYS);
+        drop(table);
+        route(clients, evicted, &mut conn.published);
     }
 
     /// After client `writer` (0: the server itself, expiring keys) wrote `keys`: the
@@ -246,20 +260,49 @@ impl Tracking {
 }
 
 impl Table {
+    /// Past `most` remembered keys, forgets a tenth of them (whichever the map yields
+    /// first) and answers the invalidations that tell their clients, as Redis's
+    /// `tracking-table-max-keys` does: a client's copy is dropped, never left unwatched.
+    fn evict(&mut self, most: usize) -> Vec<Due> {
+        if self.keys.len() <= most {
+            return Vec::new();
+        }
+        let excess = self.keys.len() - most + most / 10;
+        let victims: Vec<Vec<u8>> = self.keys.keys().take(excess).cloned().collect();
+        let keys: Vec<&[u8]> = victims.iter().map(Vec::as_slice).collect();
+        // Not written (BCAST clients hear nothing), and by no client: NOLOOP spares nobody.
+        self.forget_reads(0, &keys)
+    }
+
     /// The invalidations `keys` written by `writer` make due, and the default mode's
     /// registrations they end.
     fn written<'k>(&mut self, writer: u64, keys: impl IntoIterator<Item = &'k [u8]>) -> Vec<Due> {
+        let keys: Vec<&[u8]> = keys.into_iter().collect();
+        let mut due = self.forget_reads(writer, &keys);
+        due.extend(self.broadcast(writer, &keys));
+        due
+    }
+
+    /// Default mode: each client that read one of `keys` is told, once per key (not
+    /// `writer` if it asked for NOLOOP), and the registrations end.
+    fn forget_reads(&mut self, writer: u64, keys: &[&[u8]]) -> Vec<Due> {
         let mut due = Vec::new();
-        // BCAST: per client and prefix, the keys under it, sent as one message.
-        let mut broadcast: BTreeMap<(u64, &[u8]), Vec<Vec<u8>>> = BTreeMap::new();
         for key in keys {
-            for id in self.keys.remove(key).unwrap_or_default() {
+            for id in self.keys.remove(*key).unwrap_or_default() {
                 let wants = self.clients.get(&id).filter(|l| !l.bcast);
                 if let Some(to) = wants.filter(|l| !(l.noloop && id == writer)) {
                     let keys = Some(Arc::from(vec![key.to_vec()]));
                     due.push(Due { to: *to, keys });
                 }
             }
+        }
+        due
+    }
+
+    /// BCAST: per client and prefix, the keys written under it, as one message.
+    fn broadcast(&self, writer: u64, keys: &[&[u8]]) -> Vec<Due> {
+        let mut broadcast: BTreeMap<(u64, &[u8]), Vec<Vec<u8>>> = BTreeMap::new();
+        for key in keys {
             for (prefix, ids) in &self.prefixes {
                 if !key.starts_with(prefix) {
                     continue;
@@ -273,15 +316,16 @@ impl Table {
                 }
             }
         }
-        for ((id, _), keys) in broadcast {
-            if let Some(to) = self.clients.get(&id) {
-                due.push(Due {
-                    to: *to,
+        let to = |id: &u64| self.clients.get(id).copied();
+        broadcast
+            .into_iter()
+            .filter_map(|((id, _), keys)| {
+                to(&id).map(|to| Due {
+                    to,
                     keys: Some(Arc::from(keys)),
-                });
-            }
-        }
-        due
+                })
+            })
+            .collect()
     }
 }
 
@@ -644,6 +688,34 @@ mod tests {
             .collect();
         found.sort();
         found
+    }
+
+    #[test]
+    fn past_the_most_keys_a_tenth_are_forgotten_and_their_readers_told() {
+        let mut table = Table::default();
+        table.clients.insert(1, listener(1, false, true));
+        // A BCAST client under every key's prefix: an eviction is no write, it hears nothing.
+        table.clients.insert(2, listener(2, true, false));
+        table.prefixes.entry(b"k".to_vec()).or_default().insert(2);
+        for n in 0..25 {
+            table
+                .keys
+                .entry(format!("k{n}").into_bytes())
+                .or_default()
+                .insert(1);
+        }
+        assert!(table.evict(25).is_empty(), "at the limit, nothing goes");
+        table.keys.entry(b"k25".to_vec()).or_default().insert(1);
+        let due = table.evict(25);
+        // 26 keys against 25: one over, and a tenth of the limit more (2).
+        assert_eq!(table.keys.len(), 23);
+        let told = due_keys(&due);
+        assert_eq!(
+            told.len(),
+            3,
+            "one message per key, NOLOOP or not: {told:?}"
+        );
+        assert!(told.iter().all(|(at, keys)| *at == 1 && keys.len() == 1));
     }
 
     #[test]
