@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
-use support::{command, q, TestServer};
+use support::{command, eventually, q, TestServer};
 use tailstore_resp::{parse_reply, Limits, Value};
 
 /// Connection 0 tracks (RESP3), 1 writes (RESP2), 2 takes redirected invalidations (RESP2,
@@ -131,17 +131,12 @@ impl Caching {
         }
     }
 
-    /// Reads what has arrived, noting pushes, until `quiet` passes without a byte.
-    fn drain(&mut self, quiet: Duration) {
-        let mut last = Instant::now();
-        while last.elapsed() < quiet {
-            if self.read_some() {
-                last = Instant::now();
-            }
-            if let Some(reply) = self.parsed() {
-                panic!("a reply nobody asked for: {reply:?}");
-            }
-        }
+    /// Takes in every message addressed to this connection before now: a write's
+    /// invalidations are queued to this connection's event loop before the writer is
+    /// answered, and the loop takes its queue before it serves a command that arrives
+    /// after, so they all come ahead of this PING's reply.
+    fn fence(&mut self) {
+        assert_eq!(self.call(&["PING"]), Value::Simple(b"PONG".to_vec()));
     }
 
     /// The next reply, if one arrived (pushes before it are noted).
@@ -210,20 +205,24 @@ fn redirection_names_its_client_until_that_client_is_gone() {
     tracker.call(&["GET", "k"]);
     let mut writer = server.client();
     let _: () = q(&mut writer, &["SET", "k", "1"]);
-    target.drain(Duration::from_millis(200));
+    target.fence();
     assert_eq!(
         target.invalidated,
         vec![Some(b"k".to_vec())],
         "the target hears of k"
     );
-    tracker.drain(Duration::from_millis(50));
+    tracker.fence();
     assert!(tracker.invalidated.is_empty(), "the tracker does not");
     // The target leaves: the next invalidation tells the tracker the redirect is broken.
     drop(target);
     tracker.call(&["GET", "k"]);
-    std::thread::sleep(Duration::from_millis(100));
+    let gone = eventually(Duration::from_secs(10), || {
+        let listed: String = q(&mut writer, &["CLIENT", "LIST"]);
+        !listed.contains(&format!("id={target_id} "))
+    });
+    assert!(gone, "the closed target stayed listed");
     let _: () = q(&mut writer, &["SET", "k", "2"]);
-    tracker.drain(Duration::from_millis(200));
+    tracker.fence();
     let broken = Value::Push(vec![
         Value::Bulk(b"tracking-redir-broken".to_vec()),
         Value::Int(target_id),
@@ -289,7 +288,7 @@ fn caching_readers_end_each_round_with_no_stale_copy() {
             }
         });
         for (reader, cache) in reading.iter_mut().zip(caches.iter_mut()) {
-            reader.drain(Duration::from_millis(30));
+            reader.fence();
             forget(cache, &mut reader.invalidated);
         }
         for cache in &caches {
