@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
-use support::{exchange, expect_bytes, hello3, q, restarted, Options, TestServer};
+use support::{
+    eventually, exchange, expect_bytes, hello3, q, restarted, stored_rows, Options, TestServer,
+};
 use tailstore_media::sim::SimStorage;
 
 /// Connection 0 writes and swaps, 1 blocks in database 1, 2 watches a key of database 0.
@@ -130,4 +132,31 @@ fn a_swap_invalidates_every_tracking_client_cache() {
     let mut con = server.client();
     q::<()>(&mut con, &["swapdb", "0", "1"]);
     expect_bytes(&mut tracker, b">2\r\n$10\r\ninvalidate\r\n_\r\n");
+}
+
+/// The active expiry finds a key in the database a swap moved it to: the deadline queue
+/// names stored databases, read back as logical ones, so the key's row is removed (not
+/// left behind as a stale queue entry) and the counts stay right.
+#[test]
+fn the_active_expiry_follows_a_swapped_key() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    q::<()>(&mut con, &["set", "short", "v", "px", "300"]);
+    q::<()>(&mut con, &["set", "kept", "v"]);
+    q::<()>(&mut con, &["swapdb", "0", "3"]);
+    assert_eq!(stored_rows(&server, "kv_keys"), 2);
+    let removed = eventually(Duration::from_secs(10), || {
+        stored_rows(&server, "kv_keys") == 1
+    });
+    assert!(removed, "the expired key's row stayed after the swap");
+    assert_eq!(stored_rows(&server, "kv_expiry"), 0);
+    q::<()>(&mut con, &["select", "3"]);
+    assert_eq!(q::<i64>(&mut con, &["dbsize"]), 1);
+    assert_eq!(
+        q::<Option<String>>(&mut con, &["get", "kept"]),
+        Some("v".into())
+    );
+    let keyspace: String = q(&mut con, &["info", "keyspace"]);
+    assert!(keyspace.contains("db3:keys=1,expires=0"), "{keyspace}");
+    assert!(!keyspace.contains("db0:"), "{keyspace}");
 }
