@@ -348,7 +348,7 @@ pub static COMMANDS: &[Command] = &[
         -2,
         S,
         "connection",
-        "CLIENT SETNAME, GETNAME, ID, SETINFO, LIST, INFO.",
+        "CLIENT SETNAME, GETNAME, ID, SETINFO, LIST, INFO, KILL, PAUSE, REPLY, TRACKING…",
     ),
     server(
         "command",

@@ -589,7 +589,10 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
             "tracking-table-max-keys",
             tracking::MAX_TRACKED_KEYS.to_string(),
         ),
-        ("latency-tracking-info-percentiles", "50 99 99.9".into()),
+        (
+            "latency-tracking-info-percentiles",
+            command_stats::info_percentiles_setting(),
+        ),
     ]
     .into_iter()
     .chain(shared.slowlog.settings())

@@ -21,7 +21,7 @@ const LOWEST_NS: u64 = 1;
 const HIGHEST_NS: u64 = 1_000_000_000;
 const SIGNIFICANT_FIGURES: u8 = 2;
 /// INFO's percentiles (Redis's `latency-tracking-info-percentiles` default).
-pub const INFO_PERCENTILES: [f64; 3] = [50.0, 99.0, 99.9];
+const INFO_PERCENTILES: [f64; 3] = [50.0, 99.0, 99.9];
 
 /// Commands that hold subcommands: their latencies are kept per subcommand, as Redis keeps
 /// them.
@@ -235,6 +235,15 @@ pub fn latencystats_lines(loops: &[&CommandStats]) -> String {
 fn trim_percentile(p: f64) -> String {
     let text = format!("{p}");
     text.strip_suffix(".0").map_or(text.clone(), str::to_string)
+}
+
+/// CONFIG GET `latency-tracking-info-percentiles`: the percentiles INFO reports.
+pub fn info_percentiles_setting() -> String {
+    let each: Vec<String> = INFO_PERCENTILES
+        .iter()
+        .map(|p| trim_percentile(*p))
+        .collect();
+    each.join(" ")
 }
 
 /// LATENCY HISTOGRAM [command …]: for each command named, in the order named (a container
