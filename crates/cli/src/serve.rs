@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
-use tailstore_kv::server::{Server, ServerConfig};
+use tailstore_kv::server::{Secret, Server, ServerConfig};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
@@ -89,6 +89,15 @@ pub struct ServeArgs {
     /// kept apart, they leave the loops' caches to the loops (ARCHITECTURE.md, decision 103).
     #[arg(long, value_name = "LIST", default_value = "auto")]
     pub background_cpus: BackgroundCpus,
+    /// Password clients must give (AUTH, or HELLO … AUTH) before their commands run: Redis's
+    /// `requirepass`, the password of its `default` user. Visible to other users of this
+    /// machine in the process list; prefer --requirepass-file. CONFIG SET requirepass
+    /// changes it while the server runs (until it restarts).
+    #[arg(long, value_name = "PASSWORD", conflicts_with = "requirepass_file")]
+    pub requirepass: Option<Secret>,
+    /// Reads the password (see --requirepass) from the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub requirepass_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -188,6 +197,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .background_cpus
         .resolve(&allowed, &cores, loops)
         .map_err(|e| format!("--background-cpus: {e}"))?;
+    let password = password(args)?;
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();
@@ -252,6 +262,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         durability: durability.clone(),
         durable_replies: durable,
         recovery,
+        password: password.clone(),
     };
     let server = Server::start(ks.clone(), server_config, stop)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -259,16 +270,43 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         Some(cpus) => format!("on processors {cpus} of {allowed}"),
         None => "wherever the scheduler puts them".to_string(),
     };
+    if password.is_none() && !server.address().ip().is_loopback() {
+        eprintln!(
+            "tailstore serve: warning: listening beyond loopback with no password: anyone who \
+             reaches {} can read and write every key (--requirepass-file sets one)",
+            server.address()
+        );
+    }
     eprintln!(
-        "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}",
+        "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}; {}",
         server.address(),
-        if loops == 1 { "" } else { "s" }
+        if loops == 1 { "" } else { "s" },
+        if password.is_some() { "clients must AUTH" } else { "no password" }
     );
     let served = server.wait();
     close(ks)?;
     served.map_err(|e| format!("server failed: {e}"))?;
     eprintln!("tailstore serve: stopped cleanly (checkpoint written)");
     Ok(())
+}
+
+/// The password `--requirepass` or `--requirepass-file` gives; `None` for none (or empty).
+fn password(args: &ServeArgs) -> CliResult<Option<Secret>> {
+    let secret = match (&args.requirepass, &args.requirepass_file) {
+        (Some(secret), _) => secret.clone(),
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read --requirepass-file {}: {e}", file.display()))?;
+            Secret(text.lines().next().unwrap_or_default().as_bytes().to_vec())
+        }
+        (None, None) => return Ok(None),
+    };
+    if secret.0.is_empty() {
+        return Err(
+            "the password (--requirepass or --requirepass-file's first line) is empty".into(),
+        );
+    }
+    Ok(Some(secret))
 }
 
 fn validate(args: &ServeArgs) -> CliResult<()> {

@@ -392,3 +392,78 @@ fn migrate_copies_redis_into_tailstore() {
     call(&mut target, &["SELECT", "0"]);
     library_works(&mut target);
 }
+
+/// `bench kv --password` and `kv migrate --from-password/--to-password` against servers
+/// with `--requirepass`: without the password, or with a wrong one, each stops with one
+/// clear line naming the option; with it, each does its work.
+#[test]
+fn the_tools_authenticate_with_the_password_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let with_password = |name: &str, password: &str| {
+        let db = dir.path().join(name);
+        let pmem = shm.path().join(format!("{name}.pmem"));
+        Server::start(&[
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--requirepass",
+            password,
+        ])
+    };
+    let (from, to) = (with_password("from", "p1"), with_password("to", "p2"));
+    let (from_addr, to_addr) = (from.address.to_string(), to.address.to_string());
+    let bench = |extra: &[&str]| {
+        let base = ["bench", "kv", "--server", &from_addr, "--requests", "50"];
+        tailstore(&[&base[..], extra, &["--ratio", "1:0", "--clients", "2"]].concat())
+    };
+    refused_with(bench(&[]), "asks for a password: give it with --password");
+    refused_with(
+        bench(&["--password", "p2"]),
+        "refused the password (--password): WRONGPASS",
+    );
+    let out = bench(&["--password", "p1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("errors: 0"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let migrate = |extra: &[&str]| {
+        let base = ["kv", "migrate", "--from", &from_addr, "--to", &to_addr];
+        tailstore(&[&base[..], extra].concat())
+    };
+    refused_with(migrate(&["--from-password", "p1"]), "the target 127.0.0.1");
+    refused_with(
+        migrate(&["--to-password", "p2"]),
+        "give it with --from-password",
+    );
+    let out = migrate(&["--from-password", "p1", "--to-password", "p2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (mut source, mut target) = (
+        Client::connect(from.address).expect("connect"),
+        Client::connect(to.address).expect("connect"),
+    );
+    assert_eq!(
+        call(&mut source, &["AUTH", "p1"]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        call(&mut target, &["AUTH", "p2"]),
+        Value::Simple("OK".into())
+    );
+    let written = call(&mut source, &["DBSIZE"]);
+    assert!(matches!(written, Value::Int(n) if n > 150), "{written:?}");
+    assert_eq!(call(&mut target, &["DBSIZE"]), written);
+}
+
+/// The run failed, with `needle` in what it said and no panic.
+#[track_caller]
+fn refused_with(out: std::process::Output, needle: &str) {
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(!out.status.success(), "succeeded: {said}");
+    assert!(said.contains(needle), "{needle:?} not in {said:?}");
+    assert!(!said.contains("panicked"), "{said}");
+}

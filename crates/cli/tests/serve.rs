@@ -58,6 +58,12 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
         ("--background-cpus", "some", "invalid processor list"),
         // No machine here has a thousand processors.
         ("--background-cpus", "1023", "not all among those"),
+        (
+            "--requirepass-file",
+            "/nonexistent/password",
+            "cannot read --requirepass-file /nonexistent/password",
+        ),
+        ("--requirepass", "", "is empty"),
     ] {
         let mut args = vec!["--db", db, flag, value];
         if flag != "--listen" {
@@ -70,6 +76,72 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "{flag} {value}: the database directory was created"
         );
     }
+}
+
+/// `--requirepass-file`: the first line of the file is the password; clients are refused
+/// until they give it, and the start says so. Listening beyond loopback with no password is
+/// warned of.
+#[test]
+fn a_password_from_a_file_is_asked_for() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let file = dir.path().join("password");
+    std::fs::write(&file, "correct horse\nnot this line\n").expect("write the password");
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let args = [
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--requirepass-file",
+        support::path(&file),
+    ];
+    let server = Server::start(&args);
+    assert!(
+        server
+            .said
+            .iter()
+            .any(|line| line.contains("clients must AUTH")),
+        "{:?}",
+        server.said
+    );
+    let mut client = Client::connect(server.address).expect("connect");
+    let noauth = Value::Error("NOAUTH Authentication required.".into());
+    assert_eq!(client.call(&[b"SET", b"k", b"v"]), noauth);
+    assert_eq!(
+        client.call(&[b"AUTH", b"correct horse\nnot this line"]),
+        Value::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    );
+    assert_eq!(
+        client.call(&[b"AUTH", b"correct horse"]),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        client.call(&[b"SET", b"k", b"v"]),
+        Value::Simple("OK".into())
+    );
+    drop(server);
+
+    let mut open = support::spawn_serve(
+        &[
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--listen",
+            "0.0.0.0:0",
+        ],
+        Stdio::null(),
+    );
+    let stderr = open.stderr.take().expect("stderr");
+    let said: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .take_while(|line| !line.contains("listening on"))
+        .collect();
+    let _ = open.kill();
+    let _ = open.wait();
+    assert!(said.iter().any(|line| line.contains("warning")), "{said:?}");
 }
 
 /// A clean stop, by SIGTERM, SIGINT or SHUTDOWN: the server exits 0 after a checkpoint, says

@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
+use tailstore_kv::server::Secret;
 use tailstore_resp::Limits;
 
 use super::connection::{Connection, ThreadContext, ThreadStats};
+use super::link::Link;
 use super::workload::{value_bytes, KeyGen, KeyPattern, Ratio};
 use crate::latency::LatencyRecorder;
 use crate::report::{group, write_json};
@@ -86,6 +88,9 @@ pub struct BenchKvArgs {
     /// Write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// The server's password (its `requirepass`): each connection sends AUTH with it first.
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<Secret>,
 }
 
 /// When a run ends.
@@ -113,6 +118,8 @@ pub struct BenchConfig {
     pub key_prefix: String,
     pub stop: Stop,
     pub seed: u64,
+    /// Sent with AUTH on each connection before the load.
+    pub password: Option<Secret>,
 }
 
 /// Latencies in milliseconds.
@@ -195,6 +202,7 @@ impl BenchKvArgs {
             key_prefix: self.key_prefix.clone(),
             stop,
             seed: self.seed,
+            password: self.password.clone(),
         };
         config.validate()?;
         Ok(config)
@@ -285,8 +293,10 @@ struct ThreadResult {
 /// failures.
 pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     config.validate()?;
-    // One connection first, so that an unreachable server gives one clear error.
-    connect(config.addr).map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
+    // One connection first, so that an unreachable server, or one that wants a password,
+    // gives one clear error.
+    let mut first = Link::new(connect(config)?);
+    first.authenticate(&config.server, config.password.as_ref(), "--password")?;
     let value = value_bytes(config.data_size);
     let barrier = Barrier::new(config.threads);
     let results: Vec<Result<ThreadResult, String>> = thread::scope(|scope| {
@@ -315,10 +325,21 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     Ok(build_report(config, threads))
 }
 
-fn connect(addr: SocketAddr) -> std::io::Result<StdTcpStream> {
-    let stream = StdTcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
+/// A connection to the server, authenticated if a password is given.
+fn connect(config: &BenchConfig) -> Result<StdTcpStream, String> {
+    let cannot = |e: std::io::Error| format!("cannot connect to {}: {e}", config.server);
+    let stream = StdTcpStream::connect_timeout(&config.addr, CONNECT_TIMEOUT).map_err(cannot)?;
+    stream.set_nodelay(true).map_err(cannot)?;
+    let Some(password) = &config.password else {
+        return Ok(stream);
+    };
+    stream
+        .set_read_timeout(Some(CONNECT_TIMEOUT))
+        .map_err(cannot)?;
+    let mut link = Link::new(stream);
+    link.authenticate(&config.server, Some(password), "--password")
+        .map_err(|e| e.to_string())?;
+    Ok(link.into_stream())
 }
 
 /// One thread: connects its clients, waits for the other threads, then runs the event loop.
@@ -435,8 +456,9 @@ fn setup_thread(config: &BenchConfig) -> Result<(Poll, Vec<Connection>), String>
     let poll = Poll::new().map_err(|e| format!("cannot create a poller: {e}"))?;
     let mut conns = Vec::with_capacity(config.clients);
     for i in 0..config.clients {
-        let stream = connect(config.addr)
-            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+        let stream = connect(config)?;
+        stream
+            .set_nonblocking(true)
             .map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
         let mut stream = mio::net::TcpStream::from_std(stream);
         poll.registry()

@@ -506,6 +506,7 @@ fn bench_config(
         key_prefix: "key:".to_string(),
         stop,
         seed: 42,
+        password: None,
     }
 }
 

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use tailstore_kv::server::Secret;
 use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
 use crate::CliResult;
@@ -38,6 +39,41 @@ impl Link {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(patience))?;
         Ok(Link::new(stream))
+    }
+
+    /// Makes the connection ready for commands: AUTH with `password` if one is given, then a
+    /// PING. `server` names the server and `flag` the option that gives its password, in the
+    /// error when the server refuses the password or asks for one.
+    pub fn authenticate(
+        &mut self,
+        server: &str,
+        password: Option<&Secret>,
+        flag: &str,
+    ) -> CliResult<()> {
+        if let Some(password) = password {
+            if let Value::Error(refusal) = self.call(&[&b"AUTH"[..], &password.0])? {
+                let refusal = String::from_utf8_lossy(&refusal);
+                return Err(format!("{server} refused the password ({flag}): {refusal}").into());
+            }
+        }
+        match self.call(&["PING"])? {
+            Value::Error(refusal) if refusal.starts_with(b"NOAUTH") => {
+                Err(format!("{server} asks for a password: give it with {flag}").into())
+            }
+            Value::Error(refusal) => Err(format!(
+                "{server} answered PING with {}",
+                String::from_utf8_lossy(&refusal)
+            )
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The connection, for a caller that goes on without a `Link` (nothing unread may be
+    /// left: every reply asked for was received).
+    pub fn into_stream(self) -> TcpStream {
+        assert!(self.input.is_empty(), "bytes left unread in a link");
+        self.stream
     }
 
     /// Writes `commands` in one go, without waiting for their replies.

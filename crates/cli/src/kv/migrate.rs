@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use tailstore_kv::server::Secret;
 use tailstore_resp::Value;
 
 use super::link::Link;
@@ -33,6 +34,12 @@ pub struct MigrateArgs {
     /// The server they are written to (host:port).
     #[arg(long, value_name = "ADDR")]
     pub to: String,
+    /// The source's password (its `requirepass`), sent with AUTH before anything else.
+    #[arg(long, value_name = "PASSWORD")]
+    pub from_password: Option<Secret>,
+    /// The target's password (its `requirepass`).
+    #[arg(long, value_name = "PASSWORD")]
+    pub to_password: Option<Secret>,
     /// Databases to copy, e.g. 0,3 (default: every database of the source that holds keys,
     /// from its INFO keyspace). Each key goes to the database of the same number.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
@@ -81,7 +88,11 @@ impl Tally {
 
 pub fn run(args: &MigrateArgs) -> CliResult<()> {
     let mut source = Link::connect(&args.from, PATIENCE)?;
+    let from = format!("the source {}", args.from);
+    source.authenticate(&from, args.from_password.as_ref(), "--from-password")?;
     let mut target = Link::connect(&args.to, PATIENCE)?;
+    let to = format!("the target {}", args.to);
+    target.authenticate(&to, args.to_password.as_ref(), "--to-password")?;
     let databases = if args.db.is_empty() {
         databases_with_keys(&mut source)?
     } else {

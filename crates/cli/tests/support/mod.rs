@@ -56,7 +56,7 @@ pub fn refused(args: &[&str], needles: &[&str]) {
 pub struct Server {
     pub child: Child,
     pub address: SocketAddr,
-    /// What it said before it listened ("opened in …, recovery replayed …").
+    /// What it said up to its "listening on" line ("opened in …, recovery replayed …").
     pub said: Vec<String>,
     /// The lines it says on stderr from then on.
     lines: mpsc::Receiver<String>,
@@ -99,7 +99,9 @@ impl Server {
             };
             if let Some(rest) = line.split("listening on ").nth(1) {
                 let address = rest.split(';').next().unwrap_or("").trim();
-                break address.parse().expect("listening address");
+                let address = address.parse().expect("listening address");
+                said.push(line);
+                break address;
             }
             assert!(
                 !line.starts_with("error"),

@@ -240,7 +240,7 @@ pub static COMMANDS: &[Command] = &[
         -2,
         S,
         "connection",
-        "Authenticates the connection (no ACLs: the default user, any password).",
+        "Authenticates the connection (no ACL users: the default user, with requirepass's password).",
     ),
     server(
         "wait",

@@ -41,6 +41,7 @@ pub fn run<'s>(
             conn.db = 0;
             conn.protocol = Protocol::Resp2;
             conn.name = None;
+            conn.authenticated = !shared.password.required();
             update_listing(shared, conn);
             Reply::Status("RESET".into())
         }
@@ -71,7 +72,7 @@ pub fn in_transaction(
         "config" => config(shared, args),
         "info" => info(shared, args),
         "save" | "bgsave" | "bgrewriteaof" => save(shared, command.name),
-        "auth" => auth(args),
+        "auth" => auth(shared, conn, args),
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
         "latency" if is(&args[1], "histogram") => {
@@ -85,7 +86,7 @@ pub fn in_transaction(
         ]),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
-        name => standalone::answer(name, args).unwrap_or_else(|| {
+        name => standalone::answer(name, args, &shared.password).unwrap_or_else(|| {
             Reply::error(format!(
                 "ERR '{name}' is not allowed inside MULTI in tailstore"
             ))
@@ -214,26 +215,19 @@ fn client_name(name: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
     Ok((!name.is_empty()).then(|| name.to_vec()))
 }
 
-/// AUTH's and HELLO AUTH's check, as a Redis without ACLs or `requirepass` makes it: its
-/// only user, `default`, takes any password.
-fn authenticate(user: &[u8], _password: &[u8]) -> Result<(), Reply> {
-    if user == b"default" {
-        Ok(())
-    } else {
-        Err(Reply::error(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        ))
-    }
-}
-
-/// AUTH [user] password.
-fn auth(args: &[Vec<u8>]) -> Reply {
-    match args {
-        [_, _password] => Reply::error(
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        ),
-        [_, user, password] => authenticate(user, password).map_or_else(|r| r, |()| Reply::ok()),
-        _ => Reply::error("ERR syntax error"),
+/// AUTH [user] password (`server/auth.rs`).
+fn auth(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let checked = match args {
+        [_, password] => shared.password.check_default(password),
+        [_, user, password] => shared.password.check(user, password),
+        _ => return Reply::error("ERR syntax error"),
+    };
+    match checked {
+        Ok(()) => {
+            conn.authenticated = true;
+            Reply::ok()
+        }
+        Err(refused) => refused,
     }
 }
 
@@ -289,8 +283,14 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             ));
         }
     }
-    if let Some(Err(refused)) = credentials.map(|(user, password)| authenticate(user, password)) {
-        return refused;
+    if let Some((user, password)) = credentials {
+        match shared.password.check(user, password) {
+            Ok(()) => conn.authenticated = true,
+            Err(refused) => return refused,
+        }
+    }
+    if !conn.authenticated && shared.password.required() {
+        return super::auth::hello_refusal();
     }
     if let Some(name) = name {
         match client_name(name) {
@@ -575,6 +575,7 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("appendonly", if durable { "yes" } else { "no" }.into()),
         ("appendfsync", if durable { "always" } else { "no" }.into()),
         ("tailstore-durability", config.durability.clone()),
+        ("requirepass", shared.password.setting()),
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
         ("proto-max-bulk-len", config.max_bulk.to_string()),
@@ -635,16 +636,21 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// CONFIG SET of (name, value) pairs. The slow log's two settings change at run time; the
-/// others are command-line options, so a pair that would change one is refused and nothing
+/// CONFIG SET of (name, value) pairs. The slow log's two settings and `requirepass` change
+/// at run time; the others are command-line options, so a pair that would change one is refused and nothing
 /// is set; pairs whose values are already in effect (a client making sure of `appendfsync
 /// always` before it relies on it, say) are accepted and change nothing, as Redis accepts
 /// setting a value it already has.
 fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let current = settings(shared);
     let mut changes = Vec::new();
+    let mut password = None;
     for pair in pairs.chunks_exact(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if name == "requirepass" {
+            password = Some(pair[1].clone());
+            continue;
+        }
         match shared.slowlog.check_setting(&name, &pair[1]) {
             Some(Ok(change)) => {
                 changes.push(change);
@@ -666,6 +672,9 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     // All or nothing, as Redis: applied once every pair passed.
     for change in changes {
         shared.slowlog.apply(change);
+    }
+    if let Some(password) = password {
+        shared.password.change(password);
     }
     Reply::ok()
 }

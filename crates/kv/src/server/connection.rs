@@ -92,6 +92,9 @@ pub struct Connection {
     pub replies_to_skip: u8,
     /// CLIENT TRACKING's settings, `None` while off (`server/tracking.rs`).
     pub tracking: Option<super::tracking::Mode>,
+    /// It may run commands while a password is set: it gave the password, or it connected
+    /// while none was set (`server/auth.rs`).
+    pub authenticated: bool,
     /// When it connected, and when its last command began (ms after that), for CLIENT
     /// LIST's `age` and `idle`: shared with its listing, which other loops read.
     created: Instant,
@@ -141,6 +144,7 @@ impl Connection {
             replies_off: false,
             replies_to_skip: 0,
             tracking: None,
+            authenticated: true,
             created: Instant::now(),
             last_active_ms: Arc::default(),
         }

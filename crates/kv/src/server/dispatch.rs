@@ -8,6 +8,7 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
 use super::admin;
+use super::auth;
 use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
 use super::eval;
@@ -42,6 +43,15 @@ pub fn serve<'s>(
                 }
             },
         };
+        if !conn.authenticated && shared.password.required() {
+            if let Some((command, refusal)) = auth::refusal(&args) {
+                shared.loops[conn.home.at]
+                    .command_stats
+                    .reject(command, &args);
+                send(shared, conn, &refusal);
+                continue;
+            }
+        }
         let no_writes = |args: &[Vec<u8>]| eval::declares_no_writes(shared, args);
         if shared.pause.holds(&args, conn.multi.as_deref(), no_writes) {
             conn.postponed = Some(args);

@@ -12,6 +12,7 @@
 //! log's watermark): group commit across an event-loop pass.
 
 mod admin;
+mod auth;
 mod blocking;
 mod clients;
 mod command_stats;
@@ -28,6 +29,7 @@ mod standalone;
 mod tracking;
 mod worker;
 
+pub use auth::Secret;
 pub use functions::subcommand_arity as function_arity;
 
 use std::io;
@@ -64,6 +66,8 @@ pub struct ServerConfig {
     pub durable_replies: bool,
     /// How long opening the database took (recovery included), for INFO.
     pub recovery: Duration,
+    /// The default user's password (`requirepass`); `None`: no password.
+    pub password: Option<Secret>,
 }
 
 /// Counters and settings every worker shares.
@@ -103,6 +107,8 @@ pub struct Shared {
     pub pause: pause::Pause,
     /// CLIENT TRACKING: the keys tracking clients read, and their prefixes.
     pub tracking: tracking::Tracking,
+    /// The default user's password, which CONFIG SET changes (`server/auth.rs`).
+    pub password: auth::Password,
 }
 
 impl Shared {
@@ -184,7 +190,6 @@ impl Server {
             .collect::<io::Result<_>>()?;
         let shared = Arc::new(Shared {
             ks,
-            config,
             started: Instant::now(),
             clients: AtomicUsize::new(0),
             next_client_id: AtomicU64::new(1),
@@ -205,6 +210,8 @@ impl Server {
             monitors: monitor::Monitors::default(),
             pause: pause::Pause::default(),
             tracking: tracking::Tracking::default(),
+            password: auth::Password::new(config.password.as_ref()),
+            config,
         });
         functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);

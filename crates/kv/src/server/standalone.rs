@@ -9,6 +9,7 @@
 
 use tailstore_resp::Reply;
 
+use super::auth::Password;
 use crate::command::{is, lookup, parse_int};
 
 /// Redis's answer to the cluster commands of a server without cluster support.
@@ -46,13 +47,13 @@ const CLUSTER_SUBCOMMANDS: &[&str] = &[
 ];
 
 /// The answer to `command` (`args`) if it is one of this module's; `None` otherwise.
-pub fn answer(command: &str, args: &[Vec<u8>]) -> Option<Reply> {
+pub fn answer(command: &str, args: &[Vec<u8>], password: &Password) -> Option<Reply> {
     Some(match command {
         "readonly" | "readwrite" | "asking" => Reply::error(NO_CLUSTER),
         "cluster" => cluster(args),
         "module" => module(args),
         "latency" => latency(args),
-        "acl" => acl(args),
+        "acl" => acl(args, password),
         "replicaof" | "slaveof" => replicaof(args),
         "failover" => failover(args),
         // Redis 7 refuses DEBUG unless `enable-debug-command` allows it; tailstore has none.
@@ -156,13 +157,17 @@ fn latency(args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// ACL as a Redis whose only user is `default`, with no password and every permission.
-fn acl(args: &[Vec<u8>]) -> Reply {
+/// ACL as a Redis whose only user is `default`, with every permission and the password
+/// `requirepass` gives it, if any (`server/auth.rs`).
+fn acl(args: &[Vec<u8>], password: &Password) -> Reply {
     let bulk = |text: &str| Reply::Bulk(text.as_bytes().to_vec());
     match (subcommand(args).as_str(), args.len()) {
         ("whoami", 2) => bulk("default"),
         ("users", 2) => Reply::Array(vec![bulk("default")]),
-        ("list", 2) => Reply::Array(vec![bulk("user default on nopass ~* &* +@all")]),
+        ("list", 2) => Reply::Array(vec![bulk(&format!(
+            "user default on {} ~* &* +@all",
+            password.acl_rule()
+        ))]),
         ("log", 2) => Reply::Array(Vec::new()),
         ("log", 3) if is(&args[2], "reset") => Reply::ok(),
         ("log", 3) => match parse_int(&args[2]) {
@@ -176,7 +181,7 @@ fn acl(args: &[Vec<u8>]) -> Reply {
         }
         ("deluser", 3..) => Reply::Int(0),
         ("setuser" | "getuser" | "cat" | "load" | "save", _) => Reply::error(
-            "ERR tailstore has no users but 'default' (no password, every command): ACL users are not implemented",
+            "ERR tailstore has no users but 'default' (every command, the password requirepass sets): ACL users are not implemented",
         ),
         (sub @ ("whoami" | "users" | "list" | "log" | "genpass" | "dryrun" | "deluser"), _) => {
             wrong_arity(&format!("acl|{sub}"))
@@ -257,7 +262,7 @@ mod tests {
             .next()
             .unwrap_or_default()
             .to_ascii_lowercase();
-        answer(&name, &args).expect("one of this module's commands")
+        answer(&name, &args, &Password::new(None)).expect("one of this module's commands")
     }
 
     #[test]

@@ -479,7 +479,8 @@ impl Worker {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let conn = Connection::new(stream, id, home, peer.to_string(), local, limits);
+        let mut conn = Connection::new(stream, id, home, peer.to_string(), local, limits);
+        conn.authenticated = !shared.password.required();
         shared.client_list.update(&conn);
         self.connections.insert(token, conn);
         shared.loops[self.index]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, FromRedisValue, Value};
 use tailstore_engine::{Database, DbConfig};
-use tailstore_kv::server::{Server, ServerConfig};
+use tailstore_kv::server::{Secret, Server, ServerConfig};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
@@ -88,6 +88,8 @@ pub struct Options {
     pub poll_spin: Duration,
     /// Run with no other test's server alive (for memory measurements).
     pub exclusive: bool,
+    /// `requirepass`.
+    pub password: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -100,6 +102,7 @@ impl Default for Options {
             threads: 2,
             poll_spin: Duration::from_micros(50),
             exclusive: false,
+            password: None,
         }
     }
 }
@@ -163,6 +166,7 @@ impl TestServer {
             durability: format!("{} (test)", options.mode),
             durable_replies: durable,
             recovery: Duration::ZERO,
+            password: options.password.map(|p| Secret(p.as_bytes().to_vec())),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
@@ -249,7 +253,12 @@ pub fn run_on(ks: &Keyspace, args: &[&str]) -> tailstore_resp::Reply {
 
 /// A RESP2 connection through the `redis` crate to any server (a real redis-server too).
 pub fn client_at(address: SocketAddr) -> redis::Connection {
-    connect(&format!("redis://{address}/"))
+    client_at_url(&format!("redis://{address}/"))
+}
+
+/// A connection through the `redis` crate to `url` (with a password in it, say).
+pub fn client_at_url(url: &str) -> redis::Connection {
+    connect(url)
 }
 
 fn connect(url: &str) -> redis::Connection {
@@ -338,7 +347,13 @@ pub fn expect_bytes(stream: &mut TcpStream, expected: &[u8]) {
 /// that ends with `modules` and an empty array).
 #[track_caller]
 pub fn hello3(stream: &mut TcpStream) -> Vec<u8> {
-    stream.write_all(b"HELLO 3\r\n").expect("write");
+    hello3_with(stream, b"HELLO 3\r\n")
+}
+
+/// [`hello3`] with the HELLO request given (one with AUTH or SETNAME).
+#[track_caller]
+pub fn hello3_with(stream: &mut TcpStream, request: &[u8]) -> Vec<u8> {
+    stream.write_all(request).expect("write");
     let mut reply = Vec::new();
     while !reply.ends_with(b"$7\r\nmodules\r\n*0\r\n") {
         let byte = read_exactly(stream, 1);

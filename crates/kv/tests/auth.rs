@@ -1,0 +1,182 @@
+//! The default user's password (`requirepass`, `server/auth.rs`) through the server: what an
+//! unauthenticated connection may do, what AUTH and HELLO AUTH change, CONFIG SET
+//! requirepass on connections already open, and the replies compared with a real
+//! `redis-server`'s.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::real_redis::same_replies;
+use support::{err, exchange, q, Options, TestServer};
+
+fn with_password(password: &'static str) -> TestServer {
+    TestServer::with(Options {
+        password: Some(password),
+        ..Options::default()
+    })
+}
+
+const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
+
+#[test]
+fn auth_answers_as_redis_does() {
+    // Both servers start without a password; the connection sets one and RESETs to be asked
+    // for it.
+    same_replies(
+        "auth_answers_as_redis_does",
+        &[
+            &["AUTH", "anything"],
+            &["AUTH", "default", "anything"],
+            &["AUTH", "someone", "anything"],
+            &["CONFIG", "SET", "requirepass", "secret"],
+            &["PING"],
+            &["RESET"],
+            &["PING"],
+            &["GET", "k"],
+            &["SET", "k", "v"],
+            &["CONFIG", "GET", "requirepass"],
+            &["HELLO"],
+            &["HELLO", "3"],
+            &["HELLO", "2", "AUTH", "default", "wrong"],
+            &["HELLO", "2", "AUTH", "default"],
+            &["NOSUCHCOMMAND"],
+            &["GET"],
+            &["AUTH"],
+            &["AUTH", "a", "b", "c"],
+            &["AUTH", "wrong"],
+            &["AUTH", "someone", "secret"],
+            &["AUTH", "secret"],
+            &["GET", "k"],
+            &["ACL", "LIST"],
+            &["ACL", "WHOAMI"],
+            &["RESET"],
+            &["AUTH", "default", "secret"],
+            &["CONFIG", "SET", "requirepass", "other"],
+            &["PING"],
+            &["AUTH", "secret"],
+            &["AUTH", "other"],
+            &["RESET"],
+            &["CONFIG", "GET", "requirepass"],
+            &["hello", "2", "AUTH", "default", "other"], // not compared: names the server
+            &["CONFIG", "SET", "requirepass", ""],
+            &["RESET"],
+            &["PING"],
+            &["AUTH", "x"],
+            &["ACL", "LIST"],
+            &["CONFIG", "GET", "requirepass"],
+        ],
+    );
+}
+
+#[test]
+fn an_unauthenticated_connection_reads_and_writes_nothing() {
+    let server = with_password("s3cret");
+    let mut stranger = server.raw();
+    exchange(&mut stranger, b"SET k stolen\r\n", NOAUTH);
+    exchange(&mut stranger, b"GET k\r\n", NOAUTH);
+    exchange(&mut stranger, b"MULTI\r\n", NOAUTH);
+    exchange(&mut stranger, b"EVAL \"return 1\" 0\r\n", NOAUTH);
+    exchange(&mut stranger, b"FLUSHALL\r\n", NOAUTH);
+    // Answered before the server could stop: it did not.
+    exchange(&mut stranger, b"SHUTDOWN NOSAVE\r\n", NOAUTH);
+    exchange(&mut stranger, b"CONFIG SET requirepass x\r\n", NOAUTH);
+    exchange(
+        &mut stranger,
+        b"AUTH wrong\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    exchange(&mut stranger, b"PING\r\n", NOAUTH);
+
+    // The redis crate authenticates from the URL.
+    let mut owner = support::client_at_url(&format!("redis://:s3cret@{}/", server.address()));
+    assert_eq!(q::<Option<String>>(&mut owner, &["GET", "k"]), None);
+    q::<()>(&mut owner, &["SET", "k", "mine"]);
+    let stats: String = q(&mut owner, &["INFO", "commandstats"]);
+    assert!(
+        stats.contains("cmdstat_get:calls=1,") && stats.contains("rejected_calls=1,"),
+        "{stats}"
+    );
+    let errors: String = q(&mut owner, &["INFO", "errorstats"]);
+    assert!(errors.contains("errorstat_NOAUTH:count=8"), "{errors}");
+
+    exchange(&mut stranger, b"AUTH s3cret\r\n", b"+OK\r\n");
+    exchange(&mut stranger, b"GET k\r\n", b"$4\r\nmine\r\n");
+}
+
+#[test]
+fn hello_auth_authenticates_and_selects_the_protocol() {
+    let server = with_password("pw");
+    let mut stream = server.raw();
+    exchange(
+        &mut stream,
+        b"HELLO 3 AUTH default nope\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    exchange(&mut stream, b"PING\r\n", NOAUTH);
+    let hello = support::hello3_with(&mut stream, b"HELLO 3 AUTH default pw SETNAME app\r\n");
+    assert!(
+        hello.starts_with(b"%7\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&hello)
+    );
+    exchange(&mut stream, b"CLIENT GETNAME\r\n", b"$3\r\napp\r\n");
+    // RESP3 now: a null is `_`.
+    exchange(&mut stream, b"GET nothing\r\n", b"_\r\n");
+}
+
+#[test]
+fn a_password_change_keeps_open_connections_as_they_are() {
+    let server = TestServer::start();
+    let mut before = server.client();
+    q::<()>(&mut before, &["CONFIG", "SET", "requirepass", "first"]);
+    // Connected while no password was set: still served.
+    q::<()>(&mut before, &["SET", "k", "v"]);
+    let mut after = server.raw();
+    exchange(&mut after, b"GET k\r\n", NOAUTH);
+    // No password: the connection that never authenticated is served…
+    q::<()>(&mut before, &["CONFIG", "SET", "requirepass", ""]);
+    exchange(&mut after, b"GET k\r\n", b"$1\r\nv\r\n");
+    // …until one is set again.
+    q::<()>(&mut before, &["CONFIG", "SET", "requirepass", "second"]);
+    exchange(&mut after, b"GET k\r\n", NOAUTH);
+    exchange(
+        &mut after,
+        b"AUTH first\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    exchange(&mut after, b"AUTH second\r\n", b"+OK\r\n");
+    exchange(&mut after, b"GET k\r\n", b"$1\r\nv\r\n");
+    // RESET asks again.
+    exchange(
+        &mut after,
+        b"RESET\r\nGET k\r\n",
+        b"+RESET\r\n-NOAUTH Authentication required.\r\n",
+    );
+    assert_eq!(
+        err(
+            &mut before,
+            &["CONFIG", "SET", "requirepass", "third", "maxclients", "7"]
+        ),
+        "ERR CONFIG SET 'maxclients': tailstore's settings are its command-line options \
+         (durability is its --commit mode); only a value already in effect is accepted"
+    );
+    // All or nothing: the refused pair left the password as it was.
+    exchange(&mut after, b"AUTH second\r\n", b"+OK\r\n");
+}
+
+#[test]
+fn a_pause_does_not_hold_the_refusal_of_an_unauthenticated_write() {
+    let server = with_password("pw");
+    let mut admin = support::client_at_url(&format!("redis://:pw@{}/", server.address()));
+    q::<()>(&mut admin, &["CLIENT", "PAUSE", "3000", "WRITE"]);
+    let mut stranger = server.raw();
+    let started = Instant::now();
+    exchange(&mut stranger, b"SET k v\r\n", NOAUTH);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the refusal waited {:?} for the pause",
+        started.elapsed()
+    );
+    q::<()>(&mut admin, &["CLIENT", "UNPAUSE"]);
+}
