@@ -180,3 +180,52 @@ fn a_pause_does_not_hold_the_refusal_of_an_unauthenticated_write() {
     );
     q::<()>(&mut admin, &["CLIENT", "UNPAUSE"]);
 }
+
+#[test]
+fn acl_log_records_the_refused_attempts() {
+    let server = with_password("pw");
+    let mut stranger = server.raw();
+    let wrongpass = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    exchange(&mut stranger, b"AUTH guess1\r\n", wrongpass);
+    exchange(&mut stranger, b"AUTH mallory guess\r\n", wrongpass);
+    exchange(&mut stranger, b"AUTH guess2\r\n", wrongpass);
+    exchange(&mut stranger, b"HELLO 3 AUTH default guess3\r\n", wrongpass);
+    // Refused commands are not attempts to log in: not logged.
+    exchange(&mut stranger, b"GET k\r\n", NOAUTH);
+    let mut owner = support::client_at_url(&format!("redis://:pw@{}/", server.address()));
+    let entries: Vec<std::collections::HashMap<String, redis::Value>> =
+        q(&mut owner, &["ACL", "LOG"]);
+    let summary: Vec<(i64, String, String)> = entries
+        .iter()
+        .map(|entry| {
+            let text = |name: &str| match &entry[name] {
+                redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(text("reason"), "auth");
+            assert_eq!(text("context"), "toplevel");
+            let client = text("client-info");
+            assert!(
+                client.starts_with("id=") && client.contains(" user=default "),
+                "{client}"
+            );
+            let redis::Value::Int(count) = entry["count"] else {
+                panic!("count: {:?}", entry["count"]);
+            };
+            (count, text("object"), text("username"))
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, "HELLO".into(), "default".into()),
+            (2, "AUTH".into(), "default".into()),
+            (1, "AUTH".into(), "mallory".into()),
+        ]
+    );
+    let newest: Vec<redis::Value> = q(&mut owner, &["ACL", "LOG", "1"]);
+    assert_eq!(newest.len(), 1);
+    q::<()>(&mut owner, &["ACL", "LOG", "RESET"]);
+    let after: Vec<redis::Value> = q(&mut owner, &["ACL", "LOG"]);
+    assert!(after.is_empty());
+}

@@ -217,9 +217,9 @@ fn client_name(name: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
 
 /// AUTH [user] password (`server/auth.rs`).
 fn auth(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    let checked = match args {
-        [_, password] => shared.password.check_default(password),
-        [_, user, password] => shared.password.check(user, password),
+    let (user, checked) = match args {
+        [_, password] => (&b"default"[..], shared.password.check_default(password)),
+        [_, user, password] => (&user[..], shared.password.check(user, password)),
         _ => return Reply::error("ERR syntax error"),
     };
     match checked {
@@ -227,7 +227,13 @@ fn auth(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             conn.authenticated = true;
             Reply::ok()
         }
-        Err(refused) => refused,
+        Err(refused) => {
+            if shared.password.required() || args.len() == 3 {
+                let client = conn.listing().line();
+                shared.password.note_refusal("AUTH", user, client);
+            }
+            refused
+        }
     }
 }
 
@@ -286,7 +292,11 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
     if let Some((user, password)) = credentials {
         match shared.password.check(user, password) {
             Ok(()) => conn.authenticated = true,
-            Err(refused) => return refused,
+            Err(refused) => {
+                let client = conn.listing().line();
+                shared.password.note_refusal("HELLO", user, client);
+                return refused;
+            }
         }
     }
     if !conn.authenticated && shared.password.required() {
@@ -576,6 +586,7 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("appendfsync", if durable { "always" } else { "no" }.into()),
         ("tailstore-durability", config.durability.clone()),
         ("requirepass", shared.password.setting()),
+        ("acllog-max-len", super::auth::LOG_MAX_ENTRIES.to_string()),
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
         ("proto-max-bulk-len", config.max_bulk.to_string()),

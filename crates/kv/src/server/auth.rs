@@ -12,15 +12,22 @@
 //!   requirepass); one that is not may run everything while no password is set. RESET
 //!   makes it unauthenticated again if a password is set.
 //!
+//! Each refused AUTH or HELLO AUTH is recorded for ACL LOG, as Redis records it: newest
+//! first, at most 128 entries (its `acllog-max-len`), a refusal like one of the ten newest
+//! (the same command and user name, within 60 s) counted in that entry, which moves to the
+//! front. A server without ACL users refuses nothing else that Redis logs.
+//!
 //! A password is compared by its SHA-256 digest, in a time that does not depend on where
 //! the bytes differ (Redis's `time_independent_strcmp` has the same purpose). ACL LIST shows
 //! the digest and CONFIG GET requirepass the password itself, as Redis does, to clients that
 //! passed the check.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use tailstore_resp::Reply;
 
@@ -50,7 +57,27 @@ pub struct Password {
     /// Whether a password is set: read for each command of an unauthenticated connection
     /// without taking the lock.
     required: AtomicBool,
+    /// ACL LOG: the refused attempts, newest first.
+    refusals: Mutex<VecDeque<Refusal>>,
 }
+
+/// One ACL LOG entry: refused attempts of one command and user name.
+struct Refusal {
+    count: u64,
+    /// "AUTH" or "HELLO".
+    command: &'static str,
+    user: Vec<u8>,
+    /// The last attempt's time and its client's CLIENT LIST line.
+    at: Instant,
+    client: String,
+}
+
+/// Redis's `acllog-max-len` default.
+pub const LOG_MAX_ENTRIES: usize = 128;
+/// A refusal is counted in an entry this recent (Redis's `ACL_LOG_GROUPING_MAX_TIME_DELTA`)…
+const GROUPING_WINDOW: Duration = Duration::from_secs(60);
+/// …among this many of the newest.
+const GROUPING_DEPTH: usize = 10;
 
 struct Set {
     text: Vec<u8>,
@@ -65,6 +92,7 @@ impl Password {
         let password = Password {
             set: RwLock::new(None),
             required: AtomicBool::new(false),
+            refusals: Mutex::new(VecDeque::new()),
         };
         password.change(initial.map(|secret| secret.0.clone()).unwrap_or_default());
         password
@@ -106,6 +134,61 @@ impl Password {
             ));
         }
         self.check(b"default", password)
+    }
+
+    /// Records a refused attempt of `command` ("AUTH" or "HELLO") to log in as `user` by
+    /// the client `client` (its CLIENT LIST line) for ACL LOG.
+    pub fn note_refusal(&self, command: &'static str, user: &[u8], client: String) {
+        let now = Instant::now();
+        let mut refusals = self.refusals.lock();
+        let similar = refusals.iter().take(GROUPING_DEPTH).position(|entry| {
+            entry.command == command
+                && entry.user == user
+                && now.duration_since(entry.at) < GROUPING_WINDOW
+        });
+        let entry = match similar.and_then(|at| refusals.remove(at)) {
+            Some(entry) => Refusal {
+                count: entry.count + 1,
+                at: now,
+                client,
+                ..entry
+            },
+            None => Refusal {
+                count: 1,
+                command,
+                user: user.to_vec(),
+                at: now,
+                client,
+            },
+        };
+        refusals.push_front(entry);
+        refusals.truncate(LOG_MAX_ENTRIES);
+    }
+
+    /// ACL LOG [count]: the newest `count` entries (10 when not given), each a map.
+    pub fn refusals_reply(&self, count: usize) -> Reply {
+        let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        let refusals = self.refusals.lock();
+        let entries = refusals.iter().take(count).map(|entry| {
+            Reply::Map(vec![
+                (text("count"), Reply::Int(entry.count as i64)),
+                (text("reason"), text("auth")),
+                (text("context"), text("toplevel")),
+                (text("object"), text(entry.command)),
+                (text("username"), Reply::Bulk(entry.user.clone())),
+                (
+                    text("age-seconds"),
+                    Reply::Double(entry.at.elapsed().as_millis() as f64 / 1000.0),
+                ),
+                (text("client-info"), text(&entry.client)),
+            ])
+        });
+        Reply::Array(entries.collect())
+    }
+
+    /// ACL LOG RESET.
+    pub fn forget_refusals(&self) {
+        self.refusals.lock().clear();
     }
 
     /// What CONFIG GET requirepass answers: the password, or empty.
@@ -219,6 +302,66 @@ mod tests {
         ] {
             assert!(refusal(&args(refused)).is_some(), "{refused:?}");
         }
+    }
+
+    /// The entries of ACL LOG as (count, command, user), newest first.
+    fn logged(password: &Password) -> Vec<(i64, String, String)> {
+        let Reply::Array(entries) = password.refusals_reply(usize::MAX) else {
+            panic!("ACL LOG is an array");
+        };
+        entries
+            .into_iter()
+            .map(|entry| {
+                let Reply::Map(pairs) = entry else {
+                    panic!("an entry is a map")
+                };
+                let field = |name: &str| {
+                    let at = pairs
+                        .iter()
+                        .position(|(key, _)| *key == Reply::Bulk(name.as_bytes().to_vec()));
+                    pairs[at.expect("the field")].1.clone()
+                };
+                let text = |reply: Reply| match reply {
+                    Reply::Bulk(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                    other => panic!("{other:?}"),
+                };
+                let Reply::Int(count) = field("count") else {
+                    panic!("count")
+                };
+                (count, text(field("object")), text(field("username")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn refusals_are_logged_newest_first_and_like_ones_counted_together() {
+        let password = Password::new(Some(&secret("pw")));
+        password.note_refusal("AUTH", b"default", "client 1".into());
+        password.note_refusal("AUTH", b"bob", "client 1".into());
+        password.note_refusal("HELLO", b"default", "client 2".into());
+        password.note_refusal("AUTH", b"default", "client 3".into());
+        assert_eq!(
+            logged(&password),
+            [
+                (2, "AUTH".into(), "default".into()),
+                (1, "HELLO".into(), "default".into()),
+                (1, "AUTH".into(), "bob".into()),
+            ]
+        );
+        // Only the ten newest are looked at for a like entry.
+        for user in 0..10 {
+            password.note_refusal("AUTH", user.to_string().as_bytes(), String::new());
+        }
+        password.note_refusal("AUTH", b"bob", String::new());
+        let log = logged(&password);
+        assert_eq!(log[0], (1, "AUTH".into(), "bob".into()));
+        assert_eq!(log.len(), 14);
+        for user in 0..LOG_MAX_ENTRIES {
+            password.note_refusal("HELLO", user.to_string().as_bytes(), String::new());
+        }
+        assert_eq!(logged(&password).len(), LOG_MAX_ENTRIES);
+        password.forget_refusals();
+        assert!(logged(&password).is_empty());
     }
 
     #[test]

@@ -168,10 +168,13 @@ fn acl(args: &[Vec<u8>], password: &Password) -> Reply {
             "user default on {} ~* &* +@all",
             password.acl_rule()
         ))]),
-        ("log", 2) => Reply::Array(Vec::new()),
-        ("log", 3) if is(&args[2], "reset") => Reply::ok(),
+        ("log", 2) => password.refusals_reply(10),
+        ("log", 3) if is(&args[2], "reset") => {
+            password.forget_refusals();
+            Reply::ok()
+        }
         ("log", 3) => match parse_int(&args[2]) {
-            Ok(_) => Reply::Array(Vec::new()),
+            Ok(count) => password.refusals_reply(usize::try_from(count).unwrap_or(0)),
             Err(_) => Reply::error("ERR value is not an integer or out of range"),
         },
         ("genpass", 2 | 3) => genpass(args.get(2)),
