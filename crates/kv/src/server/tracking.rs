@@ -45,6 +45,12 @@ use crate::command::is;
 /// bound.
 pub const MAX_TRACKED_KEYS: usize = 1_000_000;
 
+/// Keys a read forgets at most, beyond as many as it added, while the table is brought back
+/// under [`MAX_TRACKED_KEYS`]: a tenth of the limit at once held one read (and every
+/// tracking client's, on the table's lock) for 66 ms in a release build; a thousand keys
+/// take well under a millisecond, and the table shrinks with every read until it is done.
+const EVICTION_STEP: usize = 1_000;
+
 /// The pub/sub channel a RESP2 client receives redirected invalidations on.
 pub const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 
@@ -115,6 +121,8 @@ struct Table {
     /// Default mode: each key read, with the clients that read it. Entries of clients
     /// that have since turned tracking off or to BCAST are skipped when the key is written.
     keys: HashMap<Vec<u8>, BTreeSet<u64>>,
+    /// Keys went past the limit, and reads are forgetting some until a tenth below it.
+    evicting: bool,
     /// BCAST: each prefix, with its clients.
     prefixes: BTreeMap<Vec<u8>, BTreeSet<u64>>,
     clients: HashMap<u64, Listener>,
@@ -213,10 +221,12 @@ impl Tracking {
             return;
         }
         let mut table = self.table.lock();
+        let before = table.keys.len();
         for key in keys {
             table.keys.entry(key.to_vec()).or_default().insert(conn.id);
         }
-        let evicted = table.evict(MAX_TRACKED_KEYS);
+        let added = table.keys.len() - before;
+        let evicted = table.evict(MAX_TRACKED_KEYS, EVICTION_STEP + added);
         drop(table);
         route(clients, evicted, &mut conn.published);
     }
@@ -260,15 +270,19 @@ impl Tracking {
 }
 
 impl Table {
-    /// Past `most` remembered keys, forgets a tenth of them (whichever the map yields
-    /// first) and answers the invalidations that tell their clients, as Redis's
+    /// Past `most` remembered keys, forgets up to `step` of them (whichever the map yields
+    /// first: about a random choice, as Redis's), and so at each call until a tenth of
+    /// `most` below it; answers the invalidations that tell their clients, as Redis's
     /// `tracking-table-max-keys` does: a client's copy is dropped, never left unwatched.
-    fn evict(&mut self, most: usize) -> Vec<Due> {
-        if self.keys.len() <= most {
+    fn evict(&mut self, most: usize, step: usize) -> Vec<Due> {
+        self.evicting |= self.keys.len() > most;
+        if !self.evicting {
             return Vec::new();
         }
-        let excess = self.keys.len() - most + most / 10;
-        let victims: Vec<Vec<u8>> = self.keys.keys().take(excess).cloned().collect();
+        let excess = self.keys.len().saturating_sub(most - most / 10);
+        let count = excess.min(step);
+        self.evicting = count < excess;
+        let victims: Vec<Vec<u8>> = self.keys.keys().take(count).cloned().collect();
         let keys: Vec<&[u8]> = victims.iter().map(Vec::as_slice).collect();
         // Not written (BCAST clients hear nothing), and by no client: NOLOOP spares nobody.
         self.forget_reads(0, &keys)
@@ -704,9 +718,9 @@ mod tests {
                 .or_default()
                 .insert(1);
         }
-        assert!(table.evict(25).is_empty(), "at the limit, nothing goes");
+        assert!(table.evict(25, 10).is_empty(), "at the limit, nothing goes");
         table.keys.entry(b"k25".to_vec()).or_default().insert(1);
-        let due = table.evict(25);
+        let due = table.evict(25, 10);
         // 26 keys against 25: one over, and a tenth of the limit more (2).
         assert_eq!(table.keys.len(), 23);
         let told = due_keys(&due);
@@ -716,6 +730,35 @@ mod tests {
             "one message per key, NOLOOP or not: {told:?}"
         );
         assert!(told.iter().all(|(at, keys)| *at == 1 && keys.len() == 1));
+    }
+
+    #[test]
+    fn keys_past_the_limit_are_forgotten_a_step_at_a_time_down_to_a_tenth_below() {
+        let mut table = Table::default();
+        table.clients.insert(1, listener(1, false, false));
+        let add = |table: &mut Table, from: usize, to: usize| {
+            for n in from..to {
+                let key = format!("k{n}").into_bytes();
+                table.keys.entry(key).or_default().insert(1);
+            }
+        };
+        add(&mut table, 0, 101);
+        // 101 against 100: down to 90, five keys a call.
+        let mut lengths = Vec::new();
+        for _ in 0..4 {
+            let due = table.evict(100, 5);
+            assert_eq!(
+                due.len() + table.keys.len(),
+                lengths.last().copied().unwrap_or(101)
+            );
+            lengths.push(table.keys.len());
+        }
+        assert_eq!(lengths, [96, 91, 90, 90]);
+        // Under the limit again, new keys are kept until it is passed.
+        add(&mut table, 101, 111);
+        assert!(table.evict(100, 5).is_empty());
+        add(&mut table, 111, 112);
+        assert_eq!(table.evict(100, 5).len(), 5);
     }
 
     #[test]
