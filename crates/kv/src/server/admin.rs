@@ -217,23 +217,18 @@ fn client_name(name: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
 
 /// AUTH [user] password (`server/auth.rs`).
 fn auth(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    let (user, checked) = match args {
-        [_, password] => (&b"default"[..], shared.password.check_default(password)),
-        [_, user, password] => (&user[..], shared.password.check(user, password)),
+    let (user, password) = match args {
+        [_, password] => (None, password),
+        [_, user, password] => (Some(&user[..]), password),
         _ => return Reply::error("ERR syntax error"),
     };
-    match checked {
+    let client = || conn.listing().line();
+    match shared.password.attempt("AUTH", user, password, client) {
         Ok(()) => {
             conn.authenticated = true;
             Reply::ok()
         }
-        Err(refused) => {
-            if shared.password.required() || args.len() == 3 {
-                let client = conn.listing().line();
-                shared.password.note_refusal("AUTH", user, client);
-            }
-            refused
-        }
+        Err(refused) => refused,
     }
 }
 
@@ -290,13 +285,13 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         }
     }
     if let Some((user, password)) = credentials {
-        match shared.password.check(user, password) {
+        let client = || conn.listing().line();
+        match shared
+            .password
+            .attempt("HELLO", Some(user), password, client)
+        {
             Ok(()) => conn.authenticated = true,
-            Err(refused) => {
-                let client = conn.listing().line();
-                shared.password.note_refusal("HELLO", user, client);
-                return refused;
-            }
+            Err(refused) => return refused,
         }
     }
     if !conn.authenticated && shared.password.required() {
@@ -648,8 +643,8 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
 }
 
 /// CONFIG SET of (name, value) pairs. The slow log's two settings and `requirepass` change
-/// at run time; the others are command-line options, so a pair that would change one is refused and nothing
-/// is set; pairs whose values are already in effect (a client making sure of `appendfsync
+/// at run time; the others are command-line options, so a pair that would change one is
+/// refused and nothing is set; pairs whose values are already in effect (a client making sure of `appendfsync
 /// always` before it relies on it, say) are accepted and change nothing, as Redis accepts
 /// setting a value it already has.
 fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {

@@ -114,31 +114,41 @@ impl Password {
         self.required.store(set.is_some(), Ordering::Release);
     }
 
-    /// AUTH's and HELLO AUTH's check of `user` and `password`.
-    pub fn check(&self, user: &[u8], password: &[u8]) -> Result<(), Reply> {
-        if user != b"default" {
-            return Err(Reply::error(WRONGPASS));
-        }
-        match &*self.set.read() {
-            None => Ok(()),
-            Some(set) if same_digest(&set.digest, &digest(password)) => Ok(()),
-            Some(_) => Err(Reply::error(WRONGPASS)),
-        }
-    }
-
-    /// AUTH password: the default user's check, or Redis's refusal when none is set.
-    pub fn check_default(&self, password: &[u8]) -> Result<(), Reply> {
-        if !self.required() {
+    /// An attempt of `command` ("AUTH" or "HELLO") to log in as `user` (`None`: AUTH's
+    /// one-argument form, the default user) with `password`. A wrong user or password is
+    /// refused with WRONGPASS and recorded for ACL LOG with `client` (its CLIENT LIST
+    /// line); AUTH's one-argument form with no password set is Redis's configuration
+    /// error, not a refusal.
+    pub fn attempt(
+        &self,
+        command: &'static str,
+        user: Option<&[u8]>,
+        password: &[u8],
+        client: impl FnOnce() -> String,
+    ) -> Result<(), Reply> {
+        if user.is_none() && !self.required() {
             return Err(Reply::error(
                 "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
             ));
         }
-        self.check(b"default", password)
+        let user = user.unwrap_or(b"default");
+        if self.accepts(user, password) {
+            return Ok(());
+        }
+        self.note_refusal(command, user, client());
+        Err(Reply::error(WRONGPASS))
     }
 
-    /// Records a refused attempt of `command` ("AUTH" or "HELLO") to log in as `user` by
-    /// the client `client` (its CLIENT LIST line) for ACL LOG.
-    pub fn note_refusal(&self, command: &'static str, user: &[u8], client: String) {
+    fn accepts(&self, user: &[u8], password: &[u8]) -> bool {
+        user == b"default"
+            && match &*self.set.read() {
+                None => true,
+                Some(set) => same_digest(&set.digest, &digest(password)),
+            }
+    }
+
+    /// Records a refused attempt for ACL LOG.
+    fn note_refusal(&self, command: &'static str, user: &[u8], client: String) {
         let now = Instant::now();
         let mut refusals = self.refusals.lock();
         let similar = refusals.iter().take(GROUPING_DEPTH).position(|entry| {
@@ -248,13 +258,27 @@ mod tests {
         Secret(text.as_bytes().to_vec())
     }
 
+    fn auth(password: &Password, user: Option<&str>, given: &str) -> Result<(), Reply> {
+        password.attempt(
+            "AUTH",
+            user.map(str::as_bytes),
+            given.as_bytes(),
+            String::new,
+        )
+    }
+
     #[test]
     fn no_password_takes_any_for_default_and_refuses_plain_auth() {
         let password = Password::new(None);
         assert!(!password.required());
-        assert!(password.check(b"default", b"anything").is_ok());
-        assert!(password.check(b"other", b"anything").is_err());
-        assert!(password.check_default(b"anything").is_err());
+        assert!(auth(&password, Some("default"), "anything").is_ok());
+        assert!(auth(&password, Some("other"), "anything").is_err());
+        assert_eq!(
+            auth(&password, None, "anything"),
+            Err(Reply::error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
+        );
+        // Only the refused user is logged: the configuration error is no attempt.
+        assert_eq!(logged(&password), [(1, "AUTH".into(), "other".into())]);
         assert_eq!(password.acl_rule(), "nopass");
         assert_eq!(Password::new(Some(&secret(""))).acl_rule(), "nopass");
     }
@@ -263,11 +287,15 @@ mod tests {
     fn a_password_is_checked_and_changed() {
         let password = Password::new(Some(&secret("secret")));
         assert!(password.required());
-        assert!(password.check_default(b"secret").is_ok());
-        assert!(password.check_default(b"secreT").is_err());
-        assert!(password.check_default(b"secret ").is_err());
-        assert!(password.check(b"default", b"").is_err());
-        assert!(password.check(b"someone", b"secret").is_err());
+        assert!(auth(&password, None, "secret").is_ok());
+        assert!(auth(&password, Some("default"), "secret").is_ok());
+        assert_eq!(
+            auth(&password, None, "secreT"),
+            Err(Reply::error(WRONGPASS))
+        );
+        assert!(auth(&password, None, "secret ").is_err());
+        assert!(auth(&password, Some("default"), "").is_err());
+        assert!(auth(&password, Some("someone"), "secret").is_err());
         assert_eq!(password.setting(), "secret");
         // Redis's ACL LIST for requirepass "secret".
         assert_eq!(
@@ -275,8 +303,8 @@ mod tests {
             "#2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
         );
         password.change(b"other".to_vec());
-        assert!(password.check_default(b"secret").is_err());
-        assert!(password.check_default(b"other").is_ok());
+        assert!(auth(&password, None, "secret").is_err());
+        assert!(auth(&password, None, "other").is_ok());
         password.change(Vec::new());
         assert!(!password.required());
         assert_eq!(password.setting(), "");
