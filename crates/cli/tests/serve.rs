@@ -98,14 +98,7 @@ fn a_password_from_a_file_is_asked_for() {
         support::path(&file),
     ];
     let server = Server::start(&args);
-    assert!(
-        server
-            .said
-            .iter()
-            .any(|line| line.contains("clients must AUTH")),
-        "{:?}",
-        server.said
-    );
+    assert!(server.had_said("clients must AUTH"), "{:?}", server.said);
     let mut client = Client::connect(server.address).expect("connect");
     let noauth = Value::Error("NOAUTH Authentication required.".into());
     assert_eq!(client.call(&[b"SET", b"k", b"v"]), noauth);
@@ -160,10 +153,7 @@ fn a_stopped_server_checkpoints_and_restarts_with_nothing_to_replay() {
         let restarted = keys > 0;
         if restarted {
             assert!(
-                server
-                    .said
-                    .iter()
-                    .any(|line| line.contains("replayed 0 log bytes")),
+                server.had_said("replayed 0 log bytes"),
                 "after a clean stop, a start replays nothing: {:?}",
                 server.said
             );

@@ -117,6 +117,12 @@ impl Server {
         }
     }
 
+    /// Whether a line it said up to its "listening on" line contains `needle`.
+    #[allow(dead_code)] // not every test binary that shares this module asks
+    pub fn had_said(&self, needle: &str) -> bool {
+        self.said.iter().any(|line| line.contains(needle))
+    }
+
     /// The first line it says from now on, within `limit`, that contains `needle`; the
     /// lines before it are dropped.
     #[allow(dead_code)] // not every test binary that shares this module asks
