@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
-use tailstore_kv::server::{Secret, Server, ServerConfig};
+use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
@@ -98,6 +98,17 @@ pub struct ServeArgs {
     /// Reads the password (see --requirepass) from the first line of FILE.
     #[arg(long, value_name = "FILE")]
     pub requirepass_file: Option<PathBuf>,
+    /// Speak TLS on --listen (only TLS: as Redis's tls-port with port 0), with this
+    /// certificate chain (PEM, the server's certificate first). Needs --tls-key-file.
+    #[arg(long, value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of --tls-cert-file (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// With TLS, ask every client for a certificate signed by one of these authorities
+    /// (PEM), as Redis's tls-auth-clients does; without it, clients are not asked for one.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_ca_cert_file: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -198,6 +209,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .resolve(&allowed, &cores, loops)
         .map_err(|e| format!("--background-cpus: {e}"))?;
     let password = password(args)?;
+    let tls = tls(args)?;
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();
@@ -263,6 +275,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         durable_replies: durable,
         recovery,
         password: password.clone(),
+        tls: tls.clone(),
     };
     let server = Server::start(ks.clone(), server_config, stop)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -278,10 +291,15 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         );
     }
     eprintln!(
-        "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}; {}",
+        "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}; {}; {}",
         server.address(),
         if loops == 1 { "" } else { "s" },
-        if password.is_some() { "clients must AUTH" } else { "no password" }
+        if password.is_some() { "clients must AUTH" } else { "no password" },
+        match (&tls, &args.tls_ca_cert_file) {
+            (None, _) => "plain TCP",
+            (Some(_), None) => "TLS",
+            (Some(_), Some(_)) => "TLS, clients must present a certificate",
+        }
     );
     let served = server.wait();
     close(ks)?;
@@ -307,6 +325,20 @@ fn password(args: &ServeArgs) -> CliResult<Option<Secret>> {
         );
     }
     Ok(Some(secret))
+}
+
+/// The TLS settings `--tls-cert-file`, `--tls-key-file` and `--tls-ca-cert-file` give,
+/// loaded and checked; `None` for plain TCP.
+fn tls(args: &ServeArgs) -> CliResult<Option<Tls>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) else {
+        return Ok(None);
+    };
+    let files = TlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        client_ca: args.tls_ca_cert_file.clone(),
+    };
+    Ok(Some(Tls::load(&files).map_err(|e| format!("TLS: {e}"))?))
 }
 
 fn validate(args: &ServeArgs) -> CliResult<()> {

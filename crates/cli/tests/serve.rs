@@ -76,6 +76,23 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "{flag} {value}: the database directory was created"
         );
     }
+    let (missing, here) = ("/nonexistent/server.crt", "Cargo.toml");
+    for (tls, needle) in [
+        (
+            &["--tls-cert-file", missing, "--tls-key-file", missing][..],
+            "TLS: cannot read /nonexistent/server.crt",
+        ),
+        (
+            &["--tls-cert-file", here, "--tls-key-file", here],
+            "TLS: Cargo.toml holds no PEM certificate",
+        ),
+        (&["--tls-cert-file", here], "--tls-key-file"),
+        (&["--tls-ca-cert-file", here], "--tls-cert-file"),
+    ] {
+        let args = [&["--db", db, "--listen", "127.0.0.1:0"][..], tls].concat();
+        serve_refused(&args, needle);
+        assert!(!std::path::Path::new(db).exists(), "{tls:?}: created");
+    }
 }
 
 /// `--requirepass-file`: the first line of the file is the password; clients are refused

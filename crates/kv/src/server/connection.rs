@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mio::net::TcpStream;
+use rustls::ServerConnection;
 use tailstore_resp::{Limits, Protocol, RequestParser};
 
 use std::collections::BTreeSet;
@@ -95,6 +96,9 @@ pub struct Connection {
     /// It may run commands while a password is set: it gave the password, or it connected
     /// while none was set (`server/auth.rs`).
     pub authenticated: bool,
+    /// The TLS session its bytes pass through, on a server that speaks TLS
+    /// (`server/tls.rs`).
+    pub tls: Option<Box<ServerConnection>>,
     /// When it connected, and when its last command began (ms after that), for CLIENT
     /// LIST's `age` and `idle`: shared with its listing, which other loops read.
     created: Instant,
@@ -145,6 +149,7 @@ impl Connection {
             replies_to_skip: 0,
             tracking: None,
             authenticated: true,
+            tls: None,
             created: Instant::now(),
             last_active_ms: Arc::default(),
         }
@@ -171,6 +176,9 @@ impl Connection {
         if self.blocked.is_some() && self.filled - self.parsed >= BLOCKED_INPUT {
             return Ok(true); // read again once unblocked (`unread` is set then)
         }
+        if self.tls.is_some() {
+            return self.fill_through_tls();
+        }
         let mut read = 0;
         loop {
             if read >= READ_PER_PASS {
@@ -186,6 +194,48 @@ impl Connection {
                     read += n;
                     if n < room && !self.read_to_the_end {
                         return Ok(true);
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// [`Connection::fill`] through the TLS session: the plaintext it holds first, then
+    /// records from the socket, until the socket has nothing more (a short read proves
+    /// nothing here: the session reads records, not what the client sent). A record that
+    /// does not decrypt, or a failed handshake, is an error: the session's alert is sent
+    /// and the connection closed.
+    fn fill_through_tls(&mut self) -> io::Result<bool> {
+        let mut read = 0;
+        loop {
+            if read >= READ_PER_PASS {
+                self.unread = true;
+                return Ok(true);
+            }
+            self.make_room();
+            let Some(tls) = self.tls.as_deref_mut() else {
+                return Ok(true);
+            };
+            match tls.reader().read(&mut self.input[self.filled..]) {
+                // The client's close_notify: the end of its stream.
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.filled += n;
+                    read += n;
+                    continue;
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(err),
+            }
+            match tls.read_tls(&mut self.stream) {
+                Ok(0) => return Ok(false),
+                Ok(_) => {
+                    if let Err(refused) = tls.process_new_packets() {
+                        let _ = tls.write_tls(&mut self.stream); // the alert, if it fits
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, refused));
                     }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
@@ -270,6 +320,9 @@ impl Connection {
 
     /// Writes as much of the output as the socket takes; whether everything was written.
     pub fn flush(&mut self) -> io::Result<bool> {
+        if self.tls.is_some() {
+            return self.flush_through_tls();
+        }
         while self.written < self.output.len() {
             match self.stream.write(&self.output[self.written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -284,7 +337,49 @@ impl Connection {
         Ok(true)
     }
 
-    /// CLIENT LIST's line for this connection.
+    /// [`Connection::flush`] through the TLS session: the output is handed to the session
+    /// as far as its buffer takes it (rustls's default limit), and the session's records
+    /// (the handshake's too) are written while the socket takes them.
+    fn flush_through_tls(&mut self) -> io::Result<bool> {
+        let Some(tls) = self.tls.as_deref_mut() else {
+            return Ok(true);
+        };
+        loop {
+            let taken = match self.output.get(self.written..) {
+                Some(unsent) if !unsent.is_empty() => tls.writer().write(unsent)?,
+                _ => 0,
+            };
+            self.written += taken;
+            while tls.wants_write() {
+                match tls.write_tls(&mut self.stream) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            if self.written == self.output.len() {
+                self.output.clear();
+                self.written = 0;
+                return Ok(true);
+            }
+            if taken == 0 {
+                // Nothing taken and nothing to send: the handshake has not finished, so
+                // the session holds the replies back until the client speaks again.
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Ends the TLS session, if any, with a close_notify, sent if the socket takes it now.
+    pub fn close_tls(&mut self) {
+        if let Some(tls) = self.tls.as_deref_mut() {
+            tls.send_close_notify();
+            let _ = tls.write_tls(&mut self.stream);
+        }
+    }
+
     /// CLIENT LIST's flags, as Redis writes those this server has: P subscribed, x in
     /// MULTI, b blocked, t tracking (R its redirect's client gone, B broadcasting), N none.
     fn flags(&self) -> String {

@@ -26,11 +26,13 @@ mod pause;
 mod pubsub;
 mod slowlog;
 mod standalone;
+mod tls;
 mod tracking;
 mod worker;
 
 pub use auth::Secret;
 pub use functions::subcommand_arity as function_arity;
+pub use tls::{Tls, TlsError, TlsFiles};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -68,6 +70,8 @@ pub struct ServerConfig {
     pub recovery: Duration,
     /// The default user's password (`requirepass`); `None`: no password.
     pub password: Option<Secret>,
+    /// TLS on every connection (`server/tls.rs`); `None`: plain TCP.
+    pub tls: Option<Tls>,
 }
 
 /// Counters and settings every worker shares.

@@ -38,6 +38,7 @@ use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
+use super::tls::Tls;
 use super::Shared;
 use crate::script::Vm;
 
@@ -436,10 +437,13 @@ impl Worker {
             if shared.clients.fetch_add(1, Ordering::Relaxed) >= shared.config.max_clients {
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
                 shared.rejected.fetch_add(1, Ordering::Relaxed);
-                let mut refusal = Vec::new();
-                Reply::error("ERR max number of clients reached")
-                    .encode(Default::default(), &mut refusal);
-                let _ = io::Write::write(&mut stream, &refusal);
+                if shared.config.tls.is_none() {
+                    // (A TLS client would read it as a broken record: it is just closed.)
+                    let mut refusal = Vec::new();
+                    Reply::error("ERR max number of clients reached")
+                        .encode(Default::default(), &mut refusal);
+                    let _ = io::Write::write(&mut stream, &refusal);
+                }
                 continue;
             }
             let loops = &shared.loops;
@@ -455,6 +459,15 @@ impl Worker {
     /// Starts serving a connection accepted for this worker.
     fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
         let shared = &self.shared;
+        let session = match shared.config.tls.as_ref().map(Tls::session).transpose() {
+            Ok(session) => session.map(Box::new),
+            Err(err) => {
+                // This connection's failure, not the loop's: it is dropped (closed).
+                eprintln!("tailstore serve: cannot start a TLS session: {err}");
+                shared.clients.fetch_sub(1, Ordering::Relaxed);
+                return Ok(());
+            }
+        };
         let _ = stream.set_nodelay(true);
         let token = Token(self.next_token);
         self.next_token += 1;
@@ -481,6 +494,7 @@ impl Worker {
             .unwrap_or_default();
         let mut conn = Connection::new(stream, id, home, peer.to_string(), local, limits);
         conn.authenticated = !shared.password.required();
+        conn.tls = session;
         shared.client_list.update(&conn);
         self.connections.insert(token, conn);
         shared.loops[self.index]
@@ -570,6 +584,7 @@ impl Worker {
             if conn.monitoring {
                 self.shared.monitors.remove(conn.home);
             }
+            conn.close_tls();
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared.clients.fetch_sub(1, Ordering::Relaxed);
             self.shared.client_list.remove(conn.id);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, FromRedisValue, Value};
 use tailstore_engine::{Database, DbConfig};
-use tailstore_kv::server::{Secret, Server, ServerConfig};
+use tailstore_kv::server::{Secret, Server, ServerConfig, Tls};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
@@ -90,6 +90,8 @@ pub struct Options {
     pub exclusive: bool,
     /// `requirepass`.
     pub password: Option<&'static str>,
+    /// TLS on every connection.
+    pub tls: Option<Tls>,
 }
 
 impl Default for Options {
@@ -103,6 +105,7 @@ impl Default for Options {
             poll_spin: Duration::from_micros(50),
             exclusive: false,
             password: None,
+            tls: None,
         }
     }
 }
@@ -167,6 +170,7 @@ impl TestServer {
             durable_replies: durable,
             recovery: Duration::ZERO,
             password: options.password.map(|p| Secret(p.as_bytes().to_vec())),
+            tls: options.tls.clone(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =

@@ -1,0 +1,290 @@
+//! TLS on the server's connections (`server/tls.rs`): pipelined commands and values many
+//! records long, a plaintext client refused without harm to the others, client
+//! certificates when asked for, and `redis-cli --tls` against it.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair,
+};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use support::{Options, TestServer};
+use tailstore_kv::server::{Tls, TlsFiles};
+use tempfile::TempDir;
+
+/// A certificate authority, a server certificate for 127.0.0.1 and a client certificate it
+/// signed, as PEM files in a temporary directory.
+struct Certificates {
+    dir: TempDir,
+    ca: rcgen::Certificate,
+    client: (rcgen::Certificate, KeyPair),
+}
+
+impl Certificates {
+    fn new() -> Certificates {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let ca_key = KeyPair::generate().expect("a key");
+        let mut ca_params = params(&[], "tailstore test CA");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params
+            .self_signed(&ca_key)
+            .expect("the CA's certificate");
+        let issuer = Issuer::new(ca_params, ca_key);
+        let server_key = KeyPair::generate().expect("a key");
+        let server = params(&["127.0.0.1"], "127.0.0.1")
+            .signed_by(&server_key, &issuer)
+            .expect("the server's certificate");
+        let client_key = KeyPair::generate().expect("a key");
+        let mut client_params = params(&[], "a client");
+        client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client = client_params
+            .signed_by(&client_key, &issuer)
+            .expect("the client's certificate");
+        let write = |name: &str, pem: String| {
+            std::fs::write(dir.path().join(name), pem).expect("write a PEM file");
+        };
+        write("ca.crt", ca.pem());
+        write("server.crt", server.pem());
+        write("server.key", server_key.serialize_pem());
+        write("client.crt", client.pem());
+        write("client.key", client_key.serialize_pem());
+        Certificates {
+            dir,
+            ca,
+            client: (client, client_key),
+        }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The server's settings, loaded from the files as `serve` loads them.
+    fn server(&self, ask_clients: bool) -> Tls {
+        Tls::load(&TlsFiles {
+            cert: self.path("server.crt"),
+            key: self.path("server.key"),
+            client_ca: ask_clients.then(|| self.path("ca.crt")),
+        })
+        .expect("the TLS settings")
+    }
+
+    /// A client that trusts the CA, presenting the client certificate if `certified`.
+    fn client(&self, certified: bool) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.der().clone()).expect("the CA");
+        let builder = ClientConfig::builder().with_root_certificates(roots);
+        let config = if certified {
+            let (cert, key) = &self.client;
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+            builder
+                .with_client_auth_cert(vec![cert.der().clone()], key)
+                .expect("the client's certificate")
+        } else {
+            builder.with_no_client_auth()
+        };
+        Arc::new(config)
+    }
+}
+
+/// Certificate parameters for `names`, with a subject of its own: OpenSSL takes a
+/// certificate whose subject is its issuer's for a self-signed one, and refuses it.
+fn params(names: &[&str], common_name: &str) -> CertificateParams {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).expect("params");
+    params.distinguished_name = DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params
+}
+
+fn tls_server(certificates: &Certificates, ask_clients: bool) -> TestServer {
+    TestServer::with(Options {
+        tls: Some(certificates.server(ask_clients)),
+        ..Options::default()
+    })
+}
+
+type Secure = StreamOwned<ClientConnection, TcpStream>;
+
+fn connect(server: &TestServer, config: Arc<ClientConfig>) -> Secure {
+    let name = ServerName::try_from("127.0.0.1").expect("a name");
+    let session = ClientConnection::new(config, name).expect("a client session");
+    let socket = TcpStream::connect(server.address()).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    StreamOwned::new(session, socket)
+}
+
+/// Reads exactly `expected.len()` bytes, which must be `expected`.
+#[track_caller]
+fn expect(stream: &mut Secure, expected: &[u8]) {
+    let mut got = vec![0; expected.len()];
+    stream.read_exact(&mut got).expect("the reply");
+    assert!(
+        got == expected,
+        "got {:?}…",
+        String::from_utf8_lossy(&got[..got.len().min(200)])
+    );
+}
+
+#[test]
+fn pipelined_commands_and_long_values_pass_through_tls() {
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, false);
+    let mut stream = connect(&server, certificates.client(false));
+    stream.write_all(b"PING\r\n").expect("write");
+    expect(&mut stream, b"+PONG\r\n");
+
+    // A thousand commands in one write, answered in order.
+    let mut pipeline = Vec::new();
+    let mut replies = Vec::new();
+    for n in 0..500 {
+        let value = format!("value-{n}");
+        pipeline.extend(format!("SET key:{n} {value}\r\nGET key:{n}\r\n").bytes());
+        replies.extend(format!("+OK\r\n${}\r\n{value}\r\n", value.len()).bytes());
+    }
+    stream.write_all(&pipeline).expect("write");
+    expect(&mut stream, &replies);
+
+    // 3 MiB each way: hundreds of TLS records, and writes the socket takes in parts.
+    let long: Vec<u8> = (0..3u32 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut set = format!("*3\r\n$3\r\nSET\r\n$4\r\nlong\r\n${}\r\n", long.len()).into_bytes();
+    set.extend(&long);
+    set.extend(b"\r\nGET long\r\n");
+    stream.write_all(&set).expect("write");
+    let mut reply = format!("+OK\r\n${}\r\n", long.len()).into_bytes();
+    reply.extend(&long);
+    reply.extend(b"\r\n");
+    expect(&mut stream, &reply);
+
+    // QUIT: the reply, then the server's close_notify (a clean end, not a cut).
+    stream.write_all(b"QUIT\r\n").expect("write");
+    expect(&mut stream, b"+OK\r\n");
+    let mut rest = Vec::new();
+    stream
+        .read_to_end(&mut rest)
+        .expect("a clean end of the session");
+    assert!(rest.is_empty());
+}
+
+#[test]
+fn a_plaintext_client_is_closed_and_the_others_go_on() {
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, false);
+    let mut secure = connect(&server, certificates.client(false));
+    secure.write_all(b"SET k v\r\n").expect("write");
+    expect(&mut secure, b"+OK\r\n");
+
+    let mut plain = server.raw();
+    plain.write_all(b"GET k\r\n").expect("write");
+    let mut answer = Vec::new();
+    // The server's alert, at most, then the end: never a reply in clear.
+    let _ = plain.read_to_end(&mut answer);
+    assert!(
+        !answer.windows(2).any(|w| w == b"\r\n"),
+        "a plaintext reply: {answer:?}"
+    );
+
+    secure.write_all(b"GET k\r\n").expect("write");
+    expect(&mut secure, b"$1\r\nv\r\n");
+}
+
+#[test]
+fn client_certificates_are_required_when_asked_for() {
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, true);
+    let mut stranger = connect(&server, certificates.client(false));
+    let refused = stranger
+        .write_all(b"PING\r\n")
+        .and_then(|()| stranger.read_exact(&mut [0; 7]));
+    assert!(
+        refused.is_err(),
+        "a client without a certificate was served"
+    );
+
+    let mut known = connect(&server, certificates.client(true));
+    known.write_all(b"PING\r\n").expect("write");
+    expect(&mut known, b"+PONG\r\n");
+}
+
+#[test]
+fn bad_tls_files_are_refused_with_the_file_named() {
+    let certificates = Certificates::new();
+    let files = |cert: &str, key: &str| TlsFiles {
+        cert: certificates.path(cert),
+        key: certificates.path(key),
+        client_ca: None,
+    };
+    let error = |files: TlsFiles| match Tls::load(&files) {
+        Ok(_) => panic!("{files:?} loaded"),
+        Err(error) => error.to_string(),
+    };
+    let missing = error(files("missing.crt", "server.key"));
+    assert!(
+        missing.contains("missing.crt") && missing.contains("cannot read"),
+        "{missing}"
+    );
+    let no_cert = error(files("server.key", "server.key"));
+    assert!(no_cert.contains("holds no PEM certificate"), "{no_cert}");
+    let no_key = error(files("server.crt", "server.crt"));
+    assert!(no_key.contains("holds no PEM private key"), "{no_key}");
+    let mismatch = error(files("server.crt", "client.key"));
+    assert!(mismatch.contains("do not make a TLS server"), "{mismatch}");
+}
+
+#[test]
+fn redis_cli_speaks_to_it_over_tls() {
+    let Ok(version) = std::process::Command::new("redis-cli")
+        .arg("--version")
+        .output()
+    else {
+        println!("redis-cli not found: skipping");
+        return;
+    };
+    assert!(version.status.success());
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, true);
+    let cli = |args: &[&str]| {
+        let ca = certificates.path("ca.crt");
+        let cert = certificates.path("client.crt");
+        let key = certificates.path("client.key");
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &server.port().to_string(), "--tls"])
+            .args([
+                "--cacert",
+                path(&ca),
+                "--cert",
+                path(&cert),
+                "--key",
+                path(&key),
+            ])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            out.status.success() && !said.is_empty(),
+            "redis-cli {args:?}: {said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said
+    };
+    assert_eq!(cli(&["SET", "greeting", "hello over TLS"]), "OK");
+    assert_eq!(cli(&["GET", "greeting"]), "hello over TLS");
+    assert_eq!(cli(&["DBSIZE"]), "1");
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
