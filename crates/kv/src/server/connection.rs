@@ -181,11 +181,9 @@ impl Connection {
         }
         let mut read = 0;
         loop {
-            if read >= READ_PER_PASS {
-                self.unread = true;
+            if !self.room_to_read(read) {
                 return Ok(true);
             }
-            self.make_room();
             let room = self.input.len() - self.filled;
             match self.stream.read(&mut self.input[self.filled..]) {
                 Ok(0) => return Ok(false),
@@ -211,11 +209,9 @@ impl Connection {
     fn fill_through_tls(&mut self) -> io::Result<bool> {
         let mut read = 0;
         loop {
-            if read >= READ_PER_PASS {
-                self.unread = true;
+            if !self.room_to_read(read) {
                 return Ok(true);
             }
-            self.make_room();
             let Some(tls) = self.tls.as_deref_mut() else {
                 return Ok(true);
             };
@@ -243,6 +239,18 @@ impl Connection {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// Before a read of a pass that has read `read` bytes from this connection: `false`,
+    /// and `unread` set for the next pass, once that is [`READ_PER_PASS`]; else room is
+    /// made for the read.
+    fn room_to_read(&mut self, read: usize) -> bool {
+        if read >= READ_PER_PASS {
+            self.unread = true;
+            return false;
+        }
+        self.make_room();
+        true
     }
 
     /// Ensures at least [`READ_CHUNK`] bytes of room after the data: first by moving the
