@@ -467,3 +467,56 @@ fn refused_with(out: std::process::Output, needle: &str) {
     assert!(said.contains(needle), "{needle:?} not in {said:?}");
     assert!(!said.contains("panicked"), "{said}");
 }
+
+/// `bench kv --tls` against `serve --tls-*` that asks clients for certificates: the load
+/// runs with the client's certificate; without `--tls`, without the authority or without
+/// a client certificate it stops with one clear line.
+#[test]
+fn bench_kv_speaks_tls() {
+    let certificates = tailstore_crash::certificates::Certificates::new();
+    let file = |name: &str| certificates.path(name).to_string_lossy().into_owned();
+    let (ca, cert, key) = (file("ca.crt"), file("client.crt"), file("client.key"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let (db, pmem) = (dir.path().join("db"), shm.path().join("db.pmem"));
+    let server_cert = file("server.crt");
+    let server_key = file("server.key");
+    let server = Server::start(&[
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--tls-cert-file",
+        &server_cert,
+        "--tls-key-file",
+        &server_key,
+        "--tls-ca-cert-file",
+        &ca,
+    ]);
+    assert!(server.had_said("TLS, clients must present a certificate"));
+    let address = server.address.to_string();
+    let bench = |extra: &[&str]| {
+        let base = ["bench", "kv", "--server", &address, "--requests", "200"];
+        tailstore(&[&base[..], extra, &["--clients", "4", "--pipeline", "4"]].concat())
+    };
+    let out = bench(&[
+        "--tls",
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("1,600 ops") && said.contains("errors: 0"),
+        "{said}"
+    );
+    refused_with(bench(&[]), "it speaks TLS (give --tls)");
+    refused_with(bench(&["--tls"]), "--tls-ca-cert-file");
+    let without_certificate = bench(&["--tls", "--tls-ca-cert-file", &ca]);
+    assert!(!without_certificate.status.success());
+    assert!(!text(&without_certificate.stderr).contains("panicked"));
+}

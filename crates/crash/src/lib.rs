@@ -1,5 +1,6 @@
 //! The SIGKILL crash harness shared by the log's and the engine's process-crash tests (and,
-//! in [`damage`], what the damage tests share).
+//! in [`damage`], what the damage tests share; in [`certificates`], the TLS tests'
+//! certificates).
 //!
 //! A test binary re-executes itself with `--exact <entry>` and [`CHILD_ENV`] set, so the
 //! entry test runs the child's workload instead of being an empty test. The child prints one
@@ -9,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod certificates;
 pub mod damage;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -10,106 +10,44 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair,
-};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use support::{Options, TestServer};
+use tailstore_crash::certificates::Certificates;
 use tailstore_kv::server::{Tls, TlsFiles};
-use tempfile::TempDir;
 
-/// A certificate authority, a server certificate for 127.0.0.1 and a client certificate it
-/// signed, as PEM files in a temporary directory.
-struct Certificates {
-    dir: TempDir,
-    ca: rcgen::Certificate,
-    client: (rcgen::Certificate, KeyPair),
+/// The server's settings, loaded from the files as `serve` loads them.
+fn server_tls(certificates: &Certificates, ask_clients: bool) -> Tls {
+    Tls::load(&TlsFiles {
+        cert: certificates.path("server.crt"),
+        key: certificates.path("server.key"),
+        client_ca: ask_clients.then(|| certificates.path("ca.crt")),
+    })
+    .expect("the TLS settings")
 }
 
-impl Certificates {
-    fn new() -> Certificates {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let ca_key = KeyPair::generate().expect("a key");
-        let mut ca_params = params(&[], "tailstore test CA");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = ca_params
-            .self_signed(&ca_key)
-            .expect("the CA's certificate");
-        let issuer = Issuer::new(ca_params, ca_key);
-        let server_key = KeyPair::generate().expect("a key");
-        let server = params(&["127.0.0.1"], "127.0.0.1")
-            .signed_by(&server_key, &issuer)
-            .expect("the server's certificate");
-        let client_key = KeyPair::generate().expect("a key");
-        let mut client_params = params(&[], "a client");
-        client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let client = client_params
-            .signed_by(&client_key, &issuer)
-            .expect("the client's certificate");
-        let write = |name: &str, pem: String| {
-            std::fs::write(dir.path().join(name), pem).expect("write a PEM file");
-        };
-        write("ca.crt", ca.pem());
-        write("server.crt", server.pem());
-        write("server.key", server_key.serialize_pem());
-        write("client.crt", client.pem());
-        write("client.key", client_key.serialize_pem());
-        Certificates {
-            dir,
-            ca,
-            client: (client, client_key),
-        }
-    }
-
-    fn path(&self, name: &str) -> std::path::PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// The server's settings, loaded from the files as `serve` loads them.
-    fn server(&self, ask_clients: bool) -> Tls {
-        Tls::load(&TlsFiles {
-            cert: self.path("server.crt"),
-            key: self.path("server.key"),
-            client_ca: ask_clients.then(|| self.path("ca.crt")),
-        })
-        .expect("the TLS settings")
-    }
-
-    /// A client that trusts the CA, presenting the client certificate if `certified`.
-    fn client(&self, certified: bool) -> Arc<ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.ca.der().clone()).expect("the CA");
-        let builder = ClientConfig::builder().with_root_certificates(roots);
-        let config = if certified {
-            let (cert, key) = &self.client;
-            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-            builder
-                .with_client_auth_cert(vec![cert.der().clone()], key)
-                .expect("the client's certificate")
-        } else {
-            builder.with_no_client_auth()
-        };
-        Arc::new(config)
-    }
-}
-
-/// Certificate parameters for `names`, with a subject of its own: OpenSSL takes a
-/// certificate whose subject is its issuer's for a self-signed one, and refuses it.
-fn params(names: &[&str], common_name: &str) -> CertificateParams {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names).expect("params");
-    params.distinguished_name = DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
-    params
+/// A client that trusts the authority, presenting the client certificate if `certified`.
+fn client_config(certificates: &Certificates, certified: bool) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(certificates.ca_der()))
+        .expect("the CA");
+    let builder = ClientConfig::builder().with_root_certificates(roots);
+    let config = if certified {
+        let (cert, key) = certificates.client_der();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
+        builder
+            .with_client_auth_cert(vec![CertificateDer::from(cert)], key)
+            .expect("the client's certificate")
+    } else {
+        builder.with_no_client_auth()
+    };
+    Arc::new(config)
 }
 
 fn tls_server(certificates: &Certificates, ask_clients: bool) -> TestServer {
     TestServer::with(Options {
-        tls: Some(certificates.server(ask_clients)),
+        tls: Some(server_tls(certificates, ask_clients)),
         ..Options::default()
     })
 }
@@ -142,7 +80,7 @@ fn expect(stream: &mut Secure, expected: &[u8]) {
 fn pipelined_commands_and_long_values_pass_through_tls() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, false);
-    let mut stream = connect(&server, certificates.client(false));
+    let mut stream = connect(&server, client_config(&certificates, false));
     stream.write_all(b"PING\r\n").expect("write");
     expect(&mut stream, b"+PONG\r\n");
 
@@ -182,7 +120,7 @@ fn pipelined_commands_and_long_values_pass_through_tls() {
 fn a_plaintext_client_is_closed_and_the_others_go_on() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, false);
-    let mut secure = connect(&server, certificates.client(false));
+    let mut secure = connect(&server, client_config(&certificates, false));
     secure.write_all(b"SET k v\r\n").expect("write");
     expect(&mut secure, b"+OK\r\n");
 
@@ -204,7 +142,7 @@ fn a_plaintext_client_is_closed_and_the_others_go_on() {
 fn client_certificates_are_required_when_asked_for() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, true);
-    let mut stranger = connect(&server, certificates.client(false));
+    let mut stranger = connect(&server, client_config(&certificates, false));
     let refused = stranger
         .write_all(b"PING\r\n")
         .and_then(|()| stranger.read_exact(&mut [0; 7]));
@@ -213,7 +151,7 @@ fn client_certificates_are_required_when_asked_for() {
         "a client without a certificate was served"
     );
 
-    let mut known = connect(&server, certificates.client(true));
+    let mut known = connect(&server, client_config(&certificates, true));
     known.write_all(b"PING\r\n").expect("write");
     expect(&mut known, b"+PONG\r\n");
 }

@@ -20,12 +20,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use mio::{Events, Interest, Poll, Token};
+use rustls::{ClientConnection, StreamOwned};
 use serde::Serialize;
 use tailstore_kv::server::Secret;
 use tailstore_resp::Limits;
 
 use super::connection::{Connection, ThreadContext, ThreadStats};
 use super::link::Link;
+use super::tls::{TlsClient, TlsClientArgs};
 use super::workload::{value_bytes, KeyGen, KeyPattern, Ratio};
 use crate::latency::LatencyRecorder;
 use crate::report::{group, write_json};
@@ -91,6 +93,8 @@ pub struct BenchKvArgs {
     /// The server's password (its `requirepass`): each connection sends AUTH with it first.
     #[arg(long, value_name = "PASSWORD")]
     pub password: Option<Secret>,
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
 }
 
 /// When a run ends.
@@ -120,6 +124,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Sent with AUTH on each connection before the load.
     pub password: Option<Secret>,
+    /// TLS on each connection (`--tls`).
+    pub tls: Option<TlsClient>,
 }
 
 /// Latencies in milliseconds.
@@ -203,6 +209,7 @@ impl BenchKvArgs {
             stop,
             seed: self.seed,
             password: self.password.clone(),
+            tls: TlsClient::new(&self.tls, &self.server)?,
         };
         config.validate()?;
         Ok(config)
@@ -295,8 +302,19 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     config.validate()?;
     // One connection first, so that an unreachable server, or one that wants a password,
     // gives one clear error.
-    let mut first = Link::new(connect(config)?);
-    first.authenticate(&config.server, config.password.as_ref(), "--password")?;
+    let (socket, session) = connect(config)?;
+    match session {
+        Some(session) => Link::new(StreamOwned::new(*session, socket)).authenticate(
+            &config.server,
+            config.password.as_ref(),
+            "--password",
+        )?,
+        None => Link::new(socket).authenticate(
+            &config.server,
+            config.password.as_ref(),
+            "--password",
+        )?,
+    }
     let value = value_bytes(config.data_size);
     let barrier = Barrier::new(config.threads);
     let results: Vec<Result<ThreadResult, String>> = thread::scope(|scope| {
@@ -325,21 +343,34 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     Ok(build_report(config, threads))
 }
 
-/// A connection to the server, authenticated if a password is given.
-fn connect(config: &BenchConfig) -> Result<StdTcpStream, String> {
+/// A connection to the server, with its TLS session (handshake done) if `--tls`, and
+/// authenticated if a password is given.
+fn connect(config: &BenchConfig) -> Result<(StdTcpStream, Option<Box<ClientConnection>>), String> {
     let cannot = |e: std::io::Error| format!("cannot connect to {}: {e}", config.server);
     let stream = StdTcpStream::connect_timeout(&config.addr, CONNECT_TIMEOUT).map_err(cannot)?;
     stream.set_nodelay(true).map_err(cannot)?;
-    let Some(password) = &config.password else {
-        return Ok(stream);
-    };
     stream
         .set_read_timeout(Some(CONNECT_TIMEOUT))
         .map_err(cannot)?;
-    let mut link = Link::new(stream);
-    link.authenticate(&config.server, Some(password), "--password")
-        .map_err(|e| e.to_string())?;
-    Ok(link.into_stream())
+    let password = config.password.as_ref();
+    let Some(tls) = &config.tls else {
+        let Some(password) = password else {
+            return Ok((stream, None));
+        };
+        let mut link = Link::new(stream);
+        link.authenticate(&config.server, Some(password), "--password")
+            .map_err(|e| e.to_string())?;
+        return Ok((link.into_stream(), None));
+    };
+    let mut secure = tls.secure(stream).map_err(|e| e.to_string())?;
+    if password.is_some() {
+        let mut link = Link::new(secure);
+        link.authenticate(&config.server, password, "--password")
+            .map_err(|e| e.to_string())?;
+        secure = link.into_stream();
+    }
+    let StreamOwned { conn, sock } = secure;
+    Ok((sock, Some(Box::new(conn))))
 }
 
 /// One thread: connects its clients, waits for the other threads, then runs the event loop.
@@ -456,7 +487,7 @@ fn setup_thread(config: &BenchConfig) -> Result<(Poll, Vec<Connection>), String>
     let poll = Poll::new().map_err(|e| format!("cannot create a poller: {e}"))?;
     let mut conns = Vec::with_capacity(config.clients);
     for i in 0..config.clients {
-        let stream = connect(config)?;
+        let (stream, session) = connect(config)?;
         stream
             .set_nonblocking(true)
             .map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
@@ -468,7 +499,12 @@ fn setup_thread(config: &BenchConfig) -> Result<(Poll, Vec<Connection>), String>
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| format!("cannot register a connection with the poller: {e}"))?;
-        conns.push(Connection::new(stream, config.pipeline, config.requests()));
+        conns.push(Connection::new(
+            stream,
+            session,
+            config.pipeline,
+            config.requests(),
+        ));
     }
     Ok((poll, conns))
 }

@@ -507,6 +507,7 @@ fn bench_config(
         stop,
         seed: 42,
         password: None,
+        tls: None,
     }
 }
 

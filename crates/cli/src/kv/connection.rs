@@ -16,6 +16,8 @@ use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
+use rustls::ClientConnection;
+use tailstore_kv::server::{receive_records, send_records};
 use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
 use super::workload::{KeyGen, Ratio};
@@ -95,6 +97,8 @@ pub struct ThreadContext<'a> {
 
 pub struct Connection {
     pub stream: TcpStream,
+    /// The TLS session its bytes pass through (`--tls`; handshake done at connect).
+    tls: Option<Box<ClientConnection>>,
     out: Vec<u8>,
     out_pos: usize,
     input: Vec<u8>,
@@ -108,9 +112,15 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: TcpStream, pipeline: usize, requests: Option<u64>) -> Self {
+    pub fn new(
+        stream: TcpStream,
+        tls: Option<Box<ClientConnection>>,
+        pipeline: usize,
+        requests: Option<u64>,
+    ) -> Self {
         Connection {
             stream,
+            tls,
             out: Vec::with_capacity(64 << 10),
             out_pos: 0,
             input: vec![0; INPUT_BUFFER],
@@ -157,6 +167,9 @@ impl Connection {
     /// Writes what is pending, until done or the socket is full (then the poller says when
     /// it is writable again).
     pub fn flush(&mut self, ctx: &mut ThreadContext<'_>) -> Result<(), String> {
+        if self.tls.is_some() {
+            return self.flush_through_tls(ctx);
+        }
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err("the server closed the connection".into()),
@@ -174,22 +187,47 @@ impl Connection {
         Ok(())
     }
 
+    /// [`Connection::flush`] through the TLS session: the requests are handed to the
+    /// session as far as its buffer takes them, its records written while the socket takes
+    /// them. The bytes counted are the requests' (RESP), as without TLS.
+    fn flush_through_tls(&mut self, ctx: &mut ThreadContext<'_>) -> Result<(), String> {
+        let Some(tls) = self.tls.as_deref_mut() else {
+            return Ok(());
+        };
+        let failed = |e: io::Error| format!("cannot send to the server: {e}");
+        loop {
+            let unsent = &self.out[self.out_pos..];
+            let taken = if unsent.is_empty() {
+                0
+            } else {
+                tls.writer().write(unsent).map_err(failed)?
+            };
+            self.out_pos += taken;
+            ctx.stats.tx_bytes += taken as u64;
+            if !send_records(tls, &mut self.stream).map_err(failed)? {
+                return Ok(()); // the poller says when the socket takes more
+            }
+            if self.out_pos == self.out.len() {
+                self.out.clear();
+                self.out_pos = 0;
+                return Ok(());
+            }
+            if taken == 0 {
+                return Ok(());
+            }
+        }
+    }
+
     /// Reads what arrived, handles every complete reply, then sends new requests.
     pub fn on_readable(&mut self, ctx: &mut ThreadContext<'_>) -> Result<(), String> {
+        if self.tls.is_some() {
+            return self.read_through_tls(ctx);
+        }
         loop {
             self.make_room()?;
             let space = self.input.len() - self.in_end;
             let n = match self.stream.read(&mut self.input[self.in_end..]) {
-                Ok(0) => {
-                    return Err(if self.in_flight.is_empty() {
-                        "the server closed the connection".into()
-                    } else {
-                        format!(
-                            "the server closed the connection with {} request(s) unanswered",
-                            self.in_flight.len()
-                        )
-                    })
-                }
+                Ok(0) => return Err(self.closed()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -205,6 +243,48 @@ impl Connection {
             }
         }
         self.fill(ctx)
+    }
+
+    /// [`Connection::on_readable`] through the TLS session: the replies it has decrypted,
+    /// then the socket's records, until the socket has nothing more.
+    fn read_through_tls(&mut self, ctx: &mut ThreadContext<'_>) -> Result<(), String> {
+        loop {
+            self.make_room()?;
+            let Some(tls) = self.tls.as_deref_mut() else {
+                return Ok(());
+            };
+            match tls.reader().read(&mut self.input[self.in_end..]) {
+                Ok(0) => return Err(self.closed()),
+                Ok(n) => {
+                    self.in_end += n;
+                    ctx.stats.rx_bytes += n as u64;
+                    self.take_replies(ctx, Instant::now())?;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(format!("cannot read from the server: {e}")),
+            }
+            match receive_records(tls, &mut self.stream) {
+                Ok(0) => return Err(self.closed()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("cannot read from the server: {e}")),
+            }
+        }
+        self.fill(ctx)
+    }
+
+    /// Why the run stops when the server closed the connection.
+    fn closed(&self) -> String {
+        if self.in_flight.is_empty() {
+            "the server closed the connection".into()
+        } else {
+            format!(
+                "the server closed the connection with {} request(s) unanswered",
+                self.in_flight.len()
+            )
+        }
     }
 
     /// Makes room at the end of the input buffer: moves a partial reply to the front, or

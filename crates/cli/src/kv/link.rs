@@ -10,22 +10,15 @@ use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
 use crate::CliResult;
 
-pub struct Link {
-    stream: TcpStream,
+/// Over a TCP stream, or any other (a TLS session's, `StreamOwned`).
+pub struct Link<S = TcpStream> {
+    stream: S,
     /// Bytes read and not yet parsed into replies.
     input: Vec<u8>,
     limits: Limits,
 }
 
 impl Link {
-    pub fn new(stream: TcpStream) -> Link {
-        Link {
-            stream,
-            input: Vec::new(),
-            limits: Limits::default(),
-        }
-    }
-
     /// Connects to `address` (`host:port`); a reply that takes longer than `patience`
     /// is an error.
     pub fn connect(address: &str, patience: Duration) -> CliResult<Link> {
@@ -39,6 +32,16 @@ impl Link {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(patience))?;
         Ok(Link::new(stream))
+    }
+}
+
+impl<S: Read + Write> Link<S> {
+    pub fn new(stream: S) -> Link<S> {
+        Link {
+            stream,
+            input: Vec::new(),
+            limits: Limits::default(),
+        }
     }
 
     /// Makes the connection ready for commands: AUTH with `password` if one is given, then a
@@ -71,7 +74,7 @@ impl Link {
 
     /// The connection, for a caller that goes on without a `Link` (nothing unread may be
     /// left: every reply asked for was received).
-    pub fn into_stream(self) -> TcpStream {
+    pub fn into_stream(self) -> S {
         assert!(self.input.is_empty(), "bytes left unread in a link");
         self.stream
     }
@@ -90,8 +93,8 @@ impl Link {
     pub fn receive(&mut self) -> CliResult<Value> {
         let mut chunk = [0u8; 64 << 10];
         loop {
-            if let Some((value, used)) = parse_reply(&self.input, &self.limits)
-                .map_err(|e| format!("the server's reply does not parse: {e}"))?
+            if let Some((value, used)) =
+                parse_reply(&self.input, &self.limits).map_err(|e| unparsed(&self.input, e))?
             {
                 self.input.drain(..used);
                 return Ok(value);
@@ -110,5 +113,16 @@ impl Link {
         encode_command(args, &mut out);
         self.stream.write_all(&out)?;
         self.receive()
+    }
+}
+
+/// Why a reply does not parse, naming TLS when the server answered with a TLS record (an
+/// alert, 0x15, or a handshake, 0x16): a plaintext client of a TLS-only server.
+fn unparsed(input: &[u8], error: impl std::fmt::Display) -> String {
+    match input.first() {
+        Some(0x15 | 0x16) => {
+            "the server answered with TLS records: it speaks TLS (give --tls)".to_string()
+        }
+        _ => format!("the server's reply does not parse: {error}"),
     }
 }

@@ -18,6 +18,7 @@ mod connection;
 mod link;
 mod migrate;
 mod server;
+mod tls;
 mod workload;
 
 use clap::Subcommand;

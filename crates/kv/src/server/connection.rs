@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 
 use super::blocking::Blocked;
 use super::pubsub::{Message, Subscriber, Target};
+use super::tls::{receive_records, send_records};
 use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
@@ -226,14 +227,9 @@ impl Connection {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                 Err(err) => return Err(err),
             }
-            match tls.read_tls(&mut self.stream) {
+            match receive_records(tls, &mut self.stream) {
                 Ok(0) => return Ok(false),
-                Ok(_) => {
-                    if let Err(refused) = tls.process_new_packets() {
-                        let _ = tls.write_tls(&mut self.stream); // the alert, if it fits
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, refused));
-                    }
-                }
+                Ok(_) => {}
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
@@ -358,14 +354,8 @@ impl Connection {
                 _ => 0,
             };
             self.written += taken;
-            while tls.wants_write() {
-                match tls.write_tls(&mut self.stream) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(_) => {}
-                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                    Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                    Err(err) => return Err(err),
-                }
+            if !send_records(tls, &mut self.stream)? {
+                return Ok(false);
             }
             if self.written == self.output.len() {
                 self.output.clear();

@@ -32,7 +32,7 @@ mod worker;
 
 pub use auth::Secret;
 pub use functions::subcommand_arity as function_arity;
-pub use tls::{Tls, TlsError, TlsFiles};
+pub use tls::{receive_records, send_records, Tls, TlsError, TlsFiles};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -10,14 +10,14 @@
 //! session has them). See `Connection::fill` and `Connection::flush`.
 
 use std::fmt;
-use std::io;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls::{ConnectionCommon, RootCertStore, ServerConfig, ServerConnection};
 
 /// The files `serve`'s TLS options name.
 #[derive(Clone, Debug)]
@@ -98,6 +98,38 @@ impl Tls {
     pub fn session(&self) -> io::Result<ServerConnection> {
         ServerConnection::new(self.config.clone()).map_err(io::Error::other)
     }
+}
+
+/// Reads what the socket has into `tls` and decrypts it: the bytes read (0: the peer
+/// closed the socket; `WouldBlock` when it has nothing). A record that does not decrypt,
+/// or a failed handshake, is an error, after the session's alert is written if the socket
+/// takes it. Either side's session (the server's, `bench kv`'s).
+pub fn receive_records<D>(
+    tls: &mut ConnectionCommon<D>,
+    socket: &mut (impl Read + Write),
+) -> io::Result<usize> {
+    let n = tls.read_tls(socket)?;
+    if n > 0 {
+        if let Err(refused) = tls.process_new_packets() {
+            let _ = tls.write_tls(socket);
+            return Err(io::Error::new(io::ErrorKind::InvalidData, refused));
+        }
+    }
+    Ok(n)
+}
+
+/// Writes `tls`'s records while the socket takes them: whether every one was written.
+pub fn send_records<D>(tls: &mut ConnectionCommon<D>, socket: &mut impl Write) -> io::Result<bool> {
+    while tls.wants_write() {
+        match tls.write_tls(socket) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(true)
 }
 
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {

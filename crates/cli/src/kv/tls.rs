@@ -1,0 +1,137 @@
+//! `bench kv --tls`: the load generator's side of TLS (decision 155), for a server that
+//! speaks only TLS (`serve --tls-cert-file`, or Redis's `tls-port`). The server's
+//! certificate is checked against the authorities `--tls-ca-cert-file` names (there is no
+//! system store here); `--tls-cert-file` and `--tls-key-file` present a client certificate
+//! to a server that asks for one.
+
+use std::fmt;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+use crate::CliResult;
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct TlsClientArgs {
+    /// Speak TLS to the server, as redis-cli --tls does. Needs --tls-ca-cert-file.
+    #[arg(long, requires = "tls_ca_cert_file")]
+    pub tls: bool,
+    /// The authorities (PEM) whose signature the server's certificate must bear.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// A certificate (PEM) to present to a server that asks clients for one
+    /// (`serve --tls-ca-cert-file`). Needs --tls-key-file.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "tls_key_file"])]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+}
+
+/// What every connection's session starts from, checked once.
+#[derive(Clone)]
+pub struct TlsClient {
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+}
+
+impl fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TlsClient({:?})", self.name)
+    }
+}
+
+/// A connection whose bytes pass through a TLS session, blocking.
+pub type Secure = StreamOwned<ClientConnection, TcpStream>;
+
+impl TlsClient {
+    /// The settings `args` give for the server at `server` (HOST:PORT, whose host the
+    /// certificate must name); `None` without `--tls`.
+    pub fn new(args: &TlsClientArgs, server: &str) -> CliResult<Option<TlsClient>> {
+        if !args.tls {
+            return Ok(None);
+        }
+        let Some(ca) = &args.tls_ca_cert_file else {
+            return Err("--tls needs --tls-ca-cert-file".into());
+        };
+        let mut roots = RootCertStore::empty();
+        for certificate in certificates(ca)? {
+            roots
+                .add(certificate)
+                .map_err(|e| format!("--tls-ca-cert-file {}: {e}", ca.display()))?;
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots);
+        let config = match (&args.tls_cert_file, &args.tls_key_file) {
+            (Some(cert), Some(key)) => {
+                let key = PrivateKeyDer::from_pem_file(key)
+                    .map_err(|e| format!("--tls-key-file {}: {e}", key.display()))?;
+                builder
+                    .with_client_auth_cert(certificates(cert)?, key)
+                    .map_err(|e| format!("--tls-cert-file and --tls-key-file: {e}"))?
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        Ok(Some(TlsClient {
+            config: Arc::new(config),
+            name: server_name(server)?,
+        }))
+    }
+
+    /// `socket` with a session whose handshake is done (blocking: the socket must be).
+    pub fn secure(&self, socket: TcpStream) -> CliResult<Secure> {
+        let session = ClientConnection::new(self.config.clone(), self.name.clone())
+            .map_err(|e| format!("TLS: {e}"))?;
+        let mut secure = StreamOwned::new(session, socket);
+        while secure.conn.is_handshaking() {
+            secure
+                .conn
+                .complete_io(&mut secure.sock)
+                .map_err(|e| format!("TLS handshake with the server failed: {e}"))?;
+        }
+        Ok(secure)
+    }
+}
+
+fn certificates(path: &Path) -> CliResult<Vec<CertificateDer<'static>>> {
+    let chain = CertificateDer::pem_file_iter(path)
+        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{} holds no PEM certificate", path.display()).into());
+    }
+    Ok(chain)
+}
+
+/// The host of HOST:PORT (an IPv6 address in brackets too), as the certificate must name it.
+fn server_name(server: &str) -> CliResult<ServerName<'static>> {
+    let host = server.rsplit_once(':').map_or(server, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string())
+        .map_err(|e| format!("--server '{server}': not a name TLS can check: {e}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_of_an_address_is_the_name_checked() {
+        for (server, name) in [
+            ("127.0.0.1:6379", "127.0.0.1"),
+            ("[::1]:6379", "::1"),
+            ("cache.example:6380", "cache.example"),
+        ] {
+            let expected = ServerName::try_from(name).expect("a name");
+            assert_eq!(server_name(server).expect("a name"), expected);
+        }
+    }
+}
