@@ -229,3 +229,52 @@ fn acl_log_records_the_refused_attempts() {
     let after: Vec<redis::Value> = q(&mut owner, &["ACL", "LOG"]);
     assert!(after.is_empty());
 }
+
+/// A password never reaches SLOWLOG: AUTH's arguments, HELLO AUTH's credentials and
+/// CONFIG SET requirepass's value are logged as `(redacted)`, as Redis logs them.
+#[test]
+fn the_slow_log_keeps_no_password() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    q::<()>(&mut con, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    q::<()>(&mut con, &["CONFIG", "SET", "requirepass", "hunter2"]);
+    q::<()>(&mut con, &["AUTH", "hunter2"]);
+    q::<()>(&mut con, &["AUTH", "default", "hunter2"]);
+    let _: redis::Value = q(&mut con, &["HELLO", "2", "AUTH", "default", "hunter2"]);
+    let entries: Vec<redis::Value> = q(&mut con, &["SLOWLOG", "GET", "-1"]);
+    let logged: Vec<Vec<String>> = entries
+        .iter()
+        .map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                panic!("{entry:?}")
+            };
+            let redis::Value::Array(args) = &fields[3] else {
+                panic!("{fields:?}")
+            };
+            args.iter()
+                .map(|arg| match arg {
+                    redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    let redacted = |words: &[&str]| logged.iter().any(|args| args == words);
+    assert!(
+        redacted(&["CONFIG", "SET", "requirepass", "(redacted)"]),
+        "{logged:?}"
+    );
+    assert!(redacted(&["AUTH", "(redacted)"]), "{logged:?}");
+    assert!(
+        redacted(&["AUTH", "(redacted)", "(redacted)"]),
+        "{logged:?}"
+    );
+    assert!(
+        redacted(&["HELLO", "2", "AUTH", "(redacted)", "(redacted)"]),
+        "{logged:?}"
+    );
+    assert!(
+        !logged.iter().flatten().any(|arg| arg.contains("hunter2")),
+        "{logged:?}"
+    );
+}

@@ -232,6 +232,27 @@ pub fn refusal(args: &[Vec<u8>]) -> Option<(&'static Command, Reply)> {
     }
 }
 
+/// The positions of `args` that carry credentials, which MONITOR and SLOWLOG show as
+/// `(redacted)`, as Redis does: AUTH's arguments, the two after HELLO's AUTH, and the
+/// value of each `requirepass` pair of CONFIG SET.
+pub fn secret_arguments(args: &[Vec<u8>]) -> Vec<usize> {
+    let is = |arg: &[u8], word: &str| arg.eq_ignore_ascii_case(word.as_bytes());
+    match args {
+        [command, ..] if is(command, "auth") => (1..args.len()).collect(),
+        [command, rest @ ..] if is(command, "hello") => rest
+            .iter()
+            .position(|a| is(a, "auth"))
+            .map_or_else(Vec::new, |at| vec![at + 2, at + 3]),
+        [command, sub, pairs @ ..] if is(command, "config") && is(sub, "set") => pairs
+            .chunks_exact(2)
+            .enumerate()
+            .filter(|(_, pair)| is(&pair[0], "requirepass"))
+            .map(|(n, _)| 2 + 2 * n + 1)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// HELLO's refusal to an unauthenticated connection that gave no AUTH.
 pub fn hello_refusal() -> Reply {
     Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
@@ -390,6 +411,34 @@ mod tests {
         assert_eq!(logged(&password).len(), LOG_MAX_ENTRIES);
         password.forget_refusals();
         assert!(logged(&password).is_empty());
+    }
+
+    #[test]
+    fn credentials_are_found_where_redis_finds_them() {
+        let args = |words: &[&str]| -> Vec<Vec<u8>> {
+            words.iter().map(|w| w.as_bytes().to_vec()).collect()
+        };
+        assert_eq!(secret_arguments(&args(&["AUTH", "pw"])), [1]);
+        assert_eq!(secret_arguments(&args(&["auth", "user", "pw"])), [1, 2]);
+        assert_eq!(
+            secret_arguments(&args(&["hello", "3", "AUTH", "u", "p", "SETNAME", "n"])),
+            [3, 4]
+        );
+        assert!(secret_arguments(&args(&["hello", "3", "setname", "n"])).is_empty());
+        assert_eq!(
+            secret_arguments(&args(&[
+                "CONFIG",
+                "SET",
+                "slowlog-max-len",
+                "5",
+                "REQUIREPASS",
+                "pw",
+                "requirepass",
+            ])),
+            [5]
+        );
+        assert!(secret_arguments(&args(&["config", "get", "requirepass"])).is_empty());
+        assert!(secret_arguments(&args(&["GET", "auth"])).is_empty());
     }
 
     #[test]

@@ -22,8 +22,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::RwLock;
 
+use super::auth::secret_arguments;
 use super::pubsub::{Message, Subscriber};
-use crate::command::{is, Command};
+use crate::command::Command;
 
 /// The connections in MONITOR mode.
 #[derive(Default)]
@@ -90,19 +91,6 @@ fn line(db: u32, source: &str, args: &[Vec<u8>]) -> String {
         }
     }
     line
-}
-
-/// The positions of credentials: AUTH's arguments, and the two after HELLO's AUTH.
-fn secret_arguments(args: &[Vec<u8>]) -> Vec<usize> {
-    if is(&args[0], "auth") {
-        return (1..args.len()).collect();
-    }
-    if is(&args[0], "hello") {
-        if let Some(at) = args.iter().position(|a| is(a, "auth")) {
-            return vec![at + 1, at + 2];
-        }
-    }
-    Vec::new()
 }
 
 /// `arg` between double quotes, escaped as Redis's `sdscatrepr`.

@@ -1,8 +1,8 @@
 //! SLOWLOG: the commands whose run took at least `slowlog-log-slower-than` microseconds
 //! (10,000 by default; negative turns the log off), newest first, at most
 //! `slowlog-max-len` of them (128), as Redis keeps them: an id, the Unix time, the
-//! microseconds, the arguments (at most 32, each cut at 128 bytes), the client's address
-//! and name. Both settings change at run time with CONFIG SET.
+//! microseconds, the arguments (at most 32, each cut at 128 bytes; credentials shown as
+//! `(redacted)`, as MONITOR shows them), the client's address and name. Both settings change at run time with CONFIG SET.
 //!
 //! A run is the command's execution: from its parsed arguments to its reply, without the
 //! wait for durability that the event-loop pass shares among its replies (Redis does not
@@ -17,6 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tailstore_resp::Reply;
 
+use super::auth::secret_arguments;
 use super::unix_seconds;
 use crate::command::is;
 
@@ -188,7 +189,11 @@ fn parse_count(arg: &[u8]) -> Option<usize> {
 }
 
 fn kept_args(args: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let cut = |arg: &Vec<u8>| {
+    let secret = secret_arguments(args);
+    let cut = |(at, arg): (usize, &Vec<u8>)| {
+        if secret.contains(&at) {
+            return b"(redacted)".to_vec();
+        }
         if arg.len() <= MAX_ARG_BYTES {
             return arg.clone();
         }
@@ -199,9 +204,9 @@ fn kept_args(args: &[Vec<u8>]) -> Vec<Vec<u8>> {
         kept
     };
     if args.len() <= MAX_ARGS {
-        return args.iter().map(cut).collect();
+        return args.iter().enumerate().map(cut).collect();
     }
-    let mut kept: Vec<Vec<u8>> = args[..MAX_ARGS - 1].iter().map(cut).collect();
+    let mut kept: Vec<Vec<u8>> = args[..MAX_ARGS - 1].iter().enumerate().map(cut).collect();
     let more = args.len() - (MAX_ARGS - 1);
     kept.push(format!("... ({more} more arguments)").into_bytes());
     kept
