@@ -12,6 +12,7 @@
 //! sent during the first seconds are not counted. Rates are over the measured window: from
 //! its start to the last reply.
 
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Barrier;
@@ -302,19 +303,7 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     config.validate()?;
     // One connection first, so that an unreachable server, or one that wants a password,
     // gives one clear error.
-    let (socket, session) = connect(config)?;
-    match session {
-        Some(session) => Link::new(StreamOwned::new(*session, socket)).authenticate(
-            &config.server,
-            config.password.as_ref(),
-            "--password",
-        )?,
-        None => Link::new(socket).authenticate(
-            &config.server,
-            config.password.as_ref(),
-            "--password",
-        )?,
-    }
+    connect(config)?;
     let value = value_bytes(config.data_size);
     let barrier = Barrier::new(config.threads);
     let results: Vec<Result<ThreadResult, String>> = thread::scope(|scope| {
@@ -343,8 +332,9 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     Ok(build_report(config, threads))
 }
 
-/// A connection to the server, with its TLS session (handshake done) if `--tls`, and
-/// authenticated if a password is given.
+/// A connection to the server, with its TLS session (handshake done) if `--tls`, ready
+/// for the load: authenticated if a password is given, and answering PING (before the
+/// run's clock starts).
 fn connect(config: &BenchConfig) -> Result<(StdTcpStream, Option<Box<ClientConnection>>), String> {
     let cannot = |e: std::io::Error| format!("cannot connect to {}: {e}", config.server);
     let stream = StdTcpStream::connect_timeout(&config.addr, CONNECT_TIMEOUT).map_err(cannot)?;
@@ -352,25 +342,22 @@ fn connect(config: &BenchConfig) -> Result<(StdTcpStream, Option<Box<ClientConne
     stream
         .set_read_timeout(Some(CONNECT_TIMEOUT))
         .map_err(cannot)?;
-    let password = config.password.as_ref();
-    let Some(tls) = &config.tls else {
-        let Some(password) = password else {
-            return Ok((stream, None));
-        };
-        let mut link = Link::new(stream);
-        link.authenticate(&config.server, Some(password), "--password")
-            .map_err(|e| e.to_string())?;
-        return Ok((link.into_stream(), None));
-    };
-    let mut secure = tls.secure(stream).map_err(|e| e.to_string())?;
-    if password.is_some() {
-        let mut link = Link::new(secure);
-        link.authenticate(&config.server, password, "--password")
-            .map_err(|e| e.to_string())?;
-        secure = link.into_stream();
+    match &config.tls {
+        None => Ok((ready(stream, config)?, None)),
+        Some(tls) => {
+            let secure = tls.secure(stream).map_err(|e| e.to_string())?;
+            let StreamOwned { conn, sock } = ready(secure, config)?;
+            Ok((sock, Some(Box::new(conn))))
+        }
     }
-    let StreamOwned { conn, sock } = secure;
-    Ok((sock, Some(Box::new(conn))))
+}
+
+/// `stream` once it is authenticated (if a password is given) and answers PING.
+fn ready<S: Read + Write>(stream: S, config: &BenchConfig) -> Result<S, String> {
+    let mut link = Link::new(stream);
+    link.authenticate(&config.server, config.password.as_ref(), "--password")
+        .map_err(|e| e.to_string())?;
+    Ok(link.into_stream())
 }
 
 /// One thread: connects its clients, waits for the other threads, then runs the event loop.
