@@ -98,8 +98,9 @@ pub struct ServeArgs {
     /// Reads the password (see --requirepass) from the first line of FILE.
     #[arg(long, value_name = "FILE")]
     pub requirepass_file: Option<PathBuf>,
-    /// Speak TLS on --listen (only TLS: as Redis's tls-port with port 0), with this
-    /// certificate chain (PEM, the server's certificate first). Needs --tls-key-file.
+    /// Speak TLS, with this certificate chain (PEM, the server's certificate first), on
+    /// --tls-listen if given, else on --listen (which then takes only TLS: as Redis's
+    /// tls-port with port 0). Needs --tls-key-file.
     #[arg(long, value_name = "FILE", requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// The private key of --tls-cert-file (PEM).
@@ -109,6 +110,10 @@ pub struct ServeArgs {
     /// (PEM), as Redis's tls-auth-clients does; without it, clients are not asked for one.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_ca_cert_file: Option<PathBuf>,
+    /// A second address to listen on, for TLS connections, while --listen goes on taking
+    /// plain TCP ones (Redis's tls-port beside port). Needs --tls-cert-file.
+    #[arg(long, value_name = "ADDR", requires = "tls_cert_file")]
+    pub tls_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -276,36 +281,54 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         recovery,
         password: password.clone(),
         tls: tls.clone(),
+        tls_listen: args.tls_listen,
     };
-    let server = Server::start(ks.clone(), server_config, stop)
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let server = Server::start(ks.clone(), server_config, stop).map_err(|e| {
+        let addresses = match args.tls_listen {
+            Some(tls) => format!("{} and {tls}", args.listen),
+            None => args.listen.to_string(),
+        };
+        format!("cannot listen on {addresses}: {e}")
+    })?;
     let placement = match &background_cpus {
         Some(cpus) => format!("on processors {cpus} of {allowed}"),
         None => "wherever the scheduler puts them".to_string(),
     };
-    if password.is_none() && !server.address().ip().is_loopback() {
-        eprintln!(
-            "tailstore serve: warning: listening beyond loopback with no password: anyone who \
-             reaches {} can read and write every key (--requirepass-file sets one)",
-            server.address()
-        );
+    let addresses = std::iter::once(server.address()).chain(server.tls_address());
+    for address in addresses.filter(|a| !a.ip().is_loopback()) {
+        if password.is_none() {
+            eprintln!(
+                "tailstore serve: warning: listening beyond loopback with no password: anyone \
+                 who reaches {address} can read and write every key (--requirepass-file sets one)"
+            );
+        }
     }
     eprintln!(
         "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}; {}; {}",
         server.address(),
         if loops == 1 { "" } else { "s" },
         if password.is_some() { "clients must AUTH" } else { "no password" },
-        match (&tls, &args.tls_ca_cert_file) {
-            (None, _) => "plain TCP",
-            (Some(_), None) => "TLS",
-            (Some(_), Some(_)) => "TLS, clients must present a certificate",
-        }
+        protocols(&server, tls.is_some(), args.tls_ca_cert_file.is_some())
     );
     let served = server.wait();
     close(ks)?;
     served.map_err(|e| format!("server failed: {e}"))?;
     eprintln!("tailstore serve: stopped cleanly (checkpoint written)");
     Ok(())
+}
+
+/// What the start line says of the protocols spoken: "plain TCP", "TLS", or both with the
+/// TLS address; and whether TLS clients must present a certificate.
+fn protocols(server: &Server, tls: bool, certified_clients: bool) -> String {
+    let spoken = match (tls, server.tls_address()) {
+        (false, _) => return "plain TCP".into(),
+        (true, None) => "TLS".to_string(),
+        (true, Some(address)) => format!("plain TCP, and TLS on {address}"),
+    };
+    match certified_clients {
+        true => format!("{spoken}, TLS clients must present a certificate"),
+        false => spoken,
+    }
 }
 
 /// The password `--requirepass` or `--requirepass-file` gives; `None` for none (or empty).

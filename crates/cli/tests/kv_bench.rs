@@ -493,7 +493,7 @@ fn bench_kv_speaks_tls() {
         "--tls-ca-cert-file",
         &ca,
     ]);
-    assert!(server.had_said("TLS, clients must present a certificate"));
+    assert!(server.had_said("TLS, TLS clients must present a certificate"));
     let address = server.address.to_string();
     let bench = |extra: &[&str]| {
         let base = ["bench", "kv", "--server", &address, "--requests", "200"];
@@ -519,4 +519,47 @@ fn bench_kv_speaks_tls() {
     let without_certificate = bench(&["--tls", "--tls-ca-cert-file", &ca]);
     assert!(!without_certificate.status.success());
     assert!(!text(&without_certificate.stderr).contains("panicked"));
+}
+
+/// `serve --tls-listen` takes TLS connections on a second address while `--listen` goes on
+/// taking plain ones: `bench kv` runs against each, each as its address wants.
+#[test]
+fn serve_takes_plain_tcp_and_tls_side_by_side() {
+    let certificates = tailstore_crash::certificates::Certificates::new();
+    let file = |name: &str| certificates.path(name).to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let (db, pmem) = (dir.path().join("db"), shm.path().join("db.pmem"));
+    let (server_cert, server_key, ca) = (file("server.crt"), file("server.key"), file("ca.crt"));
+    let server = Server::start(&[
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--tls-cert-file",
+        &server_cert,
+        "--tls-key-file",
+        &server_key,
+        "--tls-listen",
+        "127.0.0.1:0",
+    ]);
+    let line = server
+        .said
+        .iter()
+        .find_map(|line| line.split("plain TCP, and TLS on ").nth(1))
+        .expect("the start line names the TLS address");
+    let tls_address = line.trim().to_string();
+    let bench = |address: &str, extra: &[&str]| {
+        let base = ["bench", "kv", "--server", address, "--requests", "200"];
+        tailstore(&[&base[..], extra, &["--clients", "2", "--pipeline", "4"]].concat())
+    };
+    let plain = server.address.to_string();
+    for out in [
+        bench(&plain, &[]),
+        bench(&tls_address, &["--tls", "--tls-ca-cert-file", &ca]),
+    ] {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("errors: 0"));
+    }
+    refused_with(bench(&tls_address, &[]), "it speaks TLS (give --tls)");
 }

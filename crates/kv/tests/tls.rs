@@ -54,10 +54,11 @@ fn tls_server(certificates: &Certificates, ask_clients: bool) -> TestServer {
 
 type Secure = StreamOwned<ClientConnection, TcpStream>;
 
-fn connect(server: &TestServer, config: Arc<ClientConfig>) -> Secure {
+/// A TLS connection to the test server's `port` on loopback.
+fn connect(port: u16, config: Arc<ClientConfig>) -> Secure {
     let name = ServerName::try_from("127.0.0.1").expect("a name");
     let session = ClientConnection::new(config, name).expect("a client session");
-    let socket = TcpStream::connect(server.address()).expect("connect");
+    let socket = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     socket
         .set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
@@ -80,7 +81,7 @@ fn expect(stream: &mut Secure, expected: &[u8]) {
 fn pipelined_commands_and_long_values_pass_through_tls() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, false);
-    let mut stream = connect(&server, client_config(&certificates, false));
+    let mut stream = connect(server.port(), client_config(&certificates, false));
     stream.write_all(b"PING\r\n").expect("write");
     expect(&mut stream, b"+PONG\r\n");
 
@@ -120,12 +121,24 @@ fn pipelined_commands_and_long_values_pass_through_tls() {
 fn a_plaintext_client_is_closed_and_the_others_go_on() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, false);
-    let mut secure = connect(&server, client_config(&certificates, false));
+    let mut secure = connect(server.port(), client_config(&certificates, false));
     secure.write_all(b"SET k v\r\n").expect("write");
     expect(&mut secure, b"+OK\r\n");
 
     let mut plain = server.raw();
     plain.write_all(b"GET k\r\n").expect("write");
+    expect_closed_without_reply(&mut plain);
+
+    secure.write_all(b"GET k\r\n").expect("write");
+    expect(&mut secure, b"$1\r\nv\r\n");
+    // No plain port, as Redis says of `port 0`.
+    secure.write_all(b"CONFIG GET port\r\n").expect("write");
+    expect(&mut secure, b"*2\r\n$4\r\nport\r\n$1\r\n0\r\n");
+}
+
+/// Reads until the server closes the connection, which must bring no reply in clear.
+#[track_caller]
+fn expect_closed_without_reply(plain: &mut TcpStream) {
     let mut answer = Vec::new();
     // The server's alert, at most, then the end: never a reply in clear.
     let _ = plain.read_to_end(&mut answer);
@@ -133,16 +146,60 @@ fn a_plaintext_client_is_closed_and_the_others_go_on() {
         !answer.windows(2).any(|w| w == b"\r\n"),
         "a plaintext reply: {answer:?}"
     );
+}
 
-    secure.write_all(b"GET k\r\n").expect("write");
-    expect(&mut secure, b"$1\r\nv\r\n");
+#[test]
+fn plain_tcp_and_tls_are_served_side_by_side() {
+    let certificates = Certificates::new();
+    let server = TestServer::with(Options {
+        tls: Some(server_tls(&certificates, false)),
+        tls_beside_plain: true,
+        ..Options::default()
+    });
+    assert_ne!(server.port(), server.tls_port());
+    let mut secure = connect(server.tls_port(), client_config(&certificates, false));
+    secure.write_all(b"SET k v\r\n").expect("write");
+    expect(&mut secure, b"+OK\r\n");
+
+    // Both ways to the same keys; each listener keeps to its own protocol.
+    let mut plain = server.client();
+    let value: String = redis::cmd("GET").arg("k").query(&mut plain).expect("GET");
+    assert_eq!(value, "v");
+    let mut plain_at_tls = TcpStream::connect(("127.0.0.1", server.tls_port())).expect("connect");
+    plain_at_tls.write_all(b"GET k\r\n").expect("write");
+    expect_closed_without_reply(&mut plain_at_tls);
+
+    // Redis's settings for the two ports, and INFO's plain one.
+    let ports: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*port")
+        .query(&mut plain)
+        .expect("CONFIG GET");
+    let mut ports: Vec<(String, String)> = ports
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    ports.sort();
+    let expected = [
+        ("port".to_string(), server.port().to_string()),
+        ("tls-port".to_string(), server.tls_port().to_string()),
+    ];
+    assert_eq!(ports, expected);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut plain)
+        .expect("INFO");
+    assert!(
+        info.contains(&format!("tcp_port:{}\r\n", server.port())),
+        "{info}"
+    );
 }
 
 #[test]
 fn client_certificates_are_required_when_asked_for() {
     let certificates = Certificates::new();
     let server = tls_server(&certificates, true);
-    let mut stranger = connect(&server, client_config(&certificates, false));
+    let mut stranger = connect(server.port(), client_config(&certificates, false));
     let refused = stranger
         .write_all(b"PING\r\n")
         .and_then(|()| stranger.read_exact(&mut [0; 7]));
@@ -151,7 +208,7 @@ fn client_certificates_are_required_when_asked_for() {
         "a client without a certificate was served"
     );
 
-    let mut known = connect(&server, client_config(&certificates, true));
+    let mut known = connect(server.port(), client_config(&certificates, true));
     known.write_all(b"PING\r\n").expect("write");
     expect(&mut known, b"+PONG\r\n");
 }

@@ -585,7 +585,9 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
         ("proto-max-bulk-len", config.max_bulk.to_string()),
-        ("port", config.listen.port().to_string()),
+        // As Redis's: 0 for what is not listened to.
+        ("port", port(config.plain_address())),
+        ("tls-port", port(config.tls_address())),
         ("bind", config.listen.ip().to_string()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
@@ -604,6 +606,11 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
     .into_iter()
     .chain(shared.slowlog.settings())
     .collect()
+}
+
+/// A listening address's port as Redis's settings give it: 0 for none.
+pub fn port(address: Option<std::net::SocketAddr>) -> String {
+    address.map_or(0, |a| a.port()).to_string()
 }
 
 fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {

@@ -33,7 +33,10 @@ fn server(shared: &Shared) -> String {
         ("os", std::env::consts::OS.into()),
         ("arch_bits", (usize::BITS).to_string()),
         ("process_id", std::process::id().to_string()),
-        ("tcp_port", shared.config.listen.port().to_string()),
+        (
+            "tcp_port",
+            super::admin::port(shared.config.plain_address()),
+        ),
         ("uptime_in_seconds", uptime.to_string()),
         ("uptime_in_days", (uptime / 86_400).to_string()),
         ("io_threads_active", shared.config.threads.to_string()),

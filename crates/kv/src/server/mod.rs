@@ -70,8 +70,25 @@ pub struct ServerConfig {
     pub recovery: Duration,
     /// The default user's password (`requirepass`); `None`: no password.
     pub password: Option<Secret>,
-    /// TLS on every connection (`server/tls.rs`); `None`: plain TCP.
+    /// TLS (`server/tls.rs`): on `tls_listen` if given, `listen` staying plain TCP (Redis's
+    /// `tls-port` beside `port`); else on `listen`, which then speaks only TLS (Redis's
+    /// `tls-port` with `port 0`). `None`: plain TCP only.
     pub tls: Option<Tls>,
+    /// A second address to listen on, for TLS connections (needs `tls`).
+    pub tls_listen: Option<SocketAddr>,
+}
+
+impl ServerConfig {
+    /// The address plain TCP clients connect to, if any (Redis's `port`).
+    pub fn plain_address(&self) -> Option<SocketAddr> {
+        (self.tls.is_none() || self.tls_listen.is_some()).then_some(self.listen)
+    }
+
+    /// The address TLS clients connect to, if any (Redis's `tls-port`).
+    pub fn tls_address(&self) -> Option<SocketAddr> {
+        self.tls.as_ref()?;
+        Some(self.tls_listen.unwrap_or(self.listen))
+    }
 }
 
 /// Counters and settings every worker shares.
@@ -154,6 +171,13 @@ impl Shared {
     }
 }
 
+/// A listening socket on `address`, in non-blocking mode for the event loops.
+fn listen(address: SocketAddr) -> io::Result<TcpListener> {
+    let listener = TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 /// How often the active expiry looks for keys whose deadline has passed, and how many it
 /// removes per look.
 const EXPIRY_PERIOD: Duration = Duration::from_millis(100);
@@ -169,20 +193,29 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.listen` and starts the worker threads.
+    /// Binds `config.listen` (and `config.tls_listen`) and starts the worker threads.
     pub fn start(
         ks: Arc<Keyspace>,
         config: ServerConfig,
         stop: Arc<AtomicBool>,
     ) -> io::Result<Server> {
-        let listener = TcpListener::bind(config.listen)?;
-        listener.set_nonblocking(true)?;
+        assert!(
+            config.tls_listen.is_none() || config.tls.is_some(),
+            "a TLS address without TLS settings"
+        );
+        let listener = listen(config.listen)?;
         let address = listener.local_addr()?;
-        // INFO and CONFIG tell the port bound, also when port 0 was asked for.
+        let tls_listener = config.tls_listen.map(listen).transpose()?;
+        // INFO and CONFIG tell the ports bound, also when port 0 was asked for.
         let config = ServerConfig {
             listen: address,
+            tls_listen: match &tls_listener {
+                Some(l) => Some(l.local_addr()?),
+                None => None,
+            },
             ..config
         };
+        let tls_only = config.tls.is_some() && tls_listener.is_none();
         let threads = config.threads.max(1);
         let script_memory = config.script_memory;
         let polls = (0..threads)
@@ -220,11 +253,20 @@ impl Server {
         functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {
-            let listener = listener.try_clone()?;
+            let mut endpoints = vec![worker::Endpoint {
+                listener: listener.try_clone()?,
+                tls: tls_only,
+            }];
+            if let Some(tls_listener) = &tls_listener {
+                endpoints.push(worker::Endpoint {
+                    listener: tls_listener.try_clone()?,
+                    tls: true,
+                });
+            }
             let shared = shared.clone();
             let handle = thread::Builder::new()
                 .name(format!("kv-worker-{index}"))
-                .spawn(move || worker::Worker::new(shared, index, poll, listener)?.run())?;
+                .spawn(move || worker::Worker::new(shared, index, poll, endpoints)?.run())?;
             handles.push(handle);
         }
         let expiry = shared.clone();
@@ -247,9 +289,14 @@ impl Server {
         })
     }
 
-    /// The address the server listens on (useful with port 0).
+    /// The address the server listens on (useful with port 0): `--listen`'s.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The address the server takes TLS connections on beside [`Server::address`], if any.
+    pub fn tls_address(&self) -> Option<SocketAddr> {
+        self.shared.config.tls_listen
     }
 
     /// Waits for the workers to stop (after `stop` was set); the first worker error, if any.

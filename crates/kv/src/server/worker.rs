@@ -8,7 +8,9 @@
 //! So the worker that accepts a connection gives it to the workers in turn (a shared
 //! round-robin counter): it keeps its own turns and hands the others over through the
 //! receiver's [`LoopState`] queue, waking that worker's poll. INFO's `clients` section tells
-//! how many connections each loop serves (`tailstore_clients_per_loop`).
+//! how many connections each loop serves (`tailstore_clients_per_loop`). A server may listen
+//! on two sockets, plain TCP and TLS (`serve --tls-listen`): every worker polls both, and a
+//! connection handed over carries whether it speaks TLS.
 //!
 //! # Polling before blocking
 //!
@@ -42,9 +44,9 @@ use super::tls::Tls;
 use super::Shared;
 use crate::script::Vm;
 
-const LISTENER: Token = Token(0);
-/// The token of a worker's [`LoopState`] waker.
-const HANDOFF: Token = Token(1);
+/// The token of a worker's [`LoopState`] waker; its listening sockets follow, then its
+/// connections.
+const HANDOFF: Token = Token(0);
 /// How long a poll waits when nothing is ready, so that a stop request is noticed.
 const IDLE: Duration = Duration::from_millis(100);
 
@@ -54,7 +56,7 @@ const IDLE: Duration = Duration::from_millis(100);
 pub struct LoopState {
     /// Its commands' figures (`server/command_stats.rs`).
     pub command_stats: super::command_stats::CommandStats,
-    incoming: parking_lot::Mutex<Vec<(TcpStream, SocketAddr)>>,
+    incoming: parking_lot::Mutex<Vec<Accepted>>,
     woken: parking_lot::Mutex<Vec<DbKey>>,
     /// Published messages for its subscribed connections (`server/pubsub.rs`).
     messages: parking_lot::Mutex<Vec<(Token, Message)>>,
@@ -83,12 +85,12 @@ impl LoopState {
         })
     }
 
-    fn give(&self, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
-        self.incoming.lock().push((stream, peer));
+    fn give(&self, accepted: Accepted) -> io::Result<()> {
+        self.incoming.lock().push(accepted);
         self.waker.wake()
     }
 
-    fn take(&self) -> Vec<(TcpStream, SocketAddr)> {
+    fn take(&self) -> Vec<Accepted> {
         std::mem::take(&mut *self.incoming.lock())
     }
 
@@ -131,12 +133,27 @@ impl LoopState {
     }
 }
 
+/// A socket the server accepts connections on.
+pub struct Endpoint {
+    pub listener: StdListener,
+    /// Whether its connections speak TLS (with `ServerConfig::tls`).
+    pub tls: bool,
+}
+
+/// A connection just accepted, on its way to the worker whose turn it is.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: bool,
+}
+
 pub struct Worker {
     shared: Arc<Shared>,
     /// This worker's place in `shared.loops`.
     index: usize,
     poll: Poll,
-    listener: TcpListener,
+    /// Polled with the tokens after [`HANDOFF`], in order.
+    listeners: Vec<(TcpListener, bool)>,
     connections: HashMap<Token, Connection>,
     next_token: usize,
     /// This worker's blocked connections, the longest-waiting first.
@@ -149,27 +166,33 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Worker `index`, polling `poll` (whose waker is in `shared.loops[index]`).
+    /// Worker `index`, polling `poll` (whose waker is in `shared.loops[index]`) and
+    /// accepting on `endpoints`.
     pub fn new(
         shared: Arc<Shared>,
         index: usize,
         poll: Poll,
-        listener: StdListener,
+        endpoints: Vec<Endpoint>,
     ) -> io::Result<Worker> {
         assert!(
             index < shared.loops.len(),
             "a worker without its loop state"
         );
-        let mut listener = TcpListener::from_std(listener);
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut listeners = Vec::with_capacity(endpoints.len());
+        for (at, endpoint) in endpoints.into_iter().enumerate() {
+            let mut listener = TcpListener::from_std(endpoint.listener);
+            poll.registry()
+                .register(&mut listener, listener_token(at), Interest::READABLE)?;
+            listeners.push((listener, endpoint.tls));
+        }
+        let next_token = listener_token(listeners.len()).0;
         Ok(Worker {
             shared,
             index,
             poll,
-            listener,
+            listeners,
             connections: HashMap::new(),
-            next_token: HANDOFF.0 + 1,
+            next_token,
             blocked: BTreeMap::new(),
             next_block: 1,
             recheck: Vec::new(),
@@ -193,12 +216,12 @@ impl Worker {
             ready.clear();
             let mut handoff = false;
             for event in events.iter() {
-                if event.token() == LISTENER {
-                    self.accept()?;
+                if let Some(at) = self.listener_at(event.token()) {
+                    self.accept(at)?;
                 } else if event.token() == HANDOFF {
                     handoff = true;
-                    for (stream, peer) in self.shared.loops[self.index].take() {
-                        self.adopt(stream, peer)?;
+                    for accepted in self.shared.loops[self.index].take() {
+                        self.adopt(accepted)?;
                     }
                     self.take_messages(&mut ready);
                     self.take_kills();
@@ -421,9 +444,16 @@ impl Worker {
         }
     }
 
-    fn accept(&mut self) -> io::Result<()> {
+    /// The place in `listeners` of the socket polled with `token`, if it is one of them.
+    fn listener_at(&self, token: Token) -> Option<usize> {
+        (0..self.listeners.len()).find(|&at| listener_token(at) == token)
+    }
+
+    /// Accepts the connections waiting on `listeners[at]`.
+    fn accept(&mut self, at: usize) -> io::Result<()> {
+        let tls = self.listeners[at].1;
         loop {
-            let (mut stream, peer) = match self.listener.accept() {
+            let (mut stream, peer) = match self.listeners[at].0.accept() {
                 Ok(accepted) => accepted,
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(err) if is_transient(&err) => {
@@ -437,7 +467,7 @@ impl Worker {
             if shared.clients.fetch_add(1, Ordering::Relaxed) >= shared.config.max_clients {
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
                 shared.rejected.fetch_add(1, Ordering::Relaxed);
-                if shared.config.tls.is_none() {
+                if !tls {
                     // (A TLS client would read it as a broken record: it is just closed.)
                     let mut refusal = Vec::new();
                     Reply::error("ERR max number of clients reached")
@@ -448,18 +478,25 @@ impl Worker {
             }
             let loops = &shared.loops;
             let turn = shared.next_worker.fetch_add(1, Ordering::Relaxed) % loops.len();
+            let accepted = Accepted { stream, peer, tls };
             if turn == self.index {
-                self.adopt(stream, peer)?;
+                self.adopt(accepted)?;
             } else {
-                loops[turn].give(stream, peer)?;
+                loops[turn].give(accepted)?;
             }
         }
     }
 
     /// Starts serving a connection accepted for this worker.
-    fn adopt(&mut self, mut stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+    fn adopt(&mut self, accepted: Accepted) -> io::Result<()> {
+        let Accepted {
+            mut stream,
+            peer,
+            tls,
+        } = accepted;
         let shared = &self.shared;
-        let session = match shared.config.tls.as_ref().map(Tls::session).transpose() {
+        let tls = shared.config.tls.as_ref().filter(|_| tls);
+        let session = match tls.map(Tls::session).transpose() {
             Ok(session) => session.map(Box::new),
             Err(err) => {
                 // This connection's failure, not the loop's: it is dropped (closed).
@@ -593,6 +630,11 @@ impl Worker {
                 .store(self.connections.len(), Ordering::Relaxed);
         }
     }
+}
+
+/// The token a worker polls its listening socket `at` with.
+fn listener_token(at: usize) -> Token {
+    Token(HANDOFF.0 + 1 + at)
 }
 
 /// Waits for every commit of the pass, the highest LSN first (so the rest return at once).

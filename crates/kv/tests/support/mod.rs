@@ -90,8 +90,9 @@ pub struct Options {
     pub exclusive: bool,
     /// `requirepass`.
     pub password: Option<&'static str>,
-    /// TLS on every connection.
+    /// TLS: on every connection, or with `tls_beside_plain` on a second address.
     pub tls: Option<Tls>,
+    pub tls_beside_plain: bool,
 }
 
 impl Default for Options {
@@ -106,6 +107,7 @@ impl Default for Options {
             exclusive: false,
             password: None,
             tls: None,
+            tls_beside_plain: false,
         }
     }
 }
@@ -171,6 +173,9 @@ impl TestServer {
             recovery: Duration::ZERO,
             password: options.password.map(|p| Secret(p.as_bytes().to_vec())),
             tls: options.tls.clone(),
+            tls_listen: options
+                .tls_beside_plain
+                .then(|| "127.0.0.1:0".parse().unwrap()),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
@@ -191,6 +196,12 @@ impl TestServer {
 
     pub fn port(&self) -> u16 {
         self.address.port()
+    }
+
+    /// The port of the second, TLS, address (`Options::tls_beside_plain`).
+    pub fn tls_port(&self) -> u16 {
+        let server = self.server.as_ref().expect("a running server");
+        server.tls_address().expect("a TLS address").port()
     }
 
     /// A RESP2 connection through the `redis` crate.
