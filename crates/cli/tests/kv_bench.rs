@@ -562,4 +562,43 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
         assert!(text(&out.stdout).contains("errors: 0"));
     }
     refused_with(bench(&tls_address, &[]), "it speaks TLS (give --tls)");
+
+    // `kv migrate` from that TLS address into a TLS-only server that asks for a client
+    // certificate.
+    let (db2, pmem2) = (dir.path().join("db2"), shm.path().join("db2.pmem"));
+    let target = Server::start(&[
+        "--db",
+        support::path(&db2),
+        "--pmem",
+        support::path(&pmem2),
+        "--tls-cert-file",
+        &server_cert,
+        "--tls-key-file",
+        &server_key,
+        "--tls-ca-cert-file",
+        &ca,
+    ]);
+    let target_address = target.address.to_string();
+    let migrate = |extra: &[&str]| {
+        let base = ["kv", "migrate", "--from", &tls_address, "--to", &target_address];
+        tailstore(&[&base[..], &["--from-tls", "--from-tls-ca-cert-file", &ca], extra].concat())
+    };
+    refused_with(migrate(&[]), "it speaks TLS (give --to-tls)");
+    let (client_cert, client_key) = (file("client.crt"), file("client.key"));
+    let out = migrate(&[
+        "--to-tls",
+        "--to-tls-ca-cert-file",
+        &ca,
+        "--to-tls-cert-file",
+        &client_cert,
+        "--to-tls-key-file",
+        &client_key,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut source = Client::connect(server.address).expect("connect");
+    let Value::Int(keys) = call(&mut source, &["DBSIZE"]) else {
+        panic!("DBSIZE");
+    };
+    let said = text(&out.stdout);
+    assert!(keys > 0 && said.contains(&format!("copied {keys} keys")), "{said}");
 }

@@ -210,7 +210,7 @@ impl BenchKvArgs {
             stop,
             seed: self.seed,
             password: self.password.clone(),
-            tls: TlsClient::new(&self.tls, &self.server)?,
+            tls: TlsClient::new(&self.tls, &self.server, "")?,
         };
         config.validate()?;
         Ok(config)

@@ -8,20 +8,59 @@ use std::time::Duration;
 use tailstore_kv::server::Secret;
 use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
+use super::tls::{Secure, TlsClient};
 use crate::CliResult;
 
 /// Over a TCP stream, or any other (a TLS session's, `StreamOwned`).
-pub struct Link<S = TcpStream> {
+pub struct Link<S = Wire> {
     stream: S,
     /// Bytes read and not yet parsed into replies.
     input: Vec<u8>,
     limits: Limits,
+    /// The option that makes this side speak TLS, named when the server answers in TLS.
+    tls_option: &'static str,
+}
+
+/// A connection's bytes: plain TCP, or through a TLS session.
+pub enum Wire {
+    Plain(TcpStream),
+    Tls(Box<Secure>),
+}
+
+impl Read for Wire {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.read(buf),
+            Wire::Tls(secure) => secure.read(buf),
+        }
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(stream) => stream.write(buf),
+            Wire::Tls(secure) => secure.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Wire::Plain(stream) => stream.flush(),
+            Wire::Tls(secure) => secure.flush(),
+        }
+    }
 }
 
 impl Link {
-    /// Connects to `address` (`host:port`); a reply that takes longer than `patience`
-    /// is an error.
-    pub fn connect(address: &str, patience: Duration) -> CliResult<Link> {
+    /// Connects to `address` (`host:port`), through a TLS session if `tls` is given, whose
+    /// option `tls_option` names; a reply that takes longer than `patience` is an error.
+    pub fn connect(
+        address: &str,
+        patience: Duration,
+        tls: Option<&TlsClient>,
+        tls_option: &'static str,
+    ) -> CliResult<Link> {
         let resolved = address
             .to_socket_addrs()
             .map_err(|e| format!("{address}: {e}"))?
@@ -31,7 +70,16 @@ impl Link {
             .map_err(|e| format!("cannot connect to {address}: {e}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(patience))?;
-        Ok(Link::new(stream))
+        let wire = match tls {
+            Some(tls) => Wire::Tls(Box::new(
+                tls.secure(stream).map_err(|e| format!("{address}: {e}"))?,
+            )),
+            None => Wire::Plain(stream),
+        };
+        Ok(Link {
+            tls_option,
+            ..Link::new(wire)
+        })
     }
 }
 
@@ -41,6 +89,7 @@ impl<S: Read + Write> Link<S> {
             stream,
             input: Vec::new(),
             limits: Limits::default(),
+            tls_option: "--tls",
         }
     }
 
@@ -93,8 +142,8 @@ impl<S: Read + Write> Link<S> {
     pub fn receive(&mut self) -> CliResult<Value> {
         let mut chunk = [0u8; 64 << 10];
         loop {
-            if let Some((value, used)) =
-                parse_reply(&self.input, &self.limits).map_err(|e| unparsed(&self.input, e))?
+            if let Some((value, used)) = parse_reply(&self.input, &self.limits)
+                .map_err(|e| unparsed(&self.input, e, self.tls_option))?
             {
                 self.input.drain(..used);
                 return Ok(value);
@@ -117,11 +166,12 @@ impl<S: Read + Write> Link<S> {
 }
 
 /// Why a reply does not parse, naming TLS when the server answered with a TLS record (an
-/// alert, 0x15, or a handshake, 0x16): a plaintext client of a TLS-only server.
-fn unparsed(input: &[u8], error: impl std::fmt::Display) -> String {
+/// alert, 0x15, or a handshake, 0x16): a plaintext client of a TLS-only server, whose
+/// option to speak TLS is `tls_option`.
+fn unparsed(input: &[u8], error: impl std::fmt::Display, tls_option: &str) -> String {
     match input.first() {
         Some(0x15 | 0x16) => {
-            "the server answered with TLS records: it speaks TLS (give --tls)".to_string()
+            format!("the server answered with TLS records: it speaks TLS (give {tls_option})")
         }
         _ => format!("the server's reply does not parse: {error}"),
     }

@@ -9,6 +9,7 @@
 //! is skipped (its DUMP answers nil). Keys are copied, never removed from the source.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -18,6 +19,7 @@ use tailstore_resp::Value;
 
 use super::link::Link;
 use super::server::reply_text;
+use super::tls::{TlsClient, TlsClientArgs};
 use crate::report::group;
 use crate::CliResult;
 
@@ -59,6 +61,54 @@ pub struct MigrateArgs {
     /// target has of the same name is replaced.
     #[arg(long)]
     pub skip_functions: bool,
+    /// Speak TLS to the source, as redis-cli --tls does. Needs --from-tls-ca-cert-file.
+    #[arg(long, requires = "from_tls_ca_cert_file")]
+    pub from_tls: bool,
+    /// The authorities (PEM) whose signature the source's certificate must bear.
+    #[arg(long, value_name = "FILE", requires = "from_tls")]
+    pub from_tls_ca_cert_file: Option<PathBuf>,
+    /// A certificate (PEM) to present to a source that asks clients for one. Needs
+    /// --from-tls-key-file.
+    #[arg(long, value_name = "FILE", requires_all = ["from_tls", "from_tls_key_file"])]
+    pub from_tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --from-tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "from_tls_cert_file")]
+    pub from_tls_key_file: Option<PathBuf>,
+    /// Speak TLS to the target. Needs --to-tls-ca-cert-file.
+    #[arg(long, requires = "to_tls_ca_cert_file")]
+    pub to_tls: bool,
+    /// The authorities (PEM) whose signature the target's certificate must bear.
+    #[arg(long, value_name = "FILE", requires = "to_tls")]
+    pub to_tls_ca_cert_file: Option<PathBuf>,
+    /// A certificate (PEM) to present to a target that asks clients for one. Needs
+    /// --to-tls-key-file.
+    #[arg(long, value_name = "FILE", requires_all = ["to_tls", "to_tls_key_file"])]
+    pub to_tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --to-tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "to_tls_cert_file")]
+    pub to_tls_key_file: Option<PathBuf>,
+}
+
+impl MigrateArgs {
+    /// The source's TLS settings, as `bench kv`'s options would give them.
+    fn source_tls(&self) -> TlsClientArgs {
+        TlsClientArgs {
+            tls: self.from_tls,
+            tls_ca_cert_file: self.from_tls_ca_cert_file.clone(),
+            tls_cert_file: self.from_tls_cert_file.clone(),
+            tls_key_file: self.from_tls_key_file.clone(),
+        }
+    }
+
+    /// The target's TLS settings.
+    fn target_tls(&self) -> TlsClientArgs {
+        TlsClientArgs {
+            tls: self.to_tls,
+            tls_ca_cert_file: self.to_tls_ca_cert_file.clone(),
+            tls_cert_file: self.to_tls_cert_file.clone(),
+            tls_key_file: self.to_tls_key_file.clone(),
+        }
+    }
 }
 
 /// What happened to the keys of one database.
@@ -87,11 +137,13 @@ impl Tally {
 }
 
 pub fn run(args: &MigrateArgs) -> CliResult<()> {
-    let mut source = Link::connect(&args.from, PATIENCE)?;
+    let source_tls = TlsClient::new(&args.source_tls(), &args.from, "from-")?;
+    let target_tls = TlsClient::new(&args.target_tls(), &args.to, "to-")?;
     let from = format!("the source {}", args.from);
+    let mut source = Link::connect(&args.from, PATIENCE, source_tls.as_ref(), "--from-tls")?;
     source.authenticate(&from, args.from_password.as_ref(), "--from-password")?;
-    let mut target = Link::connect(&args.to, PATIENCE)?;
     let to = format!("the target {}", args.to);
+    let mut target = Link::connect(&args.to, PATIENCE, target_tls.as_ref(), "--to-tls")?;
     target.authenticate(&to, args.to_password.as_ref(), "--to-password")?;
     let databases = if args.db.is_empty() {
         databases_with_keys(&mut source)?

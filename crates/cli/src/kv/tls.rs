@@ -51,19 +51,21 @@ pub type Secure = StreamOwned<ClientConnection, TcpStream>;
 
 impl TlsClient {
     /// The settings `args` give for the server at `server` (HOST:PORT, whose host the
-    /// certificate must name); `None` without `--tls`.
-    pub fn new(args: &TlsClientArgs, server: &str) -> CliResult<Option<TlsClient>> {
+    /// certificate must name); `None` without `--tls`. `prefix` is what the options' names
+    /// begin with after `--` (`from-` for `kv migrate --from-tls`), for the errors.
+    pub fn new(args: &TlsClientArgs, server: &str, prefix: &str) -> CliResult<Option<TlsClient>> {
         if !args.tls {
             return Ok(None);
         }
+        let option = |name: &str| format!("--{prefix}{name}");
         let Some(ca) = &args.tls_ca_cert_file else {
-            return Err("--tls needs --tls-ca-cert-file".into());
+            return Err(format!("{} needs {}", option("tls"), option("tls-ca-cert-file")).into());
         };
         let mut roots = RootCertStore::empty();
         for certificate in certificates(ca)? {
             roots
                 .add(certificate)
-                .map_err(|e| format!("--tls-ca-cert-file {}: {e}", ca.display()))?;
+                .map_err(|e| format!("{} {}: {e}", option("tls-ca-cert-file"), ca.display()))?;
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let builder = ClientConfig::builder_with_provider(provider)
@@ -73,10 +75,13 @@ impl TlsClient {
         let config = match (&args.tls_cert_file, &args.tls_key_file) {
             (Some(cert), Some(key)) => {
                 let key = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| format!("--tls-key-file {}: {e}", key.display()))?;
+                    .map_err(|e| format!("{} {}: {e}", option("tls-key-file"), key.display()))?;
                 builder
                     .with_client_auth_cert(certificates(cert)?, key)
-                    .map_err(|e| format!("--tls-cert-file and --tls-key-file: {e}"))?
+                    .map_err(|e| {
+                        let (cert, key) = (option("tls-cert-file"), option("tls-key-file"));
+                        format!("{cert} and {key}: {e}")
+                    })?
             }
             _ => builder.with_no_client_auth(),
         };
@@ -116,7 +121,7 @@ fn server_name(server: &str) -> CliResult<ServerName<'static>> {
     let host = server.rsplit_once(':').map_or(server, |(host, _)| host);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     ServerName::try_from(host.to_string())
-        .map_err(|e| format!("--server '{server}': not a name TLS can check: {e}").into())
+        .map_err(|e| format!("'{server}': not a name TLS can check: {e}").into())
 }
 
 #[cfg(test)]
