@@ -2362,6 +2362,19 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
             &[&["SET", "k", "v"], &["EXPIRE", "k", "abc", "NX", "NX"]],
             error("ERR value is not an integer or out of range"),
         ),
+        // A sparse sketch whose runs cover every register, then one VAL run more, is
+        // corrupt to a merge as well (Redis 7.0.15 with CVE-2025-32023's fix): the two
+        // bytes of U+0085 and a 0x7f leave the opcodes v:2,2 v:31,1 v:1,1 Z:16380 v:2,1.
+        (
+            &[
+                &["PFADD", "d", "95370"],
+                &["PFADD", "d", "29289"],
+                &["SETRANGE", "d", "15", "\u{85}"],
+                &["SETRANGE", "d", "19", "\x7f"],
+                &["PFMERGE", "d"],
+            ],
+            error("INVALIDOBJ Corrupted HLL object detected"),
+        ),
     ]
 }
 

@@ -243,31 +243,19 @@ fn push_xzero(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&[0x40 | (encoded >> 8) as u8, encoded as u8]);
 }
 
-/// What a walk of a sparse sketch does with a VAL run that would pass the last register.
-#[derive(Clone, Copy, PartialEq)]
-enum Overflow {
-    /// Stops there, as Redis's merges and its conversion to dense do (so a sketch with
-    /// opcodes after a full cover is valid to them).
-    Stop,
-    /// Counts it, as Redis's histogram for the estimate does (so that sketch is corrupt to
-    /// a one-key PFCOUNT).
-    Count,
-}
-
 /// Walks a sparse sketch's opcodes, calling `run(first register, len, value)` for each VAL
-/// run and each zero run, which may pass the last register only with [`Overflow::Count`];
-/// `Corrupt` unless they cover exactly [`REGISTERS`].
-fn walk_sparse(
-    sketch: &[u8],
-    overflow: Overflow,
-    mut run: impl FnMut(usize, usize, u8),
-) -> Result<(), Corrupt> {
+/// run and each zero run; `Corrupt` unless they cover exactly [`REGISTERS`]. A run that
+/// would pass the last register stops the walk as corrupt, as in Redis 7.0.15 with the fix
+/// of CVE-2025-32023 (its merge and its conversion to dense stopped at a VAL run past the
+/// end before, and took a sketch that had covered every register by then); its histogram
+/// for the estimate counts every run and compares the sum: the same verdict.
+fn walk_sparse(sketch: &[u8], mut run: impl FnMut(usize, usize, u8)) -> Result<(), Corrupt> {
     let ops = &sketch[HEADER..];
     let (mut at, mut index) = (0, 0);
     while at < ops.len() {
         let op = op_at(ops, at);
-        if op.value != 0 && index + op.len > REGISTERS && overflow == Overflow::Stop {
-            break;
+        if index + op.len > REGISTERS {
+            return Err(Corrupt);
         }
         run(index, op.len, op.value);
         index += op.len;
@@ -382,7 +370,7 @@ pub fn to_dense(sketch: &mut Vec<u8>) -> Result<(), Corrupt> {
     let mut dense = sketch[..HEADER].to_vec();
     dense[4] = DENSE;
     dense.resize(DENSE_LEN, 0);
-    walk_sparse(sketch, Overflow::Stop, |first, len, value| {
+    walk_sparse(sketch, |first, len, value| {
         if value != 0 {
             for index in first..first + len {
                 dense_put(&mut dense[HEADER..], index, value);
@@ -402,7 +390,7 @@ pub fn merge_into(max: &mut [u8], sketch: &[u8]) -> Result<(), Corrupt> {
         }
         return Ok(());
     }
-    walk_sparse(sketch, Overflow::Stop, |first, len, value| {
+    walk_sparse(sketch, |first, len, value| {
         if value != 0 {
             for register in &mut max[first..first + len] {
                 *register = (*register).max(value);
@@ -422,7 +410,7 @@ pub fn count(sketch: &[u8]) -> Result<u64, Corrupt> {
             histogram[usize::from(dense_get(&sketch[HEADER..], index))] += 1;
         }
     } else {
-        walk_sparse(sketch, Overflow::Count, |_, len, value| {
+        walk_sparse(sketch, |_, len, value| {
             histogram[usize::from(value)] += len as u64
         })?;
     }
@@ -640,9 +628,10 @@ mod tests {
         let mut long = empty();
         long.push(val_byte(3, 1));
         assert_eq!(count(&long), Err(Corrupt));
-        // Redis's merge and its conversion to dense stop at a VAL past the end instead.
-        assert_eq!(merge_into(&mut vec![0; REGISTERS], &long), Ok(()));
-        assert_eq!(to_dense(&mut long), Ok(()));
+        // So are they to the merge and the conversion to dense (with CVE-2025-32023's
+        // fix, Redis's stop at a VAL run past the end no longer takes the sketch).
+        assert_eq!(merge_into(&mut vec![0; REGISTERS], &long), Err(Corrupt));
+        assert_eq!(to_dense(&mut long), Err(Corrupt));
         let mut zeros_past = empty();
         zeros_past.push(0);
         assert_eq!(
