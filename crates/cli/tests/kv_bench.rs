@@ -580,8 +580,22 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
     ]);
     let target_address = target.address.to_string();
     let migrate = |extra: &[&str]| {
-        let base = ["kv", "migrate", "--from", &tls_address, "--to", &target_address];
-        tailstore(&[&base[..], &["--from-tls", "--from-tls-ca-cert-file", &ca], extra].concat())
+        let base = [
+            "kv",
+            "migrate",
+            "--from",
+            &tls_address,
+            "--to",
+            &target_address,
+        ];
+        tailstore(
+            &[
+                &base[..],
+                &["--from-tls", "--from-tls-ca-cert-file", &ca],
+                extra,
+            ]
+            .concat(),
+        )
     };
     refused_with(migrate(&[]), "it speaks TLS (give --to-tls)");
     let (client_cert, client_key) = (file("client.crt"), file("client.key"));
@@ -600,5 +614,8 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
         panic!("DBSIZE");
     };
     let said = text(&out.stdout);
-    assert!(keys > 0 && said.contains(&format!("copied {keys} keys")), "{said}");
+    assert!(
+        keys > 0 && said.contains(&format!("copied {keys} keys")),
+        "{said}"
+    );
 }

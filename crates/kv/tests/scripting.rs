@@ -38,6 +38,19 @@ const CASES: &[&[&str]] = &[
     &["eval", "return nil", "0"],
     &["eval", "return {err='My Error'}", "0"],
     &["eval", "return redis.error_reply('My Error')", "0"],
+    // error_reply's code: the first word when a space follows it, else ERR; a '-' and
+    // line ends around the message taken off; line ends inside it sent as spaces.
+    &["eval", "return redis.error_reply('Error')", "0"],
+    &["eval", "return redis.error_reply('-MY Error')", "0"],
+    &["eval", "return redis.error_reply('-Error')", "0"],
+    &["eval", "return redis.error_reply('')", "0"],
+    &["eval", "return redis.error_reply('\r\nA B\r\n')", "0"],
+    &["eval", "return redis.error_reply('a\r\n+INJECTED')", "0"],
+    &["eval", "return redis.error_reply('abc').err", "0"],
+    &["eval", "return {err='x\r\n:42'}", "0"],
+    &["eval", "return redis.status_reply('ok\r\n:1')", "0"],
+    // A raised string keeps its lines, as spaces.
+    &["eval", "error('two\nlines\r\n-EVIL')", "0"],
     &["eval", "return redis.status_reply('FINE')", "0"],
     &["eval", "return {double=3.5}", "0"],
     &["eval", "return redis.status_reply(1, 2)", "0"],

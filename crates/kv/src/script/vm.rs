@@ -363,6 +363,7 @@ impl Sandbox {
         // Lua's allocator refuses what would pass the limit. Checked by the hook instead,
         // one call could allocate any amount between two checks (see `Limits`).
         lua.set_memory_limit(scripts.memory_limit())?;
+        anchor_chunk_names(&lua)?;
         let limits = Rc::new(Limits::new(scripts));
         limits.watch(&lua)?;
         let resp3 = Rc::new(Cell::new(false));
@@ -824,15 +825,17 @@ fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
             (lossy(&text), script_line(lua))
         }
         other => {
+            // A string raised keeps its lines (the reply turns line ends into spaces, as
+            // Redis's does); an error from Rust loses mlua's traceback.
             let text = match lua.coerce_string(other.clone()) {
                 Ok(Some(text)) => lossy(&text),
                 _ => match &other {
-                    Value::Error(err) => err.to_string(),
+                    Value::Error(err) => first_line(err),
                     Value::Nil => "nil".to_string(),
                     _ => other.type_name().to_string(),
                 },
             };
-            (format!("ERR {}", first_line(&text)), script_line(lua))
+            (format!("ERR {text}"), script_line(lua))
         }
     };
     let table = lua.create_table()?;
@@ -842,6 +845,20 @@ fn locate_error(lua: &Lua, error: Value) -> mlua::Result<Table> {
         table.raw_set("memory", true)?;
     }
     Ok(table)
+}
+
+/// Keeps the names scripts and functions are compiled under referenced for the state's
+/// life. Lua 5.1's parser interns a chunk's name and holds it unreferenced until the
+/// chunk's prototype exists (Redis's CVE-2025-49844, fixed in its copy of `lparser.c`, not
+/// in the vendored Lua here): a collection that completes in between frees a name just
+/// made, and the prototype keeps a dangling pointer. A name already interned and reachable
+/// is found alive instead. (`loadstring`'s names are its arguments, on the stack.)
+fn anchor_chunk_names(lua: &Lua) -> mlua::Result<()> {
+    let names = [SCRIPT_CHUNK, FUNCTION_CHUNK]
+        .into_iter()
+        .map(|chunk| lua.create_string(format!("@{chunk}")))
+        .collect::<mlua::Result<Vec<_>>>()?;
+    lua.set_named_registry_value("tailstore.chunk_names", names)
 }
 
 /// The line the script is at: its innermost frame on the stack.
@@ -872,6 +889,10 @@ fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
     redis.raw_set("sha1hex", lua.create_function(sha1hex)?)?;
     for (name, field) in [("error_reply", "err"), ("status_reply", "ok")] {
         let reply = lua.create_function(move |lua, args: Variadic<Value>| match &args[..] {
+            [Value::String(text)] if field == "err" => {
+                let text = lua.create_string(error_with_code(&text.as_bytes()))?;
+                single_field(lua, field, Value::String(text))
+            }
             [Value::String(text)] => single_field(lua, field, Value::String(text.clone())),
             // Returned, not raised, as Redis does.
             _ => single_field(
@@ -977,6 +998,27 @@ fn log(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         .collect();
     eprintln!("tailstore: script log: {}", words.join(" "));
     Ok(())
+}
+
+/// `redis.error_reply`'s text as Redis 7.0 makes it (`luaPushErrorBuff`): an error code,
+/// the text's first word, only when a space follows it, else "ERR"; a leading '-' and
+/// line ends around the message taken off.
+fn error_with_code(text: &[u8]) -> Vec<u8> {
+    let text = text.strip_prefix(b"-").unwrap_or(text);
+    let (code, message) = match text.iter().position(|&b| b == b' ') {
+        Some(space) => (&text[..space], &text[space + 1..]),
+        None => (&b"ERR"[..], text),
+    };
+    let line_end = |b: &u8| *b == b'\r' || *b == b'\n';
+    let start = message
+        .iter()
+        .position(|b| !line_end(b))
+        .unwrap_or(message.len());
+    let end = message
+        .iter()
+        .rposition(|b| !line_end(b))
+        .map_or(start, |at| at + 1);
+    [code, b" ", &message[start..end]].concat()
 }
 
 /// The first line of an error's text (mlua adds a traceback after it).
