@@ -215,6 +215,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .map_err(|e| format!("--background-cpus: {e}"))?;
     let password = password(args)?;
     let tls = tls(args)?;
+    let max_clients = open_files_for(args.max_clients)?;
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();
@@ -271,7 +272,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     }
     let server_config = ServerConfig {
         listen: args.listen,
-        max_clients: args.max_clients,
+        max_clients,
         max_bulk: args.max_bulk.0,
         script_memory: args.script_memory.0,
         threads: loops,
@@ -315,6 +316,51 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     served.map_err(|e| format!("server failed: {e}"))?;
     eprintln!("tailstore serve: stopped cleanly (checkpoint written)");
     Ok(())
+}
+
+/// File descriptors `serve` keeps for itself beside its clients' sockets: the database's
+/// files, each event loop's poll and waker, the listeners, and room to spare (Redis keeps
+/// 32; the loops and the database take more here).
+const RESERVED_FDS: u64 = 64;
+
+/// Raises this process's limit on open files so that `max_clients` connections fit beside
+/// the server's own files, as Redis does at start; where the hard limit forbids it, the
+/// server takes fewer clients and says so (past the limit, accept would fail for want of a
+/// descriptor instead of refusing the client with Redis's "max number of clients"). The
+/// number of clients to take.
+fn open_files_for(max_clients: usize) -> CliResult<usize> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let wanted = (max_clients as u64).saturating_add(RESERVED_FDS);
+    let limit = getrlimit(Resource::Nofile);
+    let current = limit.current.unwrap_or(u64::MAX);
+    if current >= wanted {
+        return Ok(max_clients);
+    }
+    let raised = wanted.min(limit.maximum.unwrap_or(u64::MAX));
+    let raise = Rlimit {
+        current: Some(raised),
+        maximum: limit.maximum,
+    };
+    let available = match setrlimit(Resource::Nofile, raise) {
+        Ok(()) => raised,
+        Err(_) => current,
+    };
+    if available >= wanted {
+        return Ok(max_clients);
+    }
+    let clients = available.saturating_sub(RESERVED_FDS);
+    if clients == 0 {
+        return Err(format!(
+            "this process may open only {available} files (ulimit -n), which leaves no room for \
+             clients beside the server's own {RESERVED_FDS}: raise the limit"
+        )
+        .into());
+    }
+    eprintln!(
+        "tailstore serve: warning: --max-clients {max_clients} needs {wanted} open files and \
+         this process may open only {available} (ulimit -n): taking at most {clients} clients"
+    );
+    Ok(clients as usize)
 }
 
 /// What the start line says of the protocols spoken: "plain TCP", "TLS", or both with the

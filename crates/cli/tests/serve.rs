@@ -369,3 +369,57 @@ fn a_pmem_file_that_is_the_data_file_or_the_log_is_refused() {
         }
     }
 }
+
+/// Under a low limit on open files, `serve` takes as many clients as fit beside its own
+/// files and refuses the rest with Redis's error (as Redis lowers its maxclients), where
+/// accept would otherwise fail for want of a descriptor and leave clients waiting
+/// unanswered; a limit with no room for clients at all is refused before the database is
+/// touched.
+#[test]
+fn a_low_open_files_limit_lowers_max_clients() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
+    let Some(server) = Server::start_with_open_files(100, &args) else {
+        eprintln!("prlimit is not installed: skipped");
+        return;
+    };
+    assert!(
+        server.had_said("this process may open only 100 (ulimit -n): taking at most 36 clients"),
+        "{:?}",
+        server.said
+    );
+    let mut clients: Vec<Client> = (0..36)
+        .map(|_| Client::connect(server.address).expect("connect"))
+        .collect();
+    for client in &mut clients {
+        assert_eq!(client.call(&[b"PING"]), Value::Simple("PONG".into()));
+    }
+    let mut refused = Client::connect(server.address).expect("connect");
+    assert_eq!(
+        refused.call(&[b"PING"]),
+        Value::Error("ERR max number of clients reached".into())
+    );
+    assert_eq!(
+        clients[0].call(&[b"CONFIG", b"GET", b"maxclients"]),
+        Value::Array(vec![
+            Value::Bulk(b"maxclients".to_vec()),
+            Value::Bulk(b"36".to_vec())
+        ])
+    );
+    drop(server);
+
+    let elsewhere = dir.path().join("never");
+    let status = Command::new("prlimit")
+        .arg("--nofile=40:40")
+        .arg(env!("CARGO_BIN_EXE_tailstore"))
+        .args(["serve", "--db", support::path(&elsewhere)])
+        .output()
+        .expect("run prlimit");
+    assert!(!status.status.success());
+    let said = support::text(&status.stderr);
+    assert!(said.contains("leaves no room for clients"), "{said}");
+    assert!(!elsewhere.exists(), "the database directory was created");
+}

@@ -78,10 +78,32 @@ impl Server {
     /// Starts `tailstore serve --listen 127.0.0.1:0 ARGS…` and learns its address from the
     /// "listening on" line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = spawn_serve(
+        let child = spawn_serve(
             &[&["--listen", "127.0.0.1:0"][..], args].concat(),
             Stdio::null(),
         );
+        Server::listening(child)
+    }
+
+    /// As [`Server::start`], the process allowed only `files` open files (through
+    /// util-linux's `prlimit`); `None` where `prlimit` is not installed.
+    pub fn start_with_open_files(files: u64, args: &[&str]) -> Option<Server> {
+        let limit = format!("--nofile={files}:{files}");
+        let child = Command::new("prlimit")
+            .arg(limit)
+            .arg(env!("CARGO_BIN_EXE_tailstore"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        Some(Server::listening(child))
+    }
+
+    /// The server `child` runs, once it says it listens.
+    fn listening(mut child: Child) -> Server {
         let stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {

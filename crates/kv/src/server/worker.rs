@@ -154,6 +154,12 @@ pub struct Worker {
     poll: Poll,
     /// Polled with the tokens after [`HANDOFF`], in order.
     listeners: Vec<(TcpListener, bool)>,
+    /// Listeners whose accept stopped at a shortage of file descriptors: tried again each
+    /// pass (at most `IDLE` apart), since the connections left waiting in their queues bring
+    /// no new readiness event.
+    accept_later: Vec<usize>,
+    /// Whether the last accept met a shortage (said once, not at every retry).
+    short: bool,
     connections: HashMap<Token, Connection>,
     next_token: usize,
     /// This worker's blocked connections, the longest-waiting first.
@@ -191,6 +197,8 @@ impl Worker {
             index,
             poll,
             listeners,
+            accept_later: Vec::new(),
+            short: false,
             connections: HashMap::new(),
             next_token,
             blocked: BTreeMap::new(),
@@ -214,6 +222,9 @@ impl Worker {
             let sleep = self.sleep_limit();
             self.wait_for_events(&mut events, unread, served, sleep)?;
             ready.clear();
+            for at in std::mem::take(&mut self.accept_later) {
+                self.accept(at)?;
+            }
             let mut handoff = false;
             for event in events.iter() {
                 if let Some(at) = self.listener_at(event.token()) {
@@ -454,10 +465,22 @@ impl Worker {
         let tls = self.listeners[at].1;
         loop {
             let (mut stream, peer) = match self.listeners[at].0.accept() {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    self.short = false;
+                    accepted
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(err) if is_transient(&err) => {
-                    eprintln!("tailstore serve: accept failed: {err}");
+                // That connection's failure: the others queued behind it are accepted
+                // (the readiness event that told of them will not come again).
+                Err(err) if is_one_connections(&err) => continue,
+                Err(err) if is_shortage(&err) => {
+                    if !self.short {
+                        eprintln!("tailstore serve: accept failed, trying again shortly: {err}");
+                    }
+                    self.short = true;
+                    if !self.accept_later.contains(&at) {
+                        self.accept_later.push(at);
+                    }
                     return Ok(());
                 }
                 Err(err) => return Err(err),
@@ -651,16 +674,24 @@ fn wait_all(mut pending: Vec<PendingCommit<'_>>) -> Result<(), String> {
     outcome
 }
 
-/// Accept errors that concern one connection or a passing shortage, not the listener.
-fn is_transient(err: &io::Error) -> bool {
+/// Accept errors that concern the one connection being accepted, not the listener.
+fn is_one_connections(err: &io::Error) -> bool {
     matches!(
         err.kind(),
         io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
-    ) || matches!(err.raw_os_error(), Some(EMFILE | ENFILE))
+    )
+}
+
+/// Accept errors of a shortage that passes (file descriptors, the kernel's memory).
+fn is_shortage(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(EMFILE | ENFILE | ENOBUFS | ENOMEM))
 }
 
 /// Linux's "too many open files" (per process, system-wide): a shortage that passes.
 const EMFILE: i32 = 24;
 const ENFILE: i32 = 23;
+/// Linux's "no buffer space" and "out of memory" from accept.
+const ENOBUFS: i32 = 105;
+const ENOMEM: i32 = 12;
