@@ -19,7 +19,7 @@ struct Restore(Rlimit);
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let _ = setrlimit(Resource::Nofile, self.0.clone());
+        let _ = setrlimit(Resource::Nofile, self.0);
     }
 }
 
