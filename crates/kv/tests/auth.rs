@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::real_redis::same_replies;
@@ -102,6 +104,58 @@ fn an_unauthenticated_connection_reads_and_writes_nothing() {
 
     exchange(&mut stranger, b"AUTH s3cret\r\n", b"+OK\r\n");
     exchange(&mut stranger, b"GET k\r\n", b"$4\r\nmine\r\n");
+}
+
+/// Sends `requests` GETs on `stream` from another thread, reading nothing meanwhile;
+/// returns once they were all written or the server closed the connection.
+fn flood(stream: &TcpStream, requests: usize) {
+    let mut writer = stream.try_clone().expect("clone the stream");
+    let sent = std::thread::spawn(move || {
+        let _ = writer.write_all(&b"GET k\r\n".repeat(requests));
+    });
+    sent.join().expect("the writer");
+}
+
+/// The replies read from `stream` until it ends (or stalls for 20 s).
+fn replies_until_the_end(stream: &mut TcpStream) -> usize {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    received.windows(2).filter(|w| w == b"\r\n").count()
+}
+
+#[test]
+fn a_client_that_floods_refusals_unread_is_closed_unless_authenticated() {
+    const REQUESTS: usize = 200_000;
+    let server = with_password("s3cret");
+    // 34 MB of NOAUTH refusals left unread, more than the sockets' buffers take: closed,
+    // as Redis closes it, where a client that has logged in is held back at 64 MiB.
+    let mut stranger = server.raw();
+    flood(&stranger, 5 * REQUESTS);
+    let answered = replies_until_the_end(&mut stranger);
+    assert!(answered < 5 * REQUESTS, "all {answered} refusals were sent");
+
+    // The same flood once logged in is answered in full (read as it comes).
+    let mut owner = server.raw();
+    exchange(&mut owner, b"AUTH s3cret\r\n", b"+OK\r\n");
+    let reader = owner.try_clone().expect("clone the stream");
+    let counting = std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(reader);
+        let mut line = Vec::new();
+        let mut answered = 0;
+        while answered < REQUESTS {
+            line.clear();
+            match std::io::BufRead::read_until(&mut reader, b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => answered += 1,
+            }
+        }
+        answered
+    });
+    flood(&owner, REQUESTS);
+    assert_eq!(counting.join().expect("the reader"), REQUESTS);
 }
 
 #[test]

@@ -47,6 +47,9 @@ use crate::script::Vm;
 /// The token of a worker's [`LoopState`] waker; its listening sockets follow, then its
 /// connections.
 const HANDOFF: Token = Token(0);
+/// The most unsent output a connection that has not authenticated may leave before it is
+/// closed: Redis's limit (its 16 KiB reply buffer and 1 KiB beyond).
+const UNAUTHENTICATED_OUTPUT: usize = 17 * 1024;
 /// How long a poll waits when nothing is ready, so that a stop request is noticed.
 const IDLE: Duration = Duration::from_millis(100);
 
@@ -443,6 +446,12 @@ impl Worker {
             }
             match conn.flush() {
                 Ok(true) if conn.closing => dead.push(*token),
+                // A client that has not logged in and does not read its refusals is
+                // closed, as Redis closes it (CVE-2025-21605), instead of being held to
+                // the high-water mark of a client that has.
+                Ok(false) if !conn.authenticated && conn.unsent() > UNAUTHENTICATED_OUTPUT => {
+                    dead.push(*token)
+                }
                 Ok(_) => {}
                 Err(_) => dead.push(*token),
             }
