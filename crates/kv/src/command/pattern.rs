@@ -12,15 +12,27 @@ pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
     if text.is_empty() {
         return pattern.is_empty() || pattern == b"*";
     }
-    match_from(pattern, text, 0)
+    match_from(pattern, text, 0) == Found::Match
 }
 
 /// Bounds the recursion of `*` on adversarial patterns, as Redis does.
 const MAX_DEPTH: usize = 1000;
 
-fn match_from(mut p: &[u8], mut t: &[u8], depth: usize) -> bool {
+/// How a match of a pattern's rest against a text's rest ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Found {
+    Match,
+    NoMatch,
+    /// The pattern after a `*` matched starting nowhere in what was left of the text: an
+    /// earlier `*` that took a longer stretch would leave it less text, so the whole match
+    /// fails at once. Without this cut, a pattern like `*a*a*a…b` takes time exponential in
+    /// its stars (Redis's `skipLongerMatches`, CVE-2022-36021).
+    Nowhere,
+}
+
+fn match_from(mut p: &[u8], mut t: &[u8], depth: usize) -> Found {
     if depth > MAX_DEPTH {
-        return false;
+        return Found::NoMatch;
     }
     while let Some(&c) = p.first() {
         match c {
@@ -29,24 +41,31 @@ fn match_from(mut p: &[u8], mut t: &[u8], depth: usize) -> bool {
                     p = &p[1..];
                 }
                 if p.is_empty() {
-                    return true;
+                    return Found::Match;
                 }
-                return (0..=t.len()).any(|skip| match_from(p, &t[skip..], depth + 1));
+                // What follows the stars needs a byte: the empty rest of the text is not tried.
+                for skip in 0..t.len() {
+                    match match_from(p, &t[skip..], depth + 1) {
+                        Found::NoMatch => {}
+                        found => return found,
+                    }
+                }
+                return Found::Nowhere;
             }
             b'?' => {
                 if t.is_empty() {
-                    return false;
+                    return Found::NoMatch;
                 }
                 t = &t[1..];
                 p = &p[1..];
             }
             b'[' => {
                 let Some(&byte) = t.first() else {
-                    return false;
+                    return Found::NoMatch;
                 };
                 let (matched, rest) = class(&p[1..], byte);
                 if !matched {
-                    return false;
+                    return Found::NoMatch;
                 }
                 p = rest;
                 t = &t[1..];
@@ -58,14 +77,18 @@ fn match_from(mut p: &[u8], mut t: &[u8], depth: usize) -> bool {
                     (c, &p[1..])
                 };
                 if t.first() != Some(&literal) {
-                    return false;
+                    return Found::NoMatch;
                 }
                 p = rest;
                 t = &t[1..];
             }
         }
     }
-    t.is_empty()
+    if t.is_empty() {
+        Found::Match
+    } else {
+        Found::NoMatch
+    }
 }
 
 /// Matches `byte` against the class that starts at `p` (after `[`); returns the verdict and
@@ -100,7 +123,58 @@ fn class(mut p: &[u8], byte: u8) -> (bool, &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{class, matches};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    /// The matcher without the cut: every stretch of every `*` tried.
+    fn exhaustive(p: &[u8], t: &[u8]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some(b'*') => (0..=t.len()).any(|skip| exhaustive(&p[1..], &t[skip..])),
+            Some(b'?') => !t.is_empty() && exhaustive(&p[1..], &t[1..]),
+            Some(b'[') => match t.first() {
+                Some(&byte) => {
+                    let (matched, rest) = class(&p[1..], byte);
+                    matched && exhaustive(rest, &t[1..])
+                }
+                None => false,
+            },
+            Some(&c) => {
+                let (literal, rest) = if c == b'\\' && p.len() >= 2 {
+                    (p[1], &p[2..])
+                } else {
+                    (c, &p[1..])
+                };
+                t.first() == Some(&literal) && exhaustive(rest, &t[1..])
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_cut_changes_no_verdict(
+            pattern in proptest::collection::vec(proptest::sample::select(b"ab*?[]^-\\".to_vec()), 0..12),
+            text in proptest::collection::vec(proptest::sample::select(b"ab-]".to_vec()), 1..12),
+        ) {
+            prop_assert_eq!(matches(&pattern, &text), exhaustive(&pattern, &text));
+        }
+    }
+
+    #[test]
+    fn many_stars_against_a_long_key_take_no_time() {
+        // KEYS with this pattern held an event loop for good before the cut; the match runs
+        // on a thread of its own so that a regression fails here rather than hangs.
+        let pattern = "*a".repeat(129);
+        let key = "a".repeat(43) + "b";
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(matches(pattern.as_bytes(), key.as_bytes()));
+        });
+        let verdict = rx.recv_timeout(Duration::from_secs(5));
+        assert_eq!(verdict, Ok(false), "no verdict within 5 s");
+    }
+
 
     #[test]
     fn globs_match_as_in_redis() {
