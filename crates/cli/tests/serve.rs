@@ -423,3 +423,30 @@ fn a_low_open_files_limit_lowers_max_clients() {
     assert!(said.contains("leaves no room for clients"), "{said}");
     assert!(!elsewhere.exists(), "the database directory was created");
 }
+
+/// Scripts that recurse as deep as Redis lets them (`cjson` through 1,000 levels of a table
+/// that holds itself, 1,000 nested JSON arrays each way) are answered with Redis's
+/// errors and leave the server serving: the event loops' stacks hold them (a debug build's
+/// loop overflowed the default 2 MiB and the server aborted).
+#[test]
+fn deep_scripts_do_not_take_the_server_down() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let server = Server::start(&["--db", support::path(&db), "--pmem", support::path(&pmem)]);
+    let mut client = Client::connect(server.address).expect("connect");
+    let nested = Value::Error(
+        "ERR user_script:1: Cannot serialise, excessive nesting (1001) script: \
+         576653f0096d47f87063058b9abe9085cdcd4f41, on @user_script:1."
+            .into(),
+    );
+    let script = "local t = {} t[1] = t return cjson.encode(t)";
+    assert_eq!(client.call(&[b"EVAL", script.as_bytes(), b"0"]), nested);
+    let deep = "return #cjson.encode(cjson.decode(string.rep('[', 1000) .. string.rep(']', 1000)))";
+    assert_eq!(
+        client.call(&[b"EVAL", deep.as_bytes(), b"0"]),
+        Value::Int(2000)
+    );
+    assert_eq!(client.call(&[b"PING"]), Value::Simple("PONG".into()));
+}

@@ -161,6 +161,27 @@ const CASES: &[&[&str]] = &[
         "return cjson.decode('[1,null]')[2] == cjson.null",
         "0",
     ],
+    // What JSON cannot hold, and nesting to lua-cjson's limit and past it (a table that
+    // holds itself overflowed a debug build's event loop, and took the server down).
+    &["eval", "local t = {} t[1] = t return cjson.encode(t)", "0"],
+    &["eval", "local t = {} t.a = t return cjson.encode(t)", "0"],
+    &["eval", "return cjson.encode(0/0)", "0"],
+    &["eval", "return cjson.encode(function() end)", "0"],
+    &[
+        "eval",
+        "return #cjson.encode(cjson.decode(string.rep('[', 1000) .. string.rep(']', 1000)))",
+        "0",
+    ],
+    &[
+        "eval",
+        "return cjson.decode(string.rep('{\"a\":', 1001) .. '1' .. string.rep('}', 1001))",
+        "0",
+    ],
+    &[
+        "eval",
+        "return cjson.decode('[\"[[[\",' .. string.rep('[', 1001))",
+        "0",
+    ],
     &[
         "eval",
         "return {bit.band(7, 3), bit.bor(1, 2), bit.bxor(5, 1), bit.bnot(0), bit.lshift(1, 31)}",

@@ -175,7 +175,6 @@ mod tests {
         assert_eq!(verdict, Ok(false), "no verdict within 5 s");
     }
 
-
     #[test]
     fn globs_match_as_in_redis() {
         let yes: &[(&str, &str)] = &[

@@ -9,6 +9,8 @@
 use mlua::{LightUserData, Lua, Table, Value};
 use serde_json::{Map, Number, Value as Json};
 
+use super::vm::library_error;
+
 /// Deeper tables are refused (lua-cjson's default limit, which also keeps a self-containing
 /// table from recursing forever).
 const MAX_DEPTH: usize = 1000;
@@ -21,21 +23,62 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
     cjson.raw_set(
         "encode",
-        lua.create_function(|_, value: Value| {
-            let json = to_json(&value, 0).map_err(mlua::Error::runtime)?;
+        lua.create_function(|lua, value: Value| {
+            let json = to_json(&value, 0).map_err(|text| library_error(lua, text, true))?;
             Ok(json.to_string())
         })?,
     )?;
     cjson.raw_set(
         "decode",
         lua.create_function(|lua, text: mlua::LuaString| {
-            let json: Json = serde_json::from_slice(&text.as_bytes())
-                .map_err(|err| mlua::Error::runtime(format!("cjson.decode: {err}")))?;
+            let json = decode(&text.as_bytes()).map_err(|text| library_error(lua, text, true))?;
             from_json(lua, json)
         })?,
     )?;
     cjson.raw_set("null", NULL)?;
     Ok(cjson)
+}
+
+/// JSON text as a value, nested at most [`MAX_DEPTH`] deep as lua-cjson allows (serde_json
+/// alone stops at 128): deeper text is refused with lua-cjson's message before the parser,
+/// which recurses once per level, sees it. Other errors are serde_json's texts.
+fn decode(text: &[u8]) -> Result<Json, String> {
+    if let Some(at) = too_deep(text) {
+        return Err(format!(
+            "Found too many nested data structures ({}) at character {}",
+            MAX_DEPTH + 1,
+            at + 1
+        ));
+    }
+    let mut parser = serde_json::Deserializer::from_slice(text);
+    parser.disable_recursion_limit();
+    let json = serde::Deserialize::deserialize(&mut parser).map_err(|err| err.to_string())?;
+    parser.end().map_err(|err| err.to_string())?;
+    Ok(json)
+}
+
+/// Where `text` opens its array or object number `MAX_DEPTH` + 1 at once, if it does
+/// (brackets inside strings are text).
+fn too_deep(text: &[u8]) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (at, &byte) in text.iter().enumerate() {
+        match (in_string, byte) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(at);
+                }
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            (false, _) => {}
+        }
+    }
+    None
 }
 
 fn to_json(value: &Value, depth: usize) -> Result<Json, String> {
@@ -50,7 +93,7 @@ fn to_json(value: &Value, depth: usize) -> Result<Json, String> {
         Value::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => Json::from(*x as i64),
         Value::Number(x) => Number::from_f64(*x)
             .map(Json::Number)
-            .ok_or_else(|| format!("Cannot serialise number: must not be NaN or Inf ({x})"))?,
+            .ok_or("Cannot serialise number: must not be NaN or Inf")?,
         Value::String(s) => Json::String(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
         Value::Table(table) => table_to_json(table, depth)?,
         other => {
