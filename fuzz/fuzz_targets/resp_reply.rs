@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use tailstore_resp::{parse_reply, Limits};
 
 fuzz_target!(|data: &[u8]| {
-    for limits in [Limits { max_bulk: 512, max_multibulk: 32, max_inline: 128 }, Limits::default()] {
+    for limits in [Limits { max_bulk: 512, max_multibulk: 32, max_inline: 128, unauthenticated: false }, Limits::default()] {
         let mut rest = data;
         while let Ok(Some((_, consumed))) = parse_reply(rest, &limits) {
             assert!(consumed > 0 && consumed <= rest.len());

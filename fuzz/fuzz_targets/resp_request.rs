@@ -31,11 +31,13 @@ fn feed(data: &[u8], chunk: usize, limits: Limits) -> Outcome {
 }
 
 fuzz_target!(|data: &[u8]| {
-    // Small limits so the fuzzer reaches every refusal; the first byte picks the read size.
-    let limits = Limits { max_bulk: 512, max_multibulk: 32, max_inline: 128 };
+    // Small limits so the fuzzer reaches every refusal; the first byte picks the read size
+    // and, with its top bit, an unauthenticated client's limits.
     let Some((&first, stream)) = data.split_first() else {
         return;
     };
+    let unauthenticated = first & 0x80 != 0;
+    let limits = Limits { max_bulk: 512, max_multibulk: 32, max_inline: 128, unauthenticated };
     let whole = feed(stream, stream.len(), limits);
     assert_eq!(feed(stream, usize::from(first % 16) + 1, limits), whole);
     // With the real limits only the assertions inside matter.

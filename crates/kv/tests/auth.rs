@@ -158,6 +158,43 @@ fn a_client_that_floods_refusals_unread_is_closed_unless_authenticated() {
     assert_eq!(counting.join().expect("the reader"), REQUESTS);
 }
 
+/// Until it has logged in, a client's requests are held to Redis's limits (ten arguments,
+/// 16 KiB bulks), refused with Redis's protocol errors and the connection closed; once
+/// logged in, or once no password is asked, they are not.
+#[test]
+fn an_unauthenticated_client_sends_only_small_requests() {
+    let server = with_password("s3cret");
+    for (request, refusal) in [
+        (
+            &b"*11\r\n"[..],
+            &b"-ERR Protocol error: unauthenticated multibulk length\r\n"[..],
+        ),
+        (
+            b"*2\r\n$4\r\nAUTH\r\n$16385\r\n",
+            b"-ERR Protocol error: unauthenticated bulk length\r\n",
+        ),
+    ] {
+        let mut stranger = server.raw();
+        exchange(&mut stranger, request, refusal);
+        let mut rest = Vec::new();
+        let end = stranger.read_to_end(&mut rest);
+        assert!(end.is_ok() && rest.is_empty(), "not closed: {end:?}, {rest:?}");
+    }
+    let value = "v".repeat(20_000);
+    let set = format!(
+        "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{value}\r\n",
+        value.len()
+    );
+    let mut owner = server.raw();
+    exchange(&mut owner, b"AUTH s3cret\r\n", b"+OK\r\n");
+    exchange(&mut owner, set.as_bytes(), b"+OK\r\n");
+
+    // A connection opened while the password was asked, after it is taken away.
+    let mut early = server.raw();
+    exchange(&mut owner, b"CONFIG SET requirepass \"\"\r\n", b"+OK\r\n");
+    exchange(&mut early, set.as_bytes(), b"+OK\r\n");
+}
+
 #[test]
 fn hello_auth_authenticates_and_selects_the_protocol() {
     let server = with_password("pw");

@@ -22,6 +22,12 @@ pub enum ProtocolError {
     /// refused with the same text as a bad length.
     #[error("ERR Protocol error: invalid bulk length")]
     UnterminatedBulk,
+    /// An unauthenticated request of more than `UNAUTHENTICATED_ARGS` arguments.
+    #[error("ERR Protocol error: unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    /// An unauthenticated request's bulk longer than `UNAUTHENTICATED_BULK`.
+    #[error("ERR Protocol error: unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
     /// A request argument that does not start with '$'.
     #[error("ERR Protocol error: expected '$', got '{}'", printable(*.got))]
     ExpectedDollar {

@@ -68,7 +68,16 @@ pub struct Limits {
     pub max_multibulk: usize,
     /// Longest inline command or length line (Redis's `PROTO_INLINE_MAX_SIZE`, 64 KiB).
     pub max_inline: usize,
+    /// A request from a client that has not yet given the password a server asks for: at
+    /// most [`UNAUTHENTICATED_ARGS`] arguments of at most [`UNAUTHENTICATED_BULK`] bytes, as
+    /// Redis allows one, so that a stranger cannot make the server hold large requests.
+    pub unauthenticated: bool,
 }
+
+/// Most arguments of an unauthenticated request (Redis's, since CVE-2021-32675).
+pub const UNAUTHENTICATED_ARGS: usize = 10;
+/// Longest bulk of an unauthenticated request.
+pub const UNAUTHENTICATED_BULK: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -76,6 +85,7 @@ impl Default for Limits {
             max_bulk: 512 * 1024 * 1024,
             max_multibulk: i32::MAX as usize,
             max_inline: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }

@@ -4,7 +4,7 @@ use crate::error::ProtocolError;
 use crate::inline::split_words;
 use crate::line::{Line, LineScanner};
 use crate::number::parse_integer;
-use crate::Limits;
+use crate::{Limits, UNAUTHENTICATED_ARGS, UNAUTHENTICATED_BULK};
 
 /// What a parse yields: a command's arguments and the bytes it took.
 type Parsed = Option<(Vec<Vec<u8>>, usize)>;
@@ -63,6 +63,12 @@ impl RequestParser {
         result
     }
 
+    /// Whether the requests to come are from a client that has not authenticated (see
+    /// [`Limits::unauthenticated`]); set between commands, as a login happens at one.
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.limits.unauthenticated = unauthenticated;
+    }
+
     /// Forgets any partly parsed command, e.g. before parsing a buffer unrelated to the last.
     pub fn reset(&mut self) {
         self.scanner.reset();
@@ -108,10 +114,14 @@ impl RequestParser {
             return Ok(Count::Empty(end + 2));
         }
         match usize::try_from(count) {
-            Ok(count) if count <= self.limits.max_multibulk => {
-                Ok(Count::Args(Multibulk::new(count, end + 2)))
+            Ok(count) if count > self.limits.max_multibulk => {
+                Err(ProtocolError::InvalidMultibulkLength)
             }
-            _ => Err(ProtocolError::InvalidMultibulkLength),
+            Ok(count) if self.limits.unauthenticated && count > UNAUTHENTICATED_ARGS => {
+                Err(ProtocolError::UnauthenticatedMultibulkLength)
+            }
+            Ok(count) => Ok(Count::Args(Multibulk::new(count, end + 2))),
+            Err(_) => Err(ProtocolError::InvalidMultibulkLength),
         }
     }
 
@@ -211,6 +221,9 @@ impl Multibulk {
             .and_then(|len| usize::try_from(len).ok())
             .filter(|len| *len <= limits.max_bulk)
             .ok_or(ProtocolError::InvalidBulkLength)?;
+        if limits.unauthenticated && len > UNAUTHENTICATED_BULK {
+            return Err(ProtocolError::UnauthenticatedBulkLength);
+        }
         self.pos = end + 2;
         Ok(Some(len))
     }

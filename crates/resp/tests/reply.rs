@@ -180,6 +180,7 @@ fn limits_are_enforced() {
         max_bulk: 4,
         max_multibulk: 2,
         max_inline: 8,
+        unauthenticated: false,
     };
     assert_eq!(
         parse_reply(b"$5\r\n", &limits),

@@ -299,6 +299,7 @@ fn custom_limits_are_enforced() {
         max_bulk: 10,
         max_multibulk: 2,
         max_inline: 8,
+        unauthenticated: false,
     };
     let parse = |stream: &[u8]| RequestParser::new(limits).parse(stream);
     assert_eq!(
@@ -312,6 +313,39 @@ fn custom_limits_are_enforced() {
     assert_eq!(parse(b"*3\r\n"), Err(ProtocolError::InvalidMultibulkLength));
     assert_eq!(parse(b"123456789"), Err(ProtocolError::TooBigInlineRequest));
     assert_eq!(parse(b"12345678\n").map(|c| c.is_some()), Ok(true));
+}
+
+/// A client that has not given the password: ten arguments of 16 KiB at most, refused
+/// with Redis's texts after the ordinary checks, and the limits lifted once it has.
+#[test]
+fn unauthenticated_requests_are_small() {
+    let unauthenticated = Limits {
+        unauthenticated: true,
+        ..Limits::default()
+    };
+    let parse = |stream: &[u8]| RequestParser::new(unauthenticated).parse(stream);
+    assert_eq!(
+        parse(b"*11\r\n"),
+        Err(ProtocolError::UnauthenticatedMultibulkLength)
+    );
+    assert_eq!(parse(b"*10\r\n"), Ok(None));
+    assert_eq!(
+        parse(b"*2\r\n$16385\r\n"),
+        Err(ProtocolError::UnauthenticatedBulkLength)
+    );
+    assert_eq!(parse(b"*2\r\n$16384\r\n"), Ok(None));
+    assert_eq!(
+        parse(b"*2\r\n$-5\r\n"),
+        Err(ProtocolError::InvalidBulkLength)
+    );
+    assert_eq!(
+        ProtocolError::UnauthenticatedBulkLength.to_string(),
+        "ERR Protocol error: unauthenticated bulk length"
+    );
+
+    let mut parser = RequestParser::new(unauthenticated);
+    parser.set_unauthenticated(false);
+    assert_eq!(parser.parse(b"*11\r\n"), Ok(None));
 }
 
 #[test]

@@ -244,7 +244,7 @@ proptest! {
                 stream[at] = byte;
             }
         }
-        let limits = Limits { max_bulk: 64, max_multibulk: 16, max_inline: 32 };
+        let limits = Limits { max_bulk: 64, max_multibulk: 16, max_inline: 32, unauthenticated: false };
         let whole = feed(&stream, &[stream.len().max(1)], limits);
         prop_assert_eq!(feed(&stream, &chunks, limits), whole.clone());
         prop_assert_eq!(feed(&stream, &[1], limits), whole);
@@ -252,7 +252,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let limits = Limits { max_bulk: 64, max_multibulk: 16, max_inline: 32 };
+        let limits = Limits { max_bulk: 64, max_multibulk: 16, max_inline: 32, unauthenticated: false };
         if let Ok(Some((_, consumed))) = RequestParser::new(limits).parse(&bytes) {
             prop_assert!(consumed <= bytes.len());
         }

@@ -262,8 +262,12 @@ impl Connection {
         }
     }
 
-    /// The next complete command in the input, if any.
-    pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, tailstore_resp::ProtocolError> {
+    /// The next complete command in the input, if any; parsed under Redis's tighter limits
+    /// if the client is `unauthenticated` (it has not given the password a server asks for).
+    pub fn next_command(
+        &mut self,
+        unauthenticated: bool,
+    ) -> Result<Option<Vec<Vec<u8>>>, tailstore_resp::ProtocolError> {
         loop {
             if self.parsed == self.filled {
                 self.filled = 0;
@@ -273,6 +277,7 @@ impl Connection {
                 }
                 return Ok(None);
             }
+            self.parser.set_unauthenticated(unauthenticated);
             match self.parser.parse(&self.input[self.parsed..self.filled])? {
                 None => {
                     self.compact();

@@ -21,6 +21,13 @@ use crate::command::{blocking_timeout, lookup, resolve_last_ids, subcommand_chec
 use crate::script::Vm;
 use crate::{BlockStep, Executed};
 
+/// Whether the connection has not given the password the server asks for (Redis's
+/// `authRequired`): its commands are refused but for logging in, and its requests are held
+/// to Redis's small limits.
+fn unauthenticated(shared: &Shared, conn: &Connection) -> bool {
+    !conn.authenticated && shared.password.required()
+}
+
 /// Executes every complete command in the connection's input, appending the replies to its
 /// output and the commits to `pending`.
 pub fn serve<'s>(
@@ -32,7 +39,7 @@ pub fn serve<'s>(
     while !conn.closing && !conn.backlogged() && conn.blocked.is_none() {
         let args = match conn.postponed.take() {
             Some(args) => args,
-            None => match conn.next_command() {
+            None => match conn.next_command(unauthenticated(shared, conn)) {
                 Ok(Some(args)) => args,
                 Ok(None) => return,
                 Err(err) => {
@@ -43,7 +50,7 @@ pub fn serve<'s>(
                 }
             },
         };
-        if !conn.authenticated && shared.password.required() {
+        if unauthenticated(shared, conn) {
             if let Some((command, refusal)) = auth::refusal(&args) {
                 shared.loops[conn.home.at]
                     .command_stats
