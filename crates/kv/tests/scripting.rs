@@ -49,6 +49,23 @@ const CASES: &[&[&str]] = &[
     &["eval", "return redis.error_reply('abc').err", "0"],
     &["eval", "return {err='x\r\n:42'}", "0"],
     &["eval", "return redis.status_reply('ok\r\n:1')", "0"],
+    // Many values from a script, and through pcall (Lua 5.1's API check, on in debug
+    // builds of Lua, aborted the server on these).
+    &[
+        "eval",
+        "local t = {} for i = 1, 30 do t[i] = i end return unpack(t)",
+        "0",
+    ],
+    &[
+        "eval",
+        "local t = {} for i = 1, 300 do t[i] = i end return #{pcall(unpack, t)}",
+        "0",
+    ],
+    &[
+        "eval",
+        "return cmsgpack.unpack(string.rep(string.char(0x45), 40))",
+        "0",
+    ],
     // A raised string keeps its lines, as spaces.
     &["eval", "error('two\nlines\r\n-EVIL')", "0"],
     &["eval", "return redis.status_reply('FINE')", "0"],
