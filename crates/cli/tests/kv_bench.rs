@@ -468,6 +468,30 @@ fn refused_with(out: std::process::Output, needle: &str) {
     assert!(!said.contains("panicked"), "{said}");
 }
 
+/// `serve` on the database `name` in `dir` (its PMEM file in `shm`), speaking only TLS with
+/// the test certificates and asking clients for theirs.
+fn tls_only_server(
+    certificates: &tailstore_crash::certificates::Certificates,
+    dir: &std::path::Path,
+    shm: &std::path::Path,
+    name: &str,
+) -> Server {
+    let file = |name: &str| certificates.path(name).to_string_lossy().into_owned();
+    let (db, pmem) = (dir.join(name), shm.join(format!("{name}.pmem")));
+    Server::start(&[
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--tls-cert-file",
+        &file("server.crt"),
+        "--tls-key-file",
+        &file("server.key"),
+        "--tls-ca-cert-file",
+        &file("ca.crt"),
+    ])
+}
+
 /// `bench kv --tls` against `serve --tls-*` that asks clients for certificates: the load
 /// runs with the client's certificate; without `--tls`, without the authority or without
 /// a client certificate it stops with one clear line.
@@ -478,21 +502,7 @@ fn bench_kv_speaks_tls() {
     let (ca, cert, key) = (file("ca.crt"), file("client.crt"), file("client.key"));
     let dir = tempfile::tempdir().expect("tempdir");
     let shm = pmem_dir();
-    let (db, pmem) = (dir.path().join("db"), shm.path().join("db.pmem"));
-    let server_cert = file("server.crt");
-    let server_key = file("server.key");
-    let server = Server::start(&[
-        "--db",
-        support::path(&db),
-        "--pmem",
-        support::path(&pmem),
-        "--tls-cert-file",
-        &server_cert,
-        "--tls-key-file",
-        &server_key,
-        "--tls-ca-cert-file",
-        &ca,
-    ]);
+    let server = tls_only_server(&certificates, dir.path(), shm.path(), "db");
     assert!(server.had_said("TLS, TLS clients must present a certificate"));
     let address = server.address.to_string();
     let bench = |extra: &[&str]| {
@@ -565,19 +575,7 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
 
     // `kv migrate` from that TLS address into a TLS-only server that asks for a client
     // certificate.
-    let (db2, pmem2) = (dir.path().join("db2"), shm.path().join("db2.pmem"));
-    let target = Server::start(&[
-        "--db",
-        support::path(&db2),
-        "--pmem",
-        support::path(&pmem2),
-        "--tls-cert-file",
-        &server_cert,
-        "--tls-key-file",
-        &server_key,
-        "--tls-ca-cert-file",
-        &ca,
-    ]);
+    let target = tls_only_server(&certificates, dir.path(), shm.path(), "db2");
     let target_address = target.address.to_string();
     let migrate = |extra: &[&str]| {
         let base = [

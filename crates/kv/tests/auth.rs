@@ -178,7 +178,10 @@ fn an_unauthenticated_client_sends_only_small_requests() {
         exchange(&mut stranger, request, refusal);
         let mut rest = Vec::new();
         let end = stranger.read_to_end(&mut rest);
-        assert!(end.is_ok() && rest.is_empty(), "not closed: {end:?}, {rest:?}");
+        assert!(
+            end.is_ok() && rest.is_empty(),
+            "not closed: {end:?}, {rest:?}"
+        );
     }
     let value = "v".repeat(20_000);
     let set = format!(
