@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
-use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles};
+use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
@@ -114,6 +114,15 @@ pub struct ServeArgs {
     /// plain TCP ones (Redis's tls-port beside port). Needs --tls-cert-file.
     #[arg(long, value_name = "ADDR", requires = "tls_cert_file")]
     pub tls_listen: Option<SocketAddr>,
+    /// A Unix domain socket to listen on as well, for clients on this machine (Redis's
+    /// unixsocket; `redis-cli -s PATH`). A socket file left at PATH by a server that did not
+    /// stop cleanly is replaced; the file is removed when the server stops.
+    #[arg(long, value_name = "PATH")]
+    pub unixsocket: Option<PathBuf>,
+    /// The socket file's permissions, in octal, e.g. 700 (Redis's unixsocketperm; by
+    /// default, as the umask leaves them).
+    #[arg(long, value_name = "MODE", requires = "unixsocket", value_parser = parse_mode)]
+    pub unixsocketperm: Option<u32>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -216,6 +225,9 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     let password = password(args)?;
     let tls = tls(args)?;
     let max_clients = open_files_for(args.max_clients)?;
+    if let Some(path) = &args.unixsocket {
+        check_unix_socket(path)?;
+    }
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();
@@ -283,12 +295,19 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         password: password.clone(),
         tls: tls.clone(),
         tls_listen: args.tls_listen,
+        unix_socket: args.unixsocket.clone().map(|path| UnixSocket {
+            path,
+            permissions: args.unixsocketperm,
+        }),
     };
     let server = Server::start(ks.clone(), server_config, stop).map_err(|e| {
-        let addresses = match args.tls_listen {
-            Some(tls) => format!("{} and {tls}", args.listen),
-            None => args.listen.to_string(),
-        };
+        let mut addresses = args.listen.to_string();
+        if let Some(tls) = args.tls_listen {
+            addresses += &format!(" and {tls}");
+        }
+        if let Some(path) = &args.unixsocket {
+            addresses += &format!(" and {}", path.display());
+        }
         format!("cannot listen on {addresses}: {e}")
     })?;
     let placement = match &background_cpus {
@@ -310,6 +329,10 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         if loops == 1 { "" } else { "s" },
         if password.is_some() { "clients must AUTH" } else { "no password" },
         protocols(&server, tls.is_some(), args.tls_ca_cert_file.is_some())
+            + &server
+                .unix_socket()
+                .map(|path| format!(", and Unix socket {}", path.display()))
+                .unwrap_or_default()
     );
     let served = server.wait();
     close(ks)?;
@@ -375,6 +398,38 @@ fn protocols(server: &Server, tls: bool, certified_clients: bool) -> String {
         true => format!("{spoken}, TLS clients must present a certificate"),
         false => spoken,
     }
+}
+
+/// Refuses, before the database is touched, a `--unixsocket` path the server could not
+/// listen on: one held by another kind of file (a socket file is replaced, as Redis
+/// replaces it), or in a directory that does not exist.
+fn check_unix_socket(path: &std::path::Path) -> CliResult<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => Err(format!(
+            "--unixsocket {}: the path exists and is not a socket",
+            path.display()
+        )
+        .into()),
+        Ok(_) => Ok(()),
+        Err(_) => match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(dir) if !dir.is_dir() => Err(format!(
+                "--unixsocket {}: no directory {}",
+                path.display(),
+                dir.display()
+            )
+            .into()),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// A file mode in octal, as `--unixsocketperm` takes it (Redis's unixsocketperm).
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("'{text}' is not a file mode in octal, 0 to 777"))
 }
 
 /// The password `--requirepass` or `--requirepass-file` gives; `None` for none (or empty).

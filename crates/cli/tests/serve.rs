@@ -450,3 +450,64 @@ fn deep_scripts_do_not_take_the_server_down() {
     );
     assert_eq!(client.call(&[b"PING"]), Value::Simple("PONG".into()));
 }
+
+/// `--unixsocket`: clients on this machine connect through the socket file, with the
+/// permissions `--unixsocketperm` gives it; the file goes when the server stops cleanly; a
+/// path held by another kind of file, and a mode that is not octal, are refused before the
+/// database is touched.
+#[test]
+fn a_unix_socket_serves_beside_tcp() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    let socket = dir.path().join("tailstore.sock");
+    let args = [
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--unixsocket",
+        support::path(&socket),
+        "--unixsocketperm",
+        "700",
+    ];
+    let server = Server::start(&args);
+    let said = format!(", and Unix socket {}", socket.display());
+    assert!(server.had_said(&said), "{:?}", server.said);
+    let mode = std::fs::metadata(&socket)
+        .expect("the socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let mut local = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    local.write_all(b"SHUTDOWN\r\n").expect("write");
+    let mut rest = Vec::new();
+    let _ = local.read_to_end(&mut rest);
+    let (status, _) = server.exit_within(Duration::from_secs(30));
+    assert!(status.success());
+    assert!(!socket.exists(), "the socket file outlived the server");
+
+    std::fs::write(&socket, b"not a socket").expect("write");
+    let elsewhere = dir.path().join("never");
+    let refuse = |extra: &[&str], needle: &str| {
+        let base = ["serve", "--db", support::path(&elsewhere)];
+        let more = ["--pmem", support::path(&pmem), "--listen", "127.0.0.1:0"];
+        support::refused(&[&base[..], &more, extra].concat(), &[needle]);
+    };
+    refuse(
+        &["--unixsocket", support::path(&socket)],
+        "the path exists and is not a socket",
+    );
+    assert_eq!(std::fs::read(&socket).expect("the file"), b"not a socket");
+    refuse(
+        &["--unixsocket", "/tmp/x.sock", "--unixsocketperm", "800"],
+        "not a file mode in octal",
+    );
+    let nowhere = dir.path().join("no/such/dir.sock");
+    refuse(&["--unixsocket", support::path(&nowhere)], "no directory");
+    assert!(!elsewhere.exists());
+}

@@ -588,6 +588,25 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         // As Redis's: 0 for what is not listened to.
         ("port", port(config.plain_address())),
         ("tls-port", port(config.tls_address())),
+        (
+            "unixsocket",
+            config
+                .unix_socket
+                .as_ref()
+                .map(|u| u.path.display().to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "unixsocketperm",
+            format!(
+                "{:o}",
+                config
+                    .unix_socket
+                    .as_ref()
+                    .and_then(|u| u.permissions)
+                    .unwrap_or(0)
+            ),
+        ),
         ("bind", config.listen.ip().to_string()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),

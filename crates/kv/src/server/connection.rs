@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mio::net::TcpStream;
 use rustls::ServerConnection;
 use tailstore_resp::{Limits, Protocol, RequestParser};
 
@@ -14,6 +13,7 @@ use std::collections::BTreeSet;
 
 use super::blocking::Blocked;
 use super::pubsub::{Message, Subscriber, Target};
+use super::socket::Socket;
 use super::tls::{receive_records, send_records};
 use crate::Watched;
 
@@ -35,7 +35,7 @@ pub struct Queued {
 }
 
 pub struct Connection {
-    pub stream: TcpStream,
+    pub stream: Socket,
     pub id: u64,
     /// Its event loop and token there: how PUBLISH names it.
     pub home: Subscriber,
@@ -108,7 +108,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(
-        stream: TcpStream,
+        stream: Socket,
         id: u64,
         home: Subscriber,
         peer: String,
@@ -394,6 +394,7 @@ impl Connection {
             (tracking.is_some(), 't'),
             (tracking.is_some_and(|m| m.broken_redirect), 'R'),
             (tracking.is_some_and(|m| m.bcast), 'B'),
+            (self.stream.is_unix(), 'U'),
         ];
         let set: String = flags
             .iter()

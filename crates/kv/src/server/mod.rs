@@ -25,6 +25,7 @@ mod monitor;
 mod pause;
 mod pubsub;
 mod slowlog;
+mod socket;
 mod standalone;
 mod tls;
 mod tracking;
@@ -34,8 +35,13 @@ pub use auth::Secret;
 pub use functions::subcommand_arity as function_arity;
 pub use tls::{receive_records, send_records, Tls, TlsError, TlsFiles};
 
+use socket::Listener;
+
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -76,6 +82,16 @@ pub struct ServerConfig {
     pub tls: Option<Tls>,
     /// A second address to listen on, for TLS connections (needs `tls`).
     pub tls_listen: Option<SocketAddr>,
+    /// A Unix domain socket to listen on as well, for plain connections.
+    pub unix_socket: Option<UnixSocket>,
+}
+
+/// A Unix domain socket to serve (Redis's `unixsocket` and `unixsocketperm`).
+#[derive(Clone, Debug)]
+pub struct UnixSocket {
+    pub path: PathBuf,
+    /// The socket file's permission bits (e.g. 0o700), else as the umask leaves them.
+    pub permissions: Option<u32>,
 }
 
 impl ServerConfig {
@@ -171,6 +187,30 @@ impl Shared {
     }
 }
 
+/// A listening Unix socket at `socket.path`, in non-blocking mode, with its permissions.
+/// A socket file left there by a server that did not stop cleanly is replaced, as Redis
+/// replaces it; any other file is not.
+fn listen_unix(socket: &UnixSocket) -> io::Result<UnixListener> {
+    let path = &socket.path;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ))
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    let listener = UnixListener::bind(path)?;
+    listener.set_nonblocking(true)?;
+    if let Some(mode) = socket.permissions {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(listener)
+}
+
 /// A listening socket on `address`, in non-blocking mode for the event loops.
 fn listen(address: SocketAddr) -> io::Result<TcpListener> {
     let listener = TcpListener::bind(address)?;
@@ -196,6 +236,8 @@ pub struct Server {
     address: SocketAddr,
     threads: Vec<thread::JoinHandle<io::Result<()>>>,
     shared: Arc<Shared>,
+    /// The Unix socket's file, removed when the server stops.
+    unix_path: Option<PathBuf>,
 }
 
 impl Server {
@@ -222,8 +264,10 @@ impl Server {
             ..config
         };
         let tls_only = config.tls.is_some() && tls_listener.is_none();
+        let unix = config.unix_socket.as_ref().map(listen_unix).transpose()?;
         let threads = config.threads.max(1);
         let script_memory = config.script_memory;
+        let config_unix_path = config.unix_socket.as_ref().map(|u| u.path.clone());
         let polls = (0..threads)
             .map(|_| mio::Poll::new())
             .collect::<io::Result<Vec<_>>>()?;
@@ -259,14 +303,26 @@ impl Server {
         functions::load_stored(&shared).map_err(io::Error::other)?;
         let mut handles = Vec::with_capacity(threads + 1);
         for (index, poll) in polls.into_iter().enumerate() {
+            let tcp = |listener: &TcpListener| -> io::Result<Listener> {
+                Ok(Listener::Tcp(mio::net::TcpListener::from_std(
+                    listener.try_clone()?,
+                )))
+            };
             let mut endpoints = vec![worker::Endpoint {
-                listener: listener.try_clone()?,
+                listener: tcp(&listener)?,
                 tls: tls_only,
             }];
             if let Some(tls_listener) = &tls_listener {
                 endpoints.push(worker::Endpoint {
-                    listener: tls_listener.try_clone()?,
+                    listener: tcp(tls_listener)?,
                     tls: true,
+                });
+            }
+            if let (Some(unix), Some(socket)) = (&unix, &config_unix_path) {
+                let listener = mio::net::UnixListener::from_std(unix.try_clone()?);
+                endpoints.push(worker::Endpoint {
+                    listener: Listener::Unix(listener, socket.clone()),
+                    tls: false,
                 });
             }
             let shared = shared.clone();
@@ -293,6 +349,7 @@ impl Server {
             address,
             threads: handles,
             shared,
+            unix_path: config_unix_path,
         })
     }
 
@@ -318,7 +375,16 @@ impl Server {
             }
         }
         drop(self.shared);
+        if let Some(path) = &self.unix_path {
+            // As Redis does at its shutdown.
+            let _ = std::fs::remove_file(path);
+        }
         outcome
+    }
+
+    /// The Unix domain socket the server listens on, if any.
+    pub fn unix_socket(&self) -> Option<&Path> {
+        self.unix_path.as_deref()
     }
 }
 

@@ -26,12 +26,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Limits, Reply};
@@ -40,6 +38,7 @@ use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
+use super::socket::{Listener, Socket};
 use super::tls::Tls;
 use super::Shared;
 use crate::script::Vm;
@@ -138,15 +137,16 @@ impl LoopState {
 
 /// A socket the server accepts connections on.
 pub struct Endpoint {
-    pub listener: StdListener,
+    pub listener: Listener,
     /// Whether its connections speak TLS (with `ServerConfig::tls`).
     pub tls: bool,
 }
 
 /// A connection just accepted, on its way to the worker whose turn it is.
 struct Accepted {
-    stream: TcpStream,
-    peer: SocketAddr,
+    stream: Socket,
+    /// Its peer's address as CLIENT LIST shows it.
+    peer: String,
     tls: bool,
 }
 
@@ -156,7 +156,7 @@ pub struct Worker {
     index: usize,
     poll: Poll,
     /// Polled with the tokens after [`HANDOFF`], in order.
-    listeners: Vec<(TcpListener, bool)>,
+    listeners: Vec<(Listener, bool)>,
     /// Listeners whose accept stopped at a shortage of file descriptors: tried again each
     /// pass (at most `IDLE` apart), since the connections left waiting in their queues bring
     /// no new readiness event.
@@ -189,7 +189,7 @@ impl Worker {
         );
         let mut listeners = Vec::with_capacity(endpoints.len());
         for (at, endpoint) in endpoints.into_iter().enumerate() {
-            let mut listener = TcpListener::from_std(endpoint.listener);
+            let mut listener = endpoint.listener;
             poll.registry()
                 .register(&mut listener, listener_token(at), Interest::READABLE)?;
             listeners.push((listener, endpoint.tls));
@@ -537,7 +537,7 @@ impl Worker {
                 return Ok(());
             }
         };
-        let _ = stream.set_nodelay(true);
+        stream.send_at_once();
         let token = Token(self.next_token);
         self.next_token += 1;
         // Readiness at registration is reported too, so a request sent before a handed-over
@@ -557,11 +557,8 @@ impl Worker {
             at: self.index,
             token,
         };
-        let local = stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let mut conn = Connection::new(stream, id, home, peer.to_string(), local, limits);
+        let local = stream.local_name();
+        let mut conn = Connection::new(stream, id, home, peer, local, limits);
         conn.authenticated = !shared.password.required();
         conn.tls = session;
         shared.client_list.update(&conn);

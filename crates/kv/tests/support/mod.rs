@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, FromRedisValue, Value};
 use tailstore_engine::{Database, DbConfig};
-use tailstore_kv::server::{Secret, Server, ServerConfig, Tls};
+use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, UnixSocket};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
@@ -93,6 +93,8 @@ pub struct Options {
     /// TLS: on every connection, or with `tls_beside_plain` on a second address.
     pub tls: Option<Tls>,
     pub tls_beside_plain: bool,
+    /// A Unix domain socket beside TCP.
+    pub unix_socket: Option<UnixSocket>,
 }
 
 impl Default for Options {
@@ -108,6 +110,7 @@ impl Default for Options {
             password: None,
             tls: None,
             tls_beside_plain: false,
+            unix_socket: None,
         }
     }
 }
@@ -176,6 +179,7 @@ impl TestServer {
             tls_listen: options
                 .tls_beside_plain
                 .then(|| "127.0.0.1:0".parse().unwrap()),
+            unix_socket: options.unix_socket.clone(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
@@ -202,6 +206,12 @@ impl TestServer {
     pub fn tls_port(&self) -> u16 {
         let server = self.server.as_ref().expect("a running server");
         server.tls_address().expect("a TLS address").port()
+    }
+
+    /// The Unix domain socket's path (`Options::unix_socket`).
+    pub fn unix_socket(&self) -> std::path::PathBuf {
+        let server = self.server.as_ref().expect("a running server");
+        server.unix_socket().expect("a Unix socket").to_path_buf()
     }
 
     /// A RESP2 connection through the `redis` crate.

@@ -1,0 +1,172 @@
+//! The sockets the event loops serve: TCP (plain or TLS, `server/tls.rs`) and Unix domain
+//! sockets (`serve --unixsocket`, Redis's `unixsocket`), one type for listening and one for
+//! connections, so that the loop and its connections do not care which.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+
+use mio::event::Source;
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::{Interest, Registry, Token};
+
+/// A connection's socket.
+#[derive(Debug)]
+pub enum Socket {
+    Tcp(TcpStream),
+    /// With the path of the socket it came through, which Redis shows as its address.
+    Unix(UnixStream, PathBuf),
+}
+
+impl Socket {
+    /// Replies leave at once (TCP_NODELAY); a Unix socket has no Nagle to turn off.
+    pub fn send_at_once(&self) {
+        if let Socket::Tcp(stream) = self {
+            let _ = stream.set_nodelay(true);
+        }
+    }
+
+    /// The server's end, as CLIENT LIST's `laddr` shows it.
+    pub fn local_name(&self) -> String {
+        match self {
+            Socket::Tcp(stream) => stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            Socket::Unix(_, path) => unix_name(path),
+        }
+    }
+
+    /// Whether it is a Unix socket (CLIENT LIST's flag `U`).
+    pub fn is_unix(&self) -> bool {
+        matches!(self, Socket::Unix(..))
+    }
+}
+
+/// A Unix socket's address as Redis writes it: the path, then `:0`.
+fn unix_name(path: &std::path::Path) -> String {
+    format!("{}:0", path.display())
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(stream) => stream.read(buf),
+            Socket::Unix(stream, _) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(stream) => stream.write(buf),
+            Socket::Unix(stream, _) => stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.flush(),
+            Socket::Unix(stream, _) => stream.flush(),
+        }
+    }
+}
+
+impl AsRawFd for Socket {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Socket::Tcp(stream) => stream.as_raw_fd(),
+            Socket::Unix(stream, _) => stream.as_raw_fd(),
+        }
+    }
+}
+
+impl Source for Socket {
+    fn register(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.register(registry, token, interests),
+            Socket::Unix(stream, _) => stream.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.reregister(registry, token, interests),
+            Socket::Unix(stream, _) => stream.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.deregister(registry),
+            Socket::Unix(stream, _) => stream.deregister(registry),
+        }
+    }
+}
+
+/// A listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// A connection waiting, with its peer's address as CLIENT LIST shows it.
+    pub fn accept(&self) -> io::Result<(Socket, String)> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, peer) = listener.accept()?;
+                Ok((Socket::Tcp(stream), peer.to_string()))
+            }
+            Listener::Unix(listener, path) => {
+                let (stream, _) = listener.accept()?;
+                Ok((Socket::Unix(stream, path.clone()), unix_name(path)))
+            }
+        }
+    }
+}
+
+impl Source for Listener {
+    fn register(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.register(registry, token, interests),
+            Listener::Unix(listener, _) => listener.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.reregister(registry, token, interests),
+            Listener::Unix(listener, _) => listener.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Listener::Tcp(listener) => listener.deregister(registry),
+            Listener::Unix(listener, _) => listener.deregister(registry),
+        }
+    }
+}
