@@ -611,6 +611,10 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
         ("timeout", "0".into()),
+        (
+            "tcp-keepalive",
+            super::socket::KEEPALIVE.as_secs().to_string(),
+        ),
         ("io-threads", config.threads.to_string()),
         ("latency-tracking", "yes".into()),
         (

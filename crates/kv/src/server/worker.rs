@@ -537,7 +537,7 @@ impl Worker {
                 return Ok(());
             }
         };
-        stream.send_at_once();
+        stream.set_up();
         let token = Token(self.next_token);
         self.next_token += 1;
         // Readiness at registration is reported too, so a request sent before a handed-over
