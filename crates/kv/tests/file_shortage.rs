@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use rustix::net::{connect, socket, AddressFamily, SocketType};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use support::TestServer;
 
@@ -33,21 +34,28 @@ fn answers_ping(stream: &mut TcpStream, patience: Duration) -> bool {
 fn connections_queued_in_a_descriptor_shortage_are_served_once_descriptors_free_up() {
     let server = TestServer::start();
     let before = getrlimit(Resource::Nofile);
+    // The clients' sockets are made before the limit is lowered, so that only the server
+    // runs short: of the 6 descriptors left, it can accept 6 of the 14 connections.
+    let sockets: Vec<_> = (0..14)
+        .map(|_| socket(AddressFamily::INET, SocketType::STREAM, None).expect("a socket"))
+        .collect();
     let open = std::fs::read_dir("/proc/self/fd").expect("/proc").count() as u64;
-    // Room for 20 more descriptors: each connection takes two of this process's, the
-    // client's and the server's.
     setrlimit(
         Resource::Nofile,
         Rlimit {
-            current: Some(open + 20),
+            current: Some(open + 6),
             maximum: before.maximum,
         },
     )
     .expect("lower the limit on open files");
     let _restore = Restore(before);
 
-    let mut clients: Vec<TcpStream> = (0..14)
-        .map(|_| TcpStream::connect(server.address()).expect("connect"))
+    let mut clients: Vec<TcpStream> = sockets
+        .into_iter()
+        .map(|fd| {
+            connect(&fd, &server.address()).expect("connect");
+            TcpStream::from(fd)
+        })
         .collect();
     for client in &mut clients {
         client.write_all(b"PING\r\n").expect("send");

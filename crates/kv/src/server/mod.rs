@@ -264,10 +264,12 @@ impl Server {
             ..config
         };
         let tls_only = config.tls.is_some() && tls_listener.is_none();
-        let unix = config.unix_socket.as_ref().map(listen_unix).transpose()?;
+        let unix = match &config.unix_socket {
+            Some(socket) => Some((listen_unix(socket)?, socket.path.clone())),
+            None => None,
+        };
         let threads = config.threads.max(1);
         let script_memory = config.script_memory;
-        let config_unix_path = config.unix_socket.as_ref().map(|u| u.path.clone());
         let polls = (0..threads)
             .map(|_| mio::Poll::new())
             .collect::<io::Result<Vec<_>>>()?;
@@ -318,10 +320,10 @@ impl Server {
                     tls: true,
                 });
             }
-            if let (Some(unix), Some(socket)) = (&unix, &config_unix_path) {
+            if let Some((unix, path)) = &unix {
                 let listener = mio::net::UnixListener::from_std(unix.try_clone()?);
                 endpoints.push(worker::Endpoint {
-                    listener: Listener::Unix(listener, socket.clone()),
+                    listener: Listener::Unix(listener, path.clone()),
                     tls: false,
                 });
             }
@@ -349,7 +351,7 @@ impl Server {
             address,
             threads: handles,
             shared,
-            unix_path: config_unix_path,
+            unix_path: unix.map(|(_, path)| path),
         })
     }
 

@@ -9,8 +9,9 @@
 //! round-robin counter): it keeps its own turns and hands the others over through the
 //! receiver's [`LoopState`] queue, waking that worker's poll. INFO's `clients` section tells
 //! how many connections each loop serves (`tailstore_clients_per_loop`). A server may listen
-//! on two sockets, plain TCP and TLS (`serve --tls-listen`): every worker polls both, and a
-//! connection handed over carries whether it speaks TLS.
+//! on several sockets, plain TCP, TLS (`serve --tls-listen`) and a Unix socket (`serve
+//! --unixsocket`): every worker polls them all, and a connection handed over carries
+//! whether it speaks TLS.
 //!
 //! # Polling before blocking
 //!
@@ -156,7 +157,7 @@ pub struct Worker {
     index: usize,
     poll: Poll,
     /// Polled with the tokens after [`HANDOFF`], in order.
-    listeners: Vec<(Listener, bool)>,
+    listeners: Vec<Endpoint>,
     /// Listeners whose accept stopped at a shortage of file descriptors: tried again each
     /// pass (at most `IDLE` apart), since the connections left waiting in their queues bring
     /// no new readiness event.
@@ -187,12 +188,13 @@ impl Worker {
             index < shared.loops.len(),
             "a worker without its loop state"
         );
-        let mut listeners = Vec::with_capacity(endpoints.len());
-        for (at, endpoint) in endpoints.into_iter().enumerate() {
-            let mut listener = endpoint.listener;
-            poll.registry()
-                .register(&mut listener, listener_token(at), Interest::READABLE)?;
-            listeners.push((listener, endpoint.tls));
+        let mut listeners = endpoints;
+        for (at, endpoint) in listeners.iter_mut().enumerate() {
+            poll.registry().register(
+                &mut endpoint.listener,
+                listener_token(at),
+                Interest::READABLE,
+            )?;
         }
         let next_token = listener_token(listeners.len()).0;
         Ok(Worker {
@@ -471,9 +473,9 @@ impl Worker {
 
     /// Accepts the connections waiting on `listeners[at]`.
     fn accept(&mut self, at: usize) -> io::Result<()> {
-        let tls = self.listeners[at].1;
+        let tls = self.listeners[at].tls;
         loop {
-            let (mut stream, peer) = match self.listeners[at].0.accept() {
+            let (mut stream, peer) = match self.listeners[at].listener.accept() {
                 Ok(accepted) => {
                     self.short = false;
                     accepted
