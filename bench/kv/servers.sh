@@ -6,6 +6,13 @@
 
 set -euo pipefail
 
+# Waits (at most 10 s) until redis-cli, given these options (-p PORT, -s SOCKET, --tls …),
+# gets an answer to PING; stops the script if it never does.
+answers() {
+  for _ in $(seq 100); do redis-cli "$@" ping >/dev/null 2>&1 && return; sleep 0.1; done
+  redis-cli "$@" ping >/dev/null || { echo "error: no server answers redis-cli $*" >&2; exit 1; }
+}
+
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "error: $1 is not installed (it is the baseline)" >&2; exit 1; }
 }

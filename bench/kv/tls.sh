@@ -57,12 +57,8 @@ options() {
     *) echo "-p $1" ;;
   esac
 }
-for p in $REDIS $REDIS_TLS $PLAIN $TLS; do
-  # shellcheck disable=SC2046
-  for _ in $(seq 100); do redis-cli $(options "$p") ping >/dev/null 2>&1 && break; sleep 0.1; done
-  # shellcheck disable=SC2046
-  redis-cli $(options "$p") ping >/dev/null || { echo "error: no server answers on port $p" >&2; exit 1; }
-done
+# shellcheck disable=SC2046
+for p in $REDIS $REDIS_TLS $PLAIN $TLS; do answers $(options "$p"); done
 echo "servers: Redis :$REDIS, Redis TLS :$REDIS_TLS, tailstore :$PLAIN, tailstore TLS :$TLS ($("$BIN" --version)); $(date -u +%H:%M) UTC"
 
 run() {

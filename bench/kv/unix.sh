@@ -41,12 +41,8 @@ options() {
     tailstore-unix) echo "-s $WORK/tailstore.sock" ;;
   esac
 }
-for t in $TARGETS; do
-  # shellcheck disable=SC2046
-  for _ in $(seq 100); do redis-cli $(options "$t") ping >/dev/null 2>&1 && break; sleep 0.1; done
-  # shellcheck disable=SC2046
-  redis-cli $(options "$t") ping >/dev/null || { echo "error: no server answers as $t" >&2; exit 1; }
-done
+# shellcheck disable=SC2046
+for t in $TARGETS; do answers $(options "$t"); done
 echo "servers: Redis :$REDIS and $WORK/redis.sock, tailstore :$TAILSTORE and $WORK/tailstore.sock ($("$BIN" --version)); $(date -u +%H:%M) UTC"
 
 run() {

@@ -101,38 +101,47 @@ impl AsRawFd for Socket {
     }
 }
 
-impl Source for Socket {
-    fn register(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        interests: Interest,
-    ) -> io::Result<()> {
+impl Socket {
+    /// The mio socket inside, for polling.
+    fn source(&mut self) -> &mut dyn Source {
         match self {
-            Socket::Tcp(stream) => stream.register(registry, token, interests),
-            Socket::Unix(stream, _) => stream.register(registry, token, interests),
-        }
-    }
-
-    fn reregister(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        interests: Interest,
-    ) -> io::Result<()> {
-        match self {
-            Socket::Tcp(stream) => stream.reregister(registry, token, interests),
-            Socket::Unix(stream, _) => stream.reregister(registry, token, interests),
-        }
-    }
-
-    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        match self {
-            Socket::Tcp(stream) => stream.deregister(registry),
-            Socket::Unix(stream, _) => stream.deregister(registry),
+            Socket::Tcp(stream) => stream,
+            Socket::Unix(stream, _) => stream,
         }
     }
 }
+
+/// mio's `Source` for a kind of socket: each call passed to the mio socket inside (its
+/// `source`).
+macro_rules! polled_through_source {
+    ($kind:ty) => {
+        impl Source for $kind {
+            fn register(
+                &mut self,
+                registry: &Registry,
+                token: Token,
+                interests: Interest,
+            ) -> io::Result<()> {
+                self.source().register(registry, token, interests)
+            }
+
+            fn reregister(
+                &mut self,
+                registry: &Registry,
+                token: Token,
+                interests: Interest,
+            ) -> io::Result<()> {
+                self.source().reregister(registry, token, interests)
+            }
+
+            fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+                self.source().deregister(registry)
+            }
+        }
+    };
+}
+
+polled_through_source!(Socket);
 
 /// A listening socket.
 #[derive(Debug)]
@@ -142,6 +151,14 @@ pub enum Listener {
 }
 
 impl Listener {
+    /// The mio listener inside, for polling.
+    fn source(&mut self) -> &mut dyn Source {
+        match self {
+            Listener::Tcp(listener) => listener,
+            Listener::Unix(listener, _) => listener,
+        }
+    }
+
     /// A connection waiting, with its peer's address as CLIENT LIST shows it.
     pub fn accept(&self) -> io::Result<(Socket, String)> {
         match self {
@@ -157,38 +174,7 @@ impl Listener {
     }
 }
 
-impl Source for Listener {
-    fn register(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        interests: Interest,
-    ) -> io::Result<()> {
-        match self {
-            Listener::Tcp(listener) => listener.register(registry, token, interests),
-            Listener::Unix(listener, _) => listener.register(registry, token, interests),
-        }
-    }
-
-    fn reregister(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        interests: Interest,
-    ) -> io::Result<()> {
-        match self {
-            Listener::Tcp(listener) => listener.reregister(registry, token, interests),
-            Listener::Unix(listener, _) => listener.reregister(registry, token, interests),
-        }
-    }
-
-    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        match self {
-            Listener::Tcp(listener) => listener.deregister(registry),
-            Listener::Unix(listener, _) => listener.deregister(registry),
-        }
-    }
-}
+polled_through_source!(Listener);
 
 #[cfg(test)]
 mod tests {
