@@ -225,8 +225,15 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
     let password = password(args)?;
     let tls = tls(args)?;
     let max_clients = open_files_for(args.max_clients)?;
-    if let Some(path) = &args.unixsocket {
-        check_unix_socket(path)?;
+    let unix_socket = args.unixsocket.clone().map(|path| UnixSocket {
+        path,
+        permissions: args.unixsocketperm,
+    });
+    if let Some(socket) = &unix_socket {
+        // Before the database is touched; the server replaces a stale socket when it starts.
+        socket
+            .stale()
+            .map_err(|e| format!("--unixsocket {}: {e}", socket.path.display()))?;
     }
     validate(args)?;
     let mut config = db_config(args);
@@ -295,10 +302,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         password: password.clone(),
         tls: tls.clone(),
         tls_listen: args.tls_listen,
-        unix_socket: args.unixsocket.clone().map(|path| UnixSocket {
-            path,
-            permissions: args.unixsocketperm,
-        }),
+        unix_socket,
     };
     let server = Server::start(ks.clone(), server_config, stop).map_err(|e| {
         let mut addresses = args.listen.to_string();
@@ -315,13 +319,11 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         None => "wherever the scheduler puts them".to_string(),
     };
     let addresses = std::iter::once(server.address()).chain(server.tls_address());
-    for address in addresses.filter(|a| !a.ip().is_loopback()) {
-        if password.is_none() {
-            eprintln!(
-                "tailstore serve: warning: listening beyond loopback with no password: anyone \
-                 who reaches {address} can read and write every key (--requirepass-file sets one)"
-            );
-        }
+    for address in addresses.filter(|a| password.is_none() && !a.ip().is_loopback()) {
+        eprintln!(
+            "tailstore serve: warning: listening beyond loopback with no password: anyone \
+             who reaches {address} can read and write every key (--requirepass-file sets one)"
+        );
     }
     eprintln!(
         "tailstore serve: listening on {}; commit mode {durability}; {loops} event loop{}, background threads {placement}; {}; {}",
@@ -397,30 +399,6 @@ fn protocols(server: &Server, tls: bool, certified_clients: bool) -> String {
     match certified_clients {
         true => format!("{spoken}, TLS clients must present a certificate"),
         false => spoken,
-    }
-}
-
-/// Refuses, before the database is touched, a `--unixsocket` path the server could not
-/// listen on: one held by another kind of file (a socket file is replaced, as Redis
-/// replaces it), or in a directory that does not exist.
-fn check_unix_socket(path: &std::path::Path) -> CliResult<()> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.file_type().is_socket() => Err(format!(
-            "--unixsocket {}: the path exists and is not a socket",
-            path.display()
-        )
-        .into()),
-        Ok(_) => Ok(()),
-        Err(_) => match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            Some(dir) if !dir.is_dir() => Err(format!(
-                "--unixsocket {}: no directory {}",
-                path.display(),
-                dir.display()
-            )
-            .into()),
-            _ => Ok(()),
-        },
     }
 }
 

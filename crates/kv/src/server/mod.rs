@@ -94,6 +94,33 @@ pub struct UnixSocket {
     pub permissions: Option<u32>,
 }
 
+impl UnixSocket {
+    /// Whether the server may take the path: `true` when a socket file is there, left by a
+    /// server that did not stop cleanly (it is replaced, as Redis replaces it), `false` when
+    /// nothing is; an error for any other kind of file (which Redis would unlink) and for a
+    /// directory that does not exist. `serve` asks before it touches the database.
+    pub fn stale(&self) -> io::Result<bool> {
+        let path = &self.path;
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_socket() => Ok(true),
+            Ok(_) => Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the path exists and is not a socket",
+            )),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                match path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                    Some(dir) if !dir.is_dir() => Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("no directory {}", dir.display()),
+                    )),
+                    _ => Ok(false),
+                }
+            }
+            Err(err) => Err(err),
+        }
+    }
+}
+
 impl ServerConfig {
     /// The address plain TCP clients connect to, if any (Redis's `port`).
     pub fn plain_address(&self) -> Option<SocketAddr> {
@@ -188,20 +215,10 @@ impl Shared {
 }
 
 /// A listening Unix socket at `socket.path`, in non-blocking mode, with its permissions.
-/// A socket file left there by a server that did not stop cleanly is replaced, as Redis
-/// replaces it; any other file is not.
 fn listen_unix(socket: &UnixSocket) -> io::Result<UnixListener> {
     let path = &socket.path;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket", path.display()),
-            ))
-        }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(err),
+    if socket.stale()? {
+        std::fs::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
     listener.set_nonblocking(true)?;
