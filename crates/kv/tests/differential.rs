@@ -2375,6 +2375,65 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
             ],
             error("INVALIDOBJ Corrupted HLL object detected"),
         ),
+        // Container commands: an unknown subcommand, or one of the wrong arity, is refused
+        // by Redis 7's texts; their options are read, not ignored.
+        (
+            &[&["CLIENT", "SETNAME", "a", "b"]],
+            error("ERR wrong number of arguments for 'client|setname' command"),
+        ),
+        (
+            &[&["CLIENT", "NOSUCH"]],
+            error("ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP."),
+        ),
+        (
+            &[&["CONFIG", "GET"]],
+            error("ERR wrong number of arguments for 'config|get' command"),
+        ),
+        (
+            &[&["CONFIG", "SET", "a", "b", "c"]],
+            error("ERR syntax error"),
+        ),
+        (
+            &[&["COMMAND", "COUNT", "x"]],
+            error("ERR wrong number of arguments for 'command|count' command"),
+        ),
+        (
+            &[&["SCRIPT", "FLUSH", "SYNC", "x"]],
+            error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
+        ),
+        (
+            &[&["CLIENT", "NO-EVICT", "maybe"]],
+            error("ERR syntax error"),
+        ),
+        (
+            &[&["CLIENT", "LIST", "ID", "abc"]],
+            error("ERR Invalid client ID"),
+        ),
+        (
+            &[&["CLIENT", "LIST", "TYPE", "nosuch"]],
+            error("ERR Unknown client type 'nosuch'"),
+        ),
+        (&[&["CLIENT", "LIST", "TYPE", "master"]], bulk("")),
+        (&[&["CLIENT", "LIST", "ID", "0", "999999"]], bulk("")),
+        (&[&["CLIENT", "LIST", "x", "y"]], error("ERR syntax error")),
+        (
+            &[&["COMMAND", "LIST", "FILTERBY"]],
+            error("ERR syntax error"),
+        ),
+        (
+            &[&["COMMAND", "LIST", "FILTERBY", "MODULE", "search"]],
+            Ok(Value::Array(Vec::new())),
+        ),
+        (
+            &[&["COMMAND", "LIST", "FILTERBY", "PATTERN", "*PING*"]],
+            Ok(Value::Array(vec![Value::BulkString(b"ping".to_vec())])),
+        ),
+        (
+            &[&["COMMAND", "LIST", "FILTERBY", "PATTERN", "client|getn*"]],
+            Ok(Value::Array(vec![Value::BulkString(
+                b"client|getname".to_vec(),
+            )])),
+        ),
     ]
 }
 

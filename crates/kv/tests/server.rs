@@ -1411,7 +1411,7 @@ fn memory_usage_counts_the_rows_of_a_key() {
     );
     assert_eq!(
         err(&mut c, &["MEMORY", "STATS"]),
-        "ERR unknown subcommand or wrong number of arguments for 'STATS'. Try MEMORY HELP."
+        "ERR unknown subcommand 'STATS'. Try MEMORY HELP."
     );
     assert!(
         matches!(raw_value(&mut c, &["MEMORY", "HELP"]), Value::Array(lines) if lines.len() == 6)
@@ -1420,6 +1420,38 @@ fn memory_usage_counts_the_rows_of_a_key() {
 
 // ---------------------------------------------------------------------------------------
 // connection and server
+
+/// Every container command COMMAND LIST names (`client|help`…) answers its HELP with its
+/// lines, the first naming it: the refusal of an unknown subcommand points there. (CLUSTER
+/// answers every subcommand as a Redis without cluster support does.)
+#[test]
+fn every_container_answers_its_help() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let names: Vec<String> = q(&mut c, &["COMMAND", "LIST"]);
+    let containers: Vec<&str> = names
+        .iter()
+        .filter_map(|name| name.strip_suffix("|help"))
+        .filter(|container| *container != "cluster")
+        .collect();
+    assert!(containers.len() >= 14, "{containers:?}");
+    for container in containers {
+        let Value::Array(lines) = raw_value(&mut c, &[container, "HELP"]) else {
+            panic!("{container} HELP: not an array");
+        };
+        let first = format!("{:?}", lines.first());
+        assert!(
+            first.contains(&format!("{} <subcommand>", container.to_uppercase())),
+            "{container}: {first}"
+        );
+        assert!(lines.len() >= 4, "{container}: {lines:?}");
+        assert!(
+            err(&mut c, &[container, "NOSUCH"])
+                .ends_with(&format!("Try {} HELP.", container.to_uppercase())),
+            "{container}"
+        );
+    }
+}
 
 #[test]
 fn ping_echo_time() {

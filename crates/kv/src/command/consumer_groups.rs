@@ -92,35 +92,13 @@ const XGROUP_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-/// XGROUP's subcommands and their arities (Redis's container command table).
-fn subcommand_arity(name: &str) -> Option<i32> {
-    Some(match name {
-        "create" | "setid" => -5,
-        "destroy" => 4,
-        "createconsumer" | "delconsumer" => 5,
-        "help" => 2,
-        _ => return None,
-    })
-}
-
-/// Redis's refusal of an XGROUP subcommand it does not know or of the wrong arity, made
-/// before the command runs (a refused command is not queued in MULTI).
-pub fn xgroup_check(args: &[Vec<u8>]) -> Result<(), String> {
-    super::check_container("XGROUP", args, subcommand_arity)
-}
-
 /// XGROUP subcommand key group …
 pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    xgroup_check(args).map_err(Fault::err)?;
+    super::subcommands::check("xgroup", args).map_err(Fault::err)?;
     let typed = String::from_utf8_lossy(&args[1]).into_owned();
     let sub = typed.to_ascii_lowercase();
     if sub == "help" {
-        return Ok(Reply::Array(
-            XGROUP_HELP
-                .iter()
-                .map(|line| Reply::Status((*line).into()))
-                .collect(),
-        ));
+        return Ok(super::help(XGROUP_HELP));
     }
     let syntax = || {
         Fault::err(format!(

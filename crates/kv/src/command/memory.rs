@@ -29,19 +29,14 @@ const MEMORY_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// MEMORY subcommand …
+/// MEMORY subcommand … (its subcommand checked by `subcommand_check` before it runs, and
+/// again here for callers that run it directly).
 pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    if is(&args[1], "usage") && args.len() >= 3 {
-        return usage(ctx, args);
+    super::subcommands::check("memory", args).map_err(Fault::err)?;
+    if is(&args[1], "help") {
+        return Ok(super::help(MEMORY_HELP));
     }
-    if is(&args[1], "help") && args.len() == 2 {
-        let lines = MEMORY_HELP.iter().map(|line| Reply::Status((*line).into()));
-        return Ok(Reply::Array(lines.collect()));
-    }
-    Err(Fault::err(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-        String::from_utf8_lossy(&args[1])
-    )))
+    usage(ctx, args)
 }
 
 /// MEMORY USAGE key [SAMPLES count]: about the bytes of the key's rows; nil if it does not

@@ -32,6 +32,7 @@ mod staging;
 mod stream_info;
 mod streams;
 mod strings;
+pub mod subcommands;
 mod table;
 mod zset_algebra;
 mod zsets;
@@ -49,40 +50,10 @@ pub use pattern::matches;
 pub use streams::resolve_last_ids;
 pub use table::{lookup, Command, Run, COMMANDS};
 
-/// A container command's check of its subcommand, before it runs or is queued (XGROUP's
-/// subcommands have arities of their own): Redis's error text if it is refused.
+/// A container command's check of its subcommand, before it runs or is queued: Redis's
+/// error text if it is unknown or has the wrong number of arguments.
 pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), String> {
-    match command.name {
-        "xgroup" => consumer_groups::xgroup_check(args),
-        "xinfo" => stream_info::xinfo_check(args),
-        "function" => check_container("FUNCTION", args, crate::server::function_arity),
-        "object" => check_container("OBJECT", args, object::subcommand_arity),
-        _ => Ok(()),
-    }
-}
-
-/// Redis's refusal of a container command's subcommand (`args[1]`) that it does not know
-/// (`arity_of` answers `None`) or that has the wrong number of arguments.
-fn check_container(
-    command: &str,
-    args: &[Vec<u8>],
-    arity_of: fn(&str) -> Option<i32>,
-) -> Result<(), String> {
-    let typed = String::from_utf8_lossy(&args[1]);
-    let sub = typed.to_ascii_lowercase();
-    let Some(arity) = arity_of(&sub) else {
-        return Err(format!(
-            "ERR unknown subcommand '{typed}'. Try {command} HELP."
-        ));
-    };
-    let argc = args.len() as i32;
-    if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
-        let name = command.to_ascii_lowercase();
-        return Err(format!(
-            "ERR wrong number of arguments for '{name}|{sub}' command"
-        ));
-    }
-    Ok(())
+    subcommands::check(command.name, args)
 }
 
 /// Redis's reply to a command on a key of another kind.
@@ -295,6 +266,16 @@ pub fn parse_int(arg: &[u8]) -> Result<i64, Fault> {
 /// Whether an argument equals an option name, ignoring case.
 pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())
+}
+
+/// A HELP subcommand's reply: its lines as status replies, as Redis sends them.
+pub fn help(lines: &[&str]) -> Reply {
+    Reply::Array(
+        lines
+            .iter()
+            .map(|line| Reply::Status((*line).into()))
+            .collect(),
+    )
 }
 
 pub fn bulk(bytes: impl Into<Vec<u8>>) -> Reply {

@@ -42,16 +42,6 @@ const OBJECT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// The arity of each OBJECT subcommand (name and subcommand counted), for
-/// `subcommand_check`.
-pub fn subcommand_arity(sub: &str) -> Option<i32> {
-    match sub {
-        "help" => Some(2),
-        "encoding" | "freq" | "idletime" | "refcount" => Some(3),
-        _ => None,
-    }
-}
-
 /// OBJECT subcommand [key] (its arity checked by `subcommand_check` before it runs, and
 /// again here for callers that run it directly).
 pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -60,12 +50,11 @@ pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             "ERR wrong number of arguments for 'object' command",
         ));
     }
-    if let Err(refusal) = super::check_container("OBJECT", args, subcommand_arity) {
+    if let Err(refusal) = super::subcommands::check("object", args) {
         return Err(Fault::err(refusal));
     }
     if is(&args[1], "help") {
-        let lines = OBJECT_HELP.iter().map(|line| Reply::Status((*line).into()));
-        return Ok(Reply::Array(lines.collect()));
+        return Ok(super::help(OBJECT_HELP));
     }
     let key = &args[2];
     let Some(meta) = ctx.meta(key)? else {

@@ -31,29 +31,11 @@ const XINFO_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// Redis's refusal of an XINFO subcommand it does not know or of the wrong arity, made
-/// before the command runs.
-pub fn xinfo_check(args: &[Vec<u8>]) -> Result<(), String> {
-    super::check_container("XINFO", args, subcommand_arity)
-}
-
-/// XINFO's subcommands and their arities (Redis's container command table).
-fn subcommand_arity(name: &str) -> Option<i32> {
-    Some(match name {
-        "consumers" => 4,
-        "groups" => 3,
-        "stream" => -3,
-        "help" => 2,
-        _ => return None,
-    })
-}
-
 /// XINFO subcommand key …
 pub fn xinfo(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    xinfo_check(args).map_err(Fault::err)?;
+    super::subcommands::check("xinfo", args).map_err(Fault::err)?;
     if is(&args[1], "help") {
-        let lines = XINFO_HELP.iter().map(|line| Reply::Status((*line).into()));
-        return Ok(Reply::Array(lines.collect()));
+        return Ok(super::help(XINFO_HELP));
     }
     let key = &args[2];
     let meta = ctx

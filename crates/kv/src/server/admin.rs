@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
-use super::clients::KillFilter;
+use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
-use crate::command::{is, matches, Command, COMMANDS};
+use crate::command::{help, is, matches, subcommands, Command, COMMANDS, SYNTAX};
 
 pub use crate::REDIS_VERSION;
 
@@ -142,11 +142,8 @@ fn pubsub(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             let count = |c: &[u8]| Reply::Int(shared.pubsub.subscribers_of(target, c) as i64);
             Reply::Array(args[2..].iter().flat_map(|c| [bulk(c), count(c)]).collect())
         }
-        ("numpat", 2) => Reply::Int(shared.pubsub.patterns() as i64),
-        ("numpat", _) => wrong_arity("pubsub|numpat"),
-        _ => Reply::error(format!(
-            "ERR unknown subcommand '{typed}'. Try PUBSUB HELP."
-        )),
+        ("numpat", _) => Reply::Int(shared.pubsub.patterns() as i64),
+        _ => help(PUBSUB_HELP),
     }
 }
 
@@ -346,53 +343,54 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             }
             Reply::ok()
         }
-        ("list", _) => {
-            update_listing(shared, conn);
-            Reply::Verbatim {
-                format: *b"txt",
-                text: shared.client_list.lines().into_bytes(),
+        ("list", _) => match ClientFilter::parse_list(&args[2..]) {
+            Ok(filter) => {
+                update_listing(shared, conn);
+                Reply::Verbatim {
+                    format: *b"txt",
+                    text: shared.client_list.lines(&filter).into_bytes(),
+                }
             }
-        }
+            Err(refusal) => refusal,
+        },
         ("kill", 3..) => client_kill(shared, conn, &args[2..]),
         ("unblock", 3..=4) => client_unblock(shared, &args[2..]),
         ("pause", 3 | 4) => client_pause(shared, &args[2..]),
-        ("pause", 2) => wrong_arity("client|pause"),
-        ("unpause", 2) => {
+        ("pause", _) => Reply::error(SYNTAX),
+        ("unpause", _) => {
             shared.pause.end();
             for each in shared.loops.iter() {
                 each.wake(); // the clients it held back run now
             }
             Reply::ok()
         }
-        ("unpause", _) => wrong_arity("client|unpause"),
         ("info", 2) => Reply::Verbatim {
             format: *b"txt",
             text: format!("{}\n", conn.listing().line()).into_bytes(),
         },
         ("reply", 3) => client_reply(conn, &args[2]),
-        ("tracking", 3..) => {
+        ("tracking", _) => {
             let reply =
                 tracking::client_tracking(&shared.tracking, &shared.client_list, conn, &args[2..]);
             update_listing(shared, conn); // its flags and redirect
             reply
         }
-        ("tracking", _) => wrong_arity("client|tracking"),
-        ("caching", 3) => tracking::client_caching(conn, &args[2]),
-        ("caching", _) => wrong_arity("client|caching"),
-        ("getredir", 2) => tracking::client_getredir(conn),
-        ("trackinginfo", 2) => tracking::client_trackinginfo(conn),
-        ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
-        _ => Reply::error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        ("caching", _) => tracking::client_caching(conn, &args[2]),
+        ("getredir", _) => tracking::client_getredir(conn),
+        ("trackinginfo", _) => tracking::client_trackinginfo(conn),
+        // Nothing is evicted (no maxmemory) and no command changes a key's access time
+        // that OBJECT IDLETIME would read differently: the switches are accepted, as Redis
+        // reads them.
+        ("no-evict" | "no-touch", _) if is(&args[2], "on") || is(&args[2], "off") => Reply::ok(),
+        ("no-evict" | "no-touch", _) => Reply::error(SYNTAX),
+        _ => help(CLIENT_HELP),
     }
 }
 
 /// CLIENT KILL addr:port, or CLIENT KILL with filters (ID, ADDR, LADDR, TYPE, USER,
 /// SKIPME): closes the clients picked, this one after its reply (see `server/clients.rs`).
 fn client_kill(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    let filter = match KillFilter::parse(args) {
+    let filter = match ClientFilter::parse_kill(args) {
         Ok(filter) => filter,
         Err(refusal) => return refusal,
     };
@@ -488,12 +486,10 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
     match sub.as_deref() {
         None => Reply::Array(COMMANDS.iter().map(describe_command).collect()),
         Some("count") => Reply::Int(COMMANDS.len() as i64),
-        Some("list") => Reply::Array(
-            COMMANDS
-                .iter()
-                .map(|c| Reply::Bulk(c.name.into()))
-                .collect(),
-        ),
+        Some("list") => command_list(&args[2..]),
+        Some("info") if args.len() == 2 => {
+            Reply::Array(COMMANDS.iter().map(describe_command).collect())
+        }
         Some("info") => Reply::Array(
             named(&args[2..])
                 .into_iter()
@@ -508,12 +504,39 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
             };
             Reply::Map(commands.into_iter().map(document_command).collect())
         }
-        Some("getkeys") if args.len() < 4 => wrong_arity("command|getkeys"),
         Some("getkeys") => command_getkeys(&args[2..]),
-        Some(other) => Reply::error(format!(
-            "ERR unknown subcommand '{other}'. Try COMMAND HELP."
-        )),
+        Some(_) => help(COMMAND_HELP),
     }
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every
+/// command's name and each container's subcommands' (`client|kill`), as Redis 7.0 lists
+/// them. No command comes from a module; tailstore keeps no ACL categories (it has no
+/// ACL users), so a filter by category is refused rather than answered wrongly.
+fn command_list(filter: &[Vec<u8>]) -> Reply {
+    let names = COMMANDS.iter().flat_map(|command| {
+        std::iter::once(command.name.to_string()).chain(subcommands::full_names(command.name))
+    });
+    let picked: Vec<String> = match filter {
+        [] => names.collect(),
+        [by, kind, _] if is(by, "filterby") && is(kind, "module") => Vec::new(),
+        [by, kind, pattern] if is(by, "filterby") && is(kind, "pattern") => {
+            let pattern = pattern.to_ascii_lowercase();
+            names.filter(|name| matches(&pattern, name.as_bytes())).collect()
+        }
+        [by, kind, _] if is(by, "filterby") && is(kind, "aclcat") => {
+            return Reply::error(
+                "ERR tailstore keeps no ACL categories (its only user is 'default', with every command): COMMAND LIST FILTERBY ACLCAT is not supported",
+            )
+        }
+        _ => return Reply::error(SYNTAX),
+    };
+    Reply::Array(
+        picked
+            .into_iter()
+            .map(|name| Reply::Bulk(name.into_bytes()))
+            .collect(),
+    )
 }
 
 /// COMMAND GETKEYS command arg…: the keys the command would name, refused as Redis 7.0
@@ -655,20 +678,16 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             }
             Reply::Map(found)
         }
-        "set" if args.len() >= 4 && args.len().is_multiple_of(2) => config_set(shared, &args[2..]),
-        "resetstat" if args.len() == 2 => {
+        "set" if args.len().is_multiple_of(2) => config_set(shared, &args[2..]),
+        "set" => Reply::error(SYNTAX),
+        "resetstat" => {
             for stats in shared.command_stats() {
                 stats.reset();
             }
             Reply::ok()
         }
-        "rewrite" if args.len() == 2 => {
-            Reply::error("ERR The server is running without a config file")
-        }
-        _ => Reply::error(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        "rewrite" => Reply::error("ERR The server is running without a config file"),
+        _ => help(CONFIG_HELP),
     }
 }
 
@@ -844,3 +863,95 @@ fn capitalise(word: &str) -> String {
         None => String::new(),
     }
 }
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    With tracking in OPTIN or OPTOUT mode: track (or not) the keys the next command reads.",
+    "GETNAME",
+    "    This connection's name, or nil.",
+    "GETREDIR",
+    "    The id of the client that receives this one's invalidations; 0 if none, -1 without tracking.",
+    "ID",
+    "    This connection's id.",
+    "INFO",
+    "    This connection's line of CLIENT LIST.",
+    "KILL <ip:port>",
+    "    Closes the client at that address.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Closes the clients picked by ID <id>, ADDR <ip:port>, LADDR <ip:port>,",
+    "    TYPE (NORMAL|MASTER|REPLICA|PUBSUB), USER <name> and SKIPME (YES|NO) (YES by default).",
+    "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
+    "    One line per connected client, or per client picked by type or by id.",
+    "NO-EVICT (ON|OFF)",
+    "    Accepted: tailstore evicts no keys.",
+    "NO-TOUCH (ON|OFF)",
+    "    Accepted: tailstore keeps no access times that reads would change.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Holds back the clients' commands (or their writes) for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Turns this connection's replies off, on, or off for the next command.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Records the client library's name or version for CLIENT LIST.",
+    "SETNAME <name>",
+    "    Names this connection.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Turns invalidation messages for the keys this connection reads on or off.",
+    "TRACKINGINFO",
+    "    This connection's tracking flags, redirect and prefixes.",
+    "UNBLOCK <id> [TIMEOUT|ERROR]",
+    "    Ends the blocking command the client waits in, as if it timed out (or with an error).",
+    "UNPAUSE",
+    "    Ends CLIENT PAUSE.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern> [<pattern> ...]",
+    "    The settings whose names match a glob-style pattern, with their values.",
+    "SET <setting> <value> [<setting> <value> ...]",
+    "    Changes requirepass and the slow log's settings; the others are command-line",
+    "    options of tailstore serve, so only their value in effect is accepted.",
+    "RESETSTAT",
+    "    Resets the per-command statistics of INFO commandstats and latencystats.",
+    "REWRITE",
+    "    Refused: tailstore has no configuration file.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const PUBSUB_HELP: &[&str] = &[
+    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANNELS [<pattern>]",
+    "    The channels with subscribers, those matching a glob-style pattern if one is given.",
+    "NUMPAT",
+    "    The number of pattern subscriptions.",
+    "NUMSUB [<channel> ...]",
+    "    Each channel with its number of subscribers.",
+    "SHARDCHANNELS [<pattern>]",
+    "    The shard channels with subscribers, those matching a pattern if one is given.",
+    "SHARDNUMSUB [<shardchannel> ...]",
+    "    Each shard channel with its number of subscribers.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Every command's name, arity, flags and key positions.",
+    "COUNT",
+    "    The number of commands.",
+    "LIST [FILTERBY (MODULE <name>|PATTERN <pattern>)]",
+    "    Every command's name, with the subcommands of container commands (CLIENT|KILL).",
+    "INFO [<command-name> ...]",
+    "    The details COMMAND gives, for the commands named (for all if none is).",
+    "DOCS [<command-name> ...]",
+    "    Each command's summary and group, for the commands named (for all if none is).",
+    "GETKEYS <full-command>",
+    "    The keys the command would name.",
+    "HELP",
+    "    Prints this help.",
+];

@@ -74,17 +74,18 @@ impl Clients {
         self.listed.lock().remove(&id);
     }
 
-    /// CLIENT LIST's lines, by id.
-    pub fn lines(&self) -> String {
+    /// CLIENT LIST's lines of the clients `filter` picks, by id.
+    pub fn lines(&self, filter: &ClientFilter) -> String {
         let listed = self.listed.lock();
         listed
-            .values()
-            .map(|l| format!("{}\n", l.line.line()))
+            .iter()
+            .filter(|(id, l)| filter.picks(**id, l, 0))
+            .map(|(_, l)| format!("{}\n", l.line.line()))
             .collect()
     }
 
     /// The clients `filter` picks.
-    pub fn matching(&self, filter: &KillFilter, me: u64) -> Vec<Doomed> {
+    pub fn matching(&self, filter: &ClientFilter, me: u64) -> Vec<Doomed> {
         let listed = self.listed.lock();
         listed
             .iter()
@@ -97,10 +98,11 @@ impl Clients {
     }
 }
 
-/// Which clients CLIENT KILL closes.
+/// Which clients CLIENT KILL closes, or CLIENT LIST lists.
 #[derive(Default)]
-pub struct KillFilter {
-    id: Option<u64>,
+pub struct ClientFilter {
+    /// Any of these ids (CLIENT KILL gives one, CLIENT LIST any number); empty: any id.
+    ids: Vec<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
     /// `Some(true)`: only subscribed clients; `Some(false)`: only the others.
@@ -112,19 +114,41 @@ pub struct KillFilter {
     old_form: bool,
 }
 
-impl KillFilter {
+impl ClientFilter {
+    /// CLIENT LIST's arguments after LIST, as Redis 7.0 reads them: none, TYPE type, or
+    /// ID id….
+    pub fn parse_list(args: &[Vec<u8>]) -> Result<ClientFilter, Reply> {
+        let mut filter = ClientFilter::default();
+        match args {
+            [] => {}
+            [name, kind] if is(name, "type") => filter.set_type(kind)?,
+            [name, ids @ ..] if is(name, "id") && !ids.is_empty() => {
+                for id in ids {
+                    // Any integer is an id to look for (0 and below match none).
+                    let id = std::str::from_utf8(id)
+                        .ok()
+                        .and_then(|v| v.parse::<i64>().ok())
+                        .ok_or_else(|| Reply::error("ERR Invalid client ID"))?;
+                    filter.ids.push(u64::try_from(id).unwrap_or(0));
+                }
+            }
+            _ => return Err(Reply::error("ERR syntax error")),
+        }
+        Ok(filter)
+    }
+
     /// CLIENT KILL's arguments after KILL, as Redis 7.0 reads them.
-    pub fn parse(args: &[Vec<u8>]) -> Result<KillFilter, Reply> {
+    pub fn parse_kill(args: &[Vec<u8>]) -> Result<ClientFilter, Reply> {
         if let [addr] = args {
-            return Ok(KillFilter {
+            return Ok(ClientFilter {
                 addr: Some(addr.clone()),
                 old_form: true,
-                ..KillFilter::default()
+                ..ClientFilter::default()
             });
         }
-        let mut filter = KillFilter {
+        let mut filter = ClientFilter {
             skip_me: true,
-            ..KillFilter::default()
+            ..ClientFilter::default()
         };
         let syntax = || Reply::error("ERR syntax error");
         for pair in args.chunks(2) {
@@ -136,7 +160,7 @@ impl KillFilter {
                     .ok()
                     .and_then(|v| v.parse::<i64>().ok());
                 match id {
-                    Some(id) if id >= 1 => filter.id = Some(id as u64),
+                    Some(id) if id >= 1 => filter.ids = vec![id as u64],
                     _ => return Err(Reply::error("ERR client-id should be greater than 0")),
                 }
             } else if is(name, "type") {
@@ -179,7 +203,7 @@ impl KillFilter {
 
     fn picks(&self, id: u64, listed: &Listed, me: u64) -> bool {
         !self.none
-            && self.id.is_none_or(|wanted| wanted == id)
+            && (self.ids.is_empty() || self.ids.contains(&id))
             && self
                 .addr
                 .as_deref()
@@ -211,7 +235,7 @@ mod tests {
     }
 
     fn refusal(args: &[&str]) -> String {
-        match KillFilter::parse(&words(args)) {
+        match ClientFilter::parse_kill(&words(args)) {
             Err(Reply::Error(text)) => text,
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("{args:?} accepted"),
@@ -233,12 +257,31 @@ mod tests {
         assert_eq!(refusal(&["SKIPME", "maybe"]), "ERR syntax error");
         assert_eq!(refusal(&["ID", "1", "ADDR"]), "ERR syntax error");
         assert_eq!(refusal(&["BOGUS", "1"]), "ERR syntax error");
-        let filter = KillFilter::parse(&words(&["ID", "7", "TYPE", "pubsub", "SKIPME", "no"]))
-            .unwrap_or_default();
+        let filter =
+            ClientFilter::parse_kill(&words(&["ID", "7", "TYPE", "pubsub", "SKIPME", "no"]))
+                .unwrap_or_default();
         assert_eq!(
-            (filter.id, filter.pubsub, filter.skip_me),
-            (Some(7), Some(true), false)
+            (filter.ids, filter.pubsub, filter.skip_me),
+            (vec![7], Some(true), false)
         );
-        assert!(KillFilter::parse(&words(&["127.0.0.1:5"])).is_ok_and(|f| f.old_form));
+        assert!(ClientFilter::parse_kill(&words(&["127.0.0.1:5"])).is_ok_and(|f| f.old_form));
+    }
+
+    #[test]
+    fn list_filters_are_read_as_redis_reads_them() {
+        let list = |args: &[&str]| ClientFilter::parse_list(&words(args));
+        assert!(list(&[]).is_ok_and(|f| f.ids.is_empty() && f.pubsub.is_none()));
+        assert!(list(&["ID", "3", "0", "-2"]).is_ok_and(|f| f.ids == [3, 0, 0]));
+        assert!(list(&["type", "PUBSUB"]).is_ok_and(|f| f.pubsub == Some(true)));
+        assert!(list(&["TYPE", "replica"]).is_ok_and(|f| f.none));
+        for (args, refusal) in [
+            (&["ID"][..], "ERR syntax error"),
+            (&["ID", "x"], "ERR Invalid client ID"),
+            (&["TYPE"], "ERR syntax error"),
+            (&["TYPE", "odd"], "ERR Unknown client type 'odd'"),
+            (&["TYPE", "normal", "ID", "1"], "ERR syntax error"),
+        ] {
+            assert_eq!(list(args).err(), Some(Reply::error(refusal)), "{args:?}");
+        }
     }
 }

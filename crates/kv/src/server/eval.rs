@@ -256,8 +256,9 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
                 .map(|sha| Reply::Int(i64::from(shared.scripts.contains(sha))))
                 .collect(),
         ),
-        ("flush", 2 | 3) => {
-            if args.len() == 3 && !is(&args[2], "sync") && !is(&args[2], "async") {
+        ("flush", _) => {
+            if args.len() > 3 || args.len() == 3 && !is(&args[2], "sync") && !is(&args[2], "async")
+            {
                 return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             }
             shared.scripts.flush();
@@ -271,15 +272,7 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
         ("debug", 3) => Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO"),
         ("kill", 2) if shared.scripts.kill() => Reply::ok(),
         ("kill", 2) => Reply::error("NOTBUSY No scripts in execution right now."),
-        ("help", 2) => Reply::Array(
-            SCRIPT_HELP
-                .iter()
-                .map(|line| Reply::Status(line.to_string()))
-                .collect(),
-        ),
-        ("load" | "exists" | "flush" | "kill" | "help" | "debug", _) => Reply::error(format!(
-            "ERR wrong number of arguments for 'script|{sub}' command"
-        )),
+        ("help", 2) => crate::command::help(SCRIPT_HELP),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
             String::from_utf8_lossy(&args[1])

@@ -22,17 +22,6 @@ use crate::script::library::{library_header, Library, LibrarySet, Policy};
 use crate::script::{Scripts, Vm};
 use crate::Executed;
 
-/// The arity of each FUNCTION subcommand, as Redis checks them.
-pub fn subcommand_arity(sub: &str) -> Option<i32> {
-    Some(match sub {
-        "delete" => 3,
-        "dump" | "help" | "kill" | "stats" => 2,
-        "flush" | "list" => -2,
-        "load" | "restore" => -3,
-        _ => return None,
-    })
-}
-
 /// FUNCTION and its subcommand (known, of the right arity: `subcommand_check`).
 pub fn function<'s>(
     shared: &'s Shared,
@@ -342,12 +331,7 @@ fn stats(shared: &Shared) -> Reply {
 }
 
 fn help() -> Reply {
-    Reply::Array(
-        FUNCTION_HELP
-            .iter()
-            .map(|line| Reply::Status(line.to_string()))
-            .collect(),
-    )
+    crate::command::help(FUNCTION_HELP)
 }
 
 const FUNCTION_HELP: &[&str] = &[

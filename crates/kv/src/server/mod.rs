@@ -32,7 +32,6 @@ mod tracking;
 mod worker;
 
 pub use auth::Secret;
-pub use functions::subcommand_arity as function_arity;
 pub use tls::{receive_records, send_records, Tls, TlsError, TlsFiles};
 
 use socket::Listener;

@@ -236,7 +236,7 @@ fn help() -> Reply {
         "HELP",
         "    This text.",
     ];
-    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+    crate::command::help(&lines)
 }
 
 #[cfg(test)]

@@ -10,47 +10,17 @@
 use tailstore_resp::Reply;
 
 use super::auth::Password;
-use crate::command::{is, lookup, parse_int};
+use crate::command::{help, is, lookup, parse_int};
 
 /// Redis's answer to the cluster commands of a server without cluster support.
 const NO_CLUSTER: &str = "ERR This instance has cluster support disabled";
-
-/// CLUSTER's subcommands (Redis 7.0): each answered with [`NO_CLUSTER`], others unknown.
-const CLUSTER_SUBCOMMANDS: &[&str] = &[
-    "addslots",
-    "addslotsrange",
-    "bumpepoch",
-    "count-failure-reports",
-    "countkeysinslot",
-    "delslots",
-    "delslotsrange",
-    "failover",
-    "flushslots",
-    "forget",
-    "getkeysinslot",
-    "help",
-    "info",
-    "keyslot",
-    "links",
-    "meet",
-    "myid",
-    "nodes",
-    "replicas",
-    "replicate",
-    "reset",
-    "saveconfig",
-    "set-config-epoch",
-    "setslot",
-    "shards",
-    "slaves",
-    "slots",
-];
 
 /// The answer to `command` (`args`) if it is one of this module's; `None` otherwise.
 pub fn answer(command: &str, args: &[Vec<u8>], password: &Password) -> Option<Reply> {
     Some(match command {
         "readonly" | "readwrite" | "asking" => Reply::error(NO_CLUSTER),
-        "cluster" => cluster(args),
+        // Every subcommand of CLUSTER's (`command::subcommands`) gets Redis's answer.
+        "cluster" => Reply::error(NO_CLUSTER),
         "module" => module(args),
         "latency" => latency(args),
         "acl" => acl(args, password),
@@ -83,18 +53,6 @@ fn wrong_arity(name: &str) -> Reply {
     ))
 }
 
-fn help(lines: &[&str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
-}
-
-fn cluster(args: &[Vec<u8>]) -> Reply {
-    if CLUSTER_SUBCOMMANDS.contains(&subcommand(args).as_str()) {
-        Reply::error(NO_CLUSTER)
-    } else {
-        unknown_subcommand("CLUSTER", args)
-    }
-}
-
 /// MODULE LIST (none loaded), HELP; LOAD, LOADEX and UNLOAD refused.
 fn module(args: &[Vec<u8>]) -> Reply {
     match (subcommand(args).as_str(), args.len()) {
@@ -108,9 +66,6 @@ fn module(args: &[Vec<u8>]) -> Reply {
         ]),
         ("load" | "loadex", 3..) | ("unload", 3) => {
             Reply::error("ERR tailstore does not load Redis modules")
-        }
-        (sub @ ("list" | "help" | "load" | "loadex" | "unload"), _) => {
-            wrong_arity(&format!("module|{sub}"))
         }
         _ => unknown_subcommand("MODULE", args),
     }
@@ -150,9 +105,6 @@ fn latency(args: &[Vec<u8>]) -> Reply {
             "HELP",
             "    Prints this help.",
         ]),
-        (sub @ ("latest" | "history" | "graph" | "doctor" | "help"), _) => {
-            wrong_arity(&format!("latency|{sub}"))
-        }
         _ => unknown_subcommand("LATENCY", args),
     }
 }
@@ -177,6 +129,7 @@ fn acl(args: &[Vec<u8>], password: &Password) -> Reply {
             Ok(count) => password.refusals_reply(usize::try_from(count).unwrap_or(0)),
             Err(_) => Reply::error("ERR value is not an integer or out of range"),
         },
+        ("help", _) => help(ACL_HELP),
         ("genpass", 2 | 3) => genpass(args.get(2)),
         ("dryrun", 4..) => dryrun(&args[2..]),
         ("deluser", 3..) if args[2..].iter().any(|user| user == b"default") => {
@@ -186,9 +139,6 @@ fn acl(args: &[Vec<u8>], password: &Password) -> Reply {
         ("setuser" | "getuser" | "cat" | "load" | "save", _) => Reply::error(
             "ERR tailstore has no users but 'default' (every command, the password requirepass sets): ACL users are not implemented",
         ),
-        (sub @ ("whoami" | "users" | "list" | "log" | "genpass" | "dryrun" | "deluser"), _) => {
-            wrong_arity(&format!("acl|{sub}"))
-        }
         _ => unknown_subcommand("ACL", args),
     }
 }
@@ -253,6 +203,28 @@ fn failover(args: &[Vec<u8>]) -> Reply {
     }
     Reply::error("ERR FAILOVER requires connected replicas.")
 }
+
+const ACL_HELP: &[&str] = &[
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DELUSER <username> [<username> ...]",
+    "    Deletes the users named: none exist but 'default', which cannot be deleted.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Whether the user may run the command: the only user, 'default', may run every one.",
+    "GENPASS [<bits>]",
+    "    A random password of <bits> bits (256 if not given), in hex digits.",
+    "LIST",
+    "    The users with their rules: 'default', with every permission and its password.",
+    "LOG [<count> | RESET]",
+    "    The newest <count> refused logins (10 if not given), or forgets them.",
+    "USERS",
+    "    The users' names.",
+    "WHOAMI",
+    "    The user this connection is logged in as.",
+    "CAT, GETUSER, LOAD, SAVE, SETUSER",
+    "    Refused: tailstore has no ACL users but 'default'.",
+    "HELP",
+    "    Prints this help.",
+];
 
 #[cfg(test)]
 mod tests {
