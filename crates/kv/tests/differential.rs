@@ -2155,7 +2155,11 @@ fn geo_ties_come_in_the_order_redis_gives() {
 }
 
 fn bulk(text: &str) -> Answer {
-    Ok(Value::BulkString(text.as_bytes().to_vec()))
+    Ok(bulk_value(text))
+}
+
+fn bulk_value(text: &str) -> Value {
+    Value::BulkString(text.as_bytes().to_vec())
 }
 
 fn error(text: &str) -> Answer {
@@ -2374,6 +2378,32 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
                 &["PFMERGE", "d"],
             ],
             error("INVALIDOBJ Corrupted HLL object detected"),
+        ),
+        // Database numbers are integers as Redis reads them: no '+', no leading zero.
+        (
+            &[&["SELECT", "01"]],
+            error("ERR value is not an integer or out of range"),
+        ),
+        (
+            &[&["SWAPDB", "0", "+1"]],
+            error("ERR invalid second DB index"),
+        ),
+        // The only user, described as Redis describes its default user; no other.
+        (&[&["ACL", "GETUSER", "nosuch"]], Ok(Value::Nil)),
+        (
+            &[&["ACL", "GETUSER", "default"]],
+            Ok(Value::Array(
+                [
+                    bulk_value("flags"),
+                    Value::Array(vec![bulk_value("on"), bulk_value("nopass")]),
+                    bulk_value("passwords"),
+                    Value::Array(Vec::new()),
+                ]
+                .into_iter()
+                .chain(["commands", "+@all", "keys", "~*", "channels", "&*"].map(bulk_value))
+                .chain([bulk_value("selectors"), Value::Array(Vec::new())])
+                .collect(),
+            )),
         ),
         // Container commands: an unknown subcommand, or one of the wrong arity, is refused
         // by Redis 7's texts; their options are read, not ignored.

@@ -11,7 +11,9 @@ use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
-use crate::command::{help, is, matches, subcommands, Command, COMMANDS, SYNTAX};
+use crate::command::{
+    help, is, matches, parse_int, subcommands, Command, COMMANDS, NOT_INTEGER, SYNTAX,
+};
 
 pub use crate::REDIS_VERSION;
 
@@ -175,15 +177,13 @@ fn select(shared: &Shared, conn: &mut Connection, arg: &[u8]) -> Reply {
 
 /// SELECT's argument: a database index, or Redis's error reply.
 pub fn database_index(shared: &Shared, arg: &[u8]) -> Result<u32, Reply> {
-    let index = std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok());
-    match index {
-        None => Err(Reply::error("ERR value is not an integer or out of range")),
-        Some(i) if i < 0 || i >= i64::from(shared.ks.databases()) => {
+    // Read as Redis reads an integer: no sign '+', no leading zero.
+    match parse_int(arg) {
+        Err(_) => Err(Reply::error(NOT_INTEGER)),
+        Ok(i) if i < 0 || i >= i64::from(shared.ks.databases()) => {
             Err(Reply::error("ERR DB index is out of range"))
         }
-        Some(i) => Ok(i as u32),
+        Ok(i) => Ok(i as u32),
     }
 }
 
@@ -762,12 +762,7 @@ fn swapdb<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let index = |arg: &[u8], refusal: &str| {
-        std::str::from_utf8(arg)
-            .ok()
-            .and_then(|text| text.parse::<i64>().ok())
-            .ok_or_else(|| Reply::error(refusal))
-    };
+    let index = |arg: &[u8], refusal: &str| parse_int(arg).map_err(|_| Reply::error(refusal));
     let (a, b) = match (
         index(&args[1], "ERR invalid first DB index"),
         index(&args[2], "ERR invalid second DB index"),

@@ -130,17 +130,38 @@ fn acl(args: &[Vec<u8>], password: &Password) -> Reply {
             Err(_) => Reply::error("ERR value is not an integer or out of range"),
         },
         ("help", _) => help(ACL_HELP),
+        ("getuser", _) if args[2] == b"default" => default_user(password),
+        ("getuser", _) => Reply::Null, // no such user
         ("genpass", 2 | 3) => genpass(args.get(2)),
         ("dryrun", 4..) => dryrun(&args[2..]),
         ("deluser", 3..) if args[2..].iter().any(|user| user == b"default") => {
             Reply::error("ERR The 'default' user cannot be removed")
         }
         ("deluser", 3..) => Reply::Int(0),
-        ("setuser" | "getuser" | "cat" | "load" | "save", _) => Reply::error(
+        ("setuser" | "cat" | "load" | "save", _) => Reply::error(
             "ERR tailstore has no users but 'default' (every command, the password requirepass sets): ACL users are not implemented",
         ),
         _ => unknown_subcommand("ACL", args),
     }
+}
+
+/// ACL GETUSER default, as Redis describes its `default` user with every permission: on,
+/// with the password's digest or `nopass`.
+fn default_user(password: &Password) -> Reply {
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    let rule = password.acl_rule();
+    let (flags, passwords) = match rule.strip_prefix('#') {
+        Some(digest) => (vec![text("on")], vec![text(digest)]),
+        None => (vec![text("on"), text("nopass")], Vec::new()),
+    };
+    Reply::Map(vec![
+        (text("flags"), Reply::Set(flags)),
+        (text("passwords"), Reply::Array(passwords)),
+        (text("commands"), text("+@all")),
+        (text("keys"), text("~*")),
+        (text("channels"), text("&*")),
+        (text("selectors"), Reply::Array(Vec::new())),
+    ])
 }
 
 /// ACL GENPASS [bits]: a random password of `bits` bits (256 by default), in hex digits
@@ -220,7 +241,9 @@ const ACL_HELP: &[&str] = &[
     "    The users' names.",
     "WHOAMI",
     "    The user this connection is logged in as.",
-    "CAT, GETUSER, LOAD, SAVE, SETUSER",
+    "GETUSER <username>",
+    "    The user's flags, password digests and permissions: 'default' is the only user.",
+    "CAT, LOAD, SAVE, SETUSER",
     "    Refused: tailstore has no ACL users but 'default'.",
     "HELP",
     "    Prints this help.",
@@ -229,6 +252,7 @@ const ACL_HELP: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::auth::Secret;
 
     fn ask(line: &str) -> Reply {
         let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
@@ -261,5 +285,18 @@ mod tests {
         assert_eq!(ask("ACL DRYRUN default GET x"), Reply::ok());
         assert!(matches!(ask("ACL DRYRUN default GET"), Reply::Error(e) if e.contains("'get'")));
         assert!(matches!(ask("ACL DRYRUN bob GET x"), Reply::Error(e) if e.contains("'bob'")));
+    }
+
+    #[test]
+    fn getuser_shows_the_password_digest_once_one_is_set() {
+        let args: Vec<Vec<u8>> = ["ACL", "GETUSER", "default"].map(|w| w.into()).to_vec();
+        let secret = Secret(b"abc".to_vec());
+        let Some(Reply::Map(fields)) = answer("acl", &args, &Password::new(Some(&secret))) else {
+            panic!("not a map");
+        };
+        let sha256_of_abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        assert_eq!(fields[0].1, Reply::Set(vec![bulk("on")]));
+        assert_eq!(fields[1].1, Reply::Array(vec![bulk(sha256_of_abc)]));
     }
 }
