@@ -459,6 +459,63 @@ fn the_tools_authenticate_with_the_password_given() {
     assert_eq!(call(&mut target, &["DBSIZE"]), written);
 }
 
+/// Both tools reach a server through its Unix socket, given as a path: `bench kv` runs
+/// its load there, `kv migrate` copies from one socket to another; TLS over a socket, and
+/// a socket that is not there, are refused.
+#[test]
+fn the_tools_reach_servers_through_their_unix_sockets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let with_socket = |name: &str| {
+        let db = dir.path().join(name);
+        let pmem = shm.path().join(format!("{name}.pmem"));
+        let socket = dir.path().join(format!("{name}.sock"));
+        let server = Server::start(&[
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--unixsocket",
+            support::path(&socket),
+        ]);
+        (server, socket.to_string_lossy().into_owned())
+    };
+    let ((from, from_socket), (to, to_socket)) = (with_socket("from"), with_socket("to"));
+    let bench = |extra: &[&str]| {
+        let base = ["bench", "kv", "--server", &from_socket, "--requests", "200"];
+        let load = ["--ratio", "1:0", "--clients", "4", "--pipeline", "4"];
+        tailstore(&[&base[..], extra, &load].concat())
+    };
+    let out = bench(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!("({from_socket})"))
+            && said.contains("1,600 ops")
+            && said.contains("errors: 0"),
+        "{said}"
+    );
+    let certificates = tailstore_crash::certificates::Certificates::new();
+    let ca = certificates.path("ca.crt").to_string_lossy().into_owned();
+    refused_with(
+        bench(&["--tls", "--tls-ca-cert-file", &ca]),
+        "--tls asks for TLS, which a Unix socket",
+    );
+    let nowhere = dir.path().join("nowhere.sock");
+    let base = ["bench", "kv", "--server", support::path(&nowhere)];
+    refused_with(tailstore(&base), "cannot connect to");
+
+    let out = tailstore(&["kv", "migrate", "--from", &from_socket, "--to", &to_socket]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (mut source, mut target) = (
+        Client::connect(from.address).expect("connect"),
+        Client::connect(to.address).expect("connect"),
+    );
+    let written = call(&mut source, &["DBSIZE"]);
+    assert!(matches!(written, Value::Int(n) if n > 1_000), "{written:?}");
+    assert_eq!(call(&mut target, &["DBSIZE"]), written);
+}
+
 /// The run failed, with `needle` in what it said and no panic.
 #[track_caller]
 fn refused_with(out: std::process::Output, needle: &str) {

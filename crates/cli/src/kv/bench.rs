@@ -13,7 +13,6 @@
 //! its start to the last reply.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream as StdTcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Barrier;
 use std::thread;
@@ -26,6 +25,7 @@ use serde::Serialize;
 use tailstore_kv::server::Secret;
 use tailstore_resp::Limits;
 
+use super::address::{ServerAddress, Stream};
 use super::connection::{Connection, ThreadContext, ThreadStats};
 use super::link::Link;
 use super::tls::{TlsClient, TlsClientArgs};
@@ -43,7 +43,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchKvArgs {
-    /// The server: HOST:PORT.
+    /// The server: HOST:PORT, or the path of a Unix socket (one with a '/', e.g.
+    /// /run/redis.sock).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6379")]
     pub server: String,
     /// Connections per thread.
@@ -112,7 +113,7 @@ pub enum Stop {
 pub struct BenchConfig {
     /// What the report calls the server (as given).
     pub server: String,
-    pub addr: SocketAddr,
+    pub addr: ServerAddress,
     pub clients: usize,
     pub threads: usize,
     pub pipeline: usize,
@@ -198,7 +199,7 @@ impl BenchKvArgs {
         };
         let config = BenchConfig {
             server: self.server.clone(),
-            addr: resolve(&self.server)?,
+            addr: ServerAddress::parse(&self.server, "--server")?,
             clients: self.clients,
             threads: self.threads,
             pipeline: self.pipeline,
@@ -215,16 +216,6 @@ impl BenchKvArgs {
         config.validate()?;
         Ok(config)
     }
-}
-
-/// The first address `server` (HOST:PORT) resolves to.
-pub fn resolve(server: &str) -> CliResult<SocketAddr> {
-    let mut addrs = server.to_socket_addrs().map_err(|e| {
-        format!("--server '{server}' is not an address (HOST:PORT, e.g. 127.0.0.1:6379): {e}")
-    })?;
-    addrs
-        .next()
-        .ok_or_else(|| format!("--server '{server}' resolves to no address").into())
 }
 
 impl BenchConfig {
@@ -335,20 +326,20 @@ pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
 /// A connection to the server, with its TLS session (handshake done) if `--tls`, ready
 /// for the load: authenticated if a password is given, and answering PING (before the
 /// run's clock starts).
-fn connect(config: &BenchConfig) -> Result<(StdTcpStream, Option<Box<ClientConnection>>), String> {
+fn connect(config: &BenchConfig) -> Result<(Stream, Option<Box<ClientConnection>>), String> {
     let cannot = |e: std::io::Error| format!("cannot connect to {}: {e}", config.server);
-    let stream = StdTcpStream::connect_timeout(&config.addr, CONNECT_TIMEOUT).map_err(cannot)?;
-    stream.set_nodelay(true).map_err(cannot)?;
+    let stream = config.addr.connect(CONNECT_TIMEOUT).map_err(cannot)?;
     stream
         .set_read_timeout(Some(CONNECT_TIMEOUT))
         .map_err(cannot)?;
-    match &config.tls {
-        None => Ok((ready(stream, config)?, None)),
-        Some(tls) => {
+    // `TlsClient::new` refused TLS over a Unix socket.
+    match (&config.tls, stream) {
+        (Some(tls), Stream::Tcp(stream)) => {
             let secure = tls.secure(stream).map_err(|e| e.to_string())?;
             let StreamOwned { conn, sock } = ready(secure, config)?;
-            Ok((sock, Some(Box::new(conn))))
+            Ok((Stream::Tcp(sock), Some(Box::new(conn))))
         }
+        (_, stream) => Ok((ready(stream, config)?, None)),
     }
 }
 
@@ -475,10 +466,9 @@ fn setup_thread(config: &BenchConfig) -> Result<(Poll, Vec<Connection>), String>
     let mut conns = Vec::with_capacity(config.clients);
     for i in 0..config.clients {
         let (stream, session) = connect(config)?;
-        stream
-            .set_nonblocking(true)
+        let mut stream = stream
+            .into_polled()
             .map_err(|e| format!("cannot connect to {}: {e}", config.server))?;
-        let mut stream = mio::net::TcpStream::from_std(stream);
         poll.registry()
             .register(
                 &mut stream,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+use super::address::ServerAddress;
 use super::bench::{run_bench, BenchConfig, BenchReport, Stop};
 use super::server::{free_port, on_path, reply_text, ServerProcess};
 use super::workload::{KeyPattern, Ratio};
@@ -495,7 +496,7 @@ fn bench_config(
 ) -> BenchConfig {
     BenchConfig {
         server: process.addr.to_string(),
-        addr: process.addr,
+        addr: ServerAddress::Tcp(process.addr),
         clients: settings.clients,
         threads: settings.threads,
         pipeline: settings.pipeline,

@@ -15,9 +15,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use mio::net::TcpStream;
 use rustls::ClientConnection;
-use tailstore_kv::server::{receive_records, send_records};
+use tailstore_kv::server::{receive_records, send_records, Socket};
 use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
 use super::workload::{KeyGen, Ratio};
@@ -96,7 +95,7 @@ pub struct ThreadContext<'a> {
 }
 
 pub struct Connection {
-    pub stream: TcpStream,
+    pub stream: Socket,
     /// The TLS session its bytes pass through (`--tls`; handshake done at connect).
     tls: Option<Box<ClientConnection>>,
     out: Vec<u8>,
@@ -113,7 +112,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(
-        stream: TcpStream,
+        stream: Socket,
         tls: Option<Box<ClientConnection>>,
         pipeline: usize,
         requests: Option<u64>,

@@ -2,16 +2,16 @@
 //! their replies read back in order (RESP answers in the order it was asked).
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use tailstore_kv::server::Secret;
 use tailstore_resp::{encode_command, parse_reply, Limits, Value};
 
+use super::address::{ServerAddress, Stream};
 use super::tls::{Secure, TlsClient};
 use crate::CliResult;
 
-/// Over a TCP stream, or any other (a TLS session's, `StreamOwned`).
+/// Over a TCP stream or a Unix socket, or any other (a TLS session's, `StreamOwned`).
 pub struct Link<S = Wire> {
     stream: S,
     /// Bytes read and not yet parsed into replies.
@@ -21,9 +21,9 @@ pub struct Link<S = Wire> {
     tls_option: &'static str,
 }
 
-/// A connection's bytes: plain TCP, or through a TLS session.
+/// A connection's bytes: plain (TCP or a Unix socket), or through a TLS session.
 pub enum Wire {
-    Plain(TcpStream),
+    Plain(Stream),
     Tls(Box<Secure>),
 }
 
@@ -53,28 +53,26 @@ impl Write for Wire {
 }
 
 impl Link {
-    /// Connects to `address` (`host:port`), through a TLS session if `tls` is given, whose
-    /// option `tls_option` names; a reply that takes longer than `patience` is an error.
+    /// Connects to `address`, which the user gave as `name`, through a TLS session if
+    /// `tls` is given, whose option `tls_option` names; a reply that takes longer than
+    /// `patience` is an error.
     pub fn connect(
-        address: &str,
+        address: &ServerAddress,
+        name: &str,
         patience: Duration,
         tls: Option<&TlsClient>,
         tls_option: &'static str,
     ) -> CliResult<Link> {
-        let resolved = address
-            .to_socket_addrs()
-            .map_err(|e| format!("{address}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("{address}: no address"))?;
-        let stream = TcpStream::connect_timeout(&resolved, Duration::from_secs(5))
-            .map_err(|e| format!("cannot connect to {address}: {e}"))?;
-        stream.set_nodelay(true)?;
+        let stream = address
+            .connect(Duration::from_secs(5))
+            .map_err(|e| format!("cannot connect to {name}: {e}"))?;
         stream.set_read_timeout(Some(patience))?;
-        let wire = match tls {
-            Some(tls) => Wire::Tls(Box::new(
-                tls.secure(stream).map_err(|e| format!("{address}: {e}"))?,
+        let wire = match (tls, stream) {
+            (Some(tls), Stream::Tcp(stream)) => Wire::Tls(Box::new(
+                tls.secure(stream).map_err(|e| format!("{name}: {e}"))?,
             )),
-            None => Wire::Plain(stream),
+            // `TlsClient::new` refused TLS over a Unix socket.
+            (_, stream) => Wire::Plain(stream),
         };
         Ok(Link {
             tls_option,

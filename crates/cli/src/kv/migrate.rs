@@ -17,6 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tailstore_kv::server::Secret;
 use tailstore_resp::Value;
 
+use super::address::ServerAddress;
 use super::link::Link;
 use super::server::reply_text;
 use super::tls::{TlsClient, TlsClientArgs};
@@ -30,10 +31,11 @@ const FAILURES_NAMED: usize = 5;
 
 #[derive(Args)]
 pub struct MigrateArgs {
-    /// The server the keys are read from (host:port): Redis, or tailstore.
+    /// The server the keys are read from (host:port, or a Unix socket's path: one with a
+    /// '/'): Redis, or tailstore.
     #[arg(long, value_name = "ADDR")]
     pub from: String,
-    /// The server they are written to (host:port).
+    /// The server they are written to (host:port, or a Unix socket's path).
     #[arg(long, value_name = "ADDR")]
     pub to: String,
     /// The source's password (its `requirepass`), sent with AUTH before anything else.
@@ -140,10 +142,24 @@ pub fn run(args: &MigrateArgs) -> CliResult<()> {
     let source_tls = TlsClient::new(&args.source_tls(), &args.from, "from-")?;
     let target_tls = TlsClient::new(&args.target_tls(), &args.to, "to-")?;
     let from = format!("the source {}", args.from);
-    let mut source = Link::connect(&args.from, PATIENCE, source_tls.as_ref(), "--from-tls")?;
+    let source_address = ServerAddress::parse(&args.from, "--from")?;
+    let mut source = Link::connect(
+        &source_address,
+        &args.from,
+        PATIENCE,
+        source_tls.as_ref(),
+        "--from-tls",
+    )?;
     source.authenticate(&from, args.from_password.as_ref(), "--from-password")?;
     let to = format!("the target {}", args.to);
-    let mut target = Link::connect(&args.to, PATIENCE, target_tls.as_ref(), "--to-tls")?;
+    let target_address = ServerAddress::parse(&args.to, "--to")?;
+    let mut target = Link::connect(
+        &target_address,
+        &args.to,
+        PATIENCE,
+        target_tls.as_ref(),
+        "--to-tls",
+    )?;
     target.authenticate(&to, args.to_password.as_ref(), "--to-password")?;
     let databases = if args.db.is_empty() {
         databases_with_keys(&mut source)?

@@ -10,8 +10,10 @@
 //! migrate     `tailstore kv migrate`: every key of one server copied into another (SCAN,
 //!               PTTL, DUMP, RESTORE)
 //! link        a blocking connection that pipelines (compare's questions, migrate's copies)
+//! address     a server's address: HOST:PORT, or a Unix socket's path
 //! ```
 
+mod address;
 pub mod bench;
 mod compare;
 mod connection;

@@ -58,6 +58,13 @@ impl TlsClient {
             return Ok(None);
         }
         let option = |name: &str| format!("--{prefix}{name}");
+        if super::address::names_a_path(server) {
+            return Err(format!(
+                "{} asks for TLS, which a Unix socket ({server}) does not carry",
+                option("tls")
+            )
+            .into());
+        }
         let Some(ca) = &args.tls_ca_cert_file else {
             return Err(format!("{} needs {}", option("tls"), option("tls-ca-cert-file")).into());
         };

@@ -32,6 +32,7 @@ mod tracking;
 mod worker;
 
 pub use auth::Secret;
+pub use socket::Socket;
 pub use tls::{receive_records, send_records, Tls, TlsError, TlsFiles};
 
 use socket::Listener;
