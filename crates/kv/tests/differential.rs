@@ -149,6 +149,9 @@ fn compare(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<(), TestCaseErro
     // The commands queued since MULTI, which EXEC's replies answer (`None`: not in MULTI).
     let mut queued: Option<Vec<&[String]>> = None;
     for (i, args) in sequence.iter().enumerate() {
+        // (Not inside MULTI, where the look at the sketch would be queued.)
+        let past_the_end =
+            queued.is_none() && writes_into_a_cut_off_sketch(&mut pair.tailstore, args);
         let expected = ask(&mut pair.redis, args);
         let got = ask(&mut pair.tailstore, args);
         let context = || format!("reply {i}, after:\n{}", show(&sequence[..=i]));
@@ -172,8 +175,41 @@ fn compare(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<(), TestCaseErro
                 check(pair, args, got, expected, &context)?;
             }
         }
+        if past_the_end {
+            return Ok(()); // what follows depends on a byte Redis left past a string's end
+        }
     }
     Ok(())
+}
+
+/// Whether `args` is a PFADD to a sparse sketch whose last opcode is an XZERO cut off
+/// after its first byte (a damaged sketch: `APPEND d "\x40"`). Both servers read the
+/// missing byte as 0; but Redis writes the opcodes it splits the XZERO into in full and
+/// then shortens the string by the byte that was missing, so the last byte is left just
+/// past the string's end, where Redis's next read of a cut-off opcode finds it (a
+/// restarted Redis would find 0 there, as tailstore does). After such a write the two
+/// servers' later replies on that sketch may differ by that byte: a documented
+/// difference (docs/design/kv.md, "Known differences").
+fn writes_into_a_cut_off_sketch(tailstore: &mut redis::Connection, args: &[String]) -> bool {
+    if !args[0].eq_ignore_ascii_case("pfadd") || args.len() < 3 {
+        return false;
+    }
+    let Ok(Value::BulkString(sketch)) = ask(tailstore, &["GET".to_string(), args[1].clone()])
+    else {
+        return false;
+    };
+    if sketch.len() <= 16 || !sketch.starts_with(b"HYLL") || sketch[4] != 1 {
+        return false; // not a sparse sketch
+    }
+    let mut at = 16;
+    while at < sketch.len() {
+        let xzero = sketch[at] & 0xc0 == 0x40;
+        if xzero && at + 1 == sketch.len() {
+            return true;
+        }
+        at += if xzero { 2 } else { 1 };
+    }
+    false
 }
 
 /// EXEC's replies: element by element, each as the reply to its queued command (an error

@@ -9,6 +9,7 @@
 mod bitfield;
 mod bitmaps;
 mod blocking;
+pub mod categories;
 mod consumer_groups;
 mod distance_order;
 mod dump;

@@ -197,6 +197,11 @@ pub trait Host {
     fn started(&mut self, _function: Option<(&str, &[Vec<u8>])>) {}
     /// The code stopped running.
     fn finished(&mut self) {}
+    /// The error a call of `command` (`args`) raises because the client's ACL user may
+    /// not run it; `None` if it may.
+    fn denied(&mut self, _command: &Command, _args: &[Vec<u8>]) -> Option<Reply> {
+        None
+    }
 }
 
 /// What EVAL (EVALSHA, FCALL…) asked for.
@@ -751,6 +756,9 @@ impl Call<'_, '_, '_> {
             } else {
                 "ERR Wrong number of args calling Redis command from script"
             });
+        }
+        if let Some(refusal) = self.host.denied(command, args) {
+            return refusal;
         }
         if self.read_only && command.is_write() {
             return Reply::error("ERR Write commands are not allowed from read-only scripts.");

@@ -2,17 +2,19 @@
 //! INFO, TIME, FLUSHDB/FLUSHALL, SAVE.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
+use super::acl::User;
 use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
 use crate::command::{
-    help, is, matches, parse_int, subcommands, Command, COMMANDS, NOT_INTEGER, SYNTAX,
+    categories, help, is, matches, parse_int, subcommands, Command, COMMANDS, NOT_INTEGER, SYNTAX,
 };
 
 pub use crate::REDIS_VERSION;
@@ -44,6 +46,7 @@ pub fn run<'s>(
             conn.protocol = Protocol::Resp2;
             conn.name = None;
             conn.authenticated = !shared.password.required();
+            conn.user = None;
             update_listing(shared, conn);
             Reply::Status("RESET".into())
         }
@@ -77,6 +80,7 @@ pub fn in_transaction(
         "auth" => auth(shared, conn, args),
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
+        "acl" => super::acl::acl(shared, conn, args),
         "latency" if is(&args[1], "histogram") => {
             command_stats::histogram_reply(&shared.command_stats(), &args[2..])
         }
@@ -88,7 +92,7 @@ pub fn in_transaction(
         ]),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
-        name => standalone::answer(name, args, &shared.password).unwrap_or_else(|| {
+        name => standalone::answer(name, args).unwrap_or_else(|| {
             Reply::error(format!(
                 "ERR '{name}' is not allowed inside MULTI in tailstore"
             ))
@@ -220,13 +224,24 @@ fn auth(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         _ => return Reply::error("ERR syntax error"),
     };
     let client = || conn.listing().line();
-    match shared.password.attempt("AUTH", user, password, client) {
-        Ok(()) => {
-            conn.authenticated = true;
+    match shared
+        .password
+        .attempt(&shared.users, "AUTH", user, password, client)
+    {
+        Ok(user) => {
+            log_in(shared, conn, user);
             Reply::ok()
         }
         Err(refused) => refused,
     }
+}
+
+/// The connection runs its commands as `user` (`None`: `default`) from now on.
+fn log_in(shared: &Shared, conn: &mut Connection, user: Option<Arc<User>>) {
+    conn.authenticated = true;
+    conn.user = user;
+    conn.user_generation = shared.users.generation();
+    update_listing(shared, conn); // CLIENT LIST's user, CLIENT KILL USER
 }
 
 /// WAIT numreplicas timeout: no replicas, so none acknowledge (at once, as in Redis).
@@ -283,11 +298,12 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
     }
     if let Some((user, password)) = credentials {
         let client = || conn.listing().line();
+        let users = &shared.users;
         match shared
             .password
-            .attempt("HELLO", Some(user), password, client)
+            .attempt(users, "HELLO", Some(user), password, client)
         {
-            Ok(()) => conn.authenticated = true,
+            Ok(user) => log_in(shared, conn, user),
             Err(refused) => return refused,
         }
     }
@@ -390,11 +406,16 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
 /// CLIENT KILL addr:port, or CLIENT KILL with filters (ID, ADDR, LADDR, TYPE, USER,
 /// SKIPME): closes the clients picked, this one after its reply (see `server/clients.rs`).
 fn client_kill(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    let filter = match ClientFilter::parse_kill(args) {
+    let filter = match ClientFilter::parse_kill(args, |name| shared.users.exists(name)) {
         Ok(filter) => filter,
         Err(refusal) => return refusal,
     };
-    let doomed = shared.client_list.matching(&filter, conn.id);
+    filter.reply(kill_clients(shared, conn, &filter))
+}
+
+/// Closes the clients `filter` picks (`conn` after its reply): how many.
+pub(super) fn kill_clients(shared: &Shared, conn: &mut Connection, filter: &ClientFilter) -> usize {
+    let doomed = shared.client_list.matching(filter, conn.id);
     for client in &doomed {
         if client.id == conn.id {
             conn.closing = true;
@@ -402,7 +423,7 @@ fn client_kill(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Repl
             shared.loops[client.home.at].kill(client.home.token, client.id);
         }
     }
-    filter.reply(doomed.len())
+    doomed.len()
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT | ERROR]: 1 if client `id` waits in a blocking command, which
@@ -511,8 +532,7 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
 
 /// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every
 /// command's name and each container's subcommands' (`client|kill`), as Redis 7.0 lists
-/// them. No command comes from a module; tailstore keeps no ACL categories (it has no
-/// ACL users), so a filter by category is refused rather than answered wrongly.
+/// them. No command comes from a module; an unknown category has no commands.
 fn command_list(filter: &[Vec<u8>]) -> Reply {
     let names = COMMANDS.iter().flat_map(|command| {
         std::iter::once(command.name.to_string()).chain(subcommands::full_names(command.name))
@@ -522,12 +542,15 @@ fn command_list(filter: &[Vec<u8>]) -> Reply {
         [by, kind, _] if is(by, "filterby") && is(kind, "module") => Vec::new(),
         [by, kind, pattern] if is(by, "filterby") && is(kind, "pattern") => {
             let pattern = pattern.to_ascii_lowercase();
-            names.filter(|name| matches(&pattern, name.as_bytes())).collect()
+            names
+                .filter(|name| matches(&pattern, name.as_bytes()))
+                .collect()
         }
-        [by, kind, _] if is(by, "filterby") && is(kind, "aclcat") => {
-            return Reply::error(
-                "ERR tailstore keeps no ACL categories (its only user is 'default', with every command): COMMAND LIST FILTERBY ACLCAT is not supported",
-            )
+        [by, kind, category] if is(by, "filterby") && is(kind, "aclcat") => {
+            let bit = categories::named(&String::from_utf8_lossy(category)).unwrap_or(0);
+            names
+                .filter(|name| categories::of(name) & bit != 0)
+                .collect()
         }
         _ => return Reply::error(SYNTAX),
     };
@@ -573,7 +596,11 @@ fn describe_command(command: &Command) -> Reply {
         Reply::Int(i64::from(first)),
         Reply::Int(i64::from(last)),
         Reply::Int(i64::from(step)),
-        Reply::Set(Vec::new()),
+        Reply::Set(
+            categories::names(categories::of(command.name))
+                .map(|name| Reply::Status(format!("@{name}")))
+                .collect(),
+        ),
         Reply::Set(Vec::new()),
         Reply::Array(Vec::new()),
         Reply::Array(Vec::new()),
@@ -939,7 +966,7 @@ const COMMAND_HELP: &[&str] = &[
     "    Every command's name, arity, flags and key positions.",
     "COUNT",
     "    The number of commands.",
-    "LIST [FILTERBY (MODULE <name>|PATTERN <pattern>)]",
+    "LIST [FILTERBY (MODULE <name>|ACLCAT <category>|PATTERN <pattern>)]",
     "    Every command's name, with the subcommands of container commands (CLIENT|KILL).",
     "INFO [<command-name> ...]",
     "    The details COMMAND gives, for the commands named (for all if none is).",

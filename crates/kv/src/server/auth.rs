@@ -1,7 +1,7 @@
 //! The default user's password (Redis's `requirepass`, decision 154): which connections must
 //! AUTH before their commands run, and the check of what they send.
 //!
-//! As in Redis 7, whose only user here is `default`:
+//! As in Redis 7 (the ACL users beside `default`, who log in here too, are `server/acl.rs`'s):
 //! * With no password (the default), every connection may run everything, and AUTH of the
 //!   `default` user takes any password, as Redis's `nopass` user does.
 //! * A connection accepted while a password is set starts unauthenticated: every command
@@ -12,10 +12,10 @@
 //!   requirepass); one that is not may run everything while no password is set. RESET
 //!   makes it unauthenticated again if a password is set.
 //!
-//! Each refused AUTH or HELLO AUTH is recorded for ACL LOG, as Redis records it: newest
-//! first, at most 128 entries (its `acllog-max-len`), a refusal like one of the ten newest
-//! (the same command and user name, within 60 s) counted in that entry, which moves to the
-//! front. A server without ACL users refuses nothing else that Redis logs.
+//! Each refused AUTH or HELLO AUTH, and each command an ACL user may not run, is recorded
+//! for ACL LOG, as Redis records it: newest first, at most 128 entries (its
+//! `acllog-max-len`), a refusal like one of the ten newest (the same reason, context,
+//! object and user name, within 60 s) counted in that entry, which moves to the front.
 //!
 //! A password is compared by its SHA-256 digest, in a time that does not depend on where
 //! the bytes differ (Redis's `time_independent_strcmp` has the same purpose). ACL LIST shows
@@ -25,12 +25,14 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use tailstore_resp::Reply;
 
+use super::acl::{User, Users};
 use crate::command::{lookup, subcommand_check, Command};
 
 /// A password as given on the command line: never printed (`Debug` redacts it).
@@ -61,11 +63,15 @@ pub struct Password {
     refusals: Mutex<VecDeque<Refusal>>,
 }
 
-/// One ACL LOG entry: refused attempts of one command and user name.
+/// One ACL LOG entry: like refusals (the same reason, context, object and user name).
 struct Refusal {
     count: u64,
-    /// "AUTH" or "HELLO".
-    command: &'static str,
+    /// "auth", or what an ACL user was refused: "command", "key", "channel".
+    reason: &'static str,
+    /// "toplevel", "multi" or "lua".
+    context: &'static str,
+    /// AUTH or HELLO for a login; the command, key or channel refused.
+    object: Vec<u8>,
     user: Vec<u8>,
     /// The last attempt's time and its client's CLIENT LIST line.
     at: Instant,
@@ -115,44 +121,60 @@ impl Password {
     }
 
     /// An attempt of `command` ("AUTH" or "HELLO") to log in as `user` (`None`: AUTH's
-    /// one-argument form, the default user) with `password`. A wrong user or password is
+    /// one-argument form, the default user) with `password`: the ACL user logged in as
+    /// (`None` for `default`). A wrong user or password, or a user that is off, is
     /// refused with WRONGPASS and recorded for ACL LOG with `client` (its CLIENT LIST
     /// line); AUTH's one-argument form with no password set is Redis's configuration
     /// error, not a refusal.
     pub fn attempt(
         &self,
+        users: &Users,
         command: &'static str,
         user: Option<&[u8]>,
         password: &[u8],
         client: impl FnOnce() -> String,
-    ) -> Result<(), Reply> {
+    ) -> Result<Option<Arc<User>>, Reply> {
         if user.is_none() && !self.required() {
             return Err(Reply::error(
                 "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
             ));
         }
         let user = user.unwrap_or(b"default");
-        if self.accepts(user, password) {
-            return Ok(());
+        if user == b"default" && self.accepts(password) {
+            return Ok(None);
         }
-        self.note_refusal(command, user, client());
+        if let Some(named) = users.get(user).filter(|named| named.accepts(password)) {
+            return Ok(Some(named));
+        }
+        let object = command.as_bytes().to_vec();
+        self.note("auth", "toplevel", object, user, client());
         Err(Reply::error(WRONGPASS))
     }
 
-    fn accepts(&self, user: &[u8], password: &[u8]) -> bool {
-        user == b"default"
-            && match &*self.set.read() {
-                None => true,
-                Some(set) => same_digest(&set.digest, &digest(password)),
-            }
+    /// Whether `password` is the default user's.
+    fn accepts(&self, password: &[u8]) -> bool {
+        match &*self.set.read() {
+            None => true,
+            Some(set) => same_digest(&set.digest, &digest(password)),
+        }
     }
 
-    /// Records a refused attempt for ACL LOG.
-    fn note_refusal(&self, command: &'static str, user: &[u8], client: String) {
+    /// Records a refusal for ACL LOG: a login's (reason "auth", object AUTH or HELLO), or
+    /// an ACL user's command (`server/acl.rs`).
+    pub fn note(
+        &self,
+        reason: &'static str,
+        context: &'static str,
+        object: Vec<u8>,
+        user: &[u8],
+        client: String,
+    ) {
         let now = Instant::now();
         let mut refusals = self.refusals.lock();
         let similar = refusals.iter().take(GROUPING_DEPTH).position(|entry| {
-            entry.command == command
+            entry.reason == reason
+                && entry.context == context
+                && entry.object == object
                 && entry.user == user
                 && now.duration_since(entry.at) < GROUPING_WINDOW
         });
@@ -165,7 +187,9 @@ impl Password {
             },
             None => Refusal {
                 count: 1,
-                command,
+                reason,
+                context,
+                object,
                 user: user.to_vec(),
                 at: now,
                 client,
@@ -182,9 +206,9 @@ impl Password {
         let entries = refusals.iter().take(count).map(|entry| {
             Reply::Map(vec![
                 (text("count"), Reply::Int(entry.count as i64)),
-                (text("reason"), text("auth")),
-                (text("context"), text("toplevel")),
-                (text("object"), text(entry.command)),
+                (text("reason"), text(entry.reason)),
+                (text("context"), text(entry.context)),
+                (text("object"), Reply::Bulk(entry.object.clone())),
                 (text("username"), Reply::Bulk(entry.user.clone())),
                 (
                     text("age-seconds"),
@@ -243,6 +267,13 @@ pub fn secret_arguments(args: &[Vec<u8>]) -> Vec<usize> {
             .iter()
             .position(|a| is(a, "auth"))
             .map_or_else(Vec::new, |at| vec![at + 2, at + 3]),
+        // ACL SETUSER's password rules (`>password`, `<password`).
+        [command, sub, _, rules @ ..] if is(command, "acl") && is(sub, "setuser") => rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.first().is_some_and(|b| matches!(b, b'>' | b'<')))
+            .map(|(n, _)| 3 + n)
+            .collect(),
         [command, sub, pairs @ ..] if is(command, "config") && is(sub, "set") => pairs
             .chunks_exact(2)
             .enumerate()
@@ -258,16 +289,16 @@ pub fn hello_refusal() -> Reply {
     Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 }
 
-fn digest(password: &[u8]) -> [u8; 32] {
+pub(super) fn digest(password: &[u8]) -> [u8; 32] {
     Sha256::digest(password).into()
 }
 
 /// Compares every byte, whatever the first difference: the time taken tells nothing of it.
-fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+pub(super) fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |differ, (x, y)| differ | (x ^ y)) == 0
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -280,12 +311,27 @@ mod tests {
     }
 
     fn auth(password: &Password, user: Option<&str>, given: &str) -> Result<(), Reply> {
-        password.attempt(
-            "AUTH",
-            user.map(str::as_bytes),
-            given.as_bytes(),
-            String::new,
-        )
+        let users = Users::default();
+        password
+            .attempt(
+                &users,
+                "AUTH",
+                user.map(str::as_bytes),
+                given.as_bytes(),
+                String::new,
+            )
+            .map(|_| ())
+    }
+
+    /// A refused login of `user` by `command`, as `attempt` records it.
+    fn refused(password: &Password, command: &str, user: &[u8], client: String) {
+        password.note(
+            "auth",
+            "toplevel",
+            command.as_bytes().to_vec(),
+            user,
+            client,
+        );
     }
 
     #[test]
@@ -385,10 +431,10 @@ mod tests {
     #[test]
     fn refusals_are_logged_newest_first_and_like_ones_counted_together() {
         let password = Password::new(Some(&secret("pw")));
-        password.note_refusal("AUTH", b"default", "client 1".into());
-        password.note_refusal("AUTH", b"bob", "client 1".into());
-        password.note_refusal("HELLO", b"default", "client 2".into());
-        password.note_refusal("AUTH", b"default", "client 3".into());
+        refused(&password, "AUTH", b"default", "client 1".into());
+        refused(&password, "AUTH", b"bob", "client 1".into());
+        refused(&password, "HELLO", b"default", "client 2".into());
+        refused(&password, "AUTH", b"default", "client 3".into());
         assert_eq!(
             logged(&password),
             [
@@ -399,14 +445,24 @@ mod tests {
         );
         // Only the ten newest are looked at for a like entry.
         for user in 0..10 {
-            password.note_refusal("AUTH", user.to_string().as_bytes(), String::new());
+            refused(
+                &password,
+                "AUTH",
+                user.to_string().as_bytes(),
+                String::new(),
+            );
         }
-        password.note_refusal("AUTH", b"bob", String::new());
+        refused(&password, "AUTH", b"bob", String::new());
         let log = logged(&password);
         assert_eq!(log[0], (1, "AUTH".into(), "bob".into()));
         assert_eq!(log.len(), 14);
         for user in 0..LOG_MAX_ENTRIES {
-            password.note_refusal("HELLO", user.to_string().as_bytes(), String::new());
+            refused(
+                &password,
+                "HELLO",
+                user.to_string().as_bytes(),
+                String::new(),
+            );
         }
         assert_eq!(logged(&password).len(), LOG_MAX_ENTRIES);
         password.forget_refusals();
@@ -439,6 +495,12 @@ mod tests {
         );
         assert!(secret_arguments(&args(&["config", "get", "requirepass"])).is_empty());
         assert!(secret_arguments(&args(&["GET", "auth"])).is_empty());
+        assert_eq!(
+            secret_arguments(&args(&[
+                "ACL", "SETUSER", "bob", "on", ">pw", "+@all", "<old"
+            ])),
+            [4, 6]
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ struct Listed {
     peer: String,
     local: String,
     pubsub: bool,
+    /// The user it logged in as.
+    user: Vec<u8>,
     line: Listing,
     /// Waiting in a blocking command (what CLIENT UNBLOCK looks for).
     blocked: bool,
@@ -46,6 +48,7 @@ impl Clients {
             peer: conn.peer.clone(),
             local: conn.local.clone(),
             pubsub: conn.subscriptions() > 0,
+            user: conn.user_name().as_bytes().to_vec(),
             line: conn.listing(),
             blocked,
         };
@@ -105,6 +108,7 @@ pub struct ClientFilter {
     ids: Vec<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
+    user: Option<Vec<u8>>,
     /// `Some(true)`: only subscribed clients; `Some(false)`: only the others.
     pubsub: Option<bool>,
     /// No client is of a type this server does not have (master, replica).
@@ -137,8 +141,20 @@ impl ClientFilter {
         Ok(filter)
     }
 
-    /// CLIENT KILL's arguments after KILL, as Redis 7.0 reads them.
-    pub fn parse_kill(args: &[Vec<u8>]) -> Result<ClientFilter, Reply> {
+    /// The clients logged in as `user` (ACL DELUSER closes them).
+    pub fn of_user(user: &[u8]) -> ClientFilter {
+        ClientFilter {
+            user: Some(user.to_vec()),
+            ..ClientFilter::default()
+        }
+    }
+
+    /// CLIENT KILL's arguments after KILL, as Redis 7.0 reads them; `user_exists` says
+    /// whether USER names a user.
+    pub fn parse_kill(
+        args: &[Vec<u8>],
+        user_exists: impl Fn(&[u8]) -> bool,
+    ) -> Result<ClientFilter, Reply> {
         if let [addr] = args {
             return Ok(ClientFilter {
                 addr: Some(addr.clone()),
@@ -170,12 +186,13 @@ impl ClientFilter {
             } else if is(name, "laddr") {
                 filter.laddr = Some(value.clone());
             } else if is(name, "user") {
-                if !is(value, "default") {
+                if !user_exists(value) {
                     return Err(Reply::error(format!(
                         "ERR No such user '{}'",
                         String::from_utf8_lossy(value)
                     )));
                 }
+                filter.user = Some(value.clone());
             } else if is(name, "skipme") && (is(value, "yes") || is(value, "no")) {
                 filter.skip_me = is(value, "yes");
             } else {
@@ -213,6 +230,7 @@ impl ClientFilter {
                 .as_deref()
                 .is_none_or(|a| a == listed.local.as_bytes())
             && self.pubsub.is_none_or(|p| p == listed.pubsub)
+            && self.user.as_deref().is_none_or(|u| u == listed.user)
             && !(self.skip_me && id == me)
     }
 
@@ -235,7 +253,7 @@ mod tests {
     }
 
     fn refusal(args: &[&str]) -> String {
-        match ClientFilter::parse_kill(&words(args)) {
+        match ClientFilter::parse_kill(&words(args), |user| user == b"default") {
             Err(Reply::Error(text)) => text,
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("{args:?} accepted"),
@@ -257,14 +275,17 @@ mod tests {
         assert_eq!(refusal(&["SKIPME", "maybe"]), "ERR syntax error");
         assert_eq!(refusal(&["ID", "1", "ADDR"]), "ERR syntax error");
         assert_eq!(refusal(&["BOGUS", "1"]), "ERR syntax error");
-        let filter =
-            ClientFilter::parse_kill(&words(&["ID", "7", "TYPE", "pubsub", "SKIPME", "no"]))
-                .unwrap_or_default();
+        let filter = ClientFilter::parse_kill(
+            &words(&["ID", "7", "TYPE", "pubsub", "SKIPME", "no"]),
+            |user| user == b"default",
+        )
+        .unwrap_or_default();
         assert_eq!(
             (filter.ids, filter.pubsub, filter.skip_me),
             (vec![7], Some(true), false)
         );
-        assert!(ClientFilter::parse_kill(&words(&["127.0.0.1:5"])).is_ok_and(|f| f.old_form));
+        let old_form = ClientFilter::parse_kill(&words(&["127.0.0.1:5"]), |_| false);
+        assert!(old_form.is_ok_and(|f| f.old_form));
     }
 
     #[test]

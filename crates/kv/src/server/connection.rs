@@ -97,6 +97,10 @@ pub struct Connection {
     /// It may run commands while a password is set: it gave the password, or it connected
     /// while none was set (`server/auth.rs`).
     pub authenticated: bool,
+    /// The ACL user it logged in as (`None`: `default`), as of `user_generation`
+    /// (`server/acl.rs`).
+    pub user: Option<Arc<super::acl::User>>,
+    pub user_generation: u64,
     /// The TLS session its bytes pass through, on a server that speaks TLS
     /// (`server/tls.rs`).
     pub tls: Option<Box<ServerConnection>>,
@@ -150,6 +154,8 @@ impl Connection {
             replies_to_skip: 0,
             tracking: None,
             authenticated: true,
+            user: None,
+            user_generation: 0,
             tls: None,
             created: Instant::now(),
             last_active_ms: Arc::default(),
@@ -417,6 +423,13 @@ impl Connection {
 
     /// CLIENT LIST's line for this connection, whose `age` and `idle` are read whenever
     /// it is shown.
+    /// The name of the user it logged in as.
+    pub fn user_name(&self) -> std::borrow::Cow<'_, str> {
+        self.user
+            .as_ref()
+            .map_or("default".into(), |u| String::from_utf8_lossy(&u.name))
+    }
+
     pub fn listing(&self) -> Listing {
         let name = self
             .name
@@ -436,7 +449,7 @@ impl Connection {
         );
         let tail = format!(
             "flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} omem={} cmd={} \
-             user=default redir={redirect} resp={}",
+             user={} redir={redirect} resp={}",
             self.flags(),
             self.db,
             self.channels.len(),
@@ -446,6 +459,7 @@ impl Connection {
             self.filled - self.parsed,
             self.output.len() - self.written,
             self.last_command,
+            self.user_name(),
             match self.protocol {
                 Protocol::Resp2 => 2,
                 Protocol::Resp3 => 3,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
+use super::acl;
 use super::admin;
 use super::auth;
 use super::blocking::Blocked;
@@ -59,6 +60,15 @@ pub fn serve<'s>(
                 continue;
             }
         }
+        if conn.user.is_some() {
+            if let Some(refusal) = denied(shared, conn, &args) {
+                send(shared, conn, &refusal);
+                continue;
+            }
+            if conn.closing {
+                return; // its user was deleted
+            }
+        }
         let no_writes = |args: &[Vec<u8>]| eval::declares_no_writes(shared, args);
         if shared.pause.holds(&args, conn.multi.as_deref(), no_writes) {
             conn.postponed = Some(args);
@@ -88,6 +98,46 @@ pub fn serve<'s>(
     }
     // Stopped for backpressure: pick up the rest once the output drains.
     conn.unread = conn.unread || conn.backlogged();
+}
+
+/// For a connection logged in as an ACL user: the refusal of `args` if the user may not
+/// run it (recorded for ACL LOG; in MULTI, EXEC will fail), else `None`. The user is read
+/// again if ACL SETUSER or DELUSER changed the users since; a deleted user's connection
+/// is closed. Unknown commands and wrong arities pass, to be refused as they are for
+/// every connection (Redis checks those first).
+fn denied(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Option<Reply> {
+    let generation = shared.users.generation();
+    if conn.user_generation != generation {
+        let name = conn.user.as_ref()?.name.clone();
+        let Some(user) = shared.users.get(&name) else {
+            conn.closing = true;
+            return None;
+        };
+        conn.user = Some(user);
+        conn.user_generation = generation;
+    }
+    let user = conn.user.clone()?;
+    let command = lookup(&args[0])?;
+    if !command.arity_ok(args.len()) || subcommand_check(command, args).is_err() {
+        return None;
+    }
+    let denial = user.check(command, args).err()?;
+    let context = match conn.multi {
+        Some(_) => acl::Context::Multi,
+        None => acl::Context::TopLevel,
+    };
+    conn.multi_failed |= conn.multi.is_some();
+    shared.loops[conn.home.at]
+        .command_stats
+        .reject(command, args);
+    acl::log_denial(
+        &shared.password,
+        &user,
+        &denial,
+        context,
+        conn.listing().line(),
+    );
+    Some(acl::refusal_reply(&denial))
 }
 
 fn is_shutdown(args: &[Vec<u8>]) -> bool {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
+use super::acl::{self, User};
 use super::admin::{connectionless, database_index};
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
@@ -137,6 +138,7 @@ impl<'a> Prepared<'a> {
                 published: Vec::new(),
                 written: Vec::new(),
                 listed: None,
+                user: conn.user.clone().map(|user| (user, conn.listing().line())),
             },
         })
     }
@@ -305,9 +307,20 @@ struct ScriptHost<'s> {
     written: Vec<(u32, Vec<Vec<u8>>)>,
     /// A function while it runs: listed for FUNCTION STATS.
     listed: Option<Running<'s>>,
+    /// The ACL user the client logged in as (`None`: `default`, who may run everything),
+    /// with the client's CLIENT LIST line for ACL LOG.
+    user: Option<(Arc<User>, String)>,
 }
 
 impl Host for ScriptHost<'_> {
+    fn denied(&mut self, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
+        let (user, client) = self.user.as_ref()?;
+        let denial = user.check(command, args).err()?;
+        let (password, context) = (&self.shared.password, acl::Context::Script);
+        acl::log_denial(password, user, &denial, context, client.clone());
+        Some(acl::script_refusal(&denial))
+    }
+
     fn started(&mut self, function: Option<(&str, &[Vec<u8>])>) {
         if let Some((name, command)) = function {
             self.listed = Some(self.shared.libraries.started(RunningFunction {

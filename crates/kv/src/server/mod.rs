@@ -11,6 +11,7 @@
 //! one fsync; in the PMEM modes each record was fenced at its append, and the wait checks the
 //! log's watermark): group commit across an event-loop pass.
 
+mod acl;
 mod admin;
 mod auth;
 mod blocking;
@@ -173,6 +174,8 @@ pub struct Shared {
     pub tracking: tracking::Tracking,
     /// The default user's password, which CONFIG SET changes (`server/auth.rs`).
     pub password: auth::Password,
+    /// The ACL users besides `default` (`server/acl.rs`).
+    pub users: acl::Users,
 }
 
 impl Shared {
@@ -317,6 +320,7 @@ impl Server {
             pause: pause::Pause::default(),
             tracking: tracking::Tracking::default(),
             password: auth::Password::new(config.password.as_ref()),
+            users: acl::Users::default(),
             config,
         });
         functions::load_stored(&shared).map_err(io::Error::other)?;

@@ -1,0 +1,1008 @@
+//! ACL users (decision 162): users besides `default`, each with its passwords and what it
+//! may run (commands, subcommands, categories), touch (key patterns) and publish or
+//! subscribe to (channel patterns), made by ACL SETUSER with Redis 7.0's rules and checked
+//! before every command of a connection logged in as one.
+//!
+//! * `default` stays the user of `requirepass` (`server/auth.rs`): every permission, its
+//!   password the setting's. ACL SETUSER refuses to change it.
+//! * A user's command rules are kept in order and read the way Redis applies them to its
+//!   bitmap: the last rule that names a command (by itself, its subcommand, a category it
+//!   is in, or `@all`) decides, and `+@all` or `-@all` starts the list over. A category
+//!   is the subcommand's where there is one (`-@dangerous` refuses CLIENT KILL, not
+//!   CLIENT SETNAME), from `command/categories.rs`.
+//! * Key patterns are for reading and writing together (`~pattern`, `%RW~pattern`);
+//!   `%R~` and `%W~` alone, and selectors (`(…)`), are refused: tailstore does not know
+//!   which keys of a command it reads and which it writes, as Redis's key specs say.
+//! * A connection holds its user as of its login and reads it again when ACL SETUSER or
+//!   DELUSER changed the users since (a counter read per command); a deleted user's
+//!   connections are closed. Users are not saved: as a Redis without an `aclfile`, ACL
+//!   SAVE and LOAD are refused and a restart starts with `default` alone.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use tailstore_resp::Reply;
+
+use super::auth::{digest, hex, same_digest, Password};
+use super::clients::ClientFilter;
+use super::connection::Connection;
+use super::Shared;
+use crate::command::{categories, lookup, matches, subcommands, Command};
+
+/// A user made by ACL SETUSER.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: Vec<u8>,
+    enabled: bool,
+    nopass: bool,
+    /// SHA-256 digests of its passwords.
+    passwords: Vec<[u8; 32]>,
+    /// In order; empty: no command.
+    commands: Vec<CommandRule>,
+    keys: Patterns,
+    channels: Patterns,
+    /// `sanitize-payload` (true) or `skip-sanitize-payload` (false), as given; tailstore
+    /// checks every RESTORE payload whole either way.
+    sanitize: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Patterns {
+    All,
+    Some(Vec<Vec<u8>>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CommandRule {
+    allow: bool,
+    what: Selector,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Selector {
+    All,
+    /// A category's bit.
+    Category(u32),
+    Command(&'static str),
+    /// A container's subcommand: `config|get`.
+    Subcommand(&'static str, &'static str),
+}
+
+/// Why a user may not run a command.
+#[derive(Debug, PartialEq)]
+pub enum Denial {
+    /// The command (its full name: `config|set`).
+    Command(String),
+    Key(Vec<u8>),
+    Channel(Vec<u8>),
+    /// SORT's BY pattern, or its GET, which read keys no pattern names (Redis allows them
+    /// only to users with every key).
+    SortBy,
+    SortGet,
+}
+
+/// Where a command was refused, as ACL LOG's `context` says.
+#[derive(Clone, Copy)]
+pub enum Context {
+    TopLevel,
+    Multi,
+    Script,
+}
+
+impl User {
+    /// A new user: off, no password, no command, key or channel (Redis 7.0's defaults,
+    /// `acl-pubsub-default resetchannels` among them).
+    fn new(name: &[u8]) -> User {
+        User {
+            name: name.to_vec(),
+            enabled: false,
+            nopass: false,
+            passwords: Vec::new(),
+            commands: Vec::new(),
+            keys: Patterns::Some(Vec::new()),
+            channels: Patterns::Some(Vec::new()),
+            sanitize: None,
+        }
+    }
+
+    /// Whether `password` logs in as this user.
+    pub fn accepts(&self, password: &[u8]) -> bool {
+        let given = digest(password);
+        self.enabled && (self.nopass || self.passwords.iter().any(|kept| same_digest(kept, &given)))
+    }
+
+    /// Whether the user may run `command` (`args`, the name first) with its keys and
+    /// channels. The command is known and its arity and subcommand were checked.
+    pub fn check(&self, command: &Command, args: &[Vec<u8>]) -> Result<(), Denial> {
+        let sub = subcommand_of(command, args);
+        // Logging in (again, as another user) and leaving are open to every user, as the
+        // commands Redis flags `no_auth`.
+        let open_to_all = matches!(command.name, "auth" | "hello" | "quit" | "reset");
+        if !open_to_all && !self.may_run(command.name, sub) {
+            return Err(Denial::Command(match sub {
+                Some(sub) => format!("{}|{sub}", command.name),
+                None => command.name.to_string(),
+            }));
+        }
+        if let Patterns::Some(patterns) = &self.keys {
+            if matches!(command.name, "sort" | "sort_ro") {
+                sort_options_allowed(args)?;
+            }
+            for key in command.named_keys(args) {
+                if !patterns.iter().any(|p| matches(p, key)) {
+                    return Err(Denial::Key(key.to_vec()));
+                }
+            }
+        }
+        if let (Patterns::Some(allowed), Some((as_patterns, channels))) =
+            (&self.channels, channels_named(command, args))
+        {
+            for channel in channels {
+                let fits = |p: &Vec<u8>| {
+                    if as_patterns {
+                        p == channel // a pattern subscription only to a pattern allowed as it is
+                    } else {
+                        matches(p, channel)
+                    }
+                };
+                if !allowed.iter().any(fits) {
+                    return Err(Denial::Channel(channel.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The command rules' verdict on `command` (with `sub`, a container's subcommand).
+    fn may_run(&self, command: &str, sub: Option<&str>) -> bool {
+        let bits = match sub {
+            Some(sub) => categories::of(&format!("{command}|{sub}")),
+            None => categories::of(command),
+        };
+        let names = |rule: &CommandRule| match rule.what {
+            Selector::All => true,
+            Selector::Category(bit) => bits & bit != 0,
+            Selector::Command(name) => name == command,
+            Selector::Subcommand(name, of) => name == command && Some(of) == sub,
+        };
+        self.commands
+            .iter()
+            .rev()
+            .find(|rule| names(rule))
+            .is_some_and(|rule| rule.allow)
+    }
+
+    /// Applies one ACL SETUSER rule; Redis's reason if it is refused.
+    fn apply(&mut self, rule: &[u8]) -> Result<(), String> {
+        let text = String::from_utf8_lossy(rule);
+        let word = text.to_ascii_lowercase();
+        match word.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "allkeys" => self.keys = Patterns::All,
+            "resetkeys" => self.keys = Patterns::Some(Vec::new()),
+            "allchannels" => self.channels = Patterns::All,
+            "resetchannels" => self.channels = Patterns::Some(Vec::new()),
+            "allcommands" => self.add_command_rule(true, Selector::All),
+            "nocommands" => self.add_command_rule(false, Selector::All),
+            "sanitize-payload" => self.sanitize = Some(true),
+            "skip-sanitize-payload" => self.sanitize = Some(false),
+            "clearselectors" => {}
+            "reset" => {
+                *self = User {
+                    sanitize: Some(true),
+                    ..User::new(&self.name)
+                }
+            }
+            _ => return self.apply_pattern_or_password(rule, &word),
+        }
+        Ok(())
+    }
+
+    fn apply_pattern_or_password(&mut self, rule: &[u8], word: &str) -> Result<(), String> {
+        match rule.first() {
+            Some(b'>') => {
+                let kept = digest(&rule[1..]);
+                self.add_password(kept);
+            }
+            Some(b'#') => self.add_password(parse_digest(&rule[1..])?),
+            Some(b'<') => self.remove_password(&digest(&rule[1..]))?,
+            Some(b'!') => self.remove_password(&parse_digest(&rule[1..])?)?,
+            Some(b'~') => add_pattern(&mut self.keys, &rule[1..], KEYS_AFTER_ALL)?,
+            Some(b'%') => {
+                let pattern = key_pattern_with_permissions(&rule[1..])?;
+                add_pattern(&mut self.keys, pattern, KEYS_AFTER_ALL)?;
+            }
+            Some(b'&') => add_pattern(&mut self.channels, &rule[1..], CHANNELS_AFTER_ALL)?,
+            Some(b'+') => self.add_command_rule(true, selector(&word[1..])?),
+            Some(b'-') => self.add_command_rule(false, selector(&word[1..])?),
+            Some(b'(') => {
+                return Err("tailstore does not implement ACL selectors ('(…)')".into());
+            }
+            _ => return Err("Syntax error".into()),
+        }
+        Ok(())
+    }
+
+    fn add_password(&mut self, kept: [u8; 32]) {
+        self.nopass = false;
+        if !self.passwords.contains(&kept) {
+            self.passwords.push(kept);
+        }
+    }
+
+    fn remove_password(&mut self, kept: &[u8; 32]) -> Result<(), String> {
+        let before = self.passwords.len();
+        self.passwords.retain(|p| p != kept);
+        if self.passwords.len() == before {
+            return Err(
+                "The password you are trying to remove from the user does not exist".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// A rule on every command starts the list over: nothing before it still decides.
+    fn add_command_rule(&mut self, allow: bool, what: Selector) {
+        if what == Selector::All {
+            self.commands.clear();
+            if !allow {
+                return; // an empty list allows nothing
+            }
+        }
+        self.commands.push(CommandRule { allow, what });
+    }
+
+    /// The user's rules as ACL LIST writes them (after `user NAME `).
+    fn describe(&self) -> String {
+        let mut words = self.flags();
+        words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
+        words.extend(self.key_words());
+        if self.channels != Patterns::All {
+            words.push("resetchannels".into());
+        }
+        words.extend(self.channel_words());
+        words.push(self.command_words());
+        words.join(" ")
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![if self.enabled { "on" } else { "off" }.to_string()];
+        if self.nopass {
+            flags.push("nopass".into());
+        }
+        match self.sanitize {
+            Some(true) => flags.push("sanitize-payload".into()),
+            Some(false) => flags.push("skip-sanitize-payload".into()),
+            None => {}
+        }
+        flags
+    }
+
+    fn key_words(&self) -> Vec<String> {
+        pattern_words(&self.keys, '~')
+    }
+
+    fn channel_words(&self) -> Vec<String> {
+        pattern_words(&self.channels, '&')
+    }
+
+    fn command_words(&self) -> String {
+        let mut words = Vec::new();
+        if self.commands.first().map(|r| r.what) != Some(Selector::All) {
+            words.push("-@all".to_string());
+        }
+        for rule in &self.commands {
+            let sign = if rule.allow { '+' } else { '-' };
+            let what = match rule.what {
+                Selector::All => "@all".to_string(),
+                Selector::Category(bit) => {
+                    format!("@{}", categories::names(bit).next().unwrap_or_default())
+                }
+                Selector::Command(name) => name.to_string(),
+                Selector::Subcommand(name, sub) => format!("{name}|{sub}"),
+            };
+            words.push(format!("{sign}{what}"));
+        }
+        words.join(" ")
+    }
+
+    /// ACL GETUSER's reply.
+    fn getuser_reply(&self) -> Reply {
+        let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        getuser_reply(
+            self.flags().iter().map(|f| text(f)).collect(),
+            self.passwords.iter().map(|p| text(&hex(p))).collect(),
+            &self.command_words(),
+            &self.key_words().join(" "),
+            &self.channel_words().join(" "),
+        )
+    }
+}
+
+const KEYS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns";
+const CHANNELS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels";
+
+fn add_pattern(patterns: &mut Patterns, pattern: &[u8], after_all: &str) -> Result<(), String> {
+    match patterns {
+        Patterns::All if pattern == b"*" => {}
+        Patterns::All => return Err(after_all.into()),
+        Patterns::Some(_) if pattern == b"*" => *patterns = Patterns::All,
+        Patterns::Some(list) => {
+            if !list.iter().any(|p| p == pattern) {
+                list.push(pattern.to_vec());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `%…~pattern` rule's pattern, for the permissions tailstore keeps (read and write).
+fn key_pattern_with_permissions(rule: &[u8]) -> Result<&[u8], String> {
+    let Some(tilde) = rule.iter().position(|&b| b == b'~') else {
+        return Err("Syntax error".into());
+    };
+    let permissions = rule[..tilde].to_ascii_uppercase();
+    if permissions.is_empty() || !permissions.iter().all(|p| matches!(p, b'R' | b'W')) {
+        return Err("Syntax error".into());
+    }
+    if !(permissions.contains(&b'R') && permissions.contains(&b'W')) {
+        return Err("tailstore keeps key patterns for reading and writing together (~pattern, %RW~pattern), not %R~ or %W~ alone".into());
+    }
+    Ok(&rule[tilde + 1..])
+}
+
+fn pattern_words(patterns: &Patterns, sign: char) -> Vec<String> {
+    match patterns {
+        Patterns::All => vec![format!("{sign}*")],
+        Patterns::Some(list) => list
+            .iter()
+            .map(|p| format!("{sign}{}", String::from_utf8_lossy(p)))
+            .collect(),
+    }
+}
+
+/// `#…`'s digest: 64 lowercase hex digits.
+fn parse_digest(text: &[u8]) -> Result<[u8; 32], String> {
+    let refused = || {
+        "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters".to_string()
+    };
+    let lower_hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    if text.len() != 64 || !text.iter().all(lower_hex) {
+        return Err(refused());
+    }
+    let mut digest = [0u8; 32];
+    for (at, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).map_err(|_| refused())?;
+        digest[at] = u8::from_str_radix(pair, 16).map_err(|_| refused())?;
+    }
+    Ok(digest)
+}
+
+/// What a `+…`/`-…` rule names (lowercase, without its sign).
+fn selector(name: &str) -> Result<Selector, String> {
+    let unknown = || "Unknown command or category name in ACL".to_string();
+    if let Some(category) = name.strip_prefix('@') {
+        if category == "all" {
+            return Ok(Selector::All);
+        }
+        return categories::named(category)
+            .map(Selector::Category)
+            .ok_or_else(unknown);
+    }
+    let Some((container, sub)) = name.split_once('|') else {
+        return lookup(name.as_bytes())
+            .map(|command| Selector::Command(command.name))
+            .ok_or_else(unknown);
+    };
+    if sub.contains('|') {
+        return Err("Allowing first-arg of a subcommand is not supported".into());
+    }
+    let command = lookup(container.as_bytes()).ok_or_else(unknown)?;
+    let Some(known) = subcommands::of(command.name) else {
+        return Err(format!(
+            "tailstore allows or refuses commands whole: '{container}' has no subcommands"
+        ));
+    };
+    known
+        .iter()
+        .find(|(known, _)| *known == sub)
+        .map(|(known, _)| Selector::Subcommand(command.name, known))
+        .ok_or_else(unknown)
+}
+
+/// The subcommand a container command names (lowercase, as the subcommand table has it).
+fn subcommand_of(command: &Command, args: &[Vec<u8>]) -> Option<&'static str> {
+    let typed = args.get(1)?;
+    subcommands::of(command.name)?
+        .iter()
+        .find(|(name, _)| typed.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(name, _)| *name)
+}
+
+/// The channels a command publishes or subscribes to, and whether they are patterns.
+fn channels_named<'a>(command: &Command, args: &'a [Vec<u8>]) -> Option<(bool, &'a [Vec<u8>])> {
+    match command.name {
+        "publish" | "spublish" => Some((false, &args[1..2])),
+        "subscribe" | "ssubscribe" => Some((false, &args[1..])),
+        "psubscribe" => Some((true, &args[1..])),
+        _ => None,
+    }
+}
+
+/// SORT's options that read keys by pattern: BY with a `*`, any GET.
+fn sort_options_allowed(args: &[Vec<u8>]) -> Result<(), Denial> {
+    let mut at = 2;
+    while at < args.len() {
+        let word = &args[at];
+        if word.eq_ignore_ascii_case(b"limit") {
+            at += 3;
+        } else if word.eq_ignore_ascii_case(b"store") {
+            at += 2;
+        } else if word.eq_ignore_ascii_case(b"by") {
+            if args.get(at + 1).is_some_and(|p| p.contains(&b'*')) {
+                return Err(Denial::SortBy);
+            }
+            at += 2;
+        } else if word.eq_ignore_ascii_case(b"get") {
+            return Err(Denial::SortGet);
+        } else {
+            at += 1;
+        }
+    }
+    Ok(())
+}
+
+/// ACL GETUSER's reply, for any user.
+fn getuser_reply(
+    flags: Vec<Reply>,
+    passwords: Vec<Reply>,
+    commands: &str,
+    keys: &str,
+    channels: &str,
+) -> Reply {
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    Reply::Map(vec![
+        (text("flags"), Reply::Set(flags)),
+        (text("passwords"), Reply::Array(passwords)),
+        (text("commands"), text(commands)),
+        (text("keys"), text(keys)),
+        (text("channels"), text(channels)),
+        (text("selectors"), Reply::Array(Vec::new())),
+    ])
+}
+
+/// The users besides `default`, shared by the event loops.
+#[derive(Default)]
+pub struct Users {
+    named: RwLock<BTreeMap<Vec<u8>, Arc<User>>>,
+    /// Changed by every ACL SETUSER and DELUSER: a connection whose user it read before
+    /// reads its user again.
+    generation: AtomicU64,
+}
+
+impl Users {
+    pub fn get(&self, name: &[u8]) -> Option<Arc<User>> {
+        self.named.read().get(name).cloned()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether `name` is a user (`default` included).
+    pub fn exists(&self, name: &[u8]) -> bool {
+        name == b"default" || self.named.read().contains_key(name)
+    }
+
+    /// ACL SETUSER name rule…: the rules applied to the user (made if new) all, or none
+    /// if one is refused.
+    fn set(&self, name: &[u8], rules: &[Vec<u8>]) -> Result<(), Reply> {
+        if name.contains(&b' ') || name.contains(&0) {
+            return Err(Reply::error(
+                "ERR Usernames can't contain spaces or null characters",
+            ));
+        }
+        if name == b"default" {
+            return Err(Reply::error("ERR tailstore's 'default' user keeps every permission; its password is requirepass (CONFIG SET requirepass)"));
+        }
+        let mut named = self.named.write();
+        let mut user = named
+            .get(name)
+            .map_or_else(|| User::new(name), |u| User::clone(u));
+        for rule in rules {
+            user.apply(rule).map_err(|reason| {
+                Reply::error(format!(
+                    "ERR Error in ACL SETUSER modifier '{}': {reason}",
+                    String::from_utf8_lossy(rule)
+                ))
+            })?;
+        }
+        named.insert(name.to_vec(), Arc::new(user));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// ACL DELUSER: how many of `names` were users.
+    fn delete(&self, names: &[Vec<u8>]) -> usize {
+        let mut named = self.named.write();
+        let deleted = names.iter().filter(|n| named.remove(*n).is_some()).count();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        deleted
+    }
+
+    fn all(&self) -> Vec<Arc<User>> {
+        self.named.read().values().cloned().collect()
+    }
+}
+
+/// The NOPERM reply to a command refused at the top level or queued in MULTI.
+pub fn refusal_reply(denial: &Denial) -> Reply {
+    Reply::error(match denial {
+        Denial::Command(name) => {
+            format!("NOPERM this user has no permissions to run the '{name}' command")
+        }
+        Denial::Key(_) => {
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
+        }
+        Denial::Channel(_) => {
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
+                .into()
+        }
+        Denial::SortBy => {
+            "ERR BY option of SORT denied due to insufficient ACL permissions.".into()
+        }
+        Denial::SortGet => {
+            "ERR GET option of SORT denied due to insufficient ACL permissions.".into()
+        }
+    })
+}
+
+/// The error a script's `redis.call` raises for a refused command.
+pub fn script_refusal(denial: &Denial) -> Reply {
+    Reply::error(match denial {
+        Denial::Command(_) => {
+            "ERR The user executing the script can't run this command or subcommand"
+        }
+        Denial::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+        Denial::Channel(_) => {
+            "ERR The user executing the script can't publish to the channel mentioned in the command"
+        }
+        Denial::SortBy => "ERR BY option of SORT denied due to insufficient ACL permissions.",
+        Denial::SortGet => "ERR GET option of SORT denied due to insufficient ACL permissions.",
+    })
+}
+
+/// Records `denial` of `user`'s command for ACL LOG (SORT's options are refused as
+/// errors of the command, not logged, as Redis does).
+pub fn log_denial(
+    password: &Password,
+    user: &User,
+    denial: &Denial,
+    context: Context,
+    client: String,
+) {
+    let (reason, object) = match denial {
+        Denial::Command(name) => ("command", name.as_bytes().to_vec()),
+        Denial::Key(key) => ("key", key.clone()),
+        Denial::Channel(channel) => ("channel", channel.clone()),
+        Denial::SortBy | Denial::SortGet => return,
+    };
+    let context = match context {
+        Context::TopLevel => "toplevel",
+        Context::Multi => "multi",
+        Context::Script => "lua",
+    };
+    password.note(reason, context, object, &user.name, client);
+}
+
+/// ACL and its subcommands (known, of the right arity: `subcommand_check`), for `conn`.
+pub fn acl(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let (password, users) = (&shared.password, &shared.users);
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
+    match sub.as_str() {
+        "whoami" => bulk(conn.user.as_ref().map_or(&b"default"[..], |u| &u.name)),
+        "users" => {
+            let mut names: Vec<Vec<u8>> = users.all().iter().map(|u| u.name.clone()).collect();
+            names.push(b"default".to_vec());
+            names.sort();
+            Reply::Array(names.iter().map(|n| bulk(n)).collect())
+        }
+        "list" => {
+            let lines = list_lines(password, users);
+            Reply::Array(lines.iter().map(|l| bulk(l.as_bytes())).collect())
+        }
+        "getuser" if args[2] == b"default" => default_user(password),
+        "getuser" => users.get(&args[2]).map_or(Reply::Null, |u| u.getuser_reply()),
+        "setuser" => match users.set(&args[2], &args[3..]) {
+            Ok(()) => Reply::ok(),
+            Err(refusal) => refusal,
+        },
+        "deluser" if args[2..].iter().any(|name| name == b"default") => {
+            Reply::error("ERR The 'default' user cannot be removed")
+        }
+        "deluser" => {
+            let deleted = users.delete(&args[2..]);
+            // Their connections go now, not at their next command: one may never send one.
+            for name in &args[2..] {
+                super::admin::kill_clients(shared, conn, &ClientFilter::of_user(name));
+            }
+            Reply::Int(deleted as i64)
+        }
+        "cat" => cat(args.get(2)),
+        "dryrun" => dryrun(users, &args[2..]),
+        "log" => log(password, args.get(2)),
+        "genpass" => genpass(args.get(2)),
+        "load" | "save" => Reply::error("ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
+        _ => crate::command::help(ACL_HELP),
+    }
+}
+
+fn list_lines(password: &Password, users: &Users) -> Vec<String> {
+    let mut lines: Vec<(Vec<u8>, String)> = users
+        .all()
+        .iter()
+        .map(|u| {
+            let name = String::from_utf8_lossy(&u.name);
+            (u.name.clone(), format!("user {name} {}", u.describe()))
+        })
+        .collect();
+    lines.push((
+        b"default".to_vec(),
+        format!("user default on {} ~* &* +@all", password.acl_rule()),
+    ));
+    lines.sort();
+    lines.into_iter().map(|(_, line)| line).collect()
+}
+
+/// ACL GETUSER default, as Redis describes its `default` user with every permission: on,
+/// with the password's digest or `nopass`.
+fn default_user(password: &Password) -> Reply {
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    let rule = password.acl_rule();
+    let (flags, passwords) = match rule.strip_prefix('#') {
+        Some(digest) => (vec![text("on")], vec![text(digest)]),
+        None => (vec![text("on"), text("nopass")], Vec::new()),
+    };
+    getuser_reply(flags, passwords, "+@all", "~*", "&*")
+}
+
+/// ACL CAT [category]: the categories, or the commands and subcommands in one.
+fn cat(category: Option<&Vec<u8>>) -> Reply {
+    let bulk = |name: &str| Reply::Bulk(name.as_bytes().to_vec());
+    let Some(category) = category else {
+        return Reply::Array(categories::NAMES.iter().map(|n| bulk(n)).collect());
+    };
+    let typed = String::from_utf8_lossy(category);
+    match categories::named(&typed) {
+        Some(bit) => Reply::Array(categories::members(bit).map(bulk).collect()),
+        None => Reply::error(format!("ERR Unknown category '{typed}'")),
+    }
+}
+
+/// ACL DRYRUN user command arg…: whether the user may run it, or why not.
+fn dryrun(users: &Users, args: &[Vec<u8>]) -> Reply {
+    let user = users.get(&args[0]);
+    if user.is_none() && args[0] != b"default" {
+        return Reply::error(format!(
+            "ERR User '{}' not found",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    let Some(command) = lookup(&args[1]) else {
+        return Reply::error(format!(
+            "ERR Command '{}' not found",
+            String::from_utf8_lossy(&args[1])
+        ));
+    };
+    if !command.arity_ok(args.len() - 1) {
+        return Reply::error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            command.name
+        ));
+    }
+    let Some(user) = user else {
+        return Reply::ok(); // default: every permission
+    };
+    let lossy = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    match user.check(command, &args[1..]) {
+        Ok(()) => Reply::ok(),
+        Err(Denial::Command(name)) => Reply::Bulk(
+            format!("This user has no permissions to run the '{name}' command").into_bytes(),
+        ),
+        Err(Denial::Key(key)) => Reply::Bulk(
+            format!(
+                "This user has no permissions to access the '{}' key",
+                lossy(&key)
+            )
+            .into_bytes(),
+        ),
+        Err(Denial::Channel(channel)) => Reply::Bulk(
+            format!(
+                "This user has no permissions to access the '{}' channel",
+                lossy(&channel)
+            )
+            .into_bytes(),
+        ),
+        // SORT refuses these options when it runs, not as a permission (Redis's DRYRUN
+        // says OK to them too).
+        Err(Denial::SortBy | Denial::SortGet) => Reply::ok(),
+    }
+}
+
+/// ACL LOG [count | RESET].
+fn log(password: &Password, arg: Option<&Vec<u8>>) -> Reply {
+    match arg {
+        None => password.refusals_reply(10),
+        Some(arg) if arg.eq_ignore_ascii_case(b"reset") => {
+            password.forget_refusals();
+            Reply::ok()
+        }
+        Some(arg) => match crate::command::parse_int(arg) {
+            Ok(count) => password.refusals_reply(usize::try_from(count).unwrap_or(0)),
+            Err(_) => Reply::error("ERR value is not an integer or out of range"),
+        },
+    }
+}
+
+/// ACL GENPASS [bits]: a random password of `bits` bits (256 by default), in hex digits
+/// (as many as hold `bits`).
+fn genpass(bits: Option<&Vec<u8>>) -> Reply {
+    let bits = match bits.map(|b| crate::command::parse_int(b)) {
+        None => 256,
+        Some(Err(_)) => return Reply::error("ERR value is not an integer or out of range"),
+        Some(Ok(bits)) if !(1..=4096).contains(&bits) => {
+            return Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")
+        }
+        Some(Ok(bits)) => bits as usize,
+    };
+    // A password: from the kernel's random source, not a generator seeded by the clock.
+    let mut random = vec![0u8; bits.div_ceil(8)];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut source| std::io::Read::read_exact(&mut source, &mut random));
+    if let Err(err) = read {
+        return Reply::error(format!("ERR tailstore: reading /dev/urandom failed: {err}"));
+    }
+    let mut text = hex(&random);
+    text.truncate(bits.div_ceil(4));
+    Reply::Bulk(text.into_bytes())
+}
+
+const ACL_HELP: &[&str] = &[
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    The command categories, or the commands and subcommands in one.",
+    "DELUSER <username> [<username> ...]",
+    "    Deletes the users named (not 'default'), closing their connections.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Whether the user may run the command with these arguments, and if not why.",
+    "GENPASS [<bits>]",
+    "    A random password of <bits> bits (256 if not given), in hex digits.",
+    "GETUSER <username>",
+    "    The user's flags, password digests, commands, key and channel patterns.",
+    "LIST",
+    "    Every user with its rules, one line each.",
+    "LOG [<count> | RESET]",
+    "    The newest <count> refusals (10 if not given): logins and denied commands.",
+    "SETUSER <username> <rule> [<rule> ...]",
+    "    Makes or changes a user: on|off, >password, <password, #digest, !digest, nopass,",
+    "    resetpass, ~pattern, %RW~pattern, allkeys, resetkeys, &pattern, allchannels,",
+    "    resetchannels, +command, -command, +command|subcommand, +@category, -@category,",
+    "    allcommands, nocommands, reset. Users are not saved: they last until a restart.",
+    "USERS",
+    "    The users' names.",
+    "WHOAMI",
+    "    The user this connection is logged in as.",
+    "LOAD, SAVE",
+    "    Refused: tailstore keeps no ACL file.",
+    "HELP",
+    "    Prints this help.",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(rules: &[&str]) -> User {
+        let mut user = User::new(b"bob");
+        for rule in rules {
+            user.apply(rule.as_bytes()).expect(rule);
+        }
+        user
+    }
+
+    fn check(user: &User, line: &str) -> Result<(), Denial> {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        let command = lookup(&args[0]).expect("a command");
+        user.check(command, &args)
+    }
+
+    #[test]
+    fn the_last_rule_that_names_a_command_decides() {
+        let bob = user(&["+@all", "-@dangerous", "+client|kill", "-get", "allkeys"]);
+        assert_eq!(check(&bob, "SET k v"), Ok(()));
+        assert_eq!(check(&bob, "GET k"), Err(Denial::Command("get".into())));
+        assert_eq!(check(&bob, "KEYS *"), Err(Denial::Command("keys".into())));
+        assert_eq!(check(&bob, "CLIENT KILL ID 5"), Ok(()));
+        assert_eq!(check(&bob, "CLIENT SETNAME x"), Ok(()));
+        assert_eq!(
+            check(&bob, "CONFIG SET a b"),
+            Err(Denial::Command("config|set".into()))
+        );
+        let reader = user(&["+@read", "+config|get", "~*"]);
+        assert_eq!(check(&reader, "GET k"), Ok(()));
+        assert_eq!(check(&reader, "CONFIG GET x"), Ok(()));
+        assert_eq!(
+            check(&reader, "SET k v"),
+            Err(Denial::Command("set".into()))
+        );
+        assert_eq!(
+            user(&["+get", "nocommands"]).command_words(),
+            "-@all",
+            "-@all starts over"
+        );
+        assert_eq!(bob.command_words(), "+@all -@dangerous +client|kill -get");
+        let nothing = user(&[]);
+        assert_eq!(check(&nothing, "AUTH alice pw"), Ok(()));
+        assert_eq!(check(&nothing, "PING"), Err(Denial::Command("ping".into())));
+    }
+
+    #[test]
+    fn keys_and_channels_must_match_a_pattern() {
+        let bob = user(&["+@all", "~app:*", "&news.*"]);
+        assert_eq!(check(&bob, "MSET app:1 a app:2 b"), Ok(()));
+        assert_eq!(
+            check(&bob, "MSET app:1 a other b"),
+            Err(Denial::Key(b"other".to_vec()))
+        );
+        assert_eq!(check(&bob, "EVAL x 1 app:1"), Ok(()));
+        assert_eq!(check(&bob, "EVAL x 1 y"), Err(Denial::Key(b"y".to_vec())));
+        assert_eq!(check(&bob, "PUBLISH news.a m"), Ok(()));
+        assert_eq!(
+            check(&bob, "SUBSCRIBE news.a sport"),
+            Err(Denial::Channel(b"sport".to_vec()))
+        );
+        assert_eq!(check(&bob, "PSUBSCRIBE news.*"), Ok(()));
+        assert_eq!(
+            check(&bob, "PSUBSCRIBE news.a*"),
+            Err(Denial::Channel(b"news.a*".to_vec()))
+        );
+        assert_eq!(check(&bob, "SORT app:1 BY nosort"), Ok(()));
+        assert_eq!(check(&bob, "SORT app:1 BY w_*"), Err(Denial::SortBy));
+        assert_eq!(check(&bob, "SORT app:1 STORE app:get"), Ok(()));
+        assert_eq!(check(&bob, "SORT app:1 GET #"), Err(Denial::SortGet));
+        let everything = user(&["+@all", "allkeys", "allchannels"]);
+        assert_eq!(check(&everything, "SORT app:1 GET x_*"), Ok(()));
+        assert_eq!(check(&everything, "SUBSCRIBE any"), Ok(()));
+    }
+
+    #[test]
+    fn passwords_log_in_only_an_enabled_user() {
+        let mut bob = user(&[">one", ">two"]);
+        assert!(!bob.accepts(b"one"), "off");
+        bob.apply(b"on").expect("on");
+        assert!(bob.accepts(b"one") && bob.accepts(b"two") && !bob.accepts(b"three"));
+        bob.apply(b"<one").expect("remove");
+        assert!(!bob.accepts(b"one"));
+        assert!(bob.apply(b"<one").is_err());
+        let digest_of_abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        bob.apply(format!("#{digest_of_abc}").as_bytes())
+            .expect("digest");
+        assert!(bob.accepts(b"abc"));
+        bob.apply(b"nopass").expect("nopass");
+        assert!(bob.accepts(b"anything"));
+        assert!(
+            bob.describe().starts_with("on nopass "),
+            "{}",
+            bob.describe()
+        );
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_redis_reasons() {
+        let refused = |rule: &str| User::new(b"bob").apply(rule.as_bytes()).err();
+        assert_eq!(refused("foo").as_deref(), Some("Syntax error"));
+        for rule in ["+nosuch", "+@nosuch", "-config|nosuch"] {
+            assert_eq!(
+                refused(rule).as_deref(),
+                Some("Unknown command or category name in ACL"),
+                "{rule}"
+            );
+        }
+        assert!(refused("#abc").is_some_and(|r| r.contains("64 characters")));
+        assert!(refused("%R~x").is_some_and(|r| r.contains("not %R~ or %W~ alone")));
+        assert!(refused("%X~x").is_some_and(|r| r == "Syntax error"));
+        assert!(refused("(~x +get)").is_some_and(|r| r.contains("selectors")));
+        assert!(refused("+config|get|x").is_some_and(|r| r.contains("first-arg")));
+        assert_eq!(refused("%RW~x"), None);
+        let mut all = user(&["allkeys"]);
+        assert!(all.apply(b"~x").is_err_and(|r| r.contains("resetkeys")));
+    }
+
+    #[test]
+    fn genpass_gives_the_bits_asked_for_in_hex() {
+        for (bits, len) in [(None, 64), (Some("32"), 8), (Some("5"), 2)] {
+            let arg = bits.map(|b: &str| b.as_bytes().to_vec());
+            let Reply::Bulk(hex) = genpass(arg.as_ref()) else {
+                panic!("{bits:?}: not a bulk");
+            };
+            assert_eq!(hex.len(), len, "{bits:?}");
+            assert!(hex.iter().all(u8::is_ascii_hexdigit));
+        }
+        assert!(matches!(genpass(Some(&b"4097".to_vec())), Reply::Error(_)));
+    }
+
+    #[test]
+    fn dryrun_says_why_a_user_may_not_run_a_command() {
+        let users = Users::default();
+        let words = |line: &str| {
+            line.split(' ')
+                .map(|w| w.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        users.set(b"bob", &words("on +get ~k*")).expect("set");
+        assert_eq!(dryrun(&users, &words("default GET x")), Reply::ok());
+        assert_eq!(dryrun(&users, &words("bob GET k1")), Reply::ok());
+        let said = |line: &str| match dryrun(&users, &words(line)) {
+            Reply::Bulk(text) => String::from_utf8_lossy(&text).into_owned(),
+            Reply::Error(text) => text,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            said("bob GET x"),
+            "This user has no permissions to access the 'x' key"
+        );
+        assert_eq!(
+            said("bob DEL k1"),
+            "This user has no permissions to run the 'del' command"
+        );
+        assert!(said("default GET").contains("'get'"));
+        assert!(said("zed GET x").contains("'zed'"));
+        assert_eq!(said("bob NOSUCH"), "ERR Command 'NOSUCH' not found");
+    }
+
+    #[test]
+    fn default_user_shows_the_password_digest_once_one_is_set() {
+        let secret = super::super::auth::Secret(b"abc".to_vec());
+        let Reply::Map(fields) = default_user(&Password::new(Some(&secret))) else {
+            panic!("not a map");
+        };
+        let sha256_of_abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        assert_eq!(fields[0].1, Reply::Set(vec![bulk("on")]));
+        assert_eq!(fields[1].1, Reply::Array(vec![bulk(sha256_of_abc)]));
+    }
+
+    #[test]
+    fn setuser_applies_every_rule_or_none() {
+        let users = Users::default();
+        let rules = |words: &[&str]| {
+            words
+                .iter()
+                .map(|w| w.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        users
+            .set(b"bob", &rules(&["on", ">pw", "+get"]))
+            .expect("set");
+        let refused = users.set(b"bob", &rules(&["-get", "+nosuch"]));
+        assert!(matches!(refused, Err(Reply::Error(e)) if e.contains("'+nosuch'")));
+        let bob = users.get(b"bob").expect("bob");
+        assert_eq!(bob.command_words(), "-@all +get");
+        assert!(users.set(b"a b", &[]).is_err() && users.set(b"default", &[]).is_err());
+        let before = users.generation();
+        assert_eq!(users.delete(&rules(&["bob", "zed"])), 1);
+        assert!(users.generation() > before && users.get(b"bob").is_none());
+    }
+}

@@ -1,0 +1,242 @@
+//! ACL users (decision 162) from a client's side: the rules Redis 7.0 reads, the refusals
+//! of commands, keys and channels at the top level, in MULTI and in scripts, ACL's own
+//! subcommands, compared byte for byte with a `redis-server` when one is installed; and,
+//! on tailstore alone, that a change to a user applies to its connections at once, that
+//! deleting it closes them, and what ACL LOG and CLIENT LIST say of them.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use redis::Value;
+use support::real_redis::same_replies;
+use support::{client_at, closed_by_server, err, eventually, q, raw_value, TestServer};
+
+/// The user most cases log in as: GET, SET, a few more, on keys `k*` and channels `ch*`.
+const ALICE: &[&str] = &[
+    "ACL",
+    "SETUSER",
+    "alice",
+    "on",
+    ">pw",
+    "~k*",
+    "&ch*",
+    "-@all",
+    "+get",
+    "+set",
+    "+publish",
+    "+client",
+    "+eval",
+    "+multi",
+    "+exec",
+    "+config|get",
+    "+acl|whoami",
+    "+sort",
+    "+ping",
+];
+
+#[test]
+fn acl_users_are_checked_as_redis_checks_them() {
+    let cases: &[&[&str]] = &[
+        ALICE,
+        &["SET", "k1", "v"],
+        &["SET", "other", "v"],
+        &["AUTH", "alice", "wrong"],
+        &["AUTH", "nosuch", "pw"],
+        &["AUTH", "alice", "pw"],
+        &["ACL", "WHOAMI"],
+        &["GET", "k1"],
+        &["GET", "other"],
+        &["SET", "x", "1"],
+        &["DEL", "k1"],
+        &["PUBLISH", "ch1", "m"],
+        &["PUBLISH", "zz", "m"],
+        &["CONFIG", "GET", "maxclients"],
+        &["CONFIG", "SET", "maxclients", "10"],
+        &["ACL", "LIST"],
+        &["CLIENT", "SETNAME", "zz"],
+        &["SORT", "k1", "BY", "w_*"],
+        &["SORT", "k1", "GET", "#"],
+        &["EVAL", "return 1", "1", "x"],
+        &["EVAL", "return 1", "1", "k1"],
+        &["EVAL", "return redis.call('del', KEYS[1])", "1", "k1"],
+        &["EVAL", "return redis.call('get', 'zz')", "0"],
+        &["EVAL", "return redis.pcall('get', 'zz')", "0"],
+        &["MULTI"],
+        &["GET", "k1"],
+        &["DEL", "k1"],
+        &["EXEC"],
+        &["AUTH", "default", "anything"],
+        &["ACL", "WHOAMI"],
+        &["ACL", "USERS"],
+        &["ACL", "DRYRUN", "alice", "DEL", "k1"],
+        &["ACL", "DRYRUN", "alice", "GET", "x"],
+        &["ACL", "DRYRUN", "alice", "GET", "k9"],
+        &["ACL", "DRYRUN", "alice", "PUBLISH", "x", "m"],
+        &["ACL", "DRYRUN", "alice", "CONFIG", "SET", "a", "b"],
+        &["ACL", "DRYRUN", "nosuch", "GET", "x"],
+        &["ACL", "DRYRUN", "alice", "NOSUCH"],
+        &["ACL", "DRYRUN", "alice", "GET"],
+        &["ACL", "SETUSER", "bob", "reset"],
+        &["ACL", "GETUSER", "bob"],
+        &["ACL", "GETUSER", "nosuch"],
+        &["ACL", "SETUSER", "bob", "foo"],
+        &["ACL", "SETUSER", "bob", "+nosuch"],
+        &["ACL", "SETUSER", "bob", "+@nosuch"],
+        &["ACL", "SETUSER", "bob", "#abc"],
+        &["ACL", "SETUSER", "bob", "<nope"],
+        &["ACL", "SETUSER", "bob", "-config|nosuch"],
+        &["ACL", "SETUSER", "bob", "+config|get|x"],
+        &["ACL", "SETUSER", "bob", "%X~x"],
+        &["ACL", "SETUSER", "bob", "allkeys", "~x"],
+        &["ACL", "SETUSER", "bob", "allchannels", "&x"],
+        &["ACL", "SETUSER", "a b", "on"],
+        &["ACL", "SETUSER", "bob", "on", "nopass", "+@all", "~*", "&*"],
+        &["ACL", "GETUSER", "bob"],
+        &["ACL", "CAT", "nosuch"],
+        &["ACL", "DELUSER", "default"],
+        &["ACL", "DELUSER", "bob", "zed"],
+        &["ACL", "LOAD"],
+        &["ACL", "SAVE"],
+        &["ACL", "SETUSER", "carl", "off", ">pw", "+@all", "~*"],
+        &["AUTH", "carl", "pw"],
+        &["CLIENT", "KILL", "USER", "nosuch"],
+        &["CLIENT", "KILL", "USER", "carl"],
+        &["COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"],
+        &["ACL", "DELUSER", "alice", "carl"],
+        &["ACL", "USERS"],
+    ];
+    same_replies("ACL users against Redis", cases);
+}
+
+/// A connection logged in as `user` with `password`.
+fn logged_in(server: &TestServer, user: &str, password: &str) -> redis::Connection {
+    let mut con = client_at(server.address());
+    assert_eq!(raw_value(&mut con, &["AUTH", user, password]), Value::Okay);
+    con
+}
+
+#[test]
+fn a_change_to_a_user_applies_to_its_connections_at_once() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(raw_value(&mut admin, ALICE), Value::Okay);
+    let mut alice = logged_in(&server, "alice", "pw");
+    assert_eq!(raw_value(&mut alice, &["SET", "k1", "v"]), Value::Okay);
+    let listed: String = q(&mut admin, &["CLIENT", "LIST"]);
+    assert!(listed.contains("user=alice"), "{listed}");
+    let refused = "NOPERM this user has no permissions to run the 'set' command";
+    assert_eq!(
+        raw_value(&mut admin, &["ACL", "SETUSER", "alice", "-set"]),
+        Value::Okay
+    );
+    assert_eq!(err(&mut alice, &["SET", "k1", "w"]), refused);
+    assert_eq!(
+        raw_value(&mut admin, &["ACL", "SETUSER", "alice", "+@write"]),
+        Value::Okay
+    );
+    assert_eq!(raw_value(&mut alice, &["SET", "k1", "w"]), Value::Okay);
+    // Turned off, it may log in no more; RESET returns the connection to `default`.
+    assert_eq!(
+        raw_value(&mut admin, &["ACL", "SETUSER", "alice", "off"]),
+        Value::Okay
+    );
+    let mut again = client_at(server.address());
+    assert!(err(&mut again, &["AUTH", "alice", "pw"]).starts_with("WRONGPASS"));
+    assert_eq!(
+        raw_value(&mut alice, &["RESET"]),
+        Value::SimpleString("RESET".into())
+    );
+    assert_eq!(q::<String>(&mut alice, &["ACL", "WHOAMI"]), "default");
+}
+
+#[test]
+fn deleting_a_user_closes_its_connections() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(raw_value(&mut admin, ALICE), Value::Okay);
+    let _alice = logged_in(&server, "alice", "pw");
+    let mut idle = server.raw();
+    support::exchange(&mut idle, b"AUTH alice pw\r\n", b"+OK\r\n");
+    assert_eq!(q::<i64>(&mut admin, &["ACL", "DELUSER", "alice"]), 1);
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    assert!(
+        closed_by_server(&mut idle),
+        "a deleted user's connection stays open"
+    );
+    // The other connection is closed by its own event loop, on its next pass.
+    let gone = eventually(Duration::from_secs(10), || {
+        !q::<String>(&mut admin, &["CLIENT", "LIST"]).contains("user=alice")
+    });
+    assert!(gone, "a deleted user's connection is still listed");
+}
+
+/// Every category holds the commands and subcommands Redis puts in it (of those tailstore
+/// answers): what `+@read` or `-@dangerous` allow is what it allows in Redis.
+#[test]
+fn categories_hold_the_commands_redis_puts_in_them() {
+    let Some(servers) = support::real_redis::Servers::start("ACL categories against Redis") else {
+        return;
+    };
+    let mut redis = client_at(servers.redis.address());
+    let mut tailstore = servers.tailstore.client();
+    // The commands both answer (tailstore has Redis 7.2's CLIENT SETINFO and NO-TOUCH).
+    let theirs: BTreeSet<String> = q::<Vec<String>>(&mut redis, &["COMMAND", "LIST"])
+        .into_iter()
+        .collect();
+    let ours: BTreeSet<String> = q::<Vec<String>>(&mut tailstore, &["COMMAND", "LIST"])
+        .into_iter()
+        .filter(|name| theirs.contains(name))
+        .collect();
+    let names: Vec<String> = q(&mut tailstore, &["ACL", "CAT"]);
+    assert_eq!(names, q::<Vec<String>>(&mut redis, &["ACL", "CAT"]));
+    for category in &names {
+        let members = |con: &mut redis::Connection| -> BTreeSet<String> {
+            q::<Vec<String>>(con, &["ACL", "CAT", category])
+                .into_iter()
+                .filter(|name| ours.contains(name))
+                .collect()
+        };
+        assert_eq!(members(&mut tailstore), members(&mut redis), "@{category}");
+    }
+}
+
+#[test]
+fn acl_log_says_what_was_refused_where() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(raw_value(&mut admin, ALICE), Value::Okay);
+    let mut alice = logged_in(&server, "alice", "pw");
+    let _ = err(&mut alice, &["DEL", "k1"]);
+    let _ = err(&mut alice, &["EVAL", "return redis.call('get', 'zz')", "0"]);
+    assert_eq!(raw_value(&mut alice, &["MULTI"]), Value::Okay);
+    let _ = err(&mut alice, &["PUBLISH", "zz", "m"]);
+    let entries: Vec<Vec<Value>> = q(&mut admin, &["ACL", "LOG"]);
+    let field = |entry: &Vec<Value>, name: &str| {
+        let at = entry
+            .iter()
+            .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+            .expect(name);
+        match &entry[at + 1] {
+            Value::BulkString(text) => String::from_utf8_lossy(text).into_owned(),
+            other => format!("{other:?}"),
+        }
+    };
+    let seen: Vec<(String, String, String)> = entries
+        .iter()
+        .map(|e| (field(e, "reason"), field(e, "context"), field(e, "object")))
+        .collect();
+    let expected = [
+        ("channel", "multi", "zz"),
+        ("key", "lua", "zz"),
+        ("command", "toplevel", "del"),
+    ];
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(seen, expected);
+    assert!(entries.iter().all(|e| field(e, "username") == "alice"));
+}
