@@ -240,3 +240,41 @@ fn acl_log_says_what_was_refused_where() {
     assert_eq!(seen, expected);
     assert!(entries.iter().all(|e| field(e, "username") == "alice"));
 }
+
+/// A queued command its user may no longer run when EXEC comes is refused in EXEC's reply,
+/// with Redis's text, and the block's other commands run; on Redis too when installed.
+#[test]
+fn rules_changed_before_exec_refuse_the_queued_command() {
+    let tailstore = TestServer::start();
+    let redis = support::redis_process::redis_program()
+        .map(|program| support::redis_process::start_redis(&program));
+    let mut addresses = vec![tailstore.address()];
+    addresses.extend(redis.as_ref().map(|r| r.address()));
+    for address in addresses {
+        let mut admin = client_at(address);
+        assert_eq!(raw_value(&mut admin, ALICE), Value::Okay);
+        let mut alice = client_at(address);
+        assert_eq!(raw_value(&mut alice, &["AUTH", "alice", "pw"]), Value::Okay);
+        assert_eq!(raw_value(&mut alice, &["MULTI"]), Value::Okay);
+        for queued in [&["SET", "k1", "v"][..], &["GET", "k1"]] {
+            let reply = raw_value(&mut alice, queued);
+            assert_eq!(reply, Value::SimpleString("QUEUED".into()));
+        }
+        let revoke = ["ACL", "SETUSER", "alice", "-set"];
+        assert_eq!(raw_value(&mut admin, &revoke), Value::Okay);
+        let Value::Array(replies) = raw_value(&mut alice, &["EXEC"]) else {
+            panic!("{address}: EXEC is not an array");
+        };
+        let refused = support::server_error_text(&replies[0]).unwrap_or_default();
+        assert_eq!(
+            refused,
+            "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to execute the command or subcommand",
+            "{address}"
+        );
+        assert_eq!(
+            replies[1],
+            Value::Nil,
+            "{address}: GET ran, after a SET that did not"
+        );
+    }
+}
