@@ -278,3 +278,36 @@ fn rules_changed_before_exec_refuse_the_queued_command() {
         );
     }
 }
+
+/// Narrowing a user's channels closes its subscribed connections (Redis closes those with
+/// a subscription no longer allowed); widening them, or any other change, does not.
+#[test]
+fn narrowed_channels_close_the_users_subscribers() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    assert_eq!(raw_value(&mut admin, ALICE), Value::Okay);
+    assert_eq!(
+        raw_value(&mut admin, &["ACL", "SETUSER", "alice", "+subscribe"]),
+        Value::Okay
+    );
+    let mut subscriber = server.raw();
+    support::exchange(&mut subscriber, b"AUTH alice pw\r\n", b"+OK\r\n");
+    support::exchange(
+        &mut subscriber,
+        b"SUBSCRIBE ch1\r\n",
+        b"*3\r\n$9\r\nsubscribe\r\n$3\r\nch1\r\n:1\r\n",
+    );
+    let widen = ["ACL", "SETUSER", "alice", "&other", "-get"];
+    assert_eq!(raw_value(&mut admin, &widen), Value::Okay);
+    support::exchange(
+        &mut subscriber,
+        b"PING\r\n",
+        b"*2\r\n$4\r\npong\r\n$0\r\n\r\n",
+    );
+    let narrow = ["ACL", "SETUSER", "alice", "resetchannels", "&other"];
+    assert_eq!(raw_value(&mut admin, &narrow), Value::Okay);
+    subscriber
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    assert!(closed_by_server(&mut subscriber), "still subscribed to ch1");
+}

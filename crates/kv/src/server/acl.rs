@@ -625,10 +625,22 @@ pub fn acl(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         }
         "getuser" if args[2] == b"default" => default_user(password),
         "getuser" => users.get(&args[2]).map_or(Reply::Null, |u| u.getuser_reply()),
-        "setuser" => match users.set(&args[2], &args[3..]) {
-            Ok(()) => Reply::ok(),
-            Err(refusal) => refusal,
-        },
+        "setuser" => {
+            let before = users.get(&args[2]);
+            if let Err(refusal) = users.set(&args[2], &args[3..]) {
+                return refusal;
+            }
+            let after = users.get(&args[2]);
+            if let (Some(before), Some(after)) = (before, after) {
+                if narrowed(&before.channels, &after.channels) {
+                    // Subscriptions once allowed may not be now: the user's subscribed
+                    // connections go (Redis closes those holding one no longer allowed).
+                    let filter = ClientFilter::subscribed_of_user(&args[2]);
+                    super::admin::kill_clients(shared, conn, &filter);
+                }
+            }
+            Reply::ok()
+        }
         "deluser" if args[2..].iter().any(|name| name == b"default") => {
             Reply::error("ERR The 'default' user cannot be removed")
         }
@@ -646,6 +658,17 @@ pub fn acl(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         "genpass" => genpass(args.get(2)),
         "load" | "save" => Reply::error("ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
         _ => crate::command::help(ACL_HELP),
+    }
+}
+
+/// Whether channel patterns `after` may allow less than `before` did.
+fn narrowed(before: &Patterns, after: &Patterns) -> bool {
+    match (before, after) {
+        (_, Patterns::All) => false,
+        (Patterns::All, Patterns::Some(_)) => true,
+        (Patterns::Some(before), Patterns::Some(after)) => {
+            before.iter().any(|pattern| !after.contains(pattern))
+        }
     }
 }
 

@@ -149,6 +149,14 @@ impl ClientFilter {
         }
     }
 
+    /// The subscribed clients logged in as `user` (its channels changed).
+    pub fn subscribed_of_user(user: &[u8]) -> ClientFilter {
+        ClientFilter {
+            pubsub: Some(true),
+            ..ClientFilter::of_user(user)
+        }
+    }
+
     /// CLIENT KILL's arguments after KILL, as Redis 7.0 reads them; `user_exists` says
     /// whether USER names a user.
     pub fn parse_kill(
