@@ -123,6 +123,11 @@ pub struct ServeArgs {
     /// default, as the umask leaves them).
     #[arg(long, value_name = "MODE", requires = "unixsocket", value_parser = parse_mode)]
     pub unixsocketperm: Option<u32>,
+    /// A file of ACL users, one `user NAME RULES…` line each (Redis's aclfile): loaded at
+    /// start (a line that does not read refuses the start) and by ACL LOAD; ACL SAVE
+    /// writes the users there. Without it users made by ACL SETUSER last until a restart.
+    #[arg(long, value_name = "PATH")]
+    pub aclfile: Option<PathBuf>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -235,6 +240,11 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
             .stale()
             .map_err(|e| format!("--unixsocket {}: {e}", socket.path.display()))?;
     }
+    if let Some(path) = &args.aclfile {
+        // Before the database is touched, as Redis refuses to start on a bad ACL file.
+        tailstore_kv::server::check_acl_file(path, password.as_ref())
+            .map_err(|e| format!("--aclfile: {e}"))?;
+    }
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();
@@ -303,6 +313,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         tls: tls.clone(),
         tls_listen: args.tls_listen,
         unix_socket,
+        aclfile: args.aclfile.clone(),
     };
     let server = Server::start(ks.clone(), server_config, stop).map_err(|e| {
         let mut addresses = args.listen.to_string();

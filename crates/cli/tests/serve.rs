@@ -511,3 +511,42 @@ fn a_unix_socket_serves_beside_tcp() {
     refuse(&["--unixsocket", support::path(&nowhere)], "no directory");
     assert!(!elsewhere.exists());
 }
+
+/// `--aclfile`: a file whose line does not read, or that is missing, refuses the start
+/// before the database is touched, naming the line; a good one's users can log in.
+#[test]
+fn an_acl_file_is_read_before_the_server_starts() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let pmem = shm.path().join("db.pmem");
+    let acl = dir.path().join("users.acl");
+    let never = dir.path().join("never");
+    let refuse = |needle: &str| {
+        let args = [
+            "serve",
+            "--db",
+            support::path(&never),
+            "--pmem",
+            support::path(&pmem),
+        ];
+        let more = ["--listen", "127.0.0.1:0", "--aclfile", support::path(&acl)];
+        support::refused(&[&args[..], &more].concat(), &[needle]);
+        assert!(!never.exists(), "the database was made");
+    };
+    refuse("cannot read the ACL file");
+    std::fs::write(&acl, "user app on >pw +@all ~*\nuser bad on +nosuch\n").expect("write");
+    refuse("users.acl:2: Error in ACL SETUSER modifier '+nosuch'");
+    std::fs::write(&acl, "user app on >pw +@all ~*\n").expect("write");
+    let db = dir.path().join("db");
+    let server = Server::start(&[
+        "--db",
+        support::path(&db),
+        "--pmem",
+        support::path(&pmem),
+        "--aclfile",
+        support::path(&acl),
+    ]);
+    let mut client = support::Client::connect(server.address).expect("connect");
+    let said = client.call(&[&b"AUTH"[..], b"app", b"pw"]);
+    assert_eq!(said, tailstore_resp::Value::Simple("OK".into()));
+}

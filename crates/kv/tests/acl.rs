@@ -311,3 +311,68 @@ fn narrowed_channels_close_the_users_subscribers() {
         .expect("timeout");
     assert!(closed_by_server(&mut subscriber), "still subscribed to ch1");
 }
+
+/// `aclfile`: its users are there from the start, ACL SAVE writes every user to it (and a
+/// server started on it finds them), ACL LOAD replaces the users by the file's, all or
+/// none, closing the connections of users it no longer has.
+#[test]
+fn the_acl_file_keeps_users_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("users.acl");
+    std::fs::write(
+        &path,
+        "# made by hand\nuser alice on >pw ~k* +get\n\nuser default on nopass ~* &* +@all\n",
+    )
+    .expect("write");
+    let options = || support::Options {
+        aclfile: Some(path.clone()),
+        ..support::Options::default()
+    };
+    let server = TestServer::with(options());
+    let mut admin = server.client();
+    let setting: Vec<String> = q(&mut admin, &["CONFIG", "GET", "aclfile"]);
+    assert_eq!(setting[1], path.display().to_string());
+    let mut alice = logged_in(&server, "alice", "pw");
+    assert_eq!(raw_value(&mut alice, &["GET", "k1"]), Value::Nil);
+    let bob = ["ACL", "SETUSER", "bob", "on", "nopass", "+@all", "~*"];
+    assert_eq!(raw_value(&mut admin, &bob), Value::Okay);
+    assert_eq!(raw_value(&mut admin, &["ACL", "SAVE"]), Value::Okay);
+    let saved = std::fs::read_to_string(&path).expect("read");
+    assert!(
+        saved.contains("user bob on nopass ~* resetchannels +@all\n"),
+        "{saved}"
+    );
+    drop(server);
+    let again = TestServer::with(options());
+    let mut admin = again.client();
+    let users: Vec<String> = q(&mut admin, &["ACL", "USERS"]);
+    assert_eq!(users, ["alice", "bob", "default"]);
+
+    let mut bobs = again.raw();
+    support::exchange(&mut bobs, b"AUTH bob x\r\n", b"+OK\r\n");
+    std::fs::write(&path, "user alice on >pw ~k* +get\nuser carl on bogus\n").expect("write");
+    let refused = err(&mut admin, &["ACL", "LOAD"]);
+    assert!(
+        refused.ends_with(":2: Error in ACL SETUSER modifier 'bogus': Syntax error"),
+        "{refused}"
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut admin, &["ACL", "USERS"]),
+        users,
+        "all or none"
+    );
+    std::fs::write(&path, "user alice on >pw ~k* +get\n").expect("write");
+    assert_eq!(raw_value(&mut admin, &["ACL", "LOAD"]), Value::Okay);
+    assert_eq!(
+        q::<Vec<String>>(&mut admin, &["ACL", "USERS"]),
+        ["alice", "default"]
+    );
+    bobs.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    assert!(
+        closed_by_server(&mut bobs),
+        "a user the file no longer has stays connected"
+    );
+    std::fs::write(&path, "user default on nopass ~* +@all\n").expect("write");
+    assert!(err(&mut admin, &["ACL", "LOAD"]).contains("'default' user"));
+}

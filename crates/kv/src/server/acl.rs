@@ -15,10 +15,13 @@
 //!   which keys of a command it reads and which it writes, as Redis's key specs say.
 //! * A connection holds its user as of its login and reads it again when ACL SETUSER or
 //!   DELUSER changed the users since (a counter read per command); a deleted user's
-//!   connections are closed. Users are not saved: as a Redis without an `aclfile`, ACL
-//!   SAVE and LOAD are refused and a restart starts with `default` alone.
+//!   connections are closed.
+//! * Users are kept, as Redis keeps them, in an ACL file (`serve --aclfile`): read at
+//!   start and by ACL LOAD, written by ACL SAVE. Without one, a restart starts with
+//!   `default` alone.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -463,6 +466,33 @@ fn sort_options_allowed(args: &[Vec<u8>]) -> Result<(), Denial> {
     Ok(())
 }
 
+/// A name ACL SETUSER may make or change.
+fn check_name(name: &[u8]) -> Result<(), String> {
+    if name.contains(&b' ') || name.contains(&0) {
+        return Err("Usernames can't contain spaces or null characters".into());
+    }
+    if name == b"default" {
+        return Err("tailstore's 'default' user keeps every permission; its password is requirepass (CONFIG SET requirepass)".into());
+    }
+    Ok(())
+}
+
+/// `user` with `rules` applied in turn; the first refused rule's error.
+fn with_rules<'a>(
+    mut user: User,
+    rules: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<User, String> {
+    for rule in rules {
+        user.apply(rule).map_err(|reason| {
+            format!(
+                "Error in ACL SETUSER modifier '{}': {reason}",
+                String::from_utf8_lossy(rule)
+            )
+        })?;
+    }
+    Ok(user)
+}
+
 /// ACL GETUSER's reply, for any user.
 fn getuser_reply(
     flags: Vec<Reply>,
@@ -508,29 +538,82 @@ impl Users {
     /// ACL SETUSER name rule…: the rules applied to the user (made if new) all, or none
     /// if one is refused.
     fn set(&self, name: &[u8], rules: &[Vec<u8>]) -> Result<(), Reply> {
-        if name.contains(&b' ') || name.contains(&0) {
-            return Err(Reply::error(
-                "ERR Usernames can't contain spaces or null characters",
-            ));
-        }
-        if name == b"default" {
-            return Err(Reply::error("ERR tailstore's 'default' user keeps every permission; its password is requirepass (CONFIG SET requirepass)"));
-        }
+        let error = |reason: String| Reply::error(format!("ERR {reason}"));
+        check_name(name).map_err(error)?;
         let mut named = self.named.write();
-        let mut user = named
+        let user = named
             .get(name)
             .map_or_else(|| User::new(name), |u| User::clone(u));
-        for rule in rules {
-            user.apply(rule).map_err(|reason| {
-                Reply::error(format!(
-                    "ERR Error in ACL SETUSER modifier '{}': {reason}",
-                    String::from_utf8_lossy(rule)
-                ))
-            })?;
-        }
+        let user = with_rules(user, rules.iter().map(Vec::as_slice)).map_err(error)?;
         named.insert(name.to_vec(), Arc::new(user));
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Replaces the users by those of the ACL file at `path` (one `user NAME RULES…` per
+    /// line; blank lines and `#` comments skipped), all or none: the first line that does
+    /// not read is the error, with its number. A `default` line must say what the default
+    /// user is (every permission, `password`'s rule), as ACL SAVE writes it.
+    pub fn load(&self, path: &Path, password: &Password) -> Result<(), String> {
+        let text = std::fs::read(path)
+            .map_err(|e| format!("cannot read the ACL file {}: {e}", path.display()))?;
+        let mut named = BTreeMap::new();
+        for (number, line) in text.split(|&b| b == b'\n').enumerate() {
+            let at = |reason: String| format!("{}:{}: {reason}", path.display(), number + 1);
+            let words: Vec<&[u8]> = line
+                .split(u8::is_ascii_whitespace)
+                .filter(|w| !w.is_empty())
+                .collect();
+            let (name, rules) = match words.as_slice() {
+                [] => continue,
+                [first, ..] if first.starts_with(b"#") => continue,
+                [b"user", name, rules @ ..] => (*name, rules),
+                _ => return Err(at("should start with user keyword".into())),
+            };
+            if name == b"default" {
+                let ours = default_line(password);
+                if words.join(&b' ') != ours.as_bytes() {
+                    return Err(at(format!("the 'default' user has every permission and requirepass's password here: its line must read \"{ours}\"")));
+                }
+                continue;
+            }
+            check_name(name).map_err(at)?;
+            if named.contains_key(name) {
+                return Err(at(format!(
+                    "user '{}' is defined twice",
+                    String::from_utf8_lossy(name)
+                )));
+            }
+            let user = with_rules(User::new(name), rules.iter().copied()).map_err(at)?;
+            named.insert(name.to_vec(), Arc::new(user));
+        }
+        *self.named.write() = named;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes every user's ACL LIST line to the ACL file at `path`: to a new file, made
+    /// durable, then renamed over the old one, so that a crash leaves one or the other.
+    pub fn save(&self, path: &Path, password: &Password) -> std::io::Result<()> {
+        let mut text = list_lines(password, self).join("\n");
+        text.push('\n');
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        let mut file = std::fs::File::create(&temporary)?;
+        std::io::Write::write_all(&mut file, text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(directory)?.sync_all()
+    }
+
+    /// The users' names (`default` left out).
+    fn names(&self) -> Vec<Vec<u8>> {
+        self.named.read().keys().cloned().collect()
     }
 
     /// ACL DELUSER: how many of `names` were users.
@@ -656,9 +739,37 @@ pub fn acl(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         "dryrun" => dryrun(users, &args[2..]),
         "log" => log(password, args.get(2)),
         "genpass" => genpass(args.get(2)),
+        "load" | "save" if shared.config.aclfile.is_some() => aclfile(shared, conn, &sub),
         "load" | "save" => Reply::error("ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
         _ => crate::command::help(ACL_HELP),
     }
+}
+
+/// ACL LOAD and ACL SAVE, with the server's ACL file.
+fn aclfile(shared: &Shared, conn: &mut Connection, sub: &str) -> Reply {
+    let Some(path) = &shared.config.aclfile else {
+        return Reply::error("ERR no ACL file");
+    };
+    let (password, users) = (&shared.password, &shared.users);
+    if sub == "save" {
+        return match users.save(path, password) {
+            Ok(()) => Reply::ok(),
+            Err(e) => Reply::error(format!(
+                "ERR cannot save the ACL file {}: {e}",
+                path.display()
+            )),
+        };
+    }
+    let before = users.names();
+    if let Err(reason) = users.load(path, password) {
+        return Reply::error(format!("ERR {reason}"));
+    }
+    // Connections of users the file no longer has go now (the others read their user
+    // again at their next command).
+    for name in before.iter().filter(|name| users.get(name).is_none()) {
+        super::admin::kill_clients(shared, conn, &ClientFilter::of_user(name));
+    }
+    Reply::ok()
 }
 
 /// Whether channel patterns `after` may allow less than `before` did.
@@ -681,12 +792,14 @@ fn list_lines(password: &Password, users: &Users) -> Vec<String> {
             (u.name.clone(), format!("user {name} {}", u.describe()))
         })
         .collect();
-    lines.push((
-        b"default".to_vec(),
-        format!("user default on {} ~* &* +@all", password.acl_rule()),
-    ));
+    lines.push((b"default".to_vec(), default_line(password)));
     lines.sort();
     lines.into_iter().map(|(_, line)| line).collect()
+}
+
+/// The default user's ACL LIST line.
+fn default_line(password: &Password) -> String {
+    format!("user default on {} ~* &* +@all", password.acl_rule())
 }
 
 /// ACL GETUSER default, as Redis describes its `default` user with every permission: on,
@@ -822,13 +935,15 @@ const ACL_HELP: &[&str] = &[
     "    Makes or changes a user: on|off, >password, <password, #digest, !digest, nopass,",
     "    resetpass, ~pattern, %RW~pattern, allkeys, resetkeys, &pattern, allchannels,",
     "    resetchannels, +command, -command, +command|subcommand, +@category, -@category,",
-    "    allcommands, nocommands, reset. Users are not saved: they last until a restart.",
+    "    allcommands, nocommands, reset.",
     "USERS",
     "    The users' names.",
     "WHOAMI",
     "    The user this connection is logged in as.",
-    "LOAD, SAVE",
-    "    Refused: tailstore keeps no ACL file.",
+    "LOAD",
+    "    Replaces the users by those of the ACL file (serve --aclfile).",
+    "SAVE",
+    "    Writes the users to the ACL file.",
     "HELP",
     "    Prints this help.",
 ];

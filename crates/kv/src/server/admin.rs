@@ -632,6 +632,14 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("tailstore-durability", config.durability.clone()),
         ("requirepass", shared.password.setting()),
         ("acllog-max-len", super::auth::LOG_MAX_ENTRIES.to_string()),
+        (
+            "aclfile",
+            config
+                .aclfile
+                .as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default(),
+        ),
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
         ("proto-max-bulk-len", config.max_bulk.to_string()),

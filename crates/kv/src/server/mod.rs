@@ -85,6 +85,15 @@ pub struct ServerConfig {
     pub tls_listen: Option<SocketAddr>,
     /// A Unix domain socket to listen on as well, for plain connections.
     pub unix_socket: Option<UnixSocket>,
+    /// The ACL file (Redis's `aclfile`): its users are loaded at start and by ACL LOAD,
+    /// and ACL SAVE writes them there (`server/acl.rs`).
+    pub aclfile: Option<PathBuf>,
+}
+
+/// Whether the ACL file at `path` reads (for a server whose default password is
+/// `password`): its error if not, naming the line.
+pub fn check_acl_file(path: &Path, password: Option<&Secret>) -> Result<(), String> {
+    acl::Users::default().load(path, &auth::Password::new(password))
 }
 
 /// A Unix domain socket to serve (Redis's `unixsocket` and `unixsocketperm`).
@@ -297,6 +306,12 @@ impl Server {
             .iter()
             .map(worker::LoopState::new)
             .collect::<io::Result<_>>()?;
+        let users = acl::Users::default();
+        if let Some(path) = &config.aclfile {
+            users
+                .load(path, &auth::Password::new(config.password.as_ref()))
+                .map_err(io::Error::other)?;
+        }
         let shared = Arc::new(Shared {
             ks,
             started: Instant::now(),
@@ -320,7 +335,7 @@ impl Server {
             pause: pause::Pause::default(),
             tracking: tracking::Tracking::default(),
             password: auth::Password::new(config.password.as_ref()),
-            users: acl::Users::default(),
+            users,
             config,
         });
         functions::load_stored(&shared).map_err(io::Error::other)?;

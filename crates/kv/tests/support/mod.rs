@@ -95,6 +95,8 @@ pub struct Options {
     pub tls_beside_plain: bool,
     /// A Unix domain socket beside TCP.
     pub unix_socket: Option<UnixSocket>,
+    /// `ServerConfig::aclfile`.
+    pub aclfile: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -111,6 +113,7 @@ impl Default for Options {
             tls: None,
             tls_beside_plain: false,
             unix_socket: None,
+            aclfile: None,
         }
     }
 }
@@ -180,6 +183,7 @@ impl TestServer {
                 .tls_beside_plain
                 .then(|| "127.0.0.1:0".parse().unwrap()),
             unix_socket: options.unix_socket.clone(),
+            aclfile: options.aclfile.clone(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
