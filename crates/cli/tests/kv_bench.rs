@@ -516,6 +516,62 @@ fn the_tools_reach_servers_through_their_unix_sockets() {
     assert_eq!(call(&mut target, &["DBSIZE"]), written);
 }
 
+/// `--user` logs the tools in as an ACL user: a load by a user that may only SET, GET and
+/// PING, a migration into a target as a user of its own; a wrong user is refused.
+#[test]
+fn the_tools_log_in_as_acl_users() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shm = pmem_dir();
+    let acl = dir.path().join("users.acl");
+    std::fs::write(
+        &acl,
+        "user loader on >lp ~key:* +set +get +ping\nuser mover on >mp ~* +@all\n",
+    )
+    .expect("write");
+    let server = |name: &str| {
+        let db = dir.path().join(name);
+        let pmem = shm.path().join(format!("{name}.pmem"));
+        let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
+        Server::start(&[&args[..], &["--aclfile", support::path(&acl)]].concat())
+    };
+    let (from, to) = (server("from"), server("to"));
+    let (from_addr, to_addr) = (from.address.to_string(), to.address.to_string());
+    let bench = |user: &str| {
+        let base = ["bench", "kv", "--server", &from_addr, "--requests", "50"];
+        let login = ["--user", user, "--password", "lp", "--ratio", "1:1"];
+        tailstore(&[&base[..], &login, &["--clients", "2"]].concat())
+    };
+    let out = bench("loader");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("errors: 0"),
+        "{}",
+        text(&out.stdout)
+    );
+    refused_with(
+        bench("mover"),
+        "refused the password (--password): WRONGPASS",
+    );
+    refused_with(
+        tailstore(&["bench", "kv", "--server", &from_addr, "--user", "loader"]),
+        "--password",
+    );
+    let migrate = |user: &str| {
+        let base = ["kv", "migrate", "--from", &from_addr, "--to", &to_addr];
+        tailstore(&[&base[..], &["--to-user", user, "--to-password", "mp"]].concat())
+    };
+    refused_with(migrate("loader"), "refused the password (--to-password)");
+    let out = migrate("mover");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (mut source, mut target) = (
+        Client::connect(from.address).expect("connect"),
+        Client::connect(to.address).expect("connect"),
+    );
+    let written = call(&mut source, &["DBSIZE"]);
+    assert!(matches!(written, Value::Int(n) if n > 10), "{written:?}");
+    assert_eq!(call(&mut target, &["DBSIZE"]), written);
+}
+
 /// The run failed, with `needle` in what it said and no panic.
 #[track_caller]
 fn refused_with(out: std::process::Output, needle: &str) {

@@ -95,6 +95,10 @@ pub struct BenchKvArgs {
     /// The server's password (its `requirepass`): each connection sends AUTH with it first.
     #[arg(long, value_name = "PASSWORD")]
     pub password: Option<Secret>,
+    /// The ACL user to log in as with --password (AUTH user password); by default the
+    /// server's `default` user.
+    #[arg(long, value_name = "NAME", requires = "password")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub tls: TlsClientArgs,
 }
@@ -126,6 +130,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Sent with AUTH on each connection before the load.
     pub password: Option<Secret>,
+    /// The ACL user the password is for (`None`: `default`).
+    pub user: Option<String>,
     /// TLS on each connection (`--tls`).
     pub tls: Option<TlsClient>,
 }
@@ -211,6 +217,7 @@ impl BenchKvArgs {
             stop,
             seed: self.seed,
             password: self.password.clone(),
+            user: self.user.clone(),
             tls: TlsClient::new(&self.tls, &self.server, "")?,
         };
         config.validate()?;
@@ -346,7 +353,8 @@ fn connect(config: &BenchConfig) -> Result<(Stream, Option<Box<ClientConnection>
 /// `stream` once it is authenticated (if a password is given) and answers PING.
 fn ready<S: Read + Write>(stream: S, config: &BenchConfig) -> Result<S, String> {
     let mut link = Link::new(stream);
-    link.authenticate(&config.server, config.password.as_ref(), "--password")
+    let user = config.user.as_deref();
+    link.authenticate(&config.server, user, config.password.as_ref(), "--password")
         .map_err(|e| e.to_string())?;
     Ok(link.into_stream())
 }

@@ -508,6 +508,7 @@ fn bench_config(
         stop,
         seed: 42,
         password: None,
+        user: None,
         tls: None,
     }
 }

@@ -91,17 +91,22 @@ impl<S: Read + Write> Link<S> {
         }
     }
 
-    /// Makes the connection ready for commands: AUTH with `password` if one is given, then a
-    /// PING. `server` names the server and `flag` the option that gives its password, in the
-    /// error when the server refuses the password or asks for one.
+    /// Makes the connection ready for commands: AUTH with `password` if one is given (as
+    /// ACL user `user` if one is given too), then a PING. `server` names the server and
+    /// `flag` the option that gives its password, in the error when the server refuses the
+    /// password or asks for one.
     pub fn authenticate(
         &mut self,
         server: &str,
+        user: Option<&str>,
         password: Option<&Secret>,
         flag: &str,
     ) -> CliResult<()> {
         if let Some(password) = password {
-            if let Value::Error(refusal) = self.call(&[&b"AUTH"[..], &password.0])? {
+            let mut auth = vec![&b"AUTH"[..]];
+            auth.extend(user.map(str::as_bytes));
+            auth.push(&password.0);
+            if let Value::Error(refusal) = self.call(&auth)? {
                 let refusal = String::from_utf8_lossy(&refusal);
                 return Err(format!("{server} refused the password ({flag}): {refusal}").into());
             }

@@ -44,6 +44,12 @@ pub struct MigrateArgs {
     /// The target's password (its `requirepass`).
     #[arg(long, value_name = "PASSWORD")]
     pub to_password: Option<Secret>,
+    /// The ACL user --from-password is for (AUTH user password); by default `default`.
+    #[arg(long, value_name = "NAME", requires = "from_password")]
+    pub from_user: Option<String>,
+    /// The ACL user --to-password is for.
+    #[arg(long, value_name = "NAME", requires = "to_password")]
+    pub to_user: Option<String>,
     /// Databases to copy, e.g. 0,3 (default: every database of the source that holds keys,
     /// from its INFO keyspace). Each key goes to the database of the same number.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
@@ -150,7 +156,8 @@ pub fn run(args: &MigrateArgs) -> CliResult<()> {
         source_tls.as_ref(),
         "--from-tls",
     )?;
-    source.authenticate(&from, args.from_password.as_ref(), "--from-password")?;
+    let (user, password) = (args.from_user.as_deref(), args.from_password.as_ref());
+    source.authenticate(&from, user, password, "--from-password")?;
     let to = format!("the target {}", args.to);
     let target_address = ServerAddress::parse(&args.to, "--to")?;
     let mut target = Link::connect(
@@ -160,7 +167,8 @@ pub fn run(args: &MigrateArgs) -> CliResult<()> {
         target_tls.as_ref(),
         "--to-tls",
     )?;
-    target.authenticate(&to, args.to_password.as_ref(), "--to-password")?;
+    let (user, password) = (args.to_user.as_deref(), args.to_password.as_ref());
+    target.authenticate(&to, user, password, "--to-password")?;
     let databases = if args.db.is_empty() {
         databases_with_keys(&mut source)?
     } else {
