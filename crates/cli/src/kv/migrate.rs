@@ -97,26 +97,68 @@ pub struct MigrateArgs {
     pub to_tls_key_file: Option<PathBuf>,
 }
 
+/// One end of a migration, as its options give it.
+struct Side<'a> {
+    /// "source" or "target", in messages.
+    role: &'static str,
+    /// Its options' prefix: `from` or `to`.
+    prefix: &'static str,
+    address: &'a str,
+    /// Its TLS settings, as `bench kv`'s options would give them.
+    tls: TlsClientArgs,
+    user: Option<&'a str>,
+    password: Option<&'a Secret>,
+}
+
 impl MigrateArgs {
-    /// The source's TLS settings, as `bench kv`'s options would give them.
-    fn source_tls(&self) -> TlsClientArgs {
-        TlsClientArgs {
-            tls: self.from_tls,
-            tls_ca_cert_file: self.from_tls_ca_cert_file.clone(),
-            tls_cert_file: self.from_tls_cert_file.clone(),
-            tls_key_file: self.from_tls_key_file.clone(),
+    fn source(&self) -> Side<'_> {
+        Side {
+            role: "source",
+            prefix: "from",
+            address: &self.from,
+            tls: TlsClientArgs {
+                tls: self.from_tls,
+                tls_ca_cert_file: self.from_tls_ca_cert_file.clone(),
+                tls_cert_file: self.from_tls_cert_file.clone(),
+                tls_key_file: self.from_tls_key_file.clone(),
+            },
+            user: self.from_user.as_deref(),
+            password: self.from_password.as_ref(),
         }
     }
 
-    /// The target's TLS settings.
-    fn target_tls(&self) -> TlsClientArgs {
-        TlsClientArgs {
-            tls: self.to_tls,
-            tls_ca_cert_file: self.to_tls_ca_cert_file.clone(),
-            tls_cert_file: self.to_tls_cert_file.clone(),
-            tls_key_file: self.to_tls_key_file.clone(),
+    fn target(&self) -> Side<'_> {
+        Side {
+            role: "target",
+            prefix: "to",
+            address: &self.to,
+            tls: TlsClientArgs {
+                tls: self.to_tls,
+                tls_ca_cert_file: self.to_tls_ca_cert_file.clone(),
+                tls_cert_file: self.to_tls_cert_file.clone(),
+                tls_key_file: self.to_tls_key_file.clone(),
+            },
+            user: self.to_user.as_deref(),
+            password: self.to_password.as_ref(),
         }
     }
+}
+
+/// A connection to `side`, logged in and answering PING.
+fn connect(side: &Side) -> CliResult<Link> {
+    let prefix = side.prefix;
+    let tls = TlsClient::new(&side.tls, side.address, &format!("{prefix}-"))?;
+    let address = ServerAddress::parse(side.address, &format!("--{prefix}"))?;
+    let tls_option = if prefix == "from" {
+        "--from-tls"
+    } else {
+        "--to-tls"
+    };
+    let mut link = Link::connect(&address, side.address, PATIENCE, tls.as_ref(), tls_option)?;
+    let name = format!("the {} {}", side.role, side.address);
+    let password_option = format!("--{prefix}-password");
+    link.authenticate(&name, side.user, side.password, &password_option)?;
+    Ok(link)
 }
 
 /// What happened to the keys of one database.
@@ -145,30 +187,8 @@ impl Tally {
 }
 
 pub fn run(args: &MigrateArgs) -> CliResult<()> {
-    let source_tls = TlsClient::new(&args.source_tls(), &args.from, "from-")?;
-    let target_tls = TlsClient::new(&args.target_tls(), &args.to, "to-")?;
-    let from = format!("the source {}", args.from);
-    let source_address = ServerAddress::parse(&args.from, "--from")?;
-    let mut source = Link::connect(
-        &source_address,
-        &args.from,
-        PATIENCE,
-        source_tls.as_ref(),
-        "--from-tls",
-    )?;
-    let (user, password) = (args.from_user.as_deref(), args.from_password.as_ref());
-    source.authenticate(&from, user, password, "--from-password")?;
-    let to = format!("the target {}", args.to);
-    let target_address = ServerAddress::parse(&args.to, "--to")?;
-    let mut target = Link::connect(
-        &target_address,
-        &args.to,
-        PATIENCE,
-        target_tls.as_ref(),
-        "--to-tls",
-    )?;
-    let (user, password) = (args.to_user.as_deref(), args.to_password.as_ref());
-    target.authenticate(&to, user, password, "--to-password")?;
+    let mut source = connect(&args.source())?;
+    let mut target = connect(&args.target())?;
     let databases = if args.db.is_empty() {
         databases_with_keys(&mut source)?
     } else {

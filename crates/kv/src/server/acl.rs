@@ -651,6 +651,18 @@ pub fn refusal_reply(denial: &Denial) -> Reply {
     })
 }
 
+/// The refusal, in EXEC's reply, of a queued command the rules no longer allow: they
+/// changed between MULTI and EXEC. The block's other commands run, as in Redis.
+pub fn exec_refusal(denial: &Denial) -> Reply {
+    let reason = match denial {
+        Denial::Command(_) => "no permission to execute the command or subcommand",
+        Denial::Key(_) => "no permission to touch the specified keys",
+        Denial::Channel(_) => "no permission to access one of the channels used as arguments",
+        Denial::SortBy | Denial::SortGet => return refusal_reply(denial),
+    };
+    Reply::error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}"))
+}
+
 /// The error a script's `redis.call` raises for a refused command.
 pub fn script_refusal(denial: &Denial) -> Reply {
     Reply::error(match denial {

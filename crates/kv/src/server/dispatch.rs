@@ -140,20 +140,6 @@ fn denied(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Option<Re
     Some(acl::refusal_reply(&denial))
 }
 
-/// The refusal of a queued command its ACL user may no longer run: the rules changed
-/// between MULTI and EXEC (EXEC itself read the user again). Redis's text; the block's
-/// other commands run.
-fn denied_since_queued(conn: &Connection, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
-    let denial = conn.user.as_ref()?.check(command, args).err()?;
-    let reason = match denial {
-        acl::Denial::Command(_) => "no permission to execute the command or subcommand",
-        acl::Denial::Key(_) => "no permission to touch the specified keys",
-        acl::Denial::Channel(_) => "no permission to access one of the channels used as arguments",
-        acl::Denial::SortBy | acl::Denial::SortGet => return Some(acl::refusal_reply(&denial)),
-    };
-    Some(Reply::error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}")))
-}
-
 fn is_shutdown(args: &[Vec<u8>]) -> bool {
     args[0].eq_ignore_ascii_case(b"shutdown")
 }
@@ -575,7 +561,12 @@ fn exec<'s>(
             continue;
         };
         remember_reads(shared, conn, command, &queued.args);
-        if let Some(refusal) = denied_since_queued(conn, command, &queued.args) {
+        // A queued command its user may no longer run (EXEC read the user again).
+        let denial = conn
+            .user
+            .as_ref()
+            .and_then(|u| u.check(command, &queued.args).err());
+        if let Some(refusal) = denial.as_ref().map(acl::exec_refusal) {
             if eval::is_eval(command) {
                 next_script.next(); // its script is not run
             }
