@@ -632,6 +632,8 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("tailstore-durability", config.durability.clone()),
         ("requirepass", shared.password.setting()),
         ("acllog-max-len", super::auth::LOG_MAX_ENTRIES.to_string()),
+        // A new ACL user may use no channel until given one (Redis 7.0's default).
+        ("acl-pubsub-default", "resetchannels".into()),
         (
             "aclfile",
             config
