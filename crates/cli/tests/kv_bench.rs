@@ -199,9 +199,15 @@ fn compare_passes_serve_args_to_every_tailstore_server() {
 
 /// A `tailstore serve` of its own, in `dir`.
 fn serve_in(dir: &std::path::Path, shm: &std::path::Path, name: &str) -> Server {
+    serve_with(dir, shm, name, &[])
+}
+
+/// [`serve_in`] with more options.
+fn serve_with(dir: &std::path::Path, shm: &std::path::Path, name: &str, extra: &[&str]) -> Server {
     let db = dir.join(name);
     let pmem = shm.join(format!("{name}.pmem"));
-    Server::start(&["--db", support::path(&db), "--pmem", support::path(&pmem)])
+    let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
+    Server::start(&[&args[..], extra].concat())
 }
 
 fn call(client: &mut Client, args: &[&str]) -> Value {
@@ -401,16 +407,7 @@ fn the_tools_authenticate_with_the_password_given() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shm = pmem_dir();
     let with_password = |name: &str, password: &str| {
-        let db = dir.path().join(name);
-        let pmem = shm.path().join(format!("{name}.pmem"));
-        Server::start(&[
-            "--db",
-            support::path(&db),
-            "--pmem",
-            support::path(&pmem),
-            "--requirepass",
-            password,
-        ])
+        serve_with(dir.path(), shm.path(), name, &["--requirepass", password])
     };
     let (from, to) = (with_password("from", "p1"), with_password("to", "p2"));
     let (from_addr, to_addr) = (from.address.to_string(), to.address.to_string());
@@ -467,17 +464,9 @@ fn the_tools_reach_servers_through_their_unix_sockets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shm = pmem_dir();
     let with_socket = |name: &str| {
-        let db = dir.path().join(name);
-        let pmem = shm.path().join(format!("{name}.pmem"));
         let socket = dir.path().join(format!("{name}.sock"));
-        let server = Server::start(&[
-            "--db",
-            support::path(&db),
-            "--pmem",
-            support::path(&pmem),
-            "--unixsocket",
-            support::path(&socket),
-        ]);
+        let extra = ["--unixsocket", support::path(&socket)];
+        let server = serve_with(dir.path(), shm.path(), name, &extra);
         (server, socket.to_string_lossy().into_owned())
     };
     let ((from, from_socket), (to, to_socket)) = (with_socket("from"), with_socket("to"));
@@ -529,10 +518,12 @@ fn the_tools_log_in_as_acl_users() {
     )
     .expect("write");
     let server = |name: &str| {
-        let db = dir.path().join(name);
-        let pmem = shm.path().join(format!("{name}.pmem"));
-        let args = ["--db", support::path(&db), "--pmem", support::path(&pmem)];
-        Server::start(&[&args[..], &["--aclfile", support::path(&acl)]].concat())
+        serve_with(
+            dir.path(),
+            shm.path(),
+            name,
+            &["--aclfile", support::path(&acl)],
+        )
     };
     let (from, to) = (server("from"), server("to"));
     let (from_addr, to_addr) = (from.address.to_string(), to.address.to_string());
