@@ -270,11 +270,11 @@ impl User {
     fn describe(&self) -> String {
         let mut words = self.flags();
         words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
-        words.extend(self.key_words());
+        words.extend(pattern_words(&self.keys, '~'));
         if self.channels != Patterns::All {
             words.push("resetchannels".into());
         }
-        words.extend(self.channel_words());
+        words.extend(pattern_words(&self.channels, '&'));
         words.push(self.command_words());
         words.join(" ")
     }
@@ -290,14 +290,6 @@ impl User {
             None => {}
         }
         flags
-    }
-
-    fn key_words(&self) -> Vec<String> {
-        pattern_words(&self.keys, '~')
-    }
-
-    fn channel_words(&self) -> Vec<String> {
-        pattern_words(&self.channels, '&')
     }
 
     fn command_words(&self) -> String {
@@ -327,8 +319,8 @@ impl User {
             self.flags().iter().map(|f| text(f)).collect(),
             self.passwords.iter().map(|p| text(&hex(p))).collect(),
             &self.command_words(),
-            &self.key_words().join(" "),
-            &self.channel_words().join(" "),
+            &pattern_words(&self.keys, '~').join(" "),
+            &pattern_words(&self.channels, '&').join(" "),
         )
     }
 }

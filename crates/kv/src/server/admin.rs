@@ -505,12 +505,12 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
         names.iter().map(|n| crate::command::lookup(n)).collect()
     };
     match sub.as_deref() {
-        None => Reply::Array(COMMANDS.iter().map(describe_command).collect()),
-        Some("count") => Reply::Int(COMMANDS.len() as i64),
-        Some("list") => command_list(&args[2..]),
-        Some("info") if args.len() == 2 => {
+        // COMMAND, and COMMAND INFO naming no command: every command.
+        None | Some("info") if args.len() <= 2 => {
             Reply::Array(COMMANDS.iter().map(describe_command).collect())
         }
+        Some("count") => Reply::Int(COMMANDS.len() as i64),
+        Some("list") => command_list(&args[2..]),
         Some("info") => Reply::Array(
             named(&args[2..])
                 .into_iter()
@@ -526,7 +526,7 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
             Reply::Map(commands.into_iter().map(document_command).collect())
         }
         Some("getkeys") => command_getkeys(&args[2..]),
-        Some(_) => help(COMMAND_HELP),
+        _ => help(COMMAND_HELP),
     }
 }
 
