@@ -455,8 +455,9 @@ fn tls(args: &ServeArgs) -> CliResult<Option<Tls>> {
 }
 
 fn validate(args: &ServeArgs) -> CliResult<()> {
-    if args.databases == 0 {
-        return Err("--databases must be at least 1".into());
+    let most = tailstore_kv::keyspace::MAX_DATABASES;
+    if !(1..=most).contains(&args.databases) {
+        return Err(format!("--databases must be from 1 to {most}").into());
     }
     if args.max_clients == 0 {
         return Err("--max-clients must be at least 1".into());

@@ -49,7 +49,16 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "4KiB",
             "--buffer-pool must be at least 1MiB",
         ),
-        ("--databases", "0", "--databases must be at least 1"),
+        (
+            "--databases",
+            "0",
+            "--databases must be from 1 to 1073741824",
+        ),
+        (
+            "--databases",
+            "1073741825",
+            "--databases must be from 1 to 1073741824",
+        ),
         ("--max-clients", "0", "--max-clients must be at least 1"),
         ("--threads", "0", "--threads must be at least 1"),
         ("--listen", "999.1.1.1:1", "invalid socket address"),

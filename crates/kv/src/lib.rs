@@ -21,7 +21,7 @@ pub mod keyspace;
 pub mod script;
 pub mod server;
 
-pub use command::{BlockStep, Executed, Watched};
+pub use command::{BlockStep, Executed, MapChange, Watched};
 
 /// The Redis version we answer to clients that check it: the command set and semantics of
 /// Redis 7.0 (as far as docs/design/kv.md lists them).

@@ -575,13 +575,16 @@ fn resp3_command(focus: usize) -> Words {
 /// One step: a command, or now and then a few in MULTI … EXEC (replies nested in EXEC's
 /// array are encoded for the connection's protocol too).
 fn resp3_step(focus: usize) -> BoxedStrategy<Vec<Vec<String>>> {
-    let block = prop::collection::vec(resp3_command(focus), 1..=3).prop_map(|body| {
-        let mut commands = vec![vec!["MULTI".to_string()]];
-        commands.extend(body);
-        commands.push(vec!["EXEC".to_string()]);
-        commands
-    });
+    let block = prop::collection::vec(resp3_command(focus), 1..=3).prop_map(in_multi);
     prop_oneof![12 => resp3_command(focus).prop_map(|c| vec![c]), 1 => block].boxed()
+}
+
+/// `body` between MULTI and EXEC.
+fn in_multi(body: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    let mut commands = vec![vec!["MULTI".to_string()]];
+    commands.extend(body);
+    commands.push(vec!["EXEC".to_string()]);
+    commands
 }
 
 fn resp3_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
@@ -638,6 +641,14 @@ fn keyspace_command() -> Words {
             1,
             cmd("FLUSHDB", vec![maybe(one(&["ASYNC", "SYNC", "BAD"]))]),
         ),
+        (1, cmd("FLUSHALL", vec![maybe(one(&["ASYNC", "SYNC"]))])),
+        (
+            1,
+            cmd(
+                "SWAPDB",
+                vec![one(&["0", "1", "15"]), one(&["0", "1", "16"])],
+            ),
+        ),
         (1, cmd("EXPIRE", vec![key(), one(&["100", "0"])])),
         (1, cmd("PERSIST", vec![key()])),
         (1, cmd("TTL", vec![key()])),
@@ -648,8 +659,17 @@ fn keyspace_command() -> Words {
     Union::new_weighted(commands).boxed()
 }
 
+/// One step: a command, or now and then a few in MULTI … EXEC (a flush or a swap among
+/// them changes the databases for the commands after it in the block).
+fn keyspace_step() -> BoxedStrategy<Vec<Vec<String>>> {
+    let block = prop::collection::vec(keyspace_command(), 1..=5).prop_map(in_multi);
+    prop_oneof![6 => keyspace_command().prop_map(|c| vec![c]), 1 => block].boxed()
+}
+
 fn keyspace_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
-    prop::collection::vec(keyspace_command(), 1..=30).boxed()
+    prop::collection::vec(keyspace_step(), 1..=30)
+        .prop_map(|steps| steps.concat())
+        .boxed()
 }
 
 #[test]

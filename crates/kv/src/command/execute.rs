@@ -50,6 +50,17 @@ pub enum BlockStep<'a> {
     Server(Reply),
     /// A step the server runs in the block's transaction itself (EVAL).
     Body(&'a mut dyn BlockBody),
+    /// SWAPDB, FLUSHDB or FLUSHALL: a change of the map of databases.
+    Map(MapChange),
+}
+
+/// A change of the map of databases queued in MULTI (`keyspace::databases`): the block
+/// runs under the map's exclusive hold, and the commands after it see the change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapChange {
+    /// FLUSHDB (`Some(db)`) or FLUSHALL (`None`).
+    Flush(Option<u32>),
+    Swap(u32, u32),
 }
 
 /// Work of the server's that runs in an EXEC block's transaction, like a data command.
@@ -70,7 +81,19 @@ impl Keyspace {
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
     pub fn execute_block(&self, steps: &mut [BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
+        if !steps.iter().any(|step| matches!(step, BlockStep::Map(_))) {
+            return self.run_for_client(0, |ctx| run_block(ctx, steps, watched));
+        }
+        let (_exclusive, before) = self.hold_map_for_block();
+        let executed = self.run_for_client(0, |ctx| {
+            // Each attempt from the map as it was (an earlier one changed it).
+            ctx.ks.set_map(&before);
+            run_block(ctx, steps, watched)
+        });
+        if !executed.committed {
+            self.set_map(&before);
+        }
+        executed
     }
 
     /// Runs `body` as one transaction for a client, committed without waiting for
@@ -247,6 +270,12 @@ fn run_block(
                 }
                 Run::Server => Reply::error("ERR not a data command"),
             },
+            BlockStep::Map(MapChange::Flush(db)) => {
+                step_reply(ctx.ks.flush_in_block(ctx.txn, *db).map(|()| Reply::ok()))?
+            }
+            BlockStep::Map(MapChange::Swap(a, b)) => {
+                step_reply(ctx.ks.swap_in_block(ctx.txn, *a, *b).map(|()| Reply::ok()))?
+            }
         };
         replies.push(reply);
     }

@@ -484,35 +484,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
 }
 
-/// Keys removed per transaction by FLUSHDB and the active expiry: a flush of a database
-/// larger than the buffer pool must not become one transaction larger than the pool.
-const BATCH: usize = 64;
-
 impl crate::keyspace::Keyspace {
-    /// FLUSHDB (`Some(db)`) / FLUSHALL (`None`): removes every key, in batches of
-    /// transactions (so, unlike Redis, another client may see a partly flushed database).
-    pub fn flush(&self, db: Option<u32>) -> Result<(), Reply> {
-        let databases = match db {
-            Some(db) => db..db + 1,
-            None => 0..self.databases(),
-        };
-        for db in databases {
-            while self.remove_batch(db)? > 0 {}
-        }
-        Ok(())
-    }
-
-    fn remove_batch(&self, db: u32) -> Result<usize, Reply> {
-        self.run_internal(db, |ctx| {
-            let batch = ctx.ks.keys_from(ctx.txn, db, 0, BATCH)?;
-            for (key, meta) in &batch {
-                ctx.remove(key, meta)?;
-            }
-            Ok(batch.len())
-        })
-        .map_err(|err| Reply::error(format!("ERR tailstore engine: {err}")))
-    }
-
     /// The active expiry: removes up to `limit` keys whose deadline has passed; returns how
     /// many it removed.
     pub fn expire_due(&self, limit: usize) -> Result<usize, tailstore_engine::EngineError> {
@@ -532,7 +504,10 @@ impl crate::keyspace::Keyspace {
                 match ctx.ks.load_meta(ctx.txn, db, &key)? {
                     Some(meta) if meta.is_expired(ctx.now) => {
                         ctx.remove(&key, &meta)?;
-                        removed.push(key);
+                        // A flushed database's keys are no client's (`keyspace::flushes`).
+                        if db < ctx.ks.databases() {
+                            removed.push(key);
+                        }
                     }
                     // A stale queue entry (the key was rewritten without clearing it).
                     _ => ctx.ks.set_deadline(ctx.txn, db, &key, at, 0)?,
@@ -555,10 +530,15 @@ impl crate::keyspace::Keyspace {
 }
 
 impl crate::keyspace::Keyspace {
-    /// Deleted keys whose elements the lazy free has yet to remove (INFO's
-    /// `lazyfree_pending_objects`), counted up to 100,000 so that INFO stays quick.
+    /// Deleted keys whose elements the lazy free has yet to remove, and keys of flushed
+    /// databases not freed yet (INFO's `lazyfree_pending_objects`); the former counted up
+    /// to 100,000 so that INFO stays quick.
     pub fn lazyfree_pending(&self) -> Result<usize, Reply> {
-        self.peek(0, |ctx| ctx.ks.queued_owners(ctx.txn, 100_000))
+        self.peek(0, |ctx| {
+            let flushed = ctx.ks.flushed_keys(ctx.txn)?;
+            let queued = ctx.ks.queued_owners(ctx.txn, 100_000)?;
+            Ok(queued.saturating_add(usize::try_from(flushed).unwrap_or(0)))
+        })
     }
 
     /// The lazy free: removes up to one batch of the elements of deleted keys (see

@@ -45,7 +45,7 @@ use tailstore_resp::Reply;
 use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
-pub use execute::{fault_reply, BlockBody, BlockStep, Executed, Watched};
+pub use execute::{fault_reply, BlockBody, BlockStep, Executed, MapChange, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use streams::resolve_last_ids;

@@ -124,6 +124,29 @@ impl Keyspace {
     }
 }
 
+impl Keyspace {
+    /// The rows stored database `stored`'s counts row counts (0 without a row).
+    pub(super) fn stored_keys(&self, txn: &mut Transaction<'_>, stored: u32) -> Result<i64, Fault> {
+        match txn.get(&self.counts, &[db_value(stored)])? {
+            Some(row) => int(&row[KEYS]),
+            None => Ok(0),
+        }
+    }
+
+    /// Gives stored database `stored` counts of zero (a flushed database's fresh number).
+    pub(super) fn zero_counts(&self, txn: &mut Transaction<'_>, stored: u32) -> Result<(), Fault> {
+        let row = [db_value(stored), Value::Int(0), Value::Int(0)];
+        txn.put(&self.counts, &row)?;
+        Ok(())
+    }
+
+    /// Deletes stored database `stored`'s counts row (a flushed database, freed).
+    pub(super) fn drop_counts(&self, txn: &mut Transaction<'_>, stored: u32) -> Result<(), Fault> {
+        txn.remove(&self.counts, &[db_value(stored)])?;
+        Ok(())
+    }
+}
+
 /// Gives every database below `databases` its counts row, counting its keys when it has
 /// none (a new database has none to count; one written before `kv_counts` existed does).
 /// Runs before the server serves anyone.

@@ -1,17 +1,23 @@
-//! SWAPDB: which stored database each numbered database is.
+//! SWAPDB and flushes: which stored database each numbered database is.
 //!
 //! Rows name their database (`kv_keys`, `kv_expiry`, `kv_counts`) by a *stored* number;
 //! clients name a *logical* one (SELECT, MOVE, FLUSHDB, INFO's keyspace). The two are the
-//! same until a SWAPDB exchanges two logical databases' stored numbers: one small
-//! transaction, however many keys either holds, as Redis's swap of two pointers. The
-//! rows translate a logical number when they are built (`Keyspace::stored_db`) and a
-//! stored one back when they are read (`Keyspace::logical_db`, for the deadline queue),
-//! so every layer above them speaks logical numbers only.
+//! same until a SWAPDB exchanges two logical databases' stored numbers, or a flush gives
+//! one a fresh stored number (see [`super::flushes`]): one small transaction, however many
+//! keys either holds, as Redis's swap of two pointers. The rows translate a logical number
+//! when they are built (`Keyspace::stored_db`) and a stored one back when they are read
+//! (`Keyspace::logical_db`, for the deadline queue), so every layer above them speaks
+//! logical numbers only; a stored number no selectable database has is read back as a
+//! hidden logical number ([`HIDDEN`]).
 //!
 //! The map is stored in `kv_parts` under a reserved owner ([`MAP_OWNER`]), a row per
 //! logical database that is not its own stored one (field: its number, value: the stored
-//! number, four bytes each, big-endian), written in SWAPDB's transaction and read at
-//! open, so a swap is durable before its reply and survives a crash whole or not at all.
+//! number, four bytes each, big-endian), written in SWAPDB's or the flush's transaction
+//! and read at open, so a change is durable before its reply and survives a crash whole
+//! or not at all. No two databases are stored under one number. A row for a database
+//! past `--databases` (a store started with fewer databases than it had) is kept and its
+//! number left untaken: that database's keys stay stored, unseen, as those of any
+//! database past `--databases` do.
 //!
 //! # Why every transaction holds the map
 //!
@@ -20,16 +26,19 @@
 //! command could read two maps; if it came between its apply and its commit, a SET applied
 //! to stored database 0 would commit after the swap, and its client, answered OK for
 //! database 0, would find the key in database 1. So every keyspace transaction holds the
-//! map shared from its start to its commit ([`DatabaseMap::hold`]), and SWAPDB holds it
-//! exclusively while it commits its rows and exchanges the numbers. The shared hold is
-//! one of several locks, chosen per thread, so two event loops' commands never touch the
-//! same lock word; SWAPDB takes them all, in order. Holds are recursive (a command that
-//! writes a long string runs transactions inside its own), so a waiting SWAPDB never
-//! stops a thread that already holds its share.
+//! map shared from its start to its commit ([`DatabaseMap::hold`]), and SWAPDB or a flush
+//! holds it exclusively while it commits its rows and changes the numbers
+//! ([`Keyspace::change_map`]). The shared hold is one of several locks, chosen per thread,
+//! so two event loops' commands never touch the same lock word; the exclusive hold takes
+//! them all, in order. Holds are recursive (a command that writes a long string runs
+//! transactions inside its own), so a waiting SWAPDB never stops a thread that already
+//! holds its share.
 
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_engine::{PendingCommit, Transaction};
 use tailstore_storage::ScanDirection;
 
@@ -41,60 +50,189 @@ use crate::command::Fault;
 const MAP_OWNER: i64 = -2;
 /// Locks the shared hold is spread over.
 const SHARDS: usize = 8;
+/// Fresh stored numbers (a flushed database's, see [`super::flushes`]) are taken from here
+/// up: above every number `--databases` allows, so that a later start with more databases
+/// finds its new databases' own numbers unused.
+pub(crate) const FRESH: u32 = 1 << 30;
+/// The most numbered databases a store may have (the numbers below [`FRESH`]).
+pub const MAX_DATABASES: u32 = FRESH;
+/// Logical numbers from here up name stored databases no client can select (a flushed
+/// database whose keys are being freed): logical `HIDDEN + s` is stored `s`, so that the
+/// layers above the rows remove such keys as they remove any other. Stored numbers fit the
+/// rows' 32-bit signed column, so `HIDDEN + s` fits a `u32`.
+pub(crate) const HIDDEN: u32 = 1 << 31;
 
 /// Logical database → stored database, and back.
 pub(crate) struct DatabaseMap {
+    /// Logical → stored, for the selectable databases (read by every command).
     stored: Vec<AtomicU32>,
-    logical: Vec<AtomicU32>,
+    /// Stored → logical for the selectable databases not stored under their own number
+    /// (read by the active expiry only; changed under the exclusive hold).
+    moved: RwLock<HashMap<u32, u32>>,
+    /// Stored numbers no fresh number may take: those of flushed databases still being
+    /// freed (see [`super::flushes`]), and those the stored map names for databases past
+    /// `--databases` (their keys stay stored, unseen, as any database past it).
+    pub(super) taken: Mutex<Taken>,
     shards: [RwLock<()>; SHARDS],
 }
 
-/// A shared hold of the map: no SWAPDB changes it while this lives.
-pub(crate) type MapHold<'a> = RwLockReadGuard<'a, ()>;
+/// See [`DatabaseMap::taken`].
+#[derive(Clone, Default)]
+pub(super) struct Taken {
+    pub flushed: BTreeSet<u32>,
+    unseen: HashSet<u32>,
+}
+
+/// A shared hold of the map: no SWAPDB or flush changes it while this lives (`None` on the
+/// thread that holds it exclusively).
+pub(crate) type MapHold<'a> = Option<RwLockReadGuard<'a, ()>>;
+
+thread_local! {
+    /// Whether this thread holds the map exclusively: its transactions (an EXEC block that
+    /// changes the map, and those a command in it runs inside its own) take no shared hold.
+    static HELD_EXCLUSIVELY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The exclusive hold of the map: every shard's lock, in order.
+pub(crate) struct ExclusiveHold<'a> {
+    _shards: Vec<RwLockWriteGuard<'a, ()>>,
+}
+
+impl Drop for ExclusiveHold<'_> {
+    fn drop(&mut self) {
+        HELD_EXCLUSIVELY.with(|held| held.set(false));
+    }
+}
+
+/// The map as it was before an EXEC block changed it, to set it back if the block does
+/// not commit.
+pub(crate) struct MapState {
+    stored: Vec<u32>,
+    moved: HashMap<u32, u32>,
+    taken: Taken,
+}
 
 impl DatabaseMap {
-    /// Each database its own (a store never swapped).
+    /// Each database its own (a store never swapped nor flushed).
     pub(crate) fn identity(databases: u32) -> DatabaseMap {
-        let numbers = || (0..databases).map(AtomicU32::new).collect();
         DatabaseMap {
-            stored: numbers(),
-            logical: numbers(),
+            stored: (0..databases).map(AtomicU32::new).collect(),
+            moved: RwLock::default(),
+            taken: Mutex::default(),
             shards: Default::default(),
         }
     }
 
     /// The shared hold of this thread's lock.
     pub(crate) fn hold(&self) -> MapHold<'_> {
-        self.shards[shard()].read_recursive()
+        if HELD_EXCLUSIVELY.with(Cell::get) {
+            return None;
+        }
+        Some(self.shards[shard()].read_recursive())
     }
 
     /// The stored number of logical database `db` (a number past the map names itself:
-    /// callers check database numbers before they reach the rows).
+    /// callers check database numbers before they reach the rows; a hidden one names the
+    /// stored database it hides).
     pub(crate) fn stored(&self, db: u32) -> u32 {
-        self.stored
-            .get(db as usize)
-            .map_or(db, |s| s.load(Ordering::Acquire))
+        match self.stored.get(db as usize) {
+            Some(stored) => stored.load(Ordering::Acquire),
+            None if db >= HIDDEN => db - HIDDEN,
+            None => db,
+        }
     }
 
-    /// The logical number of stored database `stored`.
+    /// The logical number of stored database `stored`: a selectable database's, else a
+    /// hidden one.
     pub(crate) fn logical(&self, stored: u32) -> u32 {
-        self.logical
-            .get(stored as usize)
-            .map_or(stored, |l| l.load(Ordering::Acquire))
+        if let Some(&db) = self.moved.read().get(&stored) {
+            return db;
+        }
+        let own = self.stored.get(stored as usize);
+        match own.map(|s| s.load(Ordering::Acquire)) {
+            Some(s) if s == stored => stored,
+            _ => HIDDEN + stored,
+        }
+    }
+
+    /// Asserts that this thread holds the map exclusively (it changes it in a transaction
+    /// not committed yet).
+    pub(super) fn assert_held_exclusively(&self) {
+        assert!(
+            HELD_EXCLUSIVELY.with(Cell::get),
+            "the map changes under its exclusive hold"
+        );
     }
 
     /// Every shard's lock, exclusively, in order.
-    fn hold_exclusively(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
-        self.shards.iter().map(RwLock::write).collect()
+    pub(super) fn hold_exclusively(&self) -> ExclusiveHold<'_> {
+        assert!(
+            !HELD_EXCLUSIVELY.with(Cell::get),
+            "the map is held exclusively once"
+        );
+        let shards = self.shards.iter().map(RwLock::write).collect();
+        HELD_EXCLUSIVELY.with(|held| held.set(true));
+        ExclusiveHold { _shards: shards }
+    }
+
+    /// The map as it is now (under the exclusive hold).
+    fn state(&self) -> MapState {
+        MapState {
+            stored: self
+                .stored
+                .iter()
+                .map(|s| s.load(Ordering::Acquire))
+                .collect(),
+            moved: self.moved.read().clone(),
+            taken: self.taken.lock().clone(),
+        }
+    }
+
+    /// Sets the map back to `state` (under the exclusive hold).
+    fn set_state(&self, state: &MapState) {
+        for (slot, &stored) in self.stored.iter().zip(&state.stored) {
+            slot.store(stored, Ordering::Release);
+        }
+        self.moved.write().clone_from(&state.moved);
+        self.taken.lock().clone_from(&state.taken);
+    }
+
+    /// Stores logical database `db` as stored database `stored` (under the exclusive hold,
+    /// after the change is committed).
+    pub(super) fn assign(&self, db: u32, stored: u32) {
+        let mut moved = self.moved.write();
+        let old = self.stored[db as usize].swap(stored, Ordering::AcqRel);
+        if moved.get(&old) == Some(&db) {
+            moved.remove(&old);
+        }
+        if stored != db {
+            moved.insert(stored, db);
+        }
     }
 
     /// Exchanges two logical databases' stored numbers (under the exclusive hold).
     fn exchange(&self, a: u32, b: u32) {
+        if a == b {
+            return;
+        }
         let (stored_a, stored_b) = (self.stored(a), self.stored(b));
-        self.stored[a as usize].store(stored_b, Ordering::Release);
-        self.stored[b as usize].store(stored_a, Ordering::Release);
-        self.logical[stored_b as usize].store(a, Ordering::Release);
-        self.logical[stored_a as usize].store(b, Ordering::Release);
+        self.assign(a, stored_b);
+        self.assign(b, stored_a);
+    }
+
+    /// The lowest stored number from [`FRESH`] up that no database holds, selectable,
+    /// flushed or unseen, nor one in `also_taken` (under the exclusive hold); `None` only
+    /// with 2^30 of them taken.
+    pub(super) fn fresh(&self, also_taken: &[u32]) -> Option<u32> {
+        let moved = self.moved.read();
+        let taken = self.taken.lock();
+        let free = |n: &u32| {
+            !moved.contains_key(n)
+                && !taken.flushed.contains(n)
+                && !taken.unseen.contains(n)
+                && !also_taken.contains(n)
+        };
+        (FRESH..HIDDEN).find(free)
     }
 }
 
@@ -130,27 +268,74 @@ impl Keyspace {
     /// SWAPDB a b: exchanges the two databases' contents for every client at once; the
     /// commit to wait for before answering. `a` and `b` are valid database numbers.
     pub fn swap_databases(&self, a: u32, b: u32) -> Result<PendingCommit<'_>, Fault> {
+        let write = |txn: &mut Transaction<'_>| self.store_swap(txn, a, b);
+        self.change_map("SWAPDB", write, |map, ()| map.exchange(a, b))
+    }
+
+    /// Writes the rows of SWAPDB a b.
+    fn store_swap(&self, txn: &mut Transaction<'_>, a: u32, b: u32) -> Result<(), Fault> {
         assert!(
             a < self.databases && b < self.databases,
             "checked by the caller"
         );
+        self.store_mapping(txn, a, self.map.stored(b))?;
+        self.store_mapping(txn, b, self.map.stored(a))
+    }
+
+    /// SWAPDB queued in MULTI, in the block's transaction: the map changes at once (the
+    /// block holds it exclusively, see [`Keyspace::hold_map_for_block`]).
+    pub(crate) fn swap_in_block(
+        &self,
+        txn: &mut Transaction<'_>,
+        a: u32,
+        b: u32,
+    ) -> Result<(), Fault> {
+        self.store_swap(txn, a, b)?;
+        self.map.assert_held_exclusively();
+        self.map.exchange(a, b);
+        Ok(())
+    }
+
+    /// The exclusive hold for an EXEC block that changes the map (SWAPDB or a flush
+    /// queued in MULTI), and the map as it was: the block's steps change the map as they
+    /// run, so that the steps after them see the change, and each attempt of the block
+    /// and a block that did not commit set the map back to it ([`Keyspace::set_map`]).
+    pub(crate) fn hold_map_for_block(&self) -> (ExclusiveHold<'_>, MapState) {
+        let exclusive = self.map.hold_exclusively();
+        (exclusive, self.map.state())
+    }
+
+    /// Sets the map back to `state` (under the block's exclusive hold).
+    pub(crate) fn set_map(&self, state: &MapState) {
+        self.map.assert_held_exclusively();
+        self.map.set_state(state);
+    }
+
+    /// Commits a change of the map under the exclusive hold: `write` writes its rows in a
+    /// transaction of its own (again after a conflict, which only a page split shared with
+    /// a key's row causes), `apply` changes the map in memory once they are committed.
+    /// Returns the commit to wait for before answering.
+    pub(super) fn change_map<T>(
+        &self,
+        command: &str,
+        mut write: impl FnMut(&mut Transaction<'_>) -> Result<T, Fault>,
+        apply: impl FnOnce(&DatabaseMap, T),
+    ) -> Result<PendingCommit<'_>, Fault> {
         let _exclusive = self.map.hold_exclusively();
         let mut last = None;
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
             let mut txn = self.database().begin();
-            let written = self
-                .store_mapping(&mut txn, a, self.map.stored(b))
-                .and_then(|()| self.store_mapping(&mut txn, b, self.map.stored(a)));
-            if let Err(fault) = written {
-                txn.rollback();
-                return Err(fault);
-            }
+            let written = match write(&mut txn) {
+                Ok(written) => written,
+                Err(fault) => {
+                    txn.rollback();
+                    return Err(fault);
+                }
+            };
             match txn.commit_pending() {
                 Ok(pending) => {
-                    if a != b {
-                        self.map.exchange(a, b);
-                    }
+                    apply(&self.map, written);
                     return Ok(pending);
                 }
                 Err(err) if err.is_retryable() => last = Some(err),
@@ -158,13 +343,20 @@ impl Keyspace {
             }
         }
         Err(Fault::Engine(last.unwrap_or_else(|| {
-            tailstore_engine::EngineError::Corrupt("kv: SWAPDB retried without an abort".into())
+            tailstore_engine::EngineError::Corrupt(format!(
+                "kv: {command} retried without an abort"
+            ))
         })))
     }
 
     /// Stores that logical database `db` is stored database `stored` (no row when it is
     /// its own).
-    fn store_mapping(&self, txn: &mut Transaction<'_>, db: u32, stored: u32) -> Result<(), Fault> {
+    pub(super) fn store_mapping(
+        &self,
+        txn: &mut Transaction<'_>,
+        db: u32,
+        stored: u32,
+    ) -> Result<(), Fault> {
         let field = db.to_be_bytes();
         if db == stored {
             self.delete_value(txn, MAP_OWNER, &field)?;
@@ -174,15 +366,18 @@ impl Keyspace {
         self.write_value(txn, MAP_OWNER, &field, &stored.to_be_bytes(), old)
     }
 
-    /// Reads the stored map at open: each row a logical database and its stored one,
-    /// together a permutation of the databases.
+    /// Reads the stored map at open: each row a logical database and its stored one, no two
+    /// databases stored under one number; and the flushed databases still being freed.
     pub(super) fn load_database_map(&mut self) -> Result<(), KvError> {
         let mut txn = self.database().begin();
         let rows = self.fields(&mut txn, MAP_OWNER, ScanDirection::Ascending, usize::MAX);
+        let flushed = self.flushed_databases(&mut txn);
         txn.rollback();
-        let rows = rows.map_err(|fault| KvError::Engine(fault.into_engine_error()))?;
+        let engine = |fault: Fault| KvError::Engine(fault.into_engine_error());
+        let (rows, flushed) = (rows.map_err(engine)?, flushed.map_err(engine)?);
         let databases = self.databases;
         let mut stored: Vec<u32> = (0..databases).collect();
+        let mut unseen = HashSet::new();
         for (field, value) in &rows {
             let (Ok(db), Ok(to)) = (
                 <[u8; 4]>::try_from(&field[..]),
@@ -191,33 +386,38 @@ impl Keyspace {
                 return Err(damaged_map("a row that is not two database numbers"));
             };
             let (db, to) = (u32::from_be_bytes(db), u32::from_be_bytes(to));
-            if db >= databases || to >= databases {
-                return Err(KvError::DatabaseMap(format!(
-                    "SWAPDB left database {db} stored as database {to}; start the server with \
-                     --databases {} or more",
-                    db.max(to) + 1
-                )));
+            if to >= HIDDEN {
+                return Err(damaged_map(&format!("database {db} stored as {to}")));
             }
-            stored[db as usize] = to;
+            match stored.get_mut(db as usize) {
+                Some(slot) => *slot = to,
+                // A database past --databases: unseen in this run, its number kept.
+                None => _ = unseen.insert(to),
+            }
         }
-        let mut seen = vec![false; databases as usize];
-        for &to in &stored {
-            if std::mem::replace(&mut seen[to as usize], true) {
+        let mut seen = HashSet::new();
+        for &to in stored.iter().chain(&unseen) {
+            if !seen.insert(to) {
                 return Err(damaged_map(&format!(
                     "two databases stored as database {to}"
                 )));
             }
         }
+        if let Some(both) = flushed.iter().find(|s| seen.contains(s)) {
+            return Err(damaged_map(&format!(
+                "database {both} is in use and being freed as flushed"
+            )));
+        }
         let map = DatabaseMap::identity(databases);
         for (db, &to) in stored.iter().enumerate() {
-            map.stored[db].store(to, Ordering::Relaxed);
-            map.logical[to as usize].store(db as u32, Ordering::Relaxed);
+            map.assign(db as u32, to);
         }
+        *map.taken.lock() = Taken { flushed, unseen };
         self.map = map;
         Ok(())
     }
 }
 
 fn damaged_map(what: &str) -> KvError {
-    KvError::DatabaseMap(format!("the stored SWAPDB map is damaged: {what}"))
+    KvError::DatabaseMap(format!("the stored map of databases is damaged: {what}"))
 }

@@ -6,7 +6,8 @@
 //! kv_keys    (db, slot, key) -> kind, expire_at_ms, version, len, head, tail, id
 //! kv_parts   (owner, field, part) -> data, total     values, cut into parts (stream entries too;
 //!                                                    owner -1: function libraries, see [`libraries`];
-//!                                                    owner -2: SWAPDB's map, see [`databases`])
+//!                                                    owner -2: the map of databases, see [`databases`];
+//!                                                    owner -3: flushed databases, see [`flushes`])
 //! kv_zset    (owner, member) -> score; index by_score (owner, score)
 //! kv_expiry  (at_ms, db, key)                        keys with a TTL, by deadline
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
@@ -29,6 +30,7 @@
 
 mod counts;
 mod databases;
+mod flushes;
 mod garbage;
 pub mod groups;
 mod libraries;
@@ -45,6 +47,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
+pub use databases::MAX_DATABASES;
 pub use garbage::{BuildGuard, CopyCursor, BATCH_ROWS};
 pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
@@ -93,13 +96,18 @@ pub struct Keyspace {
     /// `kv_garbage` (so that a crash leaves nothing behind) and skipped by the lazy free
     /// until the key is created or the RESTORE fails (see [`garbage::BuildGuard`]).
     building: parking_lot::Mutex<std::collections::HashSet<i64>>,
-    /// Which stored database each numbered one is (SWAPDB; see [`databases`]).
+    /// Which stored database each numbered one is (SWAPDB, flushes; see [`databases`]).
     map: databases::DatabaseMap,
 }
 
 impl Keyspace {
     /// Opens the keyspace in `db`, creating its tables on first use.
     pub fn open(db: Arc<Database>, databases: u32) -> Result<Keyspace, KvError> {
+        if !(1..=MAX_DATABASES).contains(&databases) {
+            return Err(KvError::DatabaseMap(format!(
+                "{databases} databases: a store has 1 to {MAX_DATABASES}"
+            )));
+        }
         let keys = table(&db, "kv_keys", keys_schema()?)?;
         let (parts, part_limit) = parts_table(&db)?;
         let zset = table(&db, "kv_zset", zset_schema()?)?;

@@ -14,7 +14,8 @@ use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
 use crate::command::{
-    categories, help, is, matches, parse_int, subcommands, Command, COMMANDS, NOT_INTEGER, SYNTAX,
+    categories, help, is, matches, parse_int, subcommands, Command, MapChange, COMMANDS,
+    NOT_INTEGER, SYNTAX,
 };
 
 pub use crate::REDIS_VERSION;
@@ -28,8 +29,7 @@ pub fn run<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     match command.name {
-        "flushdb" | "flushall" => flush(shared, conn, command.name, args, pending),
-        "swapdb" => swapdb(shared, conn, args, pending),
+        "flushdb" | "flushall" | "swapdb" => change_map(shared, conn, command, args, pending),
         "quit" => {
             conn.closing = true;
             Reply::ok()
@@ -790,65 +790,78 @@ fn save(shared: &Shared, name: &str) -> Reply {
 }
 
 /// SWAPDB index1 index2: exchanges two databases' contents for every client at once
-/// (`keyspace/databases.rs`), answered once durable. Clients blocked on keys of either
-/// database run their commands again, and every tracking client is told to drop what it
-/// cached, as after a flush (keys are tracked by name, whatever their database).
-fn swapdb<'s>(
+/// (`keyspace/databases.rs`), answered once durable. FLUSHDB / FLUSHALL: empties the
+/// connection's database / every database at once (`keyspace/flushes.rs`), answered once
+/// durable; SYNC and ASYNC alike, the keys are freed in the background.
+fn change_map<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
+    command: &Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let index = |arg: &[u8], refusal: &str| parse_int(arg).map_err(|_| Reply::error(refusal));
-    let (a, b) = match (
-        index(&args[1], "ERR invalid first DB index"),
-        index(&args[2], "ERR invalid second DB index"),
-    ) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
+    let change = match map_change(shared, conn, command, args) {
+        Ok(change) => change,
+        Err(refusal) => return refusal,
     };
-    let databases = i64::from(shared.ks.databases());
-    if !(0..databases).contains(&a) || !(0..databases).contains(&b) {
-        return Reply::error("ERR DB index is out of range");
-    }
-    let (a, b) = (a as u32, b as u32);
-    match shared.ks.swap_databases(a, b) {
+    let committed = match change {
+        MapChange::Flush(db) => shared.ks.flush(db),
+        MapChange::Swap(a, b) => shared.ks.swap_databases(a, b),
+    };
+    match committed {
         Ok(commit) => pending.push(commit),
         Err(fault) => return crate::command::fault_reply(fault),
     }
-    for db in [a, b] {
-        let keys = shared.waiters.waited_keys(db);
-        shared.signal(db, keys.iter().map(Vec::as_slice));
-    }
-    let outbox = &mut conn.published;
-    shared.tracking.flushed(&shared.client_list, outbox);
+    map_changed(shared, conn, change);
     Reply::ok()
 }
 
-fn flush<'s>(
-    shared: &'s Shared,
-    conn: &mut Connection,
-    name: &str,
+/// The change of the map SWAPDB, FLUSHDB or FLUSHALL asks for, or the refusal of its
+/// arguments.
+pub fn map_change(
+    shared: &Shared,
+    conn: &Connection,
+    command: &Command,
     args: &[Vec<u8>],
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Reply {
+) -> Result<MapChange, Reply> {
+    if command.name == "swapdb" {
+        return swap_indexes(shared, args).map(|(a, b)| MapChange::Swap(a, b));
+    }
     if args.len() > 2
         || args
             .get(1)
             .is_some_and(|a| !is(a, "ASYNC") && !is(a, "SYNC"))
     {
-        return Reply::error("ERR syntax error");
+        return Err(Reply::error(SYNTAX));
     }
-    let target = (name == "flushdb").then_some(conn.db);
-    match shared.ks.flush(target) {
-        Ok(()) => {
-            pending.extend(shared.ks.database().begin().commit_pending().ok());
-            let outbox = &mut conn.published;
-            shared.tracking.flushed(&shared.client_list, outbox);
-            Reply::ok()
+    Ok(MapChange::Flush(
+        (command.name == "flushdb").then_some(conn.db),
+    ))
+}
+
+fn swap_indexes(shared: &Shared, args: &[Vec<u8>]) -> Result<(u32, u32), Reply> {
+    let index = |arg: &[u8], refusal: &str| parse_int(arg).map_err(|_| Reply::error(refusal));
+    let a = index(&args[1], "ERR invalid first DB index")?;
+    let b = index(&args[2], "ERR invalid second DB index")?;
+    let databases = i64::from(shared.ks.databases());
+    if !(0..databases).contains(&a) || !(0..databases).contains(&b) {
+        return Err(Reply::error("ERR DB index is out of range"));
+    }
+    Ok((a as u32, b as u32))
+}
+
+/// What others are told once a change of the map is committed: clients blocked on keys of
+/// swapped databases run their commands again, and every tracking client is told to drop
+/// what it cached (keys are tracked by name, whatever their database).
+pub fn map_changed(shared: &Shared, conn: &mut Connection, change: MapChange) {
+    if let MapChange::Swap(a, b) = change {
+        for db in [a, b] {
+            let keys = shared.waiters.waited_keys(db);
+            shared.signal(db, keys.iter().map(Vec::as_slice));
         }
-        Err(reply) => reply,
     }
+    let outbox = &mut conn.published;
+    shared.tracking.flushed(&shared.client_list, outbox);
 }
 
 fn info(shared: &Shared, args: &[Vec<u8>]) -> Reply {

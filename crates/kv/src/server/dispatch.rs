@@ -580,6 +580,12 @@ fn exec<'s>(
                 Some(Err(refusal)) => BlockStep::Server(refusal.clone()),
                 None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
             },
+            Run::Server if matches!(command.name, "flushdb" | "flushall" | "swapdb") => {
+                match admin::map_change(shared, conn, command, &queued.args) {
+                    Ok(change) => BlockStep::Map(change),
+                    Err(refusal) => BlockStep::Server(refusal),
+                }
+            }
             Run::Server => {
                 BlockStep::Server(admin::in_transaction(shared, conn, command, &queued.args))
             }
@@ -593,14 +599,17 @@ fn exec<'s>(
     } = shared.ks.execute_block(&mut steps, &watched);
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
+    let ran = committed && !matches!(reply, Reply::NullArray);
     for step in &steps {
-        if let BlockStep::Data(db, command, args) = step {
-            if command.is_write() {
+        match step {
+            BlockStep::Data(db, command, args) if command.is_write() => {
                 shared.signal_write(*db, command, args);
                 if wrote && committed {
                     invalidate(shared, conn, command, args);
                 }
             }
+            BlockStep::Map(change) if ran => admin::map_changed(shared, conn, *change),
+            _ => {}
         }
     }
     // Each command's database, for MONITOR (connection commands: the block's last).
@@ -615,7 +624,6 @@ fn exec<'s>(
     // The block's commands ran unless a watched key had changed: each is shown to the
     // monitors in order, a script followed by its calls (its effects are kept, messages
     // and calls, only if the block committed).
-    let ran = committed && !matches!(reply, Reply::NullArray);
     let mut scripts = scripts.into_iter();
     for (queued, db) in queue.iter().zip(databases) {
         let Some(command) = lookup(&queued.args[0]) else {

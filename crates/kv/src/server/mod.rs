@@ -428,7 +428,8 @@ impl Server {
 
 /// Housekeeping, ten times a second: the active expiry (Redis samples keys with a TTL; we
 /// read the deadline queue, `kv_expiry`, so no expired key waits to be sampled), then the
-/// lazy free of deleted keys' elements (`Keyspace::free_garbage`), for at most
+/// lazy free of deleted keys' elements (`Keyspace::free_garbage`) and of flushed databases'
+/// keys (`Keyspace::free_flushed`), for at most
 /// [`FREE_BUDGET`] per round so that it never hogs a core.
 fn housekeeping(shared: &Shared) {
     // A failure that persists (a database that stopped accepting writes) is told once, not
@@ -464,7 +465,11 @@ fn housekeeping(shared: &Shared) {
         }
         let began = Instant::now();
         while began.elapsed() < FREE_BUDGET && !shared.stop.load(Ordering::Relaxed) {
-            match shared.ks.free_garbage() {
+            let freed = match shared.ks.free_garbage() {
+                Ok(0) => shared.ks.free_flushed(),
+                freed => freed,
+            };
+            match freed {
                 Ok(0) => break,
                 Ok(_) => continue,
                 Err(err) => {

@@ -459,7 +459,32 @@ pub fn open_keyspace() -> (Keyspace, TempDir) {
 
 /// How many rows `table` of the server's database holds (the keyspace's tables, read
 /// beneath the commands: rows of expired keys and of deleted keys' elements count).
+/// Rows of keys in `table` (`kv_keys`, `kv_expiry`) or of their elements (the others):
+/// those of the server's own (function libraries, the map of databases, flushed databases:
+/// owners below 0 in `kv_parts`) left out.
+pub fn key_rows(server: &TestServer, table: &str) -> usize {
+    let rows = all_rows(server, table);
+    let own = |row: &Vec<tailstore_storage::Value>| {
+        table == "kv_parts" && matches!(row[0], tailstore_storage::Value::Int(owner) if owner < 0)
+    };
+    rows.iter().filter(|row| !own(row)).count()
+}
+
+/// Whether the background tasks have freed every key's rows (deleted keys' elements, flushed
+/// databases' keys) within two seconds.
+pub fn all_keys_freed(server: &TestServer) -> bool {
+    eventually(Duration::from_secs(2), || {
+        ["kv_keys", "kv_parts", "kv_expiry", "kv_zset", "kv_garbage"]
+            .iter()
+            .all(|table| key_rows(server, table) == 0)
+    })
+}
+
 pub fn stored_rows(server: &TestServer, table: &str) -> usize {
+    all_rows(server, table).len()
+}
+
+fn all_rows(server: &TestServer, table: &str) -> Vec<Vec<tailstore_storage::Value>> {
     let db = server.ks.database();
     let table = db.table(table).expect("table");
     let mut txn = db.begin();
@@ -472,5 +497,5 @@ pub fn stored_rows(server: &TestServer, table: &str) -> usize {
         )
         .expect("scan");
     txn.rollback();
-    rows.len()
+    rows
 }
