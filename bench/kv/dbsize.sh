@@ -14,15 +14,6 @@ shift
 need redis-cli; need redis-benchmark
 lone_defaults dbsize 7113
 
-# Milliseconds from spawning `redis-cli -p PORT ARGS…` to its exit, and its reply's first line.
-timed() {
-  local began ended reply
-  began=$(date +%s%N)
-  reply=$(redis-cli -p "$PORT" "$@" | grep -v '^#' | head -1 | tr -d '\r')
-  ended=$(date +%s%N)
-  printf '%.1f ms (%s)' "$(echo "($ended - $began) / 1000000" | bc -l)" "$reply"
-}
-
 for bin in "$@"; do
   stop_lone
   start_lone "$bin" serve

@@ -120,6 +120,16 @@ per_thousand() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", d ? 1000 * n / 
 
 # For a script of lone servers named NAME: WORK (default /var/tmp/tailstore-NAME) and PORT
 # (default DEFAULT_PORT) unless set, its PMEM file, and their removal on exit:
+# Milliseconds from spawning `redis-cli -p PORT ARGS…` to its exit, and its reply's first line
+# (dbsize.sh, flush.sh).
+timed() {
+  local began ended reply
+  began=$(date +%s%N)
+  reply=$(redis-cli -p "$PORT" "$@" | grep -v '^#' | head -1 | tr -d '\r')
+  ended=$(date +%s%N)
+  printf '%.1f ms (%s)' "$(echo "($ended - $began) / 1000000" | bc -l)" "$reply"
+}
+
 # `lone_defaults NAME DEFAULT_PORT`.
 lone_defaults() {
   WORK=${WORK:-/var/tmp/tailstore-$1}
