@@ -2424,6 +2424,23 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
             &[&["SWAPDB", "0", "+1"]],
             error("ERR invalid second DB index"),
         ),
+        // Redis's no-multi commands are refused while queuing, which fails the EXEC; a
+        // background save in EXEC is scheduled.
+        (
+            &[&["MULTI"], &["SAVE"], &["EXEC"]],
+            error("EXECABORT Transaction discarded because of previous errors."),
+        ),
+        (
+            &[&["MULTI"], &["SHUTDOWN", "NOSAVE"], &["EXEC"]],
+            error("EXECABORT Transaction discarded because of previous errors."),
+        ),
+        (
+            &[&["MULTI"], &["BGSAVE"], &["BGREWRITEAOF"], &["EXEC"]],
+            Ok(Value::Array(vec![
+                Value::SimpleString("Background saving scheduled".into()),
+                Value::SimpleString("Background append only file rewriting scheduled".into()),
+            ])),
+        ),
         // The only user, described as Redis describes its default user; no other.
         (&[&["ACL", "GETUSER", "nosuch"]], Ok(Value::Nil)),
         (

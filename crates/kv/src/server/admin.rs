@@ -56,16 +56,27 @@ pub fn run<'s>(
             shared.monitors.add(conn.home);
             Reply::ok()
         }
-        _ => in_transaction(shared, conn, command, args),
+        _ => answer(shared, conn, command, args, false),
     }
 }
 
-/// A connection or server command (also when queued in MULTI: answered when EXEC runs).
-pub fn in_transaction(
+/// A connection or server command queued in MULTI, answered as EXEC runs.
+pub fn queued(
     shared: &Shared,
     conn: &mut Connection,
     command: &Command,
     args: &[Vec<u8>],
+) -> Reply {
+    answer(shared, conn, command, args, true)
+}
+
+/// A connection or server command, at the top level or (`in_exec`) queued in MULTI.
+fn answer(
+    shared: &Shared,
+    conn: &mut Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+    in_exec: bool,
 ) -> Reply {
     if let Some(reply) = connectionless(shared, command, args, &mut conn.published) {
         return reply;
@@ -76,7 +87,7 @@ pub fn in_transaction(
         "command" => command_info(args),
         "config" => config(shared, args),
         "info" => info(shared, args),
-        "save" | "bgsave" | "bgrewriteaof" => save(shared, command.name),
+        "save" | "bgsave" | "bgrewriteaof" => save(shared, command.name, in_exec),
         "auth" => auth(shared, conn, args),
         "wait" => wait(args),
         "slowlog" => shared.slowlog.command(args),
@@ -771,16 +782,18 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     Reply::ok()
 }
 
-fn save(shared: &Shared, name: &str) -> Reply {
+fn save(shared: &Shared, name: &str, in_exec: bool) -> Reply {
     match shared.ks.database().checkpoint() {
         Ok(()) => {
             shared.last_save.store(unix_seconds(), Ordering::Relaxed);
+            // Redis schedules a background save asked for in EXEC, and says so.
+            let when = if in_exec { "scheduled" } else { "started" };
             // BGREWRITEAOF too: a checkpoint bounds the log a restart replays, which is
             // what an AOF rewrite is for.
             match name {
-                "bgsave" => Reply::Status("Background saving started".into()),
+                "bgsave" => Reply::Status(format!("Background saving {when}")),
                 "bgrewriteaof" => {
-                    Reply::Status("Background append only file rewriting started".into())
+                    Reply::Status(format!("Background append only file rewriting {when}"))
                 }
                 _ => Reply::ok(),
             }

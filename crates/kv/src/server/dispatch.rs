@@ -209,6 +209,14 @@ fn one<'s>(
         conn.multi_failed |= conn.multi.is_some();
         return Some(Reply::error(refusal));
     }
+    // Redis's `no-multi` commands: refused while queuing, which fails the EXEC.
+    if conn.multi.is_some() && matches!(command.name, "save" | "shutdown") {
+        conn.multi_failed = true;
+        shared.loops[conn.home.at]
+            .command_stats
+            .reject(command, &args);
+        return Some(Reply::error("ERR Command not allowed inside a transaction"));
+    }
     if conn.monitoring {
         if matches!(command.run, Run::Data(_)) || eval::is_eval(command) {
             return Some(Reply::error("ERR Replica can't interact with the keyspace"));
@@ -586,9 +594,7 @@ fn exec<'s>(
                     Err(refusal) => BlockStep::Server(refusal),
                 }
             }
-            Run::Server => {
-                BlockStep::Server(admin::in_transaction(shared, conn, command, &queued.args))
-            }
+            Run::Server => BlockStep::Server(admin::queued(shared, conn, command, &queued.args)),
         };
         steps.push(step);
     }
