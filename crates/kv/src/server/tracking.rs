@@ -542,7 +542,9 @@ fn overlapping_prefixes(existing: &[Vec<u8>], new: &[Vec<u8>]) -> Result<(), Rep
 
 /// CLIENT CACHING YES|NO: whether the next command's reads are remembered (OPTIN, OPTOUT).
 pub fn client_caching(conn: &mut Connection, word: &[u8]) -> Reply {
-    let Some(mode) = conn.tracking.as_mut().filter(|m| m.optin || m.optout) else {
+    // Any tracking mode passes this check (Redis's text names OPTIN and OPTOUT, but checks
+    // only that tracking is on); the word then needs its mode.
+    let Some(mode) = conn.tracking.as_mut() else {
         return Reply::error(
             "ERR CLIENT CACHING can be called only when the client is in tracking mode with \
              OPTIN or OPTOUT mode enabled",
