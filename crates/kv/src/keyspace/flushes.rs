@@ -132,12 +132,15 @@ impl Keyspace {
     /// database, or, when none is left, forgets the database. Returns how many keys it
     /// removed, at least 1 when it did any work (0: nothing flushed is left to free).
     pub fn free_flushed(&self) -> Result<usize, EngineError> {
-        let Some(stored) = self.map.taken.lock().flushed.first().copied() else {
-            return Ok(0);
-        };
-        let hidden = HIDDEN + stored;
-        let removed = self.run_internal(hidden, |ctx| {
-            let batch = ctx.ks.keys_from(ctx.txn, hidden, 0, BATCH)?;
+        let freed = self.run_internal(0, |ctx| {
+            // Read under the transaction's hold of the map: an EXEC block's flush, applied
+            // to the map before its commit, is seen only once committed (a block undone
+            // sets the number back to its live database).
+            let Some(stored) = ctx.ks.map.taken.lock().flushed.first().copied() else {
+                return Ok(None);
+            };
+            ctx.db = HIDDEN + stored;
+            let batch = ctx.ks.keys_from(ctx.txn, ctx.db, 0, BATCH)?;
             for (key, meta) in &batch {
                 ctx.remove(key, meta)?;
             }
@@ -146,12 +149,19 @@ impl Keyspace {
                 ctx.ks
                     .delete_value(ctx.txn, FLUSHED_OWNER, &stored.to_be_bytes())?;
             }
-            Ok(batch.len())
+            Ok(Some((stored, batch.len())))
         })?;
-        if removed == 0 {
-            self.map.taken.lock().flushed.remove(&stored);
+        match freed {
+            None => Ok(0),
+            Some((stored, 0)) => {
+                // Under the hold, so that no EXEC block takes the map as it was before
+                // (and sets it back to that) in between.
+                let _map = self.hold_databases();
+                self.map.taken.lock().flushed.remove(&stored);
+                Ok(1)
+            }
+            Some((_, removed)) => Ok(removed),
         }
-        Ok(removed.max(1))
     }
 
     /// Keys of flushed databases not freed yet (for INFO's `lazyfree_pending_objects`).
