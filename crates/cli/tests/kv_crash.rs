@@ -28,7 +28,9 @@
 //! `an_event_stream_survives_sigkills` to a producer's XADDs, with a quarter as many kills
 //! (`check_events`); `a_consumer_group_survives_sigkills` to the same beside a consumer
 //! group's worker (XREADGROUP, XACK of all but the first of each batch;
-//! `check_group_work`).
+//! `check_group_work`); `flushed_databases_survive_sigkills` to three connections that each
+//! write and flush their own database, FLUSHDB alone and in MULTI blocks, with a quarter as
+//! many kills (`flush_crash_loop`).
 //!
 //! `large_restores_killed_midway_leave_their_keys_whole_or_absent` kills the server while
 //! RESTOREs build lists past one commit over several transactions: each key is whole or
@@ -38,8 +40,8 @@
 //!
 //! Built with the `planted-early-reply` feature (the server replies before waiting for
 //! durability), only `planted_early_reply_is_caught`, `…_by_the_job_queue`,
-//! `…_by_the_transfer_scripts`, `…_by_the_event_stream` and `…_by_the_consumer_group`
-//! run: each must
+//! `…_by_the_transfer_scripts`, `…_by_the_event_stream`, `…_by_the_consumer_group` and
+//! `…_by_the_flushes` run: each must
 //! see an acknowledged write lost (or an acknowledged pop undone) within a few kills in
 //! `fsync` mode (there the records wait in a DRAM ring, which a SIGKILL takes with it). CI
 //! runs them.
@@ -1509,4 +1511,241 @@ fn function_libraries_survive_sigkills() {
 #[test]
 fn planted_early_reply_is_caught_by_the_libraries() {
     catches_the_early_reply("the libraries", libraries_crash_loop);
+}
+
+/// What one connection does to its own database under the flush workload.
+#[derive(Clone, Debug)]
+enum DbOp {
+    Set(String),
+    Flush,
+    /// MULTI, SET the key, FLUSHDB, SET the key again … EXEC: the key alone is left.
+    SetFlushSet(String),
+}
+
+impl DbOp {
+    fn apply(&self, keys: &mut std::collections::BTreeSet<String>) {
+        match self {
+            DbOp::Set(key) => {
+                keys.insert(key.clone());
+            }
+            DbOp::Flush => keys.clear(),
+            DbOp::SetFlushSet(key) => {
+                keys.clear();
+                keys.insert(key.clone());
+            }
+        }
+    }
+
+    /// Its requests, and whether a reply acknowledges it (the last request's).
+    fn requests(&self) -> Vec<Vec<&[u8]>> {
+        let flush: &[u8] = b"FLUSHDB";
+        match self {
+            DbOp::Set(key) => vec![vec![b"SET", key.as_bytes(), key.as_bytes()]],
+            DbOp::Flush => vec![vec![flush]],
+            DbOp::SetFlushSet(key) => vec![
+                vec![b"MULTI"],
+                vec![b"SET", key.as_bytes(), key.as_bytes()],
+                vec![flush],
+                vec![b"SET", key.as_bytes(), key.as_bytes()],
+                vec![b"EXEC"],
+            ],
+        }
+    }
+
+    fn acknowledged_by(&self, reply: &Value) -> bool {
+        match (self, reply) {
+            (DbOp::SetFlushSet(_), Value::Array(replies)) => replies.len() == 3,
+            (_, Value::Simple(ok)) => ok == b"OK",
+            _ => false,
+        }
+    }
+}
+
+/// Runs `db`'s share of the flush workload (keys `f:<run>:<db>:<seq>`, every 8th operation
+/// a FLUSHDB, every 16th a block) with a few operations in flight until the connection
+/// fails; the operations acknowledged and those sent without a reply, each in order.
+fn flush_load(address: SocketAddr, run: usize, db: usize, stop: Arc<AtomicBool>) -> OpsOf {
+    let mut ops = OpsOf::default();
+    let Ok(mut client) = Client::connect(address) else {
+        return ops;
+    };
+    if client.call(&[b"SELECT", db.to_string().as_bytes()]) != Value::Simple(b"OK".to_vec()) {
+        return ops;
+    }
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut seq = 0u64;
+    loop {
+        while in_flight.len() < IN_FLIGHT && !stop.load(Ordering::Relaxed) {
+            let key = format!("f:{run}:{db}:{seq}");
+            let op = match seq % 16 {
+                7 => DbOp::Flush,
+                15 => DbOp::SetFlushSet(key),
+                _ => DbOp::Set(key),
+            };
+            seq += 1;
+            let sent = op.requests().iter().try_for_each(|args| client.send(args));
+            in_flight.push_back(op);
+            if sent.is_err() {
+                ops.unacked.extend(in_flight);
+                return ops;
+            }
+        }
+        let Some(op) = in_flight.pop_front() else {
+            return ops;
+        };
+        let replies: Result<Vec<Value>, _> =
+            op.requests().iter().map(|_| client.receive()).collect();
+        match replies.as_deref().map(|replies| replies.last()) {
+            Ok(Some(last)) if op.acknowledged_by(last) => ops.acked.push(op),
+            Ok(_) => panic!("unexpected replies to {op:?}: {replies:?}"),
+            Err(_) => {
+                ops.unacked.push(op);
+                ops.unacked.extend(in_flight);
+                return ops;
+            }
+        }
+    }
+}
+
+/// One connection's operations in one run: acknowledged, then sent without a reply.
+#[derive(Default)]
+struct OpsOf {
+    acked: Vec<DbOp>,
+    unacked: Vec<DbOp>,
+}
+
+/// The keys of database `db` (each holding its own name as its value), checked against the
+/// counts DBSIZE reads.
+fn keys_of(client: &mut Client, db: usize) -> Result<std::collections::BTreeSet<String>, String> {
+    client.call(&[b"SELECT", db.to_string().as_bytes()]);
+    let Value::Array(listed) = client.call(&[b"KEYS", b"*"]) else {
+        return Err("KEYS did not answer an array".into());
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    for key in listed {
+        let Value::Bulk(key) = key else {
+            return Err(format!("KEYS listed {key:?}"));
+        };
+        if client.call(&[b"GET", &key]) != Value::Bulk(key.clone()) {
+            return Err(format!(
+                "{} does not hold its name",
+                String::from_utf8_lossy(&key)
+            ));
+        }
+        keys.insert(String::from_utf8_lossy(&key).into_owned());
+    }
+    match client.call(&[b"DBSIZE"]) {
+        Value::Int(n) if n == keys.len() as i64 => Ok(keys),
+        other => Err(format!(
+            "database {db}: DBSIZE {other:?}, {} keys listed",
+            keys.len()
+        )),
+    }
+}
+
+/// The state found after a kill must be what the acknowledged operations left, followed by
+/// a prefix of those sent without a reply (one connection's commits are durable in order).
+fn check_flushed(
+    found: &std::collections::BTreeSet<String>,
+    before: &std::collections::BTreeSet<String>,
+    ops: &OpsOf,
+) -> Result<(), String> {
+    let mut state = before.clone();
+    ops.acked.iter().for_each(|op| op.apply(&mut state));
+    let in_flight = std::iter::once(None).chain(ops.unacked.iter().map(Some));
+    for op in in_flight {
+        if let Some(op) = op {
+            op.apply(&mut state);
+        }
+        if &state == found {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "found {} keys, {:?}…; acknowledged operations leave {} keys (last acknowledged: \
+         {:?}; sent without a reply: {:?})",
+        found.len(),
+        found.iter().take(5).collect::<Vec<_>>(),
+        {
+            let mut acked = before.clone();
+            ops.acked.iter().for_each(|op| op.apply(&mut acked));
+            acked.len()
+        },
+        ops.acked.last(),
+        ops.unacked
+    ))
+}
+
+/// Databases the flush workload writes, a connection each.
+const FLUSHED_DBS: usize = 3;
+
+/// Kills the server `kills` times while each of three connections writes its own database
+/// and flushes it (FLUSHDB every 8th operation, a MULTI block with FLUSHDB between two SETs
+/// every 16th); the first violation found, if any. After each restart every database holds
+/// exactly what its acknowledged operations left, followed by some of those in flight, no
+/// key flushed by an acknowledged FLUSHDB comes back, and DBSIZE agrees with KEYS (the kill
+/// may have stopped the background free of flushed keys halfway). After the last restart
+/// the free finishes (INFO's `lazyfree_pending_objects` reaches 0).
+fn flush_crash_loop(mode: &str, kills: usize) -> Result<(), String> {
+    let place = Place::new();
+    let mut states = vec![std::collections::BTreeSet::new(); FLUSHED_DBS];
+    let mut runs: Vec<OpsOf> = (0..FLUSHED_DBS).map(|_| OpsOf::default()).collect();
+    let mut seed = 0x2545_f491_4f6c_dd1du64 ^ mode.len() as u64;
+    let mut acknowledged = 0;
+    for kill in 0..=kills {
+        let mut server = place.start(mode);
+        let mut client = Client::connect(server.address).map_err(|e| e.to_string())?;
+        for (db, (state, ops)) in states.iter_mut().zip(&runs).enumerate() {
+            let found = keys_of(&mut client, db)?;
+            check_flushed(&found, state, ops)
+                .map_err(|what| format!("{mode}, after kill {kill}, database {db}: {what}"))?;
+            *state = found;
+        }
+        if kill == kills {
+            let freed = (0..300).any(|_| {
+                thread::sleep(Duration::from_millis(100));
+                let Value::Bulk(info) = client.call(&[b"INFO", b"memory"]) else {
+                    return false;
+                };
+                String::from_utf8_lossy(&info).contains("lazyfree_pending_objects:0\r\n")
+            });
+            return match freed {
+                true => {
+                    eprintln!("{mode}: {kills} kills, {acknowledged} acknowledged operations");
+                    Ok(())
+                }
+                false => Err(format!("{mode}: flushed keys were never freed")),
+            };
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let loads: Vec<_> = (0..FLUSHED_DBS)
+            .map(|db| {
+                let (stop, address) = (stop.clone(), server.address);
+                thread::spawn(move || flush_load(address, kill, db, stop))
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(20 + next_random(&mut seed) % 130));
+        server.child.kill().expect("SIGKILL the server");
+        let _ = server.child.wait();
+        stop.store(true, Ordering::Relaxed);
+        runs = loads
+            .into_iter()
+            .map(|load| load.join().expect("load"))
+            .collect();
+        acknowledged += runs.iter().map(|ops| ops.acked.len()).sum::<usize>();
+    }
+    unreachable!("the loop returns after its last restart")
+}
+
+/// Flushes, at the top level and in MULTI blocks, under SIGKILL (see `flush_crash_loop`).
+#[cfg(not(feature = "planted-early-reply"))]
+#[test]
+fn flushed_databases_survive_sigkills() {
+    in_durable_modes(4, flush_crash_loop);
+}
+
+#[cfg(feature = "planted-early-reply")]
+#[test]
+fn planted_early_reply_is_caught_by_the_flushes() {
+    catches_the_early_reply("the flushes", flush_crash_loop);
 }
