@@ -277,11 +277,33 @@ fn a_flushed_database_past_databases_stays_stored_unseen() {
     assert_eq!(ks.count_keys(5).expect("count"), (1, 0));
 }
 
-/// Commands racing flushes and swaps, at the top level and in MULTI blocks, each land whole:
-/// one MGET after an MSET of many keys sees one MSET's values or none, never a mix (a flush
-/// or a swap applied between a command's rows, or a block's map change leaking before its
-/// commit, would show one). And nothing deadlocks: a block holding the map exclusively runs
-/// its own commands' transactions.
+/// Flushes and swaps called by scripts and functions: what the script does next sees them;
+/// a read-only script may not; bad arguments raise Redis's errors; one in a MULTI block.
+const IN_SCRIPTS: &[Step] = &[
+    (0, b"SET a 1\r\nSELECT 1\r\nSET b 2\r\nSELECT 0\r\n"),
+    (1, b"SELECT 1\r\nBLPOP list 0\r\n"),
+    (0, b"EVAL \"redis.call('set', 'c', 3) redis.call('flushdb') return {redis.call('get', 'a'), redis.call('get', 'c'), redis.call('dbsize')}\" 0\r\nDBSIZE\r\n"),
+    (0, b"SET a 1\r\nEVAL \"redis.call('rpush', 'list', 'x') redis.call('swapdb', 0, 1) return {redis.call('get', 'a'), redis.call('get', 'b')}\" 0\r\nGET b\r\n"),
+    (0, b"EVAL \"redis.call('select', 1) redis.call('flushdb', 'async') return redis.call('dbsize')\" 0\r\nSELECT 1\r\nDBSIZE\r\nSELECT 0\r\nDBSIZE\r\n"),
+    (0, b"EVAL \"return redis.pcall('flushdb', 'now')\" 0\r\nEVAL \"return redis.pcall('swapdb', 0, 99)\" 0\r\nEVAL \"return redis.call('flushall', 'x')\" 0\r\n"),
+    (0, b"EVAL_RO \"return redis.pcall('flushall')\" 0\r\nDBSIZE\r\n"),
+    (0, b"FUNCTION LOAD \"#!lua name=wipe\\nredis.register_function('wipe', function() redis.call('set', 'w', 1) redis.call('flushall') return redis.call('exists', 'w') end)\"\r\nFCALL wipe 0\r\nDBSIZE\r\n"),
+    (0, b"SET m 1\r\nMULTI\r\nSET n 2\r\nEVAL \"redis.call('flushdb') return redis.call('set', 'o', 3)\" 0\r\nSET p 4\r\nEXEC\r\nMGET m n o p\r\nFUNCTION FLUSH\r\n"),
+];
+
+#[test]
+fn flushes_and_swaps_in_scripts_get_the_bytes_redis_sends() {
+    compare(
+        IN_SCRIPTS,
+        "flushes_and_swaps_in_scripts_get_the_bytes_redis_sends",
+    );
+}
+
+/// Commands racing flushes and swaps, at the top level, in MULTI blocks and in scripts, each
+/// land whole: one MGET after an MSET of many keys sees one MSET's values or none, never a
+/// mix (a flush or a swap applied between a command's rows, or a block's map change leaking
+/// before its commit, would show one). And nothing deadlocks: a block holding the map
+/// exclusively runs its own commands' transactions.
 #[test]
 fn commands_racing_flushes_and_swaps_in_blocks_land_whole() {
     let server = TestServer::start();
@@ -292,7 +314,7 @@ fn commands_racing_flushes_and_swaps_in_blocks_land_whole() {
         std::thread::spawn(move || {
             let mut changes = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let block: Vec<Option<String>> = match changes % 4 {
+                let block: Vec<Option<String>> = match changes % 5 {
                     0 => {
                         q::<()>(&mut con, &["flushdb"]);
                         Vec::new()
@@ -317,6 +339,15 @@ fn commands_racing_flushes_and_swaps_in_blocks_land_whole() {
                         .arg("k0")
                         .query(&mut con)
                         .expect("MULTI SET FLUSHDB GET EXEC"),
+                    3 => q(
+                        &mut con,
+                        &[
+                            "eval",
+                            "redis.call('swapdb', 0, 1) redis.call('flushdb') \
+                             return {redis.call('get', 'k0')}",
+                            "0",
+                        ],
+                    ),
                     _ => redis::pipe()
                         .atomic()
                         .cmd("flushall")
@@ -328,7 +359,7 @@ fn commands_racing_flushes_and_swaps_in_blocks_land_whole() {
                         .map(|()| Vec::new())
                         .expect("MULTI FLUSHALL SWAPDB EXEC"),
                 };
-                if changes % 4 == 2 {
+                if changes % 5 == 2 {
                     assert_eq!(block, vec![None], "a block's GET after its FLUSHDB");
                 }
                 changes += 1;

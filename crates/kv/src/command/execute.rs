@@ -54,8 +54,9 @@ pub enum BlockStep<'a> {
     Map(MapChange),
 }
 
-/// A change of the map of databases queued in MULTI (`keyspace::databases`): the block
-/// runs under the map's exclusive hold, and the commands after it see the change.
+/// A change of the map of databases queued in MULTI or called by a script
+/// (`keyspace::databases`): the block or script runs under the map's exclusive hold, and
+/// the commands after it see the change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapChange {
     /// FLUSHDB (`Some(db)`) or FLUSHALL (`None`).
@@ -81,29 +82,50 @@ impl Keyspace {
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
     pub fn execute_block(&self, steps: &mut [BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        if !steps.iter().any(|step| matches!(step, BlockStep::Map(_))) {
-            return self.run_for_client(0, |ctx| run_block(ctx, steps, watched));
+        self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
+    }
+
+    /// Runs `body` as one transaction for a client, committed without waiting for
+    /// durability: the caller waits before sending the reply (also a script's runner). A
+    /// body that changes the map of databases (SWAPDB, FLUSHDB or FLUSHALL in an EXEC block
+    /// or a script) runs again under the map's exclusive hold.
+    pub fn run_for_client(
+        &self,
+        db: u32,
+        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
+    ) -> Executed<'_> {
+        match self.run_retried(db, &mut body) {
+            Err(Failure::Fault(Fault::MapHoldNeeded)) => self.run_holding_map(db, body),
+            outcome => self.executed(outcome),
         }
+    }
+
+    /// [`Keyspace::run_for_client`] under the map's exclusive hold: the body changes the map
+    /// as it runs, so that what it does after a change sees it; each attempt starts from
+    /// the map as it was, and a body that did not commit leaves it so.
+    fn run_holding_map(
+        &self,
+        db: u32,
+        mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
+    ) -> Executed<'_> {
         let (_exclusive, before) = self.hold_map_for_block();
-        let executed = self.run_for_client(0, |ctx| {
-            // Each attempt from the map as it was (an earlier one changed it).
+        let outcome = self.run_retried(db, |ctx| {
             ctx.ks.set_map(&before);
-            run_block(ctx, steps, watched)
+            body(ctx)
         });
+        let executed = self.executed(outcome);
         if !executed.committed {
             self.set_map(&before);
         }
         executed
     }
 
-    /// Runs `body` as one transaction for a client, committed without waiting for
-    /// durability: the caller waits before sending the reply (also a script's runner).
-    pub fn run_for_client(
-        &self,
-        db: u32,
-        body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
-    ) -> Executed<'_> {
-        match self.run_retried(db, body) {
+    /// A client's reply and commit from its transaction's outcome.
+    fn executed<'db>(
+        &'db self,
+        outcome: Result<(Reply, PendingCommit<'db>), Failure>,
+    ) -> Executed<'db> {
+        match outcome {
             Ok((reply, pending)) => Executed {
                 reply,
                 pending: Some(pending),
@@ -270,11 +292,8 @@ fn run_block(
                 }
                 Run::Server => Reply::error("ERR not a data command"),
             },
-            BlockStep::Map(MapChange::Flush(db)) => {
-                step_reply(ctx.ks.flush_in_block(ctx.txn, *db).map(|()| Reply::ok()))?
-            }
-            BlockStep::Map(MapChange::Swap(a, b)) => {
-                step_reply(ctx.ks.swap_in_block(ctx.txn, *a, *b).map(|()| Reply::ok()))?
+            BlockStep::Map(change) => {
+                step_reply(ctx.ks.change_map_in(ctx.txn, *change).map(|()| Reply::ok()))?
             }
         };
         replies.push(reply);
@@ -317,5 +336,6 @@ pub fn fault_reply(fault: Fault) -> Reply {
         Fault::Reply(reply) => reply,
         Fault::Engine(err) => engine_reply(&err),
         Fault::Torn(detail) => engine_reply(&Fault::corruption(&detail)),
+        Fault::MapHoldNeeded => engine_reply(&Fault::MapHoldNeeded.into_engine_error()),
     }
 }

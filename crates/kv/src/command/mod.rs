@@ -76,6 +76,10 @@ pub enum Fault {
     /// transaction at commit. So the command is retried if its reads no longer hold; rows
     /// that disagree in reads that all still hold are corruption, reported at once.
     Torn(String),
+    /// The transaction changes the map of databases (SWAPDB, FLUSHDB or FLUSHALL in an
+    /// EXEC block or a script) without the map's exclusive hold: the client's runner runs it
+    /// again under that hold (see `keyspace::databases`).
+    MapHoldNeeded,
 }
 
 impl Fault {
@@ -101,8 +105,15 @@ impl Fault {
             Fault::Engine(err) => err,
             Fault::Torn(detail) => Fault::corruption(&detail),
             Fault::Reply(reply) => EngineError::Corrupt(format!("kv: {reply:?}")),
+            Fault::MapHoldNeeded => map_changed_outside_a_client(),
         }
     }
+}
+
+/// A change of the map of databases reached the engine outside a client's runner (which
+/// gives it the exclusive hold): a bug, reported rather than run unsafely.
+fn map_changed_outside_a_client() -> EngineError {
+    EngineError::Corrupt("kv: the map of databases changed without its exclusive hold".into())
 }
 
 impl From<EngineError> for Fault {

@@ -43,7 +43,7 @@ use tailstore_engine::{PendingCommit, Transaction};
 use tailstore_storage::ScanDirection;
 
 use super::{Keyspace, KvError};
-use crate::command::Fault;
+use crate::command::{Fault, MapChange};
 
 /// The owner of the map's rows in `kv_parts` (key ids are never negative; -1 holds the
 /// function libraries).
@@ -155,11 +155,16 @@ impl DatabaseMap {
         }
     }
 
+    /// Whether this thread holds the map exclusively.
+    fn held_exclusively(&self) -> bool {
+        HELD_EXCLUSIVELY.with(Cell::get)
+    }
+
     /// Asserts that this thread holds the map exclusively (it changes it in a transaction
     /// not committed yet).
     pub(super) fn assert_held_exclusively(&self) {
         assert!(
-            HELD_EXCLUSIVELY.with(Cell::get),
+            self.held_exclusively(),
             "the map changes under its exclusive hold"
         );
     }
@@ -282,24 +287,36 @@ impl Keyspace {
         self.store_mapping(txn, b, self.map.stored(a))
     }
 
-    /// SWAPDB queued in MULTI, in the block's transaction: the map changes at once (the
-    /// block holds it exclusively, see [`Keyspace::hold_map_for_block`]).
-    pub(crate) fn swap_in_block(
+    /// SWAPDB, FLUSHDB or FLUSHALL in a client's transaction (an EXEC block, a script):
+    /// the map changes at once, so that what the transaction does next sees the change.
+    /// Without the map's exclusive hold, [`Fault::MapHoldNeeded`]: the client's runner
+    /// runs the transaction again under it (see [`Keyspace::hold_map_for_block`]).
+    pub(crate) fn change_map_in(
         &self,
         txn: &mut Transaction<'_>,
-        a: u32,
-        b: u32,
+        change: MapChange,
     ) -> Result<(), Fault> {
+        if !self.map.held_exclusively() {
+            return Err(Fault::MapHoldNeeded);
+        }
+        match change {
+            MapChange::Flush(db) => self.flush_in_block(txn, db),
+            MapChange::Swap(a, b) => self.swap_in_block(txn, a, b),
+        }
+    }
+
+    /// SWAPDB in a client's transaction, under the map's exclusive hold.
+    fn swap_in_block(&self, txn: &mut Transaction<'_>, a: u32, b: u32) -> Result<(), Fault> {
         self.store_swap(txn, a, b)?;
         self.map.assert_held_exclusively();
         self.map.exchange(a, b);
         Ok(())
     }
 
-    /// The exclusive hold for an EXEC block that changes the map (SWAPDB or a flush
-    /// queued in MULTI), and the map as it was: the block's steps change the map as they
-    /// run, so that the steps after them see the change, and each attempt of the block
-    /// and a block that did not commit set the map back to it ([`Keyspace::set_map`]).
+    /// The exclusive hold for a client's transaction that changes the map (SWAPDB or a
+    /// flush in an EXEC block or a script), and the map as it was: the transaction changes
+    /// the map as it runs, so that what it does next sees the change, and each attempt of
+    /// it and one that did not commit set the map back to it ([`Keyspace::set_map`]).
     pub(crate) fn hold_map_for_block(&self) -> (ExclusiveHold<'_>, MapState) {
         let exclusive = self.map.hold_exclusively();
         (exclusive, self.map.state())

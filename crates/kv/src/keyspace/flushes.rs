@@ -54,11 +54,10 @@ impl Keyspace {
         self.change_map("FLUSHDB", write, apply)
     }
 
-    /// FLUSHDB (`Some(db)`) / FLUSHALL (`None`) queued in MULTI, in the block's transaction:
-    /// the map changes at once (the block holds it exclusively, see
-    /// [`Keyspace::hold_map_for_block`]), so that the block's later commands find the
-    /// databases empty.
-    pub(crate) fn flush_in_block(
+    /// FLUSHDB (`Some(db)`) / FLUSHALL (`None`) in a client's transaction (an EXEC block, a
+    /// script), under the map's exclusive hold (see [`Keyspace::change_map_in`]): the
+    /// commands after it find the databases empty.
+    pub(super) fn flush_in_block(
         &self,
         txn: &mut Transaction<'_>,
         db: Option<u32>,

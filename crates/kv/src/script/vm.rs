@@ -16,7 +16,9 @@ use tailstore_resp::{Protocol, Reply};
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
 use super::library::{check_name, script_header, Flags, FunctionSpec, Libraries};
 use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT, TIME_LIMIT};
-use crate::command::{lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, Run};
+use crate::command::{
+    lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, MapChange, Run,
+};
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
 /// Redis's `redis` table (filled by the Rust side, `call` anew for each script), and the
@@ -202,6 +204,19 @@ pub trait Host {
     fn denied(&mut self, _command: &Command, _args: &[Vec<u8>]) -> Option<Reply> {
         None
     }
+    /// SWAPDB, FLUSHDB or FLUSHALL (`args`), called in database `db`: the change of the map
+    /// of databases it asks for, or the refusal of its arguments; `None` for any other
+    /// command.
+    fn map_change(
+        &mut self,
+        _command: &Command,
+        _args: &[Vec<u8>],
+        _db: u32,
+    ) -> Option<Result<MapChange, Reply>> {
+        None
+    }
+    /// The script changed the map of databases (in its transaction, not committed yet).
+    fn changed_map(&mut self, _change: MapChange) {}
 }
 
 /// What EVAL (EVALSHA, FCALL…) asked for.
@@ -766,6 +781,9 @@ impl Call<'_, '_, '_> {
         if let Some(refusal) = refused_in_script(command, args) {
             return refusal;
         }
+        if let Some(change) = self.host.map_change(command, args, self.ctx.db) {
+            return self.change_map(command, args, change);
+        }
         let Run::Data(handler) = command.run else {
             let Some(reply) = self.host.server_command(command, args, &mut self.ctx.db) else {
                 return Reply::error("ERR This Redis command is not allowed from script");
@@ -789,6 +807,32 @@ impl Call<'_, '_, '_> {
             self.host.wrote(self.ctx.db, command, args);
         }
         reply
+    }
+
+    /// SWAPDB, FLUSHDB or FLUSHALL in the script's transaction (the first run without the
+    /// map's exclusive hold ends here, and the script runs again under it).
+    fn change_map(
+        &mut self,
+        command: &Command,
+        args: &[Vec<u8>],
+        change: Result<MapChange, Reply>,
+    ) -> Reply {
+        let change = match change {
+            Ok(change) => change,
+            Err(refusal) => return refusal,
+        };
+        match self.ctx.ks.change_map_in(self.ctx.txn, change) {
+            Ok(()) => {
+                self.host.called(self.ctx.db, command, args);
+                self.host.changed_map(change);
+                Reply::ok()
+            }
+            Err(Fault::Reply(reply)) => reply,
+            Err(fault) => {
+                self.fault = Some(fault);
+                Reply::Null
+            }
+        }
     }
 }
 

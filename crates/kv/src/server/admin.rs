@@ -813,9 +813,10 @@ fn change_map<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let change = match map_change(shared, conn, command, args) {
-        Ok(change) => change,
-        Err(refusal) => return refusal,
+    let change = match map_change(shared, conn.db, command, args) {
+        Some(Ok(change)) => change,
+        Some(Err(refusal)) => return refusal,
+        None => unreachable!("run only for SWAPDB, FLUSHDB and FLUSHALL"),
     };
     let committed = match change {
         MapChange::Flush(db) => shared.ks.flush(db),
@@ -829,27 +830,25 @@ fn change_map<'s>(
     Reply::ok()
 }
 
-/// The change of the map SWAPDB, FLUSHDB or FLUSHALL asks for, or the refusal of its
-/// arguments.
+/// The change of the map SWAPDB, FLUSHDB or FLUSHALL (run in database `db`) asks for, or
+/// the refusal of its arguments; `None` for any other command.
 pub fn map_change(
     shared: &Shared,
-    conn: &Connection,
+    db: u32,
     command: &Command,
     args: &[Vec<u8>],
-) -> Result<MapChange, Reply> {
-    if command.name == "swapdb" {
-        return swap_indexes(shared, args).map(|(a, b)| MapChange::Swap(a, b));
+) -> Option<Result<MapChange, Reply>> {
+    let flushed = match command.name {
+        "swapdb" => return Some(swap_indexes(shared, args).map(|(a, b)| MapChange::Swap(a, b))),
+        "flushdb" => Some(db),
+        "flushall" => None,
+        _ => return None,
+    };
+    let option = |a: &Vec<u8>| is(a, "ASYNC") || is(a, "SYNC");
+    if args.len() > 2 || !args[1..].iter().all(option) {
+        return Some(Err(Reply::error(SYNTAX)));
     }
-    if args.len() > 2
-        || args
-            .get(1)
-            .is_some_and(|a| !is(a, "ASYNC") && !is(a, "SYNC"))
-    {
-        return Err(Reply::error(SYNTAX));
-    }
-    Ok(MapChange::Flush(
-        (command.name == "flushdb").then_some(conn.db),
-    ))
+    Some(Ok(MapChange::Flush(flushed)))
 }
 
 fn swap_indexes(shared: &Shared, args: &[Vec<u8>]) -> Result<(u32, u32), Reply> {

@@ -588,13 +588,11 @@ fn exec<'s>(
                 Some(Err(refusal)) => BlockStep::Server(refusal.clone()),
                 None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
             },
-            Run::Server if matches!(command.name, "flushdb" | "flushall" | "swapdb") => {
-                match admin::map_change(shared, conn, command, &queued.args) {
-                    Ok(change) => BlockStep::Map(change),
-                    Err(refusal) => BlockStep::Server(refusal),
-                }
-            }
-            Run::Server => BlockStep::Server(admin::queued(shared, conn, command, &queued.args)),
+            Run::Server => match admin::map_change(shared, conn.db, command, &queued.args) {
+                Some(Ok(change)) => BlockStep::Map(change),
+                Some(Err(refusal)) => BlockStep::Server(refusal),
+                None => BlockStep::Server(admin::queued(shared, conn, command, &queued.args)),
+            },
         };
         steps.push(step);
     }

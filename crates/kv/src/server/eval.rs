@@ -8,11 +8,13 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
 use super::acl::{self, User};
-use super::admin::{connectionless, database_index};
+use super::admin::{self, connectionless, database_index};
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber};
 use super::Shared;
-use crate::command::{is, parse_int, BlockBody, Command, Ctx, Fault, Outcome, NOT_INTEGER};
+use crate::command::{
+    is, parse_int, BlockBody, Command, Ctx, Fault, MapChange, Outcome, NOT_INTEGER,
+};
 use crate::script::library::{script_header, Flags, Running, RunningFunction};
 use crate::script::{sha1_hex, Host, Invocation, Target, Vm};
 use crate::Executed;
@@ -137,6 +139,7 @@ impl<'a> Prepared<'a> {
                 shared,
                 published: Vec::new(),
                 written: Vec::new(),
+                changed_maps: Vec::new(),
                 listed: None,
                 user: conn.user.clone().map(|user| (user, conn.listing().line())),
             },
@@ -185,6 +188,9 @@ impl<'a> Prepared<'a> {
             shared
                 .tracking
                 .invalidate(&shared.client_list, conn.id, keys, outbox);
+        }
+        for change in std::mem::take(&mut self.host.changed_maps) {
+            admin::map_changed(shared, conn, change);
         }
     }
 }
@@ -305,6 +311,8 @@ struct ScriptHost<'s> {
     published: Vec<(Subscriber, Message)>,
     /// The keys its writes changed, by database, signalled to blocked clients.
     written: Vec<(u32, Vec<Vec<u8>>)>,
+    /// Its SWAPDBs and flushes, told to blocked and tracking clients.
+    changed_maps: Vec<MapChange>,
     /// A function while it runs: listed for FUNCTION STATS.
     listed: Option<Running<'s>>,
     /// The ACL user the client logged in as (`None`: `default`, who may run everything),
@@ -313,6 +321,19 @@ struct ScriptHost<'s> {
 }
 
 impl Host for ScriptHost<'_> {
+    fn map_change(
+        &mut self,
+        command: &Command,
+        args: &[Vec<u8>],
+        db: u32,
+    ) -> Option<Result<MapChange, Reply>> {
+        admin::map_change(self.shared, db, command, args)
+    }
+
+    fn changed_map(&mut self, change: MapChange) {
+        self.changed_maps.push(change);
+    }
+
     fn denied(&mut self, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
         let (user, client) = self.user.as_ref()?;
         let denial = user.check(command, args).err()?;
@@ -338,6 +359,7 @@ impl Host for ScriptHost<'_> {
     fn begin(&mut self) {
         self.published.clear();
         self.written.clear();
+        self.changed_maps.clear();
     }
 
     fn server_command(
