@@ -1412,11 +1412,52 @@ fn memory_usage_counts_the_rows_of_a_key() {
         NOT_INTEGER
     );
     assert_eq!(
-        err(&mut c, &["MEMORY", "STATS"]),
-        "ERR unknown subcommand 'STATS'. Try MEMORY HELP."
+        err(&mut c, &["MEMORY", "NOPE"]),
+        "ERR unknown subcommand 'NOPE'. Try MEMORY HELP."
     );
     assert!(
-        matches!(raw_value(&mut c, &["MEMORY", "HELP"]), Value::Array(lines) if lines.len() == 6)
+        matches!(raw_value(&mut c, &["MEMORY", "HELP"]), Value::Array(lines) if lines.len() == 14)
+    );
+}
+
+/// MEMORY STATS reports the process's memory, the pool, the data file and the keys by
+/// database, under Redis's names where they mean the same; DOCTOR, MALLOC-STATS and PURGE
+/// answer.
+#[test]
+fn memory_stats_reports_the_keys_and_the_process() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    q::<()>(&mut c, &["MSET", "a", "1", "b", "2"]);
+    q::<()>(&mut c, &["SET", "c", "3", "EX", "100"]);
+    q::<()>(&mut c, &["SELECT", "4"]);
+    q::<()>(&mut c, &["SET", "d", "4"]);
+    let stats: std::collections::HashMap<String, Value> = q(&mut c, &["MEMORY", "STATS"]);
+    let int = |name: &str| match stats.get(name) {
+        Some(Value::Int(n)) => *n,
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(int("keys.count"), 4);
+    assert!(int("total.allocated") > 1 << 20, "{stats:?}");
+    assert!(int("peak.allocated") >= int("total.allocated"), "{stats:?}");
+    assert!(int("tailstore.buffer-pool.bytes") > 0, "{stats:?}");
+    let db = |n: &str| -> Vec<(String, i64)> {
+        match stats.get(n) {
+            Some(Value::Array(pairs)) => redis::from_redis_value(Value::Array(pairs.clone()))
+                .unwrap_or_else(|e| panic!("{n}: {e}")),
+            other => panic!("{n}: {other:?}"),
+        }
+    };
+    assert_eq!(db("db.0"), [("keys".into(), 3), ("expires".into(), 1)]);
+    assert_eq!(db("db.4"), [("keys".into(), 1), ("expires".into(), 0)]);
+    assert!(!stats.contains_key("db.1"), "{stats:?}");
+    let doctor: String = q(&mut c, &["MEMORY", "DOCTOR"]);
+    assert!(doctor.contains("buffer pool"), "{doctor}");
+    let malloc: String = q(&mut c, &["MEMORY", "MALLOC-STATS"]);
+    assert_eq!(malloc, "Stats not supported for the current allocator");
+    ok(raw_value(&mut c, &["MEMORY", "PURGE"]));
+    assert_eq!(
+        err(&mut c, &["MEMORY", "STATS", "x"]),
+        "ERR wrong number of arguments for 'memory|stats' command"
     );
 }
 

@@ -22,7 +22,7 @@ mod hyperloglog;
 mod keys;
 mod lcs;
 mod lists;
-mod memory;
+pub(crate) mod memory;
 mod object;
 mod pattern;
 mod random;

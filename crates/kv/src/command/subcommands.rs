@@ -117,7 +117,14 @@ const LATENCY: &[Subcommand] = &[
     ("reset", -2),
 ];
 
-const MEMORY: &[Subcommand] = &[("help", 2), ("usage", -3)];
+const MEMORY: &[Subcommand] = &[
+    ("doctor", 2),
+    ("help", 2),
+    ("malloc-stats", 2),
+    ("purge", 2),
+    ("stats", 2),
+    ("usage", -3),
+];
 
 const MODULE: &[Subcommand] = &[
     ("help", 2),

@@ -78,12 +78,13 @@ fn memory(shared: &Shared) -> String {
     let stats = shared.ks.database().stats();
     let pool_bytes = stats.pool_pages * tailstore_storage::PAGE_SIZE as u64;
     let (libraries, functions) = shared.libraries.counts();
+    let resident = crate::command::memory::process_memory().map_or(0, |p| p.resident);
+    let megabytes = |bytes: u64| format!("{:.2}M", bytes as f64 / 1048576.0);
     lines(&[
         ("used_memory", pool_bytes.to_string()),
-        (
-            "used_memory_human",
-            format!("{:.2}M", pool_bytes as f64 / 1048576.0),
-        ),
+        ("used_memory_human", megabytes(pool_bytes)),
+        ("used_memory_rss", resident.to_string()),
+        ("used_memory_rss_human", megabytes(resident)),
         ("maxmemory", "0".into()),
         ("maxmemory_policy", "noeviction".into()),
         ("number_of_cached_scripts", shared.scripts.len().to_string()),
