@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use support::conversation::{compare, Step};
 use support::{
-    all_keys_freed, eventually, key_rows, open_sim_database, q, restarted, Options, TestServer,
+    all_keys_freed, eventually, key_rows, msets_are_read_whole, open_sim_database, q, restarted,
+    Options, TestServer,
 };
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
@@ -368,26 +369,7 @@ fn commands_racing_flushes_and_swaps_in_blocks_land_whole() {
         })
     };
     let mut con = server.client();
-    let began = std::time::Instant::now();
-    let mut rounds = 0;
-    while began.elapsed() < Duration::from_secs(3) {
-        let mut mset = vec!["mset".to_string()];
-        for key in &keys {
-            mset.extend([key.clone(), rounds.to_string()]);
-        }
-        let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
-        q::<()>(&mut con, &mset);
-        let mut mget = vec!["mget"];
-        mget.extend(keys.iter().skip(1).map(String::as_str));
-        let values: Vec<Option<String>> = q(&mut con, &mget);
-        let first = &values[0];
-        assert!(
-            values.iter().all(|v| v == first),
-            "round {rounds}: one MGET saw several MSETs' values, or some flushed: {:?}",
-            values.iter().collect::<std::collections::BTreeSet<_>>()
-        );
-        rounds += 1;
-    }
+    let rounds = msets_are_read_whole(&mut con, &keys, &keys[1..], Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     let changes = changer.join().expect("the changer");
     assert!(

@@ -7,11 +7,12 @@ mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::conversation::{compare, Step};
 use support::{
-    eventually, exchange, expect_bytes, hello3, q, restarted, stored_rows, Options, TestServer,
+    eventually, exchange, expect_bytes, hello3, msets_are_read_whole, q, restarted, stored_rows,
+    Options, TestServer,
 };
 use tailstore_media::sim::SimStorage;
 
@@ -93,26 +94,7 @@ fn a_command_racing_swaps_lands_whole_in_one_database() {
         })
     };
     let mut con = server.client();
-    let began = Instant::now();
-    let mut rounds = 0;
-    while began.elapsed() < Duration::from_secs(3) {
-        let mut mset = vec!["mset".to_string()];
-        for key in &keys {
-            mset.extend([key.clone(), rounds.to_string()]);
-        }
-        let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
-        q::<()>(&mut con, &mset);
-        let mut mget = vec!["mget"];
-        mget.extend(keys.iter().map(String::as_str));
-        let values: Vec<Option<String>> = q(&mut con, &mget);
-        let first = &values[0];
-        assert!(
-            values.iter().all(|v| v == first),
-            "round {rounds}: one MGET saw values of several MSETs: {:?}",
-            values.iter().collect::<std::collections::BTreeSet<_>>()
-        );
-        rounds += 1;
-    }
+    let rounds = msets_are_read_whole(&mut con, &keys, &keys, Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     let swaps = swapper.join().expect("the swapper");
     assert!(swaps > 10 && rounds > 10, "{swaps} swaps, {rounds} rounds");

@@ -499,3 +499,35 @@ fn all_rows(server: &TestServer, table: &str) -> Vec<Vec<tailstore_storage::Valu
     txn.rollback();
     rows
 }
+
+/// For `time`, rounds of an MSET of `keys` (each to the round's number) and an MGET of
+/// `read`: each MGET must see one MSET's values, or none of them (a flushed database), never
+/// a mix. Returns the rounds run.
+pub fn msets_are_read_whole(
+    con: &mut redis::Connection,
+    keys: &[String],
+    read: &[String],
+    time: Duration,
+) -> usize {
+    let began = Instant::now();
+    let mut rounds = 0;
+    while began.elapsed() < time {
+        let mut mset = vec!["mset".to_string()];
+        for key in keys {
+            mset.extend([key.clone(), rounds.to_string()]);
+        }
+        let mset: Vec<&str> = mset.iter().map(String::as_str).collect();
+        q::<()>(con, &mset);
+        let mut mget = vec!["mget"];
+        mget.extend(read.iter().map(String::as_str));
+        let values: Vec<Option<String>> = q(con, &mget);
+        let first = &values[0];
+        assert!(
+            values.iter().all(|v| v == first),
+            "round {rounds}: one MGET saw several MSETs' values, or some of them flushed: {:?}",
+            values.iter().collect::<std::collections::BTreeSet<_>>()
+        );
+        rounds += 1;
+    }
+    rounds
+}
