@@ -1569,7 +1569,11 @@ fn flush_load(address: SocketAddr, run: usize, db: usize, stop: Arc<AtomicBool>)
     let Ok(mut client) = Client::connect(address) else {
         return ops;
     };
-    if client.call(&[b"SELECT", db.to_string().as_bytes()]) != Value::Simple(b"OK".to_vec()) {
+    // The kill may come at once: a failed SELECT ends the run with nothing sent.
+    let selected = client
+        .send(&[b"SELECT", db.to_string().as_bytes()])
+        .and_then(|()| client.receive());
+    if !matches!(selected, Ok(Value::Simple(ok)) if ok == b"OK") {
         return ops;
     }
     let mut in_flight = std::collections::VecDeque::new();
