@@ -2441,6 +2441,11 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
                 Value::SimpleString("Background append only file rewriting scheduled".into()),
             ])),
         ),
+        // LOLWUT's version must be an integer (its line: server.rs, as the versions differ).
+        (
+            &[&["LOLWUT", "VERSION", "x"]],
+            error("ERR value is not an integer or out of range"),
+        ),
         // The only user, described as Redis describes its default user; no other.
         (&[&["ACL", "GETUSER", "nosuch"]], Ok(Value::Nil)),
         (

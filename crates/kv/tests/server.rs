@@ -1420,6 +1420,19 @@ fn memory_usage_counts_the_rows_of_a_key() {
     );
 }
 
+/// LOLWUT answers the line Redis 7 answers for its version (the one INFO reports), for
+/// every version: tailstore draws no art.
+#[test]
+fn lolwut_answers_the_version_line() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let line = |c: &mut redis::Connection, args: &[&str]| -> String { q(c, args) };
+    let version = format!("Redis ver. {}\n", tailstore_kv::REDIS_VERSION);
+    assert_eq!(line(&mut c, &["LOLWUT"]), version);
+    assert_eq!(line(&mut c, &["LOLWUT", "VERSION", "5"]), version);
+    assert_eq!(err(&mut c, &["LOLWUT", "VERSION", "x"]), NOT_INTEGER);
+}
+
 /// MEMORY STATS reports the process's memory, the pool, the data file and the keys by
 /// database, under Redis's names where they mean the same; DOCTOR, MALLOC-STATS and PURGE
 /// answer.

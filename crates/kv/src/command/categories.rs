@@ -234,6 +234,7 @@ const TABLE: &[(&str, u32)] = &[
     ("llen", READ | LIST | FAST),
     ("lmove", WRITE | LIST | SLOW),
     ("lmpop", WRITE | LIST | SLOW),
+    ("lolwut", READ | FAST),
     ("lpop", WRITE | LIST | FAST),
     ("lpos", READ | LIST | SLOW),
     ("lpush", WRITE | LIST | FAST),

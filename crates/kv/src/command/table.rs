@@ -250,6 +250,13 @@ pub static COMMANDS: &[Command] = &[
         "Waits for replicas to acknowledge writes (there are none: answers 0).",
     ),
     server(
+        "lolwut",
+        -1,
+        RF,
+        "server",
+        "Answers the version line Redis answers; draws no art.",
+    ),
+    server(
         "role",
         1,
         S,

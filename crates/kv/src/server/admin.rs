@@ -135,8 +135,21 @@ pub fn connectionless(
             Reply::Int(delivered as i64)
         }
         "pubsub" => pubsub(shared, args),
+        "lolwut" => lolwut(args),
         _ => return None,
     })
+}
+
+/// LOLWUT [VERSION version]: the line Redis 7.0 answers for its own version, for every
+/// version (Redis draws generative art for versions 5 and 6; tailstore draws none).
+fn lolwut(args: &[Vec<u8>]) -> Reply {
+    if args.len() >= 3 && is(&args[1], "version") && parse_int(&args[2]).is_err() {
+        return Reply::error(NOT_INTEGER);
+    }
+    Reply::Verbatim {
+        format: *b"txt",
+        text: format!("Redis ver. {REDIS_VERSION}\n").into_bytes(),
+    }
 }
 
 /// PUBSUB CHANNELS [pattern] | NUMSUB [channel…] | NUMPAT, with Redis 7.0's replies (NUMSUB
