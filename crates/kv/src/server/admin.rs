@@ -28,8 +28,13 @@ pub fn run<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
+    if let Some(change) = map_change(shared, conn.db, command, args) {
+        return match change {
+            Ok(change) => change_map(shared, conn, change, pending),
+            Err(refusal) => refusal,
+        };
+    }
     match command.name {
-        "flushdb" | "flushall" | "swapdb" => change_map(shared, conn, command, args, pending),
         "quit" => {
             conn.closing = true;
             Reply::ok()
@@ -822,15 +827,9 @@ fn save(shared: &Shared, name: &str, in_exec: bool) -> Reply {
 fn change_map<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
-    command: &Command,
-    args: &[Vec<u8>],
+    change: MapChange,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let change = match map_change(shared, conn.db, command, args) {
-        Some(Ok(change)) => change,
-        Some(Err(refusal)) => return refusal,
-        None => unreachable!("run only for SWAPDB, FLUSHDB and FLUSHALL"),
-    };
     let committed = match change {
         MapChange::Flush(db) => shared.ks.flush(db),
         MapChange::Swap(a, b) => shared.ks.swap_databases(a, b),
