@@ -108,7 +108,7 @@ impl Keyspace {
         db: u32,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
-        let (_exclusive, before) = self.hold_map_for_block();
+        let (_exclusive, before) = self.hold_map_for_change();
         let outcome = self.run_retried(db, |ctx| {
             ctx.ks.set_map(&before);
             body(ctx)

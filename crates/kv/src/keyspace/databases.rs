@@ -225,19 +225,17 @@ impl DatabaseMap {
         self.assign(b, stored_a);
     }
 
-    /// The lowest stored number from [`FRESH`] up that no database holds, selectable,
-    /// flushed or unseen, nor one in `also_taken` (under the exclusive hold); `None` only
-    /// with 2^30 of them taken.
-    pub(super) fn fresh(&self, also_taken: &[u32]) -> Option<u32> {
+    /// The lowest stored number from `from` (at least [`FRESH`]) up that no database
+    /// holds, selectable, flushed or unseen (under the exclusive hold); `None` only with
+    /// 2^30 of them taken. A caller taking several before the map changes asks for each
+    /// from one past the last.
+    pub(super) fn fresh(&self, from: u32) -> Option<u32> {
         let moved = self.moved.read();
         let taken = self.taken.lock();
         let free = |n: &u32| {
-            !moved.contains_key(n)
-                && !taken.flushed.contains(n)
-                && !taken.unseen.contains(n)
-                && !also_taken.contains(n)
+            !moved.contains_key(n) && !taken.flushed.contains(n) && !taken.unseen.contains(n)
         };
-        (FRESH..HIDDEN).find(free)
+        (from.max(FRESH)..HIDDEN).find(free)
     }
 }
 
@@ -290,7 +288,7 @@ impl Keyspace {
     /// SWAPDB, FLUSHDB or FLUSHALL in a client's transaction (an EXEC block, a script):
     /// the map changes at once, so that what the transaction does next sees the change.
     /// Without the map's exclusive hold, [`Fault::MapHoldNeeded`]: the client's runner
-    /// runs the transaction again under it (see [`Keyspace::hold_map_for_block`]).
+    /// runs the transaction again under it (see [`Keyspace::hold_map_for_change`]).
     pub(crate) fn change_map_in(
         &self,
         txn: &mut Transaction<'_>,
@@ -300,13 +298,13 @@ impl Keyspace {
             return Err(Fault::MapHoldNeeded);
         }
         match change {
-            MapChange::Flush(db) => self.flush_in_block(txn, db),
-            MapChange::Swap(a, b) => self.swap_in_block(txn, a, b),
+            MapChange::Flush(db) => self.flush_in_transaction(txn, db),
+            MapChange::Swap(a, b) => self.swap_in_transaction(txn, a, b),
         }
     }
 
     /// SWAPDB in a client's transaction, under the map's exclusive hold.
-    fn swap_in_block(&self, txn: &mut Transaction<'_>, a: u32, b: u32) -> Result<(), Fault> {
+    fn swap_in_transaction(&self, txn: &mut Transaction<'_>, a: u32, b: u32) -> Result<(), Fault> {
         self.store_swap(txn, a, b)?;
         self.map.assert_held_exclusively();
         self.map.exchange(a, b);
@@ -317,7 +315,7 @@ impl Keyspace {
     /// flush in an EXEC block or a script), and the map as it was: the transaction changes
     /// the map as it runs, so that what it does next sees the change, and each attempt of
     /// it and one that did not commit set the map back to it ([`Keyspace::set_map`]).
-    pub(crate) fn hold_map_for_block(&self) -> (ExclusiveHold<'_>, MapState) {
+    pub(crate) fn hold_map_for_change(&self) -> (ExclusiveHold<'_>, MapState) {
         let exclusive = self.map.hold_exclusively();
         (exclusive, self.map.state())
     }

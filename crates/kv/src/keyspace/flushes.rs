@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use tailstore_engine::{EngineError, PendingCommit, Transaction};
 use tailstore_storage::ScanDirection;
 
-use super::databases::{DatabaseMap, HIDDEN};
+use super::databases::{DatabaseMap, FRESH, HIDDEN};
 use super::Keyspace;
 use crate::command::Fault;
 
@@ -57,7 +57,7 @@ impl Keyspace {
     /// FLUSHDB (`Some(db)`) / FLUSHALL (`None`) in a client's transaction (an EXEC block, a
     /// script), under the map's exclusive hold (see [`Keyspace::change_map_in`]): the
     /// commands after it find the databases empty.
-    pub(super) fn flush_in_block(
+    pub(super) fn flush_in_transaction(
         &self,
         txn: &mut Transaction<'_>,
         db: Option<u32>,
@@ -91,13 +91,14 @@ impl Keyspace {
         skip_empty: bool,
     ) -> Result<Vec<Flushed>, Fault> {
         let mut flushed: Vec<Flushed> = Vec::new();
+        // The map changes after every number is taken: each is sought past the last.
+        let mut next = FRESH;
         for &db in databases {
             let old = self.map.stored(db);
             if skip_empty && self.stored_keys(txn, old)? == 0 {
                 continue;
             }
-            let taken: Vec<u32> = flushed.iter().map(|f| f.fresh).collect();
-            let Some(fresh) = self.map.fresh(&taken) else {
+            let Some(fresh) = self.map.fresh(next) else {
                 return Err(Fault::err(
                     "ERR tailstore: every database number is taken by flushed databases not \
                      freed yet; retry once they are",
@@ -112,6 +113,7 @@ impl Keyspace {
                 )));
             }
             self.write_value(txn, FLUSHED_OWNER, &field, &[], None)?;
+            next = fresh + 1;
             flushed.push(Flushed { db, fresh, old });
         }
         Ok(flushed)
