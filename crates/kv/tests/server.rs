@@ -2053,6 +2053,47 @@ fn exec_aborts_after_a_queueing_error() {
     assert_eq!(q::<String>(&mut c, &["GET", "a"]), "2");
 }
 
+/// A refused EXEC (a wrong arity, a user without it, a subscribed RESP2 connection, no
+/// login) ends the transaction and says why, as Redis's does; compared byte for byte with a
+/// `redis-server` when one is installed.
+#[test]
+fn a_refused_exec_discards_the_transaction() {
+    let cases: &[&[&str]] = &[
+        &["EXEC", "x"],
+        &["MULTI"],
+        &["SET", "k", "1"],
+        &["EXEC", "x"],
+        &["EXEC"],
+        &["GET", "k"],
+        &["WATCH", "k"],
+        &["MULTI"],
+        &["EXEC", "x"],
+        &["UNWATCH"],
+        &[
+            "ACL", "SETUSER", "noexec", "on", "nopass", "+@all", "-exec", "~*",
+        ],
+        &["AUTH", "noexec", "p"],
+        &["MULTI"],
+        &["SET", "k", "2"],
+        &["EXEC"],
+        &["DISCARD"],
+        &["GET", "k"],
+        &["AUTH", "default", "x"],
+        &["ACL", "DELUSER", "noexec"],
+        &["SUBSCRIBE", "ch"],
+        &["EXEC"],
+        &["MULTI"],
+        &["RESET"],
+        &["CONFIG", "SET", "requirepass", "secret"],
+        &["AUTH", "nosuch", "x"],
+        &["MULTI"],
+        &["EXEC"],
+        &["AUTH", "secret"],
+        &["CONFIG", "SET", "requirepass", ""],
+    ];
+    support::real_redis::same_replies("a_refused_exec_discards_the_transaction", cases);
+}
+
 #[test]
 fn an_error_inside_exec_does_not_stop_the_rest() {
     let server = TestServer::start();

@@ -56,12 +56,14 @@ pub fn serve<'s>(
                 shared.loops[conn.home.at]
                     .command_stats
                     .reject(command, &args);
+                let refusal = refused(conn, &args, refusal);
                 send(shared, conn, &refusal);
                 continue;
             }
         }
         if conn.user.is_some() {
             if let Some(refusal) = denied(shared, conn, &args) {
+                let refusal = refused(conn, &args, refusal);
                 send(shared, conn, &refusal);
                 continue;
             }
@@ -200,10 +202,11 @@ fn one<'s>(
         conn.multi_failed |= conn.multi.is_some();
         let stats = &shared.loops[conn.home.at].command_stats;
         stats.reject(command, &args);
-        return Some(Reply::error(format!(
+        let refusal = Reply::error(format!(
             "ERR wrong number of arguments for '{}' command",
             command.name
-        )));
+        ));
+        return Some(refused(conn, &args, refusal));
     }
     if let Err(refusal) = subcommand_check(command, &args) {
         conn.multi_failed |= conn.multi.is_some();
@@ -227,7 +230,7 @@ fn one<'s>(
     }
     if conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
         if let Some(reply) = pubsub::in_subscribed_context(command, &args) {
-            return Some(reply);
+            return Some(refused(conn, &args, reply));
         }
     }
     if conn.multi.is_none() {
@@ -506,6 +509,25 @@ fn unknown_command(args: &[Vec<u8>]) -> Reply {
         "ERR unknown command '{}', with args beginning with: {quoted}",
         String::from_utf8_lossy(&args[0][..args[0].len().min(128)])
     ))
+}
+
+/// The reply to a command refused before it ran. A refused EXEC ends the transaction, as
+/// Redis's does, and says so: "EXECABORT Transaction discarded because of: " and the
+/// refusal (without its `ERR`).
+fn refused(conn: &mut Connection, args: &[Vec<u8>], refusal: Reply) -> Reply {
+    if !args[0].eq_ignore_ascii_case(b"exec") {
+        return refusal;
+    }
+    conn.multi = None;
+    conn.multi_failed = false;
+    conn.watched.clear();
+    match refusal {
+        Reply::Error(text) => Reply::error(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            text.strip_prefix("ERR ").unwrap_or(&text)
+        )),
+        other => other,
+    }
 }
 
 fn multi(conn: &mut Connection) -> Reply {
