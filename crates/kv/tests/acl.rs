@@ -336,17 +336,29 @@ fn the_acl_file_keeps_users_across_restarts() {
     assert_eq!(raw_value(&mut alice, &["GET", "k1"]), Value::Nil);
     let bob = ["ACL", "SETUSER", "bob", "on", "nopass", "+@all", "~*"];
     assert_eq!(raw_value(&mut admin, &bob), Value::Okay);
+    let dora = [
+        "ACL", "SETUSER", "dora", "on", "nopass", "%R~r*", "+get", "(~w*", "+set)",
+    ];
+    assert_eq!(raw_value(&mut admin, &dora), Value::Okay);
     assert_eq!(raw_value(&mut admin, &["ACL", "SAVE"]), Value::Okay);
     let saved = std::fs::read_to_string(&path).expect("read");
     assert!(
         saved.contains("user bob on nopass ~* resetchannels +@all\n"),
         "{saved}"
     );
+    let dora_line =
+        "user dora on nopass %R~r* resetchannels -@all +get (~w* resetchannels -@all +set)\n";
+    assert!(saved.contains(dora_line), "{saved}");
     drop(server);
     let again = TestServer::with(options());
     let mut admin = again.client();
     let users: Vec<String> = q(&mut admin, &["ACL", "USERS"]);
-    assert_eq!(users, ["alice", "bob", "default"]);
+    assert_eq!(users, ["alice", "bob", "default", "dora"]);
+    let listed: Vec<String> = q(&mut admin, &["ACL", "LIST"]);
+    assert!(
+        listed.contains(&dora_line.trim_end().to_string()),
+        "{listed:?}"
+    );
 
     let mut bobs = again.raw();
     support::exchange(&mut bobs, b"AUTH bob x\r\n", b"+OK\r\n");
@@ -360,6 +372,12 @@ fn the_acl_file_keeps_users_across_restarts() {
         q::<Vec<String>>(&mut admin, &["ACL", "USERS"]),
         users,
         "all or none"
+    );
+    std::fs::write(&path, "user alice on >pw ~k* (~x +get\n").expect("write");
+    let refused = err(&mut admin, &["ACL", "LOAD"]);
+    assert!(
+        refused.ends_with(":1: unmatched parenthesis in the selector starting at '(~x'"),
+        "{refused}"
     );
     std::fs::write(&path, "user alice on >pw ~k* +get\n").expect("write");
     assert_eq!(raw_value(&mut admin, &["ACL", "LOAD"]), Value::Okay);
@@ -375,4 +393,78 @@ fn the_acl_file_keeps_users_across_restarts() {
     );
     std::fs::write(&path, "user default on nopass ~* +@all\n").expect("write");
     assert!(err(&mut admin, &["ACL", "LOAD"]).contains("'default' user"));
+}
+
+#[test]
+fn selectors_are_checked_as_redis_checks_them() {
+    let cases: &[&[&str]] = &[
+        &[
+            "ACL",
+            "SETUSER",
+            "sel",
+            "on",
+            ">pw",
+            "~a*",
+            "+get",
+            "(~b* +set)",
+            "(%R~c*",
+            "+@read",
+            "&ch*)",
+            "(~t* +@all)",
+        ],
+        &["ACL", "GETUSER", "sel"],
+        &["ACL", "LIST"],
+        &["SET", "c1", "v"],
+        &["RPUSH", "clist", "x"],
+        &["AUTH", "sel", "pw"],
+        &["GET", "a1"],
+        &["SET", "b1", "v"],
+        &["GET", "c1"],
+        &["SET", "a1", "v"],
+        &["MGET", "a1", "b1"],
+        &["MGET", "b1", "c1"],
+        &["INCR", "b1"],
+        &["PUBLISH", "ch1", "m"],
+        &["PUBLISH", "zz", "m"],
+        &["SUBSCRIBE", "zz"],
+        &["SORT", "clist", "BY", "w_*"],
+        &["EVAL", "return redis.call('get', KEYS[1])", "1", "t1"],
+        &["EVAL", "return redis.call('get', 'a1')", "0"],
+        &["MULTI"],
+        &["SET", "b2", "v"],
+        &["GET", "b2"],
+        &["EXEC"],
+        &["AUTH", "default", "anything"],
+        &["ACL", "DRYRUN", "sel", "MGET", "a1", "b1"],
+        &["ACL", "DRYRUN", "sel", "SET", "a1", "v"],
+        &["ACL", "DRYRUN", "sel", "PUBLISH", "zz", "m"],
+        &["ACL", "DRYRUN", "sel", "SET", "t1", "v"],
+        &[
+            "ACL",
+            "SETUSER",
+            "sel2",
+            "on",
+            "nopass",
+            "~a*",
+            "+@all",
+            "(~b* +@all)",
+            "(~c* +@all)",
+        ],
+        &["ACL", "DRYRUN", "sel2", "MGET", "b1", "c1", "a1"],
+        &["ACL", "DRYRUN", "sel2", "MGET", "a1", "b1", "c1"],
+        &["ACL", "DRYRUN", "sel2", "MGET", "c1", "b1", "a1"],
+        &["ACL", "DRYRUN", "sel2", "SORT", "a1", "BY", "w_*"],
+        // SETUSER's refusals of selectors, and clearing them.
+        &["ACL", "SETUSER", "sel", "(~x +get"],
+        &["ACL", "SETUSER", "sel", "(~x", "+get"],
+        &["ACL", "SETUSER", "sel", "(~x +nosuch)"],
+        &["ACL", "SETUSER", "sel", "(on)"],
+        &["ACL", "SETUSER", "sel", "(allkeys ~x)"],
+        &["ACL", "SETUSER", "sel", "clearselectors", "()"],
+        &["ACL", "GETUSER", "sel"],
+        &["ACL", "SETUSER", "sel", "reset"],
+        &["ACL", "LIST"],
+        &["ACL", "DELUSER", "sel", "sel2"],
+    ];
+    same_replies("ACL selectors against Redis", cases);
 }

@@ -139,6 +139,7 @@ const TABLE: &[(&str, u32)] = &[
     ("command|count", SLOW | CONNECTION),
     ("command|docs", SLOW | CONNECTION),
     ("command|getkeys", SLOW | CONNECTION),
+    ("command|getkeysandflags", SLOW | CONNECTION),
     ("command|help", SLOW | CONNECTION),
     ("command|info", SLOW | CONNECTION),
     ("command|list", SLOW | CONNECTION),

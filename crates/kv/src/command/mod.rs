@@ -19,6 +19,7 @@ mod geo;
 mod geohash;
 mod hashes;
 mod hyperloglog;
+pub mod key_specs;
 mod keys;
 mod lcs;
 mod lists;

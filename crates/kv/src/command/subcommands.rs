@@ -82,6 +82,7 @@ const COMMAND: &[Subcommand] = &[
     ("count", 2),
     ("docs", -2),
     ("getkeys", -4),
+    ("getkeysandflags", -4),
     ("help", 2),
     ("info", -2),
     ("list", -2),
@@ -194,6 +195,16 @@ pub fn of(command: &str) -> Option<&'static [Subcommand]> {
         "xinfo" => XINFO,
         _ => return None,
     })
+}
+
+/// The subcommand `args` (the container first) name, lowercase as the table has it; `None`
+/// for a command that is not a container or a subcommand it does not have.
+pub fn named(container: &str, args: &[Vec<u8>]) -> Option<&'static str> {
+    let typed = args.get(1)?;
+    of(container)?
+        .iter()
+        .find(|(name, _)| typed.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(name, _)| *name)
 }
 
 /// Redis's refusal of `args` (container first) if its subcommand is unknown or has the

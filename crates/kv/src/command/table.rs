@@ -1,7 +1,6 @@
 //! Every command the server knows, with what COMMAND reports of it.
 
-use super::blocking::numbered_keys;
-use super::streams::parse_read;
+use super::key_specs::{self, FoundKey};
 use super::{
     bitfield, bitmaps, consumer_groups, dump, geo, hashes, hyperloglog, keys, lcs, lists, memory,
     object, sets, sort, stream_info, streams, strings, zset_algebra, zsets, Handler,
@@ -100,41 +99,68 @@ impl Command {
 }
 
 impl Command {
-    /// Every key `args` names, found as Redis's COMMAND GETKEYS finds them: by the key
-    /// positions, and for the commands whose keys move (a count of keys, XREAD's STREAMS)
-    /// by reading the arguments. Arguments too malformed to say are read as naming none.
+    /// Every key `args` (the name first) names, with what the command does to it: by the
+    /// key specifications, as Redis's COMMAND GETKEYSANDFLAGS finds them (none where the
+    /// arguments do not fit them), and the key an option names if they did not find it
+    /// (GEORADIUS … STORE a STORE b writes `b`; Redis's specification finds `a`), as
+    /// written over.
+    pub fn keys_with_flags(&self, args: &[Vec<u8>]) -> Vec<FoundKey> {
+        let mut keys = key_specs::keys(&key_specs::full_name(self, args), args);
+        if let Some(at) = self.option_key.and_then(|find| find(args)) {
+            if !keys.iter().any(|key| key.at == at) {
+                keys.push(FoundKey {
+                    at,
+                    flags: key_specs::flag::OW | key_specs::flag::UPDATE,
+                });
+            }
+        }
+        keys
+    }
+
+    /// The keys of [`Command::keys_with_flags`].
     pub fn named_keys<'a>(&self, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-        self.keys_if_readable(args).unwrap_or_default()
+        self.keys_with_flags(args)
+            .iter()
+            .map(|key| args[key.at].as_slice())
+            .collect()
     }
 
-    /// Whether the command can name keys at all (COMMAND GETKEYS refuses one that cannot).
-    pub fn takes_keys(&self) -> bool {
-        self.keys.0 > 0
-            || self.option_key.is_some()
-            || self.flags.contains(&"movablekeys")
-            || self.name.starts_with("eval")
-            || self.name.starts_with("fcall")
+    /// Redis's hints to clients and cluster proxies (COMMAND INFO's tips): that a reply may
+    /// differ between runs on the same data, or list in any order, and how a proxy would
+    /// spread the command over shards and join the replies.
+    pub fn tips(&self) -> &'static [&'static str] {
+        const ANY_OUTPUT: &str = "nondeterministic_output";
+        const ANY_ORDER: &str = "nondeterministic_output_order";
+        const ALL_SHARDS: &str = "request_policy:all_shards";
+        const MULTI_SHARD: &str = "request_policy:multi_shard";
+        const ALL_SUCCEEDED: &str = "response_policy:all_succeeded";
+        const SUM: &str = "response_policy:agg_sum";
+        const MIN: &str = "response_policy:agg_min";
+        match self.name {
+            "dump" | "hrandfield" | "hscan" | "lastsave" | "pttl" | "spop" | "srandmember"
+            | "sscan" | "time" | "ttl" | "xadd" | "xautoclaim" | "xclaim" | "xpending"
+            | "xtrim" | "zrandmember" | "zscan" => &[ANY_OUTPUT],
+            "command" | "hgetall" | "hkeys" | "hvals" | "sdiff" | "sinter" | "smembers"
+            | "sunion" => &[ANY_ORDER],
+            "del" | "exists" | "touch" | "unlink" => &[MULTI_SHARD, SUM],
+            "flushall" | "flushdb" | "ping" => &[ALL_SHARDS, ALL_SUCCEEDED],
+            "mget" => &[MULTI_SHARD],
+            "mset" => &[MULTI_SHARD, ALL_SUCCEEDED],
+            "msetnx" => &[MULTI_SHARD, MIN],
+            "scan" => &[ANY_OUTPUT, "request_policy:special"],
+            "keys" => &[ALL_SHARDS, ANY_ORDER],
+            "wait" => &[ALL_SHARDS, MIN],
+            "info" => &[ANY_OUTPUT, ALL_SHARDS, "response_policy:special"],
+            "randomkey" => &[ALL_SHARDS, ANY_OUTPUT],
+            "dbsize" => &[ALL_SHARDS, SUM],
+            _ => &[],
+        }
     }
 
-    /// [`Command::named_keys`], `None` where the arguments do not say which keys they name
-    /// (a count of keys past the arguments, XREAD without STREAMS).
-    pub fn keys_if_readable<'a>(&self, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]>> {
-        let counted = |numkeys_at: usize| numbered_keys(args, numkeys_at);
-        let keys: &[Vec<u8>] = match self.name {
-            "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => {
-                counted(1)?
-            }
-            "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
-            | "fcall_ro" => counted(2)?,
-            "zunionstore" | "zinterstore" | "zdiffstore" => {
-                let mut keys: Vec<&[u8]> = args.get(1).map(Vec::as_slice).into_iter().collect();
-                keys.extend(counted(2)?.iter().map(Vec::as_slice));
-                return Some(keys);
-            }
-            "xread" | "xreadgroup" => parse_read(args, self.name == "xreadgroup").ok()?.keys,
-            _ => return Some(self.key_args(args).collect()),
-        };
-        Some(keys.iter().map(Vec::as_slice).collect())
+    /// Whether the command (the subcommand `args` name, for a container) can name keys at
+    /// all (COMMAND GETKEYS refuses one that cannot).
+    pub fn takes_keys(&self, args: &[Vec<u8>]) -> bool {
+        key_specs::has_keys(&key_specs::full_name(self, args))
     }
 }
 
@@ -159,13 +185,20 @@ const S: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "loading", "stale"];
 const P: &[&str] = &["pubsub", "loading", "stale"];
 const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
-const LUA: &[&str] = &["noscript", "stale", "skip_monitor", "no_mandatory_keys"];
+const LUA: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
 const LUA_RO: &[&str] = &[
     "noscript",
     "stale",
     "skip_monitor",
     "no_mandatory_keys",
     "readonly",
+    "movablekeys",
 ];
 
 const fn data(
@@ -505,13 +538,16 @@ pub static COMMANDS: &[Command] = &[
         "transactions",
         "Discards the queued commands.",
     ),
-    server(
-        "watch",
-        -2,
-        S,
-        "transactions",
-        "Makes EXEC fail if these keys change.",
-    ),
+    Command {
+        keys: KALL,
+        ..server(
+            "watch",
+            -2,
+            S,
+            "transactions",
+            "Makes EXEC fail if these keys change.",
+        )
+    },
     server("unwatch", 1, S, "transactions", "Forgets the watched keys."),
     // scripting (server/eval.rs, script/)
     server(
@@ -2218,8 +2254,28 @@ mod tests {
         assert_eq!(keys("xread count 2 streams s t 0 0"), "s t");
         assert_eq!(keys("xreadgroup group g c streams s >"), "s");
         assert_eq!(keys("sort s by w_* store d"), "s d");
+        assert_eq!(keys("georadius s 0 0 1 m store a store b"), "s a b");
+        assert_eq!(keys("object encoding k"), "k");
+        assert_eq!(keys("object help"), "");
         assert_eq!(keys("lmpop 5 a left"), "", "more keys counted than given");
         assert_eq!(keys("zunion x a"), "", "no count");
+    }
+
+    /// A command has key specifications (a container's are its subcommands') if and only
+    /// if its key positions name keys or it says its keys move: the ACL check, tracking
+    /// and GETKEYS would see no keys in one without.
+    #[test]
+    fn every_command_with_key_positions_has_key_specifications() {
+        for command in COMMANDS {
+            let mut names: Vec<String> =
+                super::super::subcommands::full_names(command.name).collect();
+            if names.is_empty() {
+                names.push(command.name.to_string());
+            }
+            let specified = names.iter().any(|name| key_specs::has_keys(name));
+            let positioned = command.keys.0 > 0 || command.flags.contains(&"movablekeys");
+            assert_eq!(positioned, specified, "{}", command.name);
+        }
     }
 
     #[test]

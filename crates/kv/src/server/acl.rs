@@ -10,9 +10,13 @@
 //!   is in, or `@all`) decides, and `+@all` or `-@all` starts the list over. A category
 //!   is the subcommand's where there is one (`-@dangerous` refuses CLIENT KILL, not
 //!   CLIENT SETNAME), from `command/categories.rs`.
-//! * Key patterns are for reading and writing together (`~pattern`, `%RW~pattern`);
-//!   `%R~` and `%W~` alone, and selectors (`(…)`), are refused: tailstore does not know
-//!   which keys of a command it reads and which it writes, as Redis's key specs say.
+//! * A key pattern allows reading and writing the keys it matches (`~pattern`,
+//!   `%RW~pattern`), or one of them (`%R~pattern`, `%W~pattern`): which of a command's
+//!   keys it reads and which it writes come from the key specifications
+//!   (`command/key_specs.rs`), as in Redis.
+//! * Selectors (`(~app:* +get)`) are further sets of commands, keys and channels: a
+//!   command runs if the user's own set or one selector allows it whole, and a refusal is
+//!   the one Redis would pick among theirs.
 //! * A connection holds its user as of its login and reads it again when ACL SETUSER or
 //!   DELUSER changed the users since (a counter read per command); a deleted user's
 //!   connections are closed.
@@ -42,20 +46,43 @@ pub struct User {
     nopass: bool,
     /// SHA-256 digests of its passwords.
     passwords: Vec<[u8; 32]>,
-    /// In order; empty: no command.
-    commands: Vec<CommandRule>,
-    keys: Patterns,
-    channels: Patterns,
+    /// What the user may run, touch and publish to (Redis's root selector).
+    root: Permissions,
+    /// Further sets of permissions (Redis's selectors, `(~app:* +get)`): a command any one
+    /// of them allows whole (its command, keys and channels) runs.
+    selectors: Vec<Permissions>,
     /// `sanitize-payload` (true) or `skip-sanitize-payload` (false), as given; tailstore
     /// checks every RESTORE payload whole either way.
     sanitize: Option<bool>,
 }
 
+/// Commands, key patterns and channel patterns: a user's own, or one of its selectors.
+#[derive(Clone, Debug, PartialEq)]
+struct Permissions {
+    /// In order; empty: no command.
+    commands: Vec<CommandRule>,
+    keys: Patterns,
+    channels: Patterns,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Patterns {
     All,
-    Some(Vec<Vec<u8>>),
+    Some(Vec<Pattern>),
 }
+
+/// A key or channel pattern with what it allows of the keys it matches (channels: both).
+#[derive(Clone, Debug, PartialEq)]
+struct Pattern {
+    text: Vec<u8>,
+    access: Access,
+}
+
+/// Reading (`%R~`), writing (`%W~`), or both (`~`, `%RW~`), as bits.
+type Access = u8;
+const READ: Access = 1;
+const WRITE: Access = 2;
+const READ_WRITE: Access = READ | WRITE;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct CommandRule {
@@ -103,9 +130,8 @@ impl User {
             enabled: false,
             nopass: false,
             passwords: Vec::new(),
-            commands: Vec::new(),
-            keys: Patterns::Some(Vec::new()),
-            channels: Patterns::Some(Vec::new()),
+            root: Permissions::none(),
+            selectors: Vec::new(),
             sanitize: None,
         }
     }
@@ -117,41 +143,216 @@ impl User {
     }
 
     /// Whether the user may run `command` (`args`, the name first) with its keys and
-    /// channels. The command is known and its arity and subcommand were checked.
+    /// channels: whether its own permissions or one of its selectors allow all three. When
+    /// none does, the refusal is Redis's choice among theirs: the one that got furthest
+    /// (a command refused, then a key, then a channel), and of those the one of the latest
+    /// argument. The command is known and its arity and subcommand were checked.
     pub fn check(&self, command: &Command, args: &[Vec<u8>]) -> Result<(), Denial> {
-        let sub = subcommand_of(command, args);
+        let sub = subcommands::named(command.name, args);
         // Logging in (again, as another user) and leaving are open to every user, as the
         // commands Redis flags `no_auth`.
         let open_to_all = matches!(command.name, "auth" | "hello" | "quit" | "reset");
+        let mut refusals = Vec::new();
+        for permissions in std::iter::once(&self.root).chain(&self.selectors) {
+            match permissions.check(command, sub, args, open_to_all) {
+                Ok(()) => return self.sort_options_allowed(command, args),
+                Err(refusal) => refusals.push(refusal),
+            }
+        }
+        let rank = |(denial, at): &(Denial, usize)| {
+            let stage = match denial {
+                Denial::Command(_) => 0,
+                Denial::Key(_) | Denial::SortBy | Denial::SortGet => 1,
+                Denial::Channel(_) => 2,
+            };
+            (stage, *at)
+        };
+        // The first of the highest rank, as Redis replaces its choice only by a higher one.
+        let mut chosen = refusals.remove(0);
+        for refusal in refusals {
+            if rank(&refusal) > rank(&chosen) {
+                chosen = refusal;
+            }
+        }
+        Err(chosen.0)
+    }
+
+    /// SORT's options that read keys by pattern (BY with a `*`, GET) are for users that
+    /// may read every key, as Redis's SORT checks when it runs.
+    fn sort_options_allowed(&self, command: &Command, args: &[Vec<u8>]) -> Result<(), Denial> {
+        let reads_every_key = std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .any(Permissions::reads_every_key);
+        if matches!(command.name, "sort" | "sort_ro") && !reads_every_key {
+            return sort_options_allowed(args);
+        }
+        Ok(())
+    }
+
+    /// Applies one ACL SETUSER rule (a selector's rules merged into one: see
+    /// [`merge_selectors`]); Redis's reason if it is refused.
+    fn apply(&mut self, rule: &[u8]) -> Result<(), String> {
+        let text = String::from_utf8_lossy(rule);
+        let word = text.to_ascii_lowercase();
+        match word.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "sanitize-payload" => self.sanitize = Some(true),
+            "skip-sanitize-payload" => self.sanitize = Some(false),
+            "clearselectors" => self.selectors.clear(),
+            "reset" => {
+                *self = User {
+                    sanitize: Some(true),
+                    ..User::new(&self.name)
+                }
+            }
+            _ => return self.apply_other(rule, &word),
+        }
+        Ok(())
+    }
+
+    /// A password rule, a selector, or a rule of the user's own permissions.
+    fn apply_other(&mut self, rule: &[u8], word: &str) -> Result<(), String> {
+        match rule.first() {
+            Some(b'>') => {
+                let kept = digest(&rule[1..]);
+                self.add_password(kept);
+            }
+            Some(b'#') => self.add_password(parse_digest(&rule[1..])?),
+            Some(b'<') => self.remove_password(&digest(&rule[1..]))?,
+            Some(b'!') => self.remove_password(&parse_digest(&rule[1..])?)?,
+            Some(b'(') if rule.ends_with(b")") => {
+                let mut selector = Permissions::none();
+                for inner in rule[1..rule.len() - 1]
+                    .split(u8::is_ascii_whitespace)
+                    .filter(|w| !w.is_empty())
+                {
+                    selector.apply(inner, &String::from_utf8_lossy(inner).to_ascii_lowercase())?;
+                }
+                self.selectors.push(selector);
+            }
+            _ => self.root.apply(rule, word)?,
+        }
+        Ok(())
+    }
+
+    fn add_password(&mut self, kept: [u8; 32]) {
+        self.nopass = false;
+        if !self.passwords.contains(&kept) {
+            self.passwords.push(kept);
+        }
+    }
+
+    fn remove_password(&mut self, kept: &[u8; 32]) -> Result<(), String> {
+        let before = self.passwords.len();
+        self.passwords.retain(|p| p != kept);
+        if self.passwords.len() == before {
+            return Err(
+                "The password you are trying to remove from the user does not exist".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The user's rules as ACL LIST writes them (after `user NAME `).
+    fn describe(&self) -> String {
+        let mut words = self.flags();
+        words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
+        words.push(self.root.describe());
+        words.extend(
+            self.selectors
+                .iter()
+                .map(|selector| format!("({})", selector.describe())),
+        );
+        words.join(" ")
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![if self.enabled { "on" } else { "off" }.to_string()];
+        if self.nopass {
+            flags.push("nopass".into());
+        }
+        match self.sanitize {
+            Some(true) => flags.push("sanitize-payload".into()),
+            Some(false) => flags.push("skip-sanitize-payload".into()),
+            None => {}
+        }
+        flags
+    }
+
+    /// ACL GETUSER's reply.
+    fn getuser_reply(&self) -> Reply {
+        let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        getuser_reply(
+            self.flags().iter().map(|f| text(f)).collect(),
+            self.passwords.iter().map(|p| text(&hex(p))).collect(),
+            self.root.getuser_fields(),
+            self.selectors
+                .iter()
+                .map(|selector| Reply::Map(selector.getuser_fields()))
+                .collect(),
+        )
+    }
+}
+
+impl Permissions {
+    /// No command, key or channel (a new user's, and a new selector's).
+    fn none() -> Permissions {
+        Permissions {
+            commands: Vec::new(),
+            keys: Patterns::Some(Vec::new()),
+            channels: Patterns::Some(Vec::new()),
+        }
+    }
+
+    /// Whether these permissions allow the command, its keys and its channels; if not,
+    /// the refusal and the position of the argument refused (0 for the command).
+    fn check(
+        &self,
+        command: &Command,
+        sub: Option<&str>,
+        args: &[Vec<u8>],
+        open_to_all: bool,
+    ) -> Result<(), (Denial, usize)> {
         if !open_to_all && !self.may_run(command.name, sub) {
-            return Err(Denial::Command(match sub {
+            let name = match sub {
                 Some(sub) => format!("{}|{sub}", command.name),
                 None => command.name.to_string(),
-            }));
+            };
+            return Err((Denial::Command(name), 0));
         }
         if let Patterns::Some(patterns) = &self.keys {
-            if matches!(command.name, "sort" | "sort_ro") {
-                sort_options_allowed(args)?;
-            }
-            for key in command.named_keys(args) {
-                if !patterns.iter().any(|p| matches(p, key)) {
-                    return Err(Denial::Key(key.to_vec()));
+            for key in command.keys_with_flags(args) {
+                let needs =
+                    if key.reads() { READ } else { 0 } | if key.writes() { WRITE } else { 0 };
+                let name = &args[key.at];
+                let allows = |p: &Pattern| p.access & needs == needs && matches(&p.text, name);
+                if !patterns.iter().any(allows) {
+                    return Err((Denial::Key(name.clone()), key.at));
                 }
             }
         }
-        if let (Patterns::Some(allowed), Some((as_patterns, channels))) =
+        if let (Patterns::Some(allowed), Some((as_patterns, from, channels))) =
             (&self.channels, channels_named(command, args))
         {
-            for channel in channels {
-                let fits = |p: &Vec<u8>| {
+            for (at, channel) in channels.iter().enumerate() {
+                let fits = |p: &Pattern| {
                     if as_patterns {
-                        p == channel // a pattern subscription only to a pattern allowed as it is
+                        p.text == *channel // a pattern subscription only to a pattern allowed as it is
                     } else {
-                        matches(p, channel)
+                        matches(&p.text, channel)
                     }
                 };
                 if !allowed.iter().any(fits) {
-                    return Err(Denial::Channel(channel.clone()));
+                    return Err((Denial::Channel(channel.clone()), from + at));
                 }
             }
         }
@@ -177,80 +378,42 @@ impl User {
             .is_some_and(|rule| rule.allow)
     }
 
-    /// Applies one ACL SETUSER rule; Redis's reason if it is refused.
-    fn apply(&mut self, rule: &[u8]) -> Result<(), String> {
-        let text = String::from_utf8_lossy(rule);
-        let word = text.to_ascii_lowercase();
-        match word.as_str() {
-            "on" => self.enabled = true,
-            "off" => self.enabled = false,
-            "nopass" => {
-                self.nopass = true;
-                self.passwords.clear();
-            }
-            "resetpass" => {
-                self.nopass = false;
-                self.passwords.clear();
-            }
+    /// Whether a key pattern lets every key be read (Redis asks whether one allows reading
+    /// the key `*`: `allkeys`, or a pattern that matches that name).
+    fn reads_every_key(&self) -> bool {
+        match &self.keys {
+            Patterns::All => true,
+            Patterns::Some(patterns) => patterns
+                .iter()
+                .any(|p| p.access & READ != 0 && matches(&p.text, b"*")),
+        }
+    }
+
+    /// Applies one rule on commands, keys or channels (`word`: the rule in lowercase).
+    fn apply(&mut self, rule: &[u8], word: &str) -> Result<(), String> {
+        match word {
             "allkeys" => self.keys = Patterns::All,
             "resetkeys" => self.keys = Patterns::Some(Vec::new()),
             "allchannels" => self.channels = Patterns::All,
             "resetchannels" => self.channels = Patterns::Some(Vec::new()),
             "allcommands" => self.add_command_rule(true, Selector::All),
             "nocommands" => self.add_command_rule(false, Selector::All),
-            "sanitize-payload" => self.sanitize = Some(true),
-            "skip-sanitize-payload" => self.sanitize = Some(false),
-            "clearselectors" => {}
-            "reset" => {
-                *self = User {
-                    sanitize: Some(true),
-                    ..User::new(&self.name)
+            _ => match rule.first() {
+                Some(b'~') => add_pattern(&mut self.keys, &rule[1..], READ_WRITE, KEYS_AFTER_ALL)?,
+                Some(b'%') => {
+                    let (access, pattern) = key_pattern_with_permissions(&rule[1..])?;
+                    add_pattern(&mut self.keys, pattern, access, KEYS_AFTER_ALL)?;
                 }
-            }
-            _ => return self.apply_pattern_or_password(rule, &word),
-        }
-        Ok(())
-    }
-
-    fn apply_pattern_or_password(&mut self, rule: &[u8], word: &str) -> Result<(), String> {
-        match rule.first() {
-            Some(b'>') => {
-                let kept = digest(&rule[1..]);
-                self.add_password(kept);
-            }
-            Some(b'#') => self.add_password(parse_digest(&rule[1..])?),
-            Some(b'<') => self.remove_password(&digest(&rule[1..]))?,
-            Some(b'!') => self.remove_password(&parse_digest(&rule[1..])?)?,
-            Some(b'~') => add_pattern(&mut self.keys, &rule[1..], KEYS_AFTER_ALL)?,
-            Some(b'%') => {
-                let pattern = key_pattern_with_permissions(&rule[1..])?;
-                add_pattern(&mut self.keys, pattern, KEYS_AFTER_ALL)?;
-            }
-            Some(b'&') => add_pattern(&mut self.channels, &rule[1..], CHANNELS_AFTER_ALL)?,
-            Some(b'+') => self.add_command_rule(true, selector(&word[1..])?),
-            Some(b'-') => self.add_command_rule(false, selector(&word[1..])?),
-            Some(b'(') => {
-                return Err("tailstore does not implement ACL selectors ('(…)')".into());
-            }
-            _ => return Err("Syntax error".into()),
-        }
-        Ok(())
-    }
-
-    fn add_password(&mut self, kept: [u8; 32]) {
-        self.nopass = false;
-        if !self.passwords.contains(&kept) {
-            self.passwords.push(kept);
-        }
-    }
-
-    fn remove_password(&mut self, kept: &[u8; 32]) -> Result<(), String> {
-        let before = self.passwords.len();
-        self.passwords.retain(|p| p != kept);
-        if self.passwords.len() == before {
-            return Err(
-                "The password you are trying to remove from the user does not exist".into(),
-            );
+                Some(b'&') => add_pattern(
+                    &mut self.channels,
+                    &rule[1..],
+                    READ_WRITE,
+                    CHANNELS_AFTER_ALL,
+                )?,
+                Some(b'+') => self.add_command_rule(true, selector(&word[1..])?),
+                Some(b'-') => self.add_command_rule(false, selector(&word[1..])?),
+                _ => return Err("Syntax error".into()),
+            },
         }
         Ok(())
     }
@@ -266,30 +429,15 @@ impl User {
         self.commands.push(CommandRule { allow, what });
     }
 
-    /// The user's rules as ACL LIST writes them (after `user NAME `).
+    /// The permissions as ACL LIST writes them: keys, channels, commands.
     fn describe(&self) -> String {
-        let mut words = self.flags();
-        words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
-        words.extend(pattern_words(&self.keys, '~'));
+        let mut words = pattern_words(&self.keys, '~');
         if self.channels != Patterns::All {
             words.push("resetchannels".into());
         }
         words.extend(pattern_words(&self.channels, '&'));
         words.push(self.command_words());
         words.join(" ")
-    }
-
-    fn flags(&self) -> Vec<String> {
-        let mut flags = vec![if self.enabled { "on" } else { "off" }.to_string()];
-        if self.nopass {
-            flags.push("nopass".into());
-        }
-        match self.sanitize {
-            Some(true) => flags.push("sanitize-payload".into()),
-            Some(false) => flags.push("skip-sanitize-payload".into()),
-            None => {}
-        }
-        flags
     }
 
     fn command_words(&self) -> String {
@@ -312,58 +460,81 @@ impl User {
         words.join(" ")
     }
 
-    /// ACL GETUSER's reply.
-    fn getuser_reply(&self) -> Reply {
+    /// ACL GETUSER's `commands`, `keys` and `channels`.
+    fn getuser_fields(&self) -> Vec<(Reply, Reply)> {
         let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
-        getuser_reply(
-            self.flags().iter().map(|f| text(f)).collect(),
-            self.passwords.iter().map(|p| text(&hex(p))).collect(),
-            &self.command_words(),
-            &pattern_words(&self.keys, '~').join(" "),
-            &pattern_words(&self.channels, '&').join(" "),
-        )
+        vec![
+            (text("commands"), text(&self.command_words())),
+            (
+                text("keys"),
+                text(&pattern_words(&self.keys, '~').join(" ")),
+            ),
+            (
+                text("channels"),
+                text(&pattern_words(&self.channels, '&').join(" ")),
+            ),
+        ]
     }
 }
 
 const KEYS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns";
 const CHANNELS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels";
 
-fn add_pattern(patterns: &mut Patterns, pattern: &[u8], after_all: &str) -> Result<(), String> {
+/// Adds `pattern` with `access`; a pattern already there gains the access. `*` with every
+/// access allows everything, and nothing may follow it but `*` again.
+fn add_pattern(
+    patterns: &mut Patterns,
+    pattern: &[u8],
+    access: Access,
+    after_all: &str,
+) -> Result<(), String> {
+    let everything = pattern == b"*" && access == READ_WRITE;
     match patterns {
-        Patterns::All if pattern == b"*" => {}
+        Patterns::All if everything => {}
         Patterns::All => return Err(after_all.into()),
-        Patterns::Some(_) if pattern == b"*" => *patterns = Patterns::All,
-        Patterns::Some(list) => {
-            if !list.iter().any(|p| p == pattern) {
-                list.push(pattern.to_vec());
-            }
-        }
+        Patterns::Some(_) if everything => *patterns = Patterns::All,
+        Patterns::Some(list) => match list.iter_mut().find(|p| p.text == pattern) {
+            Some(kept) => kept.access |= access,
+            None => list.push(Pattern {
+                text: pattern.to_vec(),
+                access,
+            }),
+        },
     }
     Ok(())
 }
 
-/// A `%…~pattern` rule's pattern, for the permissions tailstore keeps (read and write).
-fn key_pattern_with_permissions(rule: &[u8]) -> Result<&[u8], String> {
-    let Some(tilde) = rule.iter().position(|&b| b == b'~') else {
-        return Err("Syntax error".into());
-    };
-    let permissions = rule[..tilde].to_ascii_uppercase();
-    if permissions.is_empty() || !permissions.iter().all(|p| matches!(p, b'R' | b'W')) {
+/// A `%…~pattern` rule's access and pattern, read as Redis 7.0 reads it: `R` and `W` at
+/// most once each, then `~` and the pattern (none: the empty pattern).
+fn key_pattern_with_permissions(rule: &[u8]) -> Result<(Access, &[u8]), String> {
+    let mut access = 0;
+    for (at, &byte) in rule.iter().enumerate() {
+        match byte.to_ascii_uppercase() {
+            b'R' if access & READ == 0 => access |= READ,
+            b'W' if access & WRITE == 0 => access |= WRITE,
+            b'~' if access != 0 => return Ok((access, &rule[at + 1..])),
+            _ => return Err("Syntax error".into()),
+        }
+    }
+    if access == 0 {
         return Err("Syntax error".into());
     }
-    if !(permissions.contains(&b'R') && permissions.contains(&b'W')) {
-        return Err("tailstore keeps key patterns for reading and writing together (~pattern, %RW~pattern), not %R~ or %W~ alone".into());
-    }
-    Ok(&rule[tilde + 1..])
+    Ok((access, &[]))
 }
 
+/// The patterns as ACL LIST writes them: `~p` (or `&p` for channels), `%R~p`, `%W~p`.
 fn pattern_words(patterns: &Patterns, sign: char) -> Vec<String> {
+    let word = |p: &Pattern| {
+        let text = String::from_utf8_lossy(&p.text);
+        match p.access {
+            READ => format!("%R{sign}{text}"),
+            WRITE => format!("%W{sign}{text}"),
+            _ => format!("{sign}{text}"),
+        }
+    };
     match patterns {
         Patterns::All => vec![format!("{sign}*")],
-        Patterns::Some(list) => list
-            .iter()
-            .map(|p| format!("{sign}{}", String::from_utf8_lossy(p)))
-            .collect(),
+        Patterns::Some(list) => list.iter().map(word).collect(),
     }
 }
 
@@ -416,21 +587,16 @@ fn selector(name: &str) -> Result<Selector, String> {
         .ok_or_else(unknown)
 }
 
-/// The subcommand a container command names (lowercase, as the subcommand table has it).
-fn subcommand_of(command: &Command, args: &[Vec<u8>]) -> Option<&'static str> {
-    let typed = args.get(1)?;
-    subcommands::of(command.name)?
-        .iter()
-        .find(|(name, _)| typed.eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(name, _)| *name)
-}
-
-/// The channels a command publishes or subscribes to, and whether they are patterns.
-fn channels_named<'a>(command: &Command, args: &'a [Vec<u8>]) -> Option<(bool, &'a [Vec<u8>])> {
+/// The channels a command publishes or subscribes to, whether they are patterns, and the
+/// position of the first.
+fn channels_named<'a>(
+    command: &Command,
+    args: &'a [Vec<u8>],
+) -> Option<(bool, usize, &'a [Vec<u8>])> {
     match command.name {
-        "publish" | "spublish" => Some((false, &args[1..2])),
-        "subscribe" | "ssubscribe" => Some((false, &args[1..])),
-        "psubscribe" => Some((true, &args[1..])),
+        "publish" | "spublish" => Some((false, 1, &args[1..2])),
+        "subscribe" | "ssubscribe" => Some((false, 1, &args[1..])),
+        "psubscribe" => Some((true, 1, &args[1..])),
         _ => None,
     }
 }
@@ -485,23 +651,48 @@ fn with_rules<'a>(
     Ok(user)
 }
 
-/// ACL GETUSER's reply, for any user.
+/// ACL SETUSER's rules with each selector written over several (`(~app:*`, `+get)`)
+/// joined into one, as Redis joins them; a selector never closed is refused, by its first
+/// rule.
+fn merge_selectors(rules: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
+    let mut merged = Vec::new();
+    let mut open: Option<(Vec<u8>, &Vec<u8>)> = None;
+    for rule in rules {
+        match open.as_mut() {
+            None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
+                open = Some((rule.clone(), rule));
+            }
+            None => merged.push(rule.clone()),
+            Some((text, _)) => {
+                text.push(b' ');
+                text.extend_from_slice(rule);
+                if rule.last() == Some(&b')') {
+                    merged.extend(open.take().map(|(text, _)| text));
+                }
+            }
+        }
+    }
+    match open {
+        Some((_, first)) => Err(first.clone()),
+        None => Ok(merged),
+    }
+}
+
+/// ACL GETUSER's reply, for any user: its permissions' fields, then its selectors'.
 fn getuser_reply(
     flags: Vec<Reply>,
     passwords: Vec<Reply>,
-    commands: &str,
-    keys: &str,
-    channels: &str,
+    permissions: Vec<(Reply, Reply)>,
+    selectors: Vec<Reply>,
 ) -> Reply {
     let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
-    Reply::Map(vec![
+    let mut fields = vec![
         (text("flags"), Reply::Set(flags)),
         (text("passwords"), Reply::Array(passwords)),
-        (text("commands"), text(commands)),
-        (text("keys"), text(keys)),
-        (text("channels"), text(channels)),
-        (text("selectors"), Reply::Array(Vec::new())),
-    ])
+    ];
+    fields.extend(permissions);
+    fields.push((text("selectors"), Reply::Array(selectors)));
+    Reply::Map(fields)
 }
 
 /// The users besides `default`, shared by the event loops.
@@ -532,6 +723,12 @@ impl Users {
     fn set(&self, name: &[u8], rules: &[Vec<u8>]) -> Result<(), Reply> {
         let error = |reason: String| Reply::error(format!("ERR {reason}"));
         check_name(name).map_err(error)?;
+        let rules = merge_selectors(rules).map_err(|first| {
+            error(format!(
+                "Unmatched parenthesis in acl selector starting at '{}'.",
+                String::from_utf8_lossy(&first)
+            ))
+        })?;
         let mut named = self.named.write();
         let user = named
             .get(name)
@@ -570,13 +767,20 @@ impl Users {
                 continue;
             }
             check_name(name).map_err(at)?;
+            let rules: Vec<Vec<u8>> = rules.iter().map(|rule| rule.to_vec()).collect();
+            let rules = merge_selectors(&rules).map_err(|first| {
+                at(format!(
+                    "unmatched parenthesis in the selector starting at '{}'",
+                    String::from_utf8_lossy(&first)
+                ))
+            })?;
             if named.contains_key(name) {
                 return Err(at(format!(
                     "user '{}' is defined twice",
                     String::from_utf8_lossy(name)
                 )));
             }
-            let user = with_rules(User::new(name), rules.iter().copied()).map_err(at)?;
+            let user = with_rules(User::new(name), rules.iter().map(Vec::as_slice)).map_err(at)?;
             named.insert(name.to_vec(), Arc::new(user));
         }
         *self.named.write() = named;
@@ -719,7 +923,7 @@ pub fn acl(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             }
             let after = users.get(&args[2]);
             if let (Some(before), Some(after)) = (before, after) {
-                if narrowed(&before.channels, &after.channels) {
+                if narrowed(&before, &after) {
                     // Subscriptions once allowed may not be now: the user's subscribed
                     // connections go (Redis closes those holding one no longer allowed).
                     let filter = ClientFilter::subscribed_of_user(&args[2]);
@@ -776,8 +980,18 @@ fn aclfile(shared: &Shared, conn: &mut Connection, sub: &str) -> Reply {
     Reply::ok()
 }
 
+/// Whether a user's channels `after` a change may be fewer than `before` it: its own
+/// channel patterns narrowed, or a selector changed or gone.
+fn narrowed(before: &User, after: &User) -> bool {
+    narrowed_patterns(&before.root.channels, &after.root.channels)
+        || before
+            .selectors
+            .iter()
+            .any(|selector| !after.selectors.contains(selector))
+}
+
 /// Whether channel patterns `after` may allow less than `before` did.
-fn narrowed(before: &Patterns, after: &Patterns) -> bool {
+fn narrowed_patterns(before: &Patterns, after: &Patterns) -> bool {
     match (before, after) {
         (_, Patterns::All) => false,
         (Patterns::All, Patterns::Some(_)) => true,
@@ -815,7 +1029,15 @@ fn default_user(password: &Password) -> Reply {
         Some(digest) => (vec![text("on")], vec![text(digest)]),
         None => (vec![text("on"), text("nopass")], Vec::new()),
     };
-    getuser_reply(flags, passwords, "+@all", "~*", "&*")
+    let everything = Permissions {
+        commands: vec![CommandRule {
+            allow: true,
+            what: Selector::All,
+        }],
+        keys: Patterns::All,
+        channels: Patterns::All,
+    };
+    getuser_reply(flags, passwords, everything.getuser_fields(), Vec::new())
 }
 
 /// ACL CAT [category]: the categories, or the commands and subcommands in one.
@@ -990,11 +1212,14 @@ mod tests {
             Err(Denial::Command("set".into()))
         );
         assert_eq!(
-            user(&["+get", "nocommands"]).command_words(),
+            user(&["+get", "nocommands"]).root.command_words(),
             "-@all",
             "-@all starts over"
         );
-        assert_eq!(bob.command_words(), "+@all -@dangerous +client|kill -get");
+        assert_eq!(
+            bob.root.command_words(),
+            "+@all -@dangerous +client|kill -get"
+        );
         let nothing = user(&[]);
         assert_eq!(check(&nothing, "AUTH alice pw"), Ok(()));
         assert_eq!(check(&nothing, "PING"), Err(Denial::Command("ping".into())));
@@ -1025,8 +1250,78 @@ mod tests {
         assert_eq!(check(&bob, "SORT app:1 STORE app:get"), Ok(()));
         assert_eq!(check(&bob, "SORT app:1 GET #"), Err(Denial::SortGet));
         let everything = user(&["+@all", "allkeys", "allchannels"]);
+        assert!(user(&["allkeys"]).apply(b"%R~*").is_err());
         assert_eq!(check(&everything, "SORT app:1 GET x_*"), Ok(()));
         assert_eq!(check(&everything, "SUBSCRIBE any"), Ok(()));
+    }
+
+    #[test]
+    fn read_and_write_patterns_allow_what_the_key_specifications_say() {
+        let reader = user(&["+@all", "%R~r:*", "%W~w:*", "~rw:*"]);
+        assert_eq!(check(&reader, "GET r:1"), Ok(()));
+        assert_eq!(
+            check(&reader, "SET r:1 v"),
+            Err(Denial::Key(b"r:1".to_vec()))
+        );
+        assert_eq!(check(&reader, "SET w:1 v"), Ok(()));
+        assert_eq!(
+            check(&reader, "SET w:1 v GET"),
+            Err(Denial::Key(b"w:1".to_vec())),
+            "GET reads the old value"
+        );
+        assert_eq!(check(&reader, "GET w:1"), Err(Denial::Key(b"w:1".to_vec())));
+        // EXISTS reads no value: any pattern that matches will do.
+        assert_eq!(check(&reader, "EXISTS r:1 w:1"), Ok(()));
+        assert_eq!(check(&reader, "LMOVE rw:1 w:1 LEFT LEFT"), Ok(()));
+        assert_eq!(
+            check(&reader, "LMOVE r:1 w:1 LEFT LEFT"),
+            Err(Denial::Key(b"r:1".to_vec()))
+        );
+        assert_eq!(check(&reader, "COPY r:1 w:1"), Ok(()));
+        assert_eq!(check(&reader, "DEL w:1"), Ok(()));
+        assert_eq!(check(&reader, "DEL r:1"), Err(Denial::Key(b"r:1".to_vec())));
+        let both = user(&["+@all", "%R~k", "%W~k"]);
+        assert_eq!(both.describe(), "off ~k resetchannels +@all");
+        assert_eq!(check(&both, "INCR k"), Ok(()));
+    }
+
+    #[test]
+    fn a_selector_allows_a_command_whole_and_refusals_are_redis_s_choice() {
+        let both = user(&["~a*", "+get", "(~b* +set)", "(%R~c* +@read &ch*)"]);
+        assert_eq!(check(&both, "GET a1"), Ok(()));
+        assert_eq!(check(&both, "SET b1 v"), Ok(()));
+        assert_eq!(check(&both, "GET c1"), Ok(()));
+        // No set allows all of it: the refusal that got furthest, at the latest argument.
+        assert_eq!(check(&both, "SET a1 v"), Err(Denial::Key(b"a1".to_vec())));
+        assert_eq!(check(&both, "MGET a1 b1"), Err(Denial::Key(b"a1".to_vec())));
+        assert_eq!(check(&both, "INCR b1"), Err(Denial::Command("incr".into())));
+        let three = user(&["~a*", "+@all", "(~b* +@all)", "(~c* +@all)"]);
+        assert_eq!(
+            check(&three, "MGET b1 c1 a1"),
+            Err(Denial::Key(b"c1".to_vec()))
+        );
+        assert_eq!(
+            check(&three, "MGET a1 b1 c1"),
+            Err(Denial::Key(b"b1".to_vec()))
+        );
+        assert_eq!(
+            both.describe(),
+            "off ~a* resetchannels -@all +get (~b* resetchannels -@all +set) \
+             (%R~c* resetchannels &ch* -@all +@read)"
+        );
+        let merged = |rules: &[&str]| {
+            let rules: Vec<Vec<u8>> = rules.iter().map(|r| r.as_bytes().to_vec()).collect();
+            merge_selectors(&rules).map(|m| {
+                m.iter()
+                    .map(|r| String::from_utf8_lossy(r).into_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            merged(&["on", "(~x", "+get)", "()"]),
+            Ok(vec!["on".into(), "(~x +get)".into(), "()".into()])
+        );
+        assert_eq!(merged(&["(~x", "+get"]), Err(b"(~x".to_vec()));
     }
 
     #[test]
@@ -1063,9 +1358,17 @@ mod tests {
             );
         }
         assert!(refused("#abc").is_some_and(|r| r.contains("64 characters")));
-        assert!(refused("%R~x").is_some_and(|r| r.contains("not %R~ or %W~ alone")));
-        assert!(refused("%X~x").is_some_and(|r| r == "Syntax error"));
-        assert!(refused("(~x +get)").is_some_and(|r| r.contains("selectors")));
+        for rule in ["%X~x", "%~x", "%RR~x", "%"] {
+            assert_eq!(refused(rule).as_deref(), Some("Syntax error"), "{rule}");
+        }
+        assert_eq!(refused("%R~x"), None);
+        assert_eq!(refused("%W"), None);
+        assert_eq!(refused("(~x +get)"), None);
+        assert_eq!(refused("(on)").as_deref(), Some("Syntax error"));
+        assert_eq!(
+            refused("(~x +nosuch)").as_deref(),
+            Some("Unknown command or category name in ACL")
+        );
         assert!(refused("+config|get|x").is_some_and(|r| r.contains("first-arg")));
         assert_eq!(refused("%RW~x"), None);
         let mut all = user(&["allkeys"]);
@@ -1141,7 +1444,7 @@ mod tests {
         let refused = users.set(b"bob", &rules(&["-get", "+nosuch"]));
         assert!(matches!(refused, Err(Reply::Error(e)) if e.contains("'+nosuch'")));
         let bob = users.get(b"bob").expect("bob");
-        assert_eq!(bob.command_words(), "-@all +get");
+        assert_eq!(bob.root.command_words(), "-@all +get");
         assert!(users.set(b"a b", &[]).is_err() && users.set(b"default", &[]).is_err());
         let before = users.generation();
         assert_eq!(users.delete(&rules(&["bob", "zed"])), 1);

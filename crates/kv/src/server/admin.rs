@@ -13,6 +13,7 @@ use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
+use crate::command::key_specs::{self, BeginSearch, FindKeys, KeySpec};
 use crate::command::{
     categories, help, is, matches, parse_int, subcommands, Command, MapChange, COMMANDS,
     NOT_INTEGER, SYNTAX,
@@ -554,7 +555,8 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
             };
             Reply::Map(commands.into_iter().map(document_command).collect())
         }
-        Some("getkeys") => command_getkeys(&args[2..]),
+        Some("getkeys") => command_getkeys(&args[2..], false),
+        Some("getkeysandflags") => command_getkeys(&args[2..], true),
         _ => help(COMMAND_HELP),
     }
 }
@@ -591,23 +593,108 @@ fn command_list(filter: &[Vec<u8>]) -> Reply {
     )
 }
 
-/// COMMAND GETKEYS command arg…: the keys the command would name, refused as Redis 7.0
-/// refuses a command it does not know, one of the wrong arity, one without keys, and
-/// arguments that do not say their keys.
-fn command_getkeys(args: &[Vec<u8>]) -> Reply {
+/// COMMAND GETKEYS command arg… (and GETKEYSANDFLAGS, each key with its flags): the keys
+/// the command would name, refused as Redis 7.0 refuses a command it does not know, one
+/// without keys, one of the wrong arity, and arguments that do not say their keys.
+fn command_getkeys(args: &[Vec<u8>], with_flags: bool) -> Reply {
     let Some(command) = crate::command::lookup(&args[0]) else {
         return Reply::error("ERR Invalid command specified");
     };
-    if !command.arity_ok(args.len()) {
-        return Reply::error("ERR Invalid number of arguments specified for command");
+    let container = subcommands::of(command.name).is_some();
+    if container && args.len() > 1 && subcommands::named(command.name, args).is_none() {
+        return Reply::error("ERR Invalid command specified");
     }
-    if !command.takes_keys() {
+    if !command.takes_keys(args) {
         return Reply::error("ERR The command has no key arguments");
     }
-    match command.keys_if_readable(args) {
-        Some(keys) => Reply::Array(keys.into_iter().map(|k| Reply::Bulk(k.to_vec())).collect()),
-        None => Reply::error("ERR Invalid arguments specified for command"),
+    if !command.arity_ok(args.len()) || subcommands::check(command.name, args).is_err() {
+        return Reply::error("ERR Invalid number of arguments specified for command");
     }
+    let keys = command.keys_with_flags(args);
+    if keys.is_empty() && !command.flags.contains(&"no_mandatory_keys") {
+        return Reply::error("ERR Invalid arguments specified for command");
+    }
+    let key = |at: usize| Reply::Bulk(args[at].clone());
+    Reply::Array(
+        keys.into_iter()
+            .map(|found| match with_flags {
+                true => Reply::Array(vec![key(found.at), key_flags(found.flags)]),
+                false => key(found.at),
+            })
+            .collect(),
+    )
+}
+
+/// Key specification flags as COMMAND INFO and GETKEYSANDFLAGS list them.
+fn key_flags(flags: u16) -> Reply {
+    Reply::Set(
+        key_specs::flag::NAMES
+            .iter()
+            .filter(|(bit, _)| flags & bit != 0)
+            .map(|(_, name)| Reply::Status((*name).into()))
+            .collect(),
+    )
+}
+
+/// A key specification as COMMAND INFO describes it.
+fn describe_key_spec(spec: &KeySpec) -> Reply {
+    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+    let int = |n: i64| Reply::Int(n);
+    let typed = |kind: &str, fields: Vec<(&str, Reply)>| {
+        Reply::Map(vec![
+            (text("type"), text(kind)),
+            (
+                text("spec"),
+                Reply::Map(fields.into_iter().map(|(k, v)| (text(k), v)).collect()),
+            ),
+        ])
+    };
+    let begin = match spec.begin {
+        BeginSearch::Index(index) => typed("index", vec![("index", int(index as i64))]),
+        BeginSearch::Keyword {
+            keyword,
+            start_from,
+        } => typed(
+            "keyword",
+            vec![
+                ("keyword", text(keyword)),
+                ("startfrom", int(i64::from(start_from))),
+            ],
+        ),
+        BeginSearch::Unknown => typed("unknown", Vec::new()),
+    };
+    let find = match spec.find {
+        FindKeys::Range {
+            last_key,
+            step,
+            limit,
+        } => typed(
+            "range",
+            vec![
+                ("lastkey", int(i64::from(last_key))),
+                ("keystep", int(step as i64)),
+                ("limit", int(limit as i64)),
+            ],
+        ),
+        FindKeys::Keynum {
+            count_at,
+            first,
+            step,
+        } => typed(
+            "keynum",
+            vec![
+                ("keynumidx", int(count_at as i64)),
+                ("firstkey", int(first as i64)),
+                ("keystep", int(step as i64)),
+            ],
+        ),
+        FindKeys::Unknown => typed("unknown", Vec::new()),
+    };
+    Reply::Map(vec![
+        (text("flags"), key_flags(spec.flags)),
+        (text("begin_search"), begin),
+        (text("find_keys"), find),
+    ])
 }
 
 fn describe_command(command: &Command) -> Reply {
@@ -630,9 +717,20 @@ fn describe_command(command: &Command) -> Reply {
                 .map(|name| Reply::Status(format!("@{name}")))
                 .collect(),
         ),
+        Reply::Set(
+            command
+                .tips()
+                .iter()
+                .map(|tip| Reply::Bulk(tip.as_bytes().to_vec()))
+                .collect(),
+        ),
+        Reply::Set(
+            key_specs::of(command.name)
+                .iter()
+                .map(describe_key_spec)
+                .collect(),
+        ),
         Reply::Set(Vec::new()),
-        Reply::Array(Vec::new()),
-        Reply::Array(Vec::new()),
     ])
 }
 
@@ -1021,6 +1119,8 @@ const COMMAND_HELP: &[&str] = &[
     "    Each command's summary and group, for the commands named (for all if none is).",
     "GETKEYS <full-command>",
     "    The keys the command would name.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    The keys the command would name, each with what the command does to it.",
     "HELP",
     "    Prints this help.",
 ];
