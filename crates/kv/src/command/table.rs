@@ -167,8 +167,6 @@ impl Command {
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
 const D: &[&str] = &["write", "fast"];
-/// Blocking: run once, and if it finds nothing the server waits for a write to its keys.
-const WB: &[&str] = &["write", "blocking"];
 /// XREAD: blocking only with its BLOCK option; its keys follow STREAMS.
 const RB: &[&str] = &["readonly", "blocking", "movablekeys"];
 const WO: &[&str] = &["write"];
@@ -200,6 +198,32 @@ const LUA_RO: &[&str] = &[
     "readonly",
     "movablekeys",
 ];
+
+/// Subscriptions: refused in scripts, as Redis does.
+const SUBSCRIBING: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+/// Logging in and leaving: open before AUTH and while a script is busy.
+const OPEN: &[&str] = &[
+    "noscript",
+    "loading",
+    "stale",
+    "fast",
+    "no_auth",
+    "allow_busy",
+];
+/// MULTI, DISCARD, WATCH, UNWATCH.
+const TRANSACTION: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+/// Refused in scripts only.
+const NS: &[&str] = &["noscript"];
+const FAST: &[&str] = &["fast"];
+/// Blocking: run once, and if it finds nothing the server waits for a write to its keys;
+/// refused in scripts (which cannot wait).
+const BLOCKING_POP: &[&str] = &["write", "noscript", "blocking"];
+const BLOCKING_MOVE: &[&str] = &["write", "denyoom", "noscript", "blocking"];
+const BLOCKING_FAST: &[&str] = &["write", "noscript", "blocking", "fast"];
+/// Saving and replication settings.
+const SAVING: &[&str] = &["admin", "noscript", "no_async_loading"];
+const REPLICATION: &[&str] = &["admin", "noscript", "stale", "no_async_loading"];
+const ADMIN_NS: &[&str] = &["admin", "noscript", "loading", "stale"];
 
 const fn data(
     name: &'static str,
@@ -263,7 +287,7 @@ pub static COMMANDS: &[Command] = &[
     server(
         "ping",
         -1,
-        S,
+        FAST,
         "connection",
         "Returns the server's liveliness response.",
     ),
@@ -271,14 +295,14 @@ pub static COMMANDS: &[Command] = &[
     server(
         "auth",
         -2,
-        S,
+        OPEN,
         "connection",
         "Authenticates the connection (no ACL users: the default user, with requirepass's password).",
     ),
     server(
         "wait",
         3,
-        S,
+        NS,
         "generic",
         "Waits for replicas to acknowledge writes (there are none: answers 0).",
     ),
@@ -292,14 +316,14 @@ pub static COMMANDS: &[Command] = &[
     server(
         "role",
         1,
-        S,
+        &["noscript", "loading", "stale", "fast"],
         "server",
         "Returns the replication role: a primary without replicas.",
     ),
     server(
         "shutdown",
         -1,
-        A,
+        &["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"],
         "server",
         "Stops the server, which closes the database with a checkpoint.",
     ),
@@ -307,28 +331,28 @@ pub static COMMANDS: &[Command] = &[
     server(
         "subscribe",
         -2,
-        P,
+        SUBSCRIBING,
         "pubsub",
         "Listens for messages published to channels.",
     ),
     server(
         "unsubscribe",
         -1,
-        P,
+        SUBSCRIBING,
         "pubsub",
         "Stops listening to messages posted to channels.",
     ),
     server(
         "psubscribe",
         -2,
-        P,
+        SUBSCRIBING,
         "pubsub",
         "Listens for messages published to channels that match patterns.",
     ),
     server(
         "punsubscribe",
         -1,
-        P,
+        SUBSCRIBING,
         "pubsub",
         "Stops listening to messages published to channels that match patterns.",
     ),
@@ -339,27 +363,36 @@ pub static COMMANDS: &[Command] = &[
         "pubsub",
         "Posts a message to a channel.",
     ),
-    server(
-        "ssubscribe",
-        -2,
-        P,
-        "pubsub",
-        "Listens for messages published to shard channels.",
-    ),
-    server(
-        "sunsubscribe",
-        -1,
-        P,
-        "pubsub",
-        "Stops listening to messages posted to shard channels.",
-    ),
-    server(
-        "spublish",
-        3,
-        PF,
-        "pubsub",
-        "Posts a message to a shard channel.",
-    ),
+    Command {
+        keys: KALL, // shard channels, hashed as keys are
+        ..server(
+            "ssubscribe",
+            -2,
+            SUBSCRIBING,
+            "pubsub",
+            "Listens for messages published to shard channels.",
+        )
+    },
+    Command {
+        keys: KALL, // shard channels, hashed as keys are
+        ..server(
+            "sunsubscribe",
+            -1,
+            SUBSCRIBING,
+            "pubsub",
+            "Stops listening to messages posted to shard channels.",
+        )
+    },
+    Command {
+        keys: K1, // shard channels, hashed as keys are
+        ..server(
+            "spublish",
+            3,
+            PF,
+            "pubsub",
+            "Posts a message to a shard channel.",
+        )
+    },
     server(
         "pubsub",
         -2,
@@ -370,7 +403,7 @@ pub static COMMANDS: &[Command] = &[
     server(
         "hello",
         -1,
-        S,
+        OPEN,
         "connection",
         "Handshakes with the server (protocol 2 or 3).",
     ),
@@ -381,8 +414,8 @@ pub static COMMANDS: &[Command] = &[
         "connection",
         "Changes the selected database.",
     ),
-    server("quit", -1, S, "connection", "Closes the connection."),
-    server("reset", 1, S, "connection", "Resets the connection."),
+    server("quit", -1, OPEN, "connection", "Closes the connection."),
+    server("reset", 1, OPEN, "connection", "Resets the connection."),
     server(
         "client",
         -2,
@@ -407,7 +440,7 @@ pub static COMMANDS: &[Command] = &[
     server(
         "info",
         -1,
-        S,
+        &["loading", "stale"],
         "server",
         "Returns information and statistics about the server.",
     ),
@@ -415,42 +448,42 @@ pub static COMMANDS: &[Command] = &[
     server(
         "flushdb",
         -1,
-        W,
+        WO,
         "server",
         "Removes every key from the selected database.",
     ),
     server(
         "swapdb",
         3,
-        WF,
+        D,
         "server",
         "Exchanges the contents of two databases, for every client at once.",
     ),
     server(
         "flushall",
         -1,
-        W,
+        WO,
         "server",
         "Removes every key from every database.",
     ),
     server(
         "save",
         1,
-        A,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
         "server",
         "Takes a checkpoint of the database.",
     ),
     server(
         "bgsave",
         -1,
-        A,
+        SAVING,
         "server",
         "Takes a checkpoint of the database.",
     ),
     server(
         "bgrewriteaof",
         1,
-        A,
+        SAVING,
         "server",
         "Takes a checkpoint of the database (what bounds the log a restart replays).",
     ),
@@ -458,7 +491,7 @@ pub static COMMANDS: &[Command] = &[
     server("cluster", -2, S, "cluster", "Answers that cluster support is disabled."),
     server("readonly", 1, S, "cluster", "Answers that cluster support is disabled."),
     server("readwrite", 1, S, "cluster", "Answers that cluster support is disabled."),
-    server("asking", 1, S, "cluster", "Answers that cluster support is disabled."),
+    server("asking", 1, FAST, "cluster", "Answers that cluster support is disabled."),
     server("module", -2, A, "server", "MODULE LIST: no modules are loaded."),
     server(
         "latency",
@@ -477,28 +510,28 @@ pub static COMMANDS: &[Command] = &[
     server(
         "replicaof",
         3,
-        A,
+        REPLICATION,
         "server",
         "REPLICAOF NO ONE: already a primary; tailstore does not replicate.",
     ),
     server(
         "slaveof",
         3,
-        A,
+        REPLICATION,
         "server",
         "REPLICAOF's old name.",
     ),
     server(
         "failover",
         -1,
-        A,
+        &["admin", "noscript", "stale"],
         "server",
         "Answers that there are no replicas to fail over to.",
     ),
     server(
         "debug",
         -2,
-        A,
+        ADMIN_NS,
         "server",
         "Refused, as Redis 7 refuses it by default.",
     ),
@@ -512,7 +545,7 @@ pub static COMMANDS: &[Command] = &[
     server(
         "monitor",
         1,
-        &["admin", "noscript", "loading", "stale"],
+        ADMIN_NS,
         "server",
         "Streams every command the server runs to this connection.",
     ),
@@ -523,18 +556,18 @@ pub static COMMANDS: &[Command] = &[
         "server",
         "Lists, counts or clears the commands that ran slower than a threshold.",
     ),
-    server("multi", 1, S, "transactions", "Starts a transaction."),
+    server("multi", 1, TRANSACTION, "transactions", "Starts a transaction."),
     server(
         "exec",
         1,
-        S,
+        &["noscript", "loading", "stale", "skip_slowlog"],
         "transactions",
         "Executes the queued commands as one transaction.",
     ),
     server(
         "discard",
         1,
-        S,
+        TRANSACTION,
         "transactions",
         "Discards the queued commands.",
     ),
@@ -543,12 +576,12 @@ pub static COMMANDS: &[Command] = &[
         ..server(
             "watch",
             -2,
-            S,
+            TRANSACTION,
             "transactions",
             "Makes EXEC fail if these keys change.",
         )
     },
-    server("unwatch", 1, S, "transactions", "Forgets the watched keys."),
+    server("unwatch", 1, TRANSACTION, "transactions", "Forgets the watched keys."),
     // scripting (server/eval.rs, script/)
     server(
         "eval",
@@ -595,28 +628,28 @@ pub static COMMANDS: &[Command] = &[
     server(
         "function",
         -2,
-        &["noscript"],
+        NS,
         "scripting",
         "Loads, lists, dumps, restores or deletes function libraries.",
     ),
     server(
         "script",
         -2,
-        &["noscript"],
+        NS,
         "scripting",
         "Loads, checks, flushes or kills Lua scripts.",
     ),
     data(
         "dbsize",
         1,
-        R,
+        RF,
         NONE,
         "server",
         "Returns the number of keys in the database.",
         keys::dbsize,
     ),
     // keys
-    data("del", -2, D, KALL, "generic", "Deletes keys.", keys::del),
+    data("del", -2, WO, KALL, "generic", "Deletes keys.", keys::del),
     data("unlink", -2, D, KALL, "generic", "Deletes keys.", keys::del),
     data(
         "exists",
@@ -667,7 +700,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "rename",
         3,
-        W,
+        WO,
         K12,
         "generic",
         "Renames a key, replacing the target.",
@@ -676,7 +709,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "renamenx",
         3,
-        WF,
+        D,
         K12,
         "generic",
         "Renames a key if the target is free.",
@@ -1376,7 +1409,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "blpop",
         -3,
-        WB,
+        BLOCKING_POP,
         KBUTLAST,
         "list",
         "Removes and returns the first element of the first non-empty list, or waits for one.",
@@ -1385,7 +1418,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "brpop",
         -3,
-        WB,
+        BLOCKING_POP,
         KBUTLAST,
         "list",
         "Removes and returns the last element of the first non-empty list, or waits for one.",
@@ -1394,7 +1427,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "blmove",
         6,
-        WB,
+        BLOCKING_MOVE,
         K12,
         "list",
         "Moves an element from one list to another, waiting for one if the source is empty.",
@@ -1403,7 +1436,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "brpoplpush",
         4,
-        WB,
+        BLOCKING_MOVE,
         K12,
         "list",
         "Moves the last element of a list to the head of another, waiting for one.",
@@ -1448,7 +1481,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "ltrim",
         4,
-        D,
+        WO,
         K1,
         "list",
         "Keeps only a range of a list.",
@@ -1457,7 +1490,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "lrem",
         4,
-        D,
+        WO,
         K1,
         "list",
         "Removes elements equal to a value from a list.",
@@ -1620,7 +1653,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "smove",
         4,
-        WF,
+        D,
         K12,
         "set",
         "Moves a member from one set to another.",
@@ -1819,7 +1852,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "bzpopmin",
         -3,
-        WB,
+        BLOCKING_FAST,
         KBUTLAST,
         "sorted-set",
         "Removes and returns the member with the lowest score of the first non-empty sorted set, or waits for one.",
@@ -1828,7 +1861,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "bzpopmax",
         -3,
-        WB,
+        BLOCKING_FAST,
         KBUTLAST,
         "sorted-set",
         "Removes and returns the member with the highest score of the first non-empty sorted set, or waits for one.",
@@ -1855,7 +1888,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zremrangebyrank",
         4,
-        D,
+        WO,
         K1,
         "sorted-set",
         "Removes members in a range of ranks.",
@@ -1864,7 +1897,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zremrangebyscore",
         4,
-        D,
+        WO,
         K1,
         "sorted-set",
         "Removes members in a range of scores.",
@@ -1873,7 +1906,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zremrangebylex",
         4,
-        D,
+        WO,
         K1,
         "sorted-set",
         "Removes members in a lexical range.",
@@ -1882,7 +1915,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zunionstore",
         -4,
-        W_MOVABLE,
+        WD_MOVABLE,
         K1,
         "sorted-set",
         "Stores the union of sorted sets (and sets) in a key.",
@@ -1891,7 +1924,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zinterstore",
         -4,
-        W_MOVABLE,
+        WD_MOVABLE,
         K1,
         "sorted-set",
         "Stores the intersection of sorted sets (and sets) in a key.",
@@ -1900,7 +1933,7 @@ pub static COMMANDS: &[Command] = &[
     data(
         "zdiffstore",
         -4,
-        W_MOVABLE,
+        WD_MOVABLE,
         K1,
         "sorted-set",
         "Stores the difference of sorted sets (and sets) in a key.",
@@ -2262,8 +2295,8 @@ mod tests {
     }
 
     /// A command has key specifications (a container's are its subcommands') if and only
-    /// if its key positions name keys or it says its keys move: the ACL check, tracking
-    /// and GETKEYS would see no keys in one without.
+    /// if its key positions name keys (or shard channels) or it says its keys move: the
+    /// ACL check, tracking and GETKEYS would see no keys in one without.
     #[test]
     fn every_command_with_key_positions_has_key_specifications() {
         for command in COMMANDS {
@@ -2272,7 +2305,7 @@ mod tests {
             if names.is_empty() {
                 names.push(command.name.to_string());
             }
-            let specified = names.iter().any(|name| key_specs::has_keys(name));
+            let specified = names.iter().any(|name| !key_specs::of(name).is_empty());
             let positioned = command.keys.0 > 0 || command.flags.contains(&"movablekeys");
             assert_eq!(positioned, specified, "{}", command.name);
         }
