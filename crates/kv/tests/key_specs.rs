@@ -1,15 +1,13 @@
 //! Key specifications (decision 164) compared with a `redis-server` when one is installed:
-//! every command's specifications in COMMAND INFO, the keys and flags COMMAND GETKEYS and
+//! every command's COMMAND INFO, field by field and its specifications among them, the keys and flags COMMAND GETKEYS and
 //! GETKEYSANDFLAGS find (and their refusals), in RESP2 and RESP3; and ACL key patterns
 //! that allow reading or writing alone, checked by those flags.
 
 mod support;
 
-use std::collections::BTreeSet;
-
 use redis::Value;
 use support::real_redis::{same_replies, Servers};
-use support::{client_at, q, raw_value};
+use support::{client_at, raw_value};
 
 /// COMMAND INFO's field `at` of command `name`.
 fn info_field(con: &mut redis::Connection, name: &str, at: usize) -> Value {
@@ -67,20 +65,25 @@ fn every_command_is_described_as_redis_describes_it() {
     };
     let mut redis = client_at(servers.redis.address());
     let mut tailstore = servers.tailstore.client();
-    let theirs: BTreeSet<String> = q::<Vec<String>>(&mut redis, &["COMMAND", "LIST"])
-        .into_iter()
-        .collect();
-    let ours: Vec<String> = q(&mut tailstore, &["COMMAND", "LIST"]);
-    let top_level = ours
-        .iter()
-        .filter(|name| theirs.contains(*name) && !name.contains('|'));
+    let both = support::real_redis::commands_both_answer(&mut redis, &mut tailstore);
+    let top_level = both.iter().filter(|name| !name.contains('|'));
     let mut compared = 0;
     for name in top_level {
-        let container = ours.iter().any(|other| other.starts_with(&format!("{name}|")));
-        for (at, field) in ["arity", "flags", "first key", "last key", "step", "categories", "tips"]
+        let container = both
             .iter()
-            .enumerate()
-            .map(|(at, field)| (at + 1, field))
+            .any(|other| other.starts_with(&format!("{name}|")));
+        for (at, field) in [
+            "arity",
+            "flags",
+            "first key",
+            "last key",
+            "step",
+            "categories",
+            "tips",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(at, field)| (at + 1, field))
         {
             let exception = match at {
                 1 => matches!(name.as_str(), "zrank" | "zrevrank"),

@@ -30,6 +30,23 @@ impl Servers {
     }
 }
 
+/// The commands and subcommands (`client|kill`) both servers list in COMMAND LIST, in
+/// tailstore's order (tailstore also has a few of Redis 7.2's, Redis 7.0 some it has not).
+#[allow(dead_code)] // not every test binary that has the support module compares commands
+pub fn commands_both_answer(
+    redis: &mut redis::Connection,
+    tailstore: &mut redis::Connection,
+) -> Vec<String> {
+    let theirs: std::collections::BTreeSet<String> =
+        super::q::<Vec<String>>(redis, &["COMMAND", "LIST"])
+            .into_iter()
+            .collect();
+    super::q::<Vec<String>>(tailstore, &["COMMAND", "LIST"])
+        .into_iter()
+        .filter(|name| theirs.contains(name))
+        .collect()
+}
+
 /// Sends `cases` in turn on one connection to each server and asserts that every reply is
 /// the same, byte for byte (HELLO's, which names the server and its version, excepted).
 pub fn same_replies(test: &str, cases: &[&[&str]]) {
