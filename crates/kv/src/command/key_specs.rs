@@ -448,6 +448,9 @@ fn extent(find: FindKeys, start: usize, args: &[Vec<u8>]) -> Option<(usize, usiz
 /// flags (SET's GET, BITFIELD's GETs), read from the arguments as Redis's procedures read
 /// them; none for any other command whose specifications did not fit.
 fn by_procedure(name: &str, args: &[Vec<u8>]) -> Vec<FoundKey> {
+    if args.len() < 2 {
+        return Vec::new(); // no key to find (each of them names one first)
+    }
     let key = |at: usize, flags: u16| FoundKey { at, flags };
     match name {
         "set" => {

@@ -2311,6 +2311,61 @@ mod tests {
         }
     }
 
+    /// Words that steer the key finders: keywords, counts (some past the end, some
+    /// negative, some not numbers), subcommands.
+    const WORDS: &[&str] = &[
+        "k",
+        "v",
+        "0",
+        "1",
+        "2",
+        "3",
+        "-1",
+        "x",
+        "STREAMS",
+        "STORE",
+        "STOREDIST",
+        "GET",
+        "BY",
+        "LIMIT",
+        "KEYS",
+        "COUNT",
+        "ENCODING",
+        "USAGE",
+        "CREATE",
+        "STREAM",
+        "HELP",
+        "SET",
+        "OVERFLOW",
+        "INCRBY",
+        "WEIGHTS",
+        "DB",
+        "",
+    ];
+
+    proptest::proptest! {
+        /// Any command with any arguments (of any number, whatever its arity): the keys found
+        /// are arguments, never the command's name, and no finder panics.
+        #[test]
+        fn keys_are_found_among_any_arguments(
+            at in 0..COMMANDS.len(),
+            words in proptest::collection::vec(proptest::sample::select(WORDS), 0..10),
+        ) {
+            let command = &COMMANDS[at];
+            let args: Vec<Vec<u8>> = std::iter::once(command.name)
+                .chain(words.iter().copied())
+                .map(|w| w.as_bytes().to_vec())
+                .collect();
+            for key in command.keys_with_flags(&args) {
+                proptest::prop_assert!(key.at > 0 && key.at < args.len(), "{:?} in {:?}", key, args);
+            }
+            let _ = command.takes_keys(&args);
+            if command.arity_ok(args.len()) {
+                proptest::prop_assert!(command.key_args(&args).count() < args.len());
+            }
+        }
+    }
+
     #[test]
     fn every_command_is_found_by_its_name_in_any_case() {
         let mut names = std::collections::HashSet::new();
