@@ -339,6 +339,27 @@ pub fn full_name(command: &Command, args: &[Vec<u8>]) -> std::borrow::Cow<'stati
     }
 }
 
+/// The legacy key positions (first, last, step) that a single specification of keys from
+/// an index describes; (0, 0, 0) for any other specifications, whose keys move.
+pub fn legacy_positions(specs: &[KeySpec]) -> (i32, i32, i32) {
+    match specs {
+        [KeySpec {
+            begin: BeginSearch::Index(first),
+            find: FindKeys::Range { last_key, step, .. },
+            ..
+        }] => {
+            let first = *first as i32;
+            let last = if *last_key >= 0 {
+                first + last_key
+            } else {
+                *last_key
+            };
+            (first, last, *step as i32)
+        }
+        _ => (0, 0, 0),
+    }
+}
+
 /// Whether a command (by its full name) can name keys: a specification of a key, not of a
 /// channel hashed as one.
 pub fn has_keys(name: &str) -> bool {

@@ -50,7 +50,7 @@ pub use execute::{fault_reply, BlockBody, BlockStep, Executed, MapChange, Watche
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use pattern::matches;
 pub use streams::resolve_last_ids;
-pub use table::{lookup, Command, Run, COMMANDS};
+pub use table::{lookup, tips, Command, Run, COMMANDS};
 
 /// A container command's check of its subcommand, before it runs or is queued: Redis's
 /// error text if it is unknown or has the wrong number of arguments.

@@ -1,178 +1,219 @@
 //! The container commands (CLIENT, CONFIG, XGROUP…): the subcommands each answers, with
-//! their arities, in one table. The table decides before a command runs or is queued
+//! their arities and flags, in one table. The table decides before a command runs or is queued
 //! whether its subcommand is known and has the right number of arguments, with Redis 7's
 //! two refusals (`unknown subcommand 'x'. Try CLIENT HELP.`, `wrong number of arguments for
 //! 'client|kill' command`), and it is what COMMAND LIST names as `client|kill`. A
 //! subcommand Redis has and tailstore does not answer (MEMORY STATS) is left out, so it
 //! is refused as unknown rather than by a handler's fallback.
 
-/// A subcommand's name and arity (the container and the subcommand counted; negative:
-/// at least that many).
-type Subcommand = (&'static str, i32);
+/// A subcommand: its name, arity (the container and the subcommand counted; negative: at
+/// least that many) and Redis's flags for it (COMMAND INFO lists them; a container's own
+/// entry has none).
+#[derive(Clone, Copy, Debug)]
+pub struct Subcommand {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+}
+
+const fn sub(name: &'static str, arity: i32, flags: &'static [&'static str]) -> Subcommand {
+    Subcommand { name, arity, flags }
+}
+
+const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
+const ANYTIME: &[&str] = &["loading", "stale"];
+const ADMIN_SETTING: &[&str] = &["admin", "stale", "no_async_loading"];
+const CONNECTION: &[&str] = &["noscript", "loading", "stale"];
+const STALE: &[&str] = &["stale"];
+const READ: &[&str] = &["readonly"];
+const SUBSCRIPTIONS: &[&str] = &["pubsub", "loading", "stale"];
+const NOSCRIPT: &[&str] = &["noscript"];
+const NONE: &[&str] = &[];
+const BUSY: &[&str] = &["noscript", "allow_busy"];
+const WRITE: &[&str] = &["write"];
+const ADMIN_STALE: &[&str] = &["admin", "stale"];
+const ADMIN_ANYTIME: &[&str] = &["admin", "loading", "stale"];
+const ADMIN_SCRIPTLESS: &[&str] = &["admin", "noscript", "no_async_loading"];
+const WRITE_SCRIPTLESS: &[&str] = &["write", "noscript"];
+const GROW_SCRIPTLESS: &[&str] = &["write", "denyoom", "noscript"];
+const GROW: &[&str] = &["write", "denyoom"];
+const SCRIPTLESS_STALE: &[&str] = &["noscript", "stale"];
+const ADMIN_SCRIPTLESS_STALE: &[&str] = &["admin", "noscript", "stale"];
+const ADMIN_NOSCRIPT: &[&str] = &["admin", "noscript"];
 
 const ACL: &[Subcommand] = &[
-    ("cat", -2),
-    ("deluser", -3),
-    ("dryrun", -4),
-    ("genpass", -2),
-    ("getuser", 3),
-    ("help", 2),
-    ("list", 2),
-    ("load", 2),
-    ("log", -2),
-    ("save", 2),
-    ("setuser", -3),
-    ("users", 2),
-    ("whoami", 2),
+    sub("cat", -2, CONNECTION),
+    sub("deluser", -3, ADMIN),
+    sub("dryrun", -4, ADMIN),
+    sub("genpass", -2, CONNECTION),
+    sub("getuser", 3, ADMIN),
+    sub("help", 2, ANYTIME),
+    sub("list", 2, ADMIN),
+    sub("load", 2, ADMIN),
+    sub("log", -2, ADMIN),
+    sub("save", 2, ADMIN),
+    sub("setuser", -3, ADMIN),
+    sub("users", 2, ADMIN),
+    sub("whoami", 2, CONNECTION),
 ];
 
 const CLIENT: &[Subcommand] = &[
-    ("caching", 3),
-    ("getname", 2),
-    ("getredir", 2),
-    ("help", 2),
-    ("id", 2),
-    ("info", 2),
-    ("kill", -3),
-    ("list", -2),
-    ("no-evict", 3),
-    ("no-touch", 3),
-    ("pause", -3),
-    ("reply", 3),
-    ("setinfo", 4),
-    ("setname", 3),
-    ("tracking", -3),
-    ("trackinginfo", 2),
-    ("unblock", -3),
-    ("unpause", 2),
+    sub("caching", 3, CONNECTION),
+    sub("getname", 2, CONNECTION),
+    sub("getredir", 2, CONNECTION),
+    sub("help", 2, ANYTIME),
+    sub("id", 2, CONNECTION),
+    sub("info", 2, CONNECTION),
+    sub("kill", -3, ADMIN),
+    sub("list", -2, ADMIN),
+    sub("no-evict", 3, ADMIN),
+    sub("no-touch", 3, CONNECTION),
+    sub("pause", -3, ADMIN),
+    sub("reply", 3, CONNECTION),
+    sub("setinfo", 4, CONNECTION),
+    sub("setname", 3, CONNECTION),
+    sub("tracking", -3, CONNECTION),
+    sub("trackinginfo", 2, CONNECTION),
+    sub("unblock", -3, ADMIN),
+    sub("unpause", 2, ADMIN),
 ];
 
 const CLUSTER: &[Subcommand] = &[
-    ("addslots", -3),
-    ("addslotsrange", -4),
-    ("bumpepoch", 2),
-    ("count-failure-reports", 3),
-    ("countkeysinslot", 3),
-    ("delslots", -3),
-    ("delslotsrange", -4),
-    ("failover", -2),
-    ("flushslots", 2),
-    ("forget", 3),
-    ("getkeysinslot", 4),
-    ("help", 2),
-    ("info", 2),
-    ("keyslot", 3),
-    ("links", 2),
-    ("meet", -4),
-    ("myid", 2),
-    ("nodes", 2),
-    ("replicas", 3),
-    ("replicate", 3),
-    ("reset", -2),
-    ("saveconfig", 2),
-    ("set-config-epoch", 3),
-    ("setslot", -4),
-    ("shards", 2),
-    ("slaves", 3),
-    ("slots", 2),
+    sub("addslots", -3, ADMIN_SETTING),
+    sub("addslotsrange", -4, ADMIN_SETTING),
+    sub("bumpepoch", 2, ADMIN_SETTING),
+    sub("count-failure-reports", 3, ADMIN_STALE),
+    sub("countkeysinslot", 3, STALE),
+    sub("delslots", -3, ADMIN_SETTING),
+    sub("delslotsrange", -4, ADMIN_SETTING),
+    sub("failover", -2, ADMIN_SETTING),
+    sub("flushslots", 2, ADMIN_SETTING),
+    sub("forget", 3, ADMIN_SETTING),
+    sub("getkeysinslot", 4, STALE),
+    sub("help", 2, ANYTIME),
+    sub("info", 2, STALE),
+    sub("keyslot", 3, STALE),
+    sub("links", 2, STALE),
+    sub("meet", -4, ADMIN_SETTING),
+    sub("myid", 2, STALE),
+    sub("nodes", 2, STALE),
+    sub("replicas", 3, ADMIN_STALE),
+    sub("replicate", 3, ADMIN_SETTING),
+    sub("reset", -2, ADMIN_SCRIPTLESS_STALE),
+    sub("saveconfig", 2, ADMIN_SETTING),
+    sub("set-config-epoch", 3, ADMIN_SETTING),
+    sub("setslot", -4, ADMIN_SETTING),
+    sub("shards", 2, STALE),
+    sub("slaves", 3, ADMIN_STALE),
+    sub("slots", 2, STALE),
 ];
 
 /// COMMAND alone (all commands) is a container without a subcommand: its arity is -1.
 const COMMAND: &[Subcommand] = &[
-    ("count", 2),
-    ("docs", -2),
-    ("getkeys", -4),
-    ("getkeysandflags", -4),
-    ("help", 2),
-    ("info", -2),
-    ("list", -2),
+    sub("count", 2, ANYTIME),
+    sub("docs", -2, ANYTIME),
+    sub("getkeys", -4, ANYTIME),
+    sub("getkeysandflags", -4, ANYTIME),
+    sub("help", 2, ANYTIME),
+    sub("info", -2, ANYTIME),
+    sub("list", -2, ANYTIME),
 ];
 
 const CONFIG: &[Subcommand] = &[
-    ("get", -3),
-    ("help", 2),
-    ("resetstat", 2),
-    ("rewrite", 2),
-    ("set", -4),
+    sub("get", -3, ADMIN),
+    sub("help", 2, ANYTIME),
+    sub("resetstat", 2, ADMIN),
+    sub("rewrite", 2, ADMIN),
+    sub("set", -4, ADMIN),
 ];
 
 const FUNCTION: &[Subcommand] = &[
-    ("delete", 3),
-    ("dump", 2),
-    ("flush", -2),
-    ("help", 2),
-    ("kill", 2),
-    ("list", -2),
-    ("load", -3),
-    ("restore", -3),
-    ("stats", 2),
+    sub("delete", 3, WRITE_SCRIPTLESS),
+    sub("dump", 2, NOSCRIPT),
+    sub("flush", -2, WRITE_SCRIPTLESS),
+    sub("help", 2, ANYTIME),
+    sub("kill", 2, BUSY),
+    sub("list", -2, NOSCRIPT),
+    sub("load", -3, GROW_SCRIPTLESS),
+    sub("restore", -3, GROW_SCRIPTLESS),
+    sub("stats", 2, BUSY),
 ];
 
 const LATENCY: &[Subcommand] = &[
-    ("doctor", 2),
-    ("graph", 3),
-    ("help", 2),
-    ("histogram", -2),
-    ("history", 3),
-    ("latest", 2),
-    ("reset", -2),
+    sub("doctor", 2, ADMIN),
+    sub("graph", 3, ADMIN),
+    sub("help", 2, ANYTIME),
+    sub("histogram", -2, ADMIN),
+    sub("history", 3, ADMIN),
+    sub("latest", 2, ADMIN),
+    sub("reset", -2, ADMIN),
 ];
 
 const MEMORY: &[Subcommand] = &[
-    ("doctor", 2),
-    ("help", 2),
-    ("malloc-stats", 2),
-    ("purge", 2),
-    ("stats", 2),
-    ("usage", -3),
+    sub("doctor", 2, NONE),
+    sub("help", 2, ANYTIME),
+    sub("malloc-stats", 2, NONE),
+    sub("purge", 2, NONE),
+    sub("stats", 2, NONE),
+    sub("usage", -3, READ),
 ];
 
 const MODULE: &[Subcommand] = &[
-    ("help", 2),
-    ("list", 2),
-    ("load", -3),
-    ("loadex", -3),
-    ("unload", 3),
+    sub("help", 2, ANYTIME),
+    sub("list", 2, ADMIN_NOSCRIPT),
+    sub("load", -3, ADMIN_SCRIPTLESS),
+    sub("loadex", -3, ADMIN_SCRIPTLESS),
+    sub("unload", 3, ADMIN_SCRIPTLESS),
 ];
 
 const OBJECT: &[Subcommand] = &[
-    ("encoding", 3),
-    ("freq", 3),
-    ("help", 2),
-    ("idletime", 3),
-    ("refcount", 3),
+    sub("encoding", 3, READ),
+    sub("freq", 3, READ),
+    sub("help", 2, ANYTIME),
+    sub("idletime", 3, READ),
+    sub("refcount", 3, READ),
 ];
 
 const PUBSUB: &[Subcommand] = &[
-    ("channels", -2),
-    ("help", 2),
-    ("numpat", 2),
-    ("numsub", -2),
-    ("shardchannels", -2),
-    ("shardnumsub", -2),
+    sub("channels", -2, SUBSCRIPTIONS),
+    sub("help", 2, ANYTIME),
+    sub("numpat", 2, SUBSCRIPTIONS),
+    sub("numsub", -2, SUBSCRIPTIONS),
+    sub("shardchannels", -2, SUBSCRIPTIONS),
+    sub("shardnumsub", -2, SUBSCRIPTIONS),
 ];
 
 const SCRIPT: &[Subcommand] = &[
-    ("debug", 3),
-    ("exists", -3),
-    ("flush", -2),
-    ("help", 2),
-    ("kill", 2),
-    ("load", 3),
+    sub("debug", 3, NOSCRIPT),
+    sub("exists", -3, NOSCRIPT),
+    sub("flush", -2, NOSCRIPT),
+    sub("help", 2, ANYTIME),
+    sub("kill", 2, BUSY),
+    sub("load", 3, SCRIPTLESS_STALE),
 ];
 
-const SLOWLOG: &[Subcommand] = &[("get", -2), ("help", 2), ("len", 2), ("reset", 2)];
+const SLOWLOG: &[Subcommand] = &[
+    sub("get", -2, ADMIN_ANYTIME),
+    sub("help", 2, ANYTIME),
+    sub("len", 2, ADMIN_ANYTIME),
+    sub("reset", 2, ADMIN_ANYTIME),
+];
 
 const XGROUP: &[Subcommand] = &[
-    ("create", -5),
-    ("createconsumer", 5),
-    ("delconsumer", 5),
-    ("destroy", 4),
-    ("help", 2),
-    ("setid", -5),
+    sub("create", -5, GROW),
+    sub("createconsumer", 5, GROW),
+    sub("delconsumer", 5, WRITE),
+    sub("destroy", 4, WRITE),
+    sub("help", 2, ANYTIME),
+    sub("setid", -5, WRITE),
 ];
 
-const XINFO: &[Subcommand] = &[("consumers", 4), ("groups", 3), ("help", 2), ("stream", -3)];
+const XINFO: &[Subcommand] = &[
+    sub("consumers", 4, READ),
+    sub("groups", 3, READ),
+    sub("help", 2, ANYTIME),
+    sub("stream", -3, READ),
+];
 
 /// The subcommands of `command` (a command's lowercase name), `None` if it is not a
 /// container.
@@ -200,27 +241,42 @@ pub fn of(command: &str) -> Option<&'static [Subcommand]> {
 /// The subcommand `args` (the container first) name, lowercase as the table has it; `None`
 /// for a command that is not a container or a subcommand it does not have.
 pub fn named(container: &str, args: &[Vec<u8>]) -> Option<&'static str> {
-    let typed = args.get(1)?;
+    find(container, args.get(1)?).map(|sub| sub.name)
+}
+
+/// The subcommand `typed` (any case) of `container`, if it has one.
+pub fn find(container: &str, typed: &[u8]) -> Option<&'static Subcommand> {
     of(container)?
         .iter()
-        .find(|(name, _)| typed.eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(name, _)| *name)
+        .find(|sub| typed.eq_ignore_ascii_case(sub.name.as_bytes()))
+}
+
+/// A container's own flags in COMMAND INFO: none but COMMAND's, which also runs alone
+/// (the command table's flags for a container are its subcommands' joined, which the
+/// server acts on: XGROUP writes, OBJECT reads).
+pub fn own_flags(container: &str) -> &'static [&'static str] {
+    match container {
+        "command" => &["loading", "stale"],
+        _ => &[],
+    }
 }
 
 /// Redis's refusal of `args` (container first) if its subcommand is unknown or has the
 /// wrong number of arguments; COMMAND alone passes.
 pub fn check(container: &str, args: &[Vec<u8>]) -> Result<(), String> {
-    let Some(subcommands) = of(container) else {
+    if of(container).is_none() {
         return Ok(());
-    };
+    }
     let Some(typed) = args.get(1) else {
         return Ok(()); // only COMMAND's arity lets it through alone
     };
-    let typed = String::from_utf8_lossy(typed);
-    let sub = typed.to_ascii_lowercase();
-    let Some(&(_, arity)) = subcommands.iter().find(|(name, _)| *name == sub) else {
+    let Some(&Subcommand {
+        name: sub, arity, ..
+    }) = find(container, typed)
+    else {
         return Err(format!(
-            "ERR unknown subcommand '{typed}'. Try {} HELP.",
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(typed),
             container.to_ascii_uppercase()
         ));
     };
@@ -239,7 +295,7 @@ pub fn full_names(command: &str) -> impl Iterator<Item = String> + '_ {
     of(command)
         .unwrap_or_default()
         .iter()
-        .map(move |(sub, _)| format!("{command}|{sub}"))
+        .map(move |sub| format!("{command}|{}", sub.name))
 }
 
 #[cfg(test)]
@@ -277,12 +333,15 @@ mod tests {
             .chain(["slowlog", "xgroup", "xinfo"])
         {
             let subs = of(container).expect("a container");
-            assert!(subs.windows(2).all(|w| w[0].0 < w[1].0), "{container}");
-            for (name, arity) in subs {
-                assert_eq!(name.to_ascii_lowercase(), *name);
-                assert!(arity.abs() >= 2, "{container}|{name}");
+            assert!(
+                subs.windows(2).all(|w| w[0].name < w[1].name),
+                "{container}"
+            );
+            for sub in subs {
+                assert_eq!(sub.name.to_ascii_lowercase(), sub.name);
+                assert!(sub.arity.abs() >= 2, "{container}|{}", sub.name);
             }
-            assert!(subs.iter().any(|(name, _)| *name == "help"), "{container}");
+            assert!(subs.iter().any(|sub| sub.name == "help"), "{container}");
         }
     }
 }

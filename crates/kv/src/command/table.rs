@@ -125,38 +125,6 @@ impl Command {
             .collect()
     }
 
-    /// Redis's hints to clients and cluster proxies (COMMAND INFO's tips): that a reply may
-    /// differ between runs on the same data, or list in any order, and how a proxy would
-    /// spread the command over shards and join the replies.
-    pub fn tips(&self) -> &'static [&'static str] {
-        const ANY_OUTPUT: &str = "nondeterministic_output";
-        const ANY_ORDER: &str = "nondeterministic_output_order";
-        const ALL_SHARDS: &str = "request_policy:all_shards";
-        const MULTI_SHARD: &str = "request_policy:multi_shard";
-        const ALL_SUCCEEDED: &str = "response_policy:all_succeeded";
-        const SUM: &str = "response_policy:agg_sum";
-        const MIN: &str = "response_policy:agg_min";
-        match self.name {
-            "dump" | "hrandfield" | "hscan" | "lastsave" | "pttl" | "spop" | "srandmember"
-            | "sscan" | "time" | "ttl" | "xadd" | "xautoclaim" | "xclaim" | "xpending"
-            | "xtrim" | "zrandmember" | "zscan" => &[ANY_OUTPUT],
-            "command" | "hgetall" | "hkeys" | "hvals" | "sdiff" | "sinter" | "smembers"
-            | "sunion" => &[ANY_ORDER],
-            "del" | "exists" | "touch" | "unlink" => &[MULTI_SHARD, SUM],
-            "flushall" | "flushdb" | "ping" => &[ALL_SHARDS, ALL_SUCCEEDED],
-            "mget" => &[MULTI_SHARD],
-            "mset" => &[MULTI_SHARD, ALL_SUCCEEDED],
-            "msetnx" => &[MULTI_SHARD, MIN],
-            "scan" => &[ANY_OUTPUT, "request_policy:special"],
-            "keys" => &[ALL_SHARDS, ANY_ORDER],
-            "wait" => &[ALL_SHARDS, MIN],
-            "info" => &[ANY_OUTPUT, ALL_SHARDS, "response_policy:special"],
-            "randomkey" => &[ALL_SHARDS, ANY_OUTPUT],
-            "dbsize" => &[ALL_SHARDS, SUM],
-            _ => &[],
-        }
-    }
-
     /// Whether the command (the subcommand `args` name, for a container) can name keys at
     /// all (COMMAND GETKEYS refuses one that cannot).
     pub fn takes_keys(&self, args: &[Vec<u8>]) -> bool {
@@ -2218,6 +2186,88 @@ pub static COMMANDS: &[Command] = &[
         geo::georadiusbymember_ro,
     ),
 ];
+
+/// Redis's hints to clients and cluster proxies (COMMAND INFO's tips) for a command by its
+/// full name (`client|list` for a subcommand): that a reply may differ between runs on the
+/// same data, or list in any order, and how a proxy would spread the command over shards
+/// or nodes and join the replies.
+pub fn tips(name: &str) -> &'static [&'static str] {
+    const ANY_OUTPUT: &str = "nondeterministic_output";
+    const ANY_ORDER: &str = "nondeterministic_output_order";
+    const ALL_SHARDS: &str = "request_policy:all_shards";
+    const ALL_NODES: &str = "request_policy:all_nodes";
+    const MULTI_SHARD: &str = "request_policy:multi_shard";
+    const ALL_SUCCEEDED: &str = "response_policy:all_succeeded";
+    const ONE_SUCCEEDED: &str = "response_policy:one_succeeded";
+    const SPECIAL: &str = "response_policy:special";
+    const SUM: &str = "response_policy:agg_sum";
+    const MIN: &str = "response_policy:agg_min";
+    match name {
+        "dump"
+        | "hrandfield"
+        | "hscan"
+        | "lastsave"
+        | "pttl"
+        | "spop"
+        | "srandmember"
+        | "sscan"
+        | "time"
+        | "ttl"
+        | "xadd"
+        | "xautoclaim"
+        | "xclaim"
+        | "xpending"
+        | "xtrim"
+        | "zrandmember"
+        | "zscan"
+        | "client|list"
+        | "client|info"
+        | "object|idletime"
+        | "object|encoding"
+        | "object|freq"
+        | "object|refcount"
+        | "xinfo|consumers"
+        | "cluster|replicas"
+        | "cluster|bumpepoch"
+        | "cluster|nodes"
+        | "cluster|links"
+        | "cluster|info"
+        | "cluster|slots"
+        | "cluster|slaves"
+        | "cluster|shards"
+        | "cluster|count-failure-reports"
+        | "cluster|getkeysinslot" => &[ANY_OUTPUT],
+        "command" | "hgetall" | "hkeys" | "hvals" | "sdiff" | "sinter" | "smembers" | "sunion"
+        | "function|list" | "command|docs" | "command|list" | "command|info" | "module|list" => {
+            &[ANY_ORDER]
+        }
+        "del" | "exists" | "touch" | "unlink" => &[MULTI_SHARD, SUM],
+        "flushall" | "flushdb" | "ping" | "function|delete" | "function|restore"
+        | "function|load" | "function|flush" | "memory|purge" => &[ALL_SHARDS, ALL_SUCCEEDED],
+        "script|load" | "script|flush" | "config|set" | "slowlog|reset" | "latency|reset" => {
+            &[ALL_NODES, ALL_SUCCEEDED]
+        }
+        "function|kill" | "script|kill" => &[ALL_SHARDS, ONE_SUCCEEDED],
+        "function|stats" | "memory|stats" | "memory|doctor" | "memory|malloc-stats" => {
+            &[ANY_OUTPUT, ALL_SHARDS, SPECIAL]
+        }
+        "latency|graph" | "latency|latest" | "latency|histogram" | "latency|doctor"
+        | "latency|history" => &[ANY_OUTPUT, ALL_NODES, SPECIAL],
+        "script|exists" => &[ALL_SHARDS, "response_policy:agg_logical_and"],
+        "slowlog|len" => &[ALL_NODES, SUM, ANY_OUTPUT],
+        "slowlog|get" => &[ALL_NODES, ANY_OUTPUT],
+        "mget" => &[MULTI_SHARD],
+        "mset" => &[MULTI_SHARD, ALL_SUCCEEDED],
+        "msetnx" => &[MULTI_SHARD, MIN],
+        "scan" => &[ANY_OUTPUT, "request_policy:special"],
+        "keys" => &[ALL_SHARDS, ANY_ORDER],
+        "wait" => &[ALL_SHARDS, MIN],
+        "info" => &[ANY_OUTPUT, ALL_SHARDS, SPECIAL],
+        "randomkey" => &[ALL_SHARDS, ANY_OUTPUT],
+        "dbsize" => &[ALL_SHARDS, SUM],
+        _ => &[],
+    }
+}
 
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {

@@ -582,8 +582,8 @@ fn selector(name: &str) -> Result<Selector, String> {
     };
     known
         .iter()
-        .find(|(known, _)| *known == sub)
-        .map(|(known, _)| Selector::Subcommand(command.name, known))
+        .find(|known| known.name == sub)
+        .map(|known| Selector::Subcommand(command.name, known.name))
         .ok_or_else(unknown)
 }
 

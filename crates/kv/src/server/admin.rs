@@ -14,6 +14,7 @@ use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
 use crate::command::key_specs::{self, BeginSearch, FindKeys, KeySpec};
+use crate::command::subcommands::Subcommand;
 use crate::command::{
     categories, help, is, matches, parse_int, subcommands, Command, MapChange, COMMANDS,
     NOT_INTEGER, SYNTAX,
@@ -542,9 +543,9 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
         Some("count") => Reply::Int(COMMANDS.len() as i64),
         Some("list") => command_list(&args[2..]),
         Some("info") => Reply::Array(
-            named(&args[2..])
-                .into_iter()
-                .map(|c| c.map_or(Reply::NullArray, describe_command))
+            args[2..]
+                .iter()
+                .map(|name| describe_named(name).unwrap_or(Reply::NullArray))
                 .collect(),
         ),
         Some("docs") => {
@@ -697,40 +698,76 @@ fn describe_key_spec(spec: &KeySpec) -> Reply {
     ])
 }
 
+/// COMMAND INFO's entry for `name`: a command, or a container's subcommand
+/// (`object|encoding`).
+fn describe_named(name: &[u8]) -> Option<Reply> {
+    let Some(split) = name.iter().position(|&b| b == b'|') else {
+        return crate::command::lookup(name).map(describe_command);
+    };
+    let container = crate::command::lookup(&name[..split])?;
+    let sub = subcommands::find(container.name, &name[split + 1..])?;
+    Some(describe_subcommand(container, sub))
+}
+
+/// A command's entry; a container has no keys or specifications of its own, and flags only
+/// where it also runs alone: its subcommands list theirs.
 fn describe_command(command: &Command) -> Reply {
-    let (first, last, step) = command.keys;
-    Reply::Array(vec![
-        Reply::Bulk(command.name.into()),
-        Reply::Int(i64::from(command.arity)),
-        Reply::Set(
-            command
-                .flags
-                .iter()
-                .map(|f| Reply::Status((*f).into()))
+    match subcommands::of(command.name) {
+        Some(subs) => describe(
+            command.name,
+            command.arity,
+            subcommands::own_flags(command.name),
+            (0, 0, 0),
+            subs.iter()
+                .map(|sub| describe_subcommand(command, sub))
                 .collect(),
         ),
+        None => describe(
+            command.name,
+            command.arity,
+            command.flags,
+            command.keys,
+            Vec::new(),
+        ),
+    }
+}
+
+fn describe_subcommand(container: &Command, sub: &Subcommand) -> Reply {
+    let name = format!("{}|{}", container.name, sub.name);
+    let keys = key_specs::legacy_positions(key_specs::of(&name));
+    describe(&name, sub.arity, sub.flags, keys, Vec::new())
+}
+
+/// COMMAND INFO's ten fields: name, arity, flags, first and last key and step, ACL
+/// categories, tips, key specifications, subcommands.
+fn describe(
+    name: &str,
+    arity: i32,
+    flags: &[&str],
+    (first, last, step): (i32, i32, i32),
+    subcommands: Vec<Reply>,
+) -> Reply {
+    let status = |word: String| Reply::Status(word);
+    Reply::Array(vec![
+        Reply::Bulk(name.into()),
+        Reply::Int(i64::from(arity)),
+        Reply::Set(flags.iter().map(|f| status((*f).into())).collect()),
         Reply::Int(i64::from(first)),
         Reply::Int(i64::from(last)),
         Reply::Int(i64::from(step)),
         Reply::Set(
-            categories::names(categories::of(command.name))
-                .map(|name| Reply::Status(format!("@{name}")))
+            categories::names(categories::of(name))
+                .map(|category| status(format!("@{category}")))
                 .collect(),
         ),
         Reply::Set(
-            command
-                .tips()
+            crate::command::tips(name)
                 .iter()
                 .map(|tip| Reply::Bulk(tip.as_bytes().to_vec()))
                 .collect(),
         ),
-        Reply::Set(
-            key_specs::of(command.name)
-                .iter()
-                .map(describe_key_spec)
-                .collect(),
-        ),
-        Reply::Set(Vec::new()),
+        Reply::Set(key_specs::of(name).iter().map(describe_key_spec).collect()),
+        Reply::Set(subcommands),
     ])
 }
 
