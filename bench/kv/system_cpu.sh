@@ -6,8 +6,8 @@
 # threads; this shows the load generator's share of the two cores beside it, which bounds
 # how fast any server can be measured here. Each run: a fresh server, a 600,000-SET fill,
 # then N SETs measured (redis-benchmark -t set -d 4096 -r 100000 -c 50 -P 4 --threads 2).
-# CPU times from /proc (user + system ticks); the load generator's from half a second after
-# its start to its end (it is found by pid once running), so its figure is a little low.
+# CPU times from /proc (user + system ticks); the load generator's from the shell's `times`
+# (its user and system time, counted by the kernel when it exits).
 # usage: bench/kv/system_cpu.sh ROUNDS TAILSTORE_BINARY
 # env: WORK, PORT; N SETs measured (default 600,000).
 ROUNDS=${1:?usage: system_cpu.sh ROUNDS TAILSTORE_BINARY}
@@ -41,25 +41,22 @@ kernel_ticks() {
 idle_ticks() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
 all_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
+# Seconds in `times`' second line (the children's user and system time), added up.
+children_seconds() {
+  sed -n 2p "$1" | tr 'ms' '  ' | awk '{print $1 * 60 + $2 + $3 * 60 + $4}'
+}
+
 # One measured run against the server on PORT whose pid is $1, labelled $2.
 measure() {
-  local server=$1 label=$2 generator g0 g1 s0 s1 k0 k1 i0 i1 a0 a1 rate
+  local server=$1 label=$2 s0 s1 k0 k1 i0 i1 a0 a1 generator
   load 600000 >/dev/null
   s0=$(cpu_ticks "/proc/$server"); k0=$(kernel_ticks); i0=$(idle_ticks); a0=$(all_ticks)
-  load "$N" >"$WORK/rate" &
-  sleep 0.5
-  generator=$(pgrep -n redis-benchmark)
-  g0=$(cpu_ticks "/proc/$generator"); g1=$g0
-  while kill -0 "$generator" 2>/dev/null; do
-    g1=$(cpu_ticks "/proc/$generator" 2>/dev/null || echo "$g1")
-    sleep 0.2
-  done
-  wait
+  ( load "$N" >"$WORK/rate"; times >"$WORK/times" )
   s1=$(cpu_ticks "/proc/$server"); k1=$(kernel_ticks); i1=$(idle_ticks); a1=$(all_ticks)
-  rate=$(cat "$WORK/rate")
+  generator=$(echo "scale=2; $(children_seconds "$WORK/times") * 1000000 / $N" | bc)
   per_set() { echo "scale=2; $1 * $TICK_US / $N" | bc; }
   printf '%-10s %10s SET/s   server %5s µs/SET   redis-benchmark %5s   kernel threads %5s   idle %4s%%\n' \
-    "$label" "$rate" "$(per_set $((s1 - s0)))" "$(per_set $((g1 - g0)))" \
+    "$label" "$(cat "$WORK/rate")" "$(per_set $((s1 - s0)))" "$generator" \
     "$(per_set $((k1 - k0)))" "$(echo "scale=1; 100 * ($i1 - $i0) / ($a1 - $a0)" | bc)"
 }
 
