@@ -153,9 +153,9 @@ impl User {
         // commands Redis flags `no_auth`.
         let open_to_all = matches!(command.name, "auth" | "hello" | "quit" | "reset");
         let mut refusals = Vec::new();
-        for permissions in std::iter::once(&self.root).chain(&self.selectors) {
+        for permissions in self.permission_sets() {
             match permissions.check(command, sub, args, open_to_all) {
-                Ok(()) => return self.sort_options_allowed(command, args),
+                Ok(()) => return self.may_sort_by_patterns(command, args),
                 Err(refusal) => refusals.push(refusal),
             }
         }
@@ -177,12 +177,15 @@ impl User {
         Err(chosen.0)
     }
 
+    /// The user's own permissions, then its selectors'.
+    fn permission_sets(&self) -> impl Iterator<Item = &Permissions> {
+        std::iter::once(&self.root).chain(&self.selectors)
+    }
+
     /// SORT's options that read keys by pattern (BY with a `*`, GET) are for users that
     /// may read every key, as Redis's SORT checks when it runs.
-    fn sort_options_allowed(&self, command: &Command, args: &[Vec<u8>]) -> Result<(), Denial> {
-        let reads_every_key = std::iter::once(&self.root)
-            .chain(&self.selectors)
-            .any(Permissions::reads_every_key);
+    fn may_sort_by_patterns(&self, command: &Command, args: &[Vec<u8>]) -> Result<(), Denial> {
+        let reads_every_key = self.permission_sets().any(Permissions::reads_every_key);
         if matches!(command.name, "sort" | "sort_ro") && !reads_every_key {
             return sort_options_allowed(args);
         }
