@@ -86,17 +86,24 @@ impl Caching {
 
     /// Sends a command and returns its reply, noting the pushes that come before it.
     fn call(&mut self, args: &[&str]) -> Value {
+        self.send(args);
+        self.reply()
+    }
+
+    /// Sends a command without waiting for its reply.
+    fn send(&mut self, args: &[&str]) {
         let request = command(args).get_packed_command();
         self.stream.write_all(&request).expect("write");
+    }
+
+    /// The next reply, the pushes that come before it noted.
+    fn reply(&mut self) -> Value {
         let began = Instant::now();
         loop {
             if let Some(reply) = self.next_frame() {
                 return reply;
             }
-            assert!(
-                began.elapsed() < Duration::from_secs(30),
-                "no reply to {args:?}"
-            );
+            assert!(began.elapsed() < Duration::from_secs(30), "no reply");
         }
     }
 
@@ -233,6 +240,39 @@ fn redirection_names_its_client_until_that_client_is_gone() {
     let listed = text(&tracker.call(&["CLIENT", "INFO"]));
     assert!(listed.contains("flags=tR "), "{listed}");
     assert!(listed.contains(&format!("redir={target_id} ")), "{listed}");
+}
+
+/// A write's invalidation reaches the reader before the reply to any command the reader
+/// sends once the writer is answered, even when the reader's loop is already busy with an
+/// earlier command of the reader's: the loop must take its messages after reading that
+/// command, not only when it wakes. (The planted bug takes them before reading and pauses in
+/// between, while this test's write and PING arrive.)
+#[test]
+#[cfg_attr(
+    feature = "planted-messages-before-reads",
+    should_panic(expected = "the invalidation of k came after PONG")
+)]
+fn an_invalidation_comes_before_the_reply_to_a_later_command() {
+    let server = TestServer::start();
+    // Connections are dealt to the two loops in turn: the writer is served by the other.
+    let mut reader = Caching::connect(&server);
+    let mut writer = server.client();
+    reader.call(&["CLIENT", "TRACKING", "on"]);
+    for round in 0..5 {
+        reader.call(&["GET", "k"]);
+        reader.send(&["ECHO", "busy"]);
+        // The reader's loop is reading ECHO (a pause, in the planted build).
+        std::thread::sleep(Duration::from_millis(2));
+        let () = q(&mut writer, &["SET", "k", &round.to_string()]);
+        reader.send(&["PING"]);
+        assert_eq!(reader.reply(), Value::Bulk(b"busy".to_vec()));
+        assert_eq!(reader.reply(), Value::Simple(b"PONG".to_vec()));
+        assert_eq!(
+            reader.invalidated.drain(..).collect::<Vec<_>>(),
+            vec![Some(b"k".to_vec())],
+            "round {round}: the invalidation of k came after PONG"
+        );
+    }
 }
 
 /// Readers on every event loop cache what they read, dropping what they are told is

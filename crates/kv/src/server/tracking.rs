@@ -19,8 +19,10 @@
 //! keys *after* it is applied. So either the read saw the write (its copy is fresh), or the
 //! write's signal finds the read's registration and addresses it an invalidation. That
 //! message reaches the reader's loop through its message queue (`worker.rs`), which the
-//! loop drains between passes: the reply to the read, appended to the reader's output in
-//! its pass, is always ahead of it. A registration after the read could miss a write
+//! loop drains in each pass after reading its connections and before running their
+//! commands: the reply to the read, appended to the reader's output in its pass, is always
+//! ahead of it, and the reply to any command the reader sends once the writer is answered
+//! is always behind it (`worker.rs`, "Messages ahead of the commands sent after them"). A registration after the read could miss a write
 //! applied in between and leave the client a stale copy with no message to come.
 //!
 //! Messages leave like replies, after the writer's pass waited for durability (see

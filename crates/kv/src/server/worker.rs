@@ -24,6 +24,23 @@
 //! are not held up; only then does it sleep. A client that keeps a conversation going finds
 //! the loop awake; an idle server never polls. The cost is at most one window of CPU per
 //! pause in the traffic. Measured in ARCHITECTURE.md, decision 52.
+//!
+//! # Messages ahead of the commands sent after them
+//!
+//! Other loops hand this one messages for its connections (published messages,
+//! invalidations of tracked keys, MONITOR lines) through its [`LoopState`] queue, before
+//! they answer the command that caused them. A client that has seen that answer and then
+//! sends a command here (CLIENT TRACKING's readers rely on it: "the writer was answered,
+//! PING, and every invalidation of its write came before PONG") must get the messages
+//! before the reply, as from Redis, whose one thread appends them to the output at once.
+//! So each pass takes the queue after reading its connections and before running any
+//! command: a command read in this pass was sent after any message queued before the read,
+//! and the take comes after the read. Taking the queue only when the poll reported the
+//! waker, as the loop once did, misses a message queued between the poll and the read: the
+//! command then runs first, and its reply overtakes the message (`tracking.rs`'s
+//! `caching_readers_end_each_round_with_no_stale_copy` caught it once, under load). CLIENT
+//! KILL's requests are taken at the same point, so a client killed before it sent what the
+//! pass just read runs none of it, as Redis, which frees a killed client at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -239,8 +256,8 @@ impl Worker {
                     for accepted in self.shared.loops[self.index].take() {
                         self.adopt(accepted)?;
                     }
-                    self.take_messages(&mut ready);
-                    self.take_kills();
+                    // (Messages and kills are taken in every pass, after its reads: see
+                    // `pass`.)
                     self.take_unblocks();
                 } else {
                     if event.is_read_closed() || event.is_error() || event.is_priority() {
@@ -370,6 +387,7 @@ impl Worker {
         let mut pending: Vec<PendingCommit<'_>> = Vec::new();
         let mut dead: Vec<Token> = Vec::new();
         let mut ended: Vec<Token> = Vec::new();
+        let planted_early_messages = self.planted_messages_before_reads(ready);
         for token in ready {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
@@ -383,6 +401,13 @@ impl Worker {
                 Err(_) => dead.push(*token),
             }
         }
+        // After the reads, before any command runs: a message handed to this loop before a
+        // command just read was sent goes out ahead of that command's reply (see "Messages
+        // ahead of the commands sent after them").
+        let messaged = planted_early_messages.unwrap_or_else(|| self.take_messages());
+        // Likewise, a client killed before it sent what was just read runs none of it (Redis
+        // frees a killed client at once).
+        self.take_kills();
         for (token, last) in due {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
@@ -427,7 +452,8 @@ impl Worker {
         } else {
             wait_all(pending)
         };
-        for token in ready {
+        let only_messaged = messaged.iter().filter(|t| ready.binary_search(t).is_err());
+        for token in ready.iter().chain(only_messaged) {
             if dead.contains(token) {
                 continue;
             }
@@ -464,6 +490,25 @@ impl Worker {
         for token in dead {
             self.close(token);
         }
+    }
+
+    /// The planted bug (test builds only, `None` otherwise): the messages taken before the
+    /// pass reads its connections, as the loop once took them, and a pause in between when
+    /// a tracking client is to be read, so that a write's invalidation and the tracking
+    /// client's next command can both arrive in that window (`tracking.rs` must catch it).
+    fn planted_messages_before_reads(&mut self, ready: &[Token]) -> Option<Vec<Token>> {
+        if !cfg!(feature = "planted-messages-before-reads") {
+            return None;
+        }
+        let early = self.take_messages();
+        let tracking = |token: &Token| {
+            let conn = self.connections.get(token);
+            conn.is_some_and(|c| c.tracking.is_some())
+        };
+        if ready.iter().any(tracking) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(early)
     }
 
     /// The place in `listeners` of the socket polled with `token`, if it is one of them.
@@ -571,11 +616,13 @@ impl Worker {
         Ok(())
     }
 
-    /// Appends the messages published for this loop's subscribers to their output; their
-    /// tokens go to `ready`, so the pass writes them out. A subscriber whose unsent output
-    /// passed `PUBSUB_OUTPUT_LIMIT` is disconnected, as Redis does.
-    fn take_messages(&mut self, ready: &mut Vec<Token>) {
+    /// Appends the messages handed to this loop for its connections (published messages,
+    /// invalidations, MONITOR lines) to their output, and answers their tokens, for the
+    /// pass to write them out. A subscriber whose unsent output passed
+    /// `PUBSUB_OUTPUT_LIMIT` is disconnected, as Redis does.
+    fn take_messages(&mut self) -> Vec<Token> {
         let messages = std::mem::take(&mut *self.shared.loops[self.index].messages.lock());
+        let mut messaged = Vec::new();
         let mut slow = Vec::new();
         for (token, message) in messages {
             let Some(conn) = self.connections.get_mut(&token) else {
@@ -587,7 +634,7 @@ impl Worker {
             }
             if let Some(frame) = message.frame_for(conn) {
                 frame.encode(conn.protocol, &mut conn.output);
-                ready.push(token);
+                messaged.push(token);
             }
         }
         slow.sort_unstable();
@@ -596,6 +643,9 @@ impl Worker {
             eprintln!("tailstore serve: a subscriber left {PUBSUB_OUTPUT_LIMIT} bytes of messages unread; disconnected");
             self.close(token);
         }
+        messaged.sort_unstable();
+        messaged.dedup();
+        messaged
     }
 
     /// Registers a connection that blocked in this pass (see `server/blocking.rs`, "Why no
