@@ -14,6 +14,7 @@ use super::blocking::Blocked;
 use super::connection::{Connection, Queued};
 use super::eval;
 use super::functions;
+use super::interleave::{self, Point};
 use super::pubsub;
 use super::slowlog;
 use super::tracking;
@@ -364,7 +365,9 @@ fn execute<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     remember_reads(shared, conn, command, args);
+    interleave::reached(Point::Remembered);
     let (reply, wrote) = run_data(shared, db, command, args, pending);
+    interleave::reached(Point::Committed);
     if command.is_write() && !(command.is_blocking() && is_nil(&reply)) {
         shared.signal_write(db, command, args);
     }

@@ -22,6 +22,7 @@ mod dispatch;
 mod eval;
 mod functions;
 mod info;
+mod interleave;
 mod monitor;
 mod pause;
 mod pubsub;

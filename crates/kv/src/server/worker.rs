@@ -55,6 +55,7 @@ use tailstore_resp::{Limits, Reply};
 use super::blocking::DbKey;
 use super::connection::Connection;
 use super::dispatch;
+use super::interleave::{self, Point};
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
 use super::socket::{Listener, Socket};
 use super::tls::Tls;
@@ -231,6 +232,7 @@ impl Worker {
     }
 
     pub fn run(mut self) -> io::Result<()> {
+        interleave::start_pausing(self.index);
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<Token> = Vec::new();
         while !self.shared.stop.load(Ordering::Relaxed) {
@@ -243,6 +245,7 @@ impl Worker {
             let served = !ready.is_empty();
             let sleep = self.sleep_limit();
             self.wait_for_events(&mut events, unread, served, sleep)?;
+            interleave::reached(Point::Polled);
             ready.clear();
             for at in std::mem::take(&mut self.accept_later) {
                 self.accept(at)?;
@@ -388,6 +391,7 @@ impl Worker {
         let mut dead: Vec<Token> = Vec::new();
         let mut ended: Vec<Token> = Vec::new();
         let planted_early_messages = self.planted_messages_before_reads(ready);
+        interleave::reached(Point::BeforeReads);
         for token in ready {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
@@ -404,6 +408,7 @@ impl Worker {
         // After the reads, before any command runs: a message handed to this loop before a
         // command just read was sent goes out ahead of that command's reply (see "Messages
         // ahead of the commands sent after them").
+        interleave::reached(Point::AfterReads);
         let messaged = planted_early_messages.unwrap_or_else(|| self.take_messages());
         // Likewise, a client killed before it sent what was just read runs none of it (Redis
         // frees a killed client at once).
@@ -437,6 +442,7 @@ impl Worker {
             // the stream is served (not while backpressure holds some back: a later pass
             // reads the end again and serves the rest) and the replies are written.
             dispatch::serve(&shared, conn, &self.vm, &mut pending);
+            interleave::reached(Point::Served);
             conn.closing |= ended.contains(token) && !conn.unread;
             if conn.blocked.as_ref().is_some_and(|b| b.order == 0) {
                 newly_blocked.push(*token);
@@ -445,6 +451,7 @@ impl Worker {
         for token in newly_blocked {
             self.register_blocked(token);
         }
+        interleave::reached(Point::BeforeTheWait);
         let durable = if cfg!(feature = "planted-early-reply") {
             // The planted bug (test builds only): reply without waiting.
             drop(pending);
@@ -471,6 +478,7 @@ impl Worker {
             }
             for (who, message) in conn.published.drain(..) {
                 shared.loops[who.at].deliver(who.token, message);
+                interleave::reached(Point::Delivered);
             }
             match conn.flush() {
                 Ok(true) if conn.closing => dead.push(*token),
