@@ -56,6 +56,13 @@ pub struct ServeArgs {
     /// memory" and its writes are undone. At least 8MiB.
     #[arg(long, value_name = "SIZE", default_value = "512MiB")]
     pub script_memory: ByteSize,
+    /// Milliseconds a Lua script (EVAL, FCALL) may run before the server stops it and undoes
+    /// its writes, with an error to its client (Redis's busy-reply-threshold, after which
+    /// Redis instead answers BUSY to every other client until SCRIPT KILL). SCRIPT KILL and
+    /// FUNCTION KILL stop one sooner. At least 1.
+    #[arg(long, value_name = "MILLIS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub script_time_limit: u64,
     /// Numbered databases (SELECT 0 .. N-1).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
@@ -304,6 +311,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         max_clients,
         max_bulk: args.max_bulk.0,
         script_memory: args.script_memory.0,
+        script_time_limit: Duration::from_millis(args.script_time_limit),
         threads: loops,
         poll_spin: Duration::from_micros(args.poll_spin),
         durability: durability.clone(),

@@ -331,7 +331,12 @@ fn every_connection_runs_the_newest_code_of_a_library() {
 
 #[test]
 fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
-    let server = TestServer::start();
+    // A minute, not the default five seconds: a stalled machine once let the function's
+    // time run out between STATS listing it and KILL, which then found nothing running.
+    let server = TestServer::with(Options {
+        script_time_limit: Duration::from_secs(60),
+        ..Options::default()
+    });
     let mut con = server.client();
     let spin = "#!lua name=spin\nredis.register_function('spin', function(k) redis.call('set', k[1], 'written') while true do end end)";
     q::<String>(&mut con, &["function", "load", spin]);

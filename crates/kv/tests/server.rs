@@ -1848,6 +1848,15 @@ fn config_get_tells_the_durability() {
     assert!(durability[1].contains("buffer"), "{durability:?}");
     let databases: Vec<String> = q(&mut c, &["CONFIG", "GET", "databases"]);
     assert_eq!(databases, ["databases", "16"]);
+    // Redis's default, in milliseconds, under both of its names.
+    let scripts: Vec<String> = q(
+        &mut c,
+        &["CONFIG", "GET", "busy-reply-threshold", "lua-time-limit"],
+    );
+    assert_eq!(
+        scripts,
+        ["busy-reply-threshold", "5000", "lua-time-limit", "5000"]
+    );
     let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]);
     assert!(all.contains(&"maxclients".to_string()));
     assert!(q::<Vec<String>>(&mut c, &["CONFIG", "GET", "nosuch"]).is_empty());

@@ -19,7 +19,8 @@
 //! As in Redis, a script that fails part-way (an error raised by `redis.call`, a Lua
 //! runtime error) keeps what it wrote before the failure: its error is its reply, and the
 //! transaction commits. Three failures undo the script instead, because the server, not the
-//! script, stops it: running longer than [`TIME_LIMIT`] (Redis would answer BUSY to every
+//! script, stops it: running longer than its time limit ([`DEFAULT_TIME_LIMIT`] unless `serve
+//! --script-time-limit` says otherwise; Redis would answer BUSY to every
 //! other client until SCRIPT KILL or SHUTDOWN NOSAVE; a transaction can simply be rolled
 //! back), an allocation past the memory limit (below), and an engine error (a conflict is
 //! retried; a stopped database fails the script).
@@ -61,9 +62,10 @@ use sha1::{Digest, Sha1};
 
 pub use vm::{Host, Invocation, Registered, Target, Vm};
 
-/// How long a script may run before the server stops it and undoes its writes (Redis's
-/// `busy-reply-threshold`, after which Redis answers BUSY to everyone else).
-pub const TIME_LIMIT: Duration = Duration::from_secs(5);
+/// How long a script may run before the server stops it and undoes its writes, unless the
+/// server is told otherwise (`ServerConfig::script_time_limit`): Redis's default
+/// `busy-reply-threshold`, after which Redis answers BUSY to everyone else.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long a library's code may run at its load (Redis's, after which FUNCTION LOAD
 /// answers "FUNCTION LOAD timeout").
@@ -78,7 +80,7 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 512 * 1024 * 1024;
 pub const MIN_MEMORY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// The bodies of the scripts loaded since the start (or the last SCRIPT FLUSH), by their
-/// SHA1 in lowercase hex: what EVALSHA finds, on any event loop; and the loops' memory limit.
+/// SHA1 in lowercase hex: what EVALSHA finds, on any event loop; and the scripts' limits.
 pub struct Scripts {
     bodies: Mutex<Bodies>,
     /// Counts SCRIPT FLUSHes: a loop whose compiled functions are older drops them.
@@ -89,11 +91,13 @@ pub struct Scripts {
     kills: Arc<AtomicU64>,
     /// Bytes each loop's Lua state may hold.
     memory_limit: usize,
+    /// How long a script may run.
+    time_limit: Duration,
 }
 
 impl Default for Scripts {
     fn default() -> Self {
-        Scripts::new(DEFAULT_MEMORY_LIMIT)
+        Scripts::new(DEFAULT_MEMORY_LIMIT, DEFAULT_TIME_LIMIT)
     }
 }
 
@@ -101,15 +105,20 @@ type Bodies = HashMap<String, Arc<[u8]>>;
 
 impl Scripts {
     /// No bodies yet; each loop's Lua state limited to `memory_limit` bytes (at least
-    /// [`MIN_MEMORY_LIMIT`]).
-    pub fn new(memory_limit: usize) -> Scripts {
+    /// [`MIN_MEMORY_LIMIT`]), each script to `time_limit` (at least a millisecond).
+    pub fn new(memory_limit: usize, time_limit: Duration) -> Scripts {
         Scripts {
             bodies: Mutex::default(),
             flushes: AtomicU64::new(0),
             running: AtomicUsize::new(0),
             kills: Arc::default(),
             memory_limit: memory_limit.max(MIN_MEMORY_LIMIT),
+            time_limit: time_limit.max(Duration::from_millis(1)),
         }
+    }
+
+    pub fn time_limit(&self) -> Duration {
+        self.time_limit
     }
 
     pub fn memory_limit(&self) -> usize {

@@ -15,7 +15,7 @@ use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
 use super::library::{check_name, script_header, Flags, FunctionSpec, Libraries};
-use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT, TIME_LIMIT};
+use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT};
 use crate::command::{
     lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, MapChange, Run,
 };
@@ -535,7 +535,7 @@ impl Sandbox {
         let values = outcome.map_err(lua_error)?;
         let mut values = values.into_iter();
         if !matches!(values.next(), Some(Value::Boolean(true))) {
-            if stopped == Some(Stop::TooLong) {
+            if matches!(stopped, Some(Stop::TooLong(_))) {
                 return Err("Error registering functions: ERR FUNCTION LOAD timeout".into());
             }
             let failure = failure_reply(&values.next().unwrap_or(Value::Nil), None);
@@ -652,7 +652,8 @@ impl Sandbox {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
     Killed,
-    TooLong,
+    /// It ran past its time limit.
+    TooLong(std::time::Duration),
     /// An allocation past the state's limit (in bytes) was refused.
     Memory(usize),
 }
@@ -661,7 +662,10 @@ impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Stop::Killed => write!(f, "SCRIPT KILL"),
-            Stop::TooLong => write!(f, "it ran longer than {} s", TIME_LIMIT.as_secs()),
+            Stop::TooLong(limit) if limit.subsec_millis() == 0 => {
+                write!(f, "it ran longer than {} s", limit.as_secs())
+            }
+            Stop::TooLong(limit) => write!(f, "it ran longer than {} ms", limit.as_millis()),
             Stop::Memory(limit) => write!(
                 f,
                 "its Lua state would have held more than {} MiB",
@@ -676,6 +680,10 @@ impl std::fmt::Display for Stop {
 /// `Sandbox::new`): between two checks one `string.rep`, or a loop doubling a string with
 /// `..`, can allocate gigabytes.
 struct Limits {
+    /// How long a script may run (`Scripts::time_limit`).
+    script_time: std::time::Duration,
+    /// What is running now may run this long (a script, or a library's load).
+    allowed: Cell<std::time::Duration>,
     deadline: Cell<Instant>,
     kills: Arc<AtomicU64>,
     kills_at_start: Cell<u64>,
@@ -687,8 +695,11 @@ const CHECK_EVERY: u32 = 1_000;
 
 impl Limits {
     fn new(scripts: &Scripts) -> Limits {
+        let script_time = scripts.time_limit();
         Limits {
-            deadline: Cell::new(Instant::now() + TIME_LIMIT),
+            script_time,
+            allowed: Cell::new(script_time),
+            deadline: Cell::new(Instant::now() + script_time),
             kills: scripts.kills.clone(),
             kills_at_start: Cell::new(0),
             stopped: Cell::new(None),
@@ -697,11 +708,12 @@ impl Limits {
 
     /// A script starts.
     fn start(&self) {
-        self.start_for(TIME_LIMIT);
+        self.start_for(self.script_time);
     }
 
     /// Code that may run for `limit` starts (a library's load).
     fn start_for(&self, limit: std::time::Duration) {
+        self.allowed.set(limit);
         self.deadline.set(Instant::now() + limit);
         self.kills_at_start.set(self.kills.load(Ordering::SeqCst));
         self.stopped.set(None);
@@ -730,7 +742,7 @@ impl Limits {
         if self.kills.load(Ordering::SeqCst) != self.kills_at_start.get() {
             Some(Stop::Killed)
         } else if Instant::now() >= self.deadline.get() {
-            Some(Stop::TooLong)
+            Some(Stop::TooLong(self.allowed.get()))
         } else {
             None
         }

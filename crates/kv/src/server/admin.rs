@@ -809,6 +809,16 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
         ("proto-max-bulk-len", config.max_bulk.to_string()),
+        // How long a script runs before the server stops it (`serve --script-time-limit`),
+        // under Redis 7's name and its older alias, in milliseconds as Redis gives them.
+        (
+            "busy-reply-threshold",
+            config.script_time_limit.as_millis().to_string(),
+        ),
+        (
+            "lua-time-limit",
+            config.script_time_limit.as_millis().to_string(),
+        ),
         // As Redis's: 0 for what is not listened to.
         ("port", port(config.plain_address())),
         ("tls-port", port(config.tls_address())),

@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub max_bulk: usize,
     /// The most memory each event loop's Lua state may hold (see `crate::script`).
     pub script_memory: usize,
+    /// How long a script may run before the server stops it (see `crate::script`).
+    pub script_time_limit: Duration,
     /// Event-loop threads.
     pub threads: usize,
     /// How long an event loop that has just served requests keeps polling (yielding the
@@ -299,7 +301,7 @@ impl Server {
             None => None,
         };
         let threads = config.threads.max(1);
-        let script_memory = config.script_memory;
+        let (script_memory, script_time_limit) = (config.script_memory, config.script_time_limit);
         let polls = (0..threads)
             .map(|_| mio::Poll::new())
             .collect::<io::Result<Vec<_>>>()?;
@@ -329,7 +331,7 @@ impl Server {
             next_worker: AtomicUsize::new(0),
             waiters: blocking::Waiters::default(),
             pubsub: pubsub::PubSub::default(),
-            scripts: crate::script::Scripts::new(script_memory),
+            scripts: crate::script::Scripts::new(script_memory, script_time_limit),
             libraries: crate::script::library::Libraries::default(),
             slowlog: slowlog::SlowLog::default(),
             monitors: monitor::Monitors::default(),

@@ -84,6 +84,7 @@ pub struct Options {
     pub max_bulk: usize,
     /// Each event loop's Lua memory limit.
     pub script_memory: usize,
+    pub script_time_limit: Duration,
     pub threads: usize,
     pub poll_spin: Duration,
     /// Run with no other test's server alive (for memory measurements).
@@ -106,6 +107,7 @@ impl Default for Options {
             max_clients: 10_000,
             max_bulk: 512 << 20,
             script_memory: 512 << 20,
+            script_time_limit: tailstore_kv::script::DEFAULT_TIME_LIMIT,
             threads: 2,
             poll_spin: Duration::from_micros(50),
             exclusive: false,
@@ -172,6 +174,7 @@ impl TestServer {
             max_clients: options.max_clients,
             max_bulk: options.max_bulk,
             script_memory: options.script_memory,
+            script_time_limit: options.script_time_limit,
             threads: options.threads,
             poll_spin: options.poll_spin,
             durability: format!("{} (test)", options.mode),
