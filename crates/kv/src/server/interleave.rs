@@ -3,7 +3,7 @@
 //! between a poll and a read, a write applied between a read's registration and its read.
 //!
 //! Built with the feature `chaos-pauses` (test builds only; CI runs the tests of
-//! cross-loop messages and wake-ups under it), every event loop pauses at random at each
+//! cross-loop messages, wake-ups and fresh reads under it), every event loop pauses at random at each
 //! point it passes — it yields the processor at half of them and sleeps up to 200 µs at
 //! one in eight (`tailstore_history::pauses`). Without the feature [`reached`] is an empty
 //! inline function: release builds carry no trace of the points.
