@@ -15,7 +15,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use support::TestServer;
+use support::{TestServer, WritesOfEveryKey};
 use tailstore_kv::command::lookup;
 use tailstore_kv::{BlockStep, Keyspace};
 use tailstore_resp::Reply;
@@ -170,44 +170,20 @@ fn a_read_sees_every_write_committed_before_it() {
 fn a_read_through_the_server_sees_every_write_acknowledged_before_it() {
     let server = TestServer::start();
     let (keys, finished) = (keys(), Finished::new());
-    let script = "for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1]) end";
+    let key_names: Vec<String> = keys
+        .iter()
+        .map(|k| String::from_utf8_lossy(k).into())
+        .collect();
     let writers: Vec<_> = (0..WRITERS)
-        .map(|_| parking_lot::Mutex::new(server.client()))
+        .map(|_| parking_lot::Mutex::new(server.raw()))
         .collect();
     let readers: Vec<_> = (0..READERS)
         .map(|_| parking_lot::Mutex::new(server.client()))
         .collect();
     let write = |writer: usize, round: u64| {
         let value = format!("w{writer}-{round}");
-        let mut con = writers[writer].lock();
-        let pairs = keys.iter().flat_map(|k| [k.as_slice(), value.as_bytes()]);
-        let outcome: redis::RedisResult<redis::Value> = match round % 4 {
-            0 => redis::cmd("MSET")
-                .arg(pairs.collect::<Vec<_>>())
-                .query(&mut *con),
-            1 => {
-                let mut pipe = redis::pipe();
-                pipe.atomic();
-                for key in &keys {
-                    pipe.cmd("SET").arg(key).arg(&value).ignore();
-                }
-                pipe.query(&mut *con)
-            }
-            2 => redis::cmd("EVAL")
-                .arg(script)
-                .arg(KEYS)
-                .arg(&keys)
-                .arg(&value)
-                .query(&mut *con),
-            _ => {
-                let mut pipe = redis::pipe();
-                for key in &keys {
-                    pipe.cmd("SET").arg(key).arg(&value).ignore();
-                }
-                pipe.query(&mut *con)
-            }
-        };
-        outcome.expect("the write");
+        // (Each writer's own connection: the lock is never contended.)
+        WritesOfEveryKey::new(&key_names, &value, round as usize).send(&mut writers[writer].lock());
         finished.done(writer, round);
     };
     let read = |reader: usize| {

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
-use support::{command, eventually, q, TestServer};
+use support::{command, eventually, q, TestServer, WritesOfEveryKey};
 use tailstore_resp::{parse_reply, Limits, Value};
 
 /// Connection 0 tracks (RESP3), 1 writes (RESP2), 2 takes redirected invalidations (RESP2,
@@ -309,15 +309,9 @@ fn caching_readers_end_each_round_with_no_stale_copy() {
                 let (keys, start) = (&keys, &start);
                 scope.spawn(move || {
                     let value = format!("r{round}-w{w}");
-                    let writes = writes_of_every_key(keys, &value, round + w);
-                    let mut batch = Vec::new();
-                    for args in &writes {
-                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                        batch.extend(command(&args).get_packed_command());
-                    }
+                    let writes = WritesOfEveryKey::new(keys, &value, round + w);
                     start.wait();
-                    stream.write_all(&batch).expect("write");
-                    await_replies(stream, writes.len());
+                    writes.send(stream);
                 });
             }
             for (reader, cache) in reading.iter_mut().zip(caches.iter_mut()) {
@@ -356,47 +350,6 @@ fn caching_readers_end_each_round_with_no_stale_copy() {
     }
     println!("{ROUNDS} rounds: {held} copies checked, {stale} stale");
     assert_eq!(stale, 0, "stale copies survived their rounds");
-}
-
-/// Commands that write `value` to every key, in one of the four ways a client may (`way`
-/// modulo 4): a SET per key, one MSET, SETs in a MULTI block, a script.
-fn writes_of_every_key(keys: &[String], value: &str, way: usize) -> Vec<Vec<String>> {
-    let words = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
-    let sets = keys.iter().map(|k| words(&["SET", k, value]));
-    match way % 4 {
-        0 => sets.collect(),
-        1 => vec![std::iter::once("MSET".to_string())
-            .chain(keys.iter().flat_map(|k| [k.clone(), value.to_string()]))
-            .collect()],
-        2 => std::iter::once(words(&["MULTI"]))
-            .chain(sets)
-            .chain(std::iter::once(words(&["EXEC"])))
-            .collect(),
-        _ => {
-            let script = "for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1]) end";
-            let count = keys.len().to_string();
-            let mut eval = words(&["EVAL", script, &count]);
-            eval.extend(keys.iter().cloned());
-            eval.push(value.to_string());
-            vec![eval]
-        }
-    }
-}
-
-/// Reads `count` whole replies from `stream`.
-fn await_replies(stream: &mut TcpStream, count: usize) {
-    let (mut got, mut buffer) = (Vec::new(), [0u8; 4096]);
-    let mut parsed = 0;
-    while parsed < count {
-        if let Some((_, used)) = parse_reply(&got, &Limits::default()).expect("RESP") {
-            got.drain(..used);
-            parsed += 1;
-            continue;
-        }
-        let n = stream.read(&mut buffer).expect("a reply");
-        assert!(n > 0, "the server closed the connection");
-        got.extend_from_slice(&buffer[..n]);
-    }
 }
 
 /// The words of a reply, space-separated (bulk and simple strings, numbers, verbatim text).

@@ -303,6 +303,70 @@ fn connect(url: &str) -> redis::Connection {
     con
 }
 
+/// Commands that write one value to every key, in one of the four ways a client may, sent
+/// at once on a raw connection: a SET per key, one MSET, SETs in a MULTI block, a script.
+pub struct WritesOfEveryKey {
+    batch: Vec<u8>,
+    replies: usize,
+}
+
+impl WritesOfEveryKey {
+    /// The commands writing `value` to every key of `keys`, the way `way` (modulo 4) names.
+    pub fn new(keys: &[String], value: &str, way: usize) -> WritesOfEveryKey {
+        let words = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let sets = keys.iter().map(|k| words(&["SET", k, value]));
+        let commands: Vec<Vec<String>> = match way % 4 {
+            0 => sets.collect(),
+            1 => vec![std::iter::once("MSET".to_string())
+                .chain(keys.iter().flat_map(|k| [k.clone(), value.to_string()]))
+                .collect()],
+            2 => std::iter::once(words(&["MULTI"]))
+                .chain(sets)
+                .chain(std::iter::once(words(&["EXEC"])))
+                .collect(),
+            _ => {
+                let script = "for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1]) end";
+                let count = keys.len().to_string();
+                let mut eval = words(&["EVAL", script, &count]);
+                eval.extend(keys.iter().cloned());
+                eval.push(value.to_string());
+                vec![eval]
+            }
+        };
+        let mut batch = Vec::new();
+        for args in &commands {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            batch.extend(command(&args).get_packed_command());
+        }
+        WritesOfEveryKey {
+            batch,
+            replies: commands.len(),
+        }
+    }
+
+    /// Sends the commands on `stream` and reads every reply (none of them an error).
+    pub fn send(&self, stream: &mut TcpStream) {
+        stream.write_all(&self.batch).expect("write");
+        let (mut got, mut buffer) = (Vec::new(), [0u8; 4096]);
+        let mut parsed = 0;
+        let limits = tailstore_resp::Limits::default();
+        while parsed < self.replies {
+            if let Some((reply, used)) = tailstore_resp::parse_reply(&got, &limits).expect("RESP") {
+                assert!(
+                    !matches!(reply, tailstore_resp::Value::Error(_)),
+                    "a write failed: {reply:?}"
+                );
+                got.drain(..used);
+                parsed += 1;
+                continue;
+            }
+            let n = stream.read(&mut buffer).expect("a reply");
+            assert!(n > 0, "the server closed the connection");
+            got.extend_from_slice(&buffer[..n]);
+        }
+    }
+}
+
 /// Builds a command from its words.
 pub fn command(args: &[&str]) -> redis::Cmd {
     let mut cmd = redis::cmd(args[0]);
