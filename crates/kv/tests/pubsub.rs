@@ -1,7 +1,7 @@
 //! Publish/subscribe through the server: a conversation of three raw connections (spread
 //! over the event loops) compared byte for byte with a real `redis-server`'s, messages
-//! through the `redis` crate's pub/sub API, a subscriber's close, and the disconnection of
-//! a subscriber that does not read.
+//! through the `redis` crate's pub/sub API, a message's place among a subscriber's replies,
+//! a subscriber's close, and the disconnection of a subscriber that does not read.
 
 mod support;
 
@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use support::conversation::{compare, Step};
-use support::{eventually, expect_bytes, q, Options, TestServer};
+use support::{eventually, expect_bytes, q, read_exactly, Options, TestServer};
 
 /// Subscriptions, messages by channel and by pattern, the RESP2 subscribed context (only
 /// pub/sub commands, PING as a message), unsubscribing from everything, RESP3's push
@@ -109,6 +109,48 @@ fn messages_reach_subscribers_on_every_loop_through_a_client_library() {
     let info: String = q(&mut publisher, &["info", "stats"]);
     assert!(info.contains("pubsub_channels:0\r\n"), "{info}");
     assert!(info.contains("pubsub_patterns:0\r\n"), "{info}");
+}
+
+/// A message reaches a subscriber before the reply to any command the subscriber sends once
+/// the publisher is answered, even when the subscriber's loop is already busy with an earlier
+/// command of the subscriber's (the twin of `tracking.rs`'s test of invalidations, which
+/// travel the same way: the planted bug takes a loop's messages before reading its
+/// connections and pauses in between, while this test's PUBLISH and PING arrive).
+#[test]
+#[cfg_attr(
+    feature = "planted-messages-before-reads",
+    should_panic(expected = "came after the reply to the later PING")
+)]
+fn a_message_comes_before_the_reply_to_a_later_command() {
+    let server = TestServer::start();
+    // Connections are dealt to the two loops in turn: the publisher is served by the other.
+    let mut subscriber = server.raw();
+    let mut publisher = server.client();
+    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    for round in 0..5 {
+        subscriber.write_all(b"PING busy\r\n").expect("write");
+        // The subscriber's loop is reading PING busy (a pause, in the planted build).
+        std::thread::sleep(Duration::from_millis(2));
+        let message = format!("m{round}");
+        let delivered: i64 = q(&mut publisher, &["PUBLISH", "ch", &message]);
+        assert_eq!(delivered, 1, "round {round}: PUBLISH reached no subscriber");
+        subscriber.write_all(b"PING\r\n").expect("write");
+        let expected = format!(
+            "*2\r\n$4\r\npong\r\n$4\r\nbusy\r\n\
+             *3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\n{message}\r\n\
+             *2\r\n$4\r\npong\r\n$0\r\n\r\n"
+        );
+        let got = read_exactly(&mut subscriber, expected.len());
+        assert!(
+            got == expected.as_bytes(),
+            "round {round}: {message} came after the reply to the later PING: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
 }
 
 #[test]

@@ -502,18 +502,19 @@ impl Worker {
 
     /// The planted bug (test builds only, `None` otherwise): the messages taken before the
     /// pass reads its connections, as the loop once took them, and a pause in between when
-    /// a tracking client is to be read, so that a write's invalidation and the tracking
-    /// client's next command can both arrive in that window (`tracking.rs` must catch it).
+    /// a tracking or subscribed client is to be read, so that a write's invalidation (a
+    /// published message) and that client's next command can both arrive in that window
+    /// (`tracking.rs` and `pubsub.rs` must catch it).
     fn planted_messages_before_reads(&mut self, ready: &[Token]) -> Option<Vec<Token>> {
         if !cfg!(feature = "planted-messages-before-reads") {
             return None;
         }
         let early = self.take_messages();
-        let tracking = |token: &Token| {
+        let messaged_kind = |token: &Token| {
             let conn = self.connections.get(token);
-            conn.is_some_and(|c| c.tracking.is_some())
+            conn.is_some_and(|c| c.tracking.is_some() || c.subscriptions() > 0)
         };
-        if ready.iter().any(tracking) {
+        if ready.iter().any(messaged_kind) {
             std::thread::sleep(Duration::from_millis(20));
         }
         Some(early)
