@@ -12,6 +12,7 @@ mod blocking;
 pub mod categories;
 mod consumer_groups;
 mod distance_order;
+pub mod docs;
 mod dump;
 mod execute;
 mod float;

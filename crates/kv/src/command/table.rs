@@ -733,7 +733,7 @@ pub static COMMANDS: &[Command] = &[
         -2,
         R,
         (2, 2, 1),
-        "keyspace",
+        "generic",
         "Names the encoding Redis would give a key's value (OBJECT ENCODING, REFCOUNT).",
         object::object,
     ),

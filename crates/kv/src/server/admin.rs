@@ -13,6 +13,7 @@ use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
 use super::{command_stats, standalone, tracking, unix_seconds, Shared};
+use crate::command::docs;
 use crate::command::key_specs::{self, BeginSearch, FindKeys, KeySpec};
 use crate::command::subcommands::Subcommand;
 use crate::command::{
@@ -532,9 +533,6 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
     let sub = args
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    let named = |names: &[Vec<u8>]| -> Vec<Option<&'static Command>> {
-        names.iter().map(|n| crate::command::lookup(n)).collect()
-    };
     match sub.as_deref() {
         // COMMAND, and COMMAND INFO naming no command: every command.
         None | Some("info") if args.len() <= 2 => {
@@ -548,14 +546,17 @@ fn command_info(args: &[Vec<u8>]) -> Reply {
                 .map(|name| describe_named(name).unwrap_or(Reply::NullArray))
                 .collect(),
         ),
-        Some("docs") => {
-            let commands: Vec<&Command> = if args.len() > 2 {
-                named(&args[2..]).into_iter().flatten().collect()
-            } else {
-                COMMANDS.iter().collect()
-            };
-            Reply::Map(commands.into_iter().map(document_command).collect())
-        }
+        Some("docs") if args.len() > 2 => Reply::Map(
+            args[2..]
+                .iter()
+                .filter_map(|name| lookup_named(name))
+                .map(|named| match named {
+                    (command, None) => document_command(command),
+                    (container, Some(sub)) => document_subcommand(container, sub.name),
+                })
+                .collect(),
+        ),
+        Some("docs") => Reply::Map(COMMANDS.iter().map(document_command).collect()),
         Some("getkeys") => command_getkeys(&args[2..], false),
         Some("getkeysandflags") => command_getkeys(&args[2..], true),
         _ => help(COMMAND_HELP),
@@ -701,12 +702,21 @@ fn describe_key_spec(spec: &KeySpec) -> Reply {
 /// COMMAND INFO's entry for `name`: a command, or a container's subcommand
 /// (`object|encoding`).
 fn describe_named(name: &[u8]) -> Option<Reply> {
+    Some(match lookup_named(name)? {
+        (command, None) => describe_command(command),
+        (container, Some(sub)) => describe_subcommand(container, sub),
+    })
+}
+
+/// The command `name` names, or the container and subcommand of a full name
+/// (`client|kill`), as COMMAND INFO and DOCS take them.
+fn lookup_named(name: &[u8]) -> Option<(&'static Command, Option<&'static Subcommand>)> {
     let Some(split) = name.iter().position(|&b| b == b'|') else {
-        return crate::command::lookup(name).map(describe_command);
+        return Some((crate::command::lookup(name)?, None));
     };
     let container = crate::command::lookup(&name[..split])?;
     let sub = subcommands::find(container.name, &name[split + 1..])?;
-    Some(describe_subcommand(container, sub))
+    Some((container, Some(sub)))
 }
 
 /// A command's entry; a container has no keys or specifications of its own, and flags only
@@ -771,16 +781,72 @@ fn describe(
     ])
 }
 
+/// COMMAND DOCS's entry for a command: its summary, version, group and argument tree, and
+/// a container's subcommands' entries (`command/docs.rs`).
 fn document_command(command: &Command) -> (Reply, Reply) {
-    let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
-    (
-        text(command.name),
-        Reply::Map(vec![
-            (text("summary"), text(command.summary)),
-            (text("since"), text("1.0.0")),
-            (text("group"), text(command.group)),
-        ]),
-    )
+    let subcommands: Vec<(Reply, Reply)> = subcommands::of(command.name)
+        .unwrap_or_default()
+        .iter()
+        .map(|sub| document_subcommand(command, sub.name))
+        .collect();
+    let mut fields = document(command.name, command.summary, command.group);
+    if !subcommands.is_empty() {
+        fields.push((text("subcommands"), Reply::Map(subcommands)));
+    }
+    (text(command.name), Reply::Map(fields))
+}
+
+/// COMMAND DOCS's entry for a subcommand (`client|kill`), in its container's group.
+fn document_subcommand(container: &Command, sub: &str) -> (Reply, Reply) {
+    let name = format!("{}|{sub}", container.name);
+    let summary = docs::of(&name)
+        .and_then(|doc| doc.summary)
+        .unwrap_or_default();
+    let entry = document(&name, summary, container.group);
+    (text(&name), Reply::Map(entry))
+}
+
+/// The fields of one command's or subcommand's entry in COMMAND DOCS.
+fn document(name: &str, summary: &str, group: &str) -> Vec<(Reply, Reply)> {
+    let doc = docs::of(name);
+    let mut fields = vec![
+        (text("summary"), text(summary)),
+        (text("since"), text(doc.map_or("1.0.0", |doc| doc.since))),
+        (text("group"), text(group)),
+    ];
+    if let Some(doc) = doc.filter(|doc| !doc.arguments.is_empty()) {
+        let arguments = doc.arguments.iter().map(document_argument).collect();
+        fields.push((text("arguments"), Reply::Array(arguments)));
+    }
+    fields
+}
+
+/// One argument of a COMMAND DOCS tree, its fields in Redis's order.
+fn document_argument(argument: &docs::Argument) -> Reply {
+    let mut fields = vec![
+        (text("name"), text(&argument.name)),
+        (text("type"), text(argument.kind.name())),
+    ];
+    if let Some(index) = argument.key_spec_index {
+        fields.push((text("key_spec_index"), Reply::Int(i64::from(index))));
+    }
+    if let Some(token) = argument.token {
+        fields.push((text("token"), text(token)));
+    }
+    let flags = argument.flags();
+    if !flags.is_empty() {
+        let flags = flags.into_iter().map(|f| Reply::Status(f.into())).collect();
+        fields.push((text("flags"), Reply::Set(flags)));
+    }
+    if !argument.arguments.is_empty() {
+        let parts = argument.arguments.iter().map(document_argument).collect();
+        fields.push((text("arguments"), Reply::Array(parts)));
+    }
+    Reply::Map(fields)
+}
+
+fn text(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
 }
 
 /// The settings CONFIG GET answers: the ones clients ask about, answered truthfully.
