@@ -2227,6 +2227,58 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["DISCARD"]));
 }
 
+/// The connection and server commands queued in a block that a changed watched key aborts
+/// run no more than its data commands do, as in Redis: its SELECT leaves the connection in
+/// its database (or the writes after EXEC would go to another one), CLIENT SETNAME leaves
+/// the name, PUBLISH publishes nothing. In a block that runs they do, in order with the
+/// rest.
+#[test]
+fn an_aborted_exec_leaves_the_connection_as_it_was() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut other = server.client();
+    let mut subscriber = server.raw();
+    subscriber.write_all(b"SUBSCRIBE news\r\n").expect("write");
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n",
+    );
+    ok(raw_value(&mut c, &["CLIENT", "SETNAME", "before"]));
+    ok(raw_value(&mut c, &["WATCH", "k"]));
+    ok(raw_value(&mut other, &["SET", "k", "changed"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["SELECT", "3"]);
+    queued(&mut c, &["CLIENT", "SETNAME", "after"]);
+    queued(&mut c, &["PUBLISH", "news", "aborted"]);
+    queued(&mut c, &["SET", "in-block", "x"]);
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "before");
+    ok(raw_value(&mut c, &["SET", "after-exec", "x"]));
+    assert_eq!(
+        q::<i64>(&mut other, &["EXISTS", "after-exec"]),
+        1,
+        "the aborted block's SELECT moved the connection to another database"
+    );
+
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["PUBLISH", "news", "ran"]);
+    queued(&mut c, &["SELECT", "3"]);
+    queued(&mut c, &["SET", "in-db3", "x"]);
+    queued(&mut c, &["CLIENT", "SETNAME", "after"]);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Int(1), Value::Okay, Value::Okay, Value::Okay])
+    );
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "after");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "in-db3"]), 1);
+    assert_eq!(q::<i64>(&mut other, &["EXISTS", "in-db3"]), 0);
+    // Only the message of the block that ran.
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$3\r\nran\r\n",
+    );
+}
+
 /// WATCH against writes that leave the key's row alone (a same-length overwrite while no
 /// watch is live, decision 65), on several event loops at once: an EXEC that runs must see
 /// the watched key exactly as its client read it after WATCH. Watchers read the key, then

@@ -563,8 +563,9 @@ fn watch(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
     Reply::ok()
 }
 
-/// EXEC: the queued commands as one engine transaction (connection commands among them are
-/// answered in place; SELECT changes the database of the commands after it).
+/// EXEC: the queued commands as one engine transaction (connection and server commands
+/// among them are answered after it, if it ran; SELECT changes the database of the commands
+/// after it).
 fn exec<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
@@ -589,6 +590,12 @@ fn exec<'s>(
         .collect();
     let mut next_script = scripts.iter_mut();
     let mut steps = Vec::with_capacity(queue.len());
+    // The connection and server commands are answered once the block has run, and only if
+    // it did: a block that a changed watched key aborts, or that fails, must leave the
+    // connection as it was (its SELECT too). Meanwhile the database a queued SELECT picks
+    // is followed here, for the commands after it.
+    let mut deferred: Vec<(usize, &'static Command, &[Vec<u8>])> = Vec::new();
+    let mut db = conn.db;
     for queued in &queue {
         let Some(command) = lookup(&queued.args[0]) else {
             continue;
@@ -607,28 +614,39 @@ fn exec<'s>(
             continue;
         }
         let step = match command.run {
-            Run::Data(_) => BlockStep::Data(conn.db, command, &queued.args),
+            Run::Data(_) => BlockStep::Data(db, command, &queued.args),
             Run::Server if eval::is_eval(command) => match next_script.next() {
-                Some(Ok(script)) => BlockStep::Body(script.in_database(conn.db)),
+                Some(Ok(script)) => BlockStep::Body(script.in_database(db)),
                 Some(Err(refusal)) => BlockStep::Server(refusal.clone()),
                 None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
             },
-            Run::Server => match admin::map_change(shared, conn.db, command, &queued.args) {
+            Run::Server => match admin::map_change(shared, db, command, &queued.args) {
                 Some(Ok(change)) => BlockStep::Map(change),
                 Some(Err(refusal)) => BlockStep::Server(refusal),
-                None => BlockStep::Server(admin::queued(shared, conn, command, &queued.args)),
+                None => {
+                    if command.name == "select" {
+                        db = admin::database_index(shared, &queued.args[1]).unwrap_or(db);
+                    }
+                    deferred.push((steps.len(), command, &queued.args));
+                    BlockStep::Server(Reply::Null) // replaced below once the block has run
+                }
             },
         };
         steps.push(step);
     }
     let Executed {
-        reply,
+        mut reply,
         pending: commit,
         committed,
     } = shared.ks.execute_block(&mut steps, &watched);
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
     let ran = committed && !matches!(reply, Reply::NullArray);
+    if let (true, Reply::Array(replies)) = (ran, &mut reply) {
+        for (at, command, args) in deferred {
+            replies[at] = admin::queued(shared, conn, command, args);
+        }
+    }
     for step in &steps {
         match step {
             BlockStep::Data(db, command, args) if command.is_write() => {
