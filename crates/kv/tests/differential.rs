@@ -138,8 +138,13 @@ fn exact_numbers(value: Value) -> Value {
 /// fails, with the commands that led to it.
 fn compare(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<(), TestCaseError> {
     for con in [&mut pair.redis, &mut pair.tailstore] {
-        // A failed case may have stopped inside MULTI: leave it (or be told there was none).
+        // A failed case may have stopped inside MULTI: leave it (or be told there was none),
+        // and may have left a watch and a name.
         let _ = ask(con, &["DISCARD".to_string()]);
+        for reset in [&["UNWATCH"][..], &["CLIENT", "SETNAME", ""]] {
+            let reset: Vec<String> = reset.iter().map(|w| w.to_string()).collect();
+            prop_assert_eq!(ask(con, &reset), Ok(Value::Okay));
+        }
         prop_assert_eq!(ask(con, &["FLUSHALL".to_string()]), Ok(Value::Okay));
         prop_assert_eq!(
             ask(con, &["SELECT".to_string(), "0".to_string()]),
@@ -2003,16 +2008,52 @@ fn command_in(focus: usize) -> Words {
     Union::new_weighted(all).boxed()
 }
 
-/// One step of a sequence: a command, or now and then a few in MULTI … EXEC (or DISCARD).
+/// Connection commands queued in blocks among the data commands: what they change must
+/// change only if the block runs (a block a watched key aborts changes nothing).
+fn connection_commands() -> BoxedStrategy<Vec<String>> {
+    let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<String>>();
+    prop_oneof![
+        Just(words("SELECT 1")),
+        Just(words("SELECT 0")),
+        Just(words("CLIENT SETNAME a")),
+        Just(words("CLIENT SETNAME b")),
+        Just(words("CLIENT GETNAME")),
+        Just(words("ECHO e")),
+    ]
+    .boxed()
+}
+
+/// One step of a sequence: a command, or now and then a few in MULTI … EXEC (or DISCARD),
+/// sometimes after a WATCH of a key and a command that may change it.
 fn step(focus: usize) -> BoxedStrategy<Vec<Vec<String>>> {
     let end = prop_oneof![4 => Just("EXEC"), 1 => Just("DISCARD")];
     // INCRBYFLOAT's last digits may differ (see `long_double_rounding`); inside a block the
     // commands after it would see tailstore's digits before the test can put Redis's back.
-    let body = command_in(focus).prop_filter("a float increment in a block", |c| {
-        !["INCRBYFLOAT", "HINCRBYFLOAT"].contains(&c[0].as_str())
-    });
-    let block = (prop::collection::vec(body, 1..=4), end).prop_map(|(body, end)| {
-        let mut commands = vec![vec!["MULTI".to_string()]];
+    let body = prop_oneof![
+        6 => command_in(focus).prop_filter("a float increment in a block", |c| {
+            !["INCRBYFLOAT", "HINCRBYFLOAT"].contains(&c[0].as_str())
+        }),
+        2 => connection_commands(),
+    ];
+    // Between WATCH and MULTI: nothing, a command of the family, or a write of the key.
+    let meanwhile = prop_oneof![
+        Just(None),
+        command_in(focus).prop_map(Some),
+        Just(Some(vec!["SET".to_string()])),
+    ];
+    let watch = prop::option::weighted(0.4, (prop::sample::select(ALL_KEYS), meanwhile));
+    let block = (watch, prop::collection::vec(body, 1..=4), end).prop_map(|(watch, body, end)| {
+        let mut commands = Vec::new();
+        if let Some((key, meanwhile)) = watch {
+            commands.push(vec!["WATCH".to_string(), key.to_string()]);
+            commands.extend(meanwhile.map(|mut command| {
+                if command == ["SET"] {
+                    command.extend([key.to_string(), "w".to_string()]);
+                }
+                command
+            }));
+        }
+        commands.push(vec!["MULTI".to_string()]);
         commands.extend(body);
         commands.push(vec![end.to_string()]);
         commands
@@ -2521,6 +2562,19 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
             Ok(Value::Array(vec![Value::BulkString(
                 b"client|getname".to_vec(),
             )])),
+        ),
+        // A block aborted by its watched key runs none of its commands: its SELECT leaves
+        // the connection in its database (decision 169).
+        (
+            &[
+                &["WATCH", "s0"],
+                &["SET", "s0", "5"],
+                &["MULTI"],
+                &["SELECT", "1"],
+                &["EXEC"],
+                &["GET", "s0"],
+            ],
+            Ok(Value::BulkString(b"5".to_vec())),
         ),
     ]
 }
