@@ -340,7 +340,7 @@ fn parse_items(
                 alternatives.push(std::mem::take(&mut sequence));
                 continue;
             }
-            "..." | "]" | ")" | "}" if word != "..." => return Err(format!("unmatched {word}")),
+            "]" | ")" | "}" => return Err(format!("unmatched {word}")),
             "..." => {
                 sequence.last_mut().ok_or("'...' after nothing")?.multiple = true;
                 continue;
@@ -659,6 +659,16 @@ mod tests {
         let sort = usage("key:key [BY pattern:pattern@1] [STORE destination:key]");
         let indexes: Vec<Option<u32>> = sort.iter().map(|a| a.key_spec_index).collect();
         assert_eq!(indexes, vec![Some(0), Some(1), Some(2)]);
+    }
+
+    proptest::proptest! {
+        /// Any text made of the notation's marks and words parses or is refused, never
+        /// panics (the data is ours, but a slip in it must be a test failure, not a crash).
+        #[test]
+        fn any_usage_parses_or_is_refused(text in "([ \\[\\](){}|#'\":@.a-zA-Z0-9_é-]{0,40})") {
+            let text: &'static str = Box::leak(text.into_boxed_str());
+            let _ = parse_usage(text);
+        }
     }
 
     #[test]
