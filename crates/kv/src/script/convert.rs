@@ -101,11 +101,24 @@ fn to_reply(value: &Value, protocol: Protocol, depth: usize) -> Reply {
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
         Value::Integer(n) => Reply::Int(*n),
         // Lua 5.1's numbers are doubles; Redis truncates them to integers.
-        Value::Number(x) => Reply::Int(*x as i64),
+        Value::Number(x) => Reply::Int(truncated(*x)),
         Value::Boolean(b) if resp3 => Reply::Bool(*b),
         Value::Boolean(true) => Reply::Int(1),
         Value::Table(table) => table_to_reply(table, protocol, depth),
         _ => Reply::Null,
+    }
+}
+
+/// A Lua number as Redis makes it an integer reply: C's cast, truncating toward zero, which
+/// on x86-64 gives the "integer indefinite" value, i64::MIN, for NaN and whatever is out of
+/// range — so INCRBY's reply of i64::MAX, a double of 2^63 in Lua, comes back as i64::MIN,
+/// as from Redis (Rust's cast would saturate to i64::MAX).
+fn truncated(x: f64) -> i64 {
+    const TWO_TO_THE_63: f64 = 9_223_372_036_854_775_808.0;
+    if x.is_nan() || !(-TWO_TO_THE_63..TWO_TO_THE_63).contains(&x) {
+        i64::MIN
+    } else {
+        x as i64
     }
 }
 
