@@ -184,7 +184,62 @@ fn compare(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<(), TestCaseErro
             return Ok(()); // what follows depends on a byte Redis left past a string's end
         }
     }
+    let (ours, theirs) = (stored(&mut pair.tailstore), stored(&mut pair.redis));
+    prop_assert_eq!(
+        ours,
+        theirs,
+        "tailstore (left) and Redis (right) hold different data after:\n{}",
+        show(sequence)
+    );
     Ok(())
+}
+
+/// Everything a server holds once a sequence has run, as lines to compare: each key of
+/// the databases sequences select (0 and 1) with its type, whether it has a deadline and
+/// its whole value, read back with what is in no order sorted, scores as the doubles they
+/// name. A write that answered right but stored something else shows here even when
+/// nothing in the sequence read it afterwards.
+fn stored(con: &mut redis::Connection) -> Vec<String> {
+    let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<String>>();
+    let with_key = |line: &str, key: &str| {
+        let mut args = words(line);
+        args.insert(1, key.to_string());
+        args
+    };
+    let _ = ask(con, &words("DISCARD")); // a sequence may end inside MULTI
+    let mut lines = Vec::new();
+    for db in ["0", "1"] {
+        let _ = ask(con, &words(&format!("SELECT {db}")));
+        let Ok(Value::Array(keys)) = ask(con, &words("KEYS *")) else {
+            lines.push(format!("db {db}: KEYS failed"));
+            continue;
+        };
+        let mut keys: Vec<String> = keys
+            .iter()
+            .map(|key| match key {
+                Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        keys.sort();
+        for key in &keys {
+            let kind = format!("{:?}", ask(con, &with_key("TYPE", key)));
+            let ttl = normalise(&words("PTTL"), ask(con, &with_key("PTTL", key)));
+            let read = match kind.as_str() {
+                k if k.contains("string") => with_key("GET", key),
+                k if k.contains("hash") => with_key("HGETALL", key),
+                k if k.contains("list") => with_key("LRANGE 0 -1", key),
+                k if k.contains("zset") => with_key("ZRANGE 0 -1 WITHSCORES", key),
+                k if k.contains("set") => with_key("SMEMBERS", key),
+                k if k.contains("stream") => with_key("XRANGE - +", key),
+                _ => words("PING"),
+            };
+            let value = normalise(&read, ask(con, &read)).map(exact_numbers);
+            lines.push(format!("db {db} {key:?}: {kind} {ttl:?} {value:?}"));
+        }
+    }
+    let _ = ask(con, &words("SELECT 0"));
+    lines
 }
 
 /// Whether `args` is a PFADD to a sparse sketch whose last opcode is an XZERO cut off
