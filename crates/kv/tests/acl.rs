@@ -177,15 +177,16 @@ fn deleting_a_user_closes_its_connections() {
 /// answers): what `+@read` or `-@dangerous` allow is what it allows in Redis.
 #[test]
 fn categories_hold_the_commands_redis_puts_in_them() {
-    let Some(servers) = support::real_redis::Servers::start("ACL categories against Redis") else {
+    let Some(support::real_redis::Compared {
+        mut redis,
+        mut tailstore,
+        commands,
+        servers: _servers,
+    }) = support::real_redis::Compared::start("ACL categories against Redis")
+    else {
         return;
     };
-    let mut redis = client_at(servers.redis.address());
-    let mut tailstore = servers.tailstore.client();
-    let ours: BTreeSet<String> =
-        support::real_redis::commands_both_answer(&mut redis, &mut tailstore)
-            .into_iter()
-            .collect();
+    let ours: BTreeSet<String> = commands.into_iter().collect();
     let names: Vec<String> = q(&mut tailstore, &["ACL", "CAT"]);
     assert_eq!(names, q::<Vec<String>>(&mut redis, &["ACL", "CAT"]));
     for category in &names {

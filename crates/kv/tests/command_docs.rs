@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use redis::Value;
-use support::real_redis::{commands_both_answer, Servers};
-use support::{client_at, raw_value};
+use support::raw_value;
+use support::real_redis::Compared;
 
 /// Text from a bulk or simple string.
 fn text(value: &Value) -> String {
@@ -98,12 +98,15 @@ fn described(con: &mut redis::Connection, name: &str, directly: bool) -> Vec<Str
 
 #[test]
 fn every_command_is_documented_as_redis_documents_it() {
-    let Some(servers) = Servers::start("COMMAND DOCS against Redis") else {
+    let Some(Compared {
+        mut redis,
+        mut tailstore,
+        commands: both,
+        servers: _servers,
+    }) = Compared::start("COMMAND DOCS against Redis")
+    else {
         return;
     };
-    let mut redis = client_at(servers.redis.address());
-    let mut tailstore = servers.tailstore.client();
-    let both = commands_both_answer(&mut redis, &mut tailstore);
     for name in &both {
         for directly in [false, true] {
             assert_eq!(
@@ -138,12 +141,14 @@ fn help_line(address: SocketAddr, words: &[&str]) -> Option<String> {
 /// the one it shows against Redis.
 #[test]
 fn redis_cli_help_shows_the_syntax_redis_shows() {
-    let Some(servers) = Servers::start("redis-cli HELP against Redis") else {
+    let Some(Compared {
+        servers,
+        commands: both,
+        ..
+    }) = Compared::start("redis-cli HELP against Redis")
+    else {
         return;
     };
-    let mut redis = client_at(servers.redis.address());
-    let mut tailstore = servers.tailstore.client();
-    let both = commands_both_answer(&mut redis, &mut tailstore);
     if help_line(servers.redis.address(), &["get"]).is_none() {
         println!("redis-cli not found: skipping redis_cli_help_shows_the_syntax_redis_shows");
         return;

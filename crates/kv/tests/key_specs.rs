@@ -6,8 +6,8 @@
 mod support;
 
 use redis::Value;
-use support::real_redis::{same_replies, Servers};
-use support::{client_at, raw_value};
+use support::raw_value;
+use support::real_redis::{same_replies, Compared};
 
 /// COMMAND INFO's field `at` of command `name`.
 fn info_field(con: &mut redis::Connection, name: &str, at: usize) -> Value {
@@ -60,12 +60,15 @@ fn sorted_words(value: Value) -> Value {
 /// -3).
 #[test]
 fn every_command_is_described_as_redis_describes_it() {
-    let Some(servers) = Servers::start("COMMAND INFO against Redis") else {
+    let Some(Compared {
+        mut redis,
+        mut tailstore,
+        commands: both,
+        servers: _servers,
+    }) = Compared::start("COMMAND INFO against Redis")
+    else {
         return;
     };
-    let mut redis = client_at(servers.redis.address());
-    let mut tailstore = servers.tailstore.client();
-    let both = support::real_redis::commands_both_answer(&mut redis, &mut tailstore);
     let mut compared = 0;
     for name in &both {
         let fields = [

@@ -30,6 +30,36 @@ impl Servers {
     }
 }
 
+/// Both servers, a connection to each, and the commands and subcommands both list, for the
+/// tests that go through every command. Keep `servers` bound while the connections are in
+/// use: dropping it stops both servers.
+#[allow(dead_code)] // not every test binary that has the support module compares commands
+pub struct Compared {
+    pub servers: Servers,
+    pub redis: redis::Connection,
+    pub tailstore: redis::Connection,
+    /// [`commands_both_answer`].
+    pub commands: Vec<String>,
+}
+
+#[allow(dead_code)]
+impl Compared {
+    /// The servers, connections and commands, or `None` (after saying so) when
+    /// redis-server is not installed.
+    pub fn start(test: &str) -> Option<Compared> {
+        let servers = Servers::start(test)?;
+        let mut redis = super::client_at(servers.redis.address());
+        let mut tailstore = servers.tailstore.client();
+        let commands = commands_both_answer(&mut redis, &mut tailstore);
+        Some(Compared {
+            servers,
+            redis,
+            tailstore,
+            commands,
+        })
+    }
+}
+
 /// The commands and subcommands (`client|kill`) both servers list in COMMAND LIST, in
 /// tailstore's order (tailstore also has a few of Redis 7.2's, Redis 7.0 some it has not).
 #[allow(dead_code)] // not every test binary that has the support module compares commands
