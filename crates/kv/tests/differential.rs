@@ -49,6 +49,11 @@ fn pair() -> Option<Pair> {
 /// A reply as compared: the value, or the full text of an error reply.
 type Answer = Result<Value, String>;
 
+/// A command line's words (split at single spaces).
+fn words(line: &str) -> Vec<String> {
+    line.split(' ').map(String::from).collect()
+}
+
 fn ask(con: &mut redis::Connection, args: &[String]) -> Answer {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     match con.req_command(&command(&words)) {
@@ -221,7 +226,6 @@ fn compare_stored(
 /// name. A write that answered right but stored something else shows here even when
 /// nothing in the sequence read it afterwards.
 fn stored(con: &mut redis::Connection) -> Vec<String> {
-    let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<String>>();
     let with_key = |line: &str, key: &str| {
         let mut args = words(line);
         args.insert(1, key.to_string());
@@ -2004,8 +2008,7 @@ fn geo_ties_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
         .collect();
     let setup = format!("GEOADD g0 {}", placed.join(" "));
     // A spot is two words: one pick, split.
-    let spot =
-        || one(GEO_SPOTS).prop_map(|words| words.concat().split(' ').map(String::from).collect());
+    let spot = || one(GEO_SPOTS).prop_map(|spot| words(&spot.concat()));
     let member = || one(&["t0", "t1", "t7", "t30", "t59"]);
     let counts: &'static [&'static str] = &[
         "1", "2", "3", "6", "7", "8", "12", "20", "40", "41", "45", "59", "60",
@@ -2095,7 +2098,6 @@ fn command_in(focus: usize) -> Words {
 /// Connection commands queued in blocks among the data commands: what they change must
 /// change only if the block runs (a block a watched key aborts changes nothing).
 fn connection_commands() -> BoxedStrategy<Vec<String>> {
-    let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<String>>();
     prop_oneof![
         Just(words("SELECT 1")),
         Just(words("SELECT 0")),
@@ -2224,10 +2226,7 @@ fn after_setup(
     commands: Vec<(u32, Words)>,
     most: usize,
 ) -> BoxedStrategy<Vec<Vec<String>>> {
-    let setup: Vec<Vec<String>> = setup
-        .iter()
-        .map(|line| line.split(' ').map(str::to_string).collect())
-        .collect();
+    let setup: Vec<Vec<String>> = setup.iter().map(|line| words(line)).collect();
     prop::collection::vec(Union::new_weighted(commands), 1..=most)
         .prop_map(move |steps| [setup.clone(), steps].concat())
         .boxed()
