@@ -821,11 +821,9 @@ fn open_doublewrite(
     let Some(path) = config.doublewrite_file() else {
         return Ok(None);
     };
-    let len = match storage.exists(&path) {
-        true => 0, // whatever its size: its header says how many slots it has
-        false => doublewrite::area_bytes(config.doublewrite_slots.max(2)),
-    };
-    let region = storage.map_region(&path, len, OpenMode::CreateIfMissing)?;
+    // An existing area keeps its size: its header says how many slots it has.
+    let len = doublewrite::area_bytes(config.doublewrite_slots.max(2));
+    let region = storage.map_or_create_region(&path, len)?;
     let area = DoubleWrite::open(region, &path.display().to_string(), db_id, new_database)?;
     Ok(Some(Arc::new(area)))
 }

@@ -1930,6 +1930,27 @@ fn a_database_open_elsewhere_is_refused() {
     db.close().unwrap();
 }
 
+/// Regression (was a bug, found by the SIGKILL test in CI): creating the double-write
+/// area makes its file, then sizes it; a kill in between left an empty file, and every later
+/// open failed with "<area> is 0 bytes, need at least 1". An empty area never held a copy.
+#[test]
+fn an_empty_double_write_area_left_by_a_cut_creation_is_created_again() {
+    for mode in [CommitMode::Buffer, CommitMode::PmemLog] {
+        let (_dir, config) = closed_db(mode);
+        let area = config.doublewrite_file().expect("a PMEM mode has an area");
+        std::fs::write(&area, b"").unwrap();
+        let (db, _) = Database::open(config.clone())
+            .unwrap_or_else(|e| panic!("{mode}: open over an empty area: {e}"));
+        let table = db.table("items").expect("items");
+        let mut txn = db.begin();
+        assert!(txn.get(&table, &key(1)).unwrap().is_some(), "{mode}");
+        txn.commit().unwrap();
+        drop(table);
+        db.close().unwrap();
+        assert!(std::fs::metadata(&area).unwrap().len() > 0, "{mode}");
+    }
+}
+
 /// A database in a temporary directory with one table and a few rows, closed.
 fn closed_db(mode: CommitMode) -> (TempDb, tailstore_engine::DbConfig) {
     let dir = TempDb::new("bad-input");

@@ -307,6 +307,17 @@ pub trait Storage: Send + Sync {
     /// `len` zero bytes; an existing file must be at least `len` bytes long (pass `len = 0` to
     /// map an existing file whatever its size).
     fn map_region(&self, path: &Path, len: usize, mode: OpenMode) -> Result<Arc<dyn Region>>;
+    /// Maps the region at `path` whatever its size, or creates it with `len` zero bytes if it
+    /// is missing or empty. Creating makes the file, then sizes it: a crash in between
+    /// leaves an empty file, which holds nothing to keep.
+    fn map_or_create_region(&self, path: &Path, len: usize) -> Result<Arc<dyn Region>> {
+        match self.map_region(path, 0, OpenMode::Existing) {
+            Err(MediaError::MissingFile(_) | MediaError::TooSmall { actual: 0, .. }) => {
+                self.map_region(path, len, OpenMode::CreateIfMissing)
+            }
+            mapped => mapped,
+        }
+    }
     /// A region in ordinary memory, for commit modes that keep the log buffer in DRAM.
     fn volatile_region(&self, len: usize) -> Result<Arc<dyn Region>>;
     /// Whether a file exists.

@@ -437,8 +437,8 @@ impl SimStorage {
     }
 
     /// Arms a crash point: counting from now, the `ops`-th mutating operation (region `write`,
-    /// `zero`, `store_u64`, `flush`, `fence`; file `write_at`, `sync_data`, `set_len`;
-    /// `sync_dir`) finds the medium dead and changes nothing, and so does every later one.
+    /// `zero`, `store_u64`, `flush`, `fence`, and the sizing of a new region's file; file
+    /// `write_at`, `sync_data`, `set_len`; `sync_dir`) finds the medium dead and changes nothing, and so does every later one.
     /// Fallible operations (and `open_file`, `map_region`) then return
     /// [`MediaError::PowerCut`]; infallible ones are ignored. `crash_after(0)` kills the medium
     /// at once. On a fresh storage, `crash_after(k)` for `k` in `1..=n` visits every crash
@@ -591,27 +591,33 @@ impl Storage for SimStorage {
         }
         let display = path.display().to_string();
         let index = match state.region_paths.get(path) {
-            Some(&index) => {
-                let actual = state.regions[index].len;
-                if actual < len {
-                    return Err(MediaError::TooSmall {
-                        path: display,
-                        actual: actual as u64,
-                        needed: len as u64,
-                    });
-                }
-                index
-            }
+            Some(&index) => index,
             None if mode == OpenMode::Existing || len == 0 => {
                 return Err(MediaError::MissingFile(display));
             }
             None => {
+                // As the real backend does: the file is made empty (an entry, like a new
+                // file of `open_file`), then sized by an operation of its own, which a
+                // crash may cut off, leaving the empty file behind.
                 let index = state.regions.len();
-                state.regions.push(RegionState::zeroed(len));
+                state.regions.push(RegionState::zeroed(0));
                 state.region_paths.insert(path.to_path_buf(), index);
                 index
             }
         };
+        let actual = state.regions[index].len;
+        if actual == 0 && len > 0 && mode == OpenMode::CreateIfMissing {
+            if !state.tick() {
+                return Err(MediaError::PowerCut);
+            }
+            state.regions[index] = RegionState::zeroed(len);
+        } else if actual < len.max(1) {
+            return Err(MediaError::TooSmall {
+                path: display,
+                actual: actual as u64,
+                needed: len.max(1) as u64,
+            });
+        }
         Ok(Arc::new(SimRegion {
             shared: Arc::clone(&self.shared),
             key: RegionKey::Path(index),
@@ -1150,16 +1156,16 @@ mod tests {
     #[test]
     fn crash_after_kills_the_nth_op_and_ignores_later_stores() {
         let storage = SimStorage::new();
-        let r = region(&storage, "/pmem/log", 128);
+        let r = region(&storage, "/pmem/log", 128); // sizing its file: op 1
         let f = file(&storage, "/data/f");
         storage.crash_after(4);
-        r.store_u64(0, 1); // op 1
+        r.store_u64(0, 1); // op 1 (from now)
         r.persist(0, 8).unwrap(); // ops 2 (flush) and 3 (fence)
-        assert_eq!(storage.ops_done(), 3);
+        assert_eq!(storage.ops_done(), 1 + 3);
         assert!(!storage.is_dead());
         assert!(matches!(f.write_at(0, b"x"), Err(MediaError::PowerCut))); // op 4 dies
         assert!(storage.is_dead());
-        assert_eq!(storage.ops_done(), 3);
+        assert_eq!(storage.ops_done(), 1 + 3);
         r.store_u64(0, 2); // ignored
         r.write(8, b"late"); // ignored
         r.zero(0, 8); // ignored
@@ -1181,7 +1187,7 @@ mod tests {
             Err(MediaError::PowerCut)
         ));
         assert_eq!(f.len().unwrap(), 0);
-        assert_eq!(storage.ops_done(), 3);
+        assert_eq!(storage.ops_done(), 1 + 3);
         // The state as of the death: the persisted store always survives.
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([1]));
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([0]));
@@ -1253,6 +1259,34 @@ mod tests {
         storage.fail_region_fences_after(0);
         r.fence().unwrap();
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([2]));
+    }
+
+    #[test]
+    fn a_crash_while_a_region_is_created_leaves_an_empty_file() {
+        let storage = SimStorage::new();
+        let path = Path::new("/pmem/area");
+        storage.crash_after(1);
+        assert!(matches!(
+            storage.map_region(path, 64, OpenMode::CreateIfMissing),
+            Err(MediaError::PowerCut)
+        ));
+        let after = storage.process_crash();
+        assert_eq!(after.region_bytes(path), Some(Vec::new()));
+        // As on a real file system: an empty file is too small for any mapping of its own
+        // size, and creating over it sizes it.
+        assert!(matches!(
+            after.map_region(path, 0, OpenMode::Existing),
+            Err(MediaError::TooSmall {
+                actual: 0,
+                needed: 1,
+                ..
+            })
+        ));
+        let region = after.map_or_create_region(path, 64).unwrap();
+        assert_eq!(region.len(), 64);
+        assert_eq!(after.ops_done(), 1, "sizing the file is one operation");
+        let again = after.map_or_create_region(path, 128).unwrap();
+        assert_eq!(again.len(), 64, "an existing region keeps its size");
     }
 
     #[test]

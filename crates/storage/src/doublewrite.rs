@@ -623,12 +623,7 @@ mod tests {
     const ANY_PAGE: Range<u64> = 0..1 << 20;
 
     fn open_area(storage: &SimStorage, slots: usize, new_database: bool) -> Result<DoubleWrite> {
-        let len = if storage.exists(Path::new(AREA)) {
-            0
-        } else {
-            area_bytes(slots)
-        };
-        let region = storage.map_region(Path::new(AREA), len, OpenMode::CreateIfMissing)?;
+        let region = storage.map_or_create_region(Path::new(AREA), area_bytes(slots))?;
         DoubleWrite::open(region, AREA, DB, new_database)
     }
 
