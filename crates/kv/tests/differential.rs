@@ -15,6 +15,9 @@ mod support;
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+
 use redis::{ConnectionLike, Value};
 use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words};
 use support::real_redis::Servers;
@@ -29,18 +32,127 @@ const DEFAULT_CASES: u32 = 256;
 struct Pair {
     redis: redis::Connection,
     tailstore: redis::Connection,
+    /// Every key event of each server (Redis's, tailstore's), when compared.
+    events: Option<(KeyEvents, KeyEvents)>,
     /// The servers, when the pair owns them.
     _servers: Option<Servers>,
 }
 
-/// Both servers, or `None` (after saying so) when redis-server is not installed.
+/// Both servers, or `None` (after saying so) when redis-server is not installed, with
+/// every class of key event published on both kinds of channel and listened to.
 fn pair() -> Option<Pair> {
     let servers = Servers::start("the differential test against Redis")?;
+    let (redis, tailstore) = (servers.redis.address(), servers.tailstore.address());
     Some(Pair {
-        redis: client_at(servers.redis.address()),
-        tailstore: servers.tailstore.client(),
+        redis: client_at(redis),
+        tailstore: client_at(tailstore),
+        events: Some((KeyEvents::listen(redis), KeyEvents::listen(tailstore))),
         _servers: Some(servers),
     })
+}
+
+/// A connection subscribed to every key event of one server (`notify-keyspace-events KEA`)
+/// and to a marker channel, and one that publishes the marker after each command: the
+/// events before the marker are the command's (a server publishes them before it answers).
+struct KeyEvents {
+    subscriber: TcpStream,
+    parser: redis::Parser,
+    marker: redis::Connection,
+    markers: u64,
+}
+
+const MARKER: &str = "differential-marker";
+
+impl KeyEvents {
+    fn listen(address: SocketAddr) -> KeyEvents {
+        let mut marker = client_at(address);
+        let _: () = support::q(
+            &mut marker,
+            &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        );
+        let mut subscriber = TcpStream::connect(address).expect("connect");
+        subscriber
+            .set_read_timeout(Some(support::REPLY_TIMEOUT))
+            .expect("timeout");
+        subscriber
+            .write_all(format!("PSUBSCRIBE __key*__:*\r\nSUBSCRIBE {MARKER}\r\n").as_bytes())
+            .expect("subscribe");
+        let mut events = KeyEvents {
+            subscriber,
+            parser: redis::Parser::new(),
+            marker,
+            markers: 0,
+        };
+        for _ in 0..2 {
+            events.next_message(); // the subscriptions' confirmations
+        }
+        events
+    }
+
+    fn next_message(&mut self) -> Vec<String> {
+        match self.parser.parse_value(&mut self.subscriber) {
+            Ok(Value::Array(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("the key events' subscriber read {other:?}"),
+        }
+    }
+
+    /// The events since the last call, as `channel message` lines. `expired` events are
+    /// left out: when each server finds a key expired depends on its own clock and on when
+    /// its active expiry runs (tests/notifications.rs checks them).
+    fn since_last(&mut self) -> Vec<String> {
+        self.markers += 1;
+        let mark = self.markers.to_string();
+        let heard: i64 = support::q(&mut self.marker, &["PUBLISH", MARKER, &mark]);
+        assert_eq!(heard, 1, "the key events' subscriber is gone");
+        let mut events = Vec::new();
+        loop {
+            let message = self.next_message();
+            match message.as_slice() {
+                [kind, channel, text] if kind == "message" && channel == MARKER => {
+                    if *text == mark {
+                        return events;
+                    }
+                }
+                [kind, _, channel, text] if kind == "pmessage" => {
+                    if !channel.ends_with(":expired") && text != "expired" {
+                        events.push(format!("{channel} {text}"));
+                    }
+                }
+                other => panic!("the key events' subscriber read {other:?}"),
+            }
+        }
+    }
+}
+
+impl Pair {
+    /// The key events of the command both servers just ran, compared.
+    fn compare_events(&mut self, context: &dyn Fn() -> String) -> Result<(), TestCaseError> {
+        let Some((redis, tailstore)) = &mut self.events else {
+            return Ok(());
+        };
+        let (theirs, ours) = (redis.since_last(), tailstore.since_last());
+        prop_assert_eq!(
+            ours,
+            theirs,
+            "tailstore (left) and Redis (right) published different key events at {}",
+            context()
+        );
+        Ok(())
+    }
+
+    /// Forgets the key events published so far (a case's setup, a write to one server).
+    fn forget_events(&mut self) {
+        if let Some((redis, tailstore)) = &mut self.events {
+            redis.since_last();
+            tailstore.since_last();
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -167,6 +279,7 @@ fn compare_replies(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<bool, Te
             Ok(Value::Okay)
         );
     }
+    pair.forget_events();
     // The commands queued since MULTI, which EXEC's replies answer (`None`: not in MULTI).
     let mut queued: Option<Vec<&[String]>> = None;
     for (i, args) in sequence.iter().enumerate() {
@@ -176,6 +289,7 @@ fn compare_replies(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<bool, Te
         let expected = ask(&mut pair.redis, args);
         let got = ask(&mut pair.tailstore, args);
         let context = || format!("reply {i}, after:\n{}", show(&sequence[..=i]));
+        pair.compare_events(&context)?;
         let name = args[0].to_ascii_uppercase();
         match (name.as_str(), queued.take()) {
             ("EXEC", Some(block)) => check_exec(pair, &block, got, expected, &context)?,
@@ -342,6 +456,7 @@ fn check(
         // Same number, other last digits: continue from Redis's text on both servers.
         let resync = resync_command(args, redis_text);
         prop_assert!(ask(&mut pair.tailstore, &resync).is_ok());
+        pair.forget_events();
         return Ok(());
     }
     prop_assert_eq!(
@@ -2334,6 +2449,7 @@ fn random_sequences_survive_power_cuts() {
     let pair = Pair {
         redis: client_at(redis.address()),
         tailstore: server.client(),
+        events: None,
         _servers: None,
     };
     let state = std::cell::RefCell::new((pair, Some(server), storage, 0));

@@ -334,3 +334,45 @@ fn a_message_is_not_published_before_the_write_before_it() {
         "the subscriber got a message about a write whose sync failed: {got:?} {byte:?}"
     );
 }
+
+#[test]
+fn a_key_event_is_not_published_for_a_write_whose_sync_failed() {
+    // A keyspace notification tells of a write: published, like the reply, only once the
+    // write is durable. The write's sync fails, so the subscriber must hear nothing.
+    let storage = SimStorage::new();
+    let server = on_sim(CommitMode::Fsync, &storage);
+    let mut writer = server.raw();
+    writer
+        .write_all(b"CONFIG SET notify-keyspace-events E$\r\n")
+        .expect("write");
+    support::expect_bytes(&mut writer, b"+OK\r\n");
+    let mut subscriber = server.raw();
+    subscriber
+        .write_all(b"SUBSCRIBE __keyevent@0__:set\r\n")
+        .expect("write");
+    support::expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$18\r\n__keyevent@0__:set\r\n:1\r\n",
+    );
+    writer.write_all(b"SET before v\r\n").expect("write");
+    support::expect_bytes(&mut writer, b"+OK\r\n");
+    support::expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$6\r\nbefore\r\n",
+    );
+    storage.fail_nth_sync(1);
+    writer.write_all(b"SET lost v\r\n").expect("write");
+    assert!(
+        read_exactly(&mut writer, 1).is_empty(),
+        "the pass whose sync failed answered its client"
+    );
+    subscriber
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    let got = std::io::Read::read(&mut subscriber, &mut byte);
+    assert!(
+        got.is_err(),
+        "the subscriber heard of a write whose sync failed: {got:?} {byte:?}"
+    );
+}

@@ -7,6 +7,7 @@
 use tailstore_resp::Reply;
 
 use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 
 /// The largest string a field may reach: Redis's `proto-max-bulk-len` default.
 const MAX_BYTES: u64 = 512 * 1024 * 1024;
@@ -71,8 +72,16 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
         ctx.check_commit_room(len)?;
         value.resize(len, 0);
     }
-    let replies = ops.iter().map(|op| apply(&mut value, op)).collect();
+    let replies: Vec<Reply> = ops.iter().map(|op| apply(&mut value, op)).collect();
     ctx.put_string(key, &value, None)?;
+    // A write an overflow refused (FAIL: a nil reply) changed nothing.
+    let changed = ops
+        .iter()
+        .zip(&replies)
+        .any(|(op, reply)| !matches!(op.action, Action::Get) && *reply != Reply::Null);
+    if changed {
+        ctx.notify(notifications::STRING, "setbit", key);
+    }
     Ok(Reply::Array(replies))
 }
 

@@ -6,6 +6,7 @@
 use tailstore_resp::Reply;
 
 use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 
 /// The largest string a bit offset may reach: Redis's `proto-max-bulk-len` default.
 const MAX_BYTES: u64 = 512 * 1024 * 1024;
@@ -34,20 +35,29 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         Ok(1) => true,
         _ => return Err(Fault::err("ERR bit is not an integer or out of range")),
     };
-    let mut value = ctx.string(key)?.unwrap_or_default();
+    let stored = ctx.string(key)?;
+    let existed = stored.is_some();
+    let mut value = stored.unwrap_or_default();
     let byte = (offset >> 3) as usize;
-    if value.len() <= byte {
+    let grown = value.len() <= byte;
+    if grown {
         ctx.check_commit_room(byte + 1)?;
         value.resize(byte + 1, 0);
     }
     let mask = 0x80 >> (offset & 7);
     let was = value[byte] & mask != 0;
+    // As Redis 7: a bit set to what it was changes nothing (no write, no event, no
+    // WATCH's failure).
+    if existed && !grown && was == on {
+        return Ok(Reply::Int(i64::from(was)));
+    }
     if on {
         value[byte] |= mask;
     } else {
         value[byte] &= !mask;
     }
     ctx.put_string(key, &value, None)?;
+    ctx.notify(notifications::STRING, "setbit", key);
     Ok(Reply::Int(i64::from(was)))
 }
 
@@ -180,6 +190,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if len == 0 {
         if let Some(old) = ctx.meta(destination)? {
             ctx.remove(destination, &old)?;
+            ctx.notify(notifications::GENERIC, "del", destination);
         }
         return Ok(Reply::Int(0));
     }
@@ -199,5 +210,6 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         })
         .collect();
     ctx.put_string(destination, &result, Some(0))?;
+    ctx.notify(notifications::STRING, "set", destination);
     Ok(Reply::Int(len as i64))
 }

@@ -16,6 +16,7 @@ use super::streams::{
 };
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::groups::Pending;
+use crate::keyspace::notifications;
 use crate::keyspace::stream::StreamId;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
 
@@ -63,10 +64,26 @@ fn entry(ctx: &mut Ctx, owner: i64, id: StreamId) -> Result<Option<Reply>, Fault
 }
 
 /// Makes `consumer` exist, seen now (Redis refreshes a consumer's seen time whenever it
-/// reads or claims).
-fn touch_consumer(ctx: &mut Ctx, owner: i64, group: &[u8], consumer: &[u8]) -> Result<(), Fault> {
+/// reads or claims); a consumer it creates is told as an event of the stream `key`.
+fn touch_consumer(
+    ctx: &mut Ctx,
+    key: &[u8],
+    owner: i64,
+    group: &[u8],
+    consumer: &[u8],
+) -> Result<(), Fault> {
+    // The look costs a read: only while the event is published.
+    let created = ctx.ks.notifications.wants(notifications::STREAM)
+        && ctx
+            .ks
+            .consumer_seen(ctx.txn, owner, group, consumer)?
+            .is_none();
     ctx.ks
-        .put_consumer(ctx.txn, owner, group, consumer, ctx.now)
+        .put_consumer(ctx.txn, owner, group, consumer, ctx.now)?;
+    if created {
+        ctx.notify(notifications::STREAM, "xgroup-createconsumer", key);
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -136,6 +153,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 id => parse_loose_id(id)?,
             };
             ctx.ks.put_group(ctx.txn, meta.id, group, id)?;
+            ctx.notify(notifications::STREAM, "xgroup-setid", key);
             Ok(Reply::ok())
         }
         ("destroy", 4) => {
@@ -143,6 +161,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 return Ok(Reply::Int(0));
             };
             ctx.ks.delete_group(ctx.txn, meta.id, group)?;
+            ctx.notify(notifications::STREAM, "xgroup-destroy", key);
             Ok(Reply::Int(1))
         }
         ("createconsumer", 5) => {
@@ -155,10 +174,17 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             {
                 return Ok(Reply::Int(0));
             }
-            touch_consumer(ctx, meta.id, group, consumer)?;
+            touch_consumer(ctx, key, meta.id, group, consumer)?;
             Ok(Reply::Int(1))
         }
-        ("delconsumer", 5) => delete_consumer(ctx, meta.ok_or_else(syntax)?, group, &args[4]),
+        ("delconsumer", 5) => {
+            let meta = meta.ok_or_else(syntax)?;
+            let Some(pending) = delete_consumer(ctx, meta, group, &args[4])? else {
+                return Ok(Reply::Int(0));
+            };
+            ctx.notify(notifications::STREAM, "xgroup-delconsumer", key);
+            Ok(Reply::Int(pending))
+        }
         _ => Err(syntax()),
     }
 }
@@ -210,18 +236,25 @@ fn create_group(ctx: &mut Ctx, args: &[Vec<u8>], meta: Option<KeyMeta>, exists: 
         return Err(Fault::err("BUSYGROUP Consumer Group name already exists"));
     }
     ctx.ks.put_group(ctx.txn, meta.id, group, id)?;
+    ctx.notify(notifications::STREAM, "xgroup-create", key);
     Ok(Reply::ok())
 }
 
-/// DELCONSUMER: how many pending entries the consumer had (dropped with it).
-fn delete_consumer(ctx: &mut Ctx, meta: KeyMeta, group: &[u8], consumer: &[u8]) -> Outcome {
+/// DELCONSUMER: how many pending entries the consumer had (dropped with it); `None` if
+/// there was no such consumer.
+fn delete_consumer(
+    ctx: &mut Ctx,
+    meta: KeyMeta,
+    group: &[u8],
+    consumer: &[u8],
+) -> Result<Option<i64>, Fault> {
     check_name(consumer, "consumer")?;
     if ctx
         .ks
         .consumer_seen(ctx.txn, meta.id, group, consumer)?
         .is_none()
     {
-        return Ok(Reply::Int(0));
+        return Ok(None);
     }
     let all = (StreamId::MIN, StreamId::MAX);
     let owned = ctx
@@ -233,7 +266,7 @@ fn delete_consumer(ctx: &mut Ctx, meta: KeyMeta, group: &[u8], consumer: &[u8]) 
         ctx.ks.delete_pending(ctx.txn, meta.id, group, entry.id)?;
     }
     ctx.ks.delete_consumer(ctx.txn, meta.id, group, consumer)?;
-    Ok(Reply::Int(owned.len() as i64))
+    Ok(Some(owned.len() as i64))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -274,8 +307,8 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut streams = Vec::new();
     for (key, meta, last, after) in targets {
         let served = match after {
-            Some(after) => Some(history(ctx, &meta, group, consumer, after, &read)?),
-            None => deliver_new(ctx, &meta, group, consumer, last, &read)?,
+            Some(after) => Some(history(ctx, key, &meta, (group, consumer), after, &read)?),
+            None => deliver_new(ctx, key, &meta, (group, consumer), last, &read)?,
         };
         if let Some(entries) = served {
             streams.push((bulk(key.clone()), Reply::Array(entries)));
@@ -291,13 +324,13 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// and count move on; one deleted from the stream since comes as `[id, nil]`).
 fn history(
     ctx: &mut Ctx,
+    key: &[u8],
     meta: &KeyMeta,
-    group: &[u8],
-    consumer: &[u8],
+    (group, consumer): (&[u8], &[u8]),
     after: StreamId,
     read: &ReadArgs,
 ) -> Result<Vec<Reply>, Fault> {
-    touch_consumer(ctx, meta.id, group, consumer)?;
+    touch_consumer(ctx, key, meta.id, group, consumer)?;
     let Some(first) = after.next() else {
         return Ok(Vec::new());
     };
@@ -332,9 +365,9 @@ fn history(
 /// there are none.
 fn deliver_new(
     ctx: &mut Ctx,
+    key: &[u8],
     meta: &KeyMeta,
-    group: &[u8],
-    consumer: &[u8],
+    (group, consumer): (&[u8], &[u8]),
     last: StreamId,
     read: &ReadArgs,
 ) -> Result<Option<Vec<Reply>>, Fault> {
@@ -352,7 +385,7 @@ fn deliver_new(
     if found.is_empty() {
         return Ok(None);
     }
-    touch_consumer(ctx, meta.id, group, consumer)?;
+    touch_consumer(ctx, key, meta.id, group, consumer)?;
     let mut replies = Vec::with_capacity(found.len());
     let mut newest = last;
     for (field, stored) in found {
@@ -516,6 +549,7 @@ fn pending_entries(ctx: &mut Ctx, owner: i64, group: &[u8], query: &PendingQuery
 
 /// How XCLAIM and XAUTOCLAIM hand a pending entry to a consumer.
 struct Claim<'a> {
+    key: &'a [u8],
     owner: i64,
     group: &'a [u8],
     consumer: &'a [u8],
@@ -532,7 +566,7 @@ impl Claim<'_> {
     /// Gives `pending` to the consumer; its reply: the ID with JUSTID, else the entry.
     fn take(&mut self, ctx: &mut Ctx, mut pending: Pending) -> Result<Reply, Fault> {
         if !self.touched {
-            touch_consumer(ctx, self.owner, self.group, self.consumer)?;
+            touch_consumer(ctx, self.key, self.owner, self.group, self.consumer)?;
             self.touched = true;
         }
         pending.consumer = self.consumer.to_vec();
@@ -622,6 +656,7 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .filter(|&at| (0..=now).contains(&at))
         .unwrap_or(now);
     let mut claim = Claim {
+        key,
         owner: meta.id,
         group,
         consumer,
@@ -688,6 +723,7 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         )?
         .into_iter();
     let mut claim = Claim {
+        key,
         owner: meta.id,
         group,
         consumer,

@@ -11,6 +11,7 @@ use super::sets::members;
 use super::staging::{piece_bytes, runs, write_piece, write_staged, Piece, ROW_BYTES};
 use super::strings::string_of;
 use super::{bulk, check_key, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::stream::{decode_entry, StreamId};
 use crate::keyspace::{KeyMeta, Kind};
 use tailstore_rdb::{self as rdb, Consumer, Group, Object, PendingEntry, Stream, StreamEntry};
@@ -156,6 +157,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     let object = rdb::restore(&args[3]).map_err(|err| Fault::err(format!("ERR {err}")))?;
     check_names(&object)?;
+    let replaced = existing.is_some();
     if let Some(old) = existing {
         ctx.remove(key, &old)?;
     }
@@ -165,9 +167,13 @@ pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         ttl => ctx.now.saturating_add(ttl),
     };
     if deadline != 0 && deadline <= ctx.now {
+        if replaced {
+            ctx.notify(notifications::GENERIC, "del", key);
+        }
         return Ok(Reply::ok());
     }
     store(ctx, key, object, deadline)?;
+    ctx.notify(notifications::GENERIC, "restore", key);
     Ok(Reply::ok())
 }
 

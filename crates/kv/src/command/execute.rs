@@ -6,6 +6,7 @@ use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
 use super::{Command, Ctx, Fault, Outcome, Run};
+use crate::keyspace::notifications::KeyEvent;
 use crate::keyspace::watches::WatchToken;
 use crate::keyspace::Keyspace;
 
@@ -24,6 +25,14 @@ enum Failure {
     },
 }
 
+/// A transaction committed without waiting: what its body answered, the commit to wait
+/// for, and its key events.
+struct Committed<'db, T> {
+    value: T,
+    pending: PendingCommit<'db>,
+    events: Vec<KeyEvent>,
+}
+
 /// A command's reply and the commit to wait for before sending it.
 pub struct Executed<'db> {
     pub reply: Reply,
@@ -31,6 +40,8 @@ pub struct Executed<'db> {
     pub pending: Option<PendingCommit<'db>>,
     /// Whether the transaction committed (false: it was undone, and the reply says why).
     pub committed: bool,
+    /// Its key events, to publish once it is durable (none unless it committed).
+    pub events: Vec<KeyEvent>,
 }
 
 /// A key watched by WATCH: its version then (`None`: absent). The watch lasts as long as
@@ -121,15 +132,17 @@ impl Keyspace {
     }
 
     /// A client's reply and commit from its transaction's outcome.
-    fn executed<'db>(
-        &'db self,
-        outcome: Result<(Reply, PendingCommit<'db>), Failure>,
-    ) -> Executed<'db> {
+    fn executed<'db>(&'db self, outcome: Result<Committed<'db, Reply>, Failure>) -> Executed<'db> {
         match outcome {
-            Ok((reply, pending)) => Executed {
+            Ok(Committed {
+                value: reply,
+                pending,
+                events,
+            }) => Executed {
                 reply,
                 pending: Some(pending),
                 committed: true,
+                events,
             },
             Err(Failure::Fault(fault)) => self.refuse(fault_reply(fault)),
             Err(Failure::Exhausted { torn, .. }) => self.refuse(exhausted_reply(torn)),
@@ -145,7 +158,7 @@ impl Keyspace {
         body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
     ) -> Result<T, EngineError> {
         match self.run_retried(db, body) {
-            Ok((value, pending)) => pending.wait().map(|()| value),
+            Ok(Committed { value, pending, .. }) => pending.wait().map(|()| value),
             Err(Failure::Fault(fault)) => Err(fault.into_engine_error()),
             Err(Failure::Exhausted {
                 torn: Some(detail), ..
@@ -163,7 +176,7 @@ impl Keyspace {
         &self,
         db: u32,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
-    ) -> Result<(T, PendingCommit<'_>), Failure> {
+    ) -> Result<Committed<'_, T>, Failure> {
         let (mut torn, mut abort) = (None, None);
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
@@ -182,8 +195,15 @@ impl Keyspace {
                     }
                     let _unwatched = unwatched;
                     let _building = std::mem::take(&mut ctx.building);
+                    let events = std::mem::take(&mut ctx.events);
                     match txn.commit_pending() {
-                        Ok(pending) => return Ok((value, pending)),
+                        Ok(pending) => {
+                            return Ok(Committed {
+                                value,
+                                pending,
+                                events,
+                            })
+                        }
                         Err(err) => err,
                     }
                 }
@@ -250,6 +270,7 @@ impl Keyspace {
                 reply,
                 pending: Some(pending),
                 committed: false,
+                events: Vec::new(),
             },
             // The database stopped after a failure: nothing commits any more, reads included
             // (what they read may never become durable), and the reply says why.
@@ -257,6 +278,7 @@ impl Keyspace {
                 reply: engine_reply(&err),
                 pending: None,
                 committed: false,
+                events: Vec::new(),
             },
         }
     }

@@ -164,6 +164,14 @@ enum Form {
 }
 
 impl Form {
+    /// The event of a store of this form's results.
+    fn stored(self) -> &'static str {
+        match self {
+            Form::SearchStore => "geosearchstore",
+            _ => "georadiusstore",
+        }
+    }
+
     fn searching(self) -> bool {
         matches!(self, Form::Search | Form::SearchStore)
     }
@@ -437,7 +445,7 @@ fn search(ctx: &mut Ctx, args: &[Vec<u8>], form: Form) -> Outcome {
         // No source key (with one, parsing leaves a centre and a shape): nothing found.
         return match &request.store {
             Some(destination) => {
-                let stored = store_members(ctx, destination, &BTreeMap::new())?;
+                let stored = store_members(ctx, destination, &BTreeMap::new(), form.stored())?;
                 Ok(Reply::Int(stored))
             }
             None => Ok(Reply::Array(Vec::new())),
@@ -451,7 +459,10 @@ fn search(ctx: &mut Ctx, args: &[Vec<u8>], form: Form) -> Outcome {
     };
     let found = results(ctx, meta.id, &region, &request)?;
     match &request.store {
-        Some(destination) => store_found(ctx, destination, found, unit, request.store_dist),
+        Some(destination) => {
+            let (event, dist) = (form.stored(), request.store_dist);
+            store_found(ctx, destination, found, (unit, dist), event)
+        }
         None => Ok(found_reply(found, unit, &request)),
     }
 }
@@ -505,8 +516,8 @@ fn store_found(
     ctx: &mut Ctx,
     destination: &[u8],
     found: Vec<Found>,
-    unit: f64,
-    distances: bool,
+    (unit, distances): (f64, bool),
+    event: &'static str,
 ) -> Outcome {
     let returned = found.len() as i64;
     let members: BTreeMap<Vec<u8>, f64> = found
@@ -516,7 +527,7 @@ fn store_found(
             (f.member, score)
         })
         .collect();
-    store_members(ctx, destination, &members)?;
+    store_members(ctx, destination, &members, event)?;
     Ok(Reply::Int(returned))
 }
 

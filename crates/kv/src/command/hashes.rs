@@ -10,6 +10,7 @@ use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
 use super::random::{parse_count_with, pick_by_count, pick_one};
 use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome};
+use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
 
 /// Hash fields and (sorted-)set members are B+tree key columns: longer ones are refused up
@@ -78,6 +79,7 @@ fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>]) -> Result<i64, Fault> {
         added += i64::from(put_field(ctx, &mut meta, &pair[0], &pair[1])?);
     }
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::HASH, "hset", key);
     Ok(added)
 }
 
@@ -92,6 +94,7 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
     put_field(ctx, &mut meta, field, &args[3])?;
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::HASH, "hset", key);
     Ok(Reply::Int(1))
 }
 
@@ -180,6 +183,8 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if removed > 0 {
         meta.len -= removed;
+        // Before the save, whose deletion of an emptied hash is told after it, as Redis.
+        ctx.notify(notifications::HASH, "hdel", key);
         ctx.save(key, &mut meta)?;
     }
     Ok(Reply::Int(removed))
@@ -226,6 +231,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
     put_field(ctx, &mut meta, field, next.to_string().as_bytes())?;
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::HASH, "hincrby", key);
     Ok(Reply::Int(next))
 }
 
@@ -249,6 +255,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut meta = ctx.meta_for_write(key, Kind::Hash)?;
     put_field(ctx, &mut meta, field, text.as_bytes())?;
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::HASH, "hincrbyfloat", key);
     Ok(bulk(text))
 }
 

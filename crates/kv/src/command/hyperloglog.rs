@@ -9,6 +9,7 @@ use tailstore_resp::Reply;
 
 use super::sketch::{self, Corrupt, NotSketch, REGISTERS};
 use super::{Ctx, Fault, Outcome};
+use crate::keyspace::notifications;
 
 const NOT_SKETCH: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
 const CORRUPT: &str = "INVALIDOBJ Corrupted HLL object detected";
@@ -42,6 +43,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if changed {
         sketch::mark_stale(&mut sketch);
         ctx.put_string_over(key, row, &sketch, None)?;
+        ctx.notify(notifications::STRING, "pfadd", key);
     }
     Ok(Reply::Int(i64::from(changed)))
 }
@@ -88,6 +90,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     sketch::mark_stale(&mut sketch);
     ctx.put_string_over(key, row, &sketch, None)?;
+    ctx.notify(notifications::STRING, "pfadd", key);
     Ok(Reply::ok())
 }
 

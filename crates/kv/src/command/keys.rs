@@ -7,6 +7,7 @@ use super::pattern::matches;
 use super::random::Rng;
 use super::strings::{deadline_ms, invalid_expire_time};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::{CopyCursor, KeyMeta};
 
 /// Keys a SCAN call looks at when COUNT is not given (Redis's default hint).
@@ -21,6 +22,7 @@ pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for key in &args[1..] {
         if let Some(meta) = ctx.meta(key)? {
             ctx.remove(key, &meta)?;
+            ctx.notify(notifications::GENERIC, "del", key);
             removed += 1;
         }
     }
@@ -176,6 +178,8 @@ fn rename_key(ctx: &mut Ctx, from: &[u8], to: &[u8], only_new: bool) -> Result<b
         ctx.remove(to, &target)?;
     }
     relocate(ctx, from, meta, ctx.db, to)?;
+    ctx.notify(notifications::GENERIC, "rename_from", from);
+    ctx.notify(notifications::GENERIC, "rename_to", to);
     Ok(true)
 }
 
@@ -232,6 +236,10 @@ pub fn move_(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(Reply::Int(0));
     }
     relocate(ctx, key, meta, target, key)?;
+    ctx.notify(notifications::GENERIC, "move_from", key);
+    ctx.in_db(target, |ctx| {
+        ctx.notify(notifications::GENERIC, "move_to", key)
+    });
     Ok(Reply::Int(1))
 }
 
@@ -284,6 +292,7 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
     copy_elements(ctx, source, copy.id)?;
     ctx.set_expiry(to, &mut copy, source.expire_at)?;
     ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut copy)?;
+    ctx.notify(notifications::GENERIC, "copy_to", to);
     Ok(Reply::Int(1))
 }
 
@@ -424,10 +433,12 @@ pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if at <= ctx.now {
         // A deadline in the past deletes the key at once, as in Redis.
         ctx.remove(key, &meta)?;
+        ctx.notify(notifications::GENERIC, "del", key);
         return Ok(Reply::Int(1));
     }
     ctx.set_expiry(key, &mut meta, at)?;
     ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+    ctx.notify(notifications::GENERIC, "expire", key);
     Ok(Reply::Int(1))
 }
 
@@ -478,27 +489,33 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         Some(mut meta) if meta.expire_at != 0 => {
             ctx.set_expiry(key, &mut meta, 0)?;
             ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+            ctx.notify(notifications::GENERIC, "persist", key);
             Ok(Reply::Int(1))
         }
         _ => Ok(Reply::Int(0)),
     }
 }
 
+/// What a round of the active expiry removed: the keys (whatever their database), and
+/// their `expired` events if the setting asks for them.
+pub struct Expired {
+    pub keys: Vec<Vec<u8>>,
+    pub events: Vec<notifications::KeyEvent>,
+}
+
 impl crate::keyspace::Keyspace {
     /// The active expiry: removes up to `limit` keys whose deadline has passed; returns how
     /// many it removed.
     pub fn expire_due(&self, limit: usize) -> Result<usize, tailstore_engine::EngineError> {
-        self.expire_due_keys(limit).map(|removed| removed.len())
+        self.expire_due_keys(limit)
+            .map(|expired| expired.keys.len())
     }
 
-    /// [`Self::expire_due`], answering the keys it removed (whatever their database).
-    pub fn expire_due_keys(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>, tailstore_engine::EngineError> {
+    /// [`Self::expire_due`], answering the keys it removed, durable by then.
+    pub fn expire_due_keys(&self, limit: usize) -> Result<Expired, tailstore_engine::EngineError> {
         self.run_internal(0, |ctx| {
             let due = ctx.ks.due_keys(ctx.txn, ctx.now, limit)?;
-            let mut removed = Vec::new();
+            let mut keys = Vec::new();
             for (at, db, key) in due {
                 ctx.db = db;
                 match ctx.ks.load_meta(ctx.txn, db, &key)? {
@@ -506,14 +523,16 @@ impl crate::keyspace::Keyspace {
                         ctx.remove(&key, &meta)?;
                         // A flushed database's keys are no client's (`keyspace::flushes`).
                         if db < ctx.ks.databases() {
-                            removed.push(key);
+                            ctx.notify(notifications::EXPIRED, "expired", &key);
+                            keys.push(key);
                         }
                     }
                     // A stale queue entry (the key was rewritten without clearing it).
                     _ => ctx.ks.set_deadline(ctx.txn, db, &key, at, 0)?,
                 }
             }
-            Ok(removed)
+            let events = std::mem::take(&mut ctx.events);
+            Ok(Expired { keys, events })
         })
     }
 }

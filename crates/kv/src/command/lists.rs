@@ -14,6 +14,7 @@ use super::blocking::{multi_pop, parse_timeout, pop_first};
 use super::hashes::wrong_arity;
 use super::strings::clamp_range;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::{seq_field, seq_of_field, KeyMeta, Kind};
 
 /// Redis's error for a negative (or non-numeric) count of LPOP, SPOP, ZPOPMIN…
@@ -155,6 +156,7 @@ fn push(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> Out
         push_one(ctx, &mut meta, value, left)?;
     }
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::LIST, pushed(left), key);
     Ok(Reply::Int(meta.len))
 }
 
@@ -207,8 +209,27 @@ fn pop_elements(
     for _ in 0..count {
         popped.push(pop_one(ctx, meta, left)?);
     }
+    ctx.notify(notifications::LIST, popped_from(left), key);
     ctx.save(key, meta)?;
     Ok(popped)
+}
+
+/// The event of a push to the left end if `left`, else to the right.
+fn pushed(left: bool) -> &'static str {
+    if left {
+        "lpush"
+    } else {
+        "rpush"
+    }
+}
+
+/// The event of a pop from the left end if `left`, else from the right.
+fn popped_from(left: bool) -> &'static str {
+    if left {
+        "lpop"
+    } else {
+        "rpop"
+    }
 }
 
 /// Removes the element at one end of the list and returns it; updates `meta` (not saved).
@@ -257,7 +278,8 @@ fn parse_end(arg: &[u8]) -> Result<bool, Fault> {
 
 /// Moves one element between the ends of two lists, or of one (a rotation, which keeps the
 /// key and its deadline even when the list holds a single element). In Redis's order: an
-/// absent source answers nil before the destination's kind is checked.
+/// absent source answers nil before the destination's kind is checked; the push is told
+/// before the pop, and an emptied source's deletion last.
 fn move_element(
     ctx: &mut Ctx,
     source: &[u8],
@@ -272,14 +294,18 @@ fn move_element(
         let value = pop_one(ctx, &mut from, from_left)?;
         push_one(ctx, &mut from, &value, to_left)?;
         ctx.save(source, &mut from)?;
+        ctx.notify(notifications::LIST, pushed(to_left), source);
+        ctx.notify(notifications::LIST, popped_from(from_left), source);
         return Ok(bulk(value));
     }
     ctx.meta_of(destination, Kind::List)?;
     let value = pop_one(ctx, &mut from, from_left)?;
-    ctx.save(source, &mut from)?;
     let mut to = ctx.meta_for_write(destination, Kind::List)?;
     push_one(ctx, &mut to, &value, to_left)?;
     ctx.save(destination, &mut to)?;
+    ctx.notify(notifications::LIST, pushed(to_left), destination);
+    ctx.notify(notifications::LIST, popped_from(from_left), source);
+    ctx.save(source, &mut from)?;
     Ok(bulk(value))
 }
 
@@ -424,6 +450,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     ctx.ks
         .write_value(ctx.txn, meta.id, &field, &args[3], old)?;
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::LIST, "lset", key);
     Ok(Reply::ok())
 }
 
@@ -446,7 +473,8 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             meta.len = keep_tail - keep_head;
         }
     }
-    // Redis signals the key as modified even when nothing was trimmed.
+    // Redis signals the key as modified (and tells it) even when nothing was trimmed.
+    ctx.notify(notifications::LIST, "ltrim", key);
     ctx.save(key, &mut meta)?;
     Ok(Reply::ok())
 }
@@ -484,6 +512,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .map(|i| all[i].clone())
         .collect();
     splice(ctx, &mut meta, &all, first..last + 1, &kept)?;
+    ctx.notify(notifications::LIST, "lrem", key);
     ctx.save(key, &mut meta)?;
     Ok(Reply::Int(removed.len() as i64))
 }
@@ -509,6 +538,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let at = at + usize::from(after);
     splice(ctx, &mut meta, &all, at..at, std::slice::from_ref(value))?;
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::LIST, "linsert", key);
     Ok(Reply::Int(meta.len))
 }
 

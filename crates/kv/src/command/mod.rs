@@ -44,11 +44,13 @@ use parking_lot::RwLockReadGuard;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
+use crate::keyspace::notifications::{self, Class, KeyEvent};
 use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
 pub use execute::{fault_reply, BlockBody, BlockStep, Executed, MapChange, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
+pub use keys::Expired;
 pub use pattern::matches;
 pub use streams::resolve_last_ids;
 pub use table::{lookup, tips, Command, Run, COMMANDS};
@@ -144,6 +146,9 @@ pub struct Ctx<'t, 'db> {
     /// Owners a RESTORE wrote over transactions of their own and this one gives keys to:
     /// kept from the lazy free until this transaction's changes are applied.
     pub(crate) building: Vec<BuildGuard<'db>>,
+    /// The key events of this attempt, in order (`keyspace::notifications`): published
+    /// once the transaction committed and is durable.
+    pub events: Vec<KeyEvent>,
 }
 
 impl<'t, 'db> Ctx<'t, 'db> {
@@ -156,6 +161,20 @@ impl<'t, 'db> Ctx<'t, 'db> {
             now: now_ms(),
             unwatched: None,
             building: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Notes that `event` of `class` happened to `key` in the selected database, if the
+    /// setting publishes that class (Redis's `notifyKeyspaceEvent`, called where Redis calls
+    /// it, after the change).
+    pub fn notify(&mut self, class: Class, event: &'static str, key: &[u8]) {
+        if self.ks.notifications.wants(class) {
+            self.events.push(KeyEvent {
+                db: self.db,
+                event,
+                key: key.to_vec(),
+            });
         }
     }
 
@@ -203,6 +222,7 @@ impl Ctx<'_, '_> {
         match self.ks.load_meta(self.txn, self.db, key)? {
             Some(meta) if meta.is_expired(self.now) => {
                 self.remove(key, &meta)?;
+                self.notify(notifications::EXPIRED, "expired", key);
                 Ok(self.new_meta(kind))
             }
             Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
@@ -222,6 +242,7 @@ impl Ctx<'_, '_> {
         if !matches!(meta.kind, Kind::String | Kind::Stream) && meta.len == 0 {
             if meta.stored {
                 self.remove(key, meta)?;
+                self.notify(notifications::GENERIC, "del", key);
             }
             return Ok(());
         }

@@ -14,6 +14,7 @@ use super::lists::parse_count;
 use super::pattern::matches;
 use super::random::{parse_random_count, pick_by_count, pick_one, Rng};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind};
 
 /// Every member of the set `key` (which exists), in byte order.
@@ -59,6 +60,7 @@ pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if added > 0 {
         ctx.save(key, &mut meta)?;
+        ctx.notify(notifications::SET, "sadd", key);
     }
     Ok(Reply::Int(added))
 }
@@ -79,6 +81,7 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if removed > 0 {
         meta.len -= removed;
+        ctx.notify(notifications::SET, "srem", key);
         ctx.save(key, &mut meta)?;
     }
     Ok(Reply::Int(removed))
@@ -148,6 +151,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         ctx.ks.delete_value(ctx.txn, meta.id, member)?;
     }
     meta.len -= popped.len() as i64;
+    ctx.notify(notifications::SET, "spop", key);
     ctx.save(key, &mut meta)?;
     Ok(match count {
         None => popped.into_iter().next().map_or(Reply::Null, bulk),
@@ -284,15 +288,16 @@ pub fn sdiff(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 /// S*STORE destination key [key …]: replaces `destination` (whatever it held) with the
 /// result; an empty result deletes it.
-fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp) -> Outcome {
+fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp, event: &'static str) -> Outcome {
     if args.len() < 3 {
         return Err(wrong_arity(args));
     }
     let destination = &args[1];
     super::check_key(destination)?;
     let result = combine(ctx, &args[2..], op)?;
-    if let Some(old) = ctx.meta(destination)? {
-        ctx.remove(destination, &old)?;
+    let old = ctx.meta(destination)?;
+    if let Some(old) = &old {
+        ctx.remove(destination, old)?;
     }
     let mut meta = ctx.meta_for_write(destination, Kind::Set)?;
     for member in &result {
@@ -300,19 +305,24 @@ fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp) -> Outcome {
     }
     meta.len = result.len() as i64;
     ctx.save(destination, &mut meta)?;
+    match (result.is_empty(), old.is_some()) {
+        (false, _) => ctx.notify(notifications::SET, event, destination),
+        (true, true) => ctx.notify(notifications::GENERIC, "del", destination),
+        (true, false) => {}
+    }
     Ok(Reply::Int(meta.len))
 }
 
 pub fn sinterstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    store(ctx, args, SetOp::Inter)
+    store(ctx, args, SetOp::Inter, "sinterstore")
 }
 
 pub fn sunionstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    store(ctx, args, SetOp::Union)
+    store(ctx, args, SetOp::Union, "sunionstore")
 }
 
 pub fn sdiffstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    store(ctx, args, SetOp::Diff)
+    store(ctx, args, SetOp::Diff, "sdiffstore")
 }
 
 /// SMOVE source destination member.
@@ -330,10 +340,12 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(Reply::Int(0));
     }
     from.len -= 1;
+    ctx.notify(notifications::SET, "srem", source);
     ctx.save(source, &mut from)?;
     let mut to = ctx.meta_for_write(destination, Kind::Set)?;
     if add_member(ctx, &mut to, member)? {
         ctx.save(destination, &mut to)?;
+        ctx.notify(notifications::SET, "sadd", destination);
     }
     Ok(Reply::Int(1))
 }

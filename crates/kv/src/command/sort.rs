@@ -26,6 +26,7 @@ use tailstore_resp::Reply;
 use super::float::parse_sort_score;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
 use super::{hashes, lists, sets, strings, zsets};
+use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD, MAX_KEY};
 
 const NOT_A_NUMBER: &str = "ERR One or more scores can't be converted into double";
@@ -331,10 +332,14 @@ fn gathered(
 /// it when there are none; the list's length.
 fn store_list(ctx: &mut Ctx, destination: &[u8], values: &[Vec<u8>]) -> Result<i64, Fault> {
     super::check_key(destination)?;
-    if let Some(old) = ctx.meta(destination)? {
-        ctx.remove(destination, &old)?;
+    let old = ctx.meta(destination)?;
+    if let Some(old) = &old {
+        ctx.remove(destination, old)?;
     }
     if values.is_empty() {
+        if old.is_some() {
+            ctx.notify(notifications::GENERIC, "del", destination);
+        }
         return Ok(0);
     }
     let mut meta = ctx.meta_for_write(destination, Kind::List)?;
@@ -342,6 +347,7 @@ fn store_list(ctx: &mut Ctx, destination: &[u8], values: &[Vec<u8>]) -> Result<i
         lists::push_one(ctx, &mut meta, value, false)?;
     }
     ctx.save(destination, &mut meta)?;
+    ctx.notify(notifications::LIST, "sortstore", destination);
     Ok(meta.len)
 }
 

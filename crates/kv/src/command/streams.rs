@@ -15,6 +15,7 @@ use tailstore_storage::ScanDirection;
 
 use super::hashes::wrong_arity;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::stream::{decode_entry, encode_entry, StreamId};
 use crate::keyspace::{KeyMeta, Kind};
 
@@ -310,10 +311,15 @@ pub fn xadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .write_value(ctx.txn, meta.id, &id.field(), &stored, None)?;
     meta.len += 1;
     id.store_as_last(&mut meta);
-    if let Some(trim) = parsed.trim {
-        trim_stream(ctx, &mut meta, trim)?;
-    }
+    let trimmed = match parsed.trim {
+        Some(trim) => trim_stream(ctx, &mut meta, trim)?,
+        None => 0,
+    };
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::STREAM, "xadd", key);
+    if trimmed > 0 {
+        ctx.notify(notifications::STREAM, "xtrim", key);
+    }
     Ok(bulk(id.to_string()))
 }
 
@@ -369,6 +375,7 @@ pub fn xtrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let removed = trim_stream(ctx, &mut meta, trim)?;
     if removed > 0 {
         ctx.save(key, &mut meta)?;
+        ctx.notify(notifications::STREAM, "xtrim", key);
     }
     Ok(Reply::Int(removed as i64))
 }
@@ -488,6 +495,7 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if deleted > 0 {
         meta.len -= deleted;
         ctx.save(key, &mut meta)?;
+        ctx.notify(notifications::STREAM, "xdel", key);
     }
     Ok(Reply::Int(deleted))
 }
@@ -550,6 +558,7 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     id.store_as_last(&mut meta);
     ctx.save(key, &mut meta)?;
+    ctx.notify(notifications::STREAM, "xsetid", key);
     Ok(Reply::ok())
 }
 

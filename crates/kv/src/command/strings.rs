@@ -5,6 +5,7 @@ use tailstore_resp::{format_human, Reply};
 use super::{
     bulk, parse_int, parse_long_double, Ctx, Fault, Outcome, NOT_INTEGER, SYNTAX, WRONGTYPE,
 };
+use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The longest string Redis allows (proto-max-bulk-len's default, and SETRANGE's limit).
@@ -272,6 +273,10 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             Some(keep_or_at) => keep_or_at,
         };
         ctx.put_string_over(key, stored, &args[2], expire_at)?;
+        ctx.notify(notifications::STRING, "set", key);
+        if matches!(expire_at, Some(at) if at != 0) {
+            ctx.notify(notifications::GENERIC, "expire", key);
+        }
     }
     Ok(match (options.get, blocked) {
         (true, _) => previous.map_or(Reply::Null, bulk),
@@ -285,6 +290,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(Reply::Int(0));
     }
     ctx.put_string(&args[1], &args[2], Some(0))?;
+    ctx.notify(notifications::STRING, "set", &args[1]);
     Ok(Reply::Int(1))
 }
 
@@ -294,12 +300,15 @@ pub fn setex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let unit = if name == "setex" { "ex" } else { "px" };
     let at = deadline(ctx.now, unit, &args[2], &name)?;
     ctx.put_string(&args[1], &args[3], Some(at))?;
+    ctx.notify(notifications::STRING, "set", &args[1]);
+    ctx.notify(notifications::GENERIC, "expire", &args[1]);
     Ok(Reply::ok())
 }
 
 pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let old = ctx.string(&args[1])?;
     ctx.put_string(&args[1], &args[2], Some(0))?;
+    ctx.notify(notifications::STRING, "set", &args[1]);
     Ok(old.map_or(Reply::Null, bulk))
 }
 
@@ -310,6 +319,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     };
     if let Some(meta) = ctx.meta(key)? {
         ctx.remove(key, &meta)?;
+        ctx.notify(notifications::GENERIC, "del", key);
     }
     Ok(bulk(value))
 }
@@ -371,10 +381,15 @@ pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .ks
         .read_value(ctx.txn, meta.id, b"", string_len(&meta))?;
     match at {
-        Some(at) if at != 0 && at <= ctx.now => ctx.remove(key, &meta)?,
+        Some(at) if at != 0 && at <= ctx.now => {
+            ctx.remove(key, &meta)?;
+            ctx.notify(notifications::GENERIC, "del", key);
+        }
         Some(at) => {
             ctx.set_expiry(key, &mut meta, at)?;
             ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+            let event = if at == 0 { "persist" } else { "expire" };
+            ctx.notify(notifications::GENERIC, event, key);
         }
         None => {}
     }
@@ -414,6 +429,7 @@ fn pairs(args: &[Vec<u8>]) -> Result<&[Vec<u8>], Fault> {
 pub fn mset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     for pair in pairs(args)?.chunks(2) {
         ctx.put_string(&pair[0], &pair[1], Some(0))?;
+        ctx.notify(notifications::STRING, "set", &pair[0]);
     }
     Ok(Reply::ok())
 }
@@ -427,6 +443,7 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     for pair in pairs.chunks(2) {
         ctx.put_string(&pair[0], &pair[1], Some(0))?;
+        ctx.notify(notifications::STRING, "set", &pair[0]);
     }
     Ok(Reply::Int(1))
 }
@@ -443,6 +460,7 @@ fn add(ctx: &mut Ctx, key: &[u8], delta: i64) -> Outcome {
         .checked_add(delta)
         .ok_or_else(|| Fault::err("ERR increment or decrement would overflow"))?;
     ctx.put_string_over(key, row, next.to_string().as_bytes(), None)?;
+    ctx.notify(notifications::STRING, "incrby", key);
     Ok(Reply::Int(next))
 }
 
@@ -481,6 +499,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     let text = format_human(next);
     ctx.put_string_over(key, row, text.as_bytes(), None)?;
+    ctx.notify(notifications::STRING, "incrbyfloat", key);
     Ok(bulk(text))
 }
 
@@ -496,6 +515,7 @@ pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     check_size(value.len() as i64 + args[2].len() as i64)?;
     value.extend_from_slice(&args[2]);
     ctx.put_string_over(key, row, &value, None)?;
+    ctx.notify(notifications::STRING, "append", key);
     Ok(Reply::Int(value.len() as i64))
 }
 
@@ -569,5 +589,6 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     value[offset as usize..end].copy_from_slice(patch);
     ctx.put_string(key, &value, None)?;
+    ctx.notify(notifications::STRING, "setrange", key);
     Ok(Reply::Int(value.len() as i64))
 }

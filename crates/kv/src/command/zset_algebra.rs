@@ -76,7 +76,14 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], op: Op, output: Output) -> Outcome {
     let request = parse(ctx, args, numkeys_at, op, output)?;
     let result = combine(op, request.aggregate, request.sources);
     match output {
-        Output::Store => Ok(Reply::Int(store_members(ctx, &args[1], &result)?)),
+        Output::Store => {
+            let event = match op {
+                Op::Union => "zunionstore",
+                Op::Inter => "zinterstore",
+                Op::Diff => "zdiffstore",
+            };
+            Ok(Reply::Int(store_members(ctx, &args[1], &result, event)?))
+        }
         Output::Count => Ok(Reply::Int(result.len().min(request.limit) as i64)),
         Output::Members => Ok(members_reply(result, request.with_scores)),
     }

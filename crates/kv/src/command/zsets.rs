@@ -24,6 +24,7 @@ use super::pattern::matches;
 use super::random::{parse_count_with, pick_by_count, pick_one};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::notifications;
 use crate::keyspace::{score_of_key, KeyMeta, Kind};
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
@@ -327,6 +328,8 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if added + updated > 0 {
         ctx.save(key, &mut meta)?;
+        let event = if f.incr { "zincr" } else { "zadd" };
+        ctx.notify(notifications::ZSET, event, key);
     }
     Ok(match (f.incr, processed > 0) {
         (true, true) => Reply::Double(last),
@@ -354,6 +357,10 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         meta.len += 1;
     }
     ctx.save(key, &mut meta)?;
+    // As ZADD INCR: a score that stays as it was is no change to tell.
+    if current != Some(new) {
+        ctx.notify(notifications::ZSET, "zincr", key);
+    }
     Ok(Reply::Double(new))
 }
 
@@ -373,6 +380,7 @@ pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if removed > 0 {
         meta.len -= removed;
+        ctx.notify(notifications::ZSET, "zrem", key);
         ctx.save(key, &mut meta)?;
     }
     Ok(Reply::Int(removed))
@@ -418,17 +426,18 @@ pub(super) fn member_scores(
 
 /// Replaces `destination`, whatever it held (its kind and TTL too, as Redis's `setKey`), with
 /// a sorted set of `members`, or deletes it if there are none: the write of the commands that
-/// store a result (ZUNIONSTORE…, GEOSEARCHSTORE). A score of -0 is stored as 0
-/// (`score_key`), as in Redis's small sorted sets. Returns the number of members.
+/// store a result (ZUNIONSTORE…, GEOSEARCHSTORE), told as `event`. A score of -0 is stored
+/// as 0 (`score_key`), as in Redis's small sorted sets. Returns the number of members.
 pub(super) fn store_members(
     ctx: &mut Ctx,
     destination: &[u8],
     members: &BTreeMap<Vec<u8>, f64>,
+    event: &'static str,
 ) -> Result<i64, Fault> {
     let members = members
         .iter()
         .map(|(member, score)| (member.clone(), *score));
-    store_sorted_set(ctx, destination, members)
+    store_sorted_set(ctx, destination, members, event)
 }
 
 pub fn zcard(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -546,20 +555,23 @@ fn range_items(
 /// size.
 pub fn zrangestore(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (items, _) = range_items(ctx, &args[2..], By::Auto, None, false)?;
-    let stored = store_sorted_set(ctx, &args[1], items.unwrap_or_default())?;
+    let items = items.unwrap_or_default();
+    let stored = store_sorted_set(ctx, &args[1], items, "zrangestore")?;
     Ok(Reply::Int(stored))
 }
 
-/// Replaces `destination`, whatever it held, by a sorted set of `members` (distinct), or
-/// deletes it if there are none; their number.
+/// Replaces `destination`, whatever it held, by a sorted set of `members` (distinct), told
+/// as `event`, or deletes it (told as `del` if it existed) if there are none; their number.
 pub(super) fn store_sorted_set(
     ctx: &mut Ctx,
     destination: &[u8],
     members: impl IntoIterator<Item = (Vec<u8>, f64)>,
+    event: &'static str,
 ) -> Result<i64, Fault> {
     super::check_key(destination)?;
-    if let Some(old) = ctx.meta(destination)? {
-        ctx.remove(destination, &old)?;
+    let old = ctx.meta(destination)?;
+    if let Some(old) = &old {
+        ctx.remove(destination, old)?;
     }
     let mut meta = ctx.meta_for_write(destination, Kind::ZSet)?;
     for (member, score) in members {
@@ -567,6 +579,11 @@ pub(super) fn store_sorted_set(
         meta.len += 1;
     }
     ctx.save(destination, &mut meta)?;
+    if meta.len > 0 {
+        ctx.notify(notifications::ZSET, event, destination);
+    } else if old.is_some() {
+        ctx.notify(notifications::GENERIC, "del", destination);
+    }
     Ok(meta.len)
 }
 
@@ -715,6 +732,8 @@ fn pop_members(
         ctx.ks.delete_member(ctx.txn, meta.id, member)?;
     }
     meta.len -= popped.len() as i64;
+    let event = if max { "zpopmax" } else { "zpopmin" };
+    ctx.notify(notifications::ZSET, event, key);
     ctx.save(key, meta)?;
     Ok(popped)
 }
@@ -801,6 +820,12 @@ fn remove_range(ctx: &mut Ctx, key: &[u8], by: By, min: &[u8], max: &[u8]) -> Ou
     }
     if !doomed.is_empty() {
         meta.len -= doomed.len() as i64;
+        let event = match by {
+            By::Score => "zremrangebyscore",
+            By::Lex => "zremrangebylex",
+            By::Auto | By::Rank => "zremrangebyrank",
+        };
+        ctx.notify(notifications::ZSET, event, key);
         ctx.save(key, &mut meta)?;
     }
     Ok(Reply::Int(doomed.len() as i64))

@@ -35,6 +35,7 @@ mod garbage;
 pub mod groups;
 mod libraries;
 mod meta;
+pub mod notifications;
 mod parts;
 pub mod stream;
 pub mod watches;
@@ -98,6 +99,8 @@ pub struct Keyspace {
     building: parking_lot::Mutex<std::collections::HashSet<i64>>,
     /// Which stored database each numbered one is (SWAPDB, flushes; see [`databases`]).
     map: databases::DatabaseMap,
+    /// Which key events are published (`notify-keyspace-events`; see [`notifications`]).
+    pub notifications: notifications::Notifications,
 }
 
 impl Keyspace {
@@ -138,6 +141,7 @@ impl Keyspace {
             watches: Arc::default(),
             building: parking_lot::Mutex::default(),
             map: databases::DatabaseMap::identity(databases),
+            notifications: notifications::Notifications::default(),
         };
         // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;

@@ -19,6 +19,7 @@ use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT};
 use crate::command::{
     lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, MapChange, Run,
 };
+use crate::keyspace::notifications::KeyEvent;
 
 /// Builds the sandbox from the real globals: the read-only view scripts run in, around
 /// Redis's `redis` table (filled by the Rust side, `call` anew for each script), and the
@@ -192,6 +193,9 @@ pub trait Host {
     ) -> Option<Reply>;
     /// The script's write command `args` ran in database `db` (for blocked clients).
     fn wrote(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
+    /// The key events of the data command the script just called, in order with its
+    /// PUBLISHes (kept, like them, only if the script's transaction commits).
+    fn notified(&mut self, events: Vec<KeyEvent>);
     /// The script called `command` (`args`) in database `db` and it ran (for MONITOR).
     fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]);
     /// The code starts running, SCRIPT KILL and FUNCTION KILL able to stop it from now on:
@@ -803,7 +807,12 @@ impl Call<'_, '_, '_> {
             self.host.called(self.ctx.db, command, args);
             return reply;
         };
-        let reply = match handler(self.ctx, args) {
+        let outcome = handler(self.ctx, args);
+        let events = std::mem::take(&mut self.ctx.events);
+        if !events.is_empty() {
+            self.host.notified(events);
+        }
+        let reply = match outcome {
             Ok(reply) => reply,
             Err(Fault::Reply(reply)) => {
                 self.host.called(self.ctx.db, command, args);

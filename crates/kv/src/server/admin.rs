@@ -20,6 +20,7 @@ use crate::command::{
     categories, help, is, matches, parse_int, subcommands, Command, MapChange, COMMANDS,
     NOT_INTEGER, SYNTAX,
 };
+use crate::keyspace::notifications;
 
 pub use crate::REDIS_VERSION;
 
@@ -925,6 +926,10 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
             "latency-tracking-info-percentiles",
             command_stats::info_percentiles_setting(),
         ),
+        (
+            "notify-keyspace-events",
+            notifications::format(shared.ks.notifications.get()),
+        ),
     ]
     .into_iter()
     .chain(shared.slowlog.settings())
@@ -968,8 +973,8 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// CONFIG SET of (name, value) pairs. The slow log's two settings and `requirepass` change
-/// at run time; the others are command-line options, so a pair that would change one is
+/// CONFIG SET of (name, value) pairs. The slow log's two settings, `requirepass` and
+/// `notify-keyspace-events` change at run time; the others are command-line options, so a pair that would change one is
 /// refused and nothing is set; pairs whose values are already in effect (a client making sure of `appendfsync
 /// always` before it relies on it, say) are accepted and change nothing, as Redis accepts
 /// setting a value it already has.
@@ -977,10 +982,23 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let current = settings(shared);
     let mut changes = Vec::new();
     let mut password = None;
+    let mut notify = None;
     for pair in pairs.chunks_exact(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
         if name == "requirepass" {
             password = Some(pair[1].clone());
+            continue;
+        }
+        if name == "notify-keyspace-events" {
+            match notifications::parse(&pair[1]) {
+                Ok(flags) => notify = Some(flags),
+                Err(refused) => {
+                    return Reply::error(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                         {refused}"
+                    ))
+                }
+            }
             continue;
         }
         match shared.slowlog.check_setting(&name, &pair[1]) {
@@ -1007,6 +1025,9 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     }
     if let Some(password) = password {
         shared.password.change(password);
+    }
+    if let Some(flags) = notify {
+        shared.ks.notifications.set(flags);
     }
     Reply::ok()
 }

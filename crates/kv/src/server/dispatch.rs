@@ -366,7 +366,7 @@ fn execute<'s>(
 ) -> Reply {
     remember_reads(shared, conn, command, args);
     interleave::reached(Point::Remembered);
-    let (reply, wrote) = run_data(shared, db, command, args, pending);
+    let (reply, wrote) = run_data(shared, conn, db, command, args, pending);
     interleave::reached(Point::Committed);
     if command.is_write() && !(command.is_blocking() && is_nil(&reply)) {
         shared.signal_write(db, command, args);
@@ -409,9 +409,11 @@ fn execute_blocking<'s>(
     execute(shared, conn, db, command, args, pending)
 }
 
-/// Runs a data command: its reply, and whether its transaction wrote anything.
+/// Runs a data command of `conn`: its reply, and whether its transaction wrote anything.
+/// Its key events go out with the pass's replies.
 fn run_data<'s>(
     shared: &'s Shared,
+    conn: &mut Connection,
     db: u32,
     command: &'static Command,
     args: &[Vec<u8>],
@@ -420,10 +422,14 @@ fn run_data<'s>(
     let Executed {
         reply,
         pending: commit,
+        events,
         ..
     } = shared.ks.execute(db, command, args);
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
+    if !events.is_empty() {
+        shared.publish_key_events(events, &mut conn.published);
+    }
     (reply, wrote)
 }
 
@@ -638,9 +644,15 @@ fn exec<'s>(
         mut reply,
         pending: commit,
         committed,
+        events,
     } = shared.ks.execute_block(&mut steps, &watched);
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
+    // Before the messages of the block's deferred PUBLISHes, which Redis would have sent
+    // in their place among the commands.
+    if !events.is_empty() {
+        shared.publish_key_events(events, &mut conn.published);
+    }
     let ran = committed && !matches!(reply, Reply::NullArray);
     if let (true, Reply::Array(replies)) = (ran, &mut reply) {
         for (at, command, args) in deferred {

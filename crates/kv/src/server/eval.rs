@@ -15,6 +15,7 @@ use super::Shared;
 use crate::command::{
     is, parse_int, BlockBody, Command, Ctx, Fault, MapChange, Outcome, NOT_INTEGER,
 };
+use crate::keyspace::notifications::KeyEvent;
 use crate::script::library::{script_header, Flags, Running, RunningFunction};
 use crate::script::{sha1_hex, Host, Invocation, Target, Vm};
 use crate::Executed;
@@ -37,6 +38,7 @@ pub fn eval<'s>(
         reply,
         pending: commit,
         committed,
+        .. // the host took each call's events as it went
     } = shared.ks.run_for_client(conn.db, |ctx| script.run(ctx));
     pending.extend(commit);
     script.finish(conn, committed);
@@ -379,6 +381,10 @@ impl Host for ScriptHost<'_> {
             });
         }
         connectionless(self.shared, command, args, &mut self.published)
+    }
+
+    fn notified(&mut self, events: Vec<KeyEvent>) {
+        self.shared.publish_key_events(events, &mut self.published);
     }
 
     fn called(&mut self, db: u32, command: &Command, args: &[Vec<u8>]) {

@@ -205,6 +205,7 @@ fn change<'s>(
         reply,
         pending: commit,
         committed,
+        .. // no key is written
     } = shared.ks.run_for_client(0, |ctx| {
         for name in old.keys().filter(|name| !set.contains_key(*name)) {
             ctx.ks.remove_library(ctx.txn, name.as_bytes())?;

@@ -52,6 +52,8 @@ use std::time::{Duration, Instant};
 use tailstore_engine::RestartRedo;
 
 use crate::command::Command;
+use crate::command::Expired;
+use crate::keyspace::notifications::{self, KeyEvent};
 use crate::Keyspace;
 
 /// What `tailstore serve` was asked for.
@@ -226,6 +228,27 @@ impl Shared {
     ) -> usize {
         self.pubsub
             .publish(channel, payload, |who, message| outbox.push((who, message)))
+    }
+
+    /// Publishes a committed transaction's key events (`keyspace::notifications`) on the
+    /// channels the setting names, into `outbox`, which is sent after the durability wait.
+    pub fn publish_key_events(
+        &self,
+        events: Vec<KeyEvent>,
+        outbox: &mut Vec<(pubsub::Subscriber, pubsub::Message)>,
+    ) {
+        let flags = self.ks.notifications.get();
+        for event in events {
+            if flags & notifications::KEYSPACE != 0 {
+                let mut channel = format!("__keyspace@{}__:", event.db).into_bytes();
+                channel.extend_from_slice(&event.key);
+                self.publish(&channel, event.event.as_bytes(), outbox);
+            }
+            if flags & notifications::KEYEVENT != 0 {
+                let channel = format!("__keyevent@{}__:{}", event.db, event.event);
+                self.publish(channel.as_bytes(), &event.key, outbox);
+            }
+        }
     }
 }
 
@@ -454,9 +477,10 @@ fn housekeeping(shared: &Shared) {
         // A paused server's data stays as it is (CLIENT PAUSE).
         while shared.pause.ends_at().is_none() {
             match shared.ks.expire_due_keys(EXPIRY_BATCH) {
-                Ok(removed) => {
-                    invalidate_expired(shared, &removed);
-                    if removed.len() < EXPIRY_BATCH {
+                Ok(expired) => {
+                    let removed = expired.keys.len();
+                    tell_expired(shared, expired);
+                    if removed < EXPIRY_BATCH {
                         break;
                     }
                 }
@@ -484,14 +508,15 @@ fn housekeeping(shared: &Shared) {
     }
 }
 
-/// Tells the clients tracking keys the active expiry removed (no pass waits for this
-/// write: a copy dropped early is only reread).
-fn invalidate_expired(shared: &Shared, removed: &[Vec<u8>]) {
+/// Tells the clients tracking keys the active expiry removed, and the subscribers to their
+/// `expired` events (the removal is durable by now).
+fn tell_expired(shared: &Shared, expired: Expired) {
     let mut outbox = Vec::new();
-    let keys = removed.iter().map(Vec::as_slice);
+    let keys = expired.keys.iter().map(Vec::as_slice);
     shared
         .tracking
         .invalidate(&shared.client_list, 0, keys, &mut outbox);
+    shared.publish_key_events(expired.events, &mut outbox);
     for (who, message) in outbox {
         shared.loops[who.at].deliver(who.token, message);
     }
