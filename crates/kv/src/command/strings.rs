@@ -125,8 +125,12 @@ impl Ctx<'_, '_> {
         old: &KeyMeta,
         expire_at: Option<i64>,
     ) -> Result<Option<i64>, Fault> {
-        let kept = (!old.is_expired(self.now)).then_some(old.expire_at);
+        let expired = old.is_expired(self.now);
         self.remove(key, old)?;
+        if expired {
+            self.notify(notifications::EXPIRED, "expired", key);
+        }
+        let kept = (!expired).then_some(old.expire_at);
         Ok(expire_at.or(kept))
     }
 

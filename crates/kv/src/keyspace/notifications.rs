@@ -8,12 +8,19 @@
 //! reply (`server/pubsub.rs`, `publish_key_events`): a subscriber never hears of a write a
 //! crash could take back.
 //!
+//! Each client's events come in the order of its commands, and before the reply to any
+//! command a subscriber sends after the writer was answered. Events of two clients' commands
+//! that finish in the same moment on two event loops come in the order their loops' passes
+//! end, which may differ from the order they committed in (Redis runs one command at a
+//! time): a pop that a push woke, on another loop, may be told before the push.
+//!
 //! What tailstore does not send: key-miss events (`m`) and new-key events (`n`), which the
 //! setting refuses with a message that says so; evicted (`e`) and module (`d`) events,
 //! which it accepts, have no cause here (no eviction, no modules). An expired key is told
-//! when the active expiry removes it, or when a write finds it expired; a read that finds
-//! a key expired leaves it to the active expiry (Redis deletes it then and there, and tells
-//! it then), so its `expired` event may come up to a tenth of a second later than Redis's.
+//! when the active expiry removes it, or when a write finds it expired and replaces it; a
+//! read (or a command that leaves the key alone, DEL among them) that finds a key expired
+//! leaves it to the active expiry (Redis deletes it then and there, and tells it then), so
+//! its `expired` event may come up to a tenth of a second later than Redis's.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -6,6 +6,7 @@
 
 pub mod conversation;
 pub mod generate;
+pub mod key_events;
 pub mod real_redis;
 pub mod redis_process;
 
