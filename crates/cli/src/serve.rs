@@ -11,6 +11,7 @@ use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
 use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket};
+use tailstore_kv::keyspace::notifications;
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
@@ -66,6 +67,12 @@ pub struct ServeArgs {
     /// Numbered databases (SELECT 0 .. N-1).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
+    /// Keyspace notifications at start, in Redis's letters (e.g. KEA: every class of event
+    /// on both kinds of channel; Ex: expired keys on __keyevent@<db>__:expired). Empty by
+    /// default, as in Redis: none. CONFIG SET notify-keyspace-events changes it while the
+    /// server runs. Events are published once their write is durable.
+    #[arg(long, value_name = "FLAGS", default_value = "", value_parser = parse_notifications)]
+    pub notify_keyspace_events: u32,
     /// Event-loop threads (default: one per core the process may use, hardware threads of a
     /// core counted once). Connections are dealt to them in turn. Reads run beside writers;
     /// writes to a table are applied one at a time (each takes the table's tree latch), so
@@ -302,6 +309,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         }
     );
     let ks = Arc::new(Keyspace::open(Arc::new(db), args.databases)?);
+    ks.notifications.set(args.notify_keyspace_events);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())?;
@@ -422,6 +430,11 @@ fn protocols(server: &Server, tls: bool, certified_clients: bool) -> String {
 }
 
 /// A file mode in octal, as `--unixsocketperm` takes it (Redis's unixsocketperm).
+/// `--notify-keyspace-events`' letters, as CONFIG SET reads them.
+fn parse_notifications(text: &str) -> Result<u32, String> {
+    notifications::parse(text.as_bytes()).map_err(|refused| refused.to_string())
+}
+
 fn parse_mode(text: &str) -> Result<u32, String> {
     u32::from_str_radix(text, 8)
         .ok()

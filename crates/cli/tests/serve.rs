@@ -73,6 +73,16 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "cannot read --requirepass-file /nonexistent/password",
         ),
         ("--requirepass", "", "is empty"),
+        (
+            "--notify-keyspace-events",
+            "KEq",
+            "Invalid event class character",
+        ),
+        (
+            "--notify-keyspace-events",
+            "KEm",
+            "tailstore does not send key-miss events",
+        ),
     ] {
         let mut args = vec!["--db", db, flag, value];
         if flag != "--listen" {
@@ -123,7 +133,8 @@ fn a_password_from_a_file_is_asked_for() {
         "--requirepass-file",
         support::path(&file),
     ];
-    let server = Server::start(&args);
+    let with_events = [&args[..], &["--notify-keyspace-events", "Kg$"]].concat();
+    let server = Server::start(&with_events);
     assert!(server.had_said("clients must AUTH"), "{:?}", server.said);
     let mut client = Client::connect(server.address).expect("connect");
     let noauth = Value::Error("NOAUTH Authentication required.".into());
@@ -139,6 +150,14 @@ fn a_password_from_a_file_is_asked_for() {
     assert_eq!(
         client.call(&[b"SET", b"k", b"v"]),
         Value::Simple("OK".into())
+    );
+    // (The flag given at start, as CONFIG GET shows it.)
+    assert_eq!(
+        client.call(&[b"CONFIG", b"GET", b"notify-keyspace-events"]),
+        Value::Array(vec![
+            Value::Bulk(b"notify-keyspace-events".to_vec()),
+            Value::Bulk(b"g$K".to_vec())
+        ])
     );
     drop(server);
 
