@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
-use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket};
 use tailstore_kv::keyspace::notifications;
+use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
