@@ -10,6 +10,8 @@
 //! disk. The cuts are taken while they run (`SimStorage::power_cut`), each after reading how
 //! many writes each client had been answered for.
 //!
+//! `TAILSTORE_CUT_RUNS=N` runs each mode N times (default: 2 for `fsync`, 1 for the others).
+//!
 //! Built with the `planted-early-reply` feature (the server answers before its commits are
 //! durable), only `planted_early_reply_is_caught` runs, and it must fail in `fsync` mode.
 
@@ -242,10 +244,18 @@ fn writes_survive_concurrent_power_cuts(mode: CommitMode, seed: u64) -> usize {
     total
 }
 
+/// Runs per test: `TAILSTORE_CUT_RUNS`, else `default` (each run takes six cuts).
+fn runs(default: u64) -> u64 {
+    std::env::var("TAILSTORE_CUT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn fsync_writes_survive_concurrent_power_cuts() {
-    for seed in 0..3 {
+    for seed in 0..runs(2) {
         writes_survive_concurrent_power_cuts(CommitMode::Fsync, seed);
     }
 }
@@ -253,7 +263,7 @@ fn fsync_writes_survive_concurrent_power_cuts() {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn buffer_writes_survive_concurrent_power_cuts() {
-    for seed in 0..2 {
+    for seed in 0..runs(1) {
         writes_survive_concurrent_power_cuts(CommitMode::Buffer, seed);
     }
 }
@@ -261,7 +271,7 @@ fn buffer_writes_survive_concurrent_power_cuts() {
 #[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn pmem_log_writes_survive_concurrent_power_cuts() {
-    for seed in 0..2 {
+    for seed in 0..runs(1) {
         writes_survive_concurrent_power_cuts(CommitMode::PmemLog, seed);
     }
 }

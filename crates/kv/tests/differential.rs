@@ -17,7 +17,7 @@ use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis::{ConnectionLike, Value};
 use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words};
-use support::key_events::KeyEvents;
+use support::key_events::{without_expired, KeyEvents};
 use support::real_redis::Servers;
 use support::redis_process::{redis_program, start_redis};
 use support::{client_at, command, error_text, server_error_text, Options, TestServer};
@@ -55,16 +55,10 @@ impl Pair {
         let Some((redis, tailstore)) = &mut self.events else {
             return Ok(());
         };
-        // `expired` events are left out: when each server finds a key expired depends on
-        // its own clock and on when its active expiry runs (tests/notifications.rs
-        // checks them).
-        let unexpired = |events: Vec<String>| -> Vec<String> {
-            let expired = |e: &String| e.ends_with(":expired") || e.ends_with(" expired");
-            events.into_iter().filter(|e| !expired(e)).collect()
-        };
+        // (tests/notifications.rs checks the `expired` events.)
         let (theirs, ours) = (
-            unexpired(redis.since_last()),
-            unexpired(tailstore.since_last()),
+            without_expired(redis.since_last()),
+            without_expired(tailstore.since_last()),
         );
         prop_assert_eq!(
             ours,

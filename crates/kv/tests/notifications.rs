@@ -10,11 +10,12 @@ mod support;
 use std::time::Duration;
 
 use support::generate::show;
-use support::key_events::KeyEvents;
+use support::key_events::{without_expired, KeyEvents};
 use support::real_redis::Servers;
 use support::{client_at, err, q, raw_value, TestServer};
 
-/// Runs each line on `con`, returning its key events (`channel message` lines).
+/// Runs each line on `con`, returning its key events (`channel message` lines) but the
+/// `expired` ones, whose moment is each server's own (the tests below check them).
 fn events_of(
     con: &mut redis::Connection,
     events: &mut KeyEvents,
@@ -26,7 +27,7 @@ fn events_of(
         .map(|line| {
             let words: Vec<&str> = line.split(' ').collect();
             raw_value(con, &words);
-            events.since_last()
+            without_expired(events.since_last())
         })
         .collect()
 }
