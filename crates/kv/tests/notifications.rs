@@ -89,6 +89,8 @@ const SCENARIOS: &[&[&str]] = &[
     ],
     &[
         "BITFIELD f SET u8 0 200",
+        "BITFIELD f SET u8 0 200",
+        "BITFIELD f INCRBY u1 0 100",
         "BITFIELD f INCRBY u8 0 100 OVERFLOW FAIL INCRBY u8 0 100",
         "BITFIELD f OVERFLOW FAIL INCRBY u8 0 100",
         "BITFIELD f GET u8 0",

@@ -66,20 +66,34 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let mut value = ctx.string(key)?.unwrap_or_default();
+    let stored = ctx.string(key)?;
+    let existed = stored.is_some();
+    let mut value = stored.unwrap_or_default();
     let len = (last_written >> 3) as usize + 1;
-    if value.len() < len {
+    let grown = value.len() < len;
+    if grown {
         ctx.check_commit_room(len)?;
         value.resize(len, 0);
     }
-    let replies: Vec<Reply> = ops.iter().map(|op| apply(&mut value, op)).collect();
-    ctx.put_string(key, &value, None)?;
-    // A write an overflow refused (FAIL: a nil reply) changed nothing.
-    let changed = ops
-        .iter()
-        .zip(&replies)
-        .any(|(op, reply)| !matches!(op.action, Action::Get) && *reply != Reply::Null);
-    if changed {
+    // As Redis 7 counts changes: a write that an overflow refused (FAIL: a nil reply)
+    // changed nothing, nor did one that left its field as it was, unless the command
+    // created or grew the string.
+    let dirty = !existed || grown;
+    let mut changes = 0;
+    let mut replies = Vec::with_capacity(ops.len());
+    for op in &ops {
+        let old = read_bits(&value, op.offset, op.bits);
+        let reply = apply(&mut value, op);
+        let written = !matches!(op.action, Action::Get) && reply != Reply::Null;
+        if written && (dirty || read_bits(&value, op.offset, op.bits) != old) {
+            changes += 1;
+        }
+        replies.push(reply);
+    }
+    if dirty || changes > 0 {
+        ctx.put_string(key, &value, None)?;
+    }
+    if changes > 0 {
         ctx.notify(notifications::STRING, "setbit", key);
     }
     Ok(Reply::Array(replies))
