@@ -470,13 +470,14 @@ impl SimStorage {
         SimStorage::from_state(State::from_images(files, regions))
     }
 
-    /// Arms a crash point: counting from now, the `ops`-th mutating operation (region `write`,
-    /// `zero`, `store_u64`, `flush`, `fence`, and the sizing of a new region's file; file
-    /// `write_at`, `sync_data`, `set_len`; `sync_dir`) finds the medium dead and changes nothing, and so does every later one.
-    /// Fallible operations (and `open_file`, `map_region`) then return
-    /// [`MediaError::PowerCut`]; infallible ones are ignored. `crash_after(0)` kills the medium
-    /// at once. On a fresh storage, `crash_after(k)` for `k` in `1..=n` visits every crash
-    /// point of a run that does `n` operations ([`SimStorage::ops_done`] after a clean run).
+    /// Arms a crash point: counting from now, the `ops`-th mutating operation (region
+    /// `write`, `zero`, `store_u64`, `flush`, `fence`, and the sizing of a new region's file;
+    /// file `write_at`, `sync_data`, `set_len`; `sync_dir`) finds the medium dead and changes
+    /// nothing, and so does every later one. Fallible operations (and `open_file`,
+    /// `map_region`) then return [`MediaError::PowerCut`]; infallible ones are ignored.
+    /// `crash_after(0)` kills the medium at once. On a fresh storage, `crash_after(k)` for `k`
+    /// in `1..=n` visits every crash point of a run that does `n` operations
+    /// ([`SimStorage::ops_done`] after a clean run).
     pub fn crash_after(&self, ops: u64) {
         let mut state = self.shared.lock();
         if ops == 0 {

@@ -4,9 +4,9 @@
 //!
 //! A command names its events as it runs (`Ctx::notify`), in Redis's order; they belong
 //! to the transaction's attempt, so a retried or undone transaction publishes none of its
-//! attempts' events, and a committed one publishes them after its durability wait, with its
-//! reply (`server/pubsub.rs`, `publish_key_events`): a subscriber never hears of a write a
-//! crash could take back.
+//! attempts' events, and a committed one publishes them after its durability wait, with
+//! its reply (`Shared::publish_key_events`, `server/mod.rs`): a subscriber never hears of a
+//! write a crash could take back.
 //!
 //! Each client's events come in the order of its commands, and before the reply to any
 //! command a subscriber sends after the writer was answered. Events of two clients' commands

@@ -974,10 +974,10 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
 }
 
 /// CONFIG SET of (name, value) pairs. The slow log's two settings, `requirepass` and
-/// `notify-keyspace-events` change at run time; the others are command-line options, so a pair that would change one is
-/// refused and nothing is set; pairs whose values are already in effect (a client making sure of `appendfsync
-/// always` before it relies on it, say) are accepted and change nothing, as Redis accepts
-/// setting a value it already has.
+/// `notify-keyspace-events` change at run time; the others are command-line options, so a
+/// pair that would change one is refused and nothing is set; pairs whose values are
+/// already in effect (a client making sure of `appendfsync always` before it relies on it,
+/// say) are accepted and change nothing, as Redis accepts setting a value it already has.
 fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let current = settings(shared);
     let mut changes = Vec::new();

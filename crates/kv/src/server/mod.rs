@@ -51,8 +51,7 @@ use std::time::{Duration, Instant};
 
 use tailstore_engine::RestartRedo;
 
-use crate::command::Command;
-use crate::command::Expired;
+use crate::command::{Command, Expired};
 use crate::keyspace::notifications::{self, KeyEvent};
 use crate::Keyspace;
 
