@@ -22,13 +22,9 @@ trap 'stop_lone; stop_plain_redis' EXIT
 # "RATE requests/s[, RECEIVED messages received]" of one run against the server on $1,
 # with the setting $2 and $3 subscribers.
 run() {
-  local port=$1 setting=$2 subs=$3 pids=() i rate received
+  local port=$1 setting=$2 subs=$3 rate received
   redis-cli -p "$port" config set notify-keyspace-events "$setting" >/dev/null
-  mkdir -p "$WORK/subs"
-  for i in $(seq "$subs"); do
-    redis-cli -p "$port" psubscribe '__key*__:*' >"$WORK/subs/$i" &
-    pids+=($!)
-  done
+  start_subscribers "$port" "$subs" psubscribe '__key*__:*'
   for _ in $(seq 100); do
     [ "$(redis-cli -p "$port" pubsub numpat)" = "$subs" ] && break
     sleep 0.05
@@ -36,17 +32,14 @@ run() {
   rate=$(redis-benchmark -p "$port" -n "$N" -r 100000 -d 64 -c 50 -P 4 --threads 2 -q -t set 2>&1 |
     tr '\r' '\n' | awk '/requests per second/ {
       for (i = 1; i < NF; i++) if ($(i + 1) == "requests") { print $i; exit } }')
+  # redis-cli prints a pattern message as four lines: "pmessage", the pattern, the channel,
+  # the payload.
+  received=$(stop_subscribers pmessage)
   if [ "$subs" -eq 0 ]; then
     echo "$rate requests/s"
   else
-    sleep 1
-    kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
-    # redis-cli prints a pattern message as four lines: "pmessage", the pattern, the
-    # channel, the payload.
-    received=$(cat "$WORK"/subs/* | grep -c '^pmessage$' || true)
     echo "$rate requests/s, $received messages received"
   fi
-  rm -rf "$WORK/subs"
 }
 
 # The three runs of one round against a server on $1 that `$2 PORT` (re)starts fresh.

@@ -21,12 +21,8 @@ trap 'stop_lone; stop_plain_redis' EXIT
 
 # "RATE requests/s, RECEIVED messages received" of one run against the server on $1.
 run() {
-  local port=$1 pids=() i received
-  mkdir -p "$WORK/subs"
-  for i in $(seq "$SUBS"); do
-    redis-cli -p "$port" subscribe channel >"$WORK/subs/$i" &
-    pids+=($!)
-  done
+  local port=$1 received
+  start_subscribers "$port" "$SUBS" subscribe channel
   for _ in $(seq 100); do
     [ "$(redis-cli -p "$port" pubsub numsub channel | tail -1)" = "$SUBS" ] && break
     sleep 0.05
@@ -35,11 +31,8 @@ run() {
   rate=$(redis-benchmark -p "$port" -n "$N" -c 50 -P 4 --threads 2 -q publish channel "$MESSAGE" 2>&1 |
     tr '\r' '\n' | awk '/requests per second/ {
       for (i = 1; i < NF; i++) if ($(i + 1) == "requests") { print $i; exit } }')
-  sleep 1
-  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
   # redis-cli prints a message as three lines: "message", the channel, the payload.
-  received=$(cat "$WORK"/subs/* | grep -c "^$MESSAGE\$" || true)
-  rm -rf "$WORK/subs"
+  received=$(stop_subscribers "$MESSAGE")
   echo "$rate requests/s, $received messages received"
 }
 

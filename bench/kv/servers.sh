@@ -228,6 +228,33 @@ rounds_against_redis() {
 
 stop_plain_redis() { redis-cli -p "$REDIS" shutdown nosave >/dev/null 2>&1 || true; }
 
+# Subscribers for publish.sh and notifications.sh: `start_subscribers PORT N ARGS…` starts N
+# `redis-cli -p PORT ARGS…` (SUBSCRIBE ch, PSUBSCRIBE pattern), each printing to a file of
+# its own; `stop_subscribers LINE` stops them a second later (the last messages arrive) and
+# prints how many of the lines they printed were LINE.
+start_subscribers() {
+  local port=$1 n=$2 i
+  shift 2
+  SUBSCRIBERS=()
+  mkdir -p "$WORK/subs"
+  for i in $(seq "$n"); do
+    redis-cli -p "$port" "$@" >"$WORK/subs/$i" &
+    SUBSCRIBERS+=($!)
+  done
+}
+
+stop_subscribers() {
+  local received
+  # (Never `wait` with no pids: it would wait for the servers started in the background.)
+  if [ "${#SUBSCRIBERS[@]}" -gt 0 ]; then
+    sleep 1
+    kill "${SUBSCRIBERS[@]}" 2>/dev/null; wait "${SUBSCRIBERS[@]}" 2>/dev/null || true
+  fi
+  received=$(cat "$WORK"/subs/* 2>/dev/null | grep -c -x -- "$1" || true)
+  rm -rf "$WORK/subs"
+  echo "$received"
+}
+
 # One run of bench/kv/bullmq/jobs.js against the server on PORT (JOBS jobs, CONCURRENCY
 # workers), its JSON line; BullMQ is installed with npm (the version bullmq/package.json
 # pins) on first use: `bullmq_jobs PORT` (bullmq.sh, bullmq_builds.sh).

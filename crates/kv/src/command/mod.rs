@@ -236,6 +236,23 @@ impl Ctx<'_, '_> {
         KeyMeta::new(kind, self.ks.new_version())
     }
 
+    /// Tells what a command that stores its result in `key` did (Redis's `setKey`, or its
+    /// `dbDelete` when the result is empty): `event` of `class` if it stored something,
+    /// `del` if it only removed a key that was there (`replaced`), nothing otherwise.
+    pub fn notify_stored(
+        &mut self,
+        (class, event): (Class, &'static str),
+        key: &[u8],
+        stored: bool,
+        replaced: bool,
+    ) {
+        match (stored, replaced) {
+            (true, _) => self.notify(class, event, key),
+            (false, true) => self.notify(notifications::GENERIC, "del", key),
+            (false, false) => {}
+        }
+    }
+
     /// Saves a changed key: a collection left empty is deleted, as Redis does (a stream
     /// stays, empty, as in Redis: it keeps its last ID).
     pub fn save(&mut self, key: &[u8], meta: &mut KeyMeta) -> Result<(), Fault> {

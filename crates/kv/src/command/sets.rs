@@ -305,11 +305,13 @@ fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp, event: &'static str) -> Out
     }
     meta.len = result.len() as i64;
     ctx.save(destination, &mut meta)?;
-    match (result.is_empty(), old.is_some()) {
-        (false, _) => ctx.notify(notifications::SET, event, destination),
-        (true, true) => ctx.notify(notifications::GENERIC, "del", destination),
-        (true, false) => {}
-    }
+    let stored = !result.is_empty();
+    ctx.notify_stored(
+        (notifications::SET, event),
+        destination,
+        stored,
+        old.is_some(),
+    );
     Ok(Reply::Int(meta.len))
 }
 

@@ -337,9 +337,8 @@ fn store_list(ctx: &mut Ctx, destination: &[u8], values: &[Vec<u8>]) -> Result<i
         ctx.remove(destination, old)?;
     }
     if values.is_empty() {
-        if old.is_some() {
-            ctx.notify(notifications::GENERIC, "del", destination);
-        }
+        let event = (notifications::LIST, "sortstore");
+        ctx.notify_stored(event, destination, false, old.is_some());
         return Ok(0);
     }
     let mut meta = ctx.meta_for_write(destination, Kind::List)?;
@@ -347,7 +346,12 @@ fn store_list(ctx: &mut Ctx, destination: &[u8], values: &[Vec<u8>]) -> Result<i
         lists::push_one(ctx, &mut meta, value, false)?;
     }
     ctx.save(destination, &mut meta)?;
-    ctx.notify(notifications::LIST, "sortstore", destination);
+    ctx.notify_stored(
+        (notifications::LIST, "sortstore"),
+        destination,
+        true,
+        old.is_some(),
+    );
     Ok(meta.len)
 }
 

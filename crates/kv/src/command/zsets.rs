@@ -579,11 +579,13 @@ pub(super) fn store_sorted_set(
         meta.len += 1;
     }
     ctx.save(destination, &mut meta)?;
-    if meta.len > 0 {
-        ctx.notify(notifications::ZSET, event, destination);
-    } else if old.is_some() {
-        ctx.notify(notifications::GENERIC, "del", destination);
-    }
+    let stored = meta.len > 0;
+    ctx.notify_stored(
+        (notifications::ZSET, event),
+        destination,
+        stored,
+        old.is_some(),
+    );
     Ok(meta.len)
 }
 
