@@ -68,7 +68,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub databases: u32,
     /// Keyspace notifications at start, in Redis's letters (e.g. KEA: every class of event
-    /// on both kinds of channel; Ex: expired keys on __keyevent@<db>__:expired). Empty by
+    /// on both kinds of channel; Ex: expired keys on __keyevent@<db>__:expired; n and m add
+    /// new keys and the misses of read lookups, which A leaves out). Empty by
     /// default, as in Redis: none. CONFIG SET notify-keyspace-events changes it while the
     /// server runs. Events are published once their write is durable.
     #[arg(long, value_name = "FLAGS", default_value = "", value_parser = parse_notifications)]

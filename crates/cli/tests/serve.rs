@@ -78,11 +78,6 @@ fn serve_refuses_bad_settings_before_touching_the_database() {
             "KEq",
             "Invalid event class character",
         ),
-        (
-            "--notify-keyspace-events",
-            "KEm",
-            "tailstore does not send key-miss events",
-        ),
     ] {
         let mut args = vec!["--db", db, flag, value];
         if flag != "--listen" {

@@ -198,6 +198,21 @@ fn a_waiting_client_costs_nothing_until_a_write_or_its_deadline() {
 }
 
 #[test]
+fn a_blocked_command_counts_its_lookups_once() {
+    // Redis looks a blocking command's keys up when it comes (XREAD: each stream twice,
+    // read lookups) and not again while it waits; tailstore runs it again (decision 174).
+    let server = TestServer::start();
+    let mut con = server.client();
+    let _: () = q(&mut con, &["config", "resetstat"]);
+    let before = blocking_runs(&server);
+    let args = ["xread", "block", "300", "streams", "none", "0"];
+    assert_eq!(q::<Value>(&mut con, &args), Value::Nil);
+    assert!(blocking_runs(&server) - before >= 2, "XREAD ran only once");
+    assert_eq!(info_number(&server, "stats", "keyspace_misses"), 2);
+    assert_eq!(info_number(&server, "stats", "keyspace_hits"), 0);
+}
+
+#[test]
 fn the_deadline_answers_nil() {
     let server = TestServer::start();
     let started = Instant::now();

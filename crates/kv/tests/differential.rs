@@ -20,7 +20,9 @@ use support::generate::{cmd, group, lit, many, maybe, one, options, show, Words}
 use support::key_events::{without_expired, KeyEvents};
 use support::real_redis::Servers;
 use support::redis_process::{redis_program, start_redis};
-use support::{client_at, command, error_text, server_error_text, Options, TestServer};
+use support::{
+    client_at, command, error_text, keyspace_lookups, server_error_text, Options, TestServer,
+};
 use tailstore_media::sim::SimStorage;
 
 /// Sequences run when `PROPTEST_CASES` does not say.
@@ -64,6 +66,22 @@ impl Pair {
             ours,
             theirs,
             "tailstore (left) and Redis (right) published different key events at {}",
+            context()
+        );
+        Ok(())
+    }
+
+    /// INFO's counts of read lookups (`keyspace_hits`, `keyspace_misses`) on both servers
+    /// since the sequence began (CONFIG RESETSTAT), compared.
+    fn compare_lookups(&mut self, context: &dyn Fn() -> String) -> Result<(), TestCaseError> {
+        let (theirs, ours) = (
+            keyspace_lookups(&mut self.redis),
+            keyspace_lookups(&mut self.tailstore),
+        );
+        prop_assert_eq!(
+            ours,
+            theirs,
+            "tailstore (left) and Redis (right) counted different keyspace hits and misses at {}",
             context()
         );
         Ok(())
@@ -201,14 +219,14 @@ fn compare_replies(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<bool, Te
             ask(con, &["SELECT".to_string(), "0".to_string()]),
             Ok(Value::Okay)
         );
+        prop_assert_eq!(ask(con, &words("CONFIG RESETSTAT")), Ok(Value::Okay));
     }
     pair.forget_events();
     // The commands queued since MULTI, which EXEC's replies answer (`None`: not in MULTI).
     let mut queued: Option<Vec<&[String]>> = None;
     for (i, args) in sequence.iter().enumerate() {
         // (Not inside MULTI, where the look at the sketch would be queued.)
-        let past_the_end =
-            queued.is_none() && writes_into_a_cut_off_sketch(&mut pair.tailstore, args);
+        let past_the_end = queued.is_none() && writes_into_a_cut_off_sketch(pair, args);
         let expected = ask(&mut pair.redis, args);
         let got = ask(&mut pair.tailstore, args);
         let context = || format!("reply {i}, after:\n{}", show(&sequence[..=i]));
@@ -232,6 +250,10 @@ fn compare_replies(pair: &mut Pair, sequence: &[Vec<String>]) -> Result<bool, Te
                 };
                 check(pair, args, got, expected, &context)?;
             }
+        }
+        if queued.is_none() {
+            // (Inside MULTI, INFO would be queued.)
+            pair.compare_lookups(&context)?;
         }
         if past_the_end {
             return Ok(false); // what follows depends on a byte Redis left past a string's end
@@ -315,12 +337,14 @@ fn stored(con: &mut redis::Connection) -> Vec<String> {
 /// restarted Redis would find 0 there, as tailstore does). After such a write the two
 /// servers' later replies on that sketch may differ by that byte: a documented
 /// difference (docs/design/kv.md, "Known differences").
-fn writes_into_a_cut_off_sketch(tailstore: &mut redis::Connection, args: &[String]) -> bool {
+fn writes_into_a_cut_off_sketch(pair: &mut Pair, args: &[String]) -> bool {
     if !args[0].eq_ignore_ascii_case("pfadd") || args.len() < 3 {
         return false;
     }
-    let Ok(Value::BulkString(sketch)) = ask(tailstore, &["GET".to_string(), args[1].clone()])
-    else {
+    let get = ["GET".to_string(), args[1].clone()];
+    // Asked of Redis too, so that both count the same lookups and tell the same miss.
+    let _ = ask(&mut pair.redis, &get);
+    let Ok(Value::BulkString(sketch)) = ask(&mut pair.tailstore, &get) else {
         return false;
     };
     if sketch.len() <= 16 || !sketch.starts_with(b"HYLL") || sketch[4] != 1 {

@@ -57,8 +57,9 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
         .map(|op| op.offset + u64::from(op.bits) - 1)
         .max();
     let Some(last_written) = last_written else {
-        // Only reads: a missing key reads as zeros and is not created.
-        let value = ctx.string(key)?.unwrap_or_default();
+        // Only reads: a missing key reads as zeros and is not created (a read lookup, as
+        // Redis's for a BITFIELD of GETs).
+        let value = ctx.read_string(key)?.unwrap_or_default();
         return Ok(Reply::Array(ops.iter().map(|op| get(&value, op)).collect()));
     };
     if read_only {

@@ -183,7 +183,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     // A key of another kind is WRONGTYPE (from `Ctx::string`) before anything is written.
     let mut sources = Vec::with_capacity(args.len() - 3);
     for key in &args[3..] {
-        sources.push(ctx.string(key)?.unwrap_or_default());
+        sources.push(ctx.read_string(key)?.unwrap_or_default());
     }
     let len = sources.iter().map(Vec::len).max().unwrap_or(0);
     let destination = &args[2];

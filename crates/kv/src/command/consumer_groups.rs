@@ -41,12 +41,25 @@ pub(super) fn check_name(name: &[u8], what: &str) -> Result<(), Fault> {
     Ok(())
 }
 
-/// The stream at `key` and the last ID delivered to its `group`, or Redis's NOGROUP.
+/// The stream at `key` and the last ID delivered to its `group`, or Redis's NOGROUP. A
+/// read lookup (XPENDING's, XCLAIM's), as in Redis.
 fn stream_group(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> Result<(KeyMeta, StreamId), Fault> {
+    let looked_up = ctx.read_meta(key)?;
+    group_of(ctx, key, looked_up, group)
+}
+
+/// [`stream_group`] of the key `key` a read lookup found as `looked_up`.
+fn group_of(
+    ctx: &mut Ctx,
+    key: &[u8],
+    looked_up: Option<KeyMeta>,
+    group: &[u8],
+) -> Result<(KeyMeta, StreamId), Fault> {
     check_name(group, "group")?;
-    let meta = ctx
-        .meta_of(key, Kind::Stream)?
-        .ok_or_else(|| no_group(key, group))?;
+    if looked_up.as_ref().is_some_and(|m| m.kind != Kind::Stream) {
+        return Err(Fault::err(super::WRONGTYPE));
+    }
+    let meta = looked_up.ok_or_else(|| no_group(key, group))?;
     let last = ctx.ks.group(ctx.txn, meta.id, group)?;
     last.map(|last| (meta, last))
         .ok_or_else(|| no_group(key, group))
@@ -283,7 +296,7 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     check_name(consumer, "consumer")?;
     let mut targets = Vec::with_capacity(read.keys.len());
     for (key, id) in read.keys.iter().zip(read.ids) {
-        let meta = ctx.meta_of(key, Kind::Stream)?;
+        let meta = ctx.read_meta_of(key, Kind::Stream)?;
         let last = match &meta {
             Some(meta) => ctx.ks.group(ctx.txn, meta.id, group)?,
             None => None,
@@ -306,6 +319,8 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     let mut streams = Vec::new();
     for (key, meta, last, after) in targets {
+        // Redis looks each stream up again (a read) as it serves it.
+        ctx.count_lookup(key, true);
         let served = match after {
             Some(after) => Some(history(ctx, key, &meta, (group, consumer), after, &read)?),
             None => deliver_new(ctx, key, &meta, (group, consumer), last, &read)?,
@@ -414,7 +429,8 @@ fn deliver_new(
 pub fn xack(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, group) = (&args[1], &args[2]);
     check_name(group, "group")?;
-    let Some(meta) = ctx.meta_of(key, Kind::Stream)? else {
+    // A read lookup, as Redis's XACK makes.
+    let Some(meta) = ctx.read_meta_of(key, Kind::Stream)? else {
         return Ok(Reply::Int(0));
     };
     if ctx.ks.group(ctx.txn, meta.id, group)?.is_none() {
@@ -701,12 +717,14 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 /// found deleted from the stream (and dropped).
 pub fn xautoclaim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, group, consumer) = (&args[1], &args[2], &args[3]);
+    // Redis looks the key up before it reads the other arguments.
+    let looked_up = ctx.read_meta(key)?;
     let min_idle = parse_int(&args[4])
         .map_err(|_| Fault::err("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?
         .max(0);
     let start = parse_range_start(&args[5])?;
     let (count, just_id) = autoclaim_options(&args[6..])?;
-    let (meta, _) = stream_group(ctx, key, group)?;
+    let (meta, _) = group_of(ctx, key, looked_up, group)?;
     check_name(consumer, "consumer")?;
     let now = ctx.now;
     let attempts = count.saturating_mul(ATTEMPTS_PER_CLAIM);

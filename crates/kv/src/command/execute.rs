@@ -18,6 +18,10 @@ const ATTEMPTS: usize = 1000;
 enum Failure {
     /// The body's or the engine's error that retrying cannot cure.
     Fault(Fault),
+    /// The command's own error reply, and the key events it told before it (only key
+    /// misses: a command checks what can fail before it writes), which Redis publishes as
+    /// it looks keys up.
+    Answered { reply: Reply, events: Vec<KeyEvent> },
     /// Every attempt conflicted: the last torn read and the last abort, if any.
     Exhausted {
         torn: Option<String>,
@@ -42,6 +46,17 @@ pub struct Executed<'db> {
     pub committed: bool,
     /// Its key events, to publish once it is durable (none unless it committed).
     pub events: Vec<KeyEvent>,
+}
+
+/// Whether a transaction's read lookups count (INFO's `keyspace_hits` and
+/// `keyspace_misses`, `keymiss` events): a client's commands' do; the server's own work's
+/// (the active expiry, the lazy free) does not, nor a blocked command's runs after its
+/// first (Redis looks its keys up when the command comes, and serves it later from the
+/// key it wakes on).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum CountLookups {
+    Yes,
+    No,
 }
 
 /// A key watched by WATCH: its version then (`None`: absent). The watch lasts as long as
@@ -84,10 +99,21 @@ pub trait BlockBody {
 impl Keyspace {
     /// Runs one data command in the selected database `db`.
     pub fn execute(&self, db: u32, command: &Command, args: &[Vec<u8>]) -> Executed<'_> {
+        self.execute_counting(db, command, args, CountLookups::Yes)
+    }
+
+    /// [`Keyspace::execute`], its read lookups counted or not.
+    pub fn execute_counting(
+        &self,
+        db: u32,
+        command: &Command,
+        args: &[Vec<u8>],
+        counted: CountLookups,
+    ) -> Executed<'_> {
         let Run::Data(handler) = command.run else {
             return self.refuse(Reply::error("ERR not a data command"));
         };
-        self.run_for_client(db, |ctx| handler(ctx, args))
+        self.run_counting(db, counted, |ctx| ctx.run(command, handler, args))
     }
 
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
@@ -103,10 +129,20 @@ impl Keyspace {
     pub fn run_for_client(
         &self,
         db: u32,
+        body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
+    ) -> Executed<'_> {
+        self.run_counting(db, CountLookups::Yes, body)
+    }
+
+    /// [`Keyspace::run_for_client`], its read lookups counted or not.
+    fn run_counting(
+        &self,
+        db: u32,
+        counted: CountLookups,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
-        match self.run_retried(db, &mut body) {
-            Err(Failure::Fault(Fault::MapHoldNeeded)) => self.run_holding_map(db, body),
+        match self.run_retried(db, counted, &mut body) {
+            Err(Failure::Fault(Fault::MapHoldNeeded)) => self.run_holding_map(db, counted, body),
             outcome => self.executed(outcome),
         }
     }
@@ -117,10 +153,11 @@ impl Keyspace {
     fn run_holding_map(
         &self,
         db: u32,
+        counted: CountLookups,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Outcome,
     ) -> Executed<'_> {
         let (_exclusive, before) = self.hold_map_for_change();
-        let outcome = self.run_retried(db, |ctx| {
+        let outcome = self.run_retried(db, counted, |ctx| {
             ctx.ks.set_map(&before);
             body(ctx)
         });
@@ -145,6 +182,10 @@ impl Keyspace {
                 events,
             },
             Err(Failure::Fault(fault)) => self.refuse(fault_reply(fault)),
+            Err(Failure::Answered { reply, events }) => Executed {
+                events,
+                ..self.refuse(reply)
+            },
             Err(Failure::Exhausted { torn, .. }) => self.refuse(exhausted_reply(torn)),
         }
     }
@@ -157,9 +198,10 @@ impl Keyspace {
         db: u32,
         body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
     ) -> Result<T, EngineError> {
-        match self.run_retried(db, body) {
+        match self.run_retried(db, CountLookups::No, body) {
             Ok(Committed { value, pending, .. }) => pending.wait().map(|()| value),
             Err(Failure::Fault(fault)) => Err(fault.into_engine_error()),
+            Err(Failure::Answered { reply, .. }) => Err(Fault::Reply(reply).into_engine_error()),
             Err(Failure::Exhausted {
                 torn: Some(detail), ..
             }) => Err(Fault::corruption(&detail)),
@@ -171,12 +213,15 @@ impl Keyspace {
 
     /// The one retry loop: runs `body` in a transaction and commits it without waiting,
     /// again (with back-off) while the engine reports a conflict or the reads saw two
-    /// commits at once (`Fault::Torn`), up to [`ATTEMPTS`] times.
+    /// commits at once (`Fault::Torn`), up to [`ATTEMPTS`] times. The read lookups of the
+    /// attempt that ends it are added to INFO's totals when `counted` says so.
     fn run_retried<T>(
         &self,
         db: u32,
+        counted: CountLookups,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
     ) -> Result<Committed<'_, T>, Failure> {
+        let count = |lookups| self.lookups.add(lookups);
         let (mut torn, mut abort) = (None, None);
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
@@ -184,6 +229,7 @@ impl Keyspace {
             let _map = self.hold_databases();
             let mut txn = self.database().begin();
             let mut ctx = Ctx::now(self, &mut txn, db);
+            ctx.counts_lookups = counted == CountLookups::Yes;
             let err = match body(&mut ctx) {
                 Ok(value) => {
                     // Kept until the changes are applied (see `keyspace::watches`).
@@ -196,13 +242,15 @@ impl Keyspace {
                     let _unwatched = unwatched;
                     let _building = std::mem::take(&mut ctx.building);
                     let events = std::mem::take(&mut ctx.events);
+                    let lookups = ctx.lookups;
                     match txn.commit_pending() {
                         Ok(pending) => {
+                            count(lookups);
                             return Ok(Committed {
                                 value,
                                 pending,
                                 events,
-                            })
+                            });
                         }
                         Err(err) => err,
                     }
@@ -223,8 +271,13 @@ impl Keyspace {
                     continue;
                 }
                 Err(fault) => {
+                    count(ctx.lookups);
+                    let events = std::mem::take(&mut ctx.events);
                     txn.rollback();
-                    return Err(Failure::Fault(fault));
+                    return Err(match fault {
+                        Fault::Reply(reply) => Failure::Answered { reply, events },
+                        fault => Failure::Fault(fault),
+                    });
                 }
             };
             if !err.is_retryable() {
@@ -293,7 +346,7 @@ fn run_block(
 ) -> Result<Reply, Fault> {
     for watch in watched {
         ctx.db = watch.db;
-        let now = match ctx.meta(&watch.key) {
+        let now = match ctx.live_meta(&watch.key) {
             Ok(meta) => meta.map(|m| m.version),
             Err(Fault::Reply(_)) => None,
             Err(fault) => return Err(fault),
@@ -310,7 +363,7 @@ fn run_block(
             BlockStep::Data(db, command, args) => match command.run {
                 Run::Data(handler) => {
                     ctx.db = *db;
-                    step_reply(handler(ctx, args))?
+                    step_reply(ctx.run(command, handler, args))?
                 }
                 Run::Server => Reply::error("ERR not a data command"),
             },

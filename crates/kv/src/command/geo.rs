@@ -437,7 +437,7 @@ fn find(ctx: &mut Ctx, owner: i64, region: &Region, limit: usize) -> Result<Vec<
 
 /// The search commands' common body, as Redis's `georadiusGeneric`.
 fn search(ctx: &mut Ctx, args: &[Vec<u8>], form: Form) -> Outcome {
-    let source = ctx.meta_of(&args[form.source_at()], Kind::ZSet)?;
+    let source = ctx.read_meta_of(&args[form.source_at()], Kind::ZSet)?;
     let request = parse_search(ctx, args, form, source.as_ref())?;
     let (Some(meta), Some((lon, lat)), Some((shape, unit))) =
         (source, request.centre, request.shape)

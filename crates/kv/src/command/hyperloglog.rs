@@ -58,7 +58,7 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(count_reply(sketch::count_registers(&registers)));
     }
     let key = &args[1];
-    let (stored, row) = ctx.string_and_row(key)?;
+    let (stored, row) = ctx.read_string_and_row(key)?;
     let Some(mut bytes) = stored else {
         return Ok(Reply::Int(0));
     };
@@ -100,7 +100,7 @@ fn merged_registers(ctx: &mut Ctx, keys: &[Vec<u8>]) -> Result<(Vec<u8>, bool), 
     let mut registers = vec![0; REGISTERS];
     let mut any_dense = false;
     for key in keys {
-        let Some(bytes) = ctx.string(key)? else {
+        let Some(bytes) = ctx.read_string(key)? else {
             continue;
         };
         sketch::check(&bytes)?;

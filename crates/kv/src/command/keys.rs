@@ -197,11 +197,12 @@ fn relocate(ctx: &mut Ctx, from: &[u8], meta: KeyMeta, db: u32, to: &[u8]) -> Re
         expire_at: 0,
         stored: false,
         stored_expire_at: 0,
+        overwrites: false,
         ..meta
     };
     ctx.in_db(db, |ctx| {
         ctx.set_expiry(to, &mut moved, expire_at)?;
-        ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut moved)
+        ctx.store_meta(to, &mut moved)
     })
 }
 
@@ -265,7 +266,8 @@ pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if target == ctx.db && from == to {
         return Err(Fault::err(SAME_OBJECT));
     }
-    let Some(source) = ctx.meta(from)? else {
+    // A read lookup, as Redis's COPY makes of its source.
+    let Some(source) = ctx.read_meta(from)? else {
         return Ok(Reply::Int(0));
     };
     ctx.in_db(target, |ctx| copy_into(ctx, &source, to, replace))
@@ -291,7 +293,7 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
     copy.tail = source.tail;
     copy_elements(ctx, source, copy.id)?;
     ctx.set_expiry(to, &mut copy, source.expire_at)?;
-    ctx.ks.store_meta(ctx.txn, ctx.db, to, &mut copy)?;
+    ctx.store_meta(to, &mut copy)?;
     ctx.notify(notifications::GENERIC, "copy_to", to);
     Ok(Reply::Int(1))
 }
@@ -437,7 +439,7 @@ pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(Reply::Int(1));
     }
     ctx.set_expiry(key, &mut meta, at)?;
-    ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+    ctx.store_meta(key, &mut meta)?;
     ctx.notify(notifications::GENERIC, "expire", key);
     Ok(Reply::Int(1))
 }
@@ -488,7 +490,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     match ctx.meta(key)? {
         Some(mut meta) if meta.expire_at != 0 => {
             ctx.set_expiry(key, &mut meta, 0)?;
-            ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+            ctx.store_meta(key, &mut meta)?;
             ctx.notify(notifications::GENERIC, "persist", key);
             Ok(Reply::Int(1))
         }

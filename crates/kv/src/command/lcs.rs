@@ -5,7 +5,7 @@
 use tailstore_resp::Reply;
 
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::Kind;
+use crate::keyspace::{KeyMeta, Kind};
 
 /// The most cells (one per pair of prefix lengths) the table may have: a bit each, so 128
 /// MiB (two strings of 32 KB). Redis allocates four bytes a cell, whatever two strings ask
@@ -21,8 +21,10 @@ struct Options {
 
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]
 pub fn lcs(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let a = operand(ctx, &args[1])?;
-    let b = operand(ctx, &args[2])?;
+    // Both keys are looked up before either's kind is checked, as in Redis.
+    let looked_up = [ctx.meta(&args[1])?, ctx.meta(&args[2])?];
+    let [a, b] = looked_up.map(|meta| operand(ctx, meta));
+    let (a, b) = (a?, b?);
     let options = parse_options(&args[3..])?;
     let cells = (a.len() as u64 + 1).saturating_mul(b.len() as u64 + 1);
     if cells > MAX_CELLS {
@@ -44,13 +46,14 @@ pub fn lcs(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     ]))
 }
 
-/// A key's string for LCS: empty if absent; Redis's error of its own for another kind.
-fn operand(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<u8>, Fault> {
-    match ctx.meta(key)? {
+/// The string of a key LCS looked up (`meta`): empty if absent; Redis's error of its own for
+/// another kind.
+fn operand(ctx: &mut Ctx, meta: Option<KeyMeta>) -> Result<Vec<u8>, Fault> {
+    match meta {
         Some(meta) if meta.kind != Kind::String => Err(Fault::err(
             "ERR The specified keys must contain string values",
         )),
-        Some(_) => Ok(ctx.string(key)?.unwrap_or_default()),
+        Some(meta) => Ok(super::strings::string_of(ctx, &meta)?.unwrap_or_default()),
         None => Ok(Vec::new()),
     }
 }

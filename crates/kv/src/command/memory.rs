@@ -141,7 +141,8 @@ fn usage(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         i += 2;
     }
     let key = &args[2];
-    let Some(meta) = ctx.meta(key)? else {
+    // Not a lookup Redis counts (it finds the key in the dictionary directly).
+    let Some(meta) = ctx.live_meta(key)? else {
         return Ok(Reply::Null);
     };
     let elements = element_bytes(ctx, &meta, samples)?;

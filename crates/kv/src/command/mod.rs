@@ -44,11 +44,12 @@ use parking_lot::RwLockReadGuard;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
+use crate::keyspace::lookups::Lookups;
 use crate::keyspace::notifications::{self, Class, KeyEvent};
 use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
-pub use execute::{fault_reply, BlockBody, BlockStep, Executed, MapChange, Watched};
+pub use execute::{fault_reply, BlockBody, BlockStep, CountLookups, Executed, MapChange, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use keys::Expired;
 pub use pattern::matches;
@@ -149,6 +150,13 @@ pub struct Ctx<'t, 'db> {
     /// The key events of this attempt, in order (`keyspace::notifications`): published
     /// once the transaction committed and is durable.
     pub events: Vec<KeyEvent>,
+    /// Whether the command running is a write command: its lookups ([`Ctx::meta`]) are
+    /// then Redis's `lookupKeyWrite`, which count no hit or miss.
+    writing: bool,
+    /// This attempt's read lookups (`keyspace::lookups`), counted only while
+    /// `counts_lookups` (see [`CountLookups`]).
+    pub(crate) lookups: Lookups,
+    pub(crate) counts_lookups: bool,
 }
 
 impl<'t, 'db> Ctx<'t, 'db> {
@@ -162,7 +170,16 @@ impl<'t, 'db> Ctx<'t, 'db> {
             unwatched: None,
             building: Vec::new(),
             events: Vec::new(),
+            writing: false,
+            lookups: Lookups::default(),
+            counts_lookups: true,
         }
+    }
+
+    /// Runs data command `command` (whose handler is `handler`) on `args`.
+    pub fn run(&mut self, command: &Command, handler: Handler, args: &[Vec<u8>]) -> Outcome {
+        self.writing = command.is_write();
+        handler(self, args)
     }
 
     /// Notes that `event` of `class` happened to `key` in the selected database, if the
@@ -200,18 +217,54 @@ impl Ctx<'_, '_> {
         Ok(())
     }
 
-    /// The key's meta, or `None` if it does not exist or has expired.
+    /// The key's meta, or `None` if it does not exist or has expired: a lookup of the
+    /// running command's kind. A read command's is a read lookup (counted, and a miss told
+    /// as a `keymiss` event); a write command's, of a key it changes, counts nothing, as
+    /// Redis's `lookupKeyWrite`. A write command that reads a key it does not change (a
+    /// STORE command's sources, GETDEL) asks for [`Ctx::read_meta`].
     pub fn meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
+        if self.writing {
+            self.live_meta(key)
+        } else {
+            self.read_meta(key)
+        }
+    }
+
+    /// The key's meta, as a read lookup whatever the command (Redis's `lookupKeyRead`).
+    pub fn read_meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
+        let meta = self.live_meta(key)?;
+        self.count_lookup(key, meta.is_some());
+        Ok(meta)
+    }
+
+    /// The key's meta if it holds a `kind`, `None` if it does not exist; WRONGTYPE otherwise
+    /// ([`Ctx::meta`]'s lookup).
+    pub fn meta_of(&mut self, key: &[u8], kind: Kind) -> Result<Option<KeyMeta>, Fault> {
+        let meta = self.meta(key)?;
+        of_kind(meta, kind)
+    }
+
+    /// [`Ctx::meta_of`] as a read lookup whatever the command ([`Ctx::read_meta`]).
+    pub fn read_meta_of(&mut self, key: &[u8], kind: Kind) -> Result<Option<KeyMeta>, Fault> {
+        let meta = self.read_meta(key)?;
+        of_kind(meta, kind)
+    }
+
+    /// The key's live meta, without counting a lookup (EXEC's check of its watched keys).
+    pub(crate) fn live_meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
         check_key(key)?;
         let meta = self.ks.load_meta(self.txn, self.db, key)?;
         Ok(meta.filter(|m| !m.is_expired(self.now)))
     }
 
-    /// The key's meta if it holds a `kind`, `None` if it does not exist; WRONGTYPE otherwise.
-    pub fn meta_of(&mut self, key: &[u8], kind: Kind) -> Result<Option<KeyMeta>, Fault> {
-        match self.meta(key)? {
-            Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
-            other => Ok(other),
+    /// Counts a read lookup, and tells a miss (Redis's `keymiss`).
+    pub(crate) fn count_lookup(&mut self, key: &[u8], found: bool) {
+        if !self.counts_lookups {
+            return;
+        }
+        self.lookups.count(found);
+        if !found {
+            self.notify(notifications::KEY_MISS, "keymiss", key);
         }
     }
 
@@ -234,6 +287,41 @@ impl Ctx<'_, '_> {
     /// The meta of a key about to be created: a new incarnation, with an id of its own.
     pub fn new_meta(&self, kind: Kind) -> KeyMeta {
         KeyMeta::new(kind, self.ks.new_version())
+    }
+
+    /// The meta of a new incarnation of a key that replaces the live one in place (Redis's
+    /// `setKey` over an existing key, `dbOverwrite`): storing it tells no `new` event.
+    pub fn overwriting_meta(&self, kind: Kind) -> KeyMeta {
+        KeyMeta {
+            overwrites: true,
+            ..self.new_meta(kind)
+        }
+    }
+
+    /// For a command that replaces `destination` with a new value of `kind` (a STORE
+    /// command): removes what it held, and gives the live key it held (if any) and the
+    /// meta of the new value, which overwrites that key or clears out an expired one.
+    pub fn replace(
+        &mut self,
+        destination: &[u8],
+        kind: Kind,
+    ) -> Result<(Option<KeyMeta>, KeyMeta), Fault> {
+        if let Some(old) = self.meta(destination)? {
+            self.remove(destination, &old)?;
+            return Ok((Some(old), self.overwriting_meta(kind)));
+        }
+        Ok((None, self.meta_for_write(destination, kind)?))
+    }
+
+    /// Writes the key's meta row; a key stored where there was none is told as `new`
+    /// (Redis's `dbAdd`).
+    pub fn store_meta(&mut self, key: &[u8], meta: &mut KeyMeta) -> Result<(), Fault> {
+        let created = !meta.stored && !meta.overwrites;
+        self.ks.store_meta(self.txn, self.db, key, meta)?;
+        if created {
+            self.notify(notifications::NEW, "new", key);
+        }
+        Ok(())
     }
 
     /// Tells what a command that stores its result in `key` did (Redis's `setKey`, or its
@@ -263,7 +351,7 @@ impl Ctx<'_, '_> {
             }
             return Ok(());
         }
-        self.ks.store_meta(self.txn, self.db, key, meta)
+        self.store_meta(key, meta)
     }
 
     /// Deletes a key and everything stored under it: its elements at once when there are
@@ -291,6 +379,14 @@ impl Ctx<'_, '_> {
             .set_deadline(self.txn, self.db, key, meta.expire_at, at)?;
         meta.expire_at = at;
         Ok(())
+    }
+}
+
+/// `meta` if it is of `kind` (or absent); WRONGTYPE otherwise.
+fn of_kind(meta: Option<KeyMeta>, kind: Kind) -> Result<Option<KeyMeta>, Fault> {
+    match meta {
+        Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
+        other => Ok(other),
     }
 }
 

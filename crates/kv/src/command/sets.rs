@@ -142,6 +142,11 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if count == Some(0) {
         return Ok(Reply::Set(Vec::new()));
     }
+    if count.is_some_and(|c| c >= meta.len) {
+        // Redis answers a count that takes every member with SMEMBERS's code, whose read
+        // lookup counts a hit.
+        ctx.count_lookup(key, true);
+    }
     let all = members(ctx, meta.id)?;
     let wanted = count.map_or(1, |c| {
         usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
@@ -193,7 +198,7 @@ enum SetOp {
 fn combine(ctx: &mut Ctx, keys: &[Vec<u8>], op: SetOp) -> Result<BTreeSet<Vec<u8>>, Fault> {
     let mut metas = Vec::with_capacity(keys.len());
     for key in keys {
-        metas.push(ctx.meta_of(key, Kind::Set)?);
+        metas.push(ctx.read_meta_of(key, Kind::Set)?);
     }
     let mut result = BTreeSet::new();
     match op {
@@ -295,11 +300,7 @@ fn store(ctx: &mut Ctx, args: &[Vec<u8>], op: SetOp, event: &'static str) -> Out
     let destination = &args[1];
     super::check_key(destination)?;
     let result = combine(ctx, &args[2..], op)?;
-    let old = ctx.meta(destination)?;
-    if let Some(old) = &old {
-        ctx.remove(destination, old)?;
-    }
-    let mut meta = ctx.meta_for_write(destination, Kind::Set)?;
+    let (old, mut meta) = ctx.replace(destination, Kind::Set)?;
     for member in &result {
         ctx.ks.write_value(ctx.txn, meta.id, member, b"", None)?;
     }

@@ -25,7 +25,7 @@ use tailstore_resp::Reply;
 
 use super::float::parse_sort_score;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX, WRONGTYPE};
-use super::{hashes, lists, sets, strings, zsets};
+use super::{lists, sets, strings, zsets};
 use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD, MAX_KEY};
 
@@ -58,7 +58,7 @@ pub fn sort_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
     let mut options = parse(&args[2..], read_only)?;
-    let meta = ctx.meta(&args[1])?;
+    let meta = ctx.read_meta(&args[1])?;
     if let Some(meta) = &meta {
         if !matches!(meta.kind, Kind::List | Kind::Set | Kind::ZSet) {
             return Err(Fault::err(WRONGTYPE));
@@ -293,7 +293,8 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
     if key.len() > MAX_KEY {
         return Ok(None); // no such key can exist here
     }
-    let Some(meta) = ctx.meta(&key)? else {
+    // A read lookup, as Redis's `lookupKeyByPattern` makes.
+    let Some(meta) = ctx.read_meta(&key)? else {
         return Ok(None);
     };
     match arrow {
@@ -302,7 +303,7 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], element: &[u8]) -> Result<Option<Vec<u8
             if meta.kind != Kind::Hash || field.len() > MAX_FIELD {
                 return Ok(None);
             }
-            hashes::field_value(ctx, &key, field)
+            ctx.ks.read_value(ctx.txn, meta.id, field, None)
         }
         None if meta.kind == Kind::String => strings::string_of(ctx, &meta),
         None => Ok(None),
@@ -332,16 +333,12 @@ fn gathered(
 /// it when there are none; the list's length.
 fn store_list(ctx: &mut Ctx, destination: &[u8], values: &[Vec<u8>]) -> Result<i64, Fault> {
     super::check_key(destination)?;
-    let old = ctx.meta(destination)?;
-    if let Some(old) = &old {
-        ctx.remove(destination, old)?;
-    }
+    let (old, mut meta) = ctx.replace(destination, Kind::List)?;
     if values.is_empty() {
         let event = (notifications::LIST, "sortstore");
         ctx.notify_stored(event, destination, false, old.is_some());
         return Ok(0);
     }
-    let mut meta = ctx.meta_for_write(destination, Kind::List)?;
     for value in values {
         lists::push_one(ctx, &mut meta, value, false)?;
     }

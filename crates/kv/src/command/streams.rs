@@ -692,6 +692,8 @@ pub fn xread(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let limit = read.limit();
     let mut streams = Vec::new();
     for (key, meta, after) in targets {
+        // Redis looks each stream up again (a read) as it serves it.
+        ctx.count_lookup(key, meta.is_some());
         let (Some(meta), Some(first)) = (meta, after.next()) else {
             continue;
         };

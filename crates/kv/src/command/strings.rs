@@ -12,20 +12,60 @@ use crate::keyspace::{KeyMeta, Kind};
 const MAX_STRING: i64 = 512 * 1024 * 1024;
 
 impl Ctx<'_, '_> {
-    /// The string at `key`, `None` if absent; WRONGTYPE for another kind.
+    /// The string at `key`, `None` if absent; WRONGTYPE for another kind. A lookup of the
+    /// running command's kind, as [`Ctx::meta`]'s.
     pub fn string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
-        self.string_and_row(key).map(|(value, _)| value)
+        let meta = self.meta(key)?;
+        self.string_in(meta)
+    }
+
+    /// [`Ctx::string`] as a read lookup whatever the command ([`Ctx::read_meta`]).
+    pub fn read_string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
+        let meta = self.read_meta(key)?;
+        self.string_in(meta)
+    }
+
+    /// The string of the live key `meta` (if any); WRONGTYPE for another kind.
+    fn string_in(&mut self, meta: Option<KeyMeta>) -> Result<Option<Vec<u8>>, Fault> {
+        match meta {
+            Some(meta) if meta.kind != Kind::String => Err(Fault::err(WRONGTYPE)),
+            Some(meta) => string_of(self, &meta),
+            None => Ok(None),
+        }
     }
 
     /// The string at `key`, as [`Ctx::string`], and the key's meta row as stored (expired or
     /// not): a read-modify-write (INCR, APPEND…) hands the row to [`Ctx::put_string_over`]
     /// rather than descending to it a second time.
+    ///
+    /// This is the lookup of a key the command changes (no hit or miss counted);
+    /// [`Ctx::read_string_and_row`] is a read lookup.
     pub fn string_and_row(
         &mut self,
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, Option<KeyMeta>), Fault> {
+        self.string_and_row_looked_up(key, false)
+    }
+
+    /// [`Ctx::string_and_row`] as a read lookup (PFCOUNT, which may write its cache).
+    pub fn read_string_and_row(
+        &mut self,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<KeyMeta>), Fault> {
+        self.string_and_row_looked_up(key, true)
+    }
+
+    fn string_and_row_looked_up(
+        &mut self,
+        key: &[u8],
+        counted: bool,
+    ) -> Result<(Option<Vec<u8>>, Option<KeyMeta>), Fault> {
         super::check_key(key)?;
         let stored = self.ks.load_meta(self.txn, self.db, key)?;
+        if counted {
+            let live = stored.as_ref().is_some_and(|m| !m.is_expired(self.now));
+            self.count_lookup(key, live);
+        }
         let value = match &stored {
             Some(meta) if meta.is_expired(self.now) => None,
             Some(meta) if meta.kind != Kind::String => return Err(Fault::err(WRONGTYPE)),
@@ -71,8 +111,13 @@ impl Ctx<'_, '_> {
                 old
             }
             Some(old) => {
+                let live = !old.is_expired(self.now);
                 expire_at = self.remove_replaced(key, &old, expire_at)?;
-                self.new_meta(Kind::String)
+                if live {
+                    self.overwriting_meta(Kind::String)
+                } else {
+                    self.new_meta(Kind::String)
+                }
             }
             None => self.new_meta(Kind::String),
         };
@@ -89,7 +134,7 @@ impl Ctx<'_, '_> {
         if meta.stored && meta == before && self.may_keep_row() {
             return Ok(());
         }
-        self.ks.store_meta(self.txn, self.db, key, &mut meta)
+        self.store_meta(key, &mut meta)
     }
 
     /// [`Ctx::put_string_over`] of a string longer than a piece (decision 148): its parts are
@@ -105,16 +150,19 @@ impl Ctx<'_, '_> {
         expire_at: Option<i64>,
     ) -> Result<(), Fault> {
         let mut expire_at = expire_at;
+        let mut overwrites = false;
         if let Some(old) = stored {
+            overwrites = !old.is_expired(self.now);
             expire_at = self.remove_replaced(key, &old, expire_at)?;
         }
         let pieces = super::staging::string_pieces(self, value);
         let mut meta = super::staging::write_staged(self, Kind::String, &pieces)?;
+        meta.overwrites = overwrites;
         self.ks.forget_garbage(self.txn, meta.id)?;
         if let Some(at) = expire_at {
             self.set_expiry(key, &mut meta, at)?;
         }
-        self.ks.store_meta(self.txn, self.db, key, &mut meta)
+        self.store_meta(key, &mut meta)
     }
 
     /// Removes `old`, the key's value that a new string replaces; the deadline the new value
@@ -255,6 +303,10 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     super::check_key(key)?;
     let stored = ctx.ks.load_meta(ctx.txn, ctx.db, key)?;
     let live = stored.clone().filter(|m| !m.is_expired(ctx.now));
+    if options.get {
+        // GET's lookup, as Redis's SET … GET runs GET first.
+        ctx.count_lookup(key, live.is_some());
+    }
     let old = match live {
         Some(meta) if options.get && meta.kind != Kind::String => {
             return Err(Fault::err(super::WRONGTYPE))
@@ -310,7 +362,7 @@ pub fn setex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let old = ctx.string(&args[1])?;
+    let old = ctx.read_string(&args[1])?;
     ctx.put_string(&args[1], &args[2], Some(0))?;
     ctx.notify(notifications::STRING, "set", &args[1]);
     Ok(old.map_or(Reply::Null, bulk))
@@ -318,7 +370,7 @@ pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    let Some(value) = ctx.string(key)? else {
+    let Some(value) = ctx.read_string(key)? else {
         return Ok(Reply::Null);
     };
     if let Some(meta) = ctx.meta(key)? {
@@ -371,7 +423,7 @@ fn parse_getex_options(args: &[Vec<u8>]) -> Result<DeadlineChange<'_>, Fault> {
 pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let change = parse_getex_options(args)?;
     let key = &args[1];
-    let Some(mut meta) = ctx.meta_of(key, Kind::String)? else {
+    let Some(mut meta) = ctx.read_meta_of(key, Kind::String)? else {
         return Ok(Reply::Null);
     };
     // As in Redis, a deadline given is a change of the key (a WATCH of it fails) even when it
@@ -391,7 +443,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
         Some(at) => {
             ctx.set_expiry(key, &mut meta, at)?;
-            ctx.ks.store_meta(ctx.txn, ctx.db, key, &mut meta)?;
+            ctx.store_meta(key, &mut meta)?;
             let event = if at == 0 { "persist" } else { "expire" };
             ctx.notify(notifications::GENERIC, event, key);
         }

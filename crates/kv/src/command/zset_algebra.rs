@@ -112,7 +112,7 @@ fn parse(
     let keys = &args[numkeys_at + 1..keys_end];
     let metas = keys
         .iter()
-        .map(|key| match ctx.meta(key)? {
+        .map(|key| match ctx.read_meta(key)? {
             Some(meta) if !matches!(meta.kind, Kind::ZSet | Kind::Set) => {
                 Err(Fault::err(WRONGTYPE))
             }

@@ -518,24 +518,25 @@ fn range_items(
     } else {
         (&args[1], &args[2])
     };
+    // The source's lookup is a read, ZRANGESTORE's too, as in Redis.
     let items = match by {
         By::Auto | By::Rank => {
             let (start, end) = (parse_int(min)?, parse_int(max)?);
-            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+            let Some(meta) = ctx.read_meta_of(key, Kind::ZSet)? else {
                 return Ok((None, withscores));
             };
             members_by_rank(ctx, meta.id, meta.len, start, end, rev)?
         }
         By::Score => {
             let (min, max) = score_range(min, max)?;
-            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+            let Some(meta) = ctx.read_meta_of(key, Kind::ZSet)? else {
                 return Ok((None, withscores));
             };
             members_in_scores(ctx, meta.id, min, max, rev, offset, limit)?
         }
         By::Lex => {
             let (min, max) = (lex_bound(min)?, lex_bound(max)?);
-            let Some(meta) = ctx.meta_of(key, Kind::ZSet)? else {
+            let Some(meta) = ctx.read_meta_of(key, Kind::ZSet)? else {
                 return Ok((None, withscores));
             };
             if offset < 0 || limit == 0 {
@@ -569,11 +570,7 @@ pub(super) fn store_sorted_set(
     event: &'static str,
 ) -> Result<i64, Fault> {
     super::check_key(destination)?;
-    let old = ctx.meta(destination)?;
-    if let Some(old) = &old {
-        ctx.remove(destination, old)?;
-    }
-    let mut meta = ctx.meta_for_write(destination, Kind::ZSet)?;
+    let (old, mut meta) = ctx.replace(destination, Kind::ZSet)?;
     for (member, score) in members {
         ctx.ks.put_member(ctx.txn, meta.id, &member, score, false)?;
         meta.len += 1;

@@ -65,6 +65,9 @@ pub struct KeyMeta {
     pub stored: bool,
     /// The deadline the stored row has (0: none, or no row): what `kv_counts` counted.
     pub(crate) stored_expire_at: i64,
+    /// Whether this new incarnation replaces a live key in place, so that storing it
+    /// creates no key (no `new` event; see `Ctx::overwriting_meta`).
+    pub(crate) overwrites: bool,
 }
 
 impl KeyMeta {
@@ -80,6 +83,7 @@ impl KeyMeta {
             id,
             stored: false,
             stored_expire_at: 0,
+            overwrites: false,
         }
     }
 
@@ -252,6 +256,7 @@ fn decode_meta(row: &[Value]) -> Result<KeyMeta, Fault> {
         id: int(&row[9])?,
         stored: true,
         stored_expire_at: expire_at,
+        overwrites: false,
     };
     // Counts and positions are stored data that commands compute with (an element count
     // of -1 once became an allocation of 2^64 elements): checked before any command sees them.

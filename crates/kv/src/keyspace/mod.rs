@@ -34,6 +34,7 @@ mod flushes;
 mod garbage;
 pub mod groups;
 mod libraries;
+pub mod lookups;
 mod meta;
 pub mod notifications;
 mod parts;
@@ -101,6 +102,8 @@ pub struct Keyspace {
     map: databases::DatabaseMap,
     /// Which key events are published (`notify-keyspace-events`; see [`notifications`]).
     pub notifications: notifications::Notifications,
+    /// Read lookups' hits and misses, for INFO (see [`lookups`]).
+    pub lookups: lookups::LookupTotals,
 }
 
 impl Keyspace {
@@ -142,6 +145,7 @@ impl Keyspace {
             building: parking_lot::Mutex::default(),
             map: databases::DatabaseMap::identity(databases),
             notifications: notifications::Notifications::default(),
+            lookups: lookups::LookupTotals::default(),
         };
         // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;

@@ -14,9 +14,10 @@
 //! end, which may differ from the order they committed in (Redis runs one command at a
 //! time): a pop that a push woke, on another loop, may be told before the push.
 //!
-//! What tailstore does not send: key-miss events (`m`) and new-key events (`n`), which the
-//! setting refuses with a message that says so; evicted (`e`) and module (`d`) events,
-//! which it accepts, have no cause here (no eviction, no modules). An expired key is told
+//! Key-miss events (`m`) come from a command's read lookups and new-key events (`n`) from
+//! the store of a key that was not there (`command::Ctx::meta`, `Ctx::store_meta`), as
+//! Redis's `lookupKeyRead` and `dbAdd` send them. Evicted (`e`) and module (`d`) events are
+//! accepted and have no cause here (no eviction, no modules). An expired key is told
 //! when the active expiry removes it, or when a write finds it expired and replaces it; a
 //! read (or a command that leaves the key alone, DEL among them) that finds a key expired
 //! leaves it to the active expiry (Redis deletes it then and there, and tells it then), so
@@ -37,6 +38,10 @@ pub const EXPIRED: Class = 1 << 6;
 pub const EVICTED: Class = 1 << 7;
 pub const STREAM: Class = 1 << 8;
 pub const MODULE: Class = 1 << 9;
+/// A key created where there was none (`n`).
+pub const NEW: Class = 1 << 12;
+/// A read lookup that found no key (`m`).
+pub const KEY_MISS: Class = 1 << 13;
 /// `__keyspace@<db>__:<key>` channels, the event as the message.
 pub const KEYSPACE: Class = 1 << 10;
 /// `__keyevent@<db>__:<event>` channels, the key as the message.
@@ -45,8 +50,9 @@ pub const KEYEVENT: Class = 1 << 11;
 pub const ALL: Class =
     GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
-/// The classes by their letters, in the order Redis writes them back.
-const LETTERS: [(u8, Class); 10] = [
+/// The classes by their letters, in the order Redis writes them back (`A`'s classes, then
+/// `n`; `m` comes after `K` and `E`).
+const LETTERS: [(u8, Class); 11] = [
     (b'g', GENERIC),
     (b'$', STRING),
     (b'l', LIST),
@@ -57,30 +63,16 @@ const LETTERS: [(u8, Class); 10] = [
     (b'e', EVICTED),
     (b't', STREAM),
     (b'd', MODULE),
+    (b'n', NEW),
 ];
 
-/// Why a setting was refused (the text after CONFIG SET's prefix).
+/// Why a setting was refused: a letter no class has (the text after CONFIG SET's prefix).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refused {
-    /// A letter no class has.
-    Unknown,
-    /// Key-miss or new-key events, which tailstore does not send.
-    Unsupported(char),
-}
+pub struct Refused;
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refused::Unknown => write!(f, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'."),
-            Refused::Unsupported(letter) => {
-                let what = if *letter == 'm' {
-                    "key-miss"
-                } else {
-                    "new-key"
-                };
-                write!(f, "tailstore does not send {what} events ('{letter}')")
-            }
-        }
+        write!(f, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
     }
 }
 
@@ -92,19 +84,19 @@ pub fn parse(setting: &[u8]) -> Result<Class, Refused> {
             b'A' => ALL,
             b'K' => KEYSPACE,
             b'E' => KEYEVENT,
-            b'm' | b'n' => return Err(Refused::Unsupported(letter as char)),
+            b'm' => KEY_MISS,
             _ => LETTERS
                 .iter()
                 .find(|(known, _)| *known == letter)
                 .map(|(_, class)| *class)
-                .ok_or(Refused::Unknown)?,
+                .ok_or(Refused)?,
         };
     }
     Ok(flags)
 }
 
-/// The setting as CONFIG GET shows it: `A` for every class, else each class's letter, then
-/// `K` and `E`.
+/// The setting as CONFIG GET shows it: `A` for every class it stands for (and then no `n`,
+/// as Redis writes it), else each class's letter, then `K`, `E` and `m`.
 pub fn format(flags: Class) -> String {
     let mut text = String::new();
     if flags & ALL == ALL {
@@ -116,7 +108,7 @@ pub fn format(flags: Class) -> String {
             }
         }
     }
-    for (letter, class) in [('K', KEYSPACE), ('E', KEYEVENT)] {
+    for (letter, class) in [('K', KEYSPACE), ('E', KEYEVENT), ('m', KEY_MISS)] {
         if flags & class != 0 {
             text.push(letter);
         }
@@ -168,6 +160,9 @@ mod tests {
             ("zhsl$gK", "g$lshzK"),
             ("g$lshzxetdK", "AK"),
             ("E$$", "$E"),
+            ("nmKE", "nKEm"),
+            ("gn", "gn"),
+            ("Em", "Em"),
         ] {
             let flags = parse(setting.as_bytes()).unwrap();
             assert_eq!(format(flags), shown, "{setting}");
@@ -176,12 +171,24 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_unsupported_letters_are_refused() {
-        assert_eq!(parse(b"KEq"), Err(Refused::Unknown));
-        assert_eq!(parse(b"a"), Err(Refused::Unknown));
-        assert_eq!(parse(b"KEm"), Err(Refused::Unsupported('m')));
-        assert_eq!(parse(b"An"), Err(Refused::Unsupported('n')));
-        assert!(Refused::Unsupported('n').to_string().contains("new-key"));
+    fn new_key_events_hide_behind_a_as_redis_writes_them() {
+        // Redis 7.0.15 answers CONFIG GET so after CONFIG SET "Anm".
+        let flags = parse(b"Anm").unwrap();
+        assert_eq!(format(flags), "Am");
+        assert_eq!(flags & NEW, NEW, "still sent");
+    }
+
+    #[test]
+    fn unknown_letters_are_refused() {
+        assert_eq!(parse(b"KEq"), Err(Refused));
+        assert_eq!(parse(b"a"), Err(Refused));
+    }
+
+    #[test]
+    fn all_leaves_out_new_and_missed_keys() {
+        let all = parse(b"A").unwrap();
+        assert_eq!(all & (NEW | KEY_MISS), 0);
+        assert_eq!(parse(b"Anm").unwrap(), all | NEW | KEY_MISS);
     }
 
     #[test]

@@ -807,7 +807,7 @@ impl Call<'_, '_, '_> {
             self.host.called(self.ctx.db, command, args);
             return reply;
         };
-        let outcome = handler(self.ctx, args);
+        let outcome = self.ctx.run(command, handler, args);
         let events = std::mem::take(&mut self.ctx.events);
         if !events.is_empty() {
             self.host.notified(events);

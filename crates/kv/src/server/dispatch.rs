@@ -19,7 +19,9 @@ use super::pubsub;
 use super::slowlog;
 use super::tracking;
 use super::Shared;
-use crate::command::{blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, Run};
+use crate::command::{
+    blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CountLookups, Run,
+};
 use crate::script::Vm;
 use crate::{BlockStep, Executed};
 
@@ -347,7 +349,14 @@ fn run<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     match command.run {
-        Run::Data(_) => execute(shared, conn, conn.db, command, args, pending),
+        Run::Data(_) => execute(
+            shared,
+            conn,
+            (conn.db, CountLookups::Yes),
+            command,
+            args,
+            pending,
+        ),
         Run::Server => admin::run(shared, conn, command, args, pending),
     }
 }
@@ -359,14 +368,14 @@ fn run<'s>(
 fn execute<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
-    db: u32,
+    (db, counted): (u32, CountLookups),
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     remember_reads(shared, conn, command, args);
     interleave::reached(Point::Remembered);
-    let (reply, wrote) = run_data(shared, conn, db, command, args, pending);
+    let (reply, wrote) = run_data(shared, conn, (db, counted), command, args, pending);
     interleave::reached(Point::Committed);
     if command.is_write() && !(command.is_blocking() && is_nil(&reply)) {
         shared.signal_write(db, command, args);
@@ -396,17 +405,18 @@ fn invalidate(shared: &Shared, conn: &mut Connection, command: &Command, args: &
     }
 }
 
-/// A blocking command's run outside MULTI (first or again), counted for `INFO stats`.
+/// A blocking command's run outside MULTI (first or again: only the first counts its
+/// read lookups), counted for `INFO stats`.
 fn execute_blocking<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
-    db: u32,
+    (db, counted): (u32, CountLookups),
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
     shared.blocked_runs.fetch_add(1, Ordering::Relaxed);
-    execute(shared, conn, db, command, args, pending)
+    execute(shared, conn, (db, counted), command, args, pending)
 }
 
 /// Runs a data command of `conn`: its reply, and whether its transaction wrote anything.
@@ -414,7 +424,7 @@ fn execute_blocking<'s>(
 fn run_data<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
-    db: u32,
+    (db, counted): (u32, CountLookups),
     command: &'static Command,
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
@@ -424,7 +434,7 @@ fn run_data<'s>(
         pending: commit,
         events,
         ..
-    } = shared.ks.execute(db, command, args);
+    } = shared.ks.execute_counting(db, command, args, counted);
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
     if !events.is_empty() {
@@ -443,7 +453,8 @@ fn block_or_reply<'s>(
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
     let Some(timeout) = blocking_timeout(command.name, &args) else {
-        return Some(execute(shared, conn, conn.db, command, &args, pending));
+        let first = (conn.db, CountLookups::Yes);
+        return Some(execute(shared, conn, first, command, &args, pending));
     };
     let args = match command.name {
         "xread" => shared
@@ -452,7 +463,8 @@ fn block_or_reply<'s>(
             .unwrap_or(args), // the run answers with the error
         _ => args,
     };
-    let reply = execute_blocking(shared, conn, conn.db, command, &args, pending);
+    let first = (conn.db, CountLookups::Yes);
+    let reply = execute_blocking(shared, conn, first, command, &args, pending);
     if !is_nil(&reply) {
         return Some(reply);
     }
@@ -494,7 +506,8 @@ fn retry<'s>(
         return true;
     }
     let (db, command, args) = (blocked.db, blocked.command, &blocked.args);
-    let reply = execute_blocking(shared, conn, db, command, args, pending);
+    let again = (db, CountLookups::No);
+    let reply = execute_blocking(shared, conn, again, command, args, pending);
     if is_nil(&reply) && !last {
         return false;
     }

@@ -206,6 +206,7 @@ fn persistence(shared: &Shared) -> String {
 fn stats(shared: &Shared) -> String {
     let engine = shared.ks.database().stats();
     let tracking = shared.tracking.totals();
+    let lookups = shared.ks.lookups.get();
     lines(&[
         (
             "total_connections_received",
@@ -218,6 +219,8 @@ fn stats(shared: &Shared) -> String {
             "total_commands_processed",
             shared.commands.load(Ordering::Relaxed).to_string(),
         ),
+        ("keyspace_hits", lookups.hits.to_string()),
+        ("keyspace_misses", lookups.misses.to_string()),
         (
             "tailstore_blocking_runs",
             shared.blocked_runs.load(Ordering::Relaxed).to_string(),

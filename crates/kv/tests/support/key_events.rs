@@ -22,9 +22,10 @@ pub struct KeyEvents {
 
 #[allow(dead_code)] // not every test binary that has the support module listens
 impl KeyEvents {
-    /// Every class of key event on both kinds of channel (`notify-keyspace-events KEA`).
+    /// Every class of key event on both kinds of channel, new keys and key misses too
+    /// (`notify-keyspace-events KEAnm`).
     pub fn every(address: SocketAddr) -> KeyEvents {
-        KeyEvents::listen(address, "KEA", &["__key*__:*"])
+        KeyEvents::listen(address, "KEAnm", &["__key*__:*"])
     }
 
     /// Sets `notify-keyspace-events` to `setting` and subscribes to the channels matching

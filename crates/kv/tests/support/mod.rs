@@ -396,6 +396,19 @@ pub fn raw_value(con: &mut redis::Connection, args: &[&str]) -> Value {
 /// The full text of the error a command must be answered with, e.g.
 /// "ERR value is not an integer or out of range".
 #[track_caller]
+/// A server's read lookups as INFO counts them: (`keyspace_hits`, `keyspace_misses`).
+#[allow(dead_code)] // not every test binary that has the support module compares them
+pub fn keyspace_lookups(con: &mut redis::Connection) -> (u64, u64) {
+    let info: String = q(con, &["INFO", "stats"]);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("INFO stats has no {name}"))
+    };
+    (field("keyspace_hits"), field("keyspace_misses"))
+}
+
 pub fn err(con: &mut redis::Connection, args: &[&str]) -> String {
     match command(args).query::<Value>(con) {
         Ok(value) => panic!("{args:?} answered {value:?}, expected an error"),
