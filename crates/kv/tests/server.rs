@@ -1909,6 +1909,83 @@ fn info_number(info: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number {name} in {info}"))
 }
 
+/// INFO `section`'s reply on a raw connection, whole, as the bytes it came in.
+fn raw_info(stream: &mut TcpStream, section: &str) -> Vec<u8> {
+    let request = format!("INFO {section}\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut header = Vec::new();
+    while !header.ends_with(b"\r\n") {
+        header.extend(read_exactly(stream, 1));
+    }
+    let len: usize = std::str::from_utf8(&header[1..header.len() - 2])
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("INFO's reply began {header:?}"));
+    header.extend(read_exactly(stream, len + 2));
+    header
+}
+
+#[test]
+fn info_counts_the_bytes_read_and_written_and_the_commands_per_second() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let first = raw_info(&mut raw, "stats");
+    exchange(&mut raw, b"PING\r\n", b"+PONG\r\n");
+    let second = raw_info(&mut raw, "stats");
+    let field = |reply: &[u8], name: &str| info_number(&String::from_utf8_lossy(reply), name);
+    // Between the two INFOs the server read the PING and the second INFO, and wrote the
+    // first INFO's reply and the PONG (a reply is counted once written).
+    let read = field(&second, "total_net_input_bytes") - field(&first, "total_net_input_bytes");
+    let written =
+        field(&second, "total_net_output_bytes") - field(&first, "total_net_output_bytes");
+    assert_eq!(read as usize, "PING\r\n".len() + "INFO stats\r\n".len());
+    assert_eq!(written as usize, first.len() + "+PONG\r\n".len());
+    // A second of commands shows in the rate (sampled ten times a second over 1.6 s).
+    let mut c = server.client();
+    let busy_until = Instant::now() + Duration::from_millis(1000);
+    while Instant::now() < busy_until {
+        let _: () = redis::pipe()
+            .cmd("PING")
+            .ignore()
+            .cmd("PING")
+            .ignore()
+            .query(&mut c)
+            .expect("PING");
+    }
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(
+        info_number(&info, "instantaneous_ops_per_sec") > 100.0,
+        "{info}"
+    );
+    assert!(
+        info_number(&info, "instantaneous_input_kbps") > 0.0,
+        "{info}"
+    );
+    assert!(
+        info_number(&info, "instantaneous_output_kbps") > 0.0,
+        "{info}"
+    );
+}
+
+#[test]
+fn info_counts_the_keys_removed_as_expired() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    ok(raw_value(&mut c, &["SET", "a", "1", "PX", "1"]));
+    ok(raw_value(&mut c, &["SET", "b", "1", "PX", "1"]));
+    std::thread::sleep(Duration::from_millis(5));
+    // A write over an expired key removes it first (counted), the active expiry the other.
+    ok(raw_value(&mut c, &["SET", "a", "2"]));
+    let expired = || {
+        let info: String = q(&mut server.client(), &["INFO", "stats"]);
+        info_number(&info, "expired_keys")
+    };
+    assert!(eventually(Duration::from_secs(5), || expired() == 2.0));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+    ok(raw_value(&mut c, &["CONFIG", "RESETSTAT"]));
+    assert_eq!(expired(), 0.0);
+}
+
 #[test]
 fn info_has_the_six_sections() {
     let server = TestServer::start();

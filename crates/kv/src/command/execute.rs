@@ -213,15 +213,16 @@ impl Keyspace {
 
     /// The one retry loop: runs `body` in a transaction and commits it without waiting,
     /// again (with back-off) while the engine reports a conflict or the reads saw two
-    /// commits at once (`Fault::Torn`), up to [`ATTEMPTS`] times. The read lookups of the
-    /// attempt that ends it are added to INFO's totals when `counted` says so.
+    /// commits at once (`Fault::Torn`), up to [`ATTEMPTS`] times. The counts of the attempt
+    /// that ends it are added to INFO's (`keyspace::key_stats`); its read lookups only when
+    /// `counted` says so.
     fn run_retried<T>(
         &self,
         db: u32,
         counted: CountLookups,
         mut body: impl FnMut(&mut Ctx<'_, '_>) -> Result<T, Fault>,
     ) -> Result<Committed<'_, T>, Failure> {
-        let count = |lookups| self.lookups.add(lookups);
+        let count = |stats| self.key_stats.add(stats);
         let (mut torn, mut abort) = (None, None);
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
@@ -242,10 +243,10 @@ impl Keyspace {
                     let _unwatched = unwatched;
                     let _building = std::mem::take(&mut ctx.building);
                     let events = std::mem::take(&mut ctx.events);
-                    let lookups = ctx.lookups;
+                    let stats = ctx.stats;
                     match txn.commit_pending() {
                         Ok(pending) => {
-                            count(lookups);
+                            count(stats);
                             return Ok(Committed {
                                 value,
                                 pending,
@@ -271,7 +272,7 @@ impl Keyspace {
                     continue;
                 }
                 Err(fault) => {
-                    count(ctx.lookups);
+                    count(ctx.stats.lookups_only());
                     let events = std::mem::take(&mut ctx.events);
                     txn.rollback();
                     return Err(match fault {

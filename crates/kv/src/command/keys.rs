@@ -525,7 +525,7 @@ impl crate::keyspace::Keyspace {
                         ctx.remove(&key, &meta)?;
                         // A flushed database's keys are no client's (`keyspace::flushes`).
                         if db < ctx.ks.databases() {
-                            ctx.notify(notifications::EXPIRED, "expired", &key);
+                            ctx.tell_expired(&key);
                             keys.push(key);
                         }
                     }

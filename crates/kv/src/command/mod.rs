@@ -44,7 +44,7 @@ use parking_lot::RwLockReadGuard;
 use tailstore_engine::{EngineError, Transaction};
 use tailstore_resp::Reply;
 
-use crate::keyspace::lookups::Lookups;
+use crate::keyspace::key_stats::KeyStats;
 use crate::keyspace::notifications::{self, Class, KeyEvent};
 use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
@@ -153,9 +153,9 @@ pub struct Ctx<'t, 'db> {
     /// Whether the command running is a write command: its lookups ([`Ctx::meta`]) are
     /// then Redis's `lookupKeyWrite`, which count no hit or miss.
     writing: bool,
-    /// This attempt's read lookups (`keyspace::lookups`), counted only while
-    /// `counts_lookups` (see [`CountLookups`]).
-    pub(crate) lookups: Lookups,
+    /// This attempt's read lookups (counted only while `counts_lookups`, see
+    /// [`CountLookups`]) and expired keys removed (`keyspace::key_stats`).
+    pub(crate) stats: KeyStats,
     pub(crate) counts_lookups: bool,
 }
 
@@ -171,7 +171,7 @@ impl<'t, 'db> Ctx<'t, 'db> {
             building: Vec::new(),
             events: Vec::new(),
             writing: false,
-            lookups: Lookups::default(),
+            stats: KeyStats::default(),
             counts_lookups: true,
         }
     }
@@ -257,12 +257,18 @@ impl Ctx<'_, '_> {
         Ok(meta.filter(|m| !m.is_expired(self.now)))
     }
 
+    /// Counts and tells (`expired`) a key this transaction removed because it had expired.
+    pub(crate) fn tell_expired(&mut self, key: &[u8]) {
+        self.stats.expired += 1;
+        self.notify(notifications::EXPIRED, "expired", key);
+    }
+
     /// Counts a read lookup, and tells a miss (Redis's `keymiss`).
     pub(crate) fn count_lookup(&mut self, key: &[u8], found: bool) {
         if !self.counts_lookups {
             return;
         }
-        self.lookups.count(found);
+        self.stats.count_lookup(found);
         if !found {
             self.notify(notifications::KEY_MISS, "keymiss", key);
         }
@@ -275,7 +281,7 @@ impl Ctx<'_, '_> {
         match self.ks.load_meta(self.txn, self.db, key)? {
             Some(meta) if meta.is_expired(self.now) => {
                 self.remove(key, &meta)?;
-                self.notify(notifications::EXPIRED, "expired", key);
+                self.tell_expired(key);
                 Ok(self.new_meta(kind))
             }
             Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),

@@ -176,7 +176,7 @@ impl Ctx<'_, '_> {
         let expired = old.is_expired(self.now);
         self.remove(key, old)?;
         if expired {
-            self.notify(notifications::EXPIRED, "expired", key);
+            self.tell_expired(key);
         }
         let kept = (!expired).then_some(old.expire_at);
         Ok(expire_at.or(kept))

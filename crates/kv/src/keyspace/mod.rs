@@ -33,8 +33,8 @@ mod databases;
 mod flushes;
 mod garbage;
 pub mod groups;
+pub mod key_stats;
 mod libraries;
-pub mod lookups;
 mod meta;
 pub mod notifications;
 mod parts;
@@ -102,8 +102,8 @@ pub struct Keyspace {
     map: databases::DatabaseMap,
     /// Which key events are published (`notify-keyspace-events`; see [`notifications`]).
     pub notifications: notifications::Notifications,
-    /// Read lookups' hits and misses, for INFO (see [`lookups`]).
-    pub lookups: lookups::LookupTotals,
+    /// Read lookups' hits and misses and expired keys, for INFO (see [`key_stats`]).
+    pub key_stats: key_stats::KeyStatTotals,
 }
 
 impl Keyspace {
@@ -145,7 +145,7 @@ impl Keyspace {
             building: parking_lot::Mutex::default(),
             map: databases::DatabaseMap::identity(databases),
             notifications: notifications::Notifications::default(),
-            lookups: lookups::LookupTotals::default(),
+            key_stats: key_stats::KeyStatTotals::default(),
         };
         // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;

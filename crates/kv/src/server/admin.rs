@@ -966,7 +966,7 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             for stats in shared.command_stats() {
                 stats.reset();
             }
-            shared.ks.lookups.reset();
+            shared.ks.key_stats.reset();
             Reply::ok()
         }
         "rewrite" => Reply::error("ERR The server is running without a config file"),

@@ -108,6 +108,16 @@ pub struct Connection {
     /// LIST's `age` and `idle`: shared with its listing, which other loops read.
     created: Instant,
     last_active_ms: Arc<AtomicU64>,
+    /// Bytes read and written since its loop last took them for INFO's totals
+    /// ([`Connection::take_traffic`]; under TLS, the plaintext, as Redis counts it).
+    traffic: Traffic,
+}
+
+/// Bytes a connection read and wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub read: u64,
+    pub written: u64,
 }
 
 impl Connection {
@@ -159,6 +169,7 @@ impl Connection {
             tls: None,
             created: Instant::now(),
             last_active_ms: Arc::default(),
+            traffic: Traffic::default(),
         }
     }
 
@@ -197,6 +208,7 @@ impl Connection {
                 Ok(n) => {
                     self.filled += n;
                     read += n;
+                    self.traffic.read += n as u64;
                     if n < room && !self.read_to_the_end {
                         return Ok(true);
                     }
@@ -228,6 +240,7 @@ impl Connection {
                 Ok(n) => {
                     self.filled += n;
                     read += n;
+                    self.traffic.read += n as u64;
                     continue;
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
@@ -333,6 +346,11 @@ impl Connection {
         self.unsent() > OUTPUT_HIGH_WATER
     }
 
+    /// The bytes read and written since the last call.
+    pub fn take_traffic(&mut self) -> Traffic {
+        std::mem::take(&mut self.traffic)
+    }
+
     /// Writes as much of the output as the socket takes; whether everything was written.
     pub fn flush(&mut self) -> io::Result<bool> {
         if self.tls.is_some() {
@@ -341,7 +359,10 @@ impl Connection {
         while self.written < self.output.len() {
             match self.stream.write(&self.output[self.written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    self.traffic.written += n as u64;
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
@@ -365,6 +386,7 @@ impl Connection {
                 _ => 0,
             };
             self.written += taken;
+            self.traffic.written += taken as u64;
             if !send_records(tls, &mut self.stream)? {
                 return Ok(false);
             }

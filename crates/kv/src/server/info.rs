@@ -206,7 +206,8 @@ fn persistence(shared: &Shared) -> String {
 fn stats(shared: &Shared) -> String {
     let engine = shared.ks.database().stats();
     let tracking = shared.tracking.totals();
-    let lookups = shared.ks.lookups.get();
+    let keys = shared.ks.key_stats.get();
+    let (totals, rates) = (shared.totals(), shared.rates.per_second());
     lines(&[
         (
             "total_connections_received",
@@ -215,19 +216,30 @@ fn stats(shared: &Shared) -> String {
                 .load(Ordering::Relaxed)
                 .to_string(),
         ),
+        ("total_commands_processed", totals.commands.to_string()),
+        ("instantaneous_ops_per_sec", format!("{:.0}", rates.ops)),
+        ("total_net_input_bytes", totals.input.to_string()),
+        ("total_net_output_bytes", totals.output.to_string()),
         (
-            "total_commands_processed",
-            shared.commands.load(Ordering::Relaxed).to_string(),
+            "instantaneous_input_kbps",
+            format!("{:.2}", rates.input_kbps),
         ),
-        ("keyspace_hits", lookups.hits.to_string()),
-        ("keyspace_misses", lookups.misses.to_string()),
         (
-            "tailstore_blocking_runs",
-            shared.blocked_runs.load(Ordering::Relaxed).to_string(),
+            "instantaneous_output_kbps",
+            format!("{:.2}", rates.output_kbps),
         ),
         (
             "rejected_connections",
             shared.rejected.load(Ordering::Relaxed).to_string(),
+        ),
+        ("expired_keys", keys.expired.to_string()),
+        // No eviction here: tailstore keeps every key (maxmemory 0).
+        ("evicted_keys", "0".to_string()),
+        ("keyspace_hits", keys.hits.to_string()),
+        ("keyspace_misses", keys.misses.to_string()),
+        (
+            "tailstore_blocking_runs",
+            shared.blocked_runs.load(Ordering::Relaxed).to_string(),
         ),
         (
             "total_error_replies",

@@ -23,6 +23,7 @@ mod eval;
 mod functions;
 mod info;
 mod interleave;
+mod metrics;
 mod monitor;
 mod pause;
 mod pubsub;
@@ -157,6 +158,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub connections_received: AtomicU64,
     pub commands: AtomicU64,
+    /// The totals' recent samples, for INFO's instantaneous rates (`server/metrics.rs`).
+    pub rates: metrics::Rates,
     /// Runs of blocking commands, first runs and reruns of blocked clients (INFO stats).
     pub blocked_runs: AtomicU64,
     pub rejected: AtomicU64,
@@ -344,6 +347,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             connections_received: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            rates: metrics::Rates::default(),
             blocked_runs: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             stop,
@@ -470,6 +474,7 @@ fn housekeeping(shared: &Shared) {
     let mut redo_pending = true;
     while !shared.stop.load(Ordering::Relaxed) {
         thread::sleep(EXPIRY_PERIOD);
+        shared.rates.sample(Instant::now(), shared.totals());
         if redo_pending {
             redo_pending = tell_when_redo_finished(shared);
         }
@@ -503,6 +508,19 @@ fn housekeeping(shared: &Shared) {
                     break;
                 }
             }
+        }
+    }
+}
+
+impl Shared {
+    /// Commands run and bytes read and written since the server started.
+    pub fn totals(&self) -> metrics::Totals {
+        let traffic = self.loops.iter().map(worker::LoopState::traffic);
+        let (input, output) = traffic.fold((0, 0), |(i, o), t| (i + t.read, o + t.written));
+        metrics::Totals {
+            commands: self.commands.load(Ordering::Relaxed),
+            input,
+            output,
         }
     }
 }

@@ -44,7 +44,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::{Limits, Reply};
 
 use super::blocking::DbKey;
-use super::connection::Connection;
+use super::connection::{Connection, Traffic};
 use super::dispatch;
 use super::interleave::{self, Point};
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
@@ -89,9 +89,27 @@ pub struct LoopState {
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
+    /// Bytes its connections read and wrote, for INFO (`total_net_input_bytes`…).
+    net_input: AtomicU64,
+    net_output: AtomicU64,
 }
 
 impl LoopState {
+    /// Counts bytes its connections read and wrote.
+    fn count_traffic(&self, traffic: Traffic) {
+        self.net_input.fetch_add(traffic.read, Ordering::Relaxed);
+        self.net_output
+            .fetch_add(traffic.written, Ordering::Relaxed);
+    }
+
+    /// The bytes its connections read and wrote since the server started.
+    pub fn traffic(&self) -> Traffic {
+        Traffic {
+            read: self.net_input.load(Ordering::Relaxed),
+            written: self.net_output.load(Ordering::Relaxed),
+        }
+    }
+
     /// The state of the worker that will poll `poll`.
     pub fn new(poll: &Poll) -> io::Result<LoopState> {
         Ok(LoopState {
@@ -103,6 +121,8 @@ impl LoopState {
             unblocks: parking_lot::Mutex::new(Vec::new()),
             waker: Waker::new(poll.registry(), HANDOFF)?,
             serving: AtomicUsize::new(0),
+            net_input: AtomicU64::new(0),
+            net_output: AtomicU64::new(0),
         })
     }
 
@@ -392,11 +412,14 @@ impl Worker {
         let mut ended: Vec<Token> = Vec::new();
         let planted_early_messages = self.planted_messages_before_reads(ready);
         interleave::reached(Point::BeforeReads);
+        let mut traffic = Traffic::default();
         for token in ready {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
             };
-            match conn.fill() {
+            let filled = conn.fill();
+            traffic.read += conn.take_traffic().read;
+            match filled {
                 // A blocked client that went away is closed before its command runs
                 // again, so nothing is popped for it (Redis frees it at once too).
                 Ok(false) if conn.blocked.is_some() => dead.push(*token),
@@ -480,7 +503,9 @@ impl Worker {
                 shared.loops[who.at].deliver(who.token, message);
                 interleave::reached(Point::Delivered);
             }
-            match conn.flush() {
+            let flushed = conn.flush();
+            traffic.written += conn.take_traffic().written;
+            match flushed {
                 Ok(true) if conn.closing => dead.push(*token),
                 // A client that has not logged in and does not read its refusals is
                 // closed, as Redis closes it (CVE-2025-21605), instead of being held to
@@ -492,6 +517,7 @@ impl Worker {
                 Err(_) => dead.push(*token),
             }
         }
+        shared.loops[self.index].count_traffic(traffic);
         if let Err(message) = durable {
             eprintln!("tailstore serve: durability wait failed, closing the pass's connections: {message}");
         }
