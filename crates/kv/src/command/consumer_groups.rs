@@ -56,10 +56,7 @@ fn group_of(
     group: &[u8],
 ) -> Result<(KeyMeta, StreamId), Fault> {
     check_name(group, "group")?;
-    if looked_up.as_ref().is_some_and(|m| m.kind != Kind::Stream) {
-        return Err(Fault::err(super::WRONGTYPE));
-    }
-    let meta = looked_up.ok_or_else(|| no_group(key, group))?;
+    let meta = super::of_kind(looked_up, Kind::Stream)?.ok_or_else(|| no_group(key, group))?;
     let last = ctx.ks.group(ctx.txn, meta.id, group)?;
     last.map(|last| (meta, last))
         .ok_or_else(|| no_group(key, group))

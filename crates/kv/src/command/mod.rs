@@ -389,7 +389,7 @@ impl Ctx<'_, '_> {
 }
 
 /// `meta` if it is of `kind` (or absent); WRONGTYPE otherwise.
-fn of_kind(meta: Option<KeyMeta>, kind: Kind) -> Result<Option<KeyMeta>, Fault> {
+pub(super) fn of_kind(meta: Option<KeyMeta>, kind: Kind) -> Result<Option<KeyMeta>, Fault> {
     match meta {
         Some(meta) if meta.kind != kind => Err(Fault::err(WRONGTYPE)),
         other => Ok(other),
