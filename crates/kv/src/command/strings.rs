@@ -62,16 +62,11 @@ impl Ctx<'_, '_> {
     ) -> Result<(Option<Vec<u8>>, Option<KeyMeta>), Fault> {
         super::check_key(key)?;
         let stored = self.ks.load_meta(self.txn, self.db, key)?;
+        let live = stored.clone().filter(|m| !m.is_expired(self.now));
         if counted {
-            let live = stored.as_ref().is_some_and(|m| !m.is_expired(self.now));
-            self.count_lookup(key, live);
+            self.count_lookup(key, live.is_some());
         }
-        let value = match &stored {
-            Some(meta) if meta.is_expired(self.now) => None,
-            Some(meta) if meta.kind != Kind::String => return Err(Fault::err(WRONGTYPE)),
-            Some(meta) => string_of(self, meta)?,
-            None => None,
-        };
+        let value = self.string_in(live)?;
         Ok((value, stored))
     }
 
