@@ -63,6 +63,13 @@ impl Reply {
         Reply::Error(msg.into())
     }
 
+    /// Appends the header of an array of `len` replies (the same in both protocols), for a
+    /// reply whose elements are encoded one by one: EXEC's, whose commands may change the
+    /// protocol (HELLO) or the connection's replies (CLIENT REPLY) for the elements after them.
+    pub fn encode_array_header(len: usize, out: &mut Vec<u8>) {
+        write_header(out, b'*', len);
+    }
+
     /// Appends this reply as `protocol` encodes it.
     pub fn encode(&self, protocol: Protocol, out: &mut Vec<u8>) {
         let resp3 = protocol == Protocol::Resp3;
@@ -269,6 +276,20 @@ mod tests {
                 resp3,
                 "{reply:?} in RESP3"
             );
+        }
+    }
+
+    #[test]
+    fn an_array_header_then_its_elements_encode_as_the_array() {
+        let elements = vec![Reply::Int(1), Reply::Map(Vec::new()), Reply::Null];
+        for protocol in [Protocol::Resp2, Protocol::Resp3] {
+            let mut piecewise = Vec::new();
+            Reply::encode_array_header(elements.len(), &mut piecewise);
+            for element in &elements {
+                element.encode(protocol, &mut piecewise);
+            }
+            let whole = encoded(&Reply::Array(elements.clone()), protocol);
+            assert_eq!(String::from_utf8_lossy(&piecewise), whole, "{protocol:?}");
         }
     }
 

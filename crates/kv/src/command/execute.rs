@@ -2,6 +2,8 @@
 //! while the engine reports a conflict, committed without waiting so the server can share
 //! one durability wait among every reply of an event-loop pass.
 
+use std::time::{Duration, Instant};
+
 use tailstore_engine::{EngineError, PendingCommit};
 use tailstore_resp::Reply;
 
@@ -119,7 +121,20 @@ impl Keyspace {
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
     pub fn execute_block(&self, steps: &mut [BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        self.run_for_client(0, |ctx| run_block(ctx, steps, watched))
+        let mut took = vec![Duration::ZERO; steps.len()];
+        self.execute_block_timed(steps, watched, &mut took)
+    }
+
+    /// [`Keyspace::execute_block`], with each step's run time in the attempt that ended the
+    /// run in `took` (INFO `commandstats` counts the commands of a block one by one).
+    pub fn execute_block_timed(
+        &self,
+        steps: &mut [BlockStep<'_>],
+        watched: &[Watched],
+        took: &mut [Duration],
+    ) -> Executed<'_> {
+        assert_eq!(steps.len(), took.len(), "a run time per step");
+        self.run_for_client(0, |ctx| run_block(ctx, steps, watched, took))
     }
 
     /// Runs `body` as one transaction for a client, committed without waiting for
@@ -344,6 +359,7 @@ fn run_block(
     ctx: &mut Ctx<'_, '_>,
     steps: &mut [BlockStep<'_>],
     watched: &[Watched],
+    took: &mut [Duration],
 ) -> Result<Reply, Fault> {
     for watch in watched {
         ctx.db = watch.db;
@@ -357,7 +373,8 @@ fn run_block(
         }
     }
     let mut replies = Vec::with_capacity(steps.len());
-    for step in steps {
+    for (step, took) in steps.iter_mut().zip(took) {
+        let started = Instant::now();
         let reply = match step {
             BlockStep::Server(reply) => reply.clone(),
             BlockStep::Body(body) => step_reply(body.run(ctx))?,
@@ -372,6 +389,7 @@ fn run_block(
                 step_reply(ctx.ks.change_map_in(ctx.txn, *change).map(|()| Reply::ok()))?
             }
         };
+        *took = started.elapsed();
         replies.push(reply);
     }
     Ok(Reply::Array(replies))

@@ -112,6 +112,9 @@ fn answer(
         ]),
         // Queued in MULTI: EXEC has dropped the watches already.
         "unwatch" => Reply::ok(),
+        // Queued in MULTI (outside it, `run` answers these).
+        "hello" => hello(shared, conn, args),
+        "monitor" => Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client"),
         name => standalone::answer(name, args).unwrap_or_else(|| {
             Reply::error(format!(
                 "ERR '{name}' is not allowed inside MULTI in tailstore"

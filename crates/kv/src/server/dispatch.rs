@@ -178,14 +178,21 @@ fn send(shared: &Shared, conn: &mut Connection, reply: &Reply) {
     if let Reply::Error(text) = reply {
         shared.loops[conn.home.at].command_stats.error(text);
     }
+    if sending(conn) {
+        reply.encode(conn.protocol, &mut conn.output);
+    }
+}
+
+/// Whether the next reply is sent (CLIENT REPLY OFF and SKIP drop it); a skip is used up.
+fn sending(conn: &mut Connection) -> bool {
     if conn.replies_off {
-        return;
+        return false;
     }
     if conn.replies_to_skip > 0 {
         conn.replies_to_skip -= 1;
-        return;
+        return false;
     }
-    reply.encode(conn.protocol, &mut conn.output);
+    true
 }
 
 /// Runs one command; its reply, or `None` when the connection blocked (BLPOP…).
@@ -254,7 +261,7 @@ fn one<'s>(
             return reply;
         }
     }
-    Some(reply_to(shared, conn, vm, command, args, pending))
+    reply_to(shared, conn, vm, command, args, pending)
 }
 
 /// Shows `command`, which the connection ran in its current database, to the monitors.
@@ -275,8 +282,22 @@ fn finished(
     started: Instant,
     reply: Option<&Reply>,
 ) {
-    let took = started.elapsed();
-    shared.slowlog.note(took, args, client(conn));
+    record_run(shared, conn, (command, args), started.elapsed(), reply);
+}
+
+/// A command of `conn` that ran for `took`: to the slow log (unless the command is one
+/// Redis keeps out of it: EXEC, whose commands are logged one by one) and to its loop's
+/// latency histograms.
+fn record_run(
+    shared: &Shared,
+    conn: &Connection,
+    (command, args): (&Command, &[Vec<u8>]),
+    took: Duration,
+    reply: Option<&Reply>,
+) {
+    if !command.flags.contains(&"skip_slowlog") {
+        shared.slowlog.note(took, args, client(conn));
+    }
     shared.loops[conn.home.at]
         .command_stats
         .record(command, args, took, reply);
@@ -291,7 +312,7 @@ fn client(conn: &Connection) -> slowlog::Client<'_> {
 }
 
 /// A command (known, of the right arity) that neither subscribes nor blocks: queued in
-/// MULTI, else run.
+/// MULTI, else run. Its reply, or `None` when it sent its reply itself (EXEC).
 fn reply_to<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
@@ -299,7 +320,7 @@ fn reply_to<'s>(
     command: &'static Command,
     args: Vec<Vec<u8>>,
     pending: &mut Vec<PendingCommit<'s>>,
-) -> Reply {
+) -> Option<Reply> {
     if conn.multi.is_some()
         && !matches!(
             command.name,
@@ -309,7 +330,7 @@ fn reply_to<'s>(
         if let Some(queue) = conn.multi.as_mut() {
             queue.push(Queued { args });
         }
-        return Reply::Status("QUEUED".into());
+        return Some(Reply::Status("QUEUED".into()));
     }
     let started = Instant::now();
     conn.active_at(started);
@@ -318,26 +339,26 @@ fn reply_to<'s>(
         monitored(shared, conn, command, &args);
     }
     let reply = match command.name {
-        "multi" => multi(conn),
+        "multi" => Some(multi(conn)),
         "exec" => exec(shared, conn, vm, pending),
-        "discard" => discard(conn),
-        "watch" => watch(shared, conn, &args),
+        "discard" => Some(discard(conn)),
+        "watch" => Some(watch(shared, conn, &args)),
         "unwatch" => {
             conn.watched.clear();
-            Reply::ok()
+            Some(Reply::ok())
         }
         _ if eval::is_eval(command) => {
             remember_reads(shared, conn, command, &args);
-            eval::eval(shared, conn, vm, command, &args, pending)
+            Some(eval::eval(shared, conn, vm, command, &args, pending))
         }
-        "script" => eval::script(shared, vm, &args),
-        "function" => functions::function(shared, vm, &args, pending),
-        _ => run(shared, conn, command, &args, pending),
+        "script" => Some(eval::script(shared, vm, &args)),
+        "function" => Some(functions::function(shared, vm, &args, pending)),
+        _ => Some(run(shared, conn, command, &args, pending)),
     };
     if !eval::is_eval(command) {
         monitored(shared, conn, command, &args);
     }
-    finished(shared, conn, command, &args, started, Some(&reply));
+    finished(shared, conn, command, &args, started, reply.as_ref());
     reply
 }
 
@@ -584,31 +605,43 @@ fn watch(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
 
 /// EXEC: the queued commands as one engine transaction (connection and server commands
 /// among them are answered after it, if it ran; SELECT changes the database of the commands
-/// after it).
+/// after it). A block that ran is answered here, element by element ([`answer_block`]):
+/// `None`. Otherwise the reply to send: EXECABORT, a failure, or nil (a watched key changed).
 fn exec<'s>(
     shared: &'s Shared,
     conn: &mut Connection,
     vm: &Vm,
     pending: &mut Vec<PendingCommit<'s>>,
-) -> Reply {
+) -> Option<Reply> {
     let Some(queue) = conn.multi.take() else {
-        return Reply::error("ERR EXEC without MULTI");
+        return Some(Reply::error("ERR EXEC without MULTI"));
     };
     let watched = std::mem::take(&mut conn.watched);
     if conn.multi_failed {
         conn.multi_failed = false;
-        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
+        return Some(Reply::error(
+            "EXECABORT Transaction discarded because of previous errors.",
+        ));
     }
-    // Scripts are found and compiled first; each runs in the block's transaction.
+    let mut took = vec![Duration::ZERO; queue.len()];
+    // Scripts are found and compiled first, and SCRIPT commands run, in the block's order
+    // (an EVALSHA after a SCRIPT LOAD finds its script); each script runs in the block's
+    // transaction.
     let mut scripts: Vec<Result<eval::Prepared<'_>, Reply>> = queue
         .iter()
-        .filter_map(|queued| {
-            let command = lookup(&queued.args[0]).filter(|c| eval::is_eval(c))?;
-            Some(eval::Prepared::new(shared, conn, vm, command, &queued.args))
+        .zip(&mut took)
+        .filter_map(|(queued, took)| {
+            let command = lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
+            let started = Instant::now();
+            let prepared = prepare(shared, conn, vm, command, &queued.args);
+            *took = started.elapsed();
+            Some(prepared)
         })
         .collect();
     let mut next_script = scripts.iter_mut();
     let mut steps = Vec::with_capacity(queue.len());
+    // Each step's command, for INFO commandstats and the slow log, unless ACL refused it.
+    let mut ran_commands: Vec<Option<Invocation<'_>>> = Vec::with_capacity(queue.len());
     // The connection and server commands are answered once the block has run, and only if
     // it did: a block that a changed watched key aborts, or that fails, must leave the
     // connection as it was (its SELECT too). Meanwhile the database a queued SELECT picks
@@ -620,23 +653,19 @@ fn exec<'s>(
             continue;
         };
         remember_reads(shared, conn, command, &queued.args);
-        // A queued command its user may no longer run (EXEC read the user again).
-        let denial = conn
-            .user
-            .as_ref()
-            .and_then(|u| u.check(command, &queued.args).err());
-        if let Some(refusal) = denial.as_ref().map(acl::exec_refusal) {
-            if eval::is_eval(command) {
+        if let Some(refusal) = exec_denial(conn, command, &queued.args) {
+            if prepared_first(command) {
                 next_script.next(); // its script is not run
             }
             steps.push(BlockStep::Server(refusal));
+            ran_commands.push(None);
             continue;
         }
         let step = match command.run {
             Run::Data(_) => BlockStep::Data(db, command, &queued.args),
-            Run::Server if eval::is_eval(command) => match next_script.next() {
+            Run::Server if prepared_first(command) => match next_script.next() {
                 Some(Ok(script)) => BlockStep::Body(script.in_database(db)),
-                Some(Err(refusal)) => BlockStep::Server(refusal.clone()),
+                Some(Err(answer)) => BlockStep::Server(answer.clone()),
                 None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
             },
             Run::Server => match admin::map_change(shared, db, command, &queued.args) {
@@ -647,18 +676,28 @@ fn exec<'s>(
                         db = admin::database_index(shared, &queued.args[1]).unwrap_or(db);
                     }
                     deferred.push((steps.len(), command, &queued.args));
-                    BlockStep::Server(Reply::Null) // replaced below once the block has run
+                    BlockStep::Server(Reply::Null) // answered once the block has run
                 }
             },
         };
         steps.push(step);
+        ran_commands.push(Some((command, &queued.args)));
     }
+    // Unknown commands fail the block as they are queued: each queued command is a step,
+    // and `took` and `ran_commands` are indexed by either.
+    assert_eq!(steps.len(), queue.len(), "a step per queued command");
+    let mut step_took = vec![Duration::ZERO; steps.len()];
     let Executed {
-        mut reply,
+        reply,
         pending: commit,
         committed,
         events,
-    } = shared.ks.execute_block(&mut steps, &watched);
+    } = shared
+        .ks
+        .execute_block_timed(&mut steps, &watched, &mut step_took);
+    for (took, step_took) in took.iter_mut().zip(step_took) {
+        *took += step_took;
+    }
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
     // Before the messages of the block's deferred PUBLISHes, which Redis would have sent
@@ -667,11 +706,19 @@ fn exec<'s>(
         shared.publish_key_events(events, &mut conn.published);
     }
     let ran = committed && !matches!(reply, Reply::NullArray);
-    if let (true, Reply::Array(replies)) = (ran, &mut reply) {
-        for (at, command, args) in deferred {
-            replies[at] = admin::queued(shared, conn, command, args);
+    let unsent = match reply {
+        Reply::Array(replies) if ran => {
+            let block = Block {
+                replies,
+                deferred: &deferred,
+                commands: &ran_commands,
+                took: &mut took,
+            };
+            answer_block(shared, conn, vm, block, pending);
+            None
         }
-    }
+        other => Some(other),
+    };
     for step in &steps {
         match step {
             BlockStep::Data(db, command, args) if command.is_write() => {
@@ -711,7 +758,147 @@ fn exec<'s>(
             if let Some(Ok(script)) = scripts.next() {
                 script.finish(conn, committed);
             }
+        } else if prepared_first(command) {
+            scripts.next();
         }
     }
-    reply
+    unsent
+}
+
+/// Whether a queued command is dealt with before its block runs: a script, found and
+/// compiled (EVAL, EVALSHA, FCALL…), and SCRIPT, which changes or reads the script cache
+/// those find their scripts in. Like EVAL's caching of its script, a SCRIPT command so
+/// takes effect even if a changed watched key then aborts the block: the cache is not
+/// stored data, and Redis clients load a script again when EVALSHA says NOSCRIPT.
+fn prepared_first(command: &Command) -> bool {
+    eval::is_eval(command) || command.name == "script"
+}
+
+/// What EXEC's walk before the block makes of a command [`prepared_first`] names: a
+/// script to run in the block's transaction, or the command's reply (a refusal, or what a
+/// SCRIPT command answered). A command its user may no longer run is not run.
+fn prepare<'a>(
+    shared: &'a Shared,
+    conn: &Connection,
+    vm: &'a Vm,
+    command: &Command,
+    args: &'a [Vec<u8>],
+) -> Result<eval::Prepared<'a>, Reply> {
+    if let Some(refusal) = exec_denial(conn, command, args) {
+        return Err(refusal);
+    }
+    if command.name == "script" {
+        return Err(eval::script(shared, vm, args));
+    }
+    eval::Prepared::new(shared, conn, vm, command, args)
+}
+
+/// The refusal of a queued command its user may no longer run (EXEC read the user again).
+fn exec_denial(conn: &Connection, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
+    let user = conn.user.as_ref()?;
+    let denial = user.check(command, args).err()?;
+    Some(acl::exec_refusal(&denial))
+}
+
+/// A queued command and its arguments.
+type Invocation<'q> = (&'static Command, &'q [Vec<u8>]);
+
+/// A block that ran, to answer: its replies (the deferred commands' places empty), the
+/// deferred commands with their places, each step's command (`None`: refused by ACL, not
+/// run) and each one's run time so far.
+struct Block<'b, 'q> {
+    replies: Vec<Reply>,
+    deferred: &'b [(usize, &'static Command, &'q [Vec<u8>])],
+    commands: &'b [Option<Invocation<'q>>],
+    took: &'b mut [Duration],
+}
+
+/// Sends the replies of a block that ran: the array's header, then each reply in order,
+/// each connection or server command answered in its place, so that what it changes
+/// applies to the replies after it as in Redis: HELLO's protocol, CLIENT REPLY OFF and ON,
+/// a (P)SUBSCRIBE's confirmations (sent in its place, however many, as Redis does, so the
+/// array holds more than its header says) and the subscribed context's PING. Each reply
+/// goes through [`send`] (errors counted for INFO errorstats), and each command that ran
+/// is counted in INFO commandstats and the slow log, as Redis counts a block's commands.
+fn answer_block<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    vm: &Vm,
+    block: Block<'_, '_>,
+    pending: &mut Vec<PendingCommit<'s>>,
+) {
+    let Block {
+        replies,
+        deferred,
+        commands,
+        took,
+    } = block;
+    if sending(conn) {
+        Reply::encode_array_header(replies.len(), &mut conn.output);
+    }
+    let mut deferred = deferred.iter().peekable();
+    let mut skip_after = false;
+    for (at, reply) in replies.into_iter().enumerate() {
+        let reply = match deferred.next_if(|(place, ..)| *place == at) {
+            Some(&(_, command, args)) if is_reply_skip(command, args) => {
+                // Redis skips the reply of the command after EXEC, not the block's next.
+                skip_after = true;
+                None
+            }
+            Some(&(_, command, args)) => {
+                let started = Instant::now();
+                let answer = answer_deferred(shared, conn, vm, (command, args), pending);
+                took[at] += started.elapsed();
+                answer
+            }
+            None => Some(reply),
+        };
+        if let Some(reply) = &reply {
+            send(shared, conn, reply);
+        }
+        if let Some((command, args)) = commands[at] {
+            record_run(shared, conn, (command, args), took[at], reply.as_ref());
+        }
+    }
+    if skip_after {
+        conn.replies_to_skip = 1;
+    }
+}
+
+/// CLIENT REPLY SKIP.
+fn is_reply_skip(command: &Command, args: &[Vec<u8>]) -> bool {
+    command.name == "client"
+        && args.len() == 3
+        && args[1].eq_ignore_ascii_case(b"reply")
+        && args[2].eq_ignore_ascii_case(b"skip")
+}
+
+/// A connection or server command of a block that ran, answered in its place; `None` when
+/// it sent its answer itself (a subscription's confirmations).
+fn answer_deferred<'s>(
+    shared: &'s Shared,
+    conn: &mut Connection,
+    vm: &Vm,
+    (command, args): (&Command, &[Vec<u8>]),
+    pending: &mut Vec<PendingCommit<'s>>,
+) -> Option<Reply> {
+    if let Some(change) = pubsub::Change::of(command.name) {
+        if change.is_shard_subscribe() {
+            return Some(Reply::error(
+                "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
+            ));
+        }
+        pubsub::change(shared, conn, change, &args[1..]);
+        shared.client_list.update(conn); // CLIENT KILL TYPE pubsub sees it
+        return None;
+    }
+    if command.name == "ping" && conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
+        return pubsub::in_subscribed_context(command, args);
+    }
+    Some(match command.name {
+        // Changes of the libraries: each its own transaction, after the block's (FCALLs of
+        // the block found their functions before it ran).
+        "function" => functions::function(shared, vm, args, pending),
+        _ => admin::queued(shared, conn, command, args),
+    })
 }

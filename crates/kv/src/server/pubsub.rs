@@ -308,6 +308,12 @@ impl Change {
         };
         Some(Change { target, subscribe })
     }
+
+    /// SSUBSCRIBE: refused in an EXEC block, as Redis refuses it to a client that may not
+    /// block.
+    pub fn is_shard_subscribe(self) -> bool {
+        self.subscribe && self.target == Target::Shard
+    }
 }
 
 /// SUBSCRIBE / PSUBSCRIBE names…, UNSUBSCRIBE / PUNSUBSCRIBE [names…] (none: every one):
