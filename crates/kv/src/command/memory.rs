@@ -109,19 +109,21 @@ pub(crate) struct ProcessMemory {
 /// read (not Linux).
 pub(crate) fn process_memory() -> Option<ProcessMemory> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib = |field: &str| -> Option<u64> {
-        let line = status.lines().find(|line| line.starts_with(field))?;
-        line[field.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<u64>()
-            .ok()
-    };
     Some(ProcessMemory {
-        resident: kib("VmRSS:")? * 1024,
-        peak: kib("VmHWM:")? * 1024,
+        resident: kib_field(&status, "VmRSS:")? * 1024,
+        peak: kib_field(&status, "VmHWM:")? * 1024,
     })
+}
+
+/// The value of a `Name:   123 kB` line of a /proc file (`field` with its colon).
+pub(crate) fn kib_field(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(field))?;
+    line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// MEMORY USAGE key [SAMPLES count]: about the bytes of the key's rows; nil if it does not

@@ -1,7 +1,6 @@
 //! Commands the connection answers itself: PING, HELLO, SELECT, CLIENT, COMMAND, CONFIG,
 //! INFO, TIME, FLUSHDB/FLUSHALL, SAVE.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,8 @@ use super::acl::User;
 use super::clients::ClientFilter;
 use super::connection::Connection;
 use super::pubsub::{Message, Subscriber, Target};
-use super::{command_stats, standalone, tracking, unix_seconds, Shared};
+use super::saves::SaveKind;
+use super::{command_stats, standalone, tracking, Shared};
 use crate::command::docs;
 use crate::command::key_specs::{self, BeginSearch, FindKeys, KeySpec};
 use crate::command::subcommands::Subcommand;
@@ -139,7 +139,7 @@ pub fn connectionless(
         },
         "echo" => Reply::Bulk(args[1].clone()),
         "time" => time(),
-        "lastsave" => Reply::Int(shared.last_save.load(Ordering::Relaxed) as i64),
+        "lastsave" => Reply::Int(shared.saves.last_at() as i64),
         "publish" => Reply::Int(shared.publish(&args[1], &args[2], published) as i64),
         "spublish" => {
             let deliver = |who, message| published.push((who, message));
@@ -1037,9 +1037,12 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
 }
 
 fn save(shared: &Shared, name: &str, in_exec: bool) -> Reply {
-    match shared.ks.database().checkpoint() {
+    let kind = match name {
+        "bgrewriteaof" => SaveKind::Rewrite,
+        _ => SaveKind::Snapshot,
+    };
+    match shared.saves.run(kind, || shared.ks.database().checkpoint()) {
         Ok(()) => {
-            shared.last_save.store(unix_seconds(), Ordering::Relaxed);
             // Redis schedules a background save asked for in EXEC, and says so.
             let when = if in_exec { "scheduled" } else { "started" };
             // BGREWRITEAOF too: a checkpoint bounds the log a restart replays, which is
@@ -1129,43 +1132,9 @@ fn info(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
-    let default = everything || wanted.is_empty() || wanted.iter().any(|w| w == "default");
-    let mut text = String::new();
-    let mut add = |section: &str, body: String| {
-        if !text.is_empty() {
-            text.push_str("\r\n");
-        }
-        text.push_str(&format!("# {}\r\n{body}", capitalise(section)));
-    };
-    for (section, body) in super::info::sections(shared) {
-        if default || wanted.iter().any(|w| w == section) {
-            add(section, body);
-        }
-    }
-    let stats = shared.command_stats();
-    let asked = |section: &str| wanted.iter().any(|w| w == section);
-    // As in Redis: commandstats and latencystats are not default sections, errorstats is.
-    if everything || asked("commandstats") {
-        add("commandstats", command_stats::commandstats_lines(&stats));
-    }
-    if default || asked("errorstats") {
-        add("errorstats", command_stats::errorstats_lines(&stats));
-    }
-    if everything || asked("latencystats") {
-        add("latencystats", command_stats::latencystats_lines(&stats));
-    }
     Reply::Verbatim {
         format: *b"txt",
-        text: text.into_bytes(),
-    }
-}
-
-fn capitalise(word: &str) -> String {
-    let mut chars = word.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
+        text: super::info::report(shared, &wanted).into_bytes(),
     }
 }
 

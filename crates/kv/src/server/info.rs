@@ -1,23 +1,87 @@
 //! INFO's sections, in Redis's `field:value` form, plus tailstore's own durability fields.
+//!
+//! Every field Redis 7.0 reports is here with a value true of tailstore (no replica, no
+//! fork, no defragmentation, no eviction: those count nothing), except the ones that
+//! describe Redis's own insides with no counterpart here; `info_fields.rs` in the tests
+//! lists those, and checks the rest against a real Redis's INFO.
 
+use std::io::Read;
 use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use tailstore_engine::RestartRedo;
 
 use super::admin::REDIS_VERSION;
+use super::command_stats;
 use super::pubsub::Target;
 use super::Shared;
 
-/// (section name, body) in Redis's order.
-pub fn sections(shared: &Shared) -> Vec<(&'static str, String)> {
-    vec![
-        ("server", server(shared)),
-        ("clients", clients(shared)),
-        ("memory", memory(shared)),
-        ("persistence", persistence(shared)),
-        ("stats", stats(shared)),
-        ("keyspace", keyspace(shared)),
-    ]
+/// A section: its name, its title, whether a bare INFO (`default`) shows it, and its body.
+type Section = (&'static str, &'static str, bool, fn(&Shared) -> String);
+
+/// INFO's sections in Redis's order.
+const SECTIONS: &[Section] = &[
+    ("server", "Server", true, server),
+    ("clients", "Clients", true, clients),
+    ("memory", "Memory", true, memory),
+    ("persistence", "Persistence", true, persistence),
+    ("stats", "Stats", true, stats),
+    ("replication", "Replication", true, replication),
+    ("cpu", "CPU", true, cpu),
+    ("modules", "Modules", true, |_| String::new()), // none loaded
+    ("commandstats", "Commandstats", false, commandstats),
+    ("errorstats", "Errorstats", true, errorstats),
+    ("latencystats", "Latencystats", false, latencystats),
+    ("cluster", "Cluster", true, |_| {
+        "cluster_enabled:0\r\n".into()
+    }),
+    ("keyspace", "Keyspace", true, keyspace),
+];
+
+/// INFO [section …]: the sections asked for (lowercase names; none, `default`, `all` or
+/// `everything` as Redis reads them), each under its `# Name` line, a blank line between.
+pub fn report(shared: &Shared, wanted: &[String]) -> String {
+    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    let mut text = String::new();
+    for &(name, title, in_default, body) in SECTIONS {
+        if !(everything || default && in_default || wanted.iter().any(|w| w == name)) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        text.push_str(&format!("# {title}\r\n{}", body(shared)));
+    }
+    text
+}
+
+fn commandstats(shared: &Shared) -> String {
+    command_stats::commandstats_lines(&shared.command_stats())
+}
+
+fn errorstats(shared: &Shared) -> String {
+    command_stats::errorstats_lines(&shared.command_stats())
+}
+
+fn latencystats(shared: &Shared) -> String {
+    command_stats::latencystats_lines(&shared.command_stats())
+}
+
+/// 40 random hex digits, as Redis draws its run id and replication id at its start.
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 20];
+    let drawn = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if drawn.is_err() {
+        // No /dev/urandom (a sandbox): what makes a run unique, hashed.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let seed = format!("{} {now} {:p}", std::process::id(), &bytes);
+        return crate::script::sha1_hex(seed.as_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn lines(fields: &[(&str, String)]) -> String {
@@ -26,19 +90,41 @@ fn lines(fields: &[(&str, String)]) -> String {
 
 fn server(shared: &Shared) -> String {
     let uptime = shared.started.elapsed().as_secs();
+    let now_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let executable = std::env::current_exe()
+        .map(|path| path.display().to_string())
+        .unwrap_or_default();
     lines(&[
         ("redis_version", REDIS_VERSION.into()),
         ("tailstore_version", env!("CARGO_PKG_VERSION").into()),
+        // Not built from Redis's sources: no commit of theirs.
+        ("redis_git_sha1", "00000000".into()),
+        ("redis_git_dirty", "0".into()),
         ("redis_mode", "standalone".into()),
         ("os", std::env::consts::OS.into()),
         ("arch_bits", (usize::BITS).to_string()),
+        // Rust's `Instant` is CLOCK_MONOTONIC through clock_gettime; mio polls with epoll.
+        ("monotonic_clock", "POSIX clock_gettime".into()),
+        ("multiplexing_api", "epoll".into()),
         ("process_id", std::process::id().to_string()),
+        ("process_supervised", "no".into()),
+        ("run_id", shared.run_id.clone()),
         (
             "tcp_port",
             super::admin::port(shared.config.plain_address()),
         ),
+        ("server_time_usec", now_us.to_string()),
         ("uptime_in_seconds", uptime.to_string()),
         ("uptime_in_days", (uptime / 86_400).to_string()),
+        // The housekeeping thread (active expiry, INFO's rates) wakes ten times a second.
+        ("hz", "10".into()),
+        ("configured_hz", "10".into()),
+        ("executable", executable),
+        // tailstore takes its settings from the command line, not a file.
+        ("config_file", String::new()),
         ("io_threads_active", shared.config.threads.to_string()),
         (
             "tailstore_poll_spin_us",
@@ -53,6 +139,7 @@ fn clients(shared: &Shared) -> String {
             "connected_clients",
             shared.clients.load(Ordering::Relaxed).to_string(),
         ),
+        ("cluster_connections", "0".into()),
         ("maxclients", shared.config.max_clients.to_string()),
         ("blocked_clients", shared.waiters.blocked().to_string()),
         ("tracking_clients", shared.tracking.clients().to_string()),
@@ -79,13 +166,20 @@ fn memory(shared: &Shared) -> String {
     let pool_bytes = stats.pool_pages * tailstore_storage::PAGE_SIZE as u64;
     let (libraries, functions) = shared.libraries.counts();
     let resident = crate::command::memory::process_memory().map_or(0, |p| p.resident);
+    let total_system = system_memory().unwrap_or(0);
     let megabytes = |bytes: u64| format!("{:.2}M", bytes as f64 / 1048576.0);
     lines(&[
         ("used_memory", pool_bytes.to_string()),
         ("used_memory_human", megabytes(pool_bytes)),
         ("used_memory_rss", resident.to_string()),
         ("used_memory_rss_human", megabytes(resident)),
+        // The pool is allocated whole at the start: its size is its peak.
+        ("used_memory_peak", pool_bytes.to_string()),
+        ("used_memory_peak_human", megabytes(pool_bytes)),
+        ("total_system_memory", total_system.to_string()),
+        ("total_system_memory_human", megabytes(total_system)),
         ("maxmemory", "0".into()),
+        ("maxmemory_human", "0B".into()),
         ("maxmemory_policy", "noeviction".into()),
         ("number_of_cached_scripts", shared.scripts.len().to_string()),
         ("number_of_functions", functions.to_string()),
@@ -106,24 +200,40 @@ fn persistence(shared: &Shared) -> String {
         RestartRedo::Finished(done) => Some(done),
         RestartRedo::AtOpen | RestartRedo::Pending { .. } => None,
     };
-    lines(&[
-        ("loading", "0".into()),
-        ("rdb_changes_since_last_save", "0".into()),
-        (
-            "rdb_last_save_time",
-            shared.last_save.load(Ordering::Relaxed).to_string(),
-        ),
-        ("aof_enabled", u8::from(config.durable_replies).to_string()),
-        // `err` once the database stopped after a failed write, sync or flush (fail-stop):
-        // Redis's field for a failing AOF, which monitoring already watches.
-        (
-            "aof_last_write_status",
-            match shared.ks.database().check_running() {
-                Ok(()) => "ok",
-                Err(_) => "err",
-            }
-            .into(),
-        ),
+    // Nothing forks here: no copy-on-write, no child's keys.
+    let no_fork = |names: &[&'static str]| -> Vec<(&'static str, String)> {
+        names.iter().map(|name| (*name, "0".to_string())).collect()
+    };
+    let mut fields = vec![("loading", "0".to_string()), ("async_loading", "0".into())];
+    fields.extend(no_fork(&[
+        "current_cow_peak",
+        "current_cow_size",
+        "current_cow_size_age",
+    ]));
+    fields.push(("current_fork_perc", "0.00".into()));
+    fields.extend(no_fork(&[
+        "current_save_keys_processed",
+        "current_save_keys_total",
+    ]));
+    // Every acknowledged write is durable already: none waits for a save.
+    fields.push(("rdb_changes_since_last_save", "0".into()));
+    fields.extend(shared.saves.snapshot_fields());
+    fields.extend(no_fork(&["rdb_last_cow_size"]));
+    fields.push(("aof_enabled", u8::from(config.durable_replies).to_string()));
+    fields.extend(shared.saves.rewrite_fields());
+    // `err` once the database stopped after a failed write, sync or flush (fail-stop):
+    // Redis's field for a failing AOF, which monitoring already watches.
+    let write_status = match shared.ks.database().check_running() {
+        Ok(()) => "ok",
+        Err(_) => "err",
+    };
+    fields.push(("aof_last_write_status", write_status.into()));
+    fields.extend(no_fork(&[
+        "aof_last_cow_size",
+        "module_fork_in_progress",
+        "module_fork_last_cow_size",
+    ]));
+    fields.extend([
         ("tailstore_durability", config.durability.clone()),
         (
             "tailstore_durable_before_reply",
@@ -200,7 +310,8 @@ fn persistence(shared: &Shared) -> String {
             "tailstore_log_ring_full_wait_ms",
             format!("{:.3}", stats.log.ring_full_wait_ns as f64 / 1e6),
         ),
-    ])
+    ]);
+    lines(&fields)
 }
 
 fn stats(shared: &Shared) -> String {
@@ -220,6 +331,9 @@ fn stats(shared: &Shared) -> String {
         ("instantaneous_ops_per_sec", format!("{:.0}", rates.ops)),
         ("total_net_input_bytes", totals.input.to_string()),
         ("total_net_output_bytes", totals.output.to_string()),
+        // No replication: no replica's traffic.
+        ("total_net_repl_input_bytes", "0".into()),
+        ("total_net_repl_output_bytes", "0".into()),
         (
             "instantaneous_input_kbps",
             format!("{:.2}", rates.input_kbps),
@@ -228,23 +342,23 @@ fn stats(shared: &Shared) -> String {
             "instantaneous_output_kbps",
             format!("{:.2}", rates.output_kbps),
         ),
+        ("instantaneous_input_repl_kbps", "0.00".into()),
+        ("instantaneous_output_repl_kbps", "0.00".into()),
         (
             "rejected_connections",
             shared.rejected.load(Ordering::Relaxed).to_string(),
         ),
+        ("sync_full", "0".into()),
+        ("sync_partial_ok", "0".into()),
+        ("sync_partial_err", "0".into()),
         ("expired_keys", keys.expired.to_string()),
-        // No eviction here: tailstore keeps every key (maxmemory 0).
-        ("evicted_keys", "0".to_string()),
+        // No eviction here: tailstore keeps every key (maxmemory 0) and every client.
+        ("evicted_keys", "0".into()),
+        ("evicted_clients", "0".into()),
+        ("total_eviction_exceeded_time", "0".into()),
+        ("current_eviction_exceeded_time", "0".into()),
         ("keyspace_hits", keys.hits.to_string()),
         ("keyspace_misses", keys.misses.to_string()),
-        (
-            "tailstore_blocking_runs",
-            shared.blocked_runs.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "total_error_replies",
-            super::command_stats::total_errors(&shared.command_stats()).to_string(),
-        ),
         (
             "pubsub_channels",
             shared.pubsub.channel_count(Target::Channel).to_string(),
@@ -254,9 +368,30 @@ fn stats(shared: &Shared) -> String {
             "pubsubshard_channels",
             shared.pubsub.channel_count(Target::Shard).to_string(),
         ),
+        // Nothing forks, migrates, replicates or defragments here.
+        ("latest_fork_usec", "0".into()),
+        ("total_forks", "0".into()),
+        ("migrate_cached_sockets", "0".into()),
+        ("slave_expires_tracked_keys", "0".into()),
+        ("active_defrag_hits", "0".into()),
+        ("active_defrag_misses", "0".into()),
+        ("active_defrag_key_hits", "0".into()),
+        ("active_defrag_key_misses", "0".into()),
+        ("total_active_defrag_time", "0".into()),
+        ("current_active_defrag_time", "0".into()),
         ("tracking_total_keys", tracking.keys.to_string()),
         ("tracking_total_items", tracking.items.to_string()),
         ("tracking_total_prefixes", tracking.prefixes.to_string()),
+        // Errors of a replica's or an AOF's commands: none without either.
+        ("unexpected_error_replies", "0".into()),
+        (
+            "total_error_replies",
+            super::command_stats::total_errors(&shared.command_stats()).to_string(),
+        ),
+        (
+            "tailstore_blocking_runs",
+            shared.blocked_runs.load(Ordering::Relaxed).to_string(),
+        ),
         ("tailstore_commits", engine.commits.to_string()),
         ("tailstore_aborts", engine.total_aborts().to_string()),
         ("tailstore_pages_read", engine.pool.pages_read.to_string()),
@@ -274,6 +409,76 @@ fn stats(shared: &Shared) -> String {
             engine.read_contention.latched.to_string(),
         ),
     ])
+}
+
+/// A primary without replicas (replication is not implemented), as Redis reports one.
+fn replication(shared: &Shared) -> String {
+    lines(&[
+        ("role", "master".into()),
+        ("connected_slaves", "0".into()),
+        ("master_failover_state", "no-failover".into()),
+        ("master_replid", shared.replication_id.clone()),
+        ("master_replid2", "0".repeat(40)),
+        ("master_repl_offset", "0".into()),
+        ("second_repl_offset", "-1".into()),
+        ("repl_backlog_active", "0".into()),
+        // The setting (CONFIG GET repl-backlog-size); no backlog is kept.
+        ("repl_backlog_size", "1048576".into()),
+        ("repl_backlog_first_byte_offset", "0".into()),
+        ("repl_backlog_histlen", "0".into()),
+    ])
+}
+
+/// The process's CPU time in seconds, system and user, its own and its children's (none:
+/// nothing forks), from /proc/self/stat at the clock's tick. Redis's `…_main_thread`
+/// fields are left out: no one thread here does what Redis's main thread does.
+fn cpu(_shared: &Shared) -> String {
+    let ticks = process_cpu_ticks().unwrap_or_default();
+    let per_second = rustix::param::clock_ticks_per_second().max(1) as f64;
+    let seconds = |ticks: u64| format!("{:.6}", ticks as f64 / per_second);
+    lines(&[
+        ("used_cpu_sys", seconds(ticks.system)),
+        ("used_cpu_user", seconds(ticks.user)),
+        ("used_cpu_sys_children", seconds(ticks.children_system)),
+        ("used_cpu_user_children", seconds(ticks.children_user)),
+    ])
+}
+
+/// CPU time in clock ticks, from /proc/self/stat.
+#[derive(Default)]
+struct CpuTicks {
+    user: u64,
+    system: u64,
+    children_user: u64,
+    children_system: u64,
+}
+
+fn process_cpu_ticks() -> Option<CpuTicks> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name, field 2, is in parentheses and may hold spaces: count from after
+    // it (the state, field 3, comes first; utime is field 14).
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<u64> = after_name
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    let [user, system, children_user, children_system] = fields[..] else {
+        return None;
+    };
+    Some(CpuTicks {
+        user,
+        system,
+        children_user,
+        children_system,
+    })
+}
+
+/// The machine's memory in bytes (MemTotal in /proc/meminfo).
+fn system_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    Some(crate::command::memory::kib_field(&meminfo, "MemTotal:")? * 1024)
 }
 
 fn keyspace(shared: &Shared) -> String {

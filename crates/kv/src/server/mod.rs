@@ -27,6 +27,7 @@ mod metrics;
 mod monitor;
 mod pause;
 mod pubsub;
+mod saves;
 mod slowlog;
 mod socket;
 mod standalone;
@@ -164,8 +165,12 @@ pub struct Shared {
     pub blocked_runs: AtomicU64,
     pub rejected: AtomicU64,
     pub stop: Arc<AtomicBool>,
-    /// Unix time of the last checkpoint requested with SAVE (LASTSAVE).
-    pub last_save: AtomicU64,
+    /// The checkpoints clients asked for with SAVE, BGSAVE and BGREWRITEAOF (LASTSAVE, INFO).
+    pub saves: saves::Saves,
+    /// This run's identity, 40 hex digits (INFO's `run_id`), and the id of its replication
+    /// history (`master_replid`), as Redis draws them at its start.
+    pub run_id: String,
+    pub replication_id: String,
     /// The connected clients, for CLIENT LIST and CLIENT KILL.
     pub client_list: clients::Clients,
     /// Per worker, what other threads see of it (connections handed over, connections served).
@@ -351,7 +356,9 @@ impl Server {
             blocked_runs: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             stop,
-            last_save: AtomicU64::new(unix_seconds()),
+            saves: saves::Saves::default(),
+            run_id: info::random_id(),
+            replication_id: info::random_id(),
             client_list: clients::Clients::default(),
             loops,
             next_worker: AtomicUsize::new(0),
