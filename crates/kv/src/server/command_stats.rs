@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use tailstore_resp::Reply;
 
-use crate::command::Command;
+use crate::command::{subcommands, Command};
 
 /// Redis's bounds: 1 ns to 1 s, two significant figures (longer runs count as 1 s).
 const LOWEST_NS: u64 = 1;
@@ -22,13 +22,6 @@ const HIGHEST_NS: u64 = 1_000_000_000;
 const SIGNIFICANT_FIGURES: u8 = 2;
 /// INFO's percentiles (Redis's `latency-tracking-info-percentiles` default).
 const INFO_PERCENTILES: [f64; 3] = [50.0, 99.0, 99.9];
-
-/// Commands that hold subcommands: their latencies are kept per subcommand, as Redis keeps
-/// them.
-const CONTAINERS: &[&str] = &[
-    "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
-    "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
-];
 
 /// One command's figures on one event loop.
 struct Tally {
@@ -148,7 +141,8 @@ fn tally_of(map: &mut BTreeMap<String, Tally>, name: String) -> Option<&mut Tall
 /// The name a run is recorded under: the command's, or `container|subcommand`.
 fn tracked_name(command: &Command, args: &[Vec<u8>]) -> String {
     match args.get(1) {
-        Some(sub) if CONTAINERS.contains(&command.name) => format!(
+        // A container's latencies are kept per subcommand, as Redis keeps them.
+        Some(sub) if subcommands::of(command.name).is_some() => format!(
             "{}|{}",
             command.name,
             String::from_utf8_lossy(sub).to_ascii_lowercase()

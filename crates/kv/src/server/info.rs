@@ -84,6 +84,11 @@ pub fn random_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Fields whose value is 0 because what they count never happens here.
+fn zeros(names: &[&'static str]) -> Vec<(&'static str, String)> {
+    names.iter().map(|name| (*name, "0".to_string())).collect()
+}
+
 fn lines(fields: &[(&str, String)]) -> String {
     fields.iter().map(|(k, v)| format!("{k}:{v}\r\n")).collect()
 }
@@ -201,24 +206,21 @@ fn persistence(shared: &Shared) -> String {
         RestartRedo::AtOpen | RestartRedo::Pending { .. } => None,
     };
     // Nothing forks here: no copy-on-write, no child's keys.
-    let no_fork = |names: &[&'static str]| -> Vec<(&'static str, String)> {
-        names.iter().map(|name| (*name, "0".to_string())).collect()
-    };
     let mut fields = vec![("loading", "0".to_string()), ("async_loading", "0".into())];
-    fields.extend(no_fork(&[
+    fields.extend(zeros(&[
         "current_cow_peak",
         "current_cow_size",
         "current_cow_size_age",
     ]));
     fields.push(("current_fork_perc", "0.00".into()));
-    fields.extend(no_fork(&[
+    fields.extend(zeros(&[
         "current_save_keys_processed",
         "current_save_keys_total",
     ]));
     // Every acknowledged write is durable already: none waits for a save.
     fields.push(("rdb_changes_since_last_save", "0".into()));
     fields.extend(shared.saves.snapshot_fields());
-    fields.extend(no_fork(&["rdb_last_cow_size"]));
+    fields.extend(zeros(&["rdb_last_cow_size"]));
     fields.push(("aof_enabled", u8::from(config.durable_replies).to_string()));
     fields.extend(shared.saves.rewrite_fields());
     // `err` once the database stopped after a failed write, sync or flush (fail-stop):
@@ -228,7 +230,7 @@ fn persistence(shared: &Shared) -> String {
         Err(_) => "err",
     };
     fields.push(("aof_last_write_status", write_status.into()));
-    fields.extend(no_fork(&[
+    fields.extend(zeros(&[
         "aof_last_cow_size",
         "module_fork_in_progress",
         "module_fork_last_cow_size",
@@ -319,7 +321,7 @@ fn stats(shared: &Shared) -> String {
     let tracking = shared.tracking.totals();
     let keys = shared.ks.key_stats.get();
     let (totals, rates) = (shared.totals(), shared.rates.per_second());
-    lines(&[
+    let mut fields = vec![
         (
             "total_connections_received",
             shared
@@ -368,17 +370,21 @@ fn stats(shared: &Shared) -> String {
             "pubsubshard_channels",
             shared.pubsub.channel_count(Target::Shard).to_string(),
         ),
-        // Nothing forks, migrates, replicates or defragments here.
-        ("latest_fork_usec", "0".into()),
-        ("total_forks", "0".into()),
-        ("migrate_cached_sockets", "0".into()),
-        ("slave_expires_tracked_keys", "0".into()),
-        ("active_defrag_hits", "0".into()),
-        ("active_defrag_misses", "0".into()),
-        ("active_defrag_key_hits", "0".into()),
-        ("active_defrag_key_misses", "0".into()),
-        ("total_active_defrag_time", "0".into()),
-        ("current_active_defrag_time", "0".into()),
+    ];
+    // Nothing forks, migrates, replicates or defragments here.
+    fields.extend(zeros(&[
+        "latest_fork_usec",
+        "total_forks",
+        "migrate_cached_sockets",
+        "slave_expires_tracked_keys",
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+    ]));
+    fields.extend([
         ("tracking_total_keys", tracking.keys.to_string()),
         ("tracking_total_items", tracking.items.to_string()),
         ("tracking_total_prefixes", tracking.prefixes.to_string()),
@@ -408,7 +414,8 @@ fn stats(shared: &Shared) -> String {
             "tailstore_read_latched",
             engine.read_contention.latched.to_string(),
         ),
-    ])
+    ]);
+    lines(&fields)
 }
 
 /// A primary without replicas (replication is not implemented), as Redis reports one.
