@@ -40,6 +40,13 @@ const BLOCKS: &[Step] = &[
     // SCRIPT in the block's order with its scripts: an EVALSHA after a SCRIPT LOAD finds
     // the script, one after a SCRIPT FLUSH does not.
     (0, b"MULTI\r\nSCRIPT EXISTS 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9\r\nSCRIPT LOAD \"return 7\"\r\nEVALSHA 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9 0\r\nSCRIPT EXISTS 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9 x\r\nSCRIPT FLUSH\r\nEVALSHA 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9 0\r\nSCRIPT KILL\r\nEXEC\r\n"),
+    // A block that a changed watched key aborts leaves the script cache as it was: its
+    // SCRIPT FLUSH, SCRIPT LOAD and EVAL's loading of its script never happened.
+    (0, b"SCRIPT LOAD \"return 7\"\r\nWATCH w\r\n"),
+    (2, b"SET w changed\r\n"),
+    (0, b"MULTI\r\nSCRIPT FLUSH\r\nSCRIPT LOAD \"return 8\"\r\nEVAL \"return 9\" 0\r\nEXEC\r\nSCRIPT EXISTS 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9 c2db959528781f82a78b455e9842f46a02a43b61 09b143ac1d8426a09f24496a390fd0d70cafdc7c\r\n"),
+    // One that runs: the flush, then what was loaded after it.
+    (0, b"MULTI\r\nSCRIPT LOAD \"return 8\"\r\nSCRIPT FLUSH\r\nEVAL \"return 9\" 0\r\nEXEC\r\nSCRIPT EXISTS 59b6ab2fbe0ee4b25733de0f62e6cda4899ef8e9 c2db959528781f82a78b455e9842f46a02a43b61 09b143ac1d8426a09f24496a390fd0d70cafdc7c\r\n"),
     // FUNCTION: its changes, listings and errors in their places.
     (0, b"MULTI\r\n*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n$68\r\n#!lua name=lib\nredis.register_function('f', function() return 1 end)\r\nFUNCTION LIST\r\n*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n$68\r\n#!lua name=lib\nredis.register_function('f', function() return 1 end)\r\nFUNCTION STATS\r\nEXEC\r\n"),
     (0, b"FCALL f 0\r\nMULTI\r\nFCALL f 0\r\nFUNCTION DELETE lib\r\nFUNCTION DELETE lib\r\nFUNCTION DUMP\r\nEXEC\r\nFCALL f 0\r\n"),

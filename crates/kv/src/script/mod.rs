@@ -46,6 +46,7 @@
 //! is loaded again, as in Redis (clients fall back to EVAL).
 
 mod bit;
+mod cache;
 mod cjson;
 mod cmsgpack;
 mod convert;
@@ -60,6 +61,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
+pub use cache::{BlockScripts, ScriptCache};
 pub use vm::{Host, Invocation, Registered, Target, Vm};
 
 /// How long a script may run before the server stops it and undoes its writes, unless the

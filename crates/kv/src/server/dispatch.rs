@@ -22,7 +22,7 @@ use super::Shared;
 use crate::command::{
     blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CountLookups, Run,
 };
-use crate::script::Vm;
+use crate::script::{BlockScripts, Vm};
 use crate::{BlockStep, Executed};
 
 /// Whether the connection has not given the password the server asks for (Redis's
@@ -351,7 +351,7 @@ fn reply_to<'s>(
             remember_reads(shared, conn, command, &args);
             Some(eval::eval(shared, conn, vm, command, &args, pending))
         }
-        "script" => Some(eval::script(shared, vm, &args)),
+        "script" => Some(eval::script(&mut &shared.scripts, vm, &args)),
         "function" => Some(functions::function(shared, vm, &args, pending)),
         _ => Some(run(shared, conn, command, &args, pending)),
     };
@@ -625,15 +625,17 @@ fn exec<'s>(
     }
     let mut took = vec![Duration::ZERO; queue.len()];
     // Scripts are found and compiled first, and SCRIPT commands run, in the block's order
-    // (an EVALSHA after a SCRIPT LOAD finds its script); each script runs in the block's
-    // transaction.
+    // (an EVALSHA after a SCRIPT LOAD finds its script), on the block's view of the script
+    // cache, which reaches the server's only if the block runs; each script runs in the
+    // block's transaction.
+    let mut cache = BlockScripts::new(&shared.scripts);
     let mut scripts: Vec<Result<eval::Prepared<'_>, Reply>> = queue
         .iter()
         .zip(&mut took)
         .filter_map(|(queued, took)| {
             let command = lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
             let started = Instant::now();
-            let prepared = prepare(shared, conn, vm, command, &queued.args);
+            let prepared = prepare(shared, conn, vm, (command, &queued.args), &mut cache);
             *took = started.elapsed();
             Some(prepared)
         })
@@ -706,6 +708,9 @@ fn exec<'s>(
         shared.publish_key_events(events, &mut conn.published);
     }
     let ran = committed && !matches!(reply, Reply::NullArray);
+    if ran {
+        cache.apply();
+    }
     let unsent = match reply {
         Reply::Array(replies) if ran => {
             let block = Block {
@@ -767,9 +772,7 @@ fn exec<'s>(
 
 /// Whether a queued command is dealt with before its block runs: a script, found and
 /// compiled (EVAL, EVALSHA, FCALL…), and SCRIPT, which changes or reads the script cache
-/// those find their scripts in. Like EVAL's caching of its script, a SCRIPT command so
-/// takes effect even if a changed watched key then aborts the block: the cache is not
-/// stored data, and Redis clients load a script again when EVALSHA says NOSCRIPT.
+/// those find their scripts in (the block's view of it, `script::BlockScripts`).
 fn prepared_first(command: &Command) -> bool {
     eval::is_eval(command) || command.name == "script"
 }
@@ -781,16 +784,16 @@ fn prepare<'a>(
     shared: &'a Shared,
     conn: &Connection,
     vm: &'a Vm,
-    command: &Command,
-    args: &'a [Vec<u8>],
+    (command, args): Invocation<'a>,
+    cache: &mut BlockScripts<'_>,
 ) -> Result<eval::Prepared<'a>, Reply> {
     if let Some(refusal) = exec_denial(conn, command, args) {
         return Err(refusal);
     }
     if command.name == "script" {
-        return Err(eval::script(shared, vm, args));
+        return Err(eval::script(cache, vm, args));
     }
-    eval::Prepared::new(shared, conn, vm, command, args)
+    eval::Prepared::new(shared, conn, vm, command, args, cache)
 }
 
 /// The refusal of a queued command its user may no longer run (EXEC read the user again).

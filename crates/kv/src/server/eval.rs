@@ -17,7 +17,7 @@ use crate::command::{
 };
 use crate::keyspace::notifications::KeyEvent;
 use crate::script::library::{script_header, Flags, Running, RunningFunction};
-use crate::script::{sha1_hex, Host, Invocation, Target, Vm};
+use crate::script::{sha1_hex, Host, Invocation, ScriptCache, Target, Vm};
 use crate::Executed;
 
 /// EVAL script numkeys key… arg… (and its three siblings): the script's reply, its commit
@@ -30,7 +30,7 @@ pub fn eval<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let mut script = match Prepared::new(shared, conn, vm, command, args) {
+    let mut script = match Prepared::new(shared, conn, vm, command, args, &mut &shared.scripts) {
         Ok(script) => script,
         Err(reply) => return reply,
     };
@@ -95,13 +95,15 @@ pub struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    /// The script EVAL (EVALSHA…) `args` names, or the error reply that refuses it.
+    /// The script EVAL (EVALSHA…) `args` names, found in (and loaded into) `cache`, or the
+    /// error reply that refuses it.
     pub fn new(
         shared: &'a Shared,
         conn: &Connection,
         vm: &'a Vm,
         command: &Command,
         args: &'a [Vec<u8>],
+        cache: &mut dyn ScriptCache,
     ) -> Result<Prepared<'a>, Reply> {
         let (code, flags, bad_numkeys) = if command.name.starts_with("fcall") {
             let Some((library, at)) = shared.libraries.function(&args[1]) else {
@@ -116,7 +118,7 @@ impl<'a> Prepared<'a> {
                 "ERR Bad number of keys provided",
             )
         } else {
-            let (sha, body) = script_named(shared, vm, command, &args[1])?;
+            let (sha, body) = script_named(cache, vm, command, &args[1])?;
             // Compiled: its `#!lua` line, if any, is valid.
             let flags = script_header(&body).ok().flatten().map(|(flags, _)| flags);
             (Code::Script { sha, body }, flags, NOT_INTEGER)
@@ -209,14 +211,13 @@ type KeysAndArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
 /// The script EVAL (EVALSHA…) names by its `body_or_sha`: its SHA1 and its body, compiled
 /// on this loop.
 fn script_named(
-    shared: &Shared,
+    cache: &mut dyn ScriptCache,
     vm: &Vm,
     command: &Command,
     body_or_sha: &[u8],
 ) -> Result<(String, Arc<[u8]>), Reply> {
     if command.name.starts_with("evalsha") {
-        let body = shared
-            .scripts
+        let body = cache
             .get(body_or_sha)
             .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))?;
         let sha = String::from_utf8_lossy(body_or_sha).to_ascii_lowercase();
@@ -224,9 +225,8 @@ fn script_named(
     }
     // EVAL loads its script too, as Redis does (EVALSHA then finds it).
     let sha = sha1_hex(body_or_sha);
-    if vm.compile(&shared.scripts, &sha, body_or_sha)? {
-        shared.scripts.insert(&sha, body_or_sha);
-    }
+    let anew = vm.compile(cache.scripts(), &sha, body_or_sha)?;
+    cache.remember(&sha, body_or_sha, anew);
     Ok((sha, body_or_sha.into()))
 }
 
@@ -246,15 +246,16 @@ fn split_keys<'a>(args: &'a [Vec<u8>], bad_numkeys: &str) -> Result<KeysAndArgs<
     Ok(rest.split_at(numkeys as usize))
 }
 
-/// SCRIPT LOAD | EXISTS | FLUSH | KILL.
-pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL, on `cache` (the server's, or an EXEC block's view).
+pub fn script(cache: &mut dyn ScriptCache, vm: &Vm, args: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
     match (sub.as_str(), args.len()) {
         ("load", 3) => {
             let sha = sha1_hex(&args[2]);
-            match vm.compile(&shared.scripts, &sha, &args[2]) {
+            match vm.compile(cache.scripts(), &sha, &args[2]) {
                 Ok(_) => {
-                    shared.scripts.insert(&sha, &args[2]);
+                    // Stored whether or not this loop compiled it before, as Redis stores it.
+                    cache.remember(&sha, &args[2], true);
                     Reply::Bulk(sha.into_bytes())
                 }
                 Err(reply) => reply,
@@ -263,7 +264,7 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
         ("exists", 3..) => Reply::Array(
             args[2..]
                 .iter()
-                .map(|sha| Reply::Int(i64::from(shared.scripts.contains(sha))))
+                .map(|sha| Reply::Int(i64::from(cache.contains(sha))))
                 .collect(),
         ),
         ("flush", _) => {
@@ -271,7 +272,7 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
             {
                 return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             }
-            shared.scripts.flush();
+            cache.flush();
             Reply::ok()
         }
         // Scripts run without the debugger, as SCRIPT DEBUG NO asks; it is not implemented.
@@ -280,7 +281,7 @@ pub fn script(shared: &Shared, vm: &Vm, args: &[Vec<u8>]) -> Reply {
             "ERR tailstore does not implement the Lua debugger (SCRIPT DEBUG YES and SYNC)",
         ),
         ("debug", 3) => Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO"),
-        ("kill", 2) if shared.scripts.kill() => Reply::ok(),
+        ("kill", 2) if cache.scripts().kill() => Reply::ok(),
         ("kill", 2) => Reply::error("NOTBUSY No scripts in execution right now."),
         ("help", 2) => crate::command::help(SCRIPT_HELP),
         _ => Reply::error(format!(
