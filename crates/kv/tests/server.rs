@@ -1668,6 +1668,9 @@ fn client_commands() {
     assert!(seconds(&theirs, "age=") >= 1, "{theirs}");
     assert!(seconds(&theirs, "idle=") >= 1, "{theirs}");
     assert_eq!(seconds(&mine, "idle="), 0, "{mine}");
+    // `cmd` too, with the subcommand as Redis 7 names it.
+    assert!(mine.contains(" cmd=client|list "), "{mine}");
+    assert!(theirs.contains(" cmd=select "), "{theirs}");
     let _: String = q(&mut d, &["PING"]);
     let list: String = q(&mut c, &["CLIENT", "LIST"]);
     let theirs = list
@@ -1675,6 +1678,7 @@ fn client_commands() {
         .find(|l| l.starts_with(&format!("id={other} ")))
         .unwrap_or_default();
     assert_eq!(seconds(theirs, "idle="), 0, "{theirs}");
+    assert!(theirs.contains(" cmd=ping "), "{theirs}");
     ok(raw_value(
         &mut c,
         &["CLIENT", "SETINFO", "LIB-NAME", "tests"],

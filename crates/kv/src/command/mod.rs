@@ -10,6 +10,7 @@ mod bitfield;
 mod bitmaps;
 mod blocking;
 pub mod categories;
+mod code;
 mod consumer_groups;
 mod distance_order;
 pub mod docs;
@@ -49,6 +50,7 @@ use crate::keyspace::notifications::{self, Class, KeyEvent};
 use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
+pub use code::CommandCode;
 pub use execute::{fault_reply, BlockBody, BlockStep, CountLookups, Executed, MapChange, Watched};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use keys::Expired;
@@ -58,7 +60,7 @@ pub use table::{lookup, tips, Command, Run, COMMANDS};
 
 /// A container command's check of its subcommand, before it runs or is queued: Redis's
 /// error text if it is unknown or has the wrong number of arguments.
-pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<(), String> {
+pub fn subcommand_check(command: &Command, args: &[Vec<u8>]) -> Result<Option<usize>, String> {
     subcommands::check(command.name, args)
 }
 

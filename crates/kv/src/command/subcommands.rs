@@ -262,17 +262,24 @@ pub fn own_flags(container: &str) -> &'static [&'static str] {
 }
 
 /// Redis's refusal of `args` (container first) if its subcommand is unknown or has the
-/// wrong number of arguments; COMMAND alone passes.
-pub fn check(container: &str, args: &[Vec<u8>]) -> Result<(), String> {
-    if of(container).is_none() {
-        return Ok(());
-    }
-    let Some(typed) = args.get(1) else {
-        return Ok(()); // only COMMAND's arity lets it through alone
+/// wrong number of arguments; COMMAND alone passes. Otherwise the subcommand's place in
+/// its container's table (`None`: not a container's, or COMMAND alone).
+pub fn check(container: &str, args: &[Vec<u8>]) -> Result<Option<usize>, String> {
+    let Some(subcommands) = of(container) else {
+        return Ok(None);
     };
-    let Some(&Subcommand {
-        name: sub, arity, ..
-    }) = find(container, typed)
+    let Some(typed) = args.get(1) else {
+        return Ok(None); // only COMMAND's arity lets it through alone
+    };
+    let place = subcommands
+        .iter()
+        .position(|sub| typed.eq_ignore_ascii_case(sub.name.as_bytes()));
+    let Some((
+        place,
+        &Subcommand {
+            name: sub, arity, ..
+        },
+    )) = place.map(|place| (place, &subcommands[place]))
     else {
         return Err(format!(
             "ERR unknown subcommand '{}'. Try {} HELP.",
@@ -286,7 +293,7 @@ pub fn check(container: &str, args: &[Vec<u8>]) -> Result<(), String> {
             "ERR wrong number of arguments for '{container}|{sub}' command"
         ));
     }
-    Ok(())
+    Ok(Some(place))
 }
 
 /// The full names of `command`'s subcommands (`client|kill`), none if it is not a
@@ -320,9 +327,11 @@ mod tests {
             check("config", &args("CONFIG GET")),
             Err("ERR wrong number of arguments for 'config|get' command".into())
         );
-        assert_eq!(check("config", &args("config get a b c")), Ok(()));
-        assert_eq!(check("command", &args("COMMAND")), Ok(()));
-        assert_eq!(check("get", &args("GET nosuch")), Ok(()));
+        let get = CONFIG.iter().position(|sub| sub.name == "get");
+        assert!(get.is_some());
+        assert_eq!(check("config", &args("config get a b c")), Ok(get));
+        assert_eq!(check("command", &args("COMMAND")), Ok(None));
+        assert_eq!(check("get", &args("GET nosuch")), Ok(None));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use super::blocking::Blocked;
 use super::pubsub::{Message, Subscriber, Target};
 use super::socket::Socket;
 use super::tls::{receive_records, send_records};
+use crate::command::CommandCode;
 use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
@@ -85,7 +86,6 @@ pub struct Connection {
     /// until the socket says it has nothing more, never stopping at a short read (see
     /// [`Connection::fill`]).
     pub read_to_the_end: bool,
-    pub last_command: &'static str,
     /// MONITOR made it a monitor (`server/monitor.rs`): it is sent every command's line.
     pub monitoring: bool,
     /// CLIENT REPLY OFF: no replies are sent until CLIENT REPLY ON.
@@ -104,10 +104,10 @@ pub struct Connection {
     /// The TLS session its bytes pass through, on a server that speaks TLS
     /// (`server/tls.rs`).
     pub tls: Option<Box<ServerConnection>>,
-    /// When it connected, and when its last command began (ms after that), for CLIENT
-    /// LIST's `age` and `idle`: shared with its listing, which other loops read.
+    /// When it connected, and its last command and when that began, for CLIENT LIST's
+    /// `age`, `idle` and `cmd`: shared with its listing, which other loops read.
     created: Instant,
-    last_active_ms: Arc<AtomicU64>,
+    activity: Arc<Activity>,
     /// Bytes read and written since its loop last took them for INFO's totals
     /// ([`Connection::take_traffic`]; under TLS, the plaintext, as Redis counts it).
     traffic: Traffic,
@@ -158,7 +158,6 @@ impl Connection {
             closing: false,
             unread: false,
             read_to_the_end: false,
-            last_command: "NULL",
             monitoring: false,
             replies_off: false,
             replies_to_skip: 0,
@@ -168,7 +167,7 @@ impl Connection {
             user_generation: 0,
             tls: None,
             created: Instant::now(),
-            last_active_ms: Arc::default(),
+            activity: Arc::default(),
             traffic: Traffic::default(),
         }
     }
@@ -439,12 +438,18 @@ impl Connection {
     /// Notes that a command began at `at` (CLIENT LIST's `idle`).
     pub fn active_at(&self, at: Instant) {
         let ms = at.saturating_duration_since(self.created).as_millis();
-        self.last_active_ms
+        self.activity
+            .started_ms
             .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
-    /// CLIENT LIST's line for this connection, whose `age` and `idle` are read whenever
-    /// it is shown.
+    /// Notes the command it is running (CLIENT LIST's `cmd`).
+    pub fn running(&self, command: CommandCode) {
+        self.activity
+            .command
+            .store(command.bits(), Ordering::Relaxed);
+    }
+
     /// The name of the user it logged in as.
     pub fn user_name(&self) -> std::borrow::Cow<'_, str> {
         self.user
@@ -452,6 +457,8 @@ impl Connection {
             .map_or("default".into(), |u| String::from_utf8_lossy(&u.name))
     }
 
+    /// CLIENT LIST's line for this connection, whose `age`, `idle` and `cmd` are read
+    /// whenever it is shown.
     pub fn listing(&self) -> Listing {
         let name = self
             .name
@@ -469,9 +476,8 @@ impl Connection {
             self.local,
             self.stream.as_raw_fd(),
         );
-        let tail = format!(
-            "flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} omem={} cmd={} \
-             user={} redir={redirect} resp={}",
+        let middle = format!(
+            "flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} omem={}",
             self.flags(),
             self.db,
             self.channels.len(),
@@ -480,7 +486,9 @@ impl Connection {
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
             self.filled - self.parsed,
             self.output.len() - self.written,
-            self.last_command,
+        );
+        let tail = format!(
+            "user={} redir={redirect} resp={}",
             self.user_name(),
             match self.protocol {
                 Protocol::Resp2 => 2,
@@ -489,33 +497,55 @@ impl Connection {
         );
         Listing {
             head,
+            middle,
             tail,
             created: self.created,
-            last_active_ms: self.last_active_ms.clone(),
+            activity: self.activity.clone(),
         }
     }
 }
 
-/// A connection's CLIENT LIST line as of its last refresh, with the clock to write its
-/// `age` and `idle` as of now.
+/// What other loops read of a connection's latest command, as it runs.
+struct Activity {
+    /// When it began, in ms after the connect.
+    started_ms: AtomicU64,
+    /// Its [`CommandCode`].
+    command: AtomicU32,
+}
+
+impl Default for Activity {
+    fn default() -> Activity {
+        Activity {
+            started_ms: AtomicU64::new(0),
+            command: AtomicU32::new(CommandCode::NONE.bits()),
+        }
+    }
+}
+
+/// A connection's CLIENT LIST line as of its last refresh, with what it needs to write its
+/// `age`, `idle` and `cmd` as of now.
 pub struct Listing {
     head: String,
+    middle: String,
     tail: String,
     created: Instant,
-    last_active_ms: Arc<AtomicU64>,
+    activity: Arc<Activity>,
 }
 
 impl Listing {
     /// The line, in Redis's order of fields: `age` and `idle` in seconds.
     pub fn line(&self) -> String {
         let age = self.created.elapsed();
-        let active = std::time::Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed));
-        let idle = age.saturating_sub(active);
+        let started = self.activity.started_ms.load(Ordering::Relaxed);
+        let idle = age.saturating_sub(std::time::Duration::from_millis(started));
+        let command = CommandCode::from_bits(self.activity.command.load(Ordering::Relaxed));
         format!(
-            "{} age={} idle={} {}",
+            "{} age={} idle={} {} cmd={} {}",
             self.head,
             age.as_secs(),
             idle.as_secs(),
+            self.middle,
+            command.full_name(),
             self.tail
         )
     }

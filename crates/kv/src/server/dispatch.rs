@@ -20,7 +20,8 @@ use super::slowlog;
 use super::tracking;
 use super::Shared;
 use crate::command::{
-    blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CountLookups, Run,
+    blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CommandCode,
+    CountLookups, Run,
 };
 use crate::script::{BlockScripts, Vm};
 use crate::{BlockStep, Executed};
@@ -207,7 +208,7 @@ fn one<'s>(
         conn.multi_failed |= conn.multi.is_some();
         return Some(unknown_command(&args));
     };
-    conn.last_command = command.name;
+    conn.running(CommandCode::of(command, None));
     if !command.arity_ok(args.len()) {
         conn.multi_failed |= conn.multi.is_some();
         let stats = &shared.loops[conn.home.at].command_stats;
@@ -218,9 +219,13 @@ fn one<'s>(
         ));
         return Some(refused(conn, &args, refusal));
     }
-    if let Err(refusal) = subcommand_check(command, &args) {
-        conn.multi_failed |= conn.multi.is_some();
-        return Some(Reply::error(refusal));
+    match subcommand_check(command, &args) {
+        Err(refusal) => {
+            conn.multi_failed |= conn.multi.is_some();
+            return Some(Reply::error(refusal));
+        }
+        Ok(Some(subcommand)) => conn.running(CommandCode::of(command, Some(subcommand))),
+        Ok(None) => {}
     }
     // Redis's `no-multi` commands: refused while queuing, which fails the EXEC.
     if conn.multi.is_some() && matches!(command.name, "save" | "shutdown") {
