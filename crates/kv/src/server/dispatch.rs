@@ -1,5 +1,6 @@
-//! From a parsed command to its reply: the command table, MULTI/EXEC/WATCH, and the data
-//! commands' commits collected for the pass's one durability wait.
+//! From a parsed command to its reply: the command table, MULTI/EXEC/WATCH (queued here,
+//! run in `transaction.rs`), and the data commands' commits collected for the pass's one
+//! durability wait.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -18,13 +19,14 @@ use super::interleave::{self, Point};
 use super::pubsub;
 use super::slowlog;
 use super::tracking;
+use super::transaction;
 use super::Shared;
 use crate::command::{
     blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CommandCode,
     CountLookups, Run,
 };
-use crate::script::{BlockScripts, Vm};
-use crate::{BlockStep, Executed};
+use crate::script::Vm;
+use crate::Executed;
 
 /// Whether the connection has not given the password the server asks for (Redis's
 /// `authRequired`): its commands are refused but for logging in, and its requests are held
@@ -175,7 +177,7 @@ fn shutdown(shared: &Shared, args: &[Vec<u8>]) -> Option<Reply> {
 
 /// Sends `reply`, unless CLIENT REPLY turned replies off or skips this one; an error
 /// reply is counted (INFO errorstats), sent or not, as Redis counts it.
-fn send(shared: &Shared, conn: &mut Connection, reply: &Reply) {
+pub(super) fn send(shared: &Shared, conn: &mut Connection, reply: &Reply) {
     if let Reply::Error(text) = reply {
         shared.loops[conn.home.at].command_stats.error(text);
     }
@@ -185,7 +187,7 @@ fn send(shared: &Shared, conn: &mut Connection, reply: &Reply) {
 }
 
 /// Whether the next reply is sent (CLIENT REPLY OFF and SKIP drop it); a skip is used up.
-fn sending(conn: &mut Connection) -> bool {
+pub(super) fn sending(conn: &mut Connection) -> bool {
     if conn.replies_off {
         return false;
     }
@@ -293,7 +295,7 @@ fn finished(
 /// A command of `conn` that ran for `took`: to the slow log (unless the command is one
 /// Redis keeps out of it: EXEC, whose commands are logged one by one) and to its loop's
 /// latency histograms.
-fn record_run(
+pub(super) fn record_run(
     shared: &Shared,
     conn: &Connection,
     (command, args): (&Command, &[Vec<u8>]),
@@ -344,10 +346,10 @@ fn reply_to<'s>(
         monitored(shared, conn, command, &args);
     }
     let reply = match command.name {
-        "multi" => Some(multi(conn)),
-        "exec" => exec(shared, conn, vm, pending),
-        "discard" => Some(discard(conn)),
-        "watch" => Some(watch(shared, conn, &args)),
+        "multi" => Some(transaction::multi(conn)),
+        "exec" => transaction::exec(shared, conn, vm, pending),
+        "discard" => Some(transaction::discard(conn)),
+        "watch" => Some(transaction::watch(shared, conn, &args)),
         "unwatch" => {
             conn.watched.clear();
             Some(Reply::ok())
@@ -414,7 +416,12 @@ fn execute<'s>(
 
 /// Before a read-only command (or a script) of a tracking client reads: its keys are
 /// remembered for the client (`server/tracking.rs`, "Why no stale copy survives").
-fn remember_reads(shared: &Shared, conn: &mut Connection, command: &Command, args: &[Vec<u8>]) {
+pub(super) fn remember_reads(
+    shared: &Shared,
+    conn: &mut Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+) {
     if conn.tracking.is_some() && (command.is_read_only() || eval::is_eval(command)) {
         let keys = command.named_keys(args);
         shared.tracking.remember(&shared.client_list, conn, keys);
@@ -423,7 +430,12 @@ fn remember_reads(shared: &Shared, conn: &mut Connection, command: &Command, arg
 
 /// After `conn`'s write to the keys of `args`: the invalidations due to tracking clients,
 /// sent after the pass's durability wait like its replies.
-fn invalidate(shared: &Shared, conn: &mut Connection, command: &Command, args: &[Vec<u8>]) {
+pub(super) fn invalidate(
+    shared: &Shared,
+    conn: &mut Connection,
+    command: &Command,
+    args: &[Vec<u8>],
+) {
     if shared.tracking.clients() > 0 {
         let (clients, outbox) = (&shared.client_list, &mut conn.published);
         let keys = command.named_keys(args);
@@ -576,337 +588,4 @@ fn refused(conn: &mut Connection, args: &[Vec<u8>], refusal: Reply) -> Reply {
         )),
         other => other,
     }
-}
-
-fn multi(conn: &mut Connection) -> Reply {
-    if conn.multi.is_some() {
-        return Reply::error("ERR MULTI calls can not be nested");
-    }
-    conn.multi = Some(Vec::new());
-    conn.multi_failed = false;
-    Reply::ok()
-}
-
-fn discard(conn: &mut Connection) -> Reply {
-    if conn.multi.take().is_none() {
-        return Reply::error("ERR DISCARD without MULTI");
-    }
-    conn.watched.clear();
-    Reply::ok()
-}
-
-fn watch(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    if conn.multi.is_some() {
-        return Reply::error("ERR WATCH inside MULTI is not allowed");
-    }
-    for key in &args[1..] {
-        match shared.ks.watch(conn.db, key) {
-            Ok(watched) => conn.watched.push(watched),
-            Err(reply) => return reply,
-        }
-    }
-    Reply::ok()
-}
-
-/// EXEC: the queued commands as one engine transaction (connection and server commands
-/// among them are answered after it, if it ran; SELECT changes the database of the commands
-/// after it). A block that ran is answered here, element by element ([`answer_block`]):
-/// `None`. Otherwise the reply to send: EXECABORT, a failure, or nil (a watched key changed).
-fn exec<'s>(
-    shared: &'s Shared,
-    conn: &mut Connection,
-    vm: &Vm,
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Option<Reply> {
-    let Some(queue) = conn.multi.take() else {
-        return Some(Reply::error("ERR EXEC without MULTI"));
-    };
-    let watched = std::mem::take(&mut conn.watched);
-    if conn.multi_failed {
-        conn.multi_failed = false;
-        return Some(Reply::error(
-            "EXECABORT Transaction discarded because of previous errors.",
-        ));
-    }
-    let mut took = vec![Duration::ZERO; queue.len()];
-    // Scripts are found and compiled first, and SCRIPT commands run, in the block's order
-    // (an EVALSHA after a SCRIPT LOAD finds its script), on the block's view of the script
-    // cache, which reaches the server's only if the block runs; each script runs in the
-    // block's transaction.
-    let mut cache = BlockScripts::new(&shared.scripts);
-    let mut scripts: Vec<Result<eval::Prepared<'_>, Reply>> = queue
-        .iter()
-        .zip(&mut took)
-        .filter_map(|(queued, took)| {
-            let command = lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
-            let started = Instant::now();
-            let prepared = prepare(shared, conn, vm, (command, &queued.args), &mut cache);
-            *took = started.elapsed();
-            Some(prepared)
-        })
-        .collect();
-    let mut next_script = scripts.iter_mut();
-    let mut steps = Vec::with_capacity(queue.len());
-    // Each step's command, for INFO commandstats and the slow log, unless ACL refused it.
-    let mut ran_commands: Vec<Option<Invocation<'_>>> = Vec::with_capacity(queue.len());
-    // The connection and server commands are answered once the block has run, and only if
-    // it did: a block that a changed watched key aborts, or that fails, must leave the
-    // connection as it was (its SELECT too). Meanwhile the database a queued SELECT picks
-    // is followed here, for the commands after it.
-    let mut deferred: Vec<(usize, &'static Command, &[Vec<u8>])> = Vec::new();
-    let mut db = conn.db;
-    for queued in &queue {
-        let Some(command) = lookup(&queued.args[0]) else {
-            continue;
-        };
-        remember_reads(shared, conn, command, &queued.args);
-        if let Some(refusal) = exec_denial(conn, command, &queued.args) {
-            if prepared_first(command) {
-                next_script.next(); // its script is not run
-            }
-            steps.push(BlockStep::Server(refusal));
-            ran_commands.push(None);
-            continue;
-        }
-        let step = match command.run {
-            Run::Data(_) => BlockStep::Data(db, command, &queued.args),
-            Run::Server if prepared_first(command) => match next_script.next() {
-                Some(Ok(script)) => BlockStep::Body(script.in_database(db)),
-                Some(Err(answer)) => BlockStep::Server(answer.clone()),
-                None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
-            },
-            Run::Server => match admin::map_change(shared, db, command, &queued.args) {
-                Some(Ok(change)) => BlockStep::Map(change),
-                Some(Err(refusal)) => BlockStep::Server(refusal),
-                None => {
-                    if command.name == "select" {
-                        db = admin::database_index(shared, &queued.args[1]).unwrap_or(db);
-                    }
-                    deferred.push((steps.len(), command, &queued.args));
-                    BlockStep::Server(Reply::Null) // answered once the block has run
-                }
-            },
-        };
-        steps.push(step);
-        ran_commands.push(Some((command, &queued.args)));
-    }
-    // Unknown commands fail the block as they are queued: each queued command is a step,
-    // and `took` and `ran_commands` are indexed by either.
-    assert_eq!(steps.len(), queue.len(), "a step per queued command");
-    let mut step_took = vec![Duration::ZERO; steps.len()];
-    let Executed {
-        reply,
-        pending: commit,
-        committed,
-        events,
-    } = shared
-        .ks
-        .execute_block_timed(&mut steps, &watched, &mut step_took);
-    for (took, step_took) in took.iter_mut().zip(step_took) {
-        *took += step_took;
-    }
-    let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
-    pending.extend(commit);
-    // Before the messages of the block's deferred PUBLISHes, which Redis would have sent
-    // in their place among the commands.
-    if !events.is_empty() {
-        shared.publish_key_events(events, &mut conn.published);
-    }
-    let ran = committed && !matches!(reply, Reply::NullArray);
-    if ran {
-        cache.apply();
-    }
-    let unsent = match reply {
-        Reply::Array(replies) if ran => {
-            let block = Block {
-                replies,
-                deferred: &deferred,
-                commands: &ran_commands,
-                took: &mut took,
-            };
-            answer_block(shared, conn, vm, block, pending);
-            None
-        }
-        other => Some(other),
-    };
-    for step in &steps {
-        match step {
-            BlockStep::Data(db, command, args) if command.is_write() => {
-                shared.signal_write(*db, command, args);
-                if wrote && committed {
-                    invalidate(shared, conn, command, args);
-                }
-            }
-            BlockStep::Map(change) if ran => admin::map_changed(shared, conn, *change),
-            _ => {}
-        }
-    }
-    // Each command's database, for MONITOR (connection commands: the block's last).
-    let databases: Vec<u32> = steps
-        .iter()
-        .map(|step| match step {
-            BlockStep::Data(db, ..) => *db,
-            _ => conn.db,
-        })
-        .collect();
-    drop(steps);
-    // The block's commands ran unless a watched key had changed: each is shown to the
-    // monitors in order, a script followed by its calls (its effects are kept, messages
-    // and calls, only if the block committed).
-    let mut scripts = scripts.into_iter();
-    for (queued, db) in queue.iter().zip(databases) {
-        let Some(command) = lookup(&queued.args[0]) else {
-            continue;
-        };
-        if ran {
-            let outbox = &mut conn.published;
-            shared
-                .monitors
-                .feed(command, db, &conn.peer, &queued.args, outbox);
-        }
-        if eval::is_eval(command) {
-            if let Some(Ok(script)) = scripts.next() {
-                script.finish(conn, committed);
-            }
-        } else if prepared_first(command) {
-            scripts.next();
-        }
-    }
-    unsent
-}
-
-/// Whether a queued command is dealt with before its block runs: a script, found and
-/// compiled (EVAL, EVALSHA, FCALL…), and SCRIPT, which changes or reads the script cache
-/// those find their scripts in (the block's view of it, `script::BlockScripts`).
-fn prepared_first(command: &Command) -> bool {
-    eval::is_eval(command) || command.name == "script"
-}
-
-/// What EXEC's walk before the block makes of a command [`prepared_first`] names: a
-/// script to run in the block's transaction, or the command's reply (a refusal, or what a
-/// SCRIPT command answered). A command its user may no longer run is not run.
-fn prepare<'a>(
-    shared: &'a Shared,
-    conn: &Connection,
-    vm: &'a Vm,
-    (command, args): Invocation<'a>,
-    cache: &mut BlockScripts<'_>,
-) -> Result<eval::Prepared<'a>, Reply> {
-    if let Some(refusal) = exec_denial(conn, command, args) {
-        return Err(refusal);
-    }
-    if command.name == "script" {
-        return Err(eval::script(cache, vm, args));
-    }
-    eval::Prepared::new(shared, conn, vm, command, args, cache)
-}
-
-/// The refusal of a queued command its user may no longer run (EXEC read the user again).
-fn exec_denial(conn: &Connection, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
-    let user = conn.user.as_ref()?;
-    let denial = user.check(command, args).err()?;
-    Some(acl::exec_refusal(&denial))
-}
-
-/// A queued command and its arguments.
-type Invocation<'q> = (&'static Command, &'q [Vec<u8>]);
-
-/// A block that ran, to answer: its replies (the deferred commands' places empty), the
-/// deferred commands with their places, each step's command (`None`: refused by ACL, not
-/// run) and each one's run time so far.
-struct Block<'b, 'q> {
-    replies: Vec<Reply>,
-    deferred: &'b [(usize, &'static Command, &'q [Vec<u8>])],
-    commands: &'b [Option<Invocation<'q>>],
-    took: &'b mut [Duration],
-}
-
-/// Sends the replies of a block that ran: the array's header, then each reply in order,
-/// each connection or server command answered in its place, so that what it changes
-/// applies to the replies after it as in Redis: HELLO's protocol, CLIENT REPLY OFF and ON,
-/// a (P)SUBSCRIBE's confirmations (sent in its place, however many, as Redis does, so the
-/// array holds more than its header says) and the subscribed context's PING. Each reply
-/// goes through [`send`] (errors counted for INFO errorstats), and each command that ran
-/// is counted in INFO commandstats and the slow log, as Redis counts a block's commands.
-fn answer_block<'s>(
-    shared: &'s Shared,
-    conn: &mut Connection,
-    vm: &Vm,
-    block: Block<'_, '_>,
-    pending: &mut Vec<PendingCommit<'s>>,
-) {
-    let Block {
-        replies,
-        deferred,
-        commands,
-        took,
-    } = block;
-    if sending(conn) {
-        Reply::encode_array_header(replies.len(), &mut conn.output);
-    }
-    let mut deferred = deferred.iter().peekable();
-    let mut skip_after = false;
-    for (at, reply) in replies.into_iter().enumerate() {
-        let reply = match deferred.next_if(|(place, ..)| *place == at) {
-            Some(&(_, command, args)) if is_reply_skip(command, args) => {
-                // Redis skips the reply of the command after EXEC, not the block's next.
-                skip_after = true;
-                None
-            }
-            Some(&(_, command, args)) => {
-                let started = Instant::now();
-                let answer = answer_deferred(shared, conn, vm, (command, args), pending);
-                took[at] += started.elapsed();
-                answer
-            }
-            None => Some(reply),
-        };
-        if let Some(reply) = &reply {
-            send(shared, conn, reply);
-        }
-        if let Some((command, args)) = commands[at] {
-            record_run(shared, conn, (command, args), took[at], reply.as_ref());
-        }
-    }
-    if skip_after {
-        conn.replies_to_skip = 1;
-    }
-}
-
-/// CLIENT REPLY SKIP.
-fn is_reply_skip(command: &Command, args: &[Vec<u8>]) -> bool {
-    command.name == "client"
-        && args.len() == 3
-        && args[1].eq_ignore_ascii_case(b"reply")
-        && args[2].eq_ignore_ascii_case(b"skip")
-}
-
-/// A connection or server command of a block that ran, answered in its place; `None` when
-/// it sent its answer itself (a subscription's confirmations).
-fn answer_deferred<'s>(
-    shared: &'s Shared,
-    conn: &mut Connection,
-    vm: &Vm,
-    (command, args): (&Command, &[Vec<u8>]),
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Option<Reply> {
-    if let Some(change) = pubsub::Change::of(command.name) {
-        if change.is_shard_subscribe() {
-            return Some(Reply::error(
-                "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
-            ));
-        }
-        pubsub::change(shared, conn, change, &args[1..]);
-        shared.client_list.update(conn); // CLIENT KILL TYPE pubsub sees it
-        return None;
-    }
-    if command.name == "ping" && conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
-        return pubsub::in_subscribed_context(command, args);
-    }
-    Some(match command.name {
-        // Changes of the libraries: each its own transaction, after the block's (FCALLs of
-        // the block found their functions before it ran).
-        "function" => functions::function(shared, vm, args, pending),
-        _ => admin::queued(shared, conn, command, args),
-    })
 }

@@ -33,6 +33,7 @@ mod socket;
 mod standalone;
 mod tls;
 mod tracking;
+mod transaction;
 mod worker;
 
 pub use auth::Secret;
