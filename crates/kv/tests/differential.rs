@@ -2399,8 +2399,23 @@ fn random_sequences_get_the_replies_redis_gives() {
 /// cases: each cut copies the storage and each restart replays the log.)
 #[test]
 fn random_sequences_survive_power_cuts() {
+    survive_power_cuts("random_sequences_survive_power_cuts", sequences());
+}
+
+/// The same with sequences of consumer-group commands: a stream's groups, their pending
+/// entries and consumers (`stored` reads them whole) survive the cut as acknowledged.
+#[test]
+fn consumer_group_sequences_survive_power_cuts() {
+    survive_power_cuts(
+        "consumer_group_sequences_survive_power_cuts",
+        group_sequences(),
+    );
+}
+
+/// Runs `strategy`'s sequences as `random_sequences_survive_power_cuts` says.
+fn survive_power_cuts(test: &str, strategy: BoxedStrategy<Vec<Vec<String>>>) {
     let Some(program) = redis_program() else {
-        println!("redis-server not found: skipping random_sequences_survive_power_cuts");
+        println!("redis-server not found: skipping {test}");
         return;
     };
     let redis = start_redis(&program);
@@ -2413,7 +2428,7 @@ fn random_sequences_survive_power_cuts() {
         _servers: None,
     };
     let state = std::cell::RefCell::new((pair, Some(server), storage, 0));
-    let outcome = runner(16).run(&sequences(), |sequence| {
+    let outcome = runner(16).run(&strategy, |sequence| {
         let mut state = state.borrow_mut();
         let (pair, server, storage, cuts) = &mut *state;
         // The cut comes right after the last reply, before anything reads (a read waits
