@@ -159,6 +159,45 @@ fn a_message_comes_before_the_reply_to_a_later_command() {
     }
 }
 
+/// Its unread messages show in CLIENT LIST (`omem`, `events=rw`), as Redis shows them, to
+/// whoever looks for the client that holds the server's memory.
+#[test]
+fn a_subscriber_that_does_not_read_shows_its_unsent_output_in_client_list() {
+    let server = TestServer::start();
+    let mut subscriber = server.raw();
+    subscriber
+        .write_all(b"SUBSCRIBE slow\r\nCLIENT ID\r\n")
+        .expect("write");
+    let confirmation = b"*3\r\n$9\r\nsubscribe\r\n$4\r\nslow\r\n:1\r\n";
+    let confirmed = read_exactly(&mut subscriber, confirmation.len());
+    assert_eq!(confirmed, confirmation);
+    let mut publisher = server.client();
+    let payload = "p".repeat(1 << 20);
+    for _ in 0..8 {
+        assert_eq!(q::<i64>(&mut publisher, &["publish", "slow", &payload]), 1);
+    }
+    let field = |line: &str, name: &str| -> u64 {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let mut last = String::new();
+    let shown = eventually(Duration::from_secs(10), || {
+        let list: String = q(&mut publisher, &["CLIENT", "LIST"]);
+        last = list
+            .lines()
+            .find(|line| line.contains(" sub=1 "))
+            .unwrap_or_default()
+            .to_string();
+        !last.is_empty() && field(&last, "omem=") > 1 << 20
+    });
+    assert!(shown, "the subscriber's line: {last}");
+    assert!(last.contains(" events=rw "), "{last}");
+    assert!(field(&last, "tot-mem=") >= field(&last, "omem="), "{last}");
+    assert!(last.contains(" cmd=client|id "), "{last}");
+}
+
 #[test]
 fn a_subscriber_that_does_not_read_is_disconnected() {
     // Over the limit of unread messages (32 MiB), as Redis's client-output-buffer-limit.

@@ -443,6 +443,19 @@ impl Connection {
             .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
+    /// Notes its buffers as the pass leaves them (CLIENT LIST's `qbuf`, `qbuf-free`, `rbs`,
+    /// `omem`, `tot-mem` and `events`): a subscriber that does not read shows its growing
+    /// output to every CLIENT LIST, as in Redis.
+    pub fn note_buffers(&self) {
+        let buffers = &self.activity.buffers;
+        let store = |field: &AtomicU64, value: usize| field.store(value as u64, Ordering::Relaxed);
+        store(&buffers.unparsed, self.filled - self.parsed);
+        store(&buffers.input_free, self.input.len() - self.filled);
+        store(&buffers.output_capacity, self.output.capacity());
+        store(&buffers.unsent, self.unsent());
+        store(&buffers.total, self.input.len() + self.output.capacity());
+    }
+
     /// Notes the command it is running (CLIENT LIST's `cmd`).
     pub fn running(&self, command: CommandCode) {
         self.activity
@@ -477,15 +490,13 @@ impl Connection {
             self.stream.as_raw_fd(),
         );
         let middle = format!(
-            "flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} omem={}",
+            "flags={} db={} sub={} psub={} ssub={} multi={}",
             self.flags(),
             self.db,
             self.channels.len(),
             self.patterns.len(),
             self.shard_channels.len(),
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
-            self.filled - self.parsed,
-            self.output.len() - self.written,
         );
         let tail = format!(
             "user={} redir={redirect} resp={}",
@@ -505,12 +516,14 @@ impl Connection {
     }
 }
 
-/// What other loops read of a connection's latest command, as it runs.
+/// What other loops read of a connection as it runs: its latest command, and its buffers
+/// as its loop's last pass left them.
 struct Activity {
-    /// When it began, in ms after the connect.
+    /// When its latest command began, in ms after the connect.
     started_ms: AtomicU64,
     /// Its [`CommandCode`].
     command: AtomicU32,
+    buffers: Buffers,
 }
 
 impl Default for Activity {
@@ -518,7 +531,39 @@ impl Default for Activity {
         Activity {
             started_ms: AtomicU64::new(0),
             command: AtomicU32::new(CommandCode::NONE.bits()),
+            buffers: Buffers::default(),
         }
+    }
+}
+
+/// A connection's buffers in bytes ([`Connection::note_buffers`]).
+#[derive(Default)]
+struct Buffers {
+    /// Read, not yet parsed (`qbuf`).
+    unparsed: AtomicU64,
+    /// Room left to read into (`qbuf-free`).
+    input_free: AtomicU64,
+    /// The reply buffer's size (`rbs`).
+    output_capacity: AtomicU64,
+    /// Replies not yet written to the socket (`omem`).
+    unsent: AtomicU64,
+    /// Both buffers' memory (`tot-mem`).
+    total: AtomicU64,
+}
+
+impl Buffers {
+    /// CLIENT LIST's fields of the buffers, in Redis's order, and `events`.
+    fn fields(&self) -> String {
+        let load = |field: &AtomicU64| field.load(Ordering::Relaxed);
+        let unsent = load(&self.unsent);
+        format!(
+            "qbuf={} qbuf-free={} rbs={} omem={unsent} tot-mem={} events={}",
+            load(&self.unparsed),
+            load(&self.input_free),
+            load(&self.output_capacity),
+            load(&self.total),
+            if unsent > 0 { "rw" } else { "r" },
+        )
     }
 }
 
@@ -540,11 +585,12 @@ impl Listing {
         let idle = age.saturating_sub(std::time::Duration::from_millis(started));
         let command = CommandCode::from_bits(self.activity.command.load(Ordering::Relaxed));
         format!(
-            "{} age={} idle={} {} cmd={} {}",
+            "{} age={} idle={} {} {} cmd={} {}",
             self.head,
             age.as_secs(),
             idle.as_secs(),
             self.middle,
+            self.activity.buffers.fields(),
             command.full_name(),
             self.tail
         )

@@ -505,6 +505,7 @@ impl Worker {
             }
             let flushed = conn.flush();
             traffic.written += conn.take_traffic().written;
+            conn.note_buffers();
             match flushed {
                 Ok(true) if conn.closing => dead.push(*token),
                 // A client that has not logged in and does not read its refusals is
