@@ -246,9 +246,15 @@ pub fn named(container: &str, args: &[Vec<u8>]) -> Option<&'static str> {
 
 /// The subcommand `typed` (any case) of `container`, if it has one.
 pub fn find(container: &str, typed: &[u8]) -> Option<&'static Subcommand> {
-    of(container)?
+    let subcommands = of(container)?;
+    place(subcommands, typed).map(|at| &subcommands[at])
+}
+
+/// Where the subcommand `typed` (any case) is in `subcommands`, if it is there.
+fn place(subcommands: &[Subcommand], typed: &[u8]) -> Option<usize> {
+    subcommands
         .iter()
-        .find(|sub| typed.eq_ignore_ascii_case(sub.name.as_bytes()))
+        .position(|sub| typed.eq_ignore_ascii_case(sub.name.as_bytes()))
 }
 
 /// A container's own flags in COMMAND INFO: none but COMMAND's, which also runs alone
@@ -271,29 +277,23 @@ pub fn check(container: &str, args: &[Vec<u8>]) -> Result<Option<usize>, String>
     let Some(typed) = args.get(1) else {
         return Ok(None); // only COMMAND's arity lets it through alone
     };
-    let place = subcommands
-        .iter()
-        .position(|sub| typed.eq_ignore_ascii_case(sub.name.as_bytes()));
-    let Some((
-        place,
-        &Subcommand {
-            name: sub, arity, ..
-        },
-    )) = place.map(|place| (place, &subcommands[place]))
-    else {
+    let Some(at) = place(subcommands, typed) else {
         return Err(format!(
             "ERR unknown subcommand '{}'. Try {} HELP.",
             String::from_utf8_lossy(typed),
             container.to_ascii_uppercase()
         ));
     };
+    let Subcommand {
+        name: sub, arity, ..
+    } = subcommands[at];
     let argc = i32::try_from(args.len()).unwrap_or(i32::MAX);
     if (arity >= 0 && argc != arity) || (arity < 0 && argc < -arity) {
         return Err(format!(
             "ERR wrong number of arguments for '{container}|{sub}' command"
         ));
     }
-    Ok(Some(place))
+    Ok(Some(at))
 }
 
 /// The full names of `command`'s subcommands (`client|kill`), none if it is not a

@@ -94,7 +94,7 @@ pub(super) fn exec<'s>(
     // it did: a block that a changed watched key aborts, or that fails, must leave the
     // connection as it was (its SELECT too). Meanwhile the database a queued SELECT picks
     // is followed here, for the commands after it.
-    let mut deferred: Vec<(usize, &'static Command, &[Vec<u8>])> = Vec::new();
+    let mut deferred: Vec<(usize, Invocation<'_>)> = Vec::new();
     let mut db = conn.db;
     for queued in &queue {
         let Some(command) = lookup(&queued.args[0]) else {
@@ -123,7 +123,7 @@ pub(super) fn exec<'s>(
                     if command.name == "select" {
                         db = admin::database_index(shared, &queued.args[1]).unwrap_or(db);
                     }
-                    deferred.push((steps.len(), command, &queued.args));
+                    deferred.push((steps.len(), (command, &queued.args)));
                     BlockStep::Server(Reply::Null) // answered once the block has run
                 }
             },
@@ -257,7 +257,7 @@ type Invocation<'q> = (&'static Command, &'q [Vec<u8>]);
 /// run) and each one's run time so far.
 struct Block<'b, 'q> {
     replies: Vec<Reply>,
-    deferred: &'b [(usize, &'static Command, &'q [Vec<u8>])],
+    deferred: &'b [(usize, Invocation<'q>)],
     commands: &'b [Option<Invocation<'q>>],
     took: &'b mut [Duration],
 }
@@ -289,12 +289,12 @@ fn answer_block<'s>(
     let mut skip_after = false;
     for (at, reply) in replies.into_iter().enumerate() {
         let reply = match deferred.next_if(|(place, ..)| *place == at) {
-            Some(&(_, command, args)) if is_reply_skip(command, args) => {
+            Some(&(_, (command, args))) if is_reply_skip(command, args) => {
                 // Redis skips the reply of the command after EXEC, not the block's next.
                 skip_after = true;
                 None
             }
-            Some(&(_, command, args)) => {
+            Some(&(_, (command, args))) => {
                 let started = Instant::now();
                 let answer = answer_deferred(shared, conn, vm, (command, args), pending);
                 took[at] += started.elapsed();
