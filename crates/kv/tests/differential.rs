@@ -2164,11 +2164,18 @@ fn command_in(focus: usize) -> Words {
 
 /// Connection commands queued in blocks among the data commands: what they change must
 /// change only if the block runs (a block a watched key aborts changes nothing). SCRIPT
-/// too: the script cache (`in_a_script`'s EVALs load theirs) changes only if the block runs.
+/// too: the script cache (`in_a_script`'s EVALs load theirs) changes only if the block
+/// runs; and FUNCTION, whose changes the FCALLs after them in the block see.
 fn connection_commands() -> BoxedStrategy<Vec<String>> {
     // The SHA1s of `return 1` and of `in_a_script`'s CALL.
     const RETURN_1: &str = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";
     const CALL: &str = "3c44b7a40779a5c68a6e3920550ff76660a813aa";
+    const LIBRARY: &str = "#!lua name=dt\nredis.register_function('dtf', \
+        function(keys, args) return redis.call('ECHO', args[1]) end)";
+    let load = |options: &[&str]| {
+        let words = ["FUNCTION", "LOAD"].iter().chain(options).chain([&LIBRARY]);
+        Just(words.map(|w| w.to_string()).collect::<Vec<_>>())
+    };
     prop_oneof![
         Just(words("SELECT 1")),
         Just(words("SELECT 0")),
@@ -2180,6 +2187,10 @@ fn connection_commands() -> BoxedStrategy<Vec<String>> {
         Just(words("SCRIPT FLUSH")),
         Just(words(&format!("SCRIPT EXISTS {RETURN_1} {CALL}"))),
         Just(words(&format!("EVALSHA {RETURN_1} 0"))),
+        load(&[]),
+        load(&["REPLACE"]),
+        Just(words("FUNCTION DELETE dt")),
+        Just(words("FCALL dtf 0 f")),
     ]
     .boxed()
 }

@@ -1,6 +1,7 @@
 //! Functions (FUNCTION LOAD … FCALL) through the server: replies compared byte for byte
 //! with a real `redis-server`'s, libraries durable across power cuts, FUNCTION DUMP and
-//! RESTORE payloads moved between Redis and tailstore, every event loop running the
+//! RESTORE payloads moved between Redis and tailstore, a block's library changes stored in
+//! its transaction, every event loop running the
 //! libraries' newest code, and FUNCTION STATS and KILL on a running function.
 
 mod support;
@@ -237,6 +238,64 @@ fn libraries_survive_power_cuts_and_flushall() {
     let image = image.power_cut(3);
     let (_server, mut con) = restarted(server, con, &image);
     assert!(listed(&mut con).is_empty());
+}
+
+#[test]
+fn a_blocks_library_changes_are_stored_in_its_transaction() {
+    let storage = SimStorage::new();
+    let server = TestServer::on_sim(Options::default(), &storage);
+    let mut con = server.client();
+    let put = "#!lua name=blocklib\nredis.register_function('put', function(k, a) return redis.call('set', k[1], a[1]) end)";
+    let (name, _): (String, ()) = redis::pipe()
+        .atomic()
+        .cmd("function")
+        .arg("load")
+        .arg(put)
+        .cmd("fcall")
+        .arg("put")
+        .arg(1)
+        .arg("k")
+        .arg("v")
+        .query(&mut con)
+        .expect("the block runs");
+    assert_eq!(name, "blocklib");
+    // Acknowledged, so durable: the library and what its function wrote in the block.
+    let image = storage.power_cut(1);
+    let (server, mut con) = restarted(server, con, &image);
+    assert_eq!(
+        listed(&mut con),
+        vec![("blocklib".to_string(), vec!["put".to_string()])]
+    );
+    assert_eq!(q::<String>(&mut con, &["get", "k"]), "v");
+    // Changes that undo one another within a block leave what the last one left.
+    let twice =
+        "#!lua name=other\nredis.register_function('twice', function(k, a) return a[1] * 2 end)";
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("function")
+        .arg("delete")
+        .arg("blocklib")
+        .cmd("function")
+        .arg("load")
+        .arg(twice)
+        .cmd("function")
+        .arg("load")
+        .arg(put)
+        .cmd("function")
+        .arg("delete")
+        .arg("other")
+        .query(&mut con)
+        .expect("the block runs");
+    let image = image.power_cut(2);
+    let (_server, mut con) = restarted(server, con, &image);
+    assert_eq!(
+        listed(&mut con),
+        vec![("blocklib".to_string(), vec!["put".to_string()])]
+    );
+    assert_eq!(
+        err(&mut con, &["fcall", "twice", "0", "1"]),
+        "ERR Function not found"
+    );
 }
 
 /// FUNCTION DUMP's payload as bytes.

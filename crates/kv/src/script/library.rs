@@ -7,11 +7,12 @@
 //! finds `MyFunc` by `myfunc`.
 //!
 //! The set is shared by the event loops and changed as a whole: FUNCTION LOAD, DELETE,
-//! FLUSH and RESTORE compute the set they leave ([`Libraries::merged`]), store the change
+//! FLUSH and RESTORE compute the set they leave ([`merged`], [`without`]), store the change
 //! durably (`keyspace::libraries`), then install it ([`Libraries::install`]), which bumps
 //! [`Libraries::version`]. Each loop's Lua state holds the functions of one version and
 //! loads the libraries again when it finds the version changed (`Vm`), so a function
-//! loaded on one connection is callable on all of them.
+//! loaded on one connection is callable on all of them. Inside MULTI the changes are
+//! made on the block's view of the set ([`BlockLibraries`]), installed once it has run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -287,11 +288,6 @@ impl Libraries {
         (set.libraries.len(), set.functions.len())
     }
 
-    /// Whether a library is named `name`.
-    pub fn contains(&self, name: &str) -> bool {
-        self.set.lock().libraries.contains_key(name)
-    }
-
     /// The libraries now, and their version.
     pub fn all(&self) -> (LibrarySet, u64) {
         let set = self.set.lock();
@@ -309,28 +305,6 @@ impl Libraries {
         self.changing.lock()
     }
 
-    /// The set `incoming` leaves under `policy`, or Redis's error text when it collides.
-    pub fn merged(&self, incoming: Vec<Library>, policy: Policy) -> Result<LibrarySet, String> {
-        let mut libraries = match policy {
-            Policy::Flush => LibrarySet::new(),
-            _ => self.set.lock().libraries.clone(),
-        };
-        for library in incoming {
-            if policy == Policy::Append && libraries.contains_key(&library.name) {
-                return Err(format!("Library '{}' already exists", library.name));
-            }
-            libraries.insert(library.name.clone(), Arc::new(library));
-        }
-        function_index(&libraries)?;
-        Ok(libraries)
-    }
-
-    /// The set without the library `name`; `None` if there is no such library.
-    pub fn without(&self, name: &str) -> Option<LibrarySet> {
-        let mut libraries = self.set.lock().libraries.clone();
-        libraries.remove(name).map(|_| libraries)
-    }
-
     /// Makes `libraries` the set (after its change was stored).
     pub fn install(&self, libraries: LibrarySet) {
         let functions = function_index(&libraries).unwrap_or_default();
@@ -340,6 +314,121 @@ impl Libraries {
             functions,
         };
         self.version.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The set `incoming` leaves in `base` under `policy`, or Redis's error text when it
+/// collides.
+pub fn merged(
+    base: &LibrarySet,
+    incoming: Vec<Library>,
+    policy: Policy,
+) -> Result<LibrarySet, String> {
+    let mut libraries = match policy {
+        Policy::Flush => LibrarySet::new(),
+        _ => base.clone(),
+    };
+    for library in incoming {
+        if policy == Policy::Append && libraries.contains_key(&library.name) {
+            return Err(format!("Library '{}' already exists", library.name));
+        }
+        libraries.insert(library.name.clone(), Arc::new(library));
+    }
+    function_index(&libraries)?;
+    Ok(libraries)
+}
+
+/// `base` without the library `name`; `None` if there is no such library.
+pub fn without(base: &LibrarySet, name: &str) -> Option<LibrarySet> {
+    let mut libraries = base.clone();
+    libraries.remove(name).map(|_| libraries)
+}
+
+/// The function FCALL names (in any case) in `set`: its library and its place there. A
+/// walk over every function: only a block that changed the libraries looks here, the
+/// installed set is indexed ([`Libraries::function`]).
+pub fn function_in(set: &LibrarySet, name: &[u8]) -> Option<(Arc<Library>, usize)> {
+    set.values().find_map(|library| {
+        let at = library
+            .functions
+            .iter()
+            .position(|f| f.name.as_bytes().eq_ignore_ascii_case(name))?;
+        Some((library.clone(), at))
+    })
+}
+
+/// Where FCALL finds its function: the installed libraries, or the set an EXEC block's
+/// FUNCTION changes left before it ([`BlockLibraries`]).
+#[derive(Clone, Copy)]
+pub enum LibrarySource<'a> {
+    Installed(&'a Libraries),
+    Block(&'a LibrarySet),
+}
+
+/// An EXEC block's view of the libraries. Redis runs a block's FUNCTION LOAD (DELETE, FLUSH,
+/// RESTORE) in its place, so the FCALLs after it in the block call what it loaded. The
+/// block's changes are checked and its functions found before the block runs, in its
+/// order, against this view: the installed set as the block's changes so far leave it.
+/// Their rows are written in the block's transaction (`server/functions.rs`), and the set
+/// the last change left is installed by [`BlockLibraries::apply`] only if the block ran.
+/// From its first change on, the view holds the server's change guard until it is
+/// applied or dropped, so that no other change passes its checks against a set that the
+/// block is about to replace.
+pub struct BlockLibraries<'a> {
+    server: &'a Libraries,
+    changed: Option<Arc<LibrarySet>>,
+    guard: Option<MutexGuard<'a, ()>>,
+}
+
+impl<'a> BlockLibraries<'a> {
+    pub fn new(server: &'a Libraries) -> BlockLibraries<'a> {
+        BlockLibraries {
+            server,
+            changed: None,
+            guard: None,
+        }
+    }
+
+    /// The set a change in the block starts from (the guard taken first).
+    pub fn begin_change(&mut self) -> LibrarySet {
+        if self.guard.is_none() {
+            self.guard = Some(self.server.begin_change());
+        }
+        self.current()
+    }
+
+    /// The set as the block's changes so far leave it.
+    pub fn current(&self) -> LibrarySet {
+        match &self.changed {
+            Some(set) => LibrarySet::clone(set),
+            None => self.server.all().0,
+        }
+    }
+
+    /// A change in the block leaves `set`.
+    pub fn changed_to(&mut self, set: LibrarySet) {
+        assert!(self.guard.is_some(), "a block's change holds the guard");
+        self.changed = Some(Arc::new(set));
+    }
+
+    /// The set the block's changes so far left, if it changed the libraries.
+    pub fn changed(&self) -> Option<Arc<LibrarySet>> {
+        self.changed.clone()
+    }
+
+    /// The function FCALL `name`s, as the block's changes so far leave the libraries.
+    pub fn function(&self, name: &[u8]) -> Option<(Arc<Library>, usize)> {
+        match &self.changed {
+            Some(set) => function_in(set, name),
+            None => self.server.function(name),
+        }
+    }
+
+    /// The block ran and its transaction committed: the set its changes left is installed.
+    pub fn apply(self) {
+        if let Some(set) = self.changed {
+            self.server.install(LibrarySet::clone(&set));
+        }
     }
 }
 
@@ -448,7 +537,12 @@ mod tests {
     #[test]
     fn changes_collide_as_in_redis_and_install_a_new_version() {
         let libraries = Libraries::default();
-        let set = libraries.merged(vec![library("a", &["f", "g"])], Policy::Append);
+        let installed = || libraries.all().0;
+        let set = merged(
+            &installed(),
+            vec![library("a", &["f", "g"])],
+            Policy::Append,
+        );
         libraries.install(set.expect("merges"));
         assert_eq!(libraries.version(), 1);
         assert_eq!(
@@ -458,20 +552,65 @@ mod tests {
             Some(("a".into(), 1))
         );
         assert_eq!(
-            libraries.merged(vec![library("a", &["h"])], Policy::Append),
+            merged(&installed(), vec![library("a", &["h"])], Policy::Append),
             Err("Library 'a' already exists".into())
         );
         assert_eq!(
-            libraries.merged(vec![library("b", &["F"])], Policy::Append),
+            merged(&installed(), vec![library("b", &["F"])], Policy::Append),
             Err("Function F already exists".into())
         );
-        let replaced = libraries.merged(vec![library("a", &["h"])], Policy::Replace);
+        let replaced = merged(&installed(), vec![library("a", &["h"])], Policy::Replace);
         assert_eq!(replaced.map(|set| set["a"].functions.len()), Ok(1));
-        let flushed = libraries.merged(vec![library("b", &["f"])], Policy::Flush);
+        let flushed = merged(&installed(), vec![library("b", &["f"])], Policy::Flush);
         assert_eq!(flushed.map(|set| set.len()), Ok(1));
-        assert!(libraries.without("nosuch").is_none());
-        libraries.install(libraries.without("a").expect("there"));
+        assert!(without(&installed(), "nosuch").is_none());
+        libraries.install(without(&installed(), "a").expect("there"));
         assert!(libraries.function(b"f").is_none());
         assert_eq!(libraries.version(), 2);
+    }
+
+    #[test]
+    fn a_blocks_changes_show_in_its_view_and_are_installed_only_when_applied() {
+        let libraries = Libraries::default();
+        libraries.install(
+            merged(
+                &LibrarySet::new(),
+                vec![library("a", &["f"])],
+                Policy::Append,
+            )
+            .expect("merges"),
+        );
+        let mut view = BlockLibraries::new(&libraries);
+        assert!(view.changed().is_none());
+        assert!(
+            view.function(b"F").is_some(),
+            "the installed set shows through"
+        );
+        let base = view.begin_change();
+        view.changed_to(merged(&base, vec![library("b", &["g"])], Policy::Append).expect("merges"));
+        let name_at =
+            |found: Option<(Arc<Library>, usize)>| found.map(|(lib, at)| (lib.name.clone(), at));
+        assert_eq!(name_at(view.function(b"G")), Some(("b".into(), 0)));
+        assert_eq!(name_at(view.function(b"f")), Some(("a".into(), 0)));
+        assert!(
+            libraries.function(b"g").is_none(),
+            "not installed before the block ran"
+        );
+        let base = view.begin_change();
+        view.changed_to(without(&base, "a").expect("there"));
+        assert!(view.function(b"f").is_none());
+        drop(view); // a block that did not run
+        assert_eq!(libraries.version(), 1);
+        assert!(libraries.function(b"g").is_none());
+        let mut view = BlockLibraries::new(&libraries);
+        let base = view.begin_change();
+        view.changed_to(merged(&base, vec![library("b", &["g"])], Policy::Append).expect("merges"));
+        view.apply();
+        assert_eq!(libraries.version(), 2);
+        assert_eq!(name_at(libraries.function(b"G")), Some(("b".into(), 0)));
+        assert!(
+            libraries.changing.try_lock().is_some(),
+            "the guard went with the view"
+        );
     }
 }

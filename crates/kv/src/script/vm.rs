@@ -14,7 +14,10 @@ use mlua::{
 use tailstore_resp::{Protocol, Reply};
 
 use super::convert::{lua_to_reply, reply_to_lua, single_field};
-use super::library::{check_name, script_header, Flags, FunctionSpec, Libraries};
+use super::library::{
+    check_name, function_in, script_header, Flags, FunctionSpec, Libraries, LibrarySet,
+    LibrarySource,
+};
 use super::{bit, cjson, cmsgpack, sha1_hex, Scripts, LOAD_TIME_LIMIT};
 use crate::command::{
     lookup, refused_in_script, subcommand_check, Command, Ctx, Fault, MapChange, Run,
@@ -245,7 +248,7 @@ pub enum Target<'a> {
     /// A function of one of `libraries`, by its name in any case (FCALL).
     Function {
         name: &'a str,
-        libraries: &'a Libraries,
+        libraries: LibrarySource<'a>,
     },
 }
 
@@ -352,7 +355,10 @@ impl Vm {
         let sandbox = self.sandbox(scripts).map_err(Fault::Reply)?;
         let found = match invocation.target {
             Target::Script { sha, body } => sandbox.function(scripts, sha, body).map(|(f, _)| f),
-            Target::Function { name, libraries } => sandbox.function_named(libraries, name),
+            Target::Function { name, libraries } => match libraries {
+                LibrarySource::Installed(libraries) => sandbox.function_named(libraries, name),
+                LibrarySource::Block(set) => sandbox.function_of_block(set, name),
+            },
         };
         let function = match found {
             Ok(function) => function,
@@ -484,6 +490,23 @@ impl Sandbox {
                 mlua::Error::SyntaxError { message, .. } => first_line(message),
                 other => first_line(other),
             })
+    }
+
+    /// The function `name` (any case) of a set of libraries an EXEC block's FUNCTION
+    /// changes left: its library loaded for this call, the loop's functions (those of the
+    /// installed set) left as they are. Only FCALLs after a change in the same block pay
+    /// for the load.
+    fn function_of_block(&self, set: &LibrarySet, name: &str) -> Result<Function, Reply> {
+        let not_found = || Reply::error("ERR Function not found");
+        let (library, _) = function_in(set, name.as_bytes()).ok_or_else(not_found)?;
+        let registered = self
+            .load_library(&library.code[library.code_start..])
+            .map_err(|text| Reply::Error(format!("ERR {text}")))?;
+        registered
+            .into_iter()
+            .find(|r| r.spec.name.eq_ignore_ascii_case(name))
+            .map(|r| r.callback)
+            .ok_or_else(not_found)
     }
 
     /// The loop's function `name` (any case), loading the libraries again if they changed

@@ -16,7 +16,9 @@ use crate::command::{
     is, parse_int, BlockBody, Command, Ctx, Fault, MapChange, Outcome, NOT_INTEGER,
 };
 use crate::keyspace::notifications::KeyEvent;
-use crate::script::library::{script_header, Flags, Running, RunningFunction};
+use crate::script::library::{
+    script_header, BlockLibraries, Flags, LibrarySet, LibrarySource, Running, RunningFunction,
+};
 use crate::script::{sha1_hex, Host, Invocation, ScriptCache, Target, Vm};
 use crate::Executed;
 
@@ -30,7 +32,11 @@ pub fn eval<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let mut script = match Prepared::new(shared, conn, vm, command, args, &mut &shared.scripts) {
+    let found = Found {
+        scripts: &mut &shared.scripts,
+        block_libraries: None,
+    };
+    let mut script = match Prepared::new(shared, conn, vm, command, args, found) {
         Ok(script) => script,
         Err(reply) => return reply,
     };
@@ -75,8 +81,23 @@ pub fn declares_no_writes(shared: &Shared, args: &[Vec<u8>]) -> bool {
 
 /// What an invocation runs.
 enum Code {
-    Script { sha: String, body: Arc<[u8]> },
-    Function { name: String },
+    Script {
+        sha: String,
+        body: Arc<[u8]>,
+    },
+    /// A function, of the installed libraries or of the set an EXEC block's FUNCTION
+    /// changes before it left.
+    Function {
+        name: String,
+        block_set: Option<Arc<LibrarySet>>,
+    },
+}
+
+/// Where EVALSHA finds its script and FCALL its function: the server's script cache and
+/// installed libraries, or an EXEC block's views of them.
+pub struct Found<'c, 'v> {
+    pub scripts: &'c mut dyn ScriptCache,
+    pub block_libraries: Option<&'c BlockLibraries<'v>>,
 }
 
 /// An EVAL whose script is found and compiled and whose arguments are checked, to run in a
@@ -95,30 +116,36 @@ pub struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    /// The script EVAL (EVALSHA…) `args` names, found in (and loaded into) `cache`, or the
-    /// error reply that refuses it.
+    /// The script EVAL (EVALSHA…) `args` names, found in (and loaded into) `found.scripts`,
+    /// or the function FCALL names, found as `found` says; or the error reply that refuses it.
     pub fn new(
         shared: &'a Shared,
         conn: &Connection,
         vm: &'a Vm,
         command: &Command,
         args: &'a [Vec<u8>],
-        cache: &mut dyn ScriptCache,
+        found: Found<'_, '_>,
     ) -> Result<Prepared<'a>, Reply> {
         let (code, flags, bad_numkeys) = if command.name.starts_with("fcall") {
-            let Some((library, at)) = shared.libraries.function(&args[1]) else {
+            let function = match found.block_libraries {
+                Some(view) => view.function(&args[1]),
+                None => shared.libraries.function(&args[1]),
+            };
+            let Some((library, at)) = function else {
                 return Err(Reply::error("ERR Function not found"));
             };
             let function = &library.functions[at];
-            let name = function.name.clone();
-            let flags = Some(function.flags);
+            let code = Code::Function {
+                name: function.name.clone(),
+                block_set: found.block_libraries.and_then(BlockLibraries::changed),
+            };
             (
-                Code::Function { name },
-                flags,
+                code,
+                Some(function.flags),
                 "ERR Bad number of keys provided",
             )
         } else {
-            let (sha, body) = script_named(cache, vm, command, &args[1])?;
+            let (sha, body) = script_named(found.scripts, vm, command, &args[1])?;
             // Compiled: its `#!lua` line, if any, is valid.
             let flags = script_header(&body).ok().flatten().map(|(flags, _)| flags);
             (Code::Script { sha, body }, flags, NOT_INTEGER)
@@ -159,10 +186,15 @@ impl<'a> Prepared<'a> {
     /// One run in `ctx`'s transaction (again after a conflict).
     pub fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Result<Reply, Fault> {
         ctx.db = self.db;
-        let libraries = &self.host.shared.libraries;
         let target = match &self.code {
             Code::Script { sha, body } => Target::Script { sha, body },
-            Code::Function { name } => Target::Function { name, libraries },
+            Code::Function { name, block_set } => Target::Function {
+                name,
+                libraries: match block_set {
+                    Some(set) => LibrarySource::Block(set),
+                    None => LibrarySource::Installed(&self.host.shared.libraries),
+                },
+            },
         };
         let invocation = Invocation {
             target,

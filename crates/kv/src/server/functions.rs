@@ -9,6 +9,8 @@
 //! and the set is installed only once the transaction committed. A function call that
 //! finds the new set reads after the change's record was appended, so its own reply
 //! waits for that record too (see "Durability before the reply" in docs/design/kv.md).
+//! Inside MULTI a change is checked as EXEC prepares the block, against the block's view
+//! of the libraries, and stored in the block's transaction ([`in_block`], decision 178).
 
 use std::sync::Arc;
 
@@ -16,9 +18,11 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::Reply;
 
 use super::Shared;
-use crate::command::{is, matches, Fault};
+use crate::command::{is, matches, BlockBody, Ctx, Fault, Outcome};
 use crate::keyspace::MAX_LIBRARY_NAME;
-use crate::script::library::{library_header, Library, LibrarySet, Policy};
+use crate::script::library::{
+    library_header, merged, without, BlockLibraries, Library, LibrarySet, Policy,
+};
 use crate::script::{Scripts, Vm};
 use crate::Executed;
 
@@ -29,22 +33,92 @@ pub fn function<'s>(
     args: &[Vec<u8>],
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let sub = subcommand(args);
     let outcome = match sub.as_str() {
-        "load" => load(shared, vm, &args[2..], pending),
-        "delete" => delete(shared, &args[2], pending),
-        "flush" => flush(shared, &args[2..], pending),
-        "list" => {
-            list(shared, &args[2..]).map(|reply| after_the_changes_read(shared, reply, pending))
+        "load" | "delete" | "flush" | "restore" => {
+            let _change = shared.libraries.begin_change();
+            let (installed, _) = shared.libraries.all();
+            planned(shared, vm, &sub, &args[2..], &installed)
+                .map(|planned| change(shared, &installed, planned, pending))
         }
-        "dump" => Ok(after_the_changes_read(shared, dump(shared), pending)),
-        "restore" => restore(shared, vm, &args[2..], pending),
-        "stats" => Ok(after_the_changes_read(shared, stats(shared), pending)),
-        "kill" if shared.scripts.kill() => Ok(Reply::ok()),
-        "kill" => Err("NOTBUSY No scripts in execution right now.".into()),
+        "list" => list(&shared.libraries.all().0, &args[2..])
+            .map(|reply| after_the_changes_read(shared, reply, pending)),
+        "dump" => {
+            let reply = dump(&shared.libraries.all().0);
+            Ok(after_the_changes_read(shared, reply, pending))
+        }
+        "stats" => {
+            let reply = stats(shared, shared.libraries.counts());
+            Ok(after_the_changes_read(shared, reply, pending))
+        }
+        "kill" => kill(shared),
         _ => Ok(help()),
     };
     outcome.unwrap_or_else(Reply::Error)
+}
+
+/// FUNCTION's subcommand, in lowercase.
+fn subcommand(args: &[Vec<u8>]) -> String {
+    String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+}
+
+/// A FUNCTION command queued in MULTI, as EXEC's walk before the block makes it (in the
+/// block's order, so that the FCALLs after a change call what it left, as in Redis): a
+/// change checked against the block's view of the libraries and recorded there, whose rows
+/// the block's transaction writes ([`BlockChange`]); or, as `Err`, the reply of one that
+/// fails, or that reads the libraries (LIST and DUMP: the set at its place in the block,
+/// made durable by the block's own commit, which follows the record of any change it
+/// shows), or STATS, KILL or HELP.
+pub(super) fn in_block(
+    shared: &Shared,
+    vm: &Vm,
+    args: &[Vec<u8>],
+    view: &mut BlockLibraries<'_>,
+) -> Result<BlockChange, Reply> {
+    let sub = subcommand(args);
+    let answer = match sub.as_str() {
+        "load" | "delete" | "flush" | "restore" => {
+            let before = view.begin_change();
+            let Planned { set, reply } =
+                planned(shared, vm, &sub, &args[2..], &before).map_err(Reply::Error)?;
+            view.changed_to(set.clone());
+            return Ok(BlockChange {
+                before,
+                after: set,
+                reply,
+            });
+        }
+        "list" => list(&view.current(), &args[2..]),
+        "dump" => Ok(dump(&view.current())),
+        "stats" => Ok(stats(shared, counts(&view.current()))),
+        "kill" => kill(shared),
+        _ => Ok(help()),
+    };
+    Err(answer.unwrap_or_else(Reply::Error))
+}
+
+/// A FUNCTION change queued in MULTI: the set before it and the set it leaves, whose
+/// difference it stores in the block's transaction, and its reply.
+pub(super) struct BlockChange {
+    before: LibrarySet,
+    after: LibrarySet,
+    reply: Reply,
+}
+
+impl BlockBody for BlockChange {
+    fn run(&mut self, ctx: &mut Ctx<'_, '_>) -> Outcome {
+        store_difference(ctx, &self.before, &self.after)?;
+        Ok(self.reply.clone())
+    }
+}
+
+/// FUNCTION KILL.
+fn kill(shared: &Shared) -> Result<Reply, String> {
+    if shared.scripts.kill() {
+        Ok(Reply::ok())
+    } else {
+        Err("NOTBUSY No scripts in execution right now.".into())
+    }
 }
 
 /// `reply`, which reports the libraries as they are now, once what it reports is durable: a
@@ -66,13 +140,32 @@ fn after_the_changes_read<'s>(
     }
 }
 
-/// FUNCTION LOAD [REPLACE] code: the library's name.
-fn load<'s>(
-    shared: &'s Shared,
+/// What a change of the libraries leaves, checked against the set it starts from: the new
+/// set, and the reply to send once it is stored.
+struct Planned {
+    set: LibrarySet,
+    reply: Reply,
+}
+
+/// The change FUNCTION `sub` (LOAD, DELETE, FLUSH or RESTORE) with `args` makes to `base`,
+/// or Redis's error text.
+fn planned(
+    shared: &Shared,
     vm: &Vm,
+    sub: &str,
     args: &[Vec<u8>],
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Result<Reply, String> {
+    base: &LibrarySet,
+) -> Result<Planned, String> {
+    match sub {
+        "load" => load(shared, vm, args, base),
+        "delete" => delete(&args[0], base),
+        "flush" => flush(args),
+        _ => restore(shared, vm, args, base),
+    }
+}
+
+/// FUNCTION LOAD [REPLACE] code: the library's name.
+fn load(shared: &Shared, vm: &Vm, args: &[Vec<u8>], base: &LibrarySet) -> Result<Planned, String> {
     let (code, options) = args.split_last().ok_or("ERR syntax error")?;
     let mut policy = Policy::Append;
     for option in options {
@@ -84,20 +177,19 @@ fn load<'s>(
         }
         policy = Policy::Replace;
     }
-    let _change = shared.libraries.begin_change();
     let library = compiled(&shared.scripts, vm, code, |name| {
-        if policy == Policy::Append && shared.libraries.contains(name) {
+        if policy == Policy::Append && base.contains_key(name) {
             return Err(format!("Library '{name}' already exists"));
         }
         Ok(())
     })
     .map_err(|text| format!("ERR {text}"))?;
     let name = library.name.clone();
-    let set = shared
-        .libraries
-        .merged(vec![library], policy)
-        .map_err(|text| format!("ERR {text}"))?;
-    Ok(change(shared, set, Reply::Bulk(name.into_bytes()), pending))
+    let set = merged(base, vec![library], policy).map_err(|text| format!("ERR {text}"))?;
+    Ok(Planned {
+        set,
+        reply: Reply::Bulk(name.into_bytes()),
+    })
 }
 
 /// A library of `code`, its `#!lua` line read and its code run on this loop's Lua state
@@ -126,41 +218,37 @@ fn compiled(
 }
 
 /// FUNCTION DELETE library.
-fn delete<'s>(
-    shared: &'s Shared,
-    name: &[u8],
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Result<Reply, String> {
-    let _change = shared.libraries.begin_change();
+fn delete(name: &[u8], base: &LibrarySet) -> Result<Planned, String> {
     let set = std::str::from_utf8(name)
         .ok()
-        .and_then(|name| shared.libraries.without(name))
+        .and_then(|name| without(base, name))
         .ok_or("ERR Library not found")?;
-    Ok(change(shared, set, Reply::ok(), pending))
+    Ok(Planned {
+        set,
+        reply: Reply::ok(),
+    })
 }
 
 /// FUNCTION FLUSH [ASYNC|SYNC].
-fn flush<'s>(
-    shared: &'s Shared,
-    args: &[Vec<u8>],
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Result<Reply, String> {
+fn flush(args: &[Vec<u8>]) -> Result<Planned, String> {
     match args {
         [] => {}
         [mode] if is(mode, "sync") || is(mode, "async") => {}
         _ => return Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into()),
     }
-    let _change = shared.libraries.begin_change();
-    Ok(change(shared, LibrarySet::new(), Reply::ok(), pending))
+    Ok(Planned {
+        set: LibrarySet::new(),
+        reply: Reply::ok(),
+    })
 }
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
-fn restore<'s>(
-    shared: &'s Shared,
+fn restore(
+    shared: &Shared,
     vm: &Vm,
     args: &[Vec<u8>],
-    pending: &mut Vec<PendingCommit<'s>>,
-) -> Result<Reply, String> {
+    base: &LibrarySet,
+) -> Result<Planned, String> {
     let policy = match &args[1..] {
         [] => Policy::Append,
         [policy] if is(policy, "flush") => Policy::Flush,
@@ -178,44 +266,34 @@ fn restore<'s>(
         ),
     };
     let codes = tailstore_rdb::restore_libraries(&args[0]).map_err(|err| format!("ERR {err}"))?;
-    let _change = shared.libraries.begin_change();
     let libraries = codes
         .iter()
         .map(|code| compiled(&shared.scripts, vm, code, |_| Ok(())))
         .collect::<Result<Vec<_>, String>>()
         .map_err(|text| format!("ERR {text}"))?;
-    let set = shared
-        .libraries
-        .merged(libraries, policy)
-        .map_err(|text| format!("ERR {text}"))?;
-    Ok(change(shared, set, Reply::ok(), pending))
+    let set = merged(base, libraries, policy).map_err(|text| format!("ERR {text}"))?;
+    Ok(Planned {
+        set,
+        reply: Reply::ok(),
+    })
 }
 
-/// Stores the libraries as `set` (removing those it lacks, writing those that are new to
-/// it) in one transaction, and installs the set once it committed: `reply` then, else
-/// the transaction's error.
+/// Stores the change from the `installed` set (read under the change guard, which the
+/// caller holds) to the one `planned` leaves in one transaction, and installs the new set
+/// once it committed: the planned reply then, else the transaction's error.
 fn change<'s>(
     shared: &'s Shared,
-    set: LibrarySet,
-    reply: Reply,
+    installed: &LibrarySet,
+    Planned { set, reply }: Planned,
     pending: &mut Vec<PendingCommit<'s>>,
 ) -> Reply {
-    let (old, _) = shared.libraries.all();
     let Executed {
         reply,
         pending: commit,
         committed,
         .. // no key is written
     } = shared.ks.run_for_client(0, |ctx| {
-        for name in old.keys().filter(|name| !set.contains_key(*name)) {
-            ctx.ks.remove_library(ctx.txn, name.as_bytes())?;
-        }
-        for (name, library) in &set {
-            if old.get(name).is_none_or(|old| !Arc::ptr_eq(old, library)) {
-                ctx.ks
-                    .store_library(ctx.txn, name.as_bytes(), &library.code)?;
-            }
-        }
+        store_difference(ctx, installed, &set)?;
         Ok::<Reply, Fault>(reply.clone())
     });
     pending.extend(commit);
@@ -225,8 +303,30 @@ fn change<'s>(
     reply
 }
 
+/// Writes the rows that turn the stored libraries `before` into `after`: removes those
+/// `after` lacks, stores those new to it (a library kept as it was is not written again).
+fn store_difference(
+    ctx: &mut Ctx<'_, '_>,
+    before: &LibrarySet,
+    after: &LibrarySet,
+) -> Result<(), Fault> {
+    for name in before.keys().filter(|name| !after.contains_key(*name)) {
+        ctx.ks.remove_library(ctx.txn, name.as_bytes())?;
+    }
+    for (name, library) in after {
+        if before
+            .get(name)
+            .is_none_or(|old| !Arc::ptr_eq(old, library))
+        {
+            ctx.ks
+                .store_library(ctx.txn, name.as_bytes(), &library.code)?;
+        }
+    }
+    Ok(())
+}
+
 /// FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE].
-fn list(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, String> {
+fn list(libraries: &LibrarySet, args: &[Vec<u8>]) -> Result<Reply, String> {
     let (mut pattern, mut with_code) = (None, false);
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -244,8 +344,7 @@ fn list(shared: &Shared, args: &[Vec<u8>]) -> Result<Reply, String> {
             ));
         }
     }
-    let (set, _) = shared.libraries.all();
-    let listed = set
+    let listed = libraries
         .values()
         .filter(|library| {
             pattern.is_none_or(|p| {
@@ -295,14 +394,21 @@ fn library_reply(library: &Library, with_code: bool) -> Reply {
 }
 
 /// FUNCTION DUMP: every library, in Redis's payload.
-fn dump(shared: &Shared) -> Reply {
-    let (set, _) = shared.libraries.all();
-    let payload = tailstore_rdb::dump_libraries(set.values().map(|library| &library.code[..]));
+fn dump(libraries: &LibrarySet) -> Reply {
+    let payload =
+        tailstore_rdb::dump_libraries(libraries.values().map(|library| &library.code[..]));
     Reply::Bulk(payload)
 }
 
-/// FUNCTION STATS: the function running longest now, if any, and the engine's counts.
-fn stats(shared: &Shared) -> Reply {
+/// How many libraries `set` holds, and how many functions they registered.
+fn counts(set: &LibrarySet) -> (usize, usize) {
+    let functions = set.values().map(|library| library.functions.len()).sum();
+    (set.len(), functions)
+}
+
+/// FUNCTION STATS: the function running longest now, if any, and the engine's counts of
+/// the libraries and their functions.
+fn stats(shared: &Shared, (libraries, functions): (usize, usize)) -> Reply {
     let text = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
     let running = shared
         .libraries
@@ -320,7 +426,6 @@ fn stats(shared: &Shared) -> Reply {
                 ),
             ])
         });
-    let (libraries, functions) = shared.libraries.counts();
     let lua = Reply::Map(vec![
         (text("libraries_count"), Reply::Int(libraries as i64)),
         (text("functions_count"), Reply::Int(functions as i64)),
@@ -395,9 +500,7 @@ pub fn load_stored(shared: &Shared) -> Result<usize, String> {
         libraries.push(library);
     }
     let count = libraries.len();
-    let set = shared
-        .libraries
-        .merged(libraries, Policy::Append)
+    let set = merged(&LibrarySet::new(), libraries, Policy::Append)
         .map_err(|text| format!("the stored function libraries collide: {text}"))?;
     shared.libraries.install(set);
     Ok(count)

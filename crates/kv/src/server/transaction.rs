@@ -16,6 +16,7 @@ use super::functions;
 use super::pubsub;
 use super::{acl, Shared};
 use crate::command::{lookup, Command, Run};
+use crate::script::library::BlockLibraries;
 use crate::script::{BlockScripts, Vm};
 use crate::{BlockStep, Executed};
 
@@ -70,18 +71,21 @@ pub(super) fn exec<'s>(
         ));
     }
     let mut took = vec![Duration::ZERO; queue.len()];
-    // Scripts are found and compiled first, and SCRIPT commands run, in the block's order
-    // (an EVALSHA after a SCRIPT LOAD finds its script), on the block's view of the script
-    // cache, which reaches the server's only if the block runs; each script runs in the
-    // block's transaction.
+    // Scripts are found and compiled first, and SCRIPT and FUNCTION commands run, in the
+    // block's order (an EVALSHA after a SCRIPT LOAD finds its script, an FCALL after a
+    // FUNCTION LOAD its function), on the block's views of the script cache and of the
+    // libraries, which reach the server's only if the block runs; each script runs, and
+    // each change of the libraries is stored, in the block's transaction.
     let mut cache = BlockScripts::new(&shared.scripts);
-    let mut scripts: Vec<Result<eval::Prepared<'_>, Reply>> = queue
+    let mut libraries = BlockLibraries::new(&shared.libraries);
+    let mut scripts: Vec<Result<Ready<'_>, Reply>> = queue
         .iter()
         .zip(&mut took)
         .filter_map(|(queued, took)| {
             let command = lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
             let started = Instant::now();
-            let prepared = prepare(shared, conn, vm, (command, &queued.args), &mut cache);
+            let views = (&mut cache, &mut libraries);
+            let prepared = prepare(shared, conn, vm, (command, &queued.args), views);
             *took = started.elapsed();
             Some(prepared)
         })
@@ -112,7 +116,8 @@ pub(super) fn exec<'s>(
         let step = match command.run {
             Run::Data(_) => BlockStep::Data(db, command, &queued.args),
             Run::Server if prepared_first(command) => match next_script.next() {
-                Some(Ok(script)) => BlockStep::Body(script.in_database(db)),
+                Some(Ok(Ready::Script(script))) => BlockStep::Body(script.in_database(db)),
+                Some(Ok(Ready::Change(change))) => BlockStep::Body(change),
                 Some(Err(answer)) => BlockStep::Server(answer.clone()),
                 None => BlockStep::Server(Reply::error("ERR tailstore: a script went missing")),
             },
@@ -156,6 +161,7 @@ pub(super) fn exec<'s>(
     let ran = committed && !matches!(reply, Reply::NullArray);
     if ran {
         cache.apply();
+        libraries.apply();
     }
     let unsent = match reply {
         Reply::Array(replies) if ran => {
@@ -165,7 +171,7 @@ pub(super) fn exec<'s>(
                 commands: &ran_commands,
                 took: &mut took,
             };
-            answer_block(shared, conn, vm, block, pending);
+            answer_block(shared, conn, block);
             None
         }
         other => Some(other),
@@ -205,41 +211,55 @@ pub(super) fn exec<'s>(
                 .monitors
                 .feed(command, db, &conn.peer, &queued.args, outbox);
         }
-        if eval::is_eval(command) {
-            if let Some(Ok(script)) = scripts.next() {
-                script.finish(conn, committed);
-            }
-        } else if prepared_first(command) {
-            scripts.next();
+        if !prepared_first(command) {
+            continue;
+        }
+        if let Some(Ok(Ready::Script(script))) = scripts.next() {
+            script.finish(conn, committed);
         }
     }
     unsent
 }
 
 /// Whether a queued command is dealt with before its block runs: a script, found and
-/// compiled (EVAL, EVALSHA, FCALL…), and SCRIPT, which changes or reads the script cache
-/// those find their scripts in (the block's view of it, `script::BlockScripts`).
+/// compiled (EVAL, EVALSHA, FCALL…), and SCRIPT and FUNCTION, which change or read the
+/// script cache and the libraries those find their code in (the block's views of them,
+/// `script::BlockScripts` and `script::library::BlockLibraries`).
 fn prepared_first(command: &Command) -> bool {
-    eval::is_eval(command) || command.name == "script"
+    eval::is_eval(command) || matches!(command.name, "script" | "function")
 }
 
-/// What EXEC's walk before the block makes of a command [`prepared_first`] names: a
-/// script to run in the block's transaction, or the command's reply (a refusal, or what a
-/// SCRIPT command answered). A command its user may no longer run is not run.
+/// What EXEC's walk before the block makes of a command [`prepared_first`] names, to run
+/// in the block's transaction: a script, or a change of the libraries.
+enum Ready<'a> {
+    Script(eval::Prepared<'a>),
+    Change(functions::BlockChange),
+}
+
+/// What EXEC's walk before the block makes of a command [`prepared_first`] names: what
+/// is to run in the block's transaction, or the command's reply (a refusal, or what a
+/// SCRIPT or FUNCTION command answered). A command its user may no longer run is not run.
 fn prepare<'a>(
     shared: &'a Shared,
     conn: &Connection,
     vm: &'a Vm,
     (command, args): Invocation<'a>,
-    cache: &mut BlockScripts<'_>,
-) -> Result<eval::Prepared<'a>, Reply> {
+    (cache, libraries): (&mut BlockScripts<'_>, &mut BlockLibraries<'_>),
+) -> Result<Ready<'a>, Reply> {
     if let Some(refusal) = exec_denial(conn, command, args) {
         return Err(refusal);
     }
-    if command.name == "script" {
-        return Err(eval::script(cache, vm, args));
+    match command.name {
+        "script" => Err(eval::script(cache, vm, args)),
+        "function" => functions::in_block(shared, vm, args, libraries).map(Ready::Change),
+        _ => {
+            let found = eval::Found {
+                scripts: cache,
+                block_libraries: Some(libraries),
+            };
+            eval::Prepared::new(shared, conn, vm, command, args, found).map(Ready::Script)
+        }
     }
-    eval::Prepared::new(shared, conn, vm, command, args, cache)
 }
 
 /// The refusal of a queued command its user may no longer run (EXEC read the user again).
@@ -269,13 +289,7 @@ struct Block<'b, 'q> {
 /// array holds more than its header says) and the subscribed context's PING. Each reply
 /// goes through [`send`] (errors counted for INFO errorstats), and each command that ran
 /// is counted in INFO commandstats and the slow log, as Redis counts a block's commands.
-fn answer_block<'s>(
-    shared: &'s Shared,
-    conn: &mut Connection,
-    vm: &Vm,
-    block: Block<'_, '_>,
-    pending: &mut Vec<PendingCommit<'s>>,
-) {
+fn answer_block(shared: &Shared, conn: &mut Connection, block: Block<'_, '_>) {
     let Block {
         replies,
         deferred,
@@ -296,7 +310,7 @@ fn answer_block<'s>(
             }
             Some(&(_, (command, args))) => {
                 let started = Instant::now();
-                let answer = answer_deferred(shared, conn, vm, (command, args), pending);
+                let answer = answer_deferred(shared, conn, (command, args));
                 took[at] += started.elapsed();
                 answer
             }
@@ -324,12 +338,10 @@ fn is_reply_skip(command: &Command, args: &[Vec<u8>]) -> bool {
 
 /// A connection or server command of a block that ran, answered in its place; `None` when
 /// it sent its answer itself (a subscription's confirmations).
-fn answer_deferred<'s>(
-    shared: &'s Shared,
+fn answer_deferred(
+    shared: &Shared,
     conn: &mut Connection,
-    vm: &Vm,
     (command, args): (&Command, &[Vec<u8>]),
-    pending: &mut Vec<PendingCommit<'s>>,
 ) -> Option<Reply> {
     if let Some(change) = pubsub::Change::of(command.name) {
         if change.is_shard_subscribe() {
@@ -344,10 +356,5 @@ fn answer_deferred<'s>(
     if command.name == "ping" && conn.subscriptions() > 0 && conn.protocol == Protocol::Resp2 {
         return pubsub::in_subscribed_context(command, args);
     }
-    Some(match command.name {
-        // Changes of the libraries: each its own transaction, after the block's (FCALLs of
-        // the block found their functions before it ran).
-        "function" => functions::function(shared, vm, args, pending),
-        _ => admin::queued(shared, conn, command, args),
-    })
+    Some(admin::queued(shared, conn, command, args))
 }
