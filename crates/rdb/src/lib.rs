@@ -51,7 +51,7 @@ use std::collections::HashSet;
 use crc::{Crc, CRC_64_REDIS};
 
 pub use libraries::{dump_libraries, restore_libraries, LIBRARIES_VERSION};
-pub use stream::{Consumer, Group, PendingEntry, Stream, StreamEntry, StreamId};
+pub use stream::{Consumer, Group, PendingEntry, Stream, StreamCounts, StreamEntry, StreamId};
 
 /// The version DUMP writes in its payloads (see the module documentation).
 pub const DUMP_VERSION: u16 = 9;

@@ -18,9 +18,11 @@
 //! IDs are two big-endian u64s (milliseconds, sequence); an entry's ID is the master's
 //! plus its differences (as wrapping 64-bit integers); flags & 1 marks a deleted entry,
 //! flags & 2 one with the master's fields, whose names are then left out. DUMP writes
-//! type 15 (Redis 5.0's, restored by every Redis since): what types 19 and 21 add (the
-//! first ID, the largest deleted one, the counts of entries added and read, consumers'
-//! active times) is read and let go, and Redis derives it again on loading type 15.
+//! type 15 (Redis 5.0's, restored by every Redis since), without what types 19 and 21 add:
+//! Redis derives the counts of entries added and read again on loading type 15. Reading
+//! types 19 and 21, the counts (entries added, the largest deleted ID, each group's entries
+//! read) are kept, and the first ID and consumers' active times let go (the first ID is
+//! the first entry's).
 
 use std::collections::{HashMap, HashSet};
 
@@ -93,6 +95,9 @@ pub struct Group {
     pub name: Vec<u8>,
     /// The last ID delivered to the group.
     pub last_id: StreamId,
+    /// How many entries the group has read (-1: not known), if the payload says (types
+    /// 19 and 21).
+    pub entries_read: Option<i64>,
     /// In ID order.
     pub pending: Vec<PendingEntry>,
     pub consumers: Vec<Consumer>,
@@ -104,7 +109,18 @@ pub struct Stream {
     pub entries: Vec<StreamEntry>,
     /// The largest ID ever added (entries after it were deleted, or none).
     pub last_id: StreamId,
+    /// How many entries were ever added and the largest ID deleted, if the payload says
+    /// (types 19 and 21).
+    pub counts: Option<StreamCounts>,
     pub groups: Vec<Group>,
+}
+
+/// What Redis 7 counts of a stream besides its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamCounts {
+    pub entries_added: u64,
+    /// 0-0: none deleted.
+    pub max_deleted: StreamId,
 }
 
 /// Writes `stream` as type 15.
@@ -220,11 +236,17 @@ impl Reader<'_> {
         }
         let length = self.plain_length()?;
         let last_id = self.id()?;
-        if kind >= code::STREAM_LISTPACKS_2 {
+        let counts = if kind >= code::STREAM_LISTPACKS_2 {
             self.id()?; // the first entry's ID
-            self.id()?; // the largest deleted
-            self.plain_length()?; // entries ever added
-        }
+            let max_deleted = self.id()?;
+            let entries_added = self.plain_length()?;
+            Some(StreamCounts {
+                entries_added,
+                max_deleted,
+            })
+        } else {
+            None
+        };
         let mut groups = Vec::new();
         for _ in 0..self.count(3)? {
             groups.push(self.group(kind)?);
@@ -232,6 +254,7 @@ impl Reader<'_> {
         let stream = Stream {
             entries,
             last_id,
+            counts,
             groups,
         };
         check_stream(&stream, length)?;
@@ -254,9 +277,12 @@ impl Reader<'_> {
     fn group(&mut self, kind: u8) -> Result<Group, RdbError> {
         let name = self.string()?;
         let last_id = self.id()?;
-        if kind >= code::STREAM_LISTPACKS_2 {
-            self.plain_length()?; // entries read
-        }
+        let entries_read = if kind >= code::STREAM_LISTPACKS_2 {
+            // Written as a length: -1 (not known) is 2^64 - 1.
+            Some(self.plain_length()? as i64)
+        } else {
+            None
+        };
         let mut pending = Vec::new();
         for _ in 0..self.count(PENDING_BYTES)? {
             pending.push(PendingEntry {
@@ -295,6 +321,7 @@ impl Reader<'_> {
         Ok(Group {
             name,
             last_id,
+            entries_read,
             pending,
             consumers,
         })

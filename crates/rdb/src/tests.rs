@@ -65,7 +65,7 @@ fn redis_7_payloads_restore() {
 
 /// A stream redis-server 7.0.15 returned to DUMP (type 19): four entries added, the second
 /// deleted (it stays in the node, marked), a group with two entries pending for one
-/// consumer and a second consumer with none.
+/// consumer and a second consumer with none; the counts as Redis wrote them.
 #[test]
 fn a_redis_7_stream_restores() {
     let payload = hex(concat!(
@@ -100,9 +100,14 @@ fn a_redis_7_stream_restores() {
             },
         ],
         last_id: id(3, 7),
+        counts: Some(StreamCounts {
+            entries_added: 4,
+            max_deleted: id(1, 2),
+        }),
         groups: vec![Group {
             name: b"g".to_vec(),
             last_id: id(2, 0),
+            entries_read: Some(-1), // not known after the deletion
             pending: vec![pending(1, 1), pending(2, 0)],
             consumers: vec![
                 Consumer {
@@ -379,6 +384,8 @@ fn stream() -> impl Strategy<Value = Stream> {
                 Group {
                     name: format!("group {at}").into_bytes(),
                     last_id: id,
+                    // DUMP writes type 15, without counts.
+                    entries_read: None,
                     pending,
                     consumers: owners
                         .into_iter()
@@ -390,6 +397,7 @@ fn stream() -> impl Strategy<Value = Stream> {
         Stream {
             entries,
             last_id: id,
+            counts: None,
             groups,
         }
     })

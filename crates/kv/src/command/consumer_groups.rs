@@ -132,7 +132,8 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             "ERR unknown subcommand or wrong number of arguments for '{typed}'. Try XGROUP HELP."
         ))
     };
-    let mkstream = group_options(&sub, args).map_err(|fault| fault.unwrap_or_else(syntax))?;
+    let (mkstream, entries_read) =
+        group_options(&sub, args).map_err(|fault| fault.unwrap_or_else(syntax))?;
     let (key, group) = (&args[2], &args[3]);
     check_name(group, "group")?;
     let meta = ctx.meta_of(key, Kind::Stream)?;
@@ -155,7 +156,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     }
     match (sub.as_str(), args.len()) {
-        ("create", 5..=8) => create_group(ctx, args, meta, last.is_some()),
+        ("create", 5..=8) => create_group(ctx, args, meta, last.is_some(), entries_read),
         ("setid", 5 | 7) => {
             let meta = meta.ok_or_else(syntax)?;
             let id = match args[4].as_slice() {
@@ -163,6 +164,8 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
                 id => parse_loose_id(id)?,
             };
             ctx.ks.put_group(ctx.txn, meta.id, group, id)?;
+            ctx.ks
+                .put_entries_read(ctx.txn, meta.id, group, entries_read)?;
             ctx.notify(notifications::STREAM, "xgroup-setid", key);
             Ok(Reply::ok())
         }
@@ -199,12 +202,13 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
 }
 
-/// CREATE's and SETID's options after the ID: whether MKSTREAM was given. `Err(None)`:
-/// Redis's subcommand syntax error.
-fn group_options(sub: &str, args: &[Vec<u8>]) -> Result<bool, Option<Fault>> {
-    let mut mkstream = false;
+/// CREATE's and SETID's options after the ID: whether MKSTREAM was given, and the count
+/// of entries read ENTRIESREAD gives the group (`None`: not known, Redis's -1, also when
+/// not given). `Err(None)`: Redis's subcommand syntax error.
+fn group_options(sub: &str, args: &[Vec<u8>]) -> Result<(bool, Option<i64>), Option<Fault>> {
+    let (mut mkstream, mut entries_read) = (false, None);
     if !matches!(sub, "create" | "setid") {
-        return Ok(false);
+        return Ok((false, None));
     }
     let mut i = 5;
     while i < args.len() {
@@ -218,15 +222,22 @@ fn group_options(sub: &str, args: &[Vec<u8>]) -> Result<bool, Option<Fault>> {
                     "ERR value for ENTRIESREAD must be positive or -1",
                 )));
             }
+            entries_read = Some(read).filter(|read| *read >= 0);
             i += 2;
         } else {
             return Err(None);
         }
     }
-    Ok(mkstream)
+    Ok((mkstream, entries_read))
 }
 
-fn create_group(ctx: &mut Ctx, args: &[Vec<u8>], meta: Option<KeyMeta>, exists: bool) -> Outcome {
+fn create_group(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    meta: Option<KeyMeta>,
+    exists: bool,
+    entries_read: Option<i64>,
+) -> Outcome {
     let (key, group) = (&args[2], &args[3]);
     let id = match (args[4].as_slice(), &meta) {
         (b"$", Some(meta)) => StreamId::last_of(meta),
@@ -246,6 +257,8 @@ fn create_group(ctx: &mut Ctx, args: &[Vec<u8>], meta: Option<KeyMeta>, exists: 
         return Err(Fault::err("BUSYGROUP Consumer Group name already exists"));
     }
     ctx.ks.put_group(ctx.txn, meta.id, group, id)?;
+    ctx.ks
+        .put_entries_read(ctx.txn, meta.id, group, entries_read)?;
     ctx.notify(notifications::STREAM, "xgroup-create", key);
     Ok(Reply::ok())
 }
@@ -398,10 +411,13 @@ fn deliver_new(
         return Ok(None);
     }
     touch_consumer(ctx, key, meta.id, group, consumer)?;
+    let position = ctx.ks.stream_position(ctx.txn, meta)?;
+    let mut entries_read = ctx.ks.entries_read(ctx.txn, meta.id, group)?;
     let mut replies = Vec::with_capacity(found.len());
     let mut newest = last;
     for (field, stored) in found {
         let id = StreamId::of_field(&field)?;
+        entries_read = position.read_after_delivering(entries_read, id);
         if !read.noack {
             let pending = Pending {
                 id,
@@ -415,6 +431,8 @@ fn deliver_new(
         replies.push(entry_reply(id, &stored)?);
     }
     ctx.ks.put_group(ctx.txn, meta.id, group, newest)?;
+    ctx.ks
+        .put_entries_read(ctx.txn, meta.id, group, entries_read)?;
     Ok(Some(replies))
 }
 

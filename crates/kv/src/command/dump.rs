@@ -12,7 +12,7 @@ use super::staging::{piece_bytes, runs, write_piece, write_staged, Piece, ROW_BY
 use super::strings::string_of;
 use super::{bulk, check_key, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
-use crate::keyspace::stream::{decode_entry, StreamId};
+use crate::keyspace::stream::{decode_entry, StreamCounts, StreamId, StreamPosition};
 use crate::keyspace::{KeyMeta, Kind};
 use tailstore_rdb::{self as rdb, Consumer, Group, Object, PendingEntry, Stream, StreamEntry};
 
@@ -83,6 +83,7 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
         groups.push(Group {
             name,
             last_id: last.into(),
+            entries_read: None, // DUMP writes type 15, which has no counts
             pending,
             consumers,
         });
@@ -90,8 +91,42 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
     Ok(Stream {
         entries,
         last_id: StreamId::last_of(meta).into(),
+        counts: None,
         groups,
     })
+}
+
+/// The counts of a restored stream and of its groups: the payload's (types 19 and 21), else
+/// those Redis derives on loading a stream without them (type 15): entries added = the
+/// entries there are, nothing deleted, and each group's entries read as far as that can
+/// be told from its last delivered ID.
+fn store_stream_counts(ctx: &mut Ctx, owner: i64, stream: &Stream) -> Result<(), Fault> {
+    let counts = match stream.counts {
+        Some(counts) => StreamCounts {
+            entries_added: i64::try_from(counts.entries_added).unwrap_or(i64::MAX),
+            max_deleted: counts.max_deleted.into(),
+        },
+        None => StreamCounts::of_entries(stream.entries.len() as i64),
+    };
+    ctx.ks.put_stream_counts(ctx.txn, owner, counts)?;
+    let position = StreamPosition {
+        len: stream.entries.len() as i64,
+        first: stream
+            .entries
+            .first()
+            .map_or(StreamId::MIN, |e| e.id.into()),
+        last: stream.last_id.into(),
+        counts,
+    };
+    for group in &stream.groups {
+        let entries_read = match group.entries_read {
+            Some(read) => Some(read).filter(|read| *read >= 0),
+            None => position.entries_up_to(group.last_id.into()),
+        };
+        ctx.ks
+            .put_entries_read(ctx.txn, owner, &group.name, entries_read)?;
+    }
+    Ok(())
 }
 
 /// RESTORE's options after the payload.
@@ -282,6 +317,7 @@ fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(),
     };
     if let Object::Stream(stream) = &object {
         StreamId::from(stream.last_id).store_as_last(&mut meta);
+        store_stream_counts(ctx, meta.id, stream)?;
     }
     if deadline != 0 {
         ctx.set_expiry(key, &mut meta, deadline)?;

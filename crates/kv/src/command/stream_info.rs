@@ -2,9 +2,9 @@
 //! stream, its consumer groups and their consumers hold, in Redis 7.0's replies and errors.
 //!
 //! Left out of XINFO STREAM: `radix-tree-keys` and `radix-tree-nodes` (Redis's memory
-//! layout), `max-deleted-entry-id` and `entries-added` (counts tailstore does not keep). A
-//! group's `entries-read` is nil, as Redis answers it when it does not know; its `lag` is
-//! the number of entries after its last delivered ID, counted.
+//! layout). `entries-added`, `max-deleted-entry-id`, a group's `entries-read` and `lag`
+//! follow Redis 7.0's counts and rules (`keyspace::stream`'s "Counts"): nil where Redis
+//! cannot tell them.
 
 use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
@@ -13,7 +13,7 @@ use super::consumer_groups::check_name;
 use super::streams::entry_reply;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome};
 use crate::keyspace::groups::Pending;
-use crate::keyspace::stream::StreamId;
+use crate::keyspace::stream::{StreamId, StreamPosition};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// Entries and pending entries XINFO STREAM FULL shows when COUNT does not say.
@@ -86,30 +86,35 @@ fn consumers(ctx: &mut Ctx, meta: &KeyMeta, key: &[u8], group: &[u8]) -> Outcome
 }
 
 fn groups(ctx: &mut Ctx, meta: &KeyMeta) -> Outcome {
+    let position = ctx.ks.stream_position(ctx.txn, meta)?;
     let mut replies = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
         let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?.len();
         let pending = ctx.ks.all_pending(ctx.txn, meta.id, &name)?.len();
-        let lag = lag(ctx, meta, last)?;
+        let [entries_read, lag] = reads(ctx, meta, &position, (&name, last))?;
         replies.push(map(vec![
             ("name", bulk(name)),
             ("consumers", Reply::Int(consumers as i64)),
             ("pending", Reply::Int(pending as i64)),
             ("last-delivered-id", id_reply(last)),
-            ("entries-read", Reply::Null),
-            ("lag", Reply::Int(lag as i64)),
+            ("entries-read", entries_read),
+            ("lag", lag),
         ]));
     }
     Ok(Reply::Array(replies))
 }
 
-/// How many of the stream's entries come after `last`, the last ID delivered to a group.
-fn lag(ctx: &mut Ctx, meta: &KeyMeta, last: StreamId) -> Result<usize, Fault> {
-    let Some(first) = last.next() else {
-        return Ok(0);
-    };
-    ctx.ks
-        .count_between(ctx.txn, meta.id, &first.field(), &StreamId::MAX.field())
+/// A group's `entries-read` and `lag` (each nil where it cannot be told), from its name
+/// and last delivered ID.
+fn reads(
+    ctx: &mut Ctx,
+    meta: &KeyMeta,
+    position: &StreamPosition,
+    (name, last): (&[u8], StreamId),
+) -> Result<[Reply; 2], Fault> {
+    let entries_read = ctx.ks.entries_read(ctx.txn, meta.id, name)?;
+    let count = |count: Option<i64>| count.map_or(Reply::Null, Reply::Int);
+    Ok([count(entries_read), count(position.lag(entries_read, last))])
 }
 
 /// The entry at one end of the stream with its ID, if the stream has one.
@@ -147,12 +152,15 @@ fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> O
         _ => return Err(refused()),
     };
     let first = end_entry(ctx, meta, ScanDirection::Ascending)?;
-    // Redis's `recorded-first-entry-id`: 0-0 for an empty stream.
-    let first_id = first.as_ref().map_or(StreamId::MIN, |(id, _)| *id);
+    let position = ctx.ks.stream_position(ctx.txn, meta)?;
+    let counts = position.counts;
     let mut pairs = vec![
         ("length", Reply::Int(meta.len)),
-        ("last-generated-id", id_reply(StreamId::last_of(meta))),
-        ("recorded-first-entry-id", id_reply(first_id)),
+        ("last-generated-id", id_reply(position.last)),
+        ("max-deleted-entry-id", id_reply(counts.max_deleted)),
+        ("entries-added", Reply::Int(counts.entries_added)),
+        // 0-0 for an empty stream.
+        ("recorded-first-entry-id", id_reply(position.first)),
     ];
     let Some(count) = full else {
         let groups = ctx.ks.groups_of(ctx.txn, meta.id)?.len();
@@ -172,18 +180,18 @@ fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> O
         .map(|(field, stored)| entry_reply(StreamId::of_field(&field)?, &stored))
         .collect::<Result<_, Fault>>()?;
     pairs.push(("entries", Reply::Array(entries)));
-    pairs.push(("groups", full_groups(ctx, meta, limit)?));
+    pairs.push(("groups", full_groups(ctx, meta, &position, limit)?));
     Ok(map(pairs))
 }
 
 /// XINFO STREAM FULL's groups: each with its pending entries and its consumers with
 /// theirs, at most `limit` pending entries a list.
-fn full_groups(ctx: &mut Ctx, meta: &KeyMeta, limit: usize) -> Outcome {
+fn full_groups(ctx: &mut Ctx, meta: &KeyMeta, position: &StreamPosition, limit: usize) -> Outcome {
     let mut replies = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
         let pending = ctx.ks.all_pending(ctx.txn, meta.id, &name)?;
         let consumers = ctx.ks.consumers_of(ctx.txn, meta.id, &name)?;
-        let lag = lag(ctx, meta, last)?;
+        let [entries_read, lag] = reads(ctx, meta, position, (&name, last))?;
         let group_pending = pending
             .iter()
             .take(limit)
@@ -223,8 +231,8 @@ fn full_groups(ctx: &mut Ctx, meta: &KeyMeta, limit: usize) -> Outcome {
         replies.push(map(vec![
             ("name", bulk(name)),
             ("last-delivered-id", id_reply(last)),
-            ("entries-read", Reply::Null),
-            ("lag", Reply::Int(lag as i64)),
+            ("entries-read", entries_read),
+            ("lag", lag),
             ("pel-count", Reply::Int(pending.len() as i64)),
             ("pending", Reply::Array(group_pending)),
             ("consumers", Reply::Array(consumer_replies)),

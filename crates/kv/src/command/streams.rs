@@ -309,6 +309,9 @@ pub fn xadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     ctx.check_commit_room(stored.len())?;
     ctx.ks
         .write_value(ctx.txn, meta.id, &id.field(), &stored, None)?;
+    let mut counts = ctx.ks.stream_counts(ctx.txn, &meta)?;
+    counts.entries_added += 1;
+    ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
     meta.len += 1;
     id.store_as_last(&mut meta);
     let trimmed = match parsed.trim {
@@ -486,13 +489,16 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .iter()
         .map(|arg| parse_strict_id(arg))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut counts = ctx.ks.stream_counts(ctx.txn, &meta)?;
     let mut deleted = 0;
     for id in ids {
         if ctx.ks.delete_value(ctx.txn, meta.id, &id.field())? {
             deleted += 1;
+            counts.max_deleted = counts.max_deleted.max(id);
         }
     }
     if deleted > 0 {
+        ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
         meta.len -= deleted;
         ctx.save(key, &mut meta)?;
         ctx.notify(notifications::STREAM, "xdel", key);
@@ -501,14 +507,11 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 /// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]: sets the
-/// stream's last ID (the one XADD must exceed), with Redis 7.0's checks in its order.
-/// tailstore keeps neither the count of entries ever added nor the largest deleted ID:
-/// their options are checked and let go; and since whether a lower ID would pass Redis's
-/// check against the largest deleted ID cannot be told, an ID below the current last ID is
-/// refused (Redis accepts one that is not below the largest deleted ID nor the last entry).
+/// stream's last ID (the one XADD must exceed) and, if given, its count of entries added
+/// and its largest deleted ID, with Redis 7.0's checks in its order.
 pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let id = parse_strict_id(&args[2])?;
-    let mut entries_added = None;
+    let (mut entries_added, mut max_deleted) = (None, None);
     let mut i = 3;
     while i < args.len() {
         let has_value = i + 1 < args.len();
@@ -519,11 +522,13 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             }
             entries_added = Some(count);
         } else if is(&args[i], "MAXDELETEDID") && has_value {
-            if id < parse_strict_id(&args[i + 1])? {
+            let deleted = parse_strict_id(&args[i + 1])?;
+            if id < deleted {
                 return Err(Fault::err(
                     "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
                 ));
             }
+            max_deleted = Some(deleted);
         } else {
             return Err(Fault::err(SYNTAX));
         }
@@ -533,6 +538,9 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let mut meta = ctx
         .meta_of(key, Kind::Stream)?
         .ok_or_else(|| Fault::err("ERR no such key"))?;
+    // Redis 7.0 does not compare the ID with the largest deleted ID it has (later
+    // versions refuse a smaller one), only with the top entry's.
+    let mut counts = ctx.ks.stream_counts(ctx.txn, &meta)?;
     if meta.len > 0 {
         let last_entry = ctx
             .ks
@@ -550,12 +558,12 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             ));
         }
     }
-    let last = StreamId::last_of(&meta);
-    if id < last {
-        return Err(Fault::err(format!(
-            "ERR XSETID cannot set an ID below the stream's last ID {last}: tailstore does not keep the largest deleted ID that Redis checks it against"
-        )));
-    }
+    counts.entries_added = entries_added.unwrap_or(counts.entries_added);
+    // MAXDELETEDID 0-0 leaves the count as it was, as in Redis.
+    counts.max_deleted = max_deleted
+        .filter(|deleted| *deleted != StreamId::MIN)
+        .unwrap_or(counts.max_deleted);
+    ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
     id.store_as_last(&mut meta);
     ctx.save(key, &mut meta)?;
     ctx.notify(notifications::STREAM, "xsetid", key);

@@ -84,7 +84,14 @@ impl Keyspace {
     fn element_tables(&self, kind: Kind) -> Vec<&Table> {
         match kind {
             Kind::ZSet => vec![&self.zset],
-            Kind::Stream => vec![&self.parts, &self.groups, &self.consumers, &self.pending],
+            Kind::Stream => vec![
+                &self.parts,
+                &self.groups,
+                &self.consumers,
+                &self.pending,
+                &self.streams,
+                &self.group_reads,
+            ],
             _ => vec![&self.parts],
         }
     }

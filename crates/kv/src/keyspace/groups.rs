@@ -134,6 +134,39 @@ impl Keyspace {
             }
         }
         txn.remove(&self.groups, &group_key(owner, group))?;
+        txn.remove(&self.group_reads, &group_key(owner, group))?;
+        Ok(())
+    }
+
+    /// How many entries `group` has read, if that is known (see `stream`'s "Counts").
+    pub(crate) fn entries_read(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+    ) -> Result<Option<i64>, Fault> {
+        let Some(row) = txn.get(&self.group_reads, &group_key(owner, group))? else {
+            return Ok(None);
+        };
+        match int(&row[2])? {
+            -1 => Ok(None),
+            read if read >= 0 => Ok(Some(read)),
+            read => Err(Fault::corrupt(format!(
+                "kv_group_reads row with {read} entries read"
+            ))),
+        }
+    }
+
+    pub(crate) fn put_entries_read(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        group: &[u8],
+        entries_read: Option<i64>,
+    ) -> Result<(), Fault> {
+        let mut row = group_key(owner, group);
+        row.push(Value::Int(entries_read.unwrap_or(-1)));
+        txn.put(&self.group_reads, &row)?;
         Ok(())
     }
 

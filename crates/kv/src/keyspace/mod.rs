@@ -13,6 +13,8 @@
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
 //! kv_counts  (db) -> keys, expires                   kv_keys rows, and those with a TTL
 //! kv_groups, kv_consumers, kv_pending                streams' consumer groups (see [`groups`])
+//! kv_streams (owner) -> entries_added, max_deleted   a stream's counts (see [`stream`])
+//! kv_group_reads (owner, group) -> entries_read      a group's count of entries read
 //! ```
 //!
 //! A key's elements belong to its *id* (the owner), not to its name: each incarnation of a
@@ -88,6 +90,8 @@ pub struct Keyspace {
     pub(crate) groups: Table,
     pub(crate) consumers: Table,
     pub(crate) pending: Table,
+    pub(crate) streams: Table,
+    pub(crate) group_reads: Table,
     databases: u32,
     /// Source of key versions (WATCH): unique over the server's life and, since it starts at
     /// the wall clock in nanoseconds, larger than any version an earlier run handed out.
@@ -123,6 +127,9 @@ impl Keyspace {
         let groups = table(&db, "kv_groups", groups_schema()?)?;
         let consumers = table(&db, "kv_consumers", consumers_schema()?)?;
         let pending = table(&db, "kv_pending", pending_schema()?)?;
+        // Created in a store made before a stream's counts were kept (see `stream`).
+        let streams = table(&db, "kv_streams", streams_schema()?)?;
+        let group_reads = table(&db, "kv_group_reads", group_reads_schema()?)?;
         let start = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -139,6 +146,8 @@ impl Keyspace {
             groups,
             consumers,
             pending,
+            streams,
+            group_reads,
             databases,
             next_version: AtomicU64::new(start),
             watches: Arc::default(),
@@ -312,6 +321,27 @@ fn pending_schema() -> Result<Schema, KvError> {
         Column::new("deliveries", Int64),
     ];
     schema("kv_pending", columns, vec![0, 1, 2], vec![])
+}
+
+fn streams_schema() -> Result<Schema, KvError> {
+    use ColumnType::Int64;
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("entries_added", Int64),
+        Column::new("max_deleted_ms", Int64),
+        Column::new("max_deleted_seq", Int64),
+    ];
+    schema("kv_streams", columns, vec![0], vec![])
+}
+
+fn group_reads_schema() -> Result<Schema, KvError> {
+    use ColumnType::{Bytes, Int64};
+    let columns = vec![
+        Column::new("owner", Int64),
+        Column::new("group", Bytes(MAX_FIELD as u32)),
+        Column::new("entries_read", Int64),
+    ];
+    schema("kv_group_reads", columns, vec![0, 1], vec![])
 }
 
 fn expiry_schema() -> Result<Schema, KvError> {

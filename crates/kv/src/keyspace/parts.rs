@@ -23,7 +23,6 @@ const ROW_OVERHEAD: usize = 64;
 
 /// Columns of a `kv_parts` row: (owner, field, part) -> data, total.
 const FIELD: usize = 1;
-const PART: usize = 2;
 pub(super) const DATA: usize = 3;
 const TOTAL: usize = 4;
 
@@ -253,34 +252,6 @@ impl Keyspace {
         limit: usize,
     ) -> Result<FieldValues, Fault> {
         self.fields_in(txn, KeyRange::prefix(owner_prefix(owner)), direction, limit)
-    }
-
-    /// How many values of a key have fields in `first..=last`, counting part 0 of each and
-    /// decoding no value (a stream group's lag: the entries after its last delivered ID).
-    pub(crate) fn count_between(
-        &self,
-        txn: &mut Transaction<'_>,
-        owner: i64,
-        first: &[u8],
-        last: &[u8],
-    ) -> Result<usize, Fault> {
-        let range = fields_from_to(owner, first, last);
-        let mut count = 0;
-        let wanted = |column| column == PART;
-        txn.scan_each(
-            &self.parts,
-            &range,
-            ScanDirection::Ascending,
-            usize::MAX,
-            wanted,
-            |row| {
-                if row[PART] == Value::Int(0) {
-                    count += 1;
-                }
-                Ok(())
-            },
-        )?;
-        Ok(count)
     }
 
     /// The (field, value) pairs of a key whose fields lie in `first..=last`, in field order:

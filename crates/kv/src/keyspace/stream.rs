@@ -8,10 +8,29 @@
 //! The key's row holds the number of entries (`len`) and the largest ID ever added, in
 //! `head` (ms) and `tail` (seq) as the u64s' bit patterns: XADD must give a larger ID even
 //! after that entry was deleted, so it is not the last entry's.
+//!
+//! # Counts (Redis 7's `entries-added`, `max-deleted-entry-id`, `entries-read`, `lag`)
+//!
+//! Redis 7 counts the entries ever added to a stream and keeps the largest ID XDEL
+//! removed, and counts for each consumer group the entries it has read; from these it
+//! tells how many entries a group has still to read (its lag) without counting them, or
+//! answers nil when deletions make that impossible to tell. tailstore keeps the same
+//! counts with the same rules ([`StreamCounts`], [`StreamPosition`]), so that XINFO
+//! answers as Redis does: the stream's in `kv_streams (owner) -> entries_added,
+//! max_deleted_ms, max_deleted_seq`, a group's in `kv_group_reads (owner, group) ->
+//! entries_read` (-1: not known), both keyed by the owner so that they move with RENAME,
+//! are copied by COPY and are freed with the stream. A stream stored before these tables
+//! existed has no row: it reads as Redis reads a stream saved without counts (RDB type 15),
+//! entries added = its length, nothing deleted; a group without a row as one whose count
+//! is not known.
 
 use std::fmt;
 
-use super::meta::KeyMeta;
+use tailstore_engine::Transaction;
+use tailstore_storage::{ScanDirection, Value};
+
+use super::meta::{int, KeyMeta};
+use super::Keyspace;
 use crate::command::Fault;
 
 /// A stream entry's ID: milliseconds and a sequence number, ordered as a pair.
@@ -81,6 +100,160 @@ impl StreamId {
     pub fn store_as_last(self, meta: &mut KeyMeta) {
         meta.head = self.ms as i64;
         meta.tail = self.seq as i64;
+    }
+}
+
+/// A stream's counts besides its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamCounts {
+    /// Entries ever added (XADD; XSETID ENTRIESADDED sets it).
+    pub entries_added: i64,
+    /// The largest ID XDEL removed; 0-0 if none (XSETID MAXDELETEDID sets it).
+    pub max_deleted: StreamId,
+}
+
+impl StreamCounts {
+    /// The counts Redis gives a stream read without them (RDB type 15): every entry there
+    /// is was added, none deleted.
+    pub fn of_entries(len: i64) -> StreamCounts {
+        StreamCounts {
+            entries_added: len,
+            max_deleted: StreamId::MIN,
+        }
+    }
+}
+
+/// A stream as a group's count of entries read is computed against: its length, its first
+/// entry's ID (0-0 when empty), the largest ID ever added and its counts.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamPosition {
+    pub len: i64,
+    pub first: StreamId,
+    pub last: StreamId,
+    pub counts: StreamCounts,
+}
+
+impl StreamPosition {
+    /// Whether an entry at or after `start` may have been deleted (Redis's
+    /// `streamRangeHasTombstones` up to the end): the largest deleted ID lies there, among
+    /// the entries there are.
+    fn deleted_from(&self, start: StreamId) -> bool {
+        let deleted = self.counts.max_deleted;
+        self.len > 0 && deleted != StreamId::MIN && self.first <= deleted && start <= deleted
+    }
+
+    /// How many entries had been added up to and including `id`, where that can be told
+    /// (Redis's `streamEstimateDistanceFromFirstEverEntry`): always for the last ID and in
+    /// an empty stream; before or at the first entry only while no deletion lies after it;
+    /// never between the first and the last entry, nor after the last.
+    pub fn entries_up_to(&self, id: StreamId) -> Option<i64> {
+        let added = self.counts.entries_added;
+        if added == 0 {
+            return Some(0);
+        }
+        if self.len == 0 && id <= self.last {
+            return Some(added);
+        }
+        match id.cmp(&self.last) {
+            std::cmp::Ordering::Equal => return Some(added),
+            std::cmp::Ordering::Greater => return None,
+            std::cmp::Ordering::Less => {}
+        }
+        let deleted = self.counts.max_deleted;
+        if deleted == StreamId::MIN || deleted < self.first {
+            match id.cmp(&self.first) {
+                std::cmp::Ordering::Less => return Some(added - self.len),
+                std::cmp::Ordering::Equal => return Some(added - self.len + 1),
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        None
+    }
+
+    /// A group's count of entries read (`None`: not known) once the entry `id`, after its
+    /// last delivered one, is delivered to it: one more if the count was known and no
+    /// deletion lies ahead, else what can be told of `id`.
+    pub fn read_after_delivering(&self, entries_read: Option<i64>, id: StreamId) -> Option<i64> {
+        match entries_read {
+            Some(read) if !self.deleted_from(id) => Some(read + 1),
+            _ if self.counts.entries_added != 0 => self.entries_up_to(id),
+            unchanged => unchanged,
+        }
+    }
+
+    /// A group's lag: how many entries were added after its last delivered ID `last`, if
+    /// that can be told (Redis's `streamReplyWithCGLag`). Negative when a group was told
+    /// it had read more than was ever added (XGROUP … ENTRIESREAD), as in Redis.
+    pub fn lag(&self, entries_read: Option<i64>, last: StreamId) -> Option<i64> {
+        let added = self.counts.entries_added;
+        if added == 0 {
+            return Some(0);
+        }
+        match entries_read {
+            Some(read) if !self.deleted_from(last) => Some(added - read),
+            _ => self.entries_up_to(last).map(|read| added - read),
+        }
+    }
+}
+
+impl Keyspace {
+    /// The counts of the stream `meta` (as [`StreamCounts::of_entries`] if it has no row).
+    pub(crate) fn stream_counts(
+        &self,
+        txn: &mut Transaction<'_>,
+        meta: &KeyMeta,
+    ) -> Result<StreamCounts, Fault> {
+        let Some(row) = txn.get(&self.streams, &[Value::Int(meta.id)])? else {
+            return Ok(StreamCounts::of_entries(meta.len));
+        };
+        let counts = StreamCounts {
+            entries_added: int(&row[1])?,
+            max_deleted: StreamId::new(int(&row[2])? as u64, int(&row[3])? as u64),
+        };
+        if counts.entries_added < 0 {
+            return Err(Fault::corrupt(format!(
+                "kv_streams row with {} entries added",
+                counts.entries_added
+            )));
+        }
+        Ok(counts)
+    }
+
+    /// The stream `meta` as its groups' counts are computed against.
+    pub(crate) fn stream_position(
+        &self,
+        txn: &mut Transaction<'_>,
+        meta: &KeyMeta,
+    ) -> Result<StreamPosition, Fault> {
+        let first = match self
+            .fields(txn, meta.id, ScanDirection::Ascending, 1)?
+            .first()
+        {
+            Some((field, _)) => StreamId::of_field(field)?,
+            None => StreamId::MIN,
+        };
+        Ok(StreamPosition {
+            len: meta.len,
+            first,
+            last: StreamId::last_of(meta),
+            counts: self.stream_counts(txn, meta)?,
+        })
+    }
+
+    pub(crate) fn put_stream_counts(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        counts: StreamCounts,
+    ) -> Result<(), Fault> {
+        let row = [
+            Value::Int(owner),
+            Value::Int(counts.entries_added),
+            Value::Int(counts.max_deleted.ms as i64),
+            Value::Int(counts.max_deleted.seq as i64),
+        ];
+        txn.put(&self.streams, &row)?;
+        Ok(())
     }
 }
 
