@@ -113,11 +113,24 @@ pub struct Connection {
     traffic: Traffic,
 }
 
-/// Bytes a connection read and wrote.
+/// Bytes a connection read and wrote, and how many times it was read from and written to
+/// (Redis's `total_reads_processed` and `total_writes_processed` count the times its
+/// event loop handled a client's input and flushed its output).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
     pub read: u64,
     pub written: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl std::ops::AddAssign for Traffic {
+    fn add_assign(&mut self, other: Traffic) {
+        self.read += other.read;
+        self.written += other.written;
+        self.reads += other.reads;
+        self.writes += other.writes;
+    }
 }
 
 impl Connection {
@@ -193,6 +206,7 @@ impl Connection {
         if self.blocked.is_some() && self.filled - self.parsed >= BLOCKED_INPUT {
             return Ok(true); // read again once unblocked (`unread` is set then)
         }
+        self.traffic.reads += 1;
         if self.tls.is_some() {
             return self.fill_through_tls();
         }
@@ -352,6 +366,9 @@ impl Connection {
 
     /// Writes as much of the output as the socket takes; whether everything was written.
     pub fn flush(&mut self) -> io::Result<bool> {
+        if self.written < self.output.len() {
+            self.traffic.writes += 1;
+        }
         if self.tls.is_some() {
             return self.flush_through_tls();
         }

@@ -321,6 +321,7 @@ fn stats(shared: &Shared) -> String {
     let tracking = shared.tracking.totals();
     let keys = shared.ks.key_stats.get();
     let (totals, rates) = (shared.totals(), shared.rates.per_second());
+    let traffic = shared.traffic();
     let mut fields = vec![
         (
             "total_connections_received",
@@ -394,6 +395,9 @@ fn stats(shared: &Shared) -> String {
             "total_error_replies",
             super::command_stats::total_errors(&shared.command_stats()).to_string(),
         ),
+        // The times a connection's input was read and its output written.
+        ("total_reads_processed", traffic.reads.to_string()),
+        ("total_writes_processed", traffic.writes.to_string()),
         (
             "tailstore_blocking_runs",
             shared.blocked_runs.load(Ordering::Relaxed).to_string(),

@@ -523,13 +523,21 @@ fn housekeeping(shared: &Shared) {
 impl Shared {
     /// Commands run and bytes read and written since the server started.
     pub fn totals(&self) -> metrics::Totals {
-        let traffic = self.loops.iter().map(worker::LoopState::traffic);
-        let (input, output) = traffic.fold((0, 0), |(i, o), t| (i + t.read, o + t.written));
+        let traffic = self.traffic();
         metrics::Totals {
             commands: self.commands.load(Ordering::Relaxed),
-            input,
-            output,
+            input: traffic.read,
+            output: traffic.written,
         }
+    }
+
+    /// What the connections of every event loop read and wrote since the server started.
+    pub fn traffic(&self) -> connection::Traffic {
+        let mut total = connection::Traffic::default();
+        for one in self.loops.iter().map(worker::LoopState::traffic) {
+            total += one;
+        }
+        total
     }
 }
 

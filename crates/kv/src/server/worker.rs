@@ -89,24 +89,31 @@ pub struct LoopState {
     waker: Waker,
     /// Connections the worker serves, for INFO.
     pub serving: AtomicUsize,
-    /// Bytes its connections read and wrote, for INFO (`total_net_input_bytes`…).
+    /// Bytes its connections read and wrote, for INFO (`total_net_input_bytes`…), and the
+    /// times they were read from and written to (`total_reads_processed`…).
     net_input: AtomicU64,
     net_output: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
 }
 
 impl LoopState {
-    /// Counts bytes its connections read and wrote.
+    /// Counts what its connections read and wrote.
     fn count_traffic(&self, traffic: Traffic) {
         self.net_input.fetch_add(traffic.read, Ordering::Relaxed);
         self.net_output
             .fetch_add(traffic.written, Ordering::Relaxed);
+        self.reads.fetch_add(traffic.reads, Ordering::Relaxed);
+        self.writes.fetch_add(traffic.writes, Ordering::Relaxed);
     }
 
-    /// The bytes its connections read and wrote since the server started.
+    /// What its connections read and wrote since the server started.
     pub fn traffic(&self) -> Traffic {
         Traffic {
             read: self.net_input.load(Ordering::Relaxed),
             written: self.net_output.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
         }
     }
 
@@ -123,6 +130,8 @@ impl LoopState {
             serving: AtomicUsize::new(0),
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
         })
     }
 
@@ -418,7 +427,7 @@ impl Worker {
                 continue;
             };
             let filled = conn.fill();
-            traffic.read += conn.take_traffic().read;
+            traffic += conn.take_traffic();
             match filled {
                 // A blocked client that went away is closed before its command runs
                 // again, so nothing is popped for it (Redis frees it at once too).
@@ -504,7 +513,7 @@ impl Worker {
                 interleave::reached(Point::Delivered);
             }
             let flushed = conn.flush();
-            traffic.written += conn.take_traffic().written;
+            traffic += conn.take_traffic();
             conn.note_buffers();
             match flushed {
                 Ok(true) if conn.closing => dead.push(*token),
