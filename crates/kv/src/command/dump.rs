@@ -100,17 +100,22 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
 /// those Redis derives on loading a stream without them (type 15): entries added = the
 /// entries there are, nothing deleted, and each group's entries read as far as that can
 /// be told from its last delivered ID.
-fn store_stream_counts(ctx: &mut Ctx, owner: i64, stream: &Stream) -> Result<(), Fault> {
+fn store_stream_counts(ctx: &mut Ctx, meta: &KeyMeta, stream: &Stream) -> Result<(), Fault> {
+    let len = stream.entries.len() as i64;
     let counts = match stream.counts {
+        // A payload cannot have had fewer entries added than it holds (Redis never writes
+        // one): such a count is taken as the entries it holds.
         Some(counts) => StreamCounts {
-            entries_added: i64::try_from(counts.entries_added).unwrap_or(i64::MAX),
+            entries_added: i64::try_from(counts.entries_added)
+                .unwrap_or(i64::MAX)
+                .max(len),
             max_deleted: counts.max_deleted.into(),
         },
-        None => StreamCounts::of_entries(stream.entries.len() as i64),
+        None => StreamCounts::of_entries(len),
     };
-    ctx.ks.put_stream_counts(ctx.txn, owner, counts)?;
+    ctx.ks.put_stream_counts(ctx.txn, meta, counts)?;
     let position = StreamPosition {
-        len: stream.entries.len() as i64,
+        len,
         first: stream
             .entries
             .first()
@@ -124,7 +129,7 @@ fn store_stream_counts(ctx: &mut Ctx, owner: i64, stream: &Stream) -> Result<(),
             None => position.entries_up_to(group.last_id.into()),
         };
         ctx.ks
-            .put_entries_read(ctx.txn, owner, &group.name, entries_read)?;
+            .put_entries_read(ctx.txn, meta.id, &group.name, entries_read)?;
     }
     Ok(())
 }
@@ -317,7 +322,7 @@ fn store(ctx: &mut Ctx, key: &[u8], object: Object, deadline: i64) -> Result<(),
     };
     if let Object::Stream(stream) = &object {
         StreamId::from(stream.last_id).store_as_last(&mut meta);
-        store_stream_counts(ctx, meta.id, stream)?;
+        store_stream_counts(ctx, &meta, stream)?;
     }
     if deadline != 0 {
         ctx.set_expiry(key, &mut meta, deadline)?;

@@ -309,9 +309,7 @@ pub fn xadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     ctx.check_commit_room(stored.len())?;
     ctx.ks
         .write_value(ctx.txn, meta.id, &id.field(), &stored, None)?;
-    let mut counts = ctx.ks.stream_counts(ctx.txn, &meta)?;
-    counts.entries_added += 1;
-    ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
+    // One more entry, one more added: the stream's counts row is left alone.
     meta.len += 1;
     id.store_as_last(&mut meta);
     let trimmed = match parsed.trim {
@@ -428,11 +426,17 @@ fn trim_stream(ctx: &mut Ctx, meta: &mut KeyMeta, trim: Trim) -> Result<usize, F
             below
         }
     };
+    if oldest.is_empty() {
+        return Ok(0);
+    }
+    let counts = ctx.ks.stream_counts(ctx.txn, meta)?;
     for (id, stored) in &oldest {
         ctx.ks
             .remove_value(ctx.txn, meta.id, &id.field(), stored.len())?;
     }
     meta.len -= oldest.len() as i64;
+    // As many entries added as before: as many more removed.
+    ctx.ks.put_stream_counts(ctx.txn, meta, counts)?;
     Ok(oldest.len())
 }
 
@@ -498,8 +502,8 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     }
     if deleted > 0 {
-        ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
         meta.len -= deleted;
+        ctx.ks.put_stream_counts(ctx.txn, &meta, counts)?;
         ctx.save(key, &mut meta)?;
         ctx.notify(notifications::STREAM, "xdel", key);
     }
@@ -563,7 +567,7 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     counts.max_deleted = max_deleted
         .filter(|deleted| *deleted != StreamId::MIN)
         .unwrap_or(counts.max_deleted);
-    ctx.ks.put_stream_counts(ctx.txn, meta.id, counts)?;
+    ctx.ks.put_stream_counts(ctx.txn, &meta, counts)?;
     id.store_as_last(&mut meta);
     ctx.save(key, &mut meta)?;
     ctx.notify(notifications::STREAM, "xsetid", key);

@@ -13,7 +13,7 @@
 //! kv_garbage (owner) -> kind                         elements of deleted keys, freed later
 //! kv_counts  (db) -> keys, expires                   kv_keys rows, and those with a TTL
 //! kv_groups, kv_consumers, kv_pending                streams' consumer groups (see [`groups`])
-//! kv_streams (owner) -> entries_added, max_deleted   a stream's counts (see [`stream`])
+//! kv_streams (owner) -> removed, max_deleted         a stream's counts (see [`stream`])
 //! kv_group_reads (owner, group) -> entries_read      a group's count of entries read
 //! ```
 //!
@@ -327,7 +327,7 @@ fn streams_schema() -> Result<Schema, KvError> {
     use ColumnType::Int64;
     let columns = vec![
         Column::new("owner", Int64),
-        Column::new("entries_added", Int64),
+        Column::new("removed", Int64),
         Column::new("max_deleted_ms", Int64),
         Column::new("max_deleted_seq", Int64),
     ];

@@ -16,13 +16,15 @@
 //! tells how many entries a group has still to read (its lag) without counting them, or
 //! answers nil when deletions make that impossible to tell. tailstore keeps the same
 //! counts with the same rules ([`StreamCounts`], [`StreamPosition`]), so that XINFO
-//! answers as Redis does: the stream's in `kv_streams (owner) -> entries_added,
-//! max_deleted_ms, max_deleted_seq`, a group's in `kv_group_reads (owner, group) ->
-//! entries_read` (-1: not known), both keyed by the owner so that they move with RENAME,
-//! are copied by COPY and are freed with the stream. A stream stored before these tables
-//! existed has no row: it reads as Redis reads a stream saved without counts (RDB type 15),
-//! entries added = its length, nothing deleted; a group without a row as one whose count
-//! is not known.
+//! answers as Redis does: the stream's in `kv_streams (owner) -> removed, max_deleted_ms,
+//! max_deleted_seq`, a group's in `kv_group_reads (owner, group) -> entries_read` (-1: not
+//! known), both keyed by the owner so that they move with RENAME, are copied by COPY and
+//! are freed with the stream. The stream's row counts the entries *removed* (by XDEL and
+//! trimming), not those added: entries added = the key's `len` + removed, so XADD, the
+//! command streams run most, changes no row but the key's and its entry's. A stream
+//! stored before these tables existed has no row: it reads as Redis reads a stream saved
+//! without counts (RDB type 15), entries added = its length, nothing deleted; a group
+//! without a row as one whose count is not known.
 
 use std::fmt;
 
@@ -206,17 +208,17 @@ impl Keyspace {
         let Some(row) = txn.get(&self.streams, &[Value::Int(meta.id)])? else {
             return Ok(StreamCounts::of_entries(meta.len));
         };
-        let counts = StreamCounts {
-            entries_added: int(&row[1])?,
-            max_deleted: StreamId::new(int(&row[2])? as u64, int(&row[3])? as u64),
-        };
-        if counts.entries_added < 0 {
+        let removed = int(&row[1])?;
+        let entries_added = meta.len.checked_add(removed).filter(|_| removed >= 0);
+        let Some(entries_added) = entries_added else {
             return Err(Fault::corrupt(format!(
-                "kv_streams row with {} entries added",
-                counts.entries_added
+                "kv_streams row with {removed} entries removed"
             )));
-        }
-        Ok(counts)
+        };
+        Ok(StreamCounts {
+            entries_added,
+            max_deleted: StreamId::new(int(&row[2])? as u64, int(&row[3])? as u64),
+        })
     }
 
     /// The stream `meta` as its groups' counts are computed against.
@@ -240,15 +242,24 @@ impl Keyspace {
         })
     }
 
+    /// Stores the `counts` of the stream `meta` as it is now (its `len` after the change
+    /// that moved them).
     pub(crate) fn put_stream_counts(
         &self,
         txn: &mut Transaction<'_>,
-        owner: i64,
+        meta: &KeyMeta,
         counts: StreamCounts,
     ) -> Result<(), Fault> {
+        let removed = counts.entries_added - meta.len;
+        assert!(
+            removed >= 0,
+            "a stream of {} entries with {} added",
+            meta.len,
+            counts.entries_added
+        );
         let row = [
-            Value::Int(owner),
-            Value::Int(counts.entries_added),
+            Value::Int(meta.id),
+            Value::Int(removed),
             Value::Int(counts.max_deleted.ms as i64),
             Value::Int(counts.max_deleted.seq as i64),
         ];
