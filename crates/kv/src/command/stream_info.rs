@@ -152,7 +152,8 @@ fn stream(ctx: &mut Ctx, meta: &KeyMeta, typed: &[u8], options: &[Vec<u8>]) -> O
         _ => return Err(refused()),
     };
     let first = end_entry(ctx, meta, ScanDirection::Ascending)?;
-    let position = ctx.ks.stream_position(ctx.txn, meta)?;
+    let first_id = first.as_ref().map(|(id, _)| *id);
+    let position = ctx.ks.stream_position_from(ctx.txn, meta, first_id)?;
     let counts = position.counts;
     let mut pairs = vec![
         ("length", Reply::Int(meta.len)),

@@ -231,12 +231,23 @@ impl Keyspace {
             .fields(txn, meta.id, ScanDirection::Ascending, 1)?
             .first()
         {
-            Some((field, _)) => StreamId::of_field(field)?,
-            None => StreamId::MIN,
+            Some((field, _)) => Some(StreamId::of_field(field)?),
+            None => None,
         };
+        self.stream_position_from(txn, meta, first)
+    }
+
+    /// [`Keyspace::stream_position`], the stream's first entry's ID (`None`: it has none)
+    /// read already.
+    pub(crate) fn stream_position_from(
+        &self,
+        txn: &mut Transaction<'_>,
+        meta: &KeyMeta,
+        first: Option<StreamId>,
+    ) -> Result<StreamPosition, Fault> {
         Ok(StreamPosition {
             len: meta.len,
-            first,
+            first: first.unwrap_or(StreamId::MIN),
             last: StreamId::last_of(meta),
             counts: self.stream_counts(txn, meta)?,
         })
