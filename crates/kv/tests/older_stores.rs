@@ -87,6 +87,18 @@ fn empty_table(ks: &Keyspace, table: &str) {
     txn.commit().expect("commit");
 }
 
+/// The value of `name` in a map reply.
+fn map_field(map: &Reply, name: &str) -> Reply {
+    let Reply::Map(fields) = map else {
+        panic!("not a map: {map:?}");
+    };
+    fields
+        .iter()
+        .find(|(k, _)| *k == Reply::Bulk(name.as_bytes().to_vec()))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {name} in {map:?}"))
+}
+
 /// XINFO GROUPS' (name, entries-read, lag) of each group.
 fn group_reads(ks: &Keyspace, key: &str) -> Vec<(String, Reply, Reply)> {
     let Reply::Array(groups) = run_on(ks, &["XINFO", "GROUPS", key]) else {
@@ -95,16 +107,7 @@ fn group_reads(ks: &Keyspace, key: &str) -> Vec<(String, Reply, Reply)> {
     groups
         .into_iter()
         .map(|group| {
-            let Reply::Map(fields) = group else {
-                panic!("a group is {group:?}");
-            };
-            let field = |name: &str| {
-                fields
-                    .iter()
-                    .find(|(k, _)| *k == Reply::Bulk(name.as_bytes().to_vec()))
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_else(|| panic!("no {name}"))
-            };
+            let field = |name: &str| map_field(&group, name);
             let name = String::from_utf8(bulk(field("name"))).expect("a name");
             (name, field("entries-read"), field("lag"))
         })
@@ -129,19 +132,10 @@ fn a_stream_stored_without_counts_reads_as_redis_reads_one_saved_without_them() 
     // Three entries, as if all ever added; no deletion known; no group's count known, each
     // lag told where it can be from the last delivered ID.
     let info = run_on(&ks, &["XINFO", "STREAM", "s"]);
-    let Reply::Map(fields) = info else {
-        panic!("XINFO STREAM answered {info:?}");
-    };
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| *k == Reply::Bulk(name.as_bytes().to_vec()))
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(field("entries-added"), Some(Reply::Int(3)));
+    assert_eq!(map_field(&info, "entries-added"), Reply::Int(3));
     assert_eq!(
-        field("max-deleted-entry-id"),
-        Some(Reply::Bulk(b"0-0".to_vec()))
+        map_field(&info, "max-deleted-entry-id"),
+        Reply::Bulk(b"0-0".to_vec())
     );
     assert_eq!(
         group_reads(&ks, "s"),
