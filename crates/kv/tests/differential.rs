@@ -1604,7 +1604,16 @@ fn stream_groups() -> Vec<(u32, Words)> {
                 options(group_options, 1),
             ],
         ),
-        cmd("XGROUP", vec![lit("SETID"), key(), group(), one(ids)]),
+        cmd(
+            "XGROUP",
+            vec![
+                lit("SETID"),
+                key(),
+                group(),
+                one(ids),
+                options(&["ENTRIESREAD 1", "ENTRIESREAD 5"], 1),
+            ],
+        ),
         cmd(
             "XGROUP",
             vec![lit("CREATECONSUMER"), key(), group(), consumer()],
@@ -2302,6 +2311,18 @@ fn group_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
         ),
         (RARE, cmd("XDEL", vec![lit("x0"), one(&["1-1", "2-0"])])),
         (RARE, cmd("XTRIM", vec![lit("x0"), lit("MAXLEN"), lit("2")])),
+        // The counts XINFO's entries-read and lag are computed from.
+        (
+            RARE,
+            cmd(
+                "XSETID",
+                vec![
+                    lit("x0"),
+                    one(&["3-5", "9-0", "20-0"]),
+                    options(&["ENTRIESADDED 9", "MAXDELETEDID 2-0"], 2),
+                ],
+            ),
+        ),
     ]);
     after_setup(&setup, commands, 30)
 }
