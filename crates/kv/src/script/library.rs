@@ -284,8 +284,7 @@ impl Libraries {
 
     /// How many libraries there are, and how many functions they registered.
     pub fn counts(&self) -> (usize, usize) {
-        let set = self.set.lock();
-        (set.libraries.len(), set.functions.len())
+        counts(&self.set.lock().libraries)
     }
 
     /// The libraries now, and their version.
@@ -336,6 +335,12 @@ pub fn merged(
     }
     function_index(&libraries)?;
     Ok(libraries)
+}
+
+/// How many libraries `set` holds, and how many functions they registered.
+pub fn counts(set: &LibrarySet) -> (usize, usize) {
+    let functions = set.values().map(|library| library.functions.len()).sum();
+    (set.len(), functions)
 }
 
 /// `base` without the library `name`; `None` if there is no such library.
@@ -414,6 +419,14 @@ impl<'a> BlockLibraries<'a> {
     /// The set the block's changes so far left, if it changed the libraries.
     pub fn changed(&self) -> Option<Arc<LibrarySet>> {
         self.changed.clone()
+    }
+
+    /// How many libraries and functions the block's changes so far leave.
+    pub fn counts(&self) -> (usize, usize) {
+        match &self.changed {
+            Some(set) => counts(set),
+            None => self.server.counts(),
+        }
     }
 
     /// The function FCALL `name`s, as the block's changes so far leave the libraries.

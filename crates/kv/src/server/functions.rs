@@ -90,7 +90,7 @@ pub(super) fn in_block(
         }
         "list" => list(&view.current(), &args[2..]),
         "dump" => Ok(dump(&view.current())),
-        "stats" => Ok(stats(shared, counts(&view.current()))),
+        "stats" => Ok(stats(shared, view.counts())),
         "kill" => kill(shared),
         _ => Ok(help()),
     };
@@ -398,12 +398,6 @@ fn dump(libraries: &LibrarySet) -> Reply {
     let payload =
         tailstore_rdb::dump_libraries(libraries.values().map(|library| &library.code[..]));
     Reply::Bulk(payload)
-}
-
-/// How many libraries `set` holds, and how many functions they registered.
-fn counts(set: &LibrarySet) -> (usize, usize) {
-    let functions = set.values().map(|library| library.functions.len()).sum();
-    (set.len(), functions)
 }
 
 /// FUNCTION STATS: the function running longest now, if any, and the engine's counts of
