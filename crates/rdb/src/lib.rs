@@ -31,7 +31,8 @@
 //!
 //! DUMP writes only types 0, 1, 2, 4, 5 and 15, with version 9: every Redis since 6.0
 //! restores them (version 9 is Redis 6's; the types are older) and turns them into its
-//! compact encodings itself. RESTORE reads all of the above, versions up to 11 (Redis
+//! compact encodings itself; and type 19, with version 10 (Redis 7.0's), for a stream
+//! whose counts type 15 would lose (see stream.rs). RESTORE reads all of the above, versions up to 11 (Redis
 //! 7.2); it refuses modules' values and the zipmaps of Redis before 2.6 by name.
 //!
 //! A payload is untrusted input: every length is checked against the bytes that remain
@@ -55,6 +56,9 @@ pub use stream::{Consumer, Group, PendingEntry, Stream, StreamCounts, StreamEntr
 
 /// The version DUMP writes in its payloads (see the module documentation).
 pub const DUMP_VERSION: u16 = 9;
+/// The version DUMP writes in a payload of a type 19 stream: Redis 7.0's, the first that
+/// reads that type.
+pub const STREAM_COUNTS_VERSION: u16 = 10;
 /// The newest version RESTORE reads: Redis 7.2's.
 pub const NEWEST_VERSION: u16 = 11;
 /// The version and checksum after the object.
@@ -170,7 +174,11 @@ pub fn dump(object: &Object) -> Vec<u8> {
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
-        Object::Stream(stream) => stream::put_stream(&mut out, stream),
+        Object::Stream(stream) => {
+            if stream::put_stream(&mut out, stream) == code::STREAM_LISTPACKS_2 {
+                return frame(out, STREAM_COUNTS_VERSION);
+            }
+        }
     }
     frame(out, DUMP_VERSION)
 }

@@ -17,12 +17,15 @@
 //!
 //! IDs are two big-endian u64s (milliseconds, sequence); an entry's ID is the master's
 //! plus its differences (as wrapping 64-bit integers); flags & 1 marks a deleted entry,
-//! flags & 2 one with the master's fields, whose names are then left out. DUMP writes
-//! type 15 (Redis 5.0's, restored by every Redis since), without what types 19 and 21 add:
-//! Redis derives the counts of entries added and read again on loading type 15. Reading
-//! types 19 and 21, the counts (entries added, the largest deleted ID, each group's entries
-//! read) are kept, and the first ID and consumers' active times let go (the first ID is
-//! the first entry's).
+//! flags & 2 one with the master's fields, whose names are then left out.
+//!
+//! DUMP writes type 19 (Redis 7.0's, what Redis 7.0 itself writes) for a stream given
+//! with counts, and type 15 (Redis 5.0's, restored by every Redis since) for one without,
+//! whose counts Redis derives on loading it. The server gives a stream's counts only where
+//! type 15 would lose them (a deletion, a group's count of entries read that was set or
+//! is not known), so that most payloads still restore in Redis 6. Reading types 19 and 21, the
+//! counts (entries added, the largest deleted ID, each group's entries read) are kept, and
+//! the first ID and consumers' active times let go (the first ID is the first entry's).
 
 use std::collections::{HashMap, HashSet};
 
@@ -46,6 +49,9 @@ pub struct StreamId {
 }
 
 impl StreamId {
+    /// 0-0: no ID (no entry deleted, the first ID of a stream without entries).
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+
     fn bytes(self) -> [u8; 16] {
         let mut out = [0u8; 16];
         out[..8].copy_from_slice(&self.ms.to_be_bytes());
@@ -96,7 +102,7 @@ pub struct Group {
     /// The last ID delivered to the group.
     pub last_id: StreamId,
     /// How many entries the group has read (-1: not known), if the payload says (types
-    /// 19 and 21).
+    /// 19 and 21). DUMP writes it only with its stream's counts.
     pub entries_read: Option<i64>,
     /// In ID order.
     pub pending: Vec<PendingEntry>,
@@ -110,7 +116,8 @@ pub struct Stream {
     /// The largest ID ever added (entries after it were deleted, or none).
     pub last_id: StreamId,
     /// How many entries were ever added and the largest ID deleted, if the payload says
-    /// (types 19 and 21).
+    /// (types 19 and 21). DUMP writes type 19 for a stream with counts, type 15 for one
+    /// without.
     pub counts: Option<StreamCounts>,
     pub groups: Vec<Group>,
 }
@@ -123,9 +130,15 @@ pub struct StreamCounts {
     pub max_deleted: StreamId,
 }
 
-/// Writes `stream` as type 15.
-pub fn put_stream(out: &mut Vec<u8>, stream: &Stream) {
-    out.push(code::STREAM_LISTPACKS);
+/// Writes `stream`: as type 19 if it has counts (its groups then have theirs, `None`
+/// written as -1, not known), else as type 15 (its groups' counts left out). Returns the
+/// type written.
+pub fn put_stream(out: &mut Vec<u8>, stream: &Stream) -> u8 {
+    let kind = match stream.counts {
+        Some(_) => code::STREAM_LISTPACKS_2,
+        None => code::STREAM_LISTPACKS,
+    };
+    out.push(kind);
     let nodes = nodes(&stream.entries);
     put_length(out, nodes.len() as u64);
     for node in nodes {
@@ -134,10 +147,17 @@ pub fn put_stream(out: &mut Vec<u8>, stream: &Stream) {
     }
     put_length(out, stream.entries.len() as u64);
     put_id(out, stream.last_id);
+    if let Some(counts) = stream.counts {
+        // Redis keeps 0-0 as the first ID of a stream without entries.
+        put_id(out, stream.entries.first().map_or(StreamId::MIN, |e| e.id));
+        put_id(out, counts.max_deleted);
+        put_length(out, counts.entries_added);
+    }
     put_length(out, stream.groups.len() as u64);
     for group in &stream.groups {
-        put_group(out, group);
+        put_group(out, group, kind);
     }
+    kind
 }
 
 fn put_id(out: &mut Vec<u8>, id: StreamId) {
@@ -145,9 +165,13 @@ fn put_id(out: &mut Vec<u8>, id: StreamId) {
     put_length(out, id.seq);
 }
 
-fn put_group(out: &mut Vec<u8>, group: &Group) {
+fn put_group(out: &mut Vec<u8>, group: &Group, kind: u8) {
     put_string(out, &group.name);
     put_id(out, group.last_id);
+    if kind >= code::STREAM_LISTPACKS_2 {
+        // A length, as Redis writes its signed count: -1 (not known) is 2^64 - 1.
+        put_length(out, group.entries_read.unwrap_or(-1) as u64);
+    }
     put_length(out, group.pending.len() as u64);
     for pending in &group.pending {
         out.extend_from_slice(&pending.id.bytes());

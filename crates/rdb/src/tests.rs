@@ -65,17 +65,20 @@ fn redis_7_payloads_restore() {
 
 /// A stream redis-server 7.0.15 returned to DUMP (type 19): four entries added, the second
 /// deleted (it stays in the node, marked), a group with two entries pending for one
-/// consumer and a second consumer with none; the counts as Redis wrote them.
+/// consumer and a second consumer with none.
+const REDIS_7_STREAM: &str = concat!(
+    "13011000000000000000010000000000000001404b4b0000001f00030101010201816102816202000102",
+    "010001000101010201050103010001010103010401050100010101dfff020101816302050106010201",
+    "020106018178028179020501ff0303070101010204010167020081ffffffffffffffff020000000000",
+    "00000100000000000000015e58e441a201000001000000000000000200000000000000005e58e441a2",
+    "010000010205616c6963655e58e441a20100000200000000000000010000000000000001000000000000",
+    "0002000000000000000003626f625e58e441a2010000000a00deb15da561b0047b",
+);
+
+/// [`REDIS_7_STREAM`] restores with its entries, groups and the counts as Redis wrote them.
 #[test]
 fn a_redis_7_stream_restores() {
-    let payload = hex(concat!(
-        "13011000000000000000010000000000000001404b4b0000001f00030101010201816102816202000102",
-        "010001000101010201050103010001010103010401050100010101dfff020101816302050106010201",
-        "020106018178028179020501ff0303070101010204010167020081ffffffffffffffff020000000000",
-        "00000100000000000000015e58e441a201000001000000000000000200000000000000005e58e441a2",
-        "010000010205616c6963655e58e441a20100000200000000000000010000000000000001000000000000",
-        "0002000000000000000003626f625e58e441a2010000000a00deb15da561b0047b",
-    ));
+    let payload = hex(REDIS_7_STREAM);
     let id = |ms, seq| StreamId { ms, seq };
     let seen = 1_796_401_813_598;
     let pending = |ms, seq| PendingEntry {
@@ -122,6 +125,31 @@ fn a_redis_7_stream_restores() {
         }],
     };
     assert_eq!(restore(&payload), Ok(Object::Stream(expected)));
+}
+
+/// A stream with counts is written as type 19 in a payload of Redis 7.0's version, which
+/// Redis 6 refuses; one without as type 15 in Redis 6's, which every Redis since reads.
+#[test]
+fn a_stream_is_written_as_type_19_only_with_its_counts() {
+    let Ok(Object::Stream(with_counts)) = restore(&hex(REDIS_7_STREAM)) else {
+        panic!("Redis 7.0's stream payload");
+    };
+    let mut without = with_counts.clone();
+    without.counts = None;
+    without
+        .groups
+        .iter_mut()
+        .for_each(|g| g.entries_read = None);
+    for (stream, kind, version) in [
+        (with_counts, code::STREAM_LISTPACKS_2, STREAM_COUNTS_VERSION),
+        (without, code::STREAM_LISTPACKS, DUMP_VERSION),
+    ] {
+        let payload = dump(&Object::Stream(stream.clone()));
+        assert_eq!(payload[0], kind);
+        let footer = &payload[payload.len() - FOOTER..][..2];
+        assert_eq!(u16::from_le_bytes([footer[0], footer[1]]), version);
+        assert_eq!(restore(&payload), Ok(Object::Stream(stream)));
+    }
 }
 
 fn framed(body: &[u8], version: u16) -> Vec<u8> {
@@ -342,8 +370,12 @@ fn stream() -> impl Strategy<Value = Stream> {
             0..5,
         ),
         any::<i64>(),
+        prop_oneof![Just(-1i64), 0i64..1 << 40],
     );
-    (entries, proptest::collection::vec(group, 0..3)).prop_map(|(entries, groups)| {
+    // Counts, if any: entries removed, and the largest deleted ID.
+    let counts = proptest::option::of((0u64..1 << 40, any::<u64>(), any::<u64>()));
+    let parts = (entries, proptest::collection::vec(group, 0..3), counts);
+    parts.prop_map(|(entries, groups, counts)| {
         let mut id = StreamId { ms: 1, seq: 0 };
         let entries: Vec<StreamEntry> = entries
             .into_iter()
@@ -365,7 +397,7 @@ fn stream() -> impl Strategy<Value = Stream> {
         let groups = groups
             .into_iter()
             .enumerate()
-            .map(|(at, (consumers, pending, seen_at))| {
+            .map(|(at, (consumers, pending, seen_at, read))| {
                 let mut owners: Vec<Vec<u8>> = consumers.clone();
                 owners.sort();
                 owners.dedup();
@@ -384,8 +416,8 @@ fn stream() -> impl Strategy<Value = Stream> {
                 Group {
                     name: format!("group {at}").into_bytes(),
                     last_id: id,
-                    // DUMP writes type 15, without counts.
-                    entries_read: None,
+                    // Written only with the stream's counts (type 19).
+                    entries_read: counts.map(|_| read),
                     pending,
                     consumers: owners
                         .into_iter()
@@ -394,10 +426,14 @@ fn stream() -> impl Strategy<Value = Stream> {
                 }
             })
             .collect();
+        let counts = counts.map(|(removed, ms, seq)| StreamCounts {
+            entries_added: entries.len() as u64 + removed,
+            max_deleted: StreamId { ms, seq },
+        });
         Stream {
             entries,
             last_id: id,
-            counts: None,
+            counts,
             groups,
         }
     })

@@ -46,13 +46,14 @@ fn object_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Object, Fault> {
     })
 }
 
-/// The stream whose meta is `meta`: its entries, and its groups with their pending entries
-/// and consumers.
+/// The stream whose meta is `meta`: its entries, its groups with their pending entries
+/// and consumers, and the counts of both if the counts Redis derives from a payload
+/// without them (type 15) would be others (see [`counts_kept`]).
 fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
     let stored = ctx
         .ks
         .fields(ctx.txn, meta.id, ScanDirection::Ascending, usize::MAX)?;
-    let entries = stored
+    let entries: Vec<StreamEntry> = stored
         .into_iter()
         .map(|(field, value)| {
             Ok(StreamEntry {
@@ -61,6 +62,8 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
             })
         })
         .collect::<Result<_, Fault>>()?;
+    let first = entries.first().map(|entry| entry.id.into());
+    let position = ctx.ks.stream_position_from(ctx.txn, meta, first)?;
     let mut groups = Vec::new();
     for (name, last) in ctx.ks.groups_of(ctx.txn, meta.id)? {
         let pending = ctx
@@ -80,20 +83,47 @@ fn stream_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Stream, Fault> {
             .into_iter()
             .map(|(name, seen_at)| Consumer { name, seen_at })
             .collect();
+        let entries_read = Some(ctx.ks.entries_read(ctx.txn, meta.id, &name)?.unwrap_or(-1));
         groups.push(Group {
             name,
             last_id: last.into(),
-            entries_read: None, // DUMP writes type 15, which has no counts
+            entries_read,
             pending,
             consumers,
         });
     }
-    Ok(Stream {
+    let mut stream = Stream {
         entries,
-        last_id: StreamId::last_of(meta).into(),
+        last_id: position.last.into(),
         counts: None,
         groups,
-    })
+    };
+    let counts = position.counts;
+    if counts_kept(&position, &stream.groups) {
+        stream.groups.iter_mut().for_each(|g| g.entries_read = None);
+    } else {
+        stream.counts = Some(rdb::StreamCounts {
+            entries_added: counts.entries_added as u64,
+            max_deleted: counts.max_deleted.into(),
+        });
+    }
+    Ok(stream)
+}
+
+/// Whether a payload without counts (type 15) keeps the counts of the stream at `position`
+/// and of its `groups` (their entries read, -1 if not known): whether they are those Redis
+/// derives on loading it, as [`store_stream_counts`] derives them here. Only then does
+/// DUMP write type 15, which Redis 6 restores too; else type 19, as Redis 7.0 does.
+fn counts_kept(position: &StreamPosition, groups: &[Group]) -> bool {
+    let derived = StreamPosition {
+        counts: StreamCounts::of_entries(position.len),
+        ..*position
+    };
+    derived.counts == position.counts
+        && groups.iter().all(|group| {
+            let read = derived.entries_up_to(group.last_id.into()).unwrap_or(-1);
+            group.entries_read == Some(read)
+        })
 }
 
 /// The counts of a restored stream and of its groups: the payload's (types 19 and 21), else
