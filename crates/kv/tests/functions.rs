@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::Value;
 use support::real_redis::same_replies;
 use support::redis_process::{redis_program, start_redis};
-use support::{client_at, err, eventually, q, raw_value, restarted, Options, TestServer};
+use support::{client_at, err, eventually, exchange, q, raw_value, restarted, Options, TestServer};
 use tailstore_media::sim::SimStorage;
 
 const LIBRARY: &str = "#!lua name=mylib
@@ -418,6 +418,15 @@ fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
     let command: Vec<String> = redis::from_redis_value(listed[3].clone()).expect("its command");
     assert_eq!(name, "spin");
     assert_eq!(command, ["fcall", "spin", "1", "spun"]);
+    // A block stands where no script runs, as in Redis: its KILLs find none, and leave
+    // the function another connection (perhaps on another loop) runs alone.
+    let not_busy = "-NOTBUSY No scripts in execution right now.\r\n";
+    exchange(
+        &mut server.raw(),
+        b"MULTI\r\nFUNCTION KILL\r\nSCRIPT KILL\r\nEXEC\r\n",
+        format!("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n{not_busy}{not_busy}").as_bytes(),
+    );
+    assert_ne!(running(&mut admin), Value::Nil);
     assert_eq!(raw_value(&mut admin, &["function", "kill"]), Value::Okay);
     let stopped = caller.join().expect("the caller");
     assert!(stopped.contains("SCRIPT KILL"), "{stopped}");

@@ -20,6 +20,8 @@ pub trait ScriptCache {
     fn remember(&mut self, sha: &str, body: &[u8], anew: bool);
     /// SCRIPT FLUSH.
     fn flush(&mut self);
+    /// SCRIPT KILL: whether a script was running, now told to stop.
+    fn kill(&self) -> bool;
 
     fn contains(&self, sha: &[u8]) -> bool {
         self.get(sha).is_some()
@@ -29,6 +31,10 @@ pub trait ScriptCache {
 impl ScriptCache for &Scripts {
     fn scripts(&self) -> &Scripts {
         self
+    }
+
+    fn kill(&self) -> bool {
+        Scripts::kill(self)
     }
 
     fn get(&self, sha: &[u8]) -> Option<Arc<[u8]>> {
@@ -115,6 +121,13 @@ impl ScriptCache for BlockScripts<'_> {
         self.flushed = true;
         self.loaded.clear();
         self.changes.push(Change::Flush);
+    }
+
+    /// None: Redis runs a block only while no script runs, so a KILL in it finds none.
+    /// Another event loop's script runs beside the block here, and is not the block's to
+    /// kill.
+    fn kill(&self) -> bool {
+        false
     }
 }
 

@@ -313,8 +313,8 @@ pub fn script(cache: &mut dyn ScriptCache, vm: &Vm, args: &[Vec<u8>]) -> Reply {
             "ERR tailstore does not implement the Lua debugger (SCRIPT DEBUG YES and SYNC)",
         ),
         ("debug", 3) => Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO"),
-        ("kill", 2) if cache.scripts().kill() => Reply::ok(),
-        ("kill", 2) => Reply::error("NOTBUSY No scripts in execution right now."),
+        ("kill", 2) if cache.kill() => Reply::ok(),
+        ("kill", 2) => Reply::error(NOT_BUSY),
         ("help", 2) => crate::command::help(SCRIPT_HELP),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
@@ -322,6 +322,9 @@ pub fn script(cache: &mut dyn ScriptCache, vm: &Vm, args: &[Vec<u8>]) -> Reply {
         )),
     }
 }
+
+/// SCRIPT KILL's and FUNCTION KILL's answer when no script runs.
+pub(super) const NOT_BUSY: &str = "NOTBUSY No scripts in execution right now.";
 
 const SCRIPT_HELP: &[&str] = &[
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

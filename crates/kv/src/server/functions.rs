@@ -17,6 +17,7 @@ use std::sync::Arc;
 use tailstore_engine::PendingCommit;
 use tailstore_resp::Reply;
 
+use super::eval::NOT_BUSY;
 use super::Shared;
 use crate::command::{is, matches, BlockBody, Ctx, Fault, Outcome};
 use crate::keyspace::MAX_LIBRARY_NAME;
@@ -91,7 +92,8 @@ pub(super) fn in_block(
         "list" => list(&view.current(), &args[2..]),
         "dump" => Ok(dump(&view.current())),
         "stats" => Ok(stats(shared, view.counts())),
-        "kill" => kill(shared),
+        // As SCRIPT KILL in a block (see `BlockScripts`): no script runs where it stands.
+        "kill" => Err(NOT_BUSY.into()),
         _ => Ok(help()),
     };
     Err(answer.unwrap_or_else(Reply::Error))
@@ -117,7 +119,7 @@ fn kill(shared: &Shared) -> Result<Reply, String> {
     if shared.scripts.kill() {
         Ok(Reply::ok())
     } else {
-        Err("NOTBUSY No scripts in execution right now.".into())
+        Err(NOT_BUSY.into())
     }
 }
 
