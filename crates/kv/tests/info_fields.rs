@@ -104,7 +104,6 @@ const LEFT_OUT: &[(&str, &str)] = &[
         "dump_payload_sanitizations",
         "RESTORE always checks its payload whole",
     ),
-    ("lazyfreed_objects", "not counted"),
     (
         "io_threaded_reads_processed",
         "no I/O threads: each event loop reads its own",

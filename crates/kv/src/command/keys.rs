@@ -573,6 +573,7 @@ impl crate::keyspace::Keyspace {
             let removed = ctx.ks.delete_elements(ctx.txn, owner, kind, BATCH_ROWS)?;
             if removed < BATCH_ROWS {
                 ctx.ks.forget_garbage(ctx.txn, owner)?;
+                ctx.stats.lazyfreed += 1;
             }
             Ok(removed.max(1))
         })

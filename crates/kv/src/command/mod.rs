@@ -47,7 +47,7 @@ use tailstore_resp::Reply;
 
 use crate::keyspace::key_stats::KeyStats;
 use crate::keyspace::notifications::{self, Class, KeyEvent};
-use crate::keyspace::{now_ms, BuildGuard, KeyMeta, Keyspace, Kind, MAX_KEY};
+use crate::keyspace::{now_ms, BuildGuard, Freed, KeyMeta, Keyspace, Kind, MAX_KEY};
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
 pub use code::CommandCode;
@@ -365,12 +365,14 @@ impl Ctx<'_, '_> {
     /// Deletes a key and everything stored under it: its elements at once when there are
     /// few, else by the background task (`Keyspace::free_garbage`), so that deleting a key
     /// costs one small transaction however large it is (the key is gone either way: its
-    /// elements belong to its id, which no later key reuses).
-    pub fn remove(&mut self, key: &[u8], meta: &KeyMeta) -> Result<(), Fault> {
-        self.ks.free_elements(self.txn, meta)?;
+    /// elements belong to its id, which no later key reuses). Says when the elements are
+    /// freed.
+    pub fn remove(&mut self, key: &[u8], meta: &KeyMeta) -> Result<Freed, Fault> {
+        let freed = self.ks.free_elements(self.txn, meta)?;
         self.ks
             .set_deadline(self.txn, self.db, key, meta.expire_at, 0)?;
-        self.ks.delete_meta(self.txn, self.db, key, meta)
+        self.ks.delete_meta(self.txn, self.db, key, meta)?;
+        Ok(freed)
     }
 
     /// Runs `f` with database `db` selected (MOVE and COPY write into another database).

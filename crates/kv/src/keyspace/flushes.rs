@@ -30,7 +30,7 @@ use tailstore_engine::{EngineError, PendingCommit, Transaction};
 use tailstore_storage::ScanDirection;
 
 use super::databases::{DatabaseMap, FRESH, HIDDEN};
-use super::Keyspace;
+use super::{Freed, Keyspace};
 use crate::command::Fault;
 
 /// The owner of the flushed rows in `kv_parts` (-1: function libraries; -2: the map).
@@ -143,7 +143,10 @@ impl Keyspace {
             ctx.db = HIDDEN + stored;
             let batch = ctx.ks.keys_from(ctx.txn, ctx.db, 0, BATCH)?;
             for (key, meta) in &batch {
-                ctx.remove(key, meta)?;
+                // A key whose elements were queued counts once they are freed.
+                if ctx.remove(key, meta)? == Freed::Now {
+                    ctx.stats.lazyfreed += 1;
+                }
             }
             if batch.is_empty() {
                 ctx.ks.drop_counts(ctx.txn, stored)?;

@@ -34,13 +34,22 @@ pub struct CopyCursor {
 /// Element rows read for a copy, each with its table (in `element_tables` order).
 pub(crate) type ElementRun = Vec<(usize, Vec<Value>)>;
 
+/// When a deleted key's elements are freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freed {
+    /// In the deleting transaction.
+    Now,
+    /// By the background task: queued in `kv_garbage`.
+    Later,
+}
+
 impl Keyspace {
     /// Frees the elements of the key `meta` describes (its row is the caller's business).
     pub(crate) fn free_elements(
         &self,
         txn: &mut Transaction<'_>,
         meta: &KeyMeta,
-    ) -> Result<(), Fault> {
+    ) -> Result<Freed, Fault> {
         // Elements are counted in the key's row, a stream's consumer groups are not, and a
         // long value has many part rows: deleted here up to a bound on rows and on what the
         // transaction already removed, the rest queued.
@@ -49,9 +58,10 @@ impl Keyspace {
             && txn.charged() < INLINE_BYTES
             && self.delete_elements(txn, meta.id, meta.kind, INLINE_ROWS + 1)? <= INLINE_ROWS
         {
-            return Ok(());
+            return Ok(Freed::Now);
         }
-        self.queue_garbage(txn, meta.id, meta.kind)
+        self.queue_garbage(txn, meta.id, meta.kind)?;
+        Ok(Freed::Later)
     }
 
     /// Deletes up to `limit` element rows of `owner` (of `kind`); how many it deleted.

@@ -1,5 +1,7 @@
-//! What INFO's stats count of keys: read lookups as Redis counts them (`keyspace_hits`,
-//! `keyspace_misses`) and keys removed because they expired (`expired_keys`).
+//! What INFO counts of keys: read lookups as Redis counts them (`keyspace_hits`,
+//! `keyspace_misses`), keys removed because they expired (`expired_keys`), and keys the
+//! lazy free finished freeing (`lazyfreed_objects`: a deleted key whose elements it
+//! removed, a key of a flushed database).
 //!
 //! A read lookup (Redis's `lookupKeyRead`) that finds a live key is a hit, one that finds
 //! none (or an expired one) a miss; a write command's lookup of the key it changes (Redis's
@@ -21,6 +23,7 @@ pub struct KeyStats {
     pub hits: u64,
     pub misses: u64,
     pub expired: u64,
+    pub lazyfreed: u64,
 }
 
 impl KeyStats {
@@ -35,7 +38,11 @@ impl KeyStats {
 
     /// These counts but the removals: an attempt that did not commit removed nothing.
     pub fn lookups_only(self) -> KeyStats {
-        KeyStats { expired: 0, ..self }
+        KeyStats {
+            expired: 0,
+            lazyfreed: 0,
+            ..self
+        }
     }
 }
 
@@ -55,11 +62,12 @@ struct Shard {
     hits: AtomicU64,
     misses: AtomicU64,
     expired: AtomicU64,
+    lazyfreed: AtomicU64,
 }
 
 impl Shard {
-    fn counters(&self) -> [&AtomicU64; 3] {
-        [&self.hits, &self.misses, &self.expired]
+    fn counters(&self) -> [&AtomicU64; 4] {
+        [&self.hits, &self.misses, &self.expired, &self.lazyfreed]
     }
 }
 
@@ -69,7 +77,7 @@ impl KeyStatTotals {
             return;
         }
         let shard = &self.shards[thread_shard()];
-        let counts = [stats.hits, stats.misses, stats.expired];
+        let counts = [stats.hits, stats.misses, stats.expired, stats.lazyfreed];
         for (counter, n) in shard.counters().into_iter().zip(counts) {
             if n > 0 {
                 counter.fetch_add(n, Ordering::Relaxed);
@@ -88,6 +96,7 @@ impl KeyStatTotals {
             hits: sum(|shard| &shard.hits),
             misses: sum(|shard| &shard.misses),
             expired: sum(|shard| &shard.expired),
+            lazyfreed: sum(|shard| &shard.lazyfreed),
         }
     }
 
@@ -126,12 +135,14 @@ mod tests {
         attempt.count_lookup(false);
         attempt.count_lookup(false);
         attempt.expired = 1;
+        attempt.lazyfreed = 3;
         totals.add(attempt);
         totals.add(attempt.lookups_only());
         let expected = KeyStats {
             hits: 2,
             misses: 4,
             expired: 1,
+            lazyfreed: 3,
         };
         assert_eq!(totals.get(), expected);
         totals.reset();

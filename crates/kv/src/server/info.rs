@@ -193,6 +193,10 @@ fn memory(shared: &Shared) -> String {
             "lazyfree_pending_objects",
             shared.ks.lazyfree_pending().unwrap_or(0).to_string(),
         ),
+        (
+            "lazyfreed_objects",
+            shared.ks.key_stats.get().lazyfreed.to_string(),
+        ),
         ("tailstore_buffer_pool_pages", stats.pool_pages.to_string()),
         ("tailstore_data_pages", stats.data_pages.to_string()),
     ])
