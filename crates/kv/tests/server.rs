@@ -1644,6 +1644,65 @@ fn hello_switches_to_resp3() {
     assert_eq!(q::<String>(&mut c2, &["CLIENT", "GETNAME"]), "named");
 }
 
+/// CLIENT LIST's fields are Redis's, in its order, and say what Redis says of a client in
+/// MULTI (`x`, its queued commands and their memory), of one waiting in BLPOP (`b`), and of
+/// one whose command has not all arrived (the arguments read so far).
+#[test]
+fn client_list_shows_multi_blocked_and_partial_clients_as_redis_does() {
+    let Some(servers) = support::real_redis::Servers::start("CLIENT LIST against Redis") else {
+        return;
+    };
+    let lines = |address: std::net::SocketAddr| -> Vec<String> {
+        let mut in_multi = TcpStream::connect(address).expect("connect");
+        exchange(
+            &mut in_multi,
+            b"MULTI\r\nSET a bb\r\nGET ccc\r\n",
+            b"+OK\r\n+QUEUED\r\n+QUEUED\r\n",
+        );
+        let mut blocked = TcpStream::connect(address).expect("connect");
+        blocked.write_all(b"BLPOP nothing 0\r\n").expect("write");
+        let mut partial = TcpStream::connect(address).expect("connect");
+        partial
+            .write_all(b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$10\r\nab")
+            .expect("write");
+        let mut lister = support::client_at(address);
+        let fields = |line: &str| -> String {
+            let pick = ["flags=", "multi=", "argv-mem=", "multi-mem=", "cmd="];
+            line.split(' ')
+                .filter(|field| pick.iter().any(|p| field.starts_with(p)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let settled = eventually(Duration::from_secs(5), || {
+            let list: String = q(&mut lister, &["CLIENT", "LIST"]);
+            list.contains("flags=b") && list.contains("argv-mem=8 ")
+        });
+        assert!(settled, "the blocked and the partial client are listed");
+        let list: String = q(&mut lister, &["CLIENT", "LIST"]);
+        let names: Vec<String> = list
+            .lines()
+            .map(|line| {
+                line.split(' ')
+                    .map(|f| f.split('=').next().unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        names
+            .iter()
+            .for_each(|n| assert_eq!(n, &names[0], "one set of fields"));
+        // In order of their fields: the servers number clients in their own orders.
+        let mut picked: Vec<String> = list.lines().map(fields).collect();
+        picked.sort();
+        picked.push(names[0].clone());
+        drop((in_multi, blocked, partial));
+        picked
+    };
+    let ours = lines(servers.tailstore.address());
+    let redis = lines(servers.redis.address());
+    assert_eq!(ours, redis);
+}
+
 #[test]
 fn client_commands() {
     let server = TestServer::start();

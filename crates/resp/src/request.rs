@@ -43,6 +43,14 @@ impl RequestParser {
         }
     }
 
+    /// The bytes of the arguments read so far of a command whose arguments have not all
+    /// arrived (Redis's `argv-mem` of such a client); 0 between commands.
+    pub fn partial_arg_bytes(&self) -> usize {
+        self.command
+            .as_ref()
+            .map_or(0, |command| command.args.iter().map(Vec::len).sum())
+    }
+
     /// Parses one complete command from the front of `buf`. `Ok(None)`: more bytes are needed.
     /// `Ok(Some((args, consumed)))`: a command, taking the first `consumed` bytes; `args` is empty
     /// for an empty inline line or a `*0`/`*-1` array, which the caller skips.
@@ -267,6 +275,19 @@ mod tests {
             }
             assert!(received < stream.len(), "stream ended without a command");
         }
+    }
+
+    /// The arguments read of a command not all arrived count, and nothing once it is whole.
+    #[test]
+    fn partial_arg_bytes_counts_the_arguments_read_so_far() {
+        let stream = b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$3\r\nabc\r\n";
+        let mut parser = RequestParser::new(Limits::default());
+        assert_eq!(parser.partial_arg_bytes(), 0);
+        let read_two = stream.len() - b"$3\r\nabc\r\n".len() + 4;
+        assert_eq!(parser.parse(&stream[..read_two]).expect("valid"), None);
+        assert_eq!(parser.partial_arg_bytes(), 8);
+        assert!(parser.parse(stream).expect("valid").is_some());
+        assert_eq!(parser.partial_arg_bytes(), 0);
     }
 
     #[test]

@@ -397,6 +397,8 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         }
         ("list", _) => match ClientFilter::parse_list(&args[2..]) {
             Ok(filter) => {
+                // Its own line as it stands now, not as its last pass left it.
+                conn.note_buffers(Instant::now(), Some(args));
                 update_listing(shared, conn);
                 Reply::Verbatim {
                     format: *b"txt",
@@ -416,10 +418,13 @@ fn client(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
             }
             Reply::ok()
         }
-        ("info", 2) => Reply::Verbatim {
-            format: *b"txt",
-            text: format!("{}\n", conn.listing().line()).into_bytes(),
-        },
+        ("info", 2) => {
+            conn.note_buffers(Instant::now(), Some(args));
+            Reply::Verbatim {
+                format: *b"txt",
+                text: format!("{}\n", conn.listing().line()).into_bytes(),
+            }
+        }
         ("reply", 3) => client_reply(conn, &args[2]),
         ("tracking", _) => {
             let reply =

@@ -2,9 +2,9 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustls::ServerConnection;
 use tailstore_resp::{Limits, Protocol, RequestParser};
@@ -35,6 +35,18 @@ pub struct Queued {
     pub args: Vec<Vec<u8>>,
 }
 
+impl Queued {
+    /// Its share of CLIENT LIST's `multi-mem`, as Redis counts a queued command: its
+    /// arguments' bytes and a pointer per argument.
+    fn memory(&self) -> usize {
+        let pointers = self.args.len() * std::mem::size_of::<usize>();
+        self.args.iter().map(Vec::len).sum::<usize>() + pointers
+    }
+}
+
+/// How long CLIENT LIST's `rbp` keeps the reply buffer's peak, as Redis keeps it.
+const PEAK_WINDOW: Duration = Duration::from_secs(5);
+
 pub struct Connection {
     pub stream: Socket,
     pub id: u64,
@@ -61,6 +73,9 @@ pub struct Connection {
     pub output: Vec<u8>,
     /// Bytes of `output` already written.
     written: usize,
+    /// The most `output` held when a flush began, since `peak_since` (CLIENT LIST's `rbp`).
+    output_peak: usize,
+    peak_since: Option<Instant>,
     pub protocol: Protocol,
     pub db: u32,
     pub name: Option<Vec<u8>>,
@@ -158,6 +173,8 @@ impl Connection {
             parser: RequestParser::new(limits),
             output: Vec::new(),
             written: 0,
+            output_peak: 0,
+            peak_since: None,
             protocol: Protocol::Resp2,
             db: 0,
             name: None,
@@ -369,6 +386,7 @@ impl Connection {
         if self.written < self.output.len() {
             self.traffic.writes += 1;
         }
+        self.output_peak = self.output_peak.max(self.output.len());
         if self.tls.is_some() {
             return self.flush_through_tls();
         }
@@ -427,28 +445,25 @@ impl Connection {
         }
     }
 
-    /// CLIENT LIST's flags, as Redis writes those this server has: P subscribed, x in
-    /// MULTI, b blocked, t tracking (R its redirect's client gone, B broadcasting), N none.
-    fn flags(&self) -> String {
+    /// CLIENT LIST's flags that change only when its line is refreshed, as Redis writes
+    /// those this server has: P subscribed, then (after where `x` in MULTI and `b` blocked
+    /// go, which [`Connection::note_buffers`] notes) t tracking (R its redirect's client
+    /// gone, B broadcasting), U on a Unix socket.
+    fn flags(&self) -> Flags {
         let tracking = self.tracking.as_ref();
-        let flags = [
-            (self.subscriptions() > 0, 'P'),
-            (self.multi.is_some(), 'x'),
-            (self.blocked.is_some(), 'b'),
+        let later = [
             (tracking.is_some(), 't'),
             (tracking.is_some_and(|m| m.broken_redirect), 'R'),
             (tracking.is_some_and(|m| m.bcast), 'B'),
             (self.stream.is_unix(), 'U'),
         ];
-        let set: String = flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| *f)
-            .collect();
-        if set.is_empty() {
-            "N".into()
-        } else {
-            set
+        Flags {
+            subscribed: self.subscriptions() > 0,
+            later: later
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, f)| *f)
+                .collect(),
         }
     }
 
@@ -460,17 +475,41 @@ impl Connection {
             .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
-    /// Notes its buffers as the pass leaves them (CLIENT LIST's `qbuf`, `qbuf-free`, `rbs`,
-    /// `omem`, `tot-mem` and `events`): a subscriber that does not read shows its growing
-    /// output to every CLIENT LIST, as in Redis.
-    pub fn note_buffers(&self) {
+    /// Notes its buffers and its state as the pass leaves them, as of `now` (CLIENT LIST's
+    /// `multi`, the `x` and `b` flags, and the buffer fields, `qbuf` to `events`): a
+    /// subscriber that does not read shows its growing output to every CLIENT LIST, and a
+    /// client in MULTI or a blocking command shows it, as in Redis. `running` is the
+    /// command it runs now, if it asks about itself (CLIENT LIST, CLIENT INFO): its
+    /// arguments count in `argv-mem` as Redis counts them, as do a blocked command's and
+    /// those read of a command not all arrived.
+    pub fn note_buffers(&mut self, now: Instant, running: Option<&[Vec<u8>]>) {
+        let since = *self.peak_since.get_or_insert(now);
+        let peak = self.output_peak;
+        if now.saturating_duration_since(since) >= PEAK_WINDOW {
+            self.peak_since = Some(now);
+            self.output_peak = self.output.len();
+        }
         let buffers = &self.activity.buffers;
         let store = |field: &AtomicU64, value: usize| field.store(value as u64, Ordering::Relaxed);
+        let queued = self.multi.as_ref();
+        let queued_bytes = queued.map_or(0, |q| q.iter().map(Queued::memory).sum());
+        let held = running.or(self.blocked.as_ref().map(|b| b.args.as_slice()));
+        let held_bytes = held.map_or(0, |args| args.iter().map(Vec::len).sum());
+        let partial_args = self.parser.partial_arg_bytes() + held_bytes;
         store(&buffers.unparsed, self.filled - self.parsed);
         store(&buffers.input_free, self.input.len() - self.filled);
+        store(&buffers.partial_args, partial_args);
+        store(&buffers.queued_bytes, queued_bytes);
         store(&buffers.output_capacity, self.output.capacity());
+        store(&buffers.output_peak, peak);
         store(&buffers.unsent, self.unsent());
-        store(&buffers.total, self.input.len() + self.output.capacity());
+        let total = self.input.len() + self.output.capacity() + partial_args + queued_bytes;
+        store(&buffers.total, total);
+        let queued = queued.map_or(-1, |q| i64::try_from(q.len()).unwrap_or(i64::MAX));
+        buffers.queued.store(queued, Ordering::Relaxed);
+        buffers
+            .blocked
+            .store(self.blocked.is_some(), Ordering::Relaxed);
     }
 
     /// Notes the command it is running (CLIENT LIST's `cmd`).
@@ -507,13 +546,11 @@ impl Connection {
             self.stream.as_raw_fd(),
         );
         let middle = format!(
-            "flags={} db={} sub={} psub={} ssub={} multi={}",
-            self.flags(),
+            "db={} sub={} psub={} ssub={}",
             self.db,
             self.channels.len(),
             self.patterns.len(),
             self.shard_channels.len(),
-            self.multi.as_ref().map_or(-1, |q| q.len() as i64),
         );
         let tail = format!(
             "user={} redir={redirect} resp={}",
@@ -525,6 +562,7 @@ impl Connection {
         );
         Listing {
             head,
+            flags: self.flags(),
             middle,
             tail,
             created: self.created,
@@ -553,19 +591,47 @@ impl Default for Activity {
     }
 }
 
-/// A connection's buffers in bytes ([`Connection::note_buffers`]).
-#[derive(Default)]
+/// A connection's buffers in bytes and its state, as its loop's last pass left them
+/// ([`Connection::note_buffers`]).
 struct Buffers {
     /// Read, not yet parsed (`qbuf`).
     unparsed: AtomicU64,
     /// Room left to read into (`qbuf-free`).
     input_free: AtomicU64,
-    /// The reply buffer's size (`rbs`).
+    /// The arguments read of a command not all arrived (`argv-mem`).
+    partial_args: AtomicU64,
+    /// Commands queued in MULTI, -1 outside it (`multi`, the `x` flag).
+    queued: AtomicI64,
+    /// Their memory as Redis counts it (`multi-mem`).
+    queued_bytes: AtomicU64,
+    /// The reply buffer's size (`rbs`) and the most it held in the last few seconds
+    /// (`rbp`).
     output_capacity: AtomicU64,
-    /// Replies not yet written to the socket (`omem`).
+    output_peak: AtomicU64,
+    /// Replies not yet written to the socket (`obl` and `omem`: this server has one reply
+    /// buffer, where Redis has a fixed one and a list of blocks, `oll`, always 0 here).
     unsent: AtomicU64,
-    /// Both buffers' memory (`tot-mem`).
+    /// All of the above's memory (`tot-mem`).
     total: AtomicU64,
+    /// Waiting in a blocking command (the `b` flag).
+    blocked: AtomicBool,
+}
+
+impl Default for Buffers {
+    fn default() -> Buffers {
+        Buffers {
+            unparsed: AtomicU64::new(0),
+            input_free: AtomicU64::new(0),
+            partial_args: AtomicU64::new(0),
+            queued: AtomicI64::new(-1),
+            queued_bytes: AtomicU64::new(0),
+            output_capacity: AtomicU64::new(0),
+            output_peak: AtomicU64::new(0),
+            unsent: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            blocked: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Buffers {
@@ -574,13 +640,42 @@ impl Buffers {
         let load = |field: &AtomicU64| field.load(Ordering::Relaxed);
         let unsent = load(&self.unsent);
         format!(
-            "qbuf={} qbuf-free={} rbs={} omem={unsent} tot-mem={} events={}",
+            "qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={unsent} oll=0 \
+             omem={unsent} tot-mem={} events={}",
             load(&self.unparsed),
             load(&self.input_free),
+            load(&self.partial_args),
+            load(&self.queued_bytes),
             load(&self.output_capacity),
+            load(&self.output_peak),
             load(&self.total),
             if unsent > 0 { "rw" } else { "r" },
         )
+    }
+}
+
+/// CLIENT LIST's flags of a connection's last refresh, around the two its loop notes at
+/// each pass (see [`Connection::flags`]).
+struct Flags {
+    subscribed: bool,
+    later: String,
+}
+
+impl Flags {
+    /// The flags as Redis writes them: P, x, b, then the later ones; N for none.
+    fn with(&self, buffers: &Buffers) -> String {
+        let in_multi = buffers.queued.load(Ordering::Relaxed) >= 0;
+        let blocked = buffers.blocked.load(Ordering::Relaxed);
+        let mut flags: String = [(self.subscribed, 'P'), (in_multi, 'x'), (blocked, 'b')]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| *f)
+            .collect();
+        flags.push_str(&self.later);
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        flags
     }
 }
 
@@ -588,6 +683,7 @@ impl Buffers {
 /// `age`, `idle` and `cmd` as of now.
 pub struct Listing {
     head: String,
+    flags: Flags,
     middle: String,
     tail: String,
     created: Instant,
@@ -601,13 +697,16 @@ impl Listing {
         let started = self.activity.started_ms.load(Ordering::Relaxed);
         let idle = age.saturating_sub(std::time::Duration::from_millis(started));
         let command = CommandCode::from_bits(self.activity.command.load(Ordering::Relaxed));
+        let buffers = &self.activity.buffers;
         format!(
-            "{} age={} idle={} {} {} cmd={} {}",
+            "{} age={} idle={} flags={} {} multi={} {} cmd={} {}",
             self.head,
             age.as_secs(),
             idle.as_secs(),
+            self.flags.with(buffers),
             self.middle,
-            self.activity.buffers.fields(),
+            buffers.queued.load(Ordering::Relaxed),
+            buffers.fields(),
             command.full_name(),
             self.tail
         )

@@ -492,6 +492,7 @@ impl Worker {
             wait_all(pending)
         };
         let only_messaged = messaged.iter().filter(|t| ready.binary_search(t).is_err());
+        let now = Instant::now();
         for token in ready.iter().chain(only_messaged) {
             if dead.contains(token) {
                 continue;
@@ -514,7 +515,7 @@ impl Worker {
             }
             let flushed = conn.flush();
             traffic += conn.take_traffic();
-            conn.note_buffers();
+            conn.note_buffers(now, None);
             match flushed {
                 Ok(true) if conn.closing => dead.push(*token),
                 // A client that has not logged in and does not read its refusals is
