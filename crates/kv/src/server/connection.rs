@@ -81,8 +81,11 @@ pub struct Connection {
     pub name: Option<Vec<u8>>,
     pub lib_name: Option<Vec<u8>>,
     pub lib_version: Option<Vec<u8>>,
-    /// Commands queued since MULTI (`None` outside MULTI).
+    /// Commands queued since MULTI (`None` outside MULTI): see [`Connection::queue`].
     pub multi: Option<Vec<Queued>>,
+    /// The memory of `multi`'s commands (CLIENT LIST's `multi-mem`), added as each is
+    /// queued so that noting it at every pass costs nothing; zeroed by MULTI.
+    queued_memory: usize,
     /// A command failed to queue: EXEC answers EXECABORT.
     pub multi_failed: bool,
     pub watched: Vec<Watched>,
@@ -181,6 +184,7 @@ impl Connection {
             lib_name: None,
             lib_version: None,
             multi: None,
+            queued_memory: 0,
             multi_failed: false,
             watched: Vec::new(),
             blocked: None,
@@ -492,7 +496,7 @@ impl Connection {
         let buffers = &self.activity.buffers;
         let store = |field: &AtomicU64, value: usize| field.store(value as u64, Ordering::Relaxed);
         let queued = self.multi.as_ref();
-        let queued_bytes = queued.map_or(0, |q| q.iter().map(Queued::memory).sum());
+        let queued_bytes = queued.map_or(0, |_| self.queued_memory);
         let held = running.or(self.blocked.as_ref().map(|b| b.args.as_slice()));
         let held_bytes = held.map_or(0, |args| args.iter().map(Vec::len).sum());
         let partial_args = self.parser.partial_arg_bytes() + held_bytes;
@@ -510,6 +514,21 @@ impl Connection {
         buffers
             .blocked
             .store(self.blocked.is_some(), Ordering::Relaxed);
+    }
+
+    /// MULTI: the commands after it are queued until EXEC or DISCARD.
+    pub fn begin_multi(&mut self) {
+        self.multi = Some(Vec::new());
+        self.queued_memory = 0;
+    }
+
+    /// Queues a command of a MULTI block (nothing outside one).
+    pub fn queue(&mut self, args: Vec<Vec<u8>>) {
+        if let Some(queue) = self.multi.as_mut() {
+            let command = Queued { args };
+            self.queued_memory += command.memory();
+            queue.push(command);
+        }
     }
 
     /// Notes the command it is running (CLIENT LIST's `cmd`).

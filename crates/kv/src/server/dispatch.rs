@@ -12,7 +12,7 @@ use super::acl;
 use super::admin;
 use super::auth;
 use super::blocking::Blocked;
-use super::connection::{Connection, Queued};
+use super::connection::Connection;
 use super::eval;
 use super::functions;
 use super::interleave::{self, Point};
@@ -334,9 +334,7 @@ fn reply_to<'s>(
             "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
         )
     {
-        if let Some(queue) = conn.multi.as_mut() {
-            queue.push(Queued { args });
-        }
+        conn.queue(args);
         return Some(Reply::Status("QUEUED".into()));
     }
     let started = Instant::now();

@@ -24,7 +24,7 @@ pub(super) fn multi(conn: &mut Connection) -> Reply {
     if conn.multi.is_some() {
         return Reply::error("ERR MULTI calls can not be nested");
     }
-    conn.multi = Some(Vec::new());
+    conn.begin_multi();
     conn.multi_failed = false;
     Reply::ok()
 }
