@@ -14,14 +14,21 @@ use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
 use tailstore_resp::Reply;
 
-#[test]
-fn a_large_deleted_key_waits_in_the_queue_until_the_batches_free_it() {
+/// A keyspace on a simulated store holding `list`, of 300 elements: more than a delete
+/// frees in its own transaction.
+fn keyspace_with_a_large_list() -> Keyspace {
     let db = open_sim_database(CommitMode::Buffer, &SimStorage::new());
     let ks = Keyspace::open(Arc::new(db), 16).expect("open the keyspace");
     let elements: Vec<String> = (0..300).map(|i| format!("e{i}")).collect();
     let mut rpush = vec!["RPUSH", "list"];
     rpush.extend(elements.iter().map(String::as_str));
     assert_eq!(run_on(&ks, &rpush), Reply::Int(300));
+    ks
+}
+
+#[test]
+fn a_large_deleted_key_waits_in_the_queue_until_the_batches_free_it() {
+    let ks = keyspace_with_a_large_list();
     run_on(&ks, &["RPUSH", "small", "a", "b"]);
     assert_eq!(ks.lazyfree_pending(), Ok(0));
 
@@ -48,12 +55,7 @@ fn a_large_deleted_key_waits_in_the_queue_until_the_batches_free_it() {
 /// batch removes it, a large one when its queued elements are gone.
 #[test]
 fn a_flushed_databases_keys_count_once_each_when_freed() {
-    let db = open_sim_database(CommitMode::Buffer, &SimStorage::new());
-    let ks = Keyspace::open(Arc::new(db), 16).expect("open the keyspace");
-    let elements: Vec<String> = (0..300).map(|i| format!("e{i}")).collect();
-    let mut rpush = vec!["RPUSH", "list"];
-    rpush.extend(elements.iter().map(String::as_str));
-    run_on(&ks, &rpush);
+    let ks = keyspace_with_a_large_list();
     for key in ["a", "b", "c"] {
         run_on(&ks, &["SET", key, "v"]);
     }
