@@ -1284,6 +1284,12 @@ fn monitor_lines_are_the_lines_redis_sends() {
         &["EVAL", script, "1", "s2", "w"],
         &["SET", "after", "the script"],
         &["EXEC"],
+        // A block's connection commands are shown in the database selected as each ran.
+        &["MULTI"],
+        &["SELECT", "3"],
+        &["PING"],
+        &["SELECT", "0"],
+        &["EXEC"],
         &["CONFIG", "GET", "save"],
         &["SLOWLOG", "LEN"],
         &["AUTH", "secret"],

@@ -2,7 +2,8 @@
 //! `redis-server`: connection commands that change the replies after them (HELLO's
 //! protocol, CLIENT REPLY, subscriptions and the subscribed context's PING), SCRIPT and
 //! FUNCTION among the block's commands (an FCALL calling what a FUNCTION LOAD before it in
-//! the block loaded), the refusals of MONITOR and SSUBSCRIBE, and INFO
+//! the block loaded), the order of what the block tells subscribers, the refusals of
+//! MONITOR and SSUBSCRIBE, and INFO
 //! `errorstats`, `commandstats` and the slow log counting the block's commands one by one.
 //! Without a `redis-server` on the PATH the tests print that they are skipped and pass.
 
@@ -62,6 +63,13 @@ const BLOCKS: &[Step] = &[
     (0, b"MULTI\r\nFCALL f 0\r\nFUNCTION FLUSH\r\nFCALL f 0\r\nFUNCTION LIST\r\nEXEC\r\nFUNCTION LIST\r\n"),
     // A block's errors are counted one by one.
     (0, b"CONFIG RESETSTAT\r\nSET s abc\r\nMULTI\r\nINCR s\r\nLPUSH s x\r\nPING\r\nEXEC\r\nINFO errorstats\r\n"),
+    // What a block tells subscribers comes in its commands' order: each command's key
+    // events, a script's events and PUBLISHes in its place, a PUBLISH of the block in its.
+    (2, b"CONFIG SET notify-keyspace-events KEA\r\n"),
+    (1, b"SUBSCRIBE ch5\r\nPSUBSCRIBE __keyevent@0__:*\r\n"),
+    (2, b"MULTI\r\nSET a 1\r\nEVAL \"redis.call('set','b',2) redis.call('publish','ch5','y') redis.call('del','a')\" 0\r\nPUBLISH ch5 z\r\nSET c 3\r\nEXEC\r\n"),
+    (1, b"UNSUBSCRIBE ch5\r\nPUNSUBSCRIBE\r\n"),
+    (2, b"CONFIG SET notify-keyspace-events \"\"\r\n"),
 ];
 
 #[test]

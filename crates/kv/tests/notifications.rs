@@ -263,7 +263,16 @@ const SCENARIOS: &[&[&str]] = &[
     ],
     &["SET s v", "DUMP s", "SELECT 3", "SET t v", "EXPIRE t 0"],
     &["MULTI", "SET a 1", "RPUSH l x", "LPOP l", "EXEC"],
-    &["EVAL \"redis.call('set', 'a', 1); redis.call('del', 'a')\" 0"],
+    // Lines are split at spaces: scripts without any.
+    &["EVAL redis.call('set','a',1);redis.call('del','a') 0"],
+    // A block's script tells its events in its place among the block's commands.
+    &[
+        "MULTI",
+        "SET a 1",
+        "EVAL redis.call('set','b',2);redis.call('del','a') 0",
+        "SET c 3",
+        "EXEC",
+    ],
 ];
 
 #[test]

@@ -82,6 +82,15 @@ pub enum BlockStep<'a> {
     Map(MapChange),
 }
 
+/// How one step of an EXEC block ran ([`Keyspace::execute_block_timed`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepRun {
+    pub took: Duration,
+    /// Where its key events begin in the block's ([`Executed::events`]): each step's run
+    /// up to the next one's start.
+    pub events_from: usize,
+}
+
 /// A change of the map of databases queued in MULTI or called by a script
 /// (`keyspace::databases`): the block or script runs under the map's exclusive hold, and
 /// the commands after it see the change.
@@ -121,20 +130,21 @@ impl Keyspace {
     /// Runs an EXEC block as one transaction: `NullArray` if a watched key changed, else
     /// the array of the commands' replies (a command's error reply does not stop the rest).
     pub fn execute_block(&self, steps: &mut [BlockStep<'_>], watched: &[Watched]) -> Executed<'_> {
-        let mut took = vec![Duration::ZERO; steps.len()];
-        self.execute_block_timed(steps, watched, &mut took)
+        let mut runs = vec![StepRun::default(); steps.len()];
+        self.execute_block_timed(steps, watched, &mut runs)
     }
 
-    /// [`Keyspace::execute_block`], with each step's run time in the attempt that ended the
-    /// run in `took` (INFO `commandstats` counts the commands of a block one by one).
+    /// [`Keyspace::execute_block`], with how each step ran in the attempt that ended the run
+    /// in `runs` (INFO `commandstats` counts the commands of a block one by one, and each
+    /// step's key events are published in its place).
     pub fn execute_block_timed(
         &self,
         steps: &mut [BlockStep<'_>],
         watched: &[Watched],
-        took: &mut [Duration],
+        runs: &mut [StepRun],
     ) -> Executed<'_> {
-        assert_eq!(steps.len(), took.len(), "a run time per step");
-        self.run_for_client(0, |ctx| run_block(ctx, steps, watched, took))
+        assert_eq!(steps.len(), runs.len(), "a run per step");
+        self.run_for_client(0, |ctx| run_block(ctx, steps, watched, runs))
     }
 
     /// Runs `body` as one transaction for a client, committed without waiting for
@@ -359,7 +369,7 @@ fn run_block(
     ctx: &mut Ctx<'_, '_>,
     steps: &mut [BlockStep<'_>],
     watched: &[Watched],
-    took: &mut [Duration],
+    runs: &mut [StepRun],
 ) -> Result<Reply, Fault> {
     for watch in watched {
         ctx.db = watch.db;
@@ -373,8 +383,9 @@ fn run_block(
         }
     }
     let mut replies = Vec::with_capacity(steps.len());
-    for (step, took) in steps.iter_mut().zip(took) {
+    for (step, run) in steps.iter_mut().zip(runs) {
         let started = Instant::now();
+        run.events_from = ctx.events.len();
         let reply = match step {
             BlockStep::Server(reply) => reply.clone(),
             BlockStep::Body(body) => step_reply(body.run(ctx))?,
@@ -389,7 +400,7 @@ fn run_block(
                 step_reply(ctx.ks.change_map_in(ctx.txn, *change).map(|()| Reply::ok()))?
             }
         };
-        *took = started.elapsed();
+        run.took = started.elapsed();
         replies.push(reply);
     }
     Ok(Reply::Array(replies))

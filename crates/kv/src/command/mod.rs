@@ -51,7 +51,9 @@ use crate::keyspace::{now_ms, BuildGuard, Freed, KeyMeta, Keyspace, Kind, MAX_KE
 
 pub use blocking::{blocking_sources, blocking_timeout, parse_timeout, refused_in_script};
 pub use code::CommandCode;
-pub use execute::{fault_reply, BlockBody, BlockStep, CountLookups, Executed, MapChange, Watched};
+pub use execute::{
+    fault_reply, BlockBody, BlockStep, CountLookups, Executed, MapChange, StepRun, Watched,
+};
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use keys::Expired;
 pub use pattern::matches;

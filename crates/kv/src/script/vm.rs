@@ -830,8 +830,11 @@ impl Call<'_, '_, '_> {
             self.host.called(self.ctx.db, command, args);
             return reply;
         };
+        // Only this call's: in an EXEC block the transaction's events before the script
+        // are the block's earlier commands', published in their own places.
+        let earlier = self.ctx.events.len();
         let outcome = self.ctx.run(command, handler, args);
-        let events = std::mem::take(&mut self.ctx.events);
+        let events = self.ctx.events.split_off(earlier);
         if !events.is_empty() {
             self.host.notified(events);
         }

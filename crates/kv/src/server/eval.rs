@@ -208,6 +208,12 @@ impl<'a> Prepared<'a> {
             .run(&self.host.shared.scripts, ctx, &invocation, &mut self.host)
     }
 
+    /// The messages of its run so far (its calls' monitor lines and key events, its
+    /// PUBLISHes), taken for an EXEC block to send in the script's place among its steps.
+    pub fn take_messages(&mut self) -> Vec<(Subscriber, Message)> {
+        std::mem::take(&mut self.host.published)
+    }
+
     /// After its transaction: if it `committed`, the script's messages wait for the pass's
     /// durability wait with the replies, and the clients blocked on the keys it wrote are
     /// woken.

@@ -9,13 +9,14 @@ use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
 use super::admin;
-use super::connection::Connection;
+use super::connection::{Connection, Queued};
 use super::dispatch::{invalidate, record_run, remember_reads, send, sending};
 use super::eval;
 use super::functions;
 use super::pubsub;
 use super::{acl, Shared};
-use crate::command::{lookup, Command, Run};
+use crate::command::{lookup, Command, MapChange, Run, StepRun};
+use crate::keyspace::notifications::KeyEvent;
 use crate::script::library::BlockLibraries;
 use crate::script::{BlockScripts, Vm};
 use crate::{BlockStep, Executed};
@@ -139,7 +140,7 @@ pub(super) fn exec<'s>(
     // Unknown commands fail the block as they are queued: each queued command is a step,
     // and `took` and `ran_commands` are indexed by either.
     assert_eq!(steps.len(), queue.len(), "a step per queued command");
-    let mut step_took = vec![Duration::ZERO; steps.len()];
+    let mut runs = vec![StepRun::default(); steps.len()];
     let Executed {
         reply,
         pending: commit,
@@ -147,22 +148,28 @@ pub(super) fn exec<'s>(
         events,
     } = shared
         .ks
-        .execute_block_timed(&mut steps, &watched, &mut step_took);
-    for (took, step_took) in took.iter_mut().zip(step_took) {
-        *took += step_took;
+        .execute_block_timed(&mut steps, &watched, &mut runs);
+    for (took, run) in took.iter_mut().zip(&runs) {
+        *took += run.took;
     }
     let wrote = commit.as_ref().is_some_and(PendingCommit::wrote);
     pending.extend(commit);
-    // Before the messages of the block's deferred PUBLISHes, which Redis would have sent
-    // in their place among the commands.
-    if !events.is_empty() {
-        shared.publish_key_events(events, &mut conn.published);
-    }
     let ran = committed && !matches!(reply, Reply::NullArray);
     if ran {
         cache.apply();
         libraries.apply();
     }
+    let after = AfterSteps::of(&steps);
+    drop(steps);
+    // Each step's script, if it has one, in the step's place.
+    let mut scripts = scripts.into_iter();
+    let mut step_scripts: Vec<Option<Ready<'_>>> = queue
+        .iter()
+        .map(|queued| {
+            lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
+            scripts.next().and_then(Result::ok)
+        })
+        .collect();
     let unsent = match reply {
         Reply::Array(replies) if ran => {
             let block = Block {
@@ -170,55 +177,90 @@ pub(super) fn exec<'s>(
                 deferred: &deferred,
                 commands: &ran_commands,
                 took: &mut took,
+                messages: StepMessages {
+                    queue: &queue,
+                    databases: &after.databases,
+                    events,
+                    events_from: runs.iter().map(|run| run.events_from).collect(),
+                    scripts: &mut step_scripts,
+                },
             };
             answer_block(shared, conn, block);
             None
         }
-        other => Some(other),
+        other => {
+            shared.publish_key_events(events, &mut conn.published);
+            Some(other)
+        }
     };
-    for step in &steps {
-        match step {
-            BlockStep::Data(db, command, args) if command.is_write() => {
-                shared.signal_write(*db, command, args);
-                if wrote && committed {
-                    invalidate(shared, conn, command, args);
-                }
-            }
-            BlockStep::Map(change) if ran => admin::map_changed(shared, conn, *change),
-            _ => {}
-        }
-    }
-    // Each command's database, for MONITOR (connection commands: the block's last).
-    let databases: Vec<u32> = steps
-        .iter()
-        .map(|step| match step {
-            BlockStep::Data(db, ..) => *db,
-            _ => conn.db,
-        })
-        .collect();
-    drop(steps);
-    // The block's commands ran unless a watched key had changed: each is shown to the
-    // monitors in order, a script followed by its calls (its effects are kept, messages
-    // and calls, only if the block committed).
-    let mut scripts = scripts.into_iter();
-    for (queued, db) in queue.iter().zip(databases) {
-        let Some(command) = lookup(&queued.args[0]) else {
-            continue;
-        };
-        if ran {
-            let outbox = &mut conn.published;
-            shared
-                .monitors
-                .feed(command, db, &conn.peer, &queued.args, outbox);
-        }
-        if !prepared_first(command) {
-            continue;
-        }
-        if let Some(Ok(Ready::Script(script))) = scripts.next() {
+    after.apply(shared, conn, &queue, (wrote && committed, ran));
+    for ready in step_scripts.into_iter().flatten() {
+        if let Ready::Script(script) = ready {
             script.finish(conn, committed);
         }
     }
     unsent
+}
+
+/// What a block's steps leave to do once it has run: each data command's database (for
+/// MONITOR), the writes to signal to blocked clients and to invalidate for tracking
+/// clients, and the changes of the map of databases.
+struct AfterSteps {
+    /// `None`: a connection or server command, shown in the database selected once it ran.
+    databases: Vec<Option<u32>>,
+    /// The write commands' databases, commands and places in the block.
+    writes: Vec<(u32, &'static Command, usize)>,
+    map_changes: Vec<MapChange>,
+}
+
+impl AfterSteps {
+    fn of(steps: &[BlockStep<'_>]) -> AfterSteps {
+        let mut after = AfterSteps {
+            databases: Vec::with_capacity(steps.len()),
+            writes: Vec::new(),
+            map_changes: Vec::new(),
+        };
+        for (at, step) in steps.iter().enumerate() {
+            let db = match step {
+                BlockStep::Data(db, command, _) => {
+                    if command.is_write() {
+                        after.writes.push((*db, *command, at));
+                    }
+                    Some(*db)
+                }
+                BlockStep::Map(change) => {
+                    after.map_changes.push(*change);
+                    None
+                }
+                _ => None,
+            };
+            after.databases.push(db);
+        }
+        after
+    }
+
+    /// Signals the writes of the block `queue` (and, if it `wrote` and committed,
+    /// invalidates their keys), and applies its map changes if it `ran`.
+    fn apply(
+        &self,
+        shared: &Shared,
+        conn: &mut Connection,
+        queue: &[Queued],
+        (wrote, ran): (bool, bool),
+    ) {
+        for &(db, command, at) in &self.writes {
+            let args = &queue[at].args;
+            shared.signal_write(db, command, args);
+            if wrote {
+                invalidate(shared, conn, command, args);
+            }
+        }
+        if ran {
+            for change in &self.map_changes {
+                admin::map_changed(shared, conn, *change);
+            }
+        }
+    }
 }
 
 /// Whether a queued command is dealt with before its block runs: a script, found and
@@ -280,6 +322,51 @@ struct Block<'b, 'q> {
     deferred: &'b [(usize, Invocation<'q>)],
     commands: &'b [Option<Invocation<'q>>],
     took: &'b mut [Duration],
+    messages: StepMessages<'b, 'q>,
+}
+
+/// What a block that ran tells others, step by step, in the order Redis tells it: each
+/// command's key events, then its line to the monitors (once it ran, as Redis feeds them),
+/// then a script's calls, events and PUBLISHes (a deferred PUBLISH's messages are sent as
+/// it is answered, in its place).
+struct StepMessages<'b, 'q> {
+    queue: &'q [Queued],
+    databases: &'b [Option<u32>],
+    events: Vec<KeyEvent>,
+    /// Where each step's events begin in `events`.
+    events_from: Vec<usize>,
+    scripts: &'b mut [Option<Ready<'q>>],
+}
+
+impl StepMessages<'_, '_> {
+    /// The messages of step `at` before its reply: its key events.
+    fn before_reply(&mut self, shared: &Shared, conn: &mut Connection, at: usize) {
+        let end = self
+            .events_from
+            .get(at + 1)
+            .copied()
+            .unwrap_or(self.events.len());
+        let events = self.events[self.events_from[at]..end].to_vec();
+        if !events.is_empty() {
+            shared.publish_key_events(events, &mut conn.published);
+        }
+    }
+
+    /// The messages of step `at` after its reply: its line to the monitors (a connection
+    /// command's in the database selected now, after a SELECT the one it selected), then
+    /// its script's, if it ran one.
+    fn after_reply(&mut self, shared: &Shared, conn: &mut Connection, at: usize) {
+        let args = &self.queue[at].args;
+        if let Some(command) = lookup(&args[0]) {
+            let db = self.databases[at].unwrap_or(conn.db);
+            shared
+                .monitors
+                .feed(command, db, &conn.peer, args, &mut conn.published);
+        }
+        if let Some(Ready::Script(script)) = &mut self.scripts[at] {
+            conn.published.append(&mut script.take_messages());
+        }
+    }
 }
 
 /// Sends the replies of a block that ran: the array's header, then each reply in order,
@@ -295,6 +382,7 @@ fn answer_block(shared: &Shared, conn: &mut Connection, block: Block<'_, '_>) {
         deferred,
         commands,
         took,
+        mut messages,
     } = block;
     if sending(conn) {
         Reply::encode_array_header(replies.len(), &mut conn.output);
@@ -302,6 +390,7 @@ fn answer_block(shared: &Shared, conn: &mut Connection, block: Block<'_, '_>) {
     let mut deferred = deferred.iter().peekable();
     let mut skip_after = false;
     for (at, reply) in replies.into_iter().enumerate() {
+        messages.before_reply(shared, conn, at);
         let reply = match deferred.next_if(|(place, ..)| *place == at) {
             Some(&(_, (command, args))) if is_reply_skip(command, args) => {
                 // Redis skips the reply of the command after EXEC, not the block's next.
@@ -322,6 +411,7 @@ fn answer_block(shared: &Shared, conn: &mut Connection, block: Block<'_, '_>) {
         if let Some((command, args)) = commands[at] {
             record_run(shared, conn, (command, args), took[at], reply.as_ref());
         }
+        messages.after_reply(shared, conn, at);
     }
     if skip_after {
         conn.replies_to_skip = 1;
