@@ -333,7 +333,8 @@ struct StepMessages<'b, 'q> {
     queue: &'q [Queued],
     databases: &'b [Option<u32>],
     events: Vec<KeyEvent>,
-    /// Where each step's events begin in `events`.
+    /// Where each step's events begin in `events`: both are the committed attempt's, so
+    /// the marks rise and none lies past the end.
     events_from: Vec<usize>,
     scripts: &'b mut [Option<Ready<'q>>],
 }
