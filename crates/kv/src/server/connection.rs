@@ -75,7 +75,7 @@ pub struct Connection {
     written: usize,
     /// The most `output` held when a flush began, since `peak_since` (CLIENT LIST's `rbp`).
     output_peak: usize,
-    peak_since: Option<Instant>,
+    peak_since: Instant,
     pub protocol: Protocol,
     pub db: u32,
     pub name: Option<Vec<u8>>,
@@ -160,6 +160,7 @@ impl Connection {
         local: String,
         limits: Limits,
     ) -> Connection {
+        let created = Instant::now();
         Connection {
             stream,
             id,
@@ -177,7 +178,7 @@ impl Connection {
             output: Vec::new(),
             written: 0,
             output_peak: 0,
-            peak_since: None,
+            peak_since: created,
             protocol: Protocol::Resp2,
             db: 0,
             name: None,
@@ -200,7 +201,7 @@ impl Connection {
             user: None,
             user_generation: 0,
             tls: None,
-            created: Instant::now(),
+            created,
             activity: Arc::default(),
             traffic: Traffic::default(),
         }
@@ -487,10 +488,9 @@ impl Connection {
     /// arguments count in `argv-mem` as Redis counts them, as do a blocked command's and
     /// those read of a command not all arrived.
     pub fn note_buffers(&mut self, now: Instant, running: Option<&[Vec<u8>]>) {
-        let since = *self.peak_since.get_or_insert(now);
         let peak = self.output_peak;
-        if now.saturating_duration_since(since) >= PEAK_WINDOW {
-            self.peak_since = Some(now);
+        if now.saturating_duration_since(self.peak_since) >= PEAK_WINDOW {
+            self.peak_since = now;
             self.output_peak = self.output.len();
         }
         let buffers = &self.activity.buffers;
