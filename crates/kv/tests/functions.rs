@@ -394,17 +394,27 @@ fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
     // time run out between STATS listing it and KILL, which then found nothing running.
     let server = TestServer::with(Options {
         script_time_limit: Duration::from_secs(60),
+        threads: 2,
         ..Options::default()
     });
-    let mut con = server.client();
+    // A loop running a function serves nothing else until it ends, so the admin and the
+    // raw connection must be on the other loop. Connections go to the loops in turn, in the
+    // order they are accepted (a PING makes sure each is before the next is opened): the
+    // caller and the loader on one loop, the admin and the raw one on the other. Opened
+    // after the caller started, as the test once did, they shared its loop now and then and
+    // waited out the minute.
+    let accepted = |mut con: redis::Connection| {
+        assert_eq!(q::<String>(&mut con, &["ping"]), "PONG");
+        con
+    };
+    let mut caller_con = accepted(server.client());
+    let mut admin = accepted(server.client());
+    let mut con = accepted(server.client());
+    let mut raw = server.raw();
+    exchange(&mut raw, b"PING\r\n", b"+PONG\r\n");
     let spin = "#!lua name=spin\nredis.register_function('spin', function(k) redis.call('set', k[1], 'written') while true do end end)";
     q::<String>(&mut con, &["function", "load", spin]);
-    let address = server.address();
-    let caller = thread::spawn(move || {
-        let mut con = client_at(address);
-        err(&mut con, &["fcall", "spin", "1", "spun"])
-    });
-    let mut admin = server.client();
+    let caller = thread::spawn(move || err(&mut caller_con, &["fcall", "spin", "1", "spun"]));
     let running = |admin: &mut redis::Connection| {
         let stats: Vec<Value> = q(admin, &["function", "stats"]);
         stats[1].clone()
@@ -422,7 +432,7 @@ fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
     // the function another connection (perhaps on another loop) runs alone.
     let not_busy = "-NOTBUSY No scripts in execution right now.\r\n";
     exchange(
-        &mut server.raw(),
+        &mut raw,
         b"MULTI\r\nFUNCTION KILL\r\nSCRIPT KILL\r\nEXEC\r\n",
         format!("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n{not_busy}{not_busy}").as_bytes(),
     );
