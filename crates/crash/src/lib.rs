@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "certificates")]
 pub mod certificates;
 pub mod damage;
 

@@ -2,9 +2,10 @@
 //! byte between a real `redis-server` and tailstore: what each connection receives, its
 //! replies and what other connections' commands send it (messages, invalidations).
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use super::real_redis::Servers;
 
@@ -19,8 +20,12 @@ pub fn compare(conversation: &[Step], test: &str) {
     let Some(servers) = Servers::start(test) else {
         return;
     };
-    let expected = converse(servers.redis.address(), conversation);
-    let got = converse(servers.tailstore.address(), conversation);
+    // Side by side: a conversation is mostly waiting for quiet.
+    let (expected, got) = thread::scope(|scope| {
+        let redis = scope.spawn(|| converse(servers.redis.address(), conversation));
+        let got = converse(servers.tailstore.address(), conversation);
+        (redis.join().expect("the conversation with Redis"), got)
+    });
     for (step, (want, have)) in expected.iter().zip(&got).enumerate() {
         let request = conversation[step].1;
         for (who, (want, have)) in want.iter().zip(have).enumerate() {
@@ -62,20 +67,30 @@ fn without_hello_variables(received: &[u8]) -> String {
     }
 }
 
+/// How long every connection must stay silent before a step is taken as over: what a
+/// command sends other connections may come a little after its reply (from another loop).
+const QUIET: Duration = Duration::from_millis(100);
+
+/// How long the speaker's first byte may take.
+const FIRST_BYTE: Duration = Duration::from_secs(10);
+
 /// Runs the conversation; per step, what each connection had received by its end: the
-/// speaker's replies (waited for, as every step's speaker gets one), then whatever the
-/// others were sent, each read until 50 ms pass without a byte.
+/// speaker's replies (waited for, as every step's speaker gets one), and whatever any
+/// connection was sent until none received a byte for [`QUIET`].
 fn converse(address: SocketAddr, conversation: &[Step]) -> Vec<Vec<Vec<u8>>> {
     let mut connections: Vec<TcpStream> = (0..3)
         .map(|_| {
             let stream = TcpStream::connect(address).expect("connect");
-            stream
-                .set_read_timeout(Some(Duration::from_millis(50)))
-                .expect("timeout");
+            // Reads sweep the connections; a request is far smaller than a socket's buffer,
+            // so a write never finds it full.
+            stream.set_nonblocking(true).expect("nonblocking");
             stream
         })
         .collect();
-    let ids: Vec<String> = connections.iter_mut().map(client_id).collect();
+    let ids: Vec<String> = connections
+        .iter_mut()
+        .map(|stream| client_id(std::slice::from_mut(stream)))
+        .collect();
     let mut transcript = Vec::new();
     for (speaker, request) in conversation {
         let mut request = String::from_utf8_lossy(request).into_owned();
@@ -85,40 +100,49 @@ fn converse(address: SocketAddr, conversation: &[Step]) -> Vec<Vec<Vec<u8>>> {
         connections[*speaker]
             .write_all(request.as_bytes())
             .expect("write");
-        let mut received = vec![Vec::new(); connections.len()];
-        received[*speaker] = read_until_quiet(&mut connections[*speaker], true);
-        for (who, stream) in connections.iter_mut().enumerate() {
-            if who != *speaker {
-                received[who] = read_until_quiet(stream, false);
-            }
-        }
-        transcript.push(received);
+        transcript.push(read_until_quiet(&mut connections, *speaker));
     }
     transcript
 }
 
 /// The connection's CLIENT ID, as text.
-fn client_id(stream: &mut TcpStream) -> String {
-    stream.write_all(b"CLIENT ID\r\n").expect("write");
-    let reply = String::from_utf8_lossy(&read_until_quiet(stream, true)).into_owned();
+fn client_id(stream: &mut [TcpStream]) -> String {
+    stream[0].write_all(b"CLIENT ID\r\n").expect("write");
+    let reply = String::from_utf8_lossy(&read_until_quiet(stream, 0)[0]).into_owned();
     let id = reply.trim_start_matches(':').trim_end();
     assert!(id.parse::<u64>().is_ok(), "CLIENT ID answered {reply:?}");
     id.to_string()
 }
 
-/// What `stream` receives until a read times out, after the first byte if `expecting`
-/// (for up to 10 s).
-fn read_until_quiet(stream: &mut TcpStream, expecting: bool) -> Vec<u8> {
-    let started = std::time::Instant::now();
-    let mut got = Vec::new();
+/// What each of `streams` receives once `speaker`'s first byte has come (within
+/// [`FIRST_BYTE`]) until none of them receives a byte for [`QUIET`].
+fn read_until_quiet(streams: &mut [TcpStream], speaker: usize) -> Vec<Vec<u8>> {
+    let started = Instant::now();
+    let mut got = vec![Vec::new(); streams.len()];
+    let mut last_byte = None;
     let mut buffer = [0u8; 65536];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) => return got,
-            Ok(n) => got.extend_from_slice(&buffer[..n]),
-            Err(_)
-                if expecting && got.is_empty() && started.elapsed() < Duration::from_secs(10) => {}
-            Err(_) => return got,
+    while last_byte.is_none_or(|at: Instant| at.elapsed() < QUIET) {
+        let mut received = false;
+        for (stream, got) in streams.iter_mut().zip(&mut got) {
+            loop {
+                match stream.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got.extend_from_slice(&buffer[..n]);
+                        received = true;
+                    }
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) => panic!("read: {err}"),
+                }
+            }
         }
+        if received && !got[speaker].is_empty() {
+            last_byte = Some(Instant::now());
+        }
+        if last_byte.is_none() && started.elapsed() > FIRST_BYTE {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
     }
+    got
 }
