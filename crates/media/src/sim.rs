@@ -78,7 +78,7 @@ struct RegionState {
     current: Vec<u8>,
     media: Vec<u8>,
     /// Word indices stored to since their last flush.
-    dirty: BTreeSet<usize>,
+    dirty: WordSet,
     /// Per thread: word index → value at flush time, for flushes not yet fenced.
     in_flight: HashMap<ThreadId, BTreeMap<usize, Snapshot>>,
     next_seq: u64,
@@ -96,8 +96,8 @@ impl RegionState {
         RegionState {
             len,
             media: image.clone(),
+            dirty: WordSet::new(image.len() / WORD),
             current: image,
-            dirty: BTreeSet::new(),
             in_flight: HashMap::new(),
             next_seq: 0,
         }
@@ -121,9 +121,8 @@ impl RegionState {
         if len == 0 {
             return;
         }
-        let first = offset / WORD;
-        let last = (offset + len - 1) / WORD;
-        self.dirty.extend(first..=last);
+        self.dirty
+            .insert_range(offset / WORD..(offset + len).div_ceil(WORD));
     }
 
     fn write(&mut self, offset: usize, data: &[u8]) {
@@ -142,27 +141,47 @@ impl RegionState {
         self.check_range(offset, len, "flush");
         let lines = cache_lines(offset, len);
         let words = lines.start / WORD..lines.end / WORD;
-        let mut flushed: BTreeSet<usize> = self.dirty.range(words.clone()).copied().collect();
+        let mut flushed: Vec<usize> = self.dirty.iter_range(words.clone()).collect();
         // Words another thread flushed but has not fenced: their write-back may still be in
         // flight, and this thread's fence must cover them too (see the module documentation).
         // They are not dirty, so their current value is the one that thread flushed.
+        let dirty_words = flushed.len();
         for (other, theirs) in &self.in_flight {
             if *other != thread {
                 flushed.extend(theirs.range(words.clone()).map(|(&index, _)| index));
             }
         }
+        if flushed.len() > dirty_words {
+            flushed.sort_unstable();
+            flushed.dedup();
+        }
         if flushed.is_empty() {
             return;
         }
-        let mine = self.in_flight.entry(thread).or_default();
-        for index in flushed {
-            self.dirty.remove(&index);
+        for &index in &flushed {
+            self.dirty.remove(index);
+        }
+        // In ascending word order, as the flush's words were always numbered.
+        let first_seq = self.next_seq;
+        self.next_seq += flushed.len() as u64;
+        let current = &self.current;
+        let snapshots = flushed.iter().enumerate().map(|(n, &index)| {
             let snapshot = Snapshot {
-                seq: self.next_seq,
-                bytes: Self::word(&self.current, index),
+                seq: first_seq + n as u64,
+                bytes: Self::word(current, index),
             };
-            self.next_seq += 1;
-            mine.insert(index, snapshot);
+            (index, snapshot)
+        });
+        let mine = self.in_flight.entry(thread).or_default();
+        // A ring's zeroing flushes a hundred thousand words at once: built in one pass from
+        // sorted words and merged (newer snapshots replace older), not searched for one by
+        // one. A flush small beside what is already in flight is inserted, so that many small
+        // flushes before a fence do not each rebuild the whole map.
+        if flushed.len() >= mine.len() / 8 {
+            let mut flushed_now: BTreeMap<usize, Snapshot> = snapshots.collect();
+            mine.append(&mut flushed_now);
+        } else {
+            mine.extend(snapshots);
         }
     }
 
@@ -193,7 +212,7 @@ impl RegionState {
                 pending.entry(index).or_default().push(snapshot);
             }
         }
-        for &index in &self.dirty {
+        for index in self.dirty.iter() {
             pending.entry(index).or_default();
         }
         let mut image = self.media.clone();
@@ -203,7 +222,7 @@ impl RegionState {
             let mut candidates = Vec::with_capacity(snapshots.len() + 2);
             candidates.push(Self::word(&self.media, index));
             candidates.extend(snapshots.iter().map(|s| s.bytes));
-            if self.dirty.contains(&index) {
+            if self.dirty.contains(index) {
                 candidates.push(Self::word(&self.current, index));
             }
             let pick = candidates[rng.gen_range(0..candidates.len())];
@@ -219,7 +238,7 @@ impl RegionState {
     fn after_process_crash(&self) -> Self {
         let mut dirty = self.dirty.clone();
         for words in self.in_flight.values() {
-            dirty.extend(words.keys().copied());
+            words.keys().for_each(|&index| dirty.insert(index));
         }
         RegionState {
             len: self.len,
@@ -228,6 +247,78 @@ impl RegionState {
             dirty,
             in_flight: HashMap::new(),
             next_seq: 0,
+        }
+    }
+}
+
+/// A set of the word indices of one region, a bit each. A region marks every word it
+/// stores to, and zeroing a log's ring stores to hundreds of thousands of them at once:
+/// a `BTreeSet` took a node search for each, half the time of some power-cut tests.
+#[derive(Clone)]
+struct WordSet {
+    bits: Vec<u64>,
+}
+
+impl WordSet {
+    /// An empty set of indices below `words`.
+    fn new(words: usize) -> Self {
+        WordSet {
+            bits: vec![0; words.div_ceil(64)],
+        }
+    }
+
+    fn insert(&mut self, index: usize) {
+        self.bits[index / 64] |= 1 << (index % 64);
+    }
+
+    fn insert_range(&mut self, words: Range<usize>) {
+        for chunk in Self::chunks(&words) {
+            self.bits[chunk] |= Self::mask(chunk, &words);
+        }
+    }
+
+    fn remove(&mut self, index: usize) {
+        self.bits[index / 64] &= !(1 << (index % 64));
+    }
+
+    fn contains(&self, index: usize) -> bool {
+        self.bits[index / 64] & (1 << (index % 64)) != 0
+    }
+
+    /// The indices in `words`, ascending.
+    fn iter_range(&self, words: Range<usize>) -> impl Iterator<Item = usize> + '_ {
+        let words = words.start..words.end.min(self.bits.len() * 64);
+        Self::chunks(&words).flat_map(move |chunk| {
+            let mut bits = self.bits[chunk] & Self::mask(chunk, &words);
+            std::iter::from_fn(move || {
+                let bit = bits.trailing_zeros() as usize;
+                bits &= bits.wrapping_sub(1);
+                (bit < 64).then_some(chunk * 64 + bit)
+            })
+        })
+    }
+
+    /// Every index, ascending.
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.iter_range(0..self.bits.len() * 64)
+    }
+
+    /// The chunks (`u64`s) holding the bits of `words`.
+    fn chunks(words: &Range<usize>) -> Range<usize> {
+        if words.is_empty() {
+            return 0..0;
+        }
+        words.start / 64..words.end.div_ceil(64)
+    }
+
+    /// The bits of `chunk` that stand for indices in `words`.
+    fn mask(chunk: usize, words: &Range<usize>) -> u64 {
+        let low = words.start.saturating_sub(chunk * 64).min(64);
+        let high = (words.end - chunk * 64).min(64);
+        match high.saturating_sub(low) {
+            0 => 0,
+            64 => u64::MAX,
+            n => ((1u64 << n) - 1) << low,
         }
     }
 }
@@ -889,6 +980,60 @@ impl Region for SimRegion {
 
     fn flush_kind(&self) -> FlushKind {
         FlushKind::None
+    }
+}
+
+#[cfg(test)]
+mod word_set_tests {
+    use super::WordSet;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(usize),
+        InsertRange(usize, usize),
+        Remove(usize),
+    }
+
+    fn op(words: usize) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..words).prop_map(Op::Insert),
+            (0..=words, 0..=words).prop_map(|(a, b)| Op::InsertRange(a.min(b), a.max(b))),
+            (0..words).prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        /// The bit set answers as the `BTreeSet` it replaced, ranges cut anywhere in a chunk.
+        #[test]
+        fn answers_as_a_btree_set(
+            words in 1usize..300,
+            ops in proptest::collection::vec(op(300), 0..40),
+            queries in proptest::collection::vec((0usize..320, 0usize..320), 1..8),
+        ) {
+            let (mut set, mut model) = (WordSet::new(words), BTreeSet::new());
+            for op in ops {
+                match op {
+                    Op::Insert(i) if i < words => { set.insert(i); model.insert(i); }
+                    Op::InsertRange(a, b) if b <= words => {
+                        set.insert_range(a..b);
+                        model.extend(a..b);
+                    }
+                    Op::Remove(i) if i < words => { set.remove(i); model.remove(&i); }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            for i in 0..words {
+                prop_assert_eq!(set.contains(i), model.contains(&i));
+            }
+            for (a, b) in queries {
+                let got: Vec<usize> = set.iter_range(a..b).collect();
+                let want: Vec<usize> = model.iter().copied().filter(|i| (a..b).contains(i)).collect();
+                prop_assert_eq!(got, want, "range {}..{}", a, b);
+            }
+        }
     }
 }
 
