@@ -1165,6 +1165,18 @@ fn dump_and_restore_carry_every_kind_and_its_deadline() {
     assert_eq!(groups(&mut c, "st2"), groups(&mut c, "st"));
 }
 
+/// A server whose commands may write 1 MiB each (an eighth of `serve`'s 8 MiB): the tests
+/// of values written over several commits need values an eighth as large, which take an
+/// eighth of the time to build, send and check.
+fn server_of_small_commits() -> TestServer {
+    let server = TestServer::with(Options {
+        ring_and_pool_bytes: 8 << 20,
+        ..Options::default()
+    });
+    assert!(server.ks.database().max_commit_bytes() <= 1 << 20);
+    server
+}
+
 /// Values of each kind past what one RESTORE piece writes (a quarter of the commit limit),
 /// the list past the whole commit limit: each in the order DUMP reads it back, so that its
 /// payload comes back byte for byte.
@@ -1262,7 +1274,7 @@ impl LazyFree {
 /// them; and a RESTORE that fails after some of its pieces leaves nothing behind.
 #[test]
 fn restore_builds_values_past_one_commit_over_several() {
-    let server = TestServer::start();
+    let server = server_of_small_commits();
     let mut c = server.client();
     let limit = server.ks.database().max_commit_bytes();
     let freer = LazyFree::run(&server);
@@ -1305,7 +1317,7 @@ fn restore_builds_values_past_one_commit_over_several() {
 /// it is copied is copied as it was at one moment, never half old and half new.
 #[test]
 fn copy_writes_keys_past_one_commit_over_several() {
-    let server = TestServer::start();
+    let server = server_of_small_commits();
     let mut c = server.client();
     let limit = server.ks.database().max_commit_bytes();
     let freer = LazyFree::run(&server);
@@ -3309,7 +3321,7 @@ fn an_exec_block_larger_than_a_commit_changes_nothing() {
 /// run all the while, takes nothing of them, and frees the values they replace.
 #[test]
 fn strings_longer_than_a_commit_are_written_in_pieces() {
-    let server = TestServer::start();
+    let server = server_of_small_commits();
     let mut c = server.client();
     let limit = server.ks.database().max_commit_bytes();
     let freer = LazyFree::run(&server);

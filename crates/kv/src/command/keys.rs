@@ -565,17 +565,17 @@ impl crate::keyspace::Keyspace {
     /// The lazy free: removes up to one batch of the elements of deleted keys (see
     /// `Ctx::remove`); returns how many element rows it removed (0: nothing is queued).
     pub fn free_garbage(&self) -> Result<usize, tailstore_engine::EngineError> {
-        use crate::keyspace::BATCH_ROWS;
         self.run_internal(0, |ctx| {
             let Some((owner, kind)) = ctx.ks.next_garbage(ctx.txn)? else {
                 return Ok(0);
             };
-            let removed = ctx.ks.delete_elements(ctx.txn, owner, kind, BATCH_ROWS)?;
-            if removed < BATCH_ROWS {
+            let budget = ctx.ks.batch_budget();
+            let deleted = ctx.ks.delete_elements(ctx.txn, owner, kind, budget)?;
+            if deleted.all {
                 ctx.ks.forget_garbage(ctx.txn, owner)?;
                 ctx.stats.lazyfreed += 1;
             }
-            Ok(removed.max(1))
+            Ok(deleted.rows.max(1))
         })
     }
 }

@@ -12,16 +12,40 @@ use crate::command::Fault;
 /// Element rows a delete removes in its own transaction; a larger key's go to the queue.
 pub const INLINE_ROWS: usize = 256;
 /// Bytes of element rows one transaction removes inline, over all the keys it deletes (DEL of
-/// many keys, a FLUSHDB batch): past it, the next keys' elements go to the queue. Removals
-/// are charged to the commit's size limit (see [`charge_removal`]); this keeps deletes of
-/// keys well inside it, so that a delete is never refused for its size.
+/// many keys, a FLUSHDB batch), unless a quarter of the commit's size limit is less: past
+/// it, the next keys' elements go to the queue. Removals are charged to that limit (see
+/// [`charge_removal`]); this keeps deletes of keys well inside it, so that a delete is never
+/// refused for its size.
 pub const INLINE_BYTES: usize = 2 << 20;
-/// Element rows the background task removes per transaction.
+/// Element rows the background task removes per transaction, and no more bytes of them
+/// than a quarter of the commit's size limit. A count alone made transactions of 2 MB (512
+/// parts of a long string): past the limit of a server with a small pool or log ring
+/// (`--buffer-pool 8MiB` allows 1 MiB), so that every round of the lazy free failed and
+/// deleted keys were never freed.
 pub const BATCH_ROWS: usize = 512;
 /// Element rows read per scan by a copy.
 const COPY_SCAN_ROWS: usize = 256;
 /// What a row costs a commit beside its columns' bytes (its header, the engine's version).
 const ROW_HEADER: usize = 48;
+
+/// How much of a key's elements one transaction may delete.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    rows: usize,
+    /// Of the rows' values ([`row_bytes`]).
+    bytes: usize,
+    /// The first row is deleted whatever its size: the background task must get on, and a
+    /// row once written fits a commit.
+    at_least_one: bool,
+}
+
+/// What [`Keyspace::delete_elements`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deleted {
+    pub rows: usize,
+    /// No element of the key is left.
+    pub all: bool,
+}
 
 /// Where a copy of a key's element rows stands: the table (in `element_tables` order) and
 /// the key of the last row read from it.
@@ -54,9 +78,14 @@ impl Keyspace {
         // long value has many part rows: deleted here up to a bound on rows and on what the
         // transaction already removed, the rest queued.
         let known_large = meta.kind != Kind::Stream && self.element_rows(meta) > INLINE_ROWS;
+        let budget = Budget {
+            rows: INLINE_ROWS,
+            bytes: self.inline_bytes().saturating_sub(txn.charged()),
+            at_least_one: false,
+        };
         if !known_large
-            && txn.charged() < INLINE_BYTES
-            && self.delete_elements(txn, meta.id, meta.kind, INLINE_ROWS + 1)? <= INLINE_ROWS
+            && budget.bytes > 0
+            && self.delete_elements(txn, meta.id, meta.kind, budget)?.all
         {
             return Ok(Freed::Now);
         }
@@ -64,29 +93,65 @@ impl Keyspace {
         Ok(Freed::Later)
     }
 
-    /// Deletes up to `limit` element rows of `owner` (of `kind`); how many it deleted.
+    /// Bytes of elements a delete frees inline, over its transaction ([`INLINE_BYTES`]).
+    fn inline_bytes(&self) -> usize {
+        INLINE_BYTES.min(self.database().max_commit_bytes() / 4)
+    }
+
+    /// What the background task removes per transaction ([`BATCH_ROWS`]).
+    pub(crate) fn batch_budget(&self) -> Budget {
+        Budget {
+            rows: BATCH_ROWS,
+            bytes: self.database().max_commit_bytes() / 4,
+            at_least_one: true,
+        }
+    }
+
+    /// Deletes element rows of `owner` (of `kind`), in order, within `budget`.
     pub(crate) fn delete_elements(
         &self,
         txn: &mut Transaction<'_>,
         owner: i64,
         kind: Kind,
-        limit: usize,
-    ) -> Result<usize, Fault> {
+        budget: Budget,
+    ) -> Result<Deleted, Fault> {
         let range = KeyRange::prefix(vec![Value::Int(owner)]);
-        let mut deleted = 0;
+        let (mut deleted, mut bytes) = (0, 0);
         for table in self.element_tables(kind) {
-            let rows = txn.scan(table, &range, ScanDirection::Ascending, limit - deleted)?;
-            let key_columns = table.schema().primary_key().len();
-            charge_removal(txn, rows.iter().map(|row| row_bytes(row)).sum())?;
+            // One row more than the budget's, to tell whether any is left.
+            let rows = txn.scan(
+                table,
+                &range,
+                ScanDirection::Ascending,
+                budget.rows - deleted + 1,
+            )?;
+            let mut taken = 0;
             for row in &rows {
+                let size = row_bytes(row);
+                let first = deleted + taken == 0 && budget.at_least_one;
+                if deleted + taken == budget.rows || (bytes + size > budget.bytes && !first) {
+                    break;
+                }
+                bytes += size;
+                taken += 1;
+            }
+            let key_columns = table.schema().primary_key().len();
+            charge_removal(txn, rows[..taken].iter().map(|row| row_bytes(row)).sum())?;
+            for row in &rows[..taken] {
                 txn.remove(table, &row[..key_columns])?;
             }
-            deleted += rows.len();
-            if deleted == limit {
-                break;
+            deleted += taken;
+            if taken < rows.len() {
+                return Ok(Deleted {
+                    rows: deleted,
+                    all: false,
+                });
             }
         }
-        Ok(deleted)
+        Ok(Deleted {
+            rows: deleted,
+            all: true,
+        })
     }
 
     /// The tables a key of `kind` keeps its elements in: every one's key starts with the

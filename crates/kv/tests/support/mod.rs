@@ -55,9 +55,15 @@ impl Guard {
 /// The database settings of `tailstore serve` that the tests keep: a 64 MiB log ring, so
 /// one command may write 8 MiB (`Database::max_commit_bytes`, which the pool also bounds: an
 /// eighth of it).
-fn serve_like(mut config: DbConfig) -> DbConfig {
-    config.buffer_pool_bytes = 64 << 20;
-    config.log.ring_bytes = 64 << 20;
+fn serve_like(config: DbConfig) -> DbConfig {
+    with_ring_and_pool(config, SERVE_RING_AND_POOL)
+}
+
+const SERVE_RING_AND_POOL: usize = 64 << 20;
+
+fn with_ring_and_pool(mut config: DbConfig, bytes: usize) -> DbConfig {
+    config.buffer_pool_bytes = bytes;
+    config.log.ring_bytes = bytes;
     config
 }
 
@@ -90,6 +96,10 @@ pub struct Options {
     pub poll_spin: Duration,
     /// Run with no other test's server alive (for memory measurements).
     pub exclusive: bool,
+    /// The log ring and the buffer pool, each: a command may write an eighth of it. Less
+    /// than `serve`'s 64 MiB for the tests of values written over several commits, which
+    /// then need values an eighth as large.
+    pub ring_and_pool_bytes: usize,
     /// `requirepass`.
     pub password: Option<&'static str>,
     /// TLS: on every connection, or with `tls_beside_plain` on a second address.
@@ -112,6 +122,7 @@ impl Default for Options {
             threads: 2,
             poll_spin: Duration::from_micros(50),
             exclusive: false,
+            ring_and_pool_bytes: SERVE_RING_AND_POOL,
             password: None,
             tls: None,
             tls_beside_plain: false,
@@ -153,7 +164,10 @@ impl TestServer {
             .mode
             .uses_pmem()
             .then(|| shm.path().join("log.pmem"));
-        let config = serve_like(DbConfig::new(dir.path(), options.mode, pmem));
+        let config = with_ring_and_pool(
+            DbConfig::new(dir.path(), options.mode, pmem),
+            options.ring_and_pool_bytes,
+        );
         let (db, _report) = Database::open(config).expect("open the database");
         TestServer::serving(db, &options, guard, vec![dir, shm])
     }
