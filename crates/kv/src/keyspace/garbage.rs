@@ -125,7 +125,7 @@ impl Keyspace {
                 ScanDirection::Ascending,
                 budget.rows - deleted + 1,
             )?;
-            let mut taken = 0;
+            let (mut taken, bytes_before) = (0, bytes);
             for row in &rows {
                 let size = row_bytes(row);
                 let first = deleted + taken == 0 && budget.at_least_one;
@@ -136,7 +136,7 @@ impl Keyspace {
                 taken += 1;
             }
             let key_columns = table.schema().primary_key().len();
-            charge_removal(txn, rows[..taken].iter().map(|row| row_bytes(row)).sum())?;
+            charge_removal(txn, bytes - bytes_before)?;
             for row in &rows[..taken] {
                 txn.remove(table, &row[..key_columns])?;
             }
