@@ -1030,6 +1030,11 @@ impl Shared {
         self.log
             .force_durable(redo_from.lsn)
             .map_err(|e| self.fail_stop(e.into()))?;
+        // The meta is what makes the log below `redo_from` unneeded: not written once any
+        // page write or sync of the pool has failed (see `BufferPool::flush_dirty_before`).
+        self.pool
+            .check_running()
+            .map_err(|e| self.fail_stop(e.into()))?;
         let meta = Meta {
             seq: state.seq + 1,
             checkpoint_lsn: redo_from.lsn,

@@ -2389,7 +2389,6 @@ fn zset_algebra_sequences() -> BoxedStrategy<Vec<Vec<String>>> {
     after_setup(&setup, commands, 12)
 }
 
-/// Runs `strategy`'s sequences on both servers (PROPTEST_CASES of them).
 /// A runner of `cases / divisor` cases (`PROPTEST_CASES`, or [`DEFAULT_CASES`]).
 fn runner(divisor: u32) -> TestRunner {
     let cases: u32 = std::env::var("PROPTEST_CASES")
@@ -2404,6 +2403,7 @@ fn runner(divisor: u32) -> TestRunner {
     })
 }
 
+/// Runs `strategy`'s sequences on both servers (PROPTEST_CASES of them).
 fn compare_sequences(strategy: BoxedStrategy<Vec<Vec<String>>>) {
     let Some(pair) = pair() else {
         return;

@@ -423,6 +423,20 @@ impl Shared {
         }
     }
 
+    /// [`Shared::wait_durable`] for a commit that `fsync` group commit counts (`counted`:
+    /// one inside `committing`), counted meanwhile as appended and waiting for a flush, so
+    /// that a round's leader stops gathering once every committer has appended (itself
+    /// included: uncounted, a lone committer waited out [`GATHER_LIMIT`] before each flush).
+    fn wait_counted(&self, lsn: u64, counted: bool) -> Result<()> {
+        if !counted {
+            return self.wait_durable(lsn);
+        }
+        self.awaiting_flush.fetch_add(1, Ordering::AcqRel);
+        let result = self.wait_durable(lsn);
+        self.awaiting_flush.fetch_sub(1, Ordering::AcqRel);
+        result
+    }
+
     /// Before a group-commit round starts, lets the threads that are inside `commit` but have
     /// not appended yet (typically those the previous round just woke) join it, for at most
     /// [`GATHER_LIMIT`]. Without this, committers split into two cohorts that alternate between
@@ -732,7 +746,7 @@ impl LogManager {
         }
         let result = s
             .append(payload)
-            .and_then(|end| s.wait_durable(end).map(|()| end));
+            .and_then(|end| s.wait_counted(end, counted).map(|()| end));
         if counted {
             s.committing.fetch_sub(1, Ordering::AcqRel);
         }
@@ -953,7 +967,7 @@ impl CommitIntent<'_> {
     /// counts the commit.
     pub fn wait(self, lsn: u64) -> Result<()> {
         let s = &self.log.shared;
-        let result = s.wait_durable(lsn);
+        let result = s.wait_counted(lsn, self.counted);
         if result.is_ok() {
             s.counters.commit();
         }

@@ -76,6 +76,11 @@ pub enum MediaError {
         len: usize,
         address: usize,
     },
+    #[error(
+        "{path}: an earlier fdatasync of it failed, so no later one can vouch for the writes \
+         that one covered (Linux reports a lost write-back once)"
+    )]
+    SyncFailedBefore { path: String },
     #[error("simulated power cut: the medium is gone")]
     PowerCut,
     #[error("injected fault: {0}")]

@@ -617,8 +617,8 @@ impl BufferPool {
         self.write_with(id, Fill::Read)
     }
 
-    /// `Err(Stopped)` once a data-file write or sync has failed.
-    fn check_running(&self) -> Result<()> {
+    /// `Err(Stopped)` once a data-file write or sync has failed, on any thread.
+    pub fn check_running(&self) -> Result<()> {
         if !self.stopped.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -702,7 +702,11 @@ impl BufferPool {
             Some(area) => area.sync(self.file.as_ref()),
             None => self.file.sync_data(),
         };
-        synced.map_err(|e| self.fail_stop(e))
+        synced.map_err(|e| self.fail_stop(e))?;
+        // A write or sync that failed on another thread (an eviction's) since this flush
+        // began may have lost a page this flush counts on as durable, and this sync's
+        // success does not vouch for it: Linux reports a lost write-back to one sync only.
+        self.check_running()
     }
 
     /// Writes frame `index`'s page if it is dirty since before `epoch` (see

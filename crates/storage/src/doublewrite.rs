@@ -77,7 +77,11 @@
 //! after its sync returned, and only grows). A write that *failed* in place may have torn
 //! its page without finishing, so the mark stops below the lowest failed write for the
 //! life of the process (its slot is not reused by then: the pool stops writing after a
-//! failure). A mark that fails its crc (torn, or of another database) or claims writes the
+//! failure). A *sync* that failed may have lost every in-place write it covered (Linux
+//! drops their write-back and reports it to that one `fdatasync`, whichever thread's, and
+//! a later one succeeds), so after one no sync frees a slot or moves the mark: each is
+//! refused with [`MediaError::SyncFailedBefore`], also one that was running on another
+//! thread when the failure came. A mark that fails its crc (torn, or of another database) or claims writes the
 //! area never made counts as none: every slot is checked, as before the mark. Why: a
 //! restart after SIGKILL used to read and check all 4,096 copies (64 MiB) and the pages
 //! they name, about a fifth of a restart that replayed 250 MB; a sync every 2,048 writes
@@ -90,7 +94,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use tailstore_media::{File, Region};
+use tailstore_media::{File, MediaError, Region};
 
 use tailstore_media::Result as MediaResult;
 
@@ -152,6 +156,8 @@ struct Ring {
     in_flight: Vec<u64>,
     /// The lowest write that failed in place: the synced mark stays below it.
     failed: Option<u64>,
+    /// A sync of the data file failed: no later sync may free a slot or move the mark.
+    sync_failed: bool,
 }
 
 impl Ring {
@@ -167,6 +173,27 @@ impl Ring {
         self.failed.map_or(self.synced_through, |failed| {
             failed.min(self.synced_through)
         })
+    }
+
+    /// Refuses a sync's success once any sync of `file` has failed: Linux reports a lost
+    /// write-back to one `fdatasync` only, and a later one returns success with the pages
+    /// still lost, whichever thread's sync it was.
+    fn vouch(&self, file: &dyn File) -> MediaResult<()> {
+        if self.sync_failed {
+            return Err(MediaError::SyncFailedBefore {
+                path: file.path().to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The outcome of a sync of `file`, remembered if it failed (see [`Ring::vouch`]).
+    fn settle(&mut self, synced: MediaResult<()>, file: &dyn File) -> MediaResult<()> {
+        if synced.is_err() {
+            self.sync_failed = true;
+        }
+        synced?;
+        self.vouch(file)
     }
 }
 
@@ -240,6 +267,7 @@ impl DoubleWrite {
                 syncing_ahead: false,
                 in_flight: Vec::new(),
                 failed: None,
+                sync_failed: false,
             }),
             finished: Condvar::new(),
         };
@@ -425,13 +453,16 @@ impl DoubleWrite {
         if ring.syncing_ahead || ring.next - ring.synced_through < self.slots / 2 {
             return Ok(());
         }
+        ring.vouch(file)?;
         ring.syncing_ahead = true;
         let target = ring.finished_below();
         drop(ring);
         let synced = file.sync_data();
         let mut ring = self.ring.lock();
         ring.syncing_ahead = false;
-        synced?;
+        // Another thread's sync may have failed while this one ran: then this one's
+        // success covers nothing (see `Ring::vouch`).
+        ring.settle(synced, file)?;
         self.note_synced(&mut ring, target)
     }
 
@@ -458,8 +489,10 @@ impl DoubleWrite {
     /// Syncs `file` with the ring locked: every slot below the lowest write in flight when
     /// the sync began is free afterwards.
     fn sync_finished(&self, ring: &mut Ring, file: &dyn File) -> MediaResult<()> {
+        ring.vouch(file)?;
         let target = ring.finished_below();
-        file.sync_data()?;
+        let synced = file.sync_data();
+        ring.settle(synced, file)?;
         self.note_synced(ring, target)
     }
 
@@ -799,6 +832,33 @@ mod tests {
         let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
         assert_eq!(restored.pages, 1, "the torn page is restored");
         assert_eq!(in_place(file.as_ref(), 5).expect("whole").lsn(), 20);
+    }
+
+    /// A sync that failed may have lost the in-place writes it covered (Linux drops their
+    /// write-back and tells that one sync only): no later sync, on any thread, may free
+    /// their slots or move the synced mark past them, or a restore would skip their copies.
+    #[test]
+    fn a_later_sync_does_not_vouch_for_writes_a_failed_one_lost() {
+        let (storage, area, file) = new_area(16);
+        write_all(&area, file.as_ref(), 5..6, 10);
+        area.sync(file.as_ref()).unwrap();
+        write_all(&area, file.as_ref(), 6..7, 20);
+        storage.fail_nth_sync(1);
+        assert!(area.sync(file.as_ref()).is_err());
+        // What the lost write-back left: the page half written.
+        tear(&storage, 6);
+        let later = area.sync(file.as_ref());
+        assert!(
+            matches!(later, Err(MediaError::SyncFailedBefore { .. })),
+            "{later:?}"
+        );
+        // The file's own sync would make the torn page durable, as Linux's would.
+        file.sync_data().unwrap();
+        let restart = storage.power_cut(7);
+        let (area, file) = reopen(&restart, 16);
+        let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
+        assert_eq!(restored.pages, 1, "the torn page is restored");
+        assert_eq!(in_place(file.as_ref(), 6).expect("whole").lsn(), 20);
     }
 
     /// A new area of 8 slots after one write (page 9 at LSN 10), and the slot that holds it:

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use tailstore_media::sim::SimStorage;
@@ -441,6 +441,35 @@ fn a_failed_page_write_stops_all_later_changes() {
     }
     let page = pool.read(ids[1]).expect("reads still work");
     assert_eq!(&page.payload()[..64], &pattern(ids[1].0)[..]);
+}
+
+/// A flush (a checkpoint's) that another thread's failed page write or sync overlaps does
+/// not succeed: that failure may have lost a page the flush counts on as durable, and the
+/// flush's own sync, which Linux lets succeed after a lost write-back, does not vouch for it.
+#[test]
+fn a_flush_overlapped_by_another_threads_failure_fails() {
+    let storage = SimStorage::new();
+    let pool_of_hook: Arc<OnceLock<Weak<BufferPool>>> = Arc::default();
+    let hook: WriteAheadHook = {
+        let pool_of_hook = pool_of_hook.clone();
+        let writes = AtomicU64::new(0);
+        // Stands for an eviction failing on another thread while the flush writes its pages.
+        Box::new(move |_| {
+            if writes.fetch_add(1, Ordering::Relaxed) == 1 {
+                if let Some(pool) = pool_of_hook.get().and_then(Weak::upgrade) {
+                    pool.stop("an eviction's write failed".to_string());
+                }
+            }
+            Ok(())
+        })
+    };
+    let pool = Arc::new(BufferPool::new(data_file(&storage), 8, hook).expect("pool"));
+    pool_of_hook.set(Arc::downgrade(&pool)).expect("set once");
+    allocate_with_pattern(&pool, 4);
+    match pool.flush_all() {
+        Err(StorageError::Stopped { cause }) => assert!(cause.contains("eviction"), "{cause}"),
+        other => panic!("the flush succeeded over another thread's failure: {other:?}"),
+    }
 }
 
 fn allocate_with_pattern_result(pool: &BufferPool, count: u64) -> Result<(), StorageError> {

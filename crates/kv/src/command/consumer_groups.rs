@@ -373,7 +373,8 @@ fn history(
         match entry(ctx, meta.id, pending.id)? {
             Some(found) => {
                 pending.delivered_at = ctx.now;
-                pending.deliveries += 1;
+                // RETRYCOUNT may have set any count; Redis's increment wraps.
+                pending.deliveries = pending.deliveries.wrapping_add(1);
                 ctx.ks.put_pending(ctx.txn, meta.id, group, &pending)?;
                 replies.push(found);
             }
@@ -605,7 +606,7 @@ impl Claim<'_> {
         pending.deliveries = match self.deliveries {
             Some(count) => count,
             None if self.just_id => pending.deliveries,
-            None => pending.deliveries + 1,
+            None => pending.deliveries.wrapping_add(1),
         };
         ctx.ks
             .put_pending(ctx.txn, self.owner, self.group, &pending)?;
@@ -643,7 +644,8 @@ fn claim_options(args: &[Vec<u8>], now: i64) -> Result<ClaimOptions, Fault> {
             options.just_id = true;
         } else if is(option, "idle") && more {
             i += 1;
-            options.delivered_at = Some(now - number(&args[i], "IDLE")?);
+            // Any IDLE is taken, as Redis takes it: its subtraction wraps.
+            options.delivered_at = Some(now.wrapping_sub(number(&args[i], "IDLE")?));
         } else if is(option, "time") && more {
             i += 1;
             options.delivered_at = Some(number(&args[i], "TIME")?);

@@ -321,10 +321,14 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some((count, with_values)) = count else {
         return Ok(pick_one(all).map_or(Reply::Null, |(field, _)| bulk(field)));
     };
-    let (picks, _) = pick_by_count(all, count)?;
     Ok(if with_values {
+        let (picks, _) = pick_by_count(all, count)?;
         Reply::Pairs(picks.into_iter().map(|(f, v)| (bulk(f), bulk(v))).collect())
     } else {
-        Reply::Array(picks.into_iter().map(|(f, _)| bulk(f)).collect())
+        // The values dropped before the picks: a negative count repeats what it picks, up
+        // to millions of times, and a copy of a long value each time exhausted the memory.
+        let fields = all.into_iter().map(|(f, _)| f).collect();
+        let (picks, _) = pick_by_count(fields, count)?;
+        Reply::Array(picks.into_iter().map(bulk).collect())
     })
 }

@@ -455,7 +455,8 @@ fn extent(find: FindKeys, start: usize, args: &[Vec<u8>]) -> Option<(usize, usiz
                 return None;
             }
             let first = start_at + first as i64;
-            (first, first + count - 1, step)
+            // A count past any argument list is refused below, as Redis refuses it.
+            (first, first.checked_add(count - 1)?, step)
         }
         FindKeys::Unknown => return None,
     };
