@@ -1268,6 +1268,128 @@ impl LazyFree {
     }
 }
 
+/// Commands that remove more of a collection than one commit may change rebuild it from
+/// what they keep (decision 191): each answers as Redis does and leaves exactly the
+/// elements it keeps (XTRIM's stream its consumer group too), with the lazy free running
+/// all the while. Before, each was refused with "transaction too large". The kept elements fit one piece in some cases and take
+/// several in the last LTRIM's.
+#[test]
+fn removals_larger_than_a_commit_rebuild_what_they_keep() {
+    let server = server_of_small_commits();
+    let mut c = server.client();
+    let count = server.ks.database().max_commit_bytes() * 3 / 100;
+    let all: Vec<String> = (0..count).map(|i| format!("{i:0>100}")).collect();
+    let fill = |c: &mut redis::Connection, command: &str, key: &str| {
+        for chunk in all.chunks(2000) {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(key);
+            for element in chunk {
+                if command == "ZADD" {
+                    cmd.arg(
+                        element
+                            .trim_start_matches('0')
+                            .parse::<f64>()
+                            .unwrap_or(0.0),
+                    );
+                }
+                cmd.arg(element);
+            }
+            cmd.query::<i64>(c).expect(command);
+        }
+    };
+    let range =
+        |c: &mut redis::Connection, key: &str| q::<Vec<String>>(c, &["LRANGE", key, "0", "-1"]);
+    let freer = LazyFree::run(&server);
+
+    fill(&mut c, "RPUSH", "trimmed");
+    ok(q(&mut c, &["LTRIM", "trimmed", "100", "199"]));
+    assert_eq!(range(&mut c, "trimmed"), all[100..200]);
+    fill(&mut c, "RPUSH", "left");
+    let n = (count - 5).to_string();
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LPOP", "left", &n]),
+        all[..count - 5]
+    );
+    assert_eq!(range(&mut c, "left"), all[count - 5..]);
+    fill(&mut c, "RPUSH", "right");
+    let popped: Vec<String> = q(&mut c, &["RPOP", "right", &n]);
+    assert!(popped.iter().eq(all[5..].iter().rev()), "RPOP's order");
+    assert_eq!(range(&mut c, "right"), all[..5]);
+    fill(&mut c, "SADD", "set");
+    let mut popped: Vec<String> = q(&mut c, &["SPOP", "set", &n]);
+    let mut left: Vec<String> = q(&mut c, &["SMEMBERS", "set"]);
+    assert_eq!((popped.len(), left.len()), (count - 5, 5));
+    popped.append(&mut left);
+    popped.sort();
+    assert_eq!(popped, all, "SPOP's members and the ones left are the set");
+    fill(&mut c, "ZADD", "zset");
+    let last = (count - 4).to_string();
+    assert_eq!(
+        q::<usize>(&mut c, &["ZREMRANGEBYRANK", "zset", "0", &last]),
+        count - 3
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "zset", "0", "-1"]),
+        all[count - 3..]
+    );
+    fill(&mut c, "ZADD", "popped");
+    let popped: Vec<String> = q(&mut c, &["ZPOPMIN", "popped", &n]);
+    assert_eq!(popped.len(), 2 * (count - 5), "members and scores");
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "popped", "0", "-1"]),
+        all[count - 5..]
+    );
+
+    // A stream with a consumer group: the group, its consumer and its pending entries
+    // move with the entries kept (the trimmed ones stay pending, as in Redis).
+    let mut adds = redis::pipe();
+    for (i, element) in all.iter().enumerate() {
+        adds.cmd("XADD")
+            .arg("stream")
+            .arg(format!("{}-0", i + 1))
+            .arg("f")
+            .arg(element);
+    }
+    adds.query::<()>(&mut c).expect("XADD");
+    ok(q(&mut c, &["XGROUP", "CREATE", "stream", "g", "0"]));
+    q::<Value>(
+        &mut c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "stream",
+            ">",
+        ],
+    );
+    assert_eq!(
+        q::<usize>(&mut c, &["XTRIM", "stream", "MAXLEN", "5"]),
+        count - 5
+    );
+    let entries: Vec<(String, Vec<String>)> = q(&mut c, &["XRANGE", "stream", "-", "+"]);
+    let ids: Vec<String> = entries.into_iter().map(|(id, _)| id).collect();
+    let kept: Vec<String> = (count - 4..=count).map(|i| format!("{i}-0")).collect();
+    assert_eq!(ids, kept);
+    let pending: (usize, String, String, Value) = q(&mut c, &["XPENDING", "stream", "g"]);
+    assert_eq!((pending.0, pending.1.as_str()), (3, "1-0"));
+
+    // A third removed (past the limit), two thirds kept: copied over several pieces.
+    fill(&mut c, "RPUSH", "long");
+    let end = (count * 2 / 3).to_string();
+    ok(q(&mut c, &["LTRIM", "long", "0", &end]));
+    assert_eq!(range(&mut c, "long"), all[..=count * 2 / 3]);
+    freer.stop();
+    assert_eq!(
+        range(&mut c, "long"),
+        all[..=count * 2 / 3],
+        "after the lazy free"
+    );
+}
+
 /// RESTORE writes a large value over transactions of its own (under an owner no key points
 /// to, queued for the lazy free and kept from it until the key is created), so a list past
 /// the commit limit is restored whole; the lazy free, run all the while, takes nothing of
@@ -3546,7 +3668,8 @@ fn a_burst_of_connections_is_spread_over_the_event_loops() {
 /// takes (the B+tree's merges log images of the leaves they empty), which stopped the
 /// database: 40 list elements of 1 MiB and a DEL were enough. Deleting keys now frees large
 /// ones through the queue, a SET over a long string too, and a command that removes too
-/// much of one key at once is refused with an error; the database goes on in every case.
+/// much of one key at once is refused with an error (HDEL of many fields; an LTRIM rebuilds
+/// the list from what it keeps, decision 191); the database goes on in every case.
 #[test]
 fn removing_large_elements_never_stops_the_database() {
     let server = TestServer::start();
@@ -3574,12 +3697,20 @@ fn removing_large_elements_never_stops_the_database() {
     still_writes(&mut run);
 
     fill(&mut run, b"list");
-    let refused = run(&[b"ltrim", b"list", b"0", b"0"]).expect_err("LTRIM of 39 MiB refused");
-    assert!(format!("{refused}").contains("too large"), "{refused}");
-    assert_eq!(run(&[b"llen", b"list"]).expect("LLEN"), Value::Int(40));
-    still_writes(&mut run);
+    // Past the commit limit: the list rebuilt from what it keeps (decision 191).
     assert_eq!(
-        run(&[b"ltrim", b"list", b"0", b"37"]).expect("LTRIM of two"),
+        run(&[b"ltrim", b"list", b"1", b"1"]).expect("LTRIM of 39 MiB"),
+        Value::Okay
+    );
+    assert_eq!(run(&[b"llen", b"list"]).expect("LLEN"), Value::Int(1));
+    assert_eq!(
+        run(&[b"lindex", b"list", b"0"]).expect("LINDEX"),
+        Value::BulkString(element(1))
+    );
+    still_writes(&mut run);
+    fill(&mut run, b"list");
+    assert_eq!(
+        run(&[b"ltrim", b"list", b"0", b"38"]).expect("LTRIM of two"),
         Value::Okay
     );
 

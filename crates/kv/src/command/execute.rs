@@ -249,6 +249,7 @@ impl Keyspace {
     ) -> Result<Committed<'_, T>, Failure> {
         let count = |stats| self.key_stats.add(stats);
         let (mut torn, mut abort) = (None, None);
+        let mut rebuilds_removals = false;
         for attempt in 0..ATTEMPTS {
             tailstore_engine::pause_before_retry(attempt);
             // Held to the commit: one map for the whole transaction (SWAPDB waits).
@@ -256,6 +257,7 @@ impl Keyspace {
             let mut txn = self.database().begin();
             let mut ctx = Ctx::now(self, &mut txn, db);
             ctx.counts_lookups = counted == CountLookups::Yes;
+            ctx.rebuilds_removals = rebuilds_removals;
             let err = match body(&mut ctx) {
                 Ok(value) => {
                     // Kept until the changes are applied (see `keyspace::watches`).
@@ -306,6 +308,11 @@ impl Keyspace {
                     });
                 }
             };
+            if is_too_large(&err) && !rebuilds_removals {
+                // Once more, large removals rebuilding what they keep (`rebuild.rs`).
+                rebuilds_removals = true;
+                continue;
+            }
             if !err.is_retryable() {
                 return Err(Failure::Fault(Fault::Engine(err)));
             }
@@ -443,4 +450,13 @@ pub fn fault_reply(fault: Fault) -> Reply {
         Fault::Torn(detail) => engine_reply(&Fault::corruption(&detail)),
         Fault::MapHoldNeeded => engine_reply(&Fault::MapHoldNeeded.into_engine_error()),
     }
+}
+
+/// A transaction refused for its size: a command that removes many elements may then fit
+/// by rebuilding what it keeps.
+fn is_too_large(err: &EngineError) -> bool {
+    matches!(
+        err,
+        EngineError::TooLarge { .. } | EngineError::TooManyPages { .. }
+    )
 }

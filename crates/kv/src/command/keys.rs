@@ -2,13 +2,14 @@
 //! DBSIZE.
 
 use tailstore_resp::Reply;
+use tailstore_storage::Value;
 
 use super::pattern::matches;
 use super::random::Rng;
 use super::strings::{deadline_ms, invalid_expire_time};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
-use crate::keyspace::{CopyCursor, KeyMeta};
+use crate::keyspace::{CopyCursor, ElementRun, KeyMeta};
 
 /// Keys a SCAN call looks at when COUNT is not given (Redis's default hint).
 const DEFAULT_COUNT: usize = 10;
@@ -291,7 +292,7 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
     copy.len = source.len;
     copy.head = source.head;
     copy.tail = source.tail;
-    copy_elements(ctx, source, copy.id)?;
+    copy_elements(ctx, source, copy.id, |_, _| Ok(true))?;
     ctx.set_expiry(to, &mut copy, source.expire_at)?;
     ctx.store_meta(to, &mut copy)?;
     ctx.notify(notifications::GENERIC, "copy_to", to);
@@ -306,13 +307,30 @@ fn copy_into(ctx: &mut Ctx, source: &KeyMeta, to: &[u8], replace: bool) -> Outco
 /// leaves nothing behind) and kept from it until this transaction, which gives the owner
 /// its key, is applied. Every run is read in this transaction, so its commit validates
 /// them: a write to the source during the copy aborts it, and the copy is made again.
-fn copy_elements(ctx: &mut Ctx, source: &KeyMeta, to: i64) -> Result<(), Fault> {
+/// Only the rows `keep` accepts (given the row's table, in `element_tables` order, and the
+/// row) are copied: a collection rebuilt from what a removal keeps (`rebuild.rs`).
+pub(super) fn copy_elements(
+    ctx: &mut Ctx,
+    source: &KeyMeta,
+    to: i64,
+    keep: impl Fn(usize, &[Value]) -> Result<bool, Fault>,
+) -> Result<(), Fault> {
     let budget = super::staging::piece_bytes(ctx);
     let kind = source.kind;
     let start = CopyCursor::default();
-    let (mut run, mut next) = ctx
+    let kept_of = |run: ElementRun| -> Result<ElementRun, Fault> {
+        let mut kept = Vec::with_capacity(run.len());
+        for (table, row) in run {
+            if keep(table, &row)? {
+                kept.push((table, row));
+            }
+        }
+        Ok(kept)
+    };
+    let (run, mut next) = ctx
         .ks
         .element_run(ctx.txn, source.id, kind, &start, budget)?;
+    let mut run = kept_of(run)?;
     if next.is_none() {
         return ctx.ks.put_element_run(ctx.txn, to, kind, &run);
     }
@@ -326,9 +344,11 @@ fn copy_elements(ctx: &mut Ctx, source: &KeyMeta, to: i64) -> Result<(), Fault> 
         let Some(cursor) = next else {
             break;
         };
-        (run, next) = ctx
+        let read;
+        (read, next) = ctx
             .ks
             .element_run(ctx.txn, source.id, kind, &cursor, budget)?;
+        run = kept_of(read)?;
     }
     ctx.ks.forget_garbage(ctx.txn, to)
 }

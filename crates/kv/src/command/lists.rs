@@ -8,10 +8,13 @@
 //! a removal or insertion in the middle rewrites the shorter side of the list so that the
 //! numbers stay contiguous (O(n), like Redis's own LREM and LINSERT).
 
+use std::ops::Range;
+
 use tailstore_resp::Reply;
 
 use super::blocking::{multi_pop, parse_timeout, pop_first};
 use super::hashes::wrong_arity;
+use super::rebuild::{keep_only, Kept};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
@@ -206,12 +209,45 @@ fn pop_elements(
 ) -> Result<Vec<Vec<u8>>, Fault> {
     let count = count.min(meta.len);
     let mut popped = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        popped.push(pop_one(ctx, meta, left)?);
+    if ctx.rebuilds_removals {
+        let (taken, kept) = if left {
+            (meta.head..meta.head + count, meta.head + count..meta.tail)
+        } else {
+            (meta.tail - count..meta.tail, meta.head..meta.tail - count)
+        };
+        for seq in taken {
+            popped.push(element(ctx, meta.id, seq)?);
+        }
+        // From the right end, the last element first.
+        if !left {
+            popped.reverse();
+        }
+        keep_trimmed(ctx, meta, kept)?;
+    } else {
+        for _ in 0..count {
+            popped.push(pop_one(ctx, meta, left)?);
+        }
     }
     ctx.notify(notifications::LIST, popped_from(left), key);
     ctx.save(key, meta)?;
     Ok(popped)
+}
+
+/// Removes the list's elements outside the sequence numbers `keep` (within its ends):
+/// one by one, or, in an attempt after one too large, by rebuilding the list from the
+/// elements kept (`rebuild.rs`). Updates `meta` (not saved).
+fn keep_trimmed(ctx: &mut Ctx, meta: &mut KeyMeta, keep: Range<i64>) -> Result<(), Fault> {
+    if ctx.rebuilds_removals {
+        keep_only(ctx, meta, Kept::Seqs(keep.clone()))?;
+    } else {
+        for seq in (meta.head..keep.start).chain(keep.end..meta.tail) {
+            ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
+        }
+    }
+    meta.head = keep.start;
+    meta.tail = keep.end;
+    meta.len = keep.end - keep.start;
+    Ok(())
 }
 
 /// The event of a push to the left end if `left`, else to the right.
@@ -464,13 +500,8 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         // Nothing left: saving an empty list deletes the key and all its elements.
         None => meta.len = 0,
         Some((from, to)) => {
-            let (keep_head, keep_tail) = (meta.head + from as i64, meta.head + to as i64 + 1);
-            for seq in (meta.head..keep_head).chain(keep_tail..meta.tail) {
-                ctx.ks.delete_value(ctx.txn, meta.id, &seq_field(seq))?;
-            }
-            meta.head = keep_head;
-            meta.tail = keep_tail;
-            meta.len = keep_tail - keep_head;
+            let keep = meta.head + from as i64..meta.head + to as i64 + 1;
+            keep_trimmed(ctx, &mut meta, keep)?;
         }
     }
     // Redis signals the key as modified (and tells it) even when nothing was trimmed.

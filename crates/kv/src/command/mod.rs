@@ -29,6 +29,7 @@ pub(crate) mod memory;
 mod object;
 mod pattern;
 mod random;
+mod rebuild;
 mod sets;
 mod sketch;
 mod sort;
@@ -161,6 +162,10 @@ pub struct Ctx<'t, 'db> {
     /// [`CountLookups`]) and expired keys removed (`keyspace::key_stats`).
     pub(crate) stats: KeyStats,
     pub(crate) counts_lookups: bool,
+    /// This attempt follows one refused as larger than a commit may be: a command that
+    /// removes many elements of a collection keeps the others under a new owner instead
+    /// (`rebuild.rs`).
+    pub(crate) rebuilds_removals: bool,
 }
 
 impl<'t, 'db> Ctx<'t, 'db> {
@@ -177,6 +182,7 @@ impl<'t, 'db> Ctx<'t, 'db> {
             writing: false,
             stats: KeyStats::default(),
             counts_lookups: true,
+            rebuilds_removals: false,
         }
     }
 

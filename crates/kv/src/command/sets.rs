@@ -13,6 +13,7 @@ use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::random::{parse_random_count, pick_by_count, pick_one, Rng};
+use super::rebuild::remove_named;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind};
@@ -152,9 +153,12 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
     });
     let popped = Rng::new().pick(all, wanted);
-    for member in &popped {
-        ctx.ks.delete_value(ctx.txn, meta.id, member)?;
-    }
+    remove_named(
+        ctx,
+        &mut meta,
+        popped.iter().map(Vec::as_slice),
+        |ctx, owner, member| ctx.ks.delete_value(ctx.txn, owner, member).map(drop),
+    )?;
     meta.len -= popped.len() as i64;
     ctx.notify(notifications::SET, "spop", key);
     ctx.save(key, &mut meta)?;

@@ -14,6 +14,7 @@ use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
 
 use super::hashes::wrong_arity;
+use super::rebuild::{keep_only, Kept};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
 use crate::keyspace::stream::{decode_entry, encode_entry, StreamId};
@@ -430,9 +431,16 @@ fn trim_stream(ctx: &mut Ctx, meta: &mut KeyMeta, trim: Trim) -> Result<usize, F
         return Ok(0);
     }
     let counts = ctx.ks.stream_counts(ctx.txn, meta)?;
-    for (id, stored) in &oldest {
-        ctx.ks
-            .remove_value(ctx.txn, meta.id, &id.field(), stored.len())?;
+    if ctx.rebuilds_removals {
+        // The oldest entries go: the kept ones are those after the last of them.
+        if let Some((last_removed, _)) = oldest.last() {
+            keep_only(ctx, meta, Kept::EntriesAfter(last_removed.field().to_vec()))?;
+        }
+    } else {
+        for (id, stored) in &oldest {
+            ctx.ks
+                .remove_value(ctx.txn, meta.id, &id.field(), stored.len())?;
+        }
     }
     meta.len -= oldest.len() as i64;
     // As many entries added as before: as many more removed.

@@ -22,6 +22,7 @@ use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::random::{parse_count_with, pick_by_count, pick_one};
+use super::rebuild::remove_named;
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
@@ -727,9 +728,7 @@ fn pop_members(
         direction(max),
         usize::try_from(count).unwrap_or(usize::MAX),
     )?;
-    for (member, _) in &popped {
-        ctx.ks.delete_member(ctx.txn, meta.id, member)?;
-    }
+    remove_members(ctx, meta, &popped)?;
     meta.len -= popped.len() as i64;
     let event = if max { "zpopmax" } else { "zpopmin" };
     ctx.notify(notifications::ZSET, event, key);
@@ -791,6 +790,18 @@ pub fn zpopmax(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     zpop(ctx, args, true)
 }
 
+/// Removes `members` (with their scores) from the sorted set `meta` (`rebuild.rs`).
+fn remove_members(
+    ctx: &mut Ctx,
+    meta: &mut KeyMeta,
+    members: &[(Vec<u8>, f64)],
+) -> Result<(), Fault> {
+    let named = members.iter().map(|(member, _)| member.as_slice());
+    remove_named(ctx, meta, named, |ctx, owner, member| {
+        ctx.ks.delete_member(ctx.txn, owner, member).map(drop)
+    })
+}
+
 /// Removes the members a range names; the number removed.
 fn remove_range(ctx: &mut Ctx, key: &[u8], by: By, min: &[u8], max: &[u8]) -> Outcome {
     enum Range {
@@ -814,9 +825,7 @@ fn remove_range(ctx: &mut Ctx, key: &[u8], by: By, min: &[u8], max: &[u8]) -> Ou
         Range::Score(min, max) => members_in_scores(ctx, meta.id, min, max, false, 0, -1)?,
         Range::Lex(min, max) => members_by_lex(ctx, meta.id, &min, &max, false, usize::MAX)?,
     };
-    for (member, _) in &doomed {
-        ctx.ks.delete_member(ctx.txn, meta.id, member)?;
-    }
+    remove_members(ctx, &mut meta, &doomed)?;
     if !doomed.is_empty() {
         meta.len -= doomed.len() as i64;
         let event = match by {

@@ -52,6 +52,7 @@ use tailstore_engine::{Database, EngineError, Table};
 use tailstore_storage::{Column, ColumnType, IndexDef, Schema, SchemaError, MAX_ENTRY};
 
 pub use databases::MAX_DATABASES;
+pub(crate) use garbage::ElementRun;
 pub use garbage::{BuildGuard, CopyCursor, Freed, BATCH_ROWS};
 pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
