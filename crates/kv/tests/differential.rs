@@ -2535,6 +2535,54 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
     const NOT_FLOAT: &str = "ERR value is not a valid float";
     vec![
+        // Counts past i64::MAX wrap as Redis's do (decision 192): entries added after
+        // XSETID's largest, and a group's entries read from ENTRIESREAD's largest. They
+        // made the stream "corrupt" (and panicked with overflow checks).
+        (
+            &[
+                &["XADD", "s", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "s", "g", "0"],
+                &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+                &[
+                    "XGROUP",
+                    "CREATE",
+                    "s",
+                    "g2",
+                    "0",
+                    "ENTRIESREAD",
+                    "9223372036854775807",
+                ],
+                &["XREADGROUP", "GROUP", "g2", "c", "STREAMS", "s", ">"],
+                &["XSETID", "s", "1-1", "ENTRIESADDED", "9223372036854775807"],
+                &["XADD", "s", "2-1", "f", "v"],
+                &["XREADGROUP", "GROUP", "g2", "c", "STREAMS", "s", ">"],
+                &["XINFO", "GROUPS", "s"],
+            ],
+            Ok(Value::Array(
+                [
+                    ("g", 1, 1, "1-1", 1, i64::MAX),
+                    ("g2", 1, 2, "2-1", i64::MIN + 1, -1),
+                ]
+                .into_iter()
+                .map(|(name, consumers, pending, last, read, lag)| {
+                    Value::Array(vec![
+                        bulk_value("name"),
+                        bulk_value(name),
+                        bulk_value("consumers"),
+                        Value::Int(consumers),
+                        bulk_value("pending"),
+                        Value::Int(pending),
+                        bulk_value("last-delivered-id"),
+                        bulk_value(last),
+                        bulk_value("entries-read"),
+                        Value::Int(read),
+                        bulk_value("lag"),
+                        Value::Int(lag),
+                    ])
+                })
+                .collect(),
+            )),
+        ),
         // SET … KEEPTTL over a key of another type keeps its deadline.
         (
             &[

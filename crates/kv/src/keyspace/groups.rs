@@ -148,12 +148,11 @@ impl Keyspace {
         let Some(row) = txn.get(&self.group_reads, &group_key(owner, group))? else {
             return Ok(None);
         };
+        // -1 is Redis's "not known"; a count read past `i64::MAX` wraps to the negatives,
+        // as Redis's does (`stream.rs`, `StreamCounts`).
         match int(&row[2])? {
             -1 => Ok(None),
-            read if read >= 0 => Ok(Some(read)),
-            read => Err(Fault::corrupt(format!(
-                "kv_group_reads row with {read} entries read"
-            ))),
+            read => Ok(Some(read)),
         }
     }
 

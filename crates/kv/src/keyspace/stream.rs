@@ -106,9 +106,14 @@ impl StreamId {
 }
 
 /// A stream's counts besides its entries.
+///
+/// Redis keeps entries added as a `uint64_t` and a group's entries read as a `long long`,
+/// and counts past `i64::MAX` wrap (XSETID … ENTRIESADDED 9223372036854775807 and one XADD
+/// more, or ENTRIESREAD at the maximum and one read): the arithmetic on them here wraps the
+/// same way, and XINFO shows what Redis shows (decision 192).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamCounts {
-    /// Entries ever added (XADD; XSETID ENTRIESADDED sets it).
+    /// Entries ever added (XADD; XSETID ENTRIESADDED sets it), modulo 2^64.
     pub entries_added: i64,
     /// The largest ID XDEL removed; 0-0 if none (XSETID MAXDELETEDID sets it).
     pub max_deleted: StreamId,
@@ -164,8 +169,10 @@ impl StreamPosition {
         let deleted = self.counts.max_deleted;
         if deleted == StreamId::MIN || deleted < self.first {
             match id.cmp(&self.first) {
-                std::cmp::Ordering::Less => return Some(added - self.len),
-                std::cmp::Ordering::Equal => return Some(added - self.len + 1),
+                std::cmp::Ordering::Less => return Some(added.wrapping_sub(self.len)),
+                std::cmp::Ordering::Equal => {
+                    return Some(added.wrapping_sub(self.len).wrapping_add(1))
+                }
                 std::cmp::Ordering::Greater => {}
             }
         }
@@ -177,7 +184,7 @@ impl StreamPosition {
     /// deletion lies ahead, else what can be told of `id`.
     pub fn read_after_delivering(&self, entries_read: Option<i64>, id: StreamId) -> Option<i64> {
         match entries_read {
-            Some(read) if !self.deleted_from(id) => Some(read + 1),
+            Some(read) if !self.deleted_from(id) => Some(read.wrapping_add(1)),
             _ if self.counts.entries_added != 0 => self.entries_up_to(id),
             unchanged => unchanged,
         }
@@ -192,8 +199,10 @@ impl StreamPosition {
             return Some(0);
         }
         match entries_read {
-            Some(read) if !self.deleted_from(last) => Some(added - read),
-            _ => self.entries_up_to(last).map(|read| added - read),
+            Some(read) if !self.deleted_from(last) => Some(added.wrapping_sub(read)),
+            _ => self
+                .entries_up_to(last)
+                .map(|read| added.wrapping_sub(read)),
         }
     }
 }
@@ -209,12 +218,12 @@ impl Keyspace {
             return Ok(StreamCounts::of_entries(meta.len));
         };
         let removed = int(&row[1])?;
-        let entries_added = meta.len.checked_add(removed).filter(|_| removed >= 0);
-        let Some(entries_added) = entries_added else {
+        if removed < 0 {
             return Err(Fault::corrupt(format!(
                 "kv_streams row with {removed} entries removed"
             )));
-        };
+        }
+        let entries_added = meta.len.wrapping_add(removed);
         Ok(StreamCounts {
             entries_added,
             max_deleted: StreamId::new(int(&row[2])? as u64, int(&row[3])? as u64),
@@ -261,7 +270,7 @@ impl Keyspace {
         meta: &KeyMeta,
         counts: StreamCounts,
     ) -> Result<(), Fault> {
-        let removed = counts.entries_added - meta.len;
+        let removed = counts.entries_added.wrapping_sub(meta.len);
         assert!(
             removed >= 0,
             "a stream of {} entries with {} added",

@@ -3,9 +3,12 @@
 
 use mlua::{Lua, Table, Variadic};
 
-/// A number as LuaBitOp sees it: rounded, then its low 32 bits as a signed integer.
+/// A number as LuaBitOp sees it: LuaBitOp adds 2^52 + 2^51 to the double, which rounds
+/// it to an integer (ties to even) in the low bits of the sum's mantissa, and takes the
+/// sum's low 32 bits. Past 2^51 the sum itself rounds, so `bit.tobit(2^53 + 2)` is 1, not
+/// 2 (a remainder modulo 2^32 disagreed with Redis there).
 fn tobit(x: f64) -> i32 {
-    x.round_ties_even().rem_euclid(4_294_967_296.0) as u64 as u32 as i32
+    (x + 6_755_399_441_055_744.0).to_bits() as u32 as i32
 }
 
 /// The `bit` table.
@@ -51,7 +54,10 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
             let n = n.map_or(8, tobit);
             let digits = n.unsigned_abs().min(8) as usize;
             let value = tobit(x) as u32 as u64 & ((1u64 << (4 * digits)) - 1);
-            Ok(if n < 0 {
+            Ok(if digits == 0 {
+                // No digits asked for: LuaBitOp writes none.
+                String::new()
+            } else if n < 0 {
                 format!("{value:0digits$X}")
             } else {
                 format!("{value:0digits$x}")
@@ -78,6 +84,10 @@ mod tests {
         assert_eq!(eval("return tostring(bit.bnot(0))"), "-1");
         assert_eq!(eval("return tostring(bit.tobit(2^32 + 1))"), "1");
         assert_eq!(eval("return tostring(bit.tobit(2^31))"), "-2147483648");
+        // Past 2^51 LuaBitOp's sum rounds (values from Redis 7.0.15's `bit`).
+        assert_eq!(eval("return tostring(bit.tobit(2^53 + 2))"), "1");
+        assert_eq!(eval("return tostring(bit.tobit(2^52 + 3))"), "2");
+        assert_eq!(eval("return bit.tohex(255, 0)"), "");
         assert_eq!(eval("return tostring(bit.lshift(1, 31))"), "-2147483648");
         assert_eq!(eval("return tostring(bit.rshift(-1, 28))"), "15");
         assert_eq!(eval("return tostring(bit.arshift(-256, 4))"), "-16");

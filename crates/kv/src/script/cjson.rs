@@ -1,13 +1,17 @@
-//! Redis's `cjson` library for scripts: `cjson.encode`, `cjson.decode` and `cjson.null`, by
-//! way of `serde_json` (which the workspace has; Redis bundles the lua-cjson C library).
+//! Redis's `cjson` library for scripts: `cjson.encode`, `cjson.decode` and `cjson.null`.
+//! Redis bundles the lua-cjson 2.1.0 C library; here `decode` goes by way of `serde_json`
+//! (which the workspace has) and `encode` writes the text as lua-cjson writes it (decision
+//! 193): numbers as `%.14g`, `/` and control characters escaped, other bytes as they are.
 //!
-//! As lua-cjson does: a table whose keys are exactly 1..n (n ≥ 1) is an array, any other
-//! table an object (an empty one `{}`), number keys becoming strings; JSON's null decodes to
-//! `cjson.null`, a light userdata that encodes back to null. NaN and the infinities, and
-//! tables nested deeper than 1,000, cannot be encoded; functions neither.
+//! As lua-cjson does: a table whose keys are all integers from 1 on is an array (its holes
+//! null; an "excessively sparse array" when the largest key passes both 10 and twice the
+//! keys), any other table an object (an empty one `{}`), number keys becoming strings;
+//! JSON's null decodes to `cjson.null`, a light userdata that encodes back to null. NaN and
+//! the infinities, and tables nested deeper than 1,000, cannot be encoded; functions
+//! neither.
 
 use mlua::{LightUserData, Lua, Table, Value};
-use serde_json::{Map, Number, Value as Json};
+use serde_json::Value as Json;
 
 use super::vm::library_error;
 
@@ -24,8 +28,9 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
     cjson.raw_set(
         "encode",
         lua.create_function(|lua, value: Value| {
-            let json = to_json(&value, 0).map_err(|text| library_error(lua, text, true))?;
-            Ok(json.to_string())
+            let mut out = Vec::new();
+            encode(&value, 0, &mut out).map_err(|text| library_error(lua, text, true))?;
+            lua.create_string(&out)
         })?,
     )?;
     cjson.raw_set(
@@ -81,65 +86,172 @@ fn too_deep(text: &[u8]) -> Option<usize> {
     None
 }
 
-fn to_json(value: &Value, depth: usize) -> Result<Json, String> {
+/// Appends `value` as lua-cjson 2.1.0 (Redis's) writes it.
+fn encode(value: &Value, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("Cannot serialise, excessive nesting (1001)".into());
     }
-    Ok(match value {
-        Value::Nil => Json::Null,
-        Value::LightUserData(data) if data.0.is_null() => Json::Null,
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Integer(n) => Json::from(*n),
-        Value::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => Json::from(*x as i64),
-        Value::Number(x) => Number::from_f64(*x)
-            .map(Json::Number)
-            .ok_or("Cannot serialise number: must not be NaN or Inf")?,
-        Value::String(s) => Json::String(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-        Value::Table(table) => table_to_json(table, depth)?,
+    match value {
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::LightUserData(data) if data.0.is_null() => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Integer(_) | Value::Number(_) => number(lua_number(value).unwrap_or_default(), out)?,
+        Value::String(text) => string(&text.as_bytes(), out),
+        Value::Table(table) => encode_table(table, depth, out)?,
         other => {
             return Err(format!(
                 "Cannot serialise {}: type not supported",
                 other.type_name()
             ))
         }
-    })
+    }
+    Ok(())
 }
 
-fn table_to_json(table: &Table, depth: usize) -> Result<Json, String> {
+/// A number as C's `%.14g` writes it (lua-cjson's default precision): 14 significant
+/// digits, trailing zeros dropped, an exponent of at least two digits past 1e14 and below
+/// 1e-4 (`1/3` is `0.33333333333333`, `2^53` is `9.007199254741e+15`, `-0` is `-0`).
+fn number(x: f64, out: &mut Vec<u8>) -> Result<(), String> {
+    if !x.is_finite() {
+        return Err("Cannot serialise number: must not be NaN or Inf".into());
+    }
+    out.extend_from_slice(g14(x).as_bytes());
+    Ok(())
+}
+
+fn g14(x: f64) -> String {
+    const PRECISION: i32 = 14;
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // The exponent of `x` rounded to 14 digits decides the form, as C's %g decides it.
+    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, x);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..PRECISION).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!(
+            "{}e{sign}{:02}",
+            without_trailing_zeros(mantissa),
+            exponent.unsigned_abs()
+        )
+    } else {
+        let decimals = (PRECISION - 1 - exponent) as usize;
+        without_trailing_zeros(&format!("{x:.decimals$}")).to_string()
+    }
+}
+
+fn without_trailing_zeros(digits: &str) -> &str {
+    if digits.contains('.') {
+        digits.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        digits
+    }
+}
+
+/// A string, escaped as lua-cjson escapes it: `"`, `\`, `/` and the control characters;
+/// other bytes, those past ASCII included, as they are (no UTF-8 check).
+fn string(text: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &byte in text {
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'/' => out.extend_from_slice(b"\\/"),
+            b'\x08' => out.extend_from_slice(b"\\b"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\x0c' => out.extend_from_slice(b"\\f"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            0..=0x1f | 0x7f => out.extend_from_slice(format!("\\u{byte:04x}").as_bytes()),
+            _ => out.push(byte),
+        }
+    }
+    out.push(b'"');
+}
+
+/// A table as lua-cjson writes it: an array when every key is an integer from 1 on (holes
+/// as null, unless the largest key passes both 10 and twice the keys: "excessively sparse
+/// array"), else an object whose keys are strings or numbers, in the table's own order.
+fn encode_table(table: &Table, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
     let pairs: Vec<(Value, Value)> = table
         .pairs::<Value, Value>()
         .collect::<mlua::Result<_>>()
         .map_err(|err| err.to_string())?;
-    let len = pairs.len();
-    let is_array = len > 0
-        && pairs.iter().all(|(key, _)| match key {
-            Value::Integer(n) => (1..=len as i64).contains(n),
-            Value::Number(x) => x.fract() == 0.0 && *x >= 1.0 && *x <= len as f64,
-            _ => false,
-        });
-    if is_array {
-        let mut items = vec![Json::Null; len];
-        for (key, value) in &pairs {
-            let at = match key {
-                Value::Integer(n) => *n as usize,
-                Value::Number(x) => *x as usize,
-                _ => continue,
-            };
-            items[at - 1] = to_json(value, depth + 1)?;
+    if let Some(len) = array_length(&pairs)? {
+        out.push(b'[');
+        for at in 1..=len {
+            if at > 1 {
+                out.push(b',');
+            }
+            let value: Value = table.raw_get(at).map_err(|err| err.to_string())?;
+            encode(&value, depth + 1, out)?;
         }
-        return Ok(Json::Array(items));
+        out.push(b']');
+        return Ok(());
     }
-    let mut object = Map::new();
-    for (key, value) in &pairs {
-        let name = match key {
-            Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-            Value::Integer(n) => n.to_string(),
-            Value::Number(x) => x.to_string(),
-            _ => return Err("Cannot serialise table: table key must be a number or string".into()),
+    out.push(b'{');
+    for (at, (key, value)) in pairs.iter().enumerate() {
+        if at > 0 {
+            out.push(b',');
+        }
+        match key {
+            Value::String(text) => string(&text.as_bytes(), out),
+            Value::Integer(_) | Value::Number(_) => {
+                out.push(b'"');
+                number(lua_number(key).unwrap_or_default(), out)?;
+                out.push(b'"');
+            }
+            other => {
+                return Err(format!(
+                    "Cannot serialise {}: table key must be a number or string",
+                    other.type_name()
+                ))
+            }
+        }
+        out.push(b':');
+        encode(value, depth + 1, out)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A Lua number as a double (Lua 5.1 has no integers; mlua may still hand one over).
+fn lua_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Integer(n) => Some(*n as f64),
+        Value::Number(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// The length of the array a table's keys make (lua-cjson's `lua_array_length`), or `None`
+/// when it is an object (an empty table too). lua-cjson keeps the largest key in a C `int`:
+/// a key past `i32::MAX` becomes `INT_MIN` there (x86's conversion of an out-of-range
+/// double), which a later, smaller key replaces, and a table whose largest key ends so is
+/// written as an object (Redis: `{[1e300]=1}` is `{"1e+300":1}`).
+fn array_length(pairs: &[(Value, Value)]) -> Result<Option<usize>, String> {
+    let (mut largest, mut keys) = (0i32, 0i64);
+    for (key, _) in pairs {
+        let Some(k) = lua_number(key) else {
+            return Ok(None);
         };
-        object.insert(name, to_json(value, depth + 1)?);
+        if k.floor() != k || k < 1.0 {
+            return Ok(None);
+        }
+        if k > f64::from(largest) {
+            largest = if k < 2_147_483_648.0 {
+                k as i32
+            } else {
+                i32::MIN
+            };
+        }
+        keys += 1;
     }
-    Ok(Json::Object(object))
+    if i64::from(largest) > keys * 2 && largest > 10 {
+        return Err("Cannot serialise table: excessively sparse array".into());
+    }
+    Ok(usize::try_from(largest).ok().filter(|&len| len > 0))
 }
 
 fn from_json(lua: &Lua, json: Json) -> mlua::Result<Value> {
@@ -193,7 +305,7 @@ mod tests {
         );
         assert_eq!(
             eval(&lua, "return cjson.encode({[1] = 'a', [3] = 'c'})"),
-            "{\"1\":\"a\",\"3\":\"c\"}"
+            "[\"a\",null,\"c\"]"
         );
         assert_eq!(eval(&lua, "return cjson.encode(1.5)"), "1.5");
         assert_eq!(
@@ -207,6 +319,68 @@ mod tests {
             ),
             "[1,{\"k\":\"v\"}]"
         );
+    }
+
+    /// What Redis 7.0.15's lua-cjson wrote for each (`EVAL "return cjson.encode(…)" 0`).
+    #[test]
+    fn encodes_as_redis_lua_cjson_does() {
+        let lua = Lua::new();
+        lua.globals()
+            .set("cjson", library(&lua).expect("cjson"))
+            .expect("set");
+        for (value, redis) in [
+            ("1/3", "0.33333333333333"),
+            ("123456789012345", "1.2345678901234e+14"),
+            ("1e300", "1e+300"),
+            ("-0", "-0"),
+            ("1e-5", "1e-05"),
+            ("0.1", "0.1"),
+            ("1e14", "1e+14"),
+            ("12345678901234", "12345678901234"),
+            ("2^53", "9.007199254741e+15"),
+            ("-1.5e-7", "-1.5e-07"),
+            ("'a/b'", "\"a\\/b\""),
+            (
+                "'\\1\\8\\9\\10\\11\\12\\13\\31\\127\"\\\\'",
+                "\"\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f\\u007f\\\"\\\\\"",
+            ),
+            ("{[1.5]='x'}", "{\"1.5\":\"x\"}"),
+            ("{[0]='x'}", "{\"0\":\"x\"}"),
+            ("{[1e300]=1}", "{\"1e+300\":1}"),
+            ("{[1]=1,[2]=2,[4]=4}", "[1,2,null,4]"),
+            (
+                "{[10]=1}",
+                "[null,null,null,null,null,null,null,null,null,1]",
+            ),
+            ("{1,{2,{}}}", "[1,[2,{}]]"),
+        ] {
+            assert_eq!(
+                eval(&lua, &format!("return cjson.encode({value})")),
+                redis,
+                "{value}"
+            );
+        }
+        let bytes: mlua::LuaString = lua
+            .load("return cjson.encode('\\128\\255')")
+            .eval()
+            .expect("bytes past ASCII");
+        assert_eq!(&bytes.as_bytes()[..], b"\"\x80\xff\"", "passed through");
+        for (value, message) in [
+            (
+                "{[1]='a',[30]='c'}",
+                "Cannot serialise table: excessively sparse array",
+            ),
+            (
+                "{[true]=1}",
+                "Cannot serialise boolean: table key must be a number or string",
+            ),
+        ] {
+            let err = lua
+                .load(format!("return cjson.encode({value})"))
+                .exec()
+                .expect_err(value);
+            assert!(err.to_string().contains(message), "{value}: {err}");
+        }
     }
 
     #[test]
