@@ -9,6 +9,7 @@ use tailstore_storage::ScanDirection;
 use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
 use super::random::{parse_count_with, pick_by_count, pick_one};
+use super::rebuild::{remove_named, Elements};
 use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome};
 use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
@@ -175,12 +176,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(mut meta) = ctx.meta_of(key, Kind::Hash)? else {
         return Ok(Reply::Int(0));
     };
-    let mut removed = 0;
-    for field in &args[2..] {
-        if ctx.ks.delete_value(ctx.txn, meta.id, field)? {
-            removed += 1;
-        }
-    }
+    let removed = remove_named(ctx, &mut meta, &args[2..], Elements::Values)?;
     if removed > 0 {
         meta.len -= removed;
         // Before the save, whose deletion of an emptied hash is told after it, as Redis.

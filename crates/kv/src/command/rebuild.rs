@@ -62,22 +62,74 @@ pub(super) fn keep_only(ctx: &mut Ctx, meta: &mut KeyMeta, kept: Kept) -> Result
     Ok(())
 }
 
-/// Removes the elements `removed` names from the set, hash or sorted set `meta` describes:
-/// each with `delete_one` (given the owner and the element), or, in an attempt after one
+/// Where a set's, hash's or sorted set's elements are kept: value rows (`kv_parts`: set
+/// members, hash fields) or sorted-set members (`kv_zset`, with their scores' index).
+#[derive(Clone, Copy)]
+pub(super) enum Elements {
+    Values,
+    Members,
+}
+
+impl Elements {
+    /// Deletes `element` of `owner`; whether it was there.
+    fn delete(self, ctx: &mut Ctx, owner: i64, element: &[u8]) -> Result<bool, Fault> {
+        match self {
+            Elements::Values => ctx.ks.delete_value(ctx.txn, owner, element),
+            Elements::Members => ctx.ks.delete_member(ctx.txn, owner, element),
+        }
+    }
+
+    /// Whether `owner` holds `element`.
+    fn holds(self, ctx: &mut Ctx, owner: i64, element: &[u8]) -> Result<bool, Fault> {
+        Ok(match self {
+            Elements::Values => ctx.ks.value_len(ctx.txn, owner, element)?.is_some(),
+            Elements::Members => ctx.ks.member_score(ctx.txn, owner, element)?.is_some(),
+        })
+    }
+}
+
+/// Removes the elements `held` names, all of which the set, hash or sorted set `meta`
+/// holds (SPOP's and the sorted-set pops' picks): one by one, or, in an attempt after one
 /// refused as too large, by rebuilding the collection from the others. `meta`'s length is
 /// the caller's to set.
-pub(super) fn remove_named<'e>(
+pub(super) fn remove_held<'e>(
     ctx: &mut Ctx,
     meta: &mut KeyMeta,
-    removed: impl IntoIterator<Item = &'e [u8]>,
-    delete_one: impl Fn(&mut Ctx, i64, &[u8]) -> Result<(), Fault>,
+    held: impl IntoIterator<Item = &'e [u8]>,
+    elements: Elements,
 ) -> Result<(), Fault> {
     if ctx.rebuilds_removals {
-        let named: HashSet<Vec<u8>> = removed.into_iter().map(<[u8]>::to_vec).collect();
+        let named: HashSet<Vec<u8>> = held.into_iter().map(<[u8]>::to_vec).collect();
         return keep_only(ctx, meta, Kept::AllBut(&named));
     }
-    for element in removed {
-        delete_one(ctx, meta.id, element)?;
+    for element in held {
+        elements.delete(ctx, meta.id, element)?;
     }
     Ok(())
+}
+
+/// Removes those of the elements `named` that the set, hash or sorted set `meta` holds
+/// (SREM, HDEL, ZREM: a name given twice counts once) as [`remove_held`] does; how many
+/// it removed. `meta`'s length is the caller's to set.
+pub(super) fn remove_named(
+    ctx: &mut Ctx,
+    meta: &mut KeyMeta,
+    named: &[Vec<u8>],
+    elements: Elements,
+) -> Result<i64, Fault> {
+    if !ctx.rebuilds_removals {
+        let mut removed = 0;
+        for element in named {
+            removed += i64::from(elements.delete(ctx, meta.id, element)?);
+        }
+        return Ok(removed);
+    }
+    let mut held = HashSet::new();
+    for element in named {
+        if elements.holds(ctx, meta.id, element)? {
+            held.insert(element.clone());
+        }
+    }
+    keep_only(ctx, meta, Kept::AllBut(&held))?;
+    Ok(held.len() as i64)
 }

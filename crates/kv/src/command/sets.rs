@@ -13,7 +13,7 @@ use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::random::{parse_random_count, pick_by_count, pick_one, Rng};
-use super::rebuild::remove_named;
+use super::rebuild::{remove_held, remove_named, Elements};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind};
@@ -74,12 +74,7 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(mut meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(Reply::Int(0));
     };
-    let mut removed = 0;
-    for member in &args[2..] {
-        if ctx.ks.delete_value(ctx.txn, meta.id, member)? {
-            removed += 1;
-        }
-    }
+    let removed = remove_named(ctx, &mut meta, &args[2..], Elements::Values)?;
     if removed > 0 {
         meta.len -= removed;
         ctx.notify(notifications::SET, "srem", key);
@@ -153,12 +148,8 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
     });
     let popped = Rng::new().pick(all, wanted);
-    remove_named(
-        ctx,
-        &mut meta,
-        popped.iter().map(Vec::as_slice),
-        |ctx, owner, member| ctx.ks.delete_value(ctx.txn, owner, member).map(drop),
-    )?;
+    let held = popped.iter().map(Vec::as_slice);
+    remove_held(ctx, &mut meta, held, Elements::Values)?;
     meta.len -= popped.len() as i64;
     ctx.notify(notifications::SET, "spop", key);
     ctx.save(key, &mut meta)?;

@@ -22,7 +22,7 @@ use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
 use super::random::{parse_count_with, pick_by_count, pick_one};
-use super::rebuild::remove_named;
+use super::rebuild::{remove_held, remove_named, Elements};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
@@ -373,12 +373,7 @@ pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(mut meta) = ctx.meta_of(key, Kind::ZSet)? else {
         return Ok(Reply::Int(0));
     };
-    let mut removed = 0;
-    for member in &args[2..] {
-        if ctx.ks.delete_member(ctx.txn, meta.id, member)? {
-            removed += 1;
-        }
-    }
+    let removed = remove_named(ctx, &mut meta, &args[2..], Elements::Members)?;
     if removed > 0 {
         meta.len -= removed;
         ctx.notify(notifications::ZSET, "zrem", key);
@@ -796,10 +791,8 @@ fn remove_members(
     meta: &mut KeyMeta,
     members: &[(Vec<u8>, f64)],
 ) -> Result<(), Fault> {
-    let named = members.iter().map(|(member, _)| member.as_slice());
-    remove_named(ctx, meta, named, |ctx, owner, member| {
-        ctx.ks.delete_member(ctx.txn, owner, member).map(drop)
-    })
+    let held = members.iter().map(|(member, _)| member.as_slice());
+    remove_held(ctx, meta, held, Elements::Members)
 }
 
 /// Removes the members a range names; the number removed.
