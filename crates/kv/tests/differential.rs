@@ -2535,6 +2535,39 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
     const NOT_FLOAT: &str = "ERR value is not a valid float";
     vec![
+        // The server's own commands read integers as Redis's `string2ll` does: no leading
+        // `+` (found by a review, decision 190).
+        (
+            &[&["CLIENT", "PAUSE", "+5"]],
+            error("ERR timeout is not an integer or out of range"),
+        ),
+        (
+            &[&["CLIENT", "UNBLOCK", "+5"]],
+            error("ERR value is not an integer or out of range"),
+        ),
+        (
+            &[&["SLOWLOG", "GET", "+5"]],
+            error("ERR count should be greater than or equal to -1"),
+        ),
+        (
+            &[&["CONFIG", "SET", "slowlog-log-slower-than", "+5"]],
+            error(
+                "ERR CONFIG SET failed (possibly related to argument \
+                 'slowlog-log-slower-than') - argument couldn't be parsed into an integer",
+            ),
+        ),
+        (
+            &[&["WAIT", "+0", "0"]],
+            error("ERR value is not an integer or out of range"),
+        ),
+        (
+            &[&["CLIENT", "LIST", "ID", "+5"]],
+            error("ERR Invalid client ID"),
+        ),
+        (
+            &[&["CLIENT", "KILL", "ID", "+5"]],
+            error("ERR client-id should be greater than 0"),
+        ),
         // Counts past i64::MAX wrap as Redis's do (decision 192): entries added after
         // XSETID's largest, and a group's entries read from ENTRIESREAD's largest. They
         // made the stream "corrupt" (and panicked with overflow checks).

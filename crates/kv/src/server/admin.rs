@@ -282,11 +282,7 @@ fn log_in(shared: &Shared, conn: &mut Connection, user: Option<Arc<User>>) {
 
 /// WAIT numreplicas timeout: no replicas, so none acknowledge (at once, as in Redis).
 fn wait(args: &[Vec<u8>]) -> Reply {
-    let int = |arg: &[u8]| {
-        std::str::from_utf8(arg)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-    };
+    let int = |arg: &[u8]| crate::command::parse_int(arg).ok();
     if int(&args[1]).is_none() {
         return Reply::error("ERR value is not an integer or out of range");
     }
@@ -304,12 +300,7 @@ fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
         protocol = match version.as_slice() {
             b"2" => Protocol::Resp2,
             b"3" => Protocol::Resp3,
-            other
-                if std::str::from_utf8(other)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .is_none() =>
-            {
+            other if crate::command::parse_int(other).is_err() => {
                 return Reply::error("ERR Protocol version is not an integer or out of range")
             }
             _ => return Reply::error("NOPROTO unsupported protocol version"),
@@ -478,10 +469,7 @@ fn client_unblock(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         Some(reason) if is(reason, "error") => true,
         Some(_) => return Reply::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
     };
-    let Some(id) = std::str::from_utf8(&args[0])
-        .ok()
-        .and_then(|text| text.parse::<i64>().ok())
-    else {
+    let Some(id) = crate::command::parse_int(&args[0]).ok() else {
         return Reply::error("ERR value is not an integer or out of range");
     };
     let Some(home) = u64::try_from(id)
@@ -503,10 +491,7 @@ fn client_pause(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         Some(mode) if is(mode, "all") => false,
         Some(_) => return Reply::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
     };
-    let timeout = match std::str::from_utf8(&args[0])
-        .ok()
-        .and_then(|t| t.parse::<i64>().ok())
-    {
+    let timeout = match crate::command::parse_int(&args[0]).ok() {
         None => return Reply::error("ERR timeout is not an integer or out of range"),
         Some(ms) if ms < 0 => return Reply::error("ERR timeout is negative"),
         Some(ms) => Duration::from_millis(ms as u64),

@@ -129,9 +129,8 @@ impl ClientFilter {
             [name, ids @ ..] if is(name, "id") && !ids.is_empty() => {
                 for id in ids {
                     // Any integer is an id to look for (0 and below match none).
-                    let id = std::str::from_utf8(id)
+                    let id = crate::command::parse_int(id)
                         .ok()
-                        .and_then(|v| v.parse::<i64>().ok())
                         .ok_or_else(|| Reply::error("ERR Invalid client ID"))?;
                     filter.ids.push(u64::try_from(id).unwrap_or(0));
                 }
@@ -180,9 +179,7 @@ impl ClientFilter {
                 return Err(syntax());
             };
             if is(name, "id") {
-                let id = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.parse::<i64>().ok());
+                let id = crate::command::parse_int(value).ok();
                 match id {
                     Some(id) if id >= 1 => filter.ids = vec![id as u64],
                     _ => return Err(Reply::error("ERR client-id should be greater than 0")),

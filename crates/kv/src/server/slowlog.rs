@@ -136,9 +136,7 @@ impl SlowLog {
     /// Checks CONFIG SET of the setting `name` to `value`: `None` if `name` is not one of
     /// the log's, else the change to make or Redis's error.
     pub fn check_setting(&self, name: &str, value: &[u8]) -> Option<Result<Setting, Reply>> {
-        let number = std::str::from_utf8(value)
-            .ok()
-            .and_then(|text| text.parse::<i64>().ok());
+        let number = crate::command::parse_int(value).ok();
         let refused = |why: &str| {
             Reply::error(format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
@@ -180,7 +178,7 @@ pub enum Setting {
 
 /// SLOWLOG GET's count: -1 for all, else at least 0.
 fn parse_count(arg: &[u8]) -> Option<usize> {
-    let count: i64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+    let count = crate::command::parse_int(arg).ok()?;
     match count {
         -1 => Some(usize::MAX),
         0.. => Some(count as usize),

@@ -453,9 +453,8 @@ fn parse_options(clients: &Clients, options: &[Vec<u8>]) -> Result<Mode, Reply> 
                         "ERR A client can only redirect to a single other client",
                     ));
                 }
-                let id = std::str::from_utf8(id)
+                let id = crate::command::parse_int(id)
                     .ok()
-                    .and_then(|text| text.parse::<i64>().ok())
                     .ok_or_else(|| Reply::error("ERR value is not an integer or out of range"))?;
                 let id = u64::try_from(id)
                     .ok()
