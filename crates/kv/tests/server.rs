@@ -1343,6 +1343,30 @@ fn removals_larger_than_a_commit_rebuild_what_they_keep() {
         all[count - 5..]
     );
 
+    // A splice past the limit (LREM of every other element, LINSERT in the middle of a
+    // list whose every element differs, which renumbers half of it): the list is written
+    // afresh under a new owner.
+    fill(&mut c, "RPUSH", "spliced");
+    let mut marked = redis::pipe();
+    for at in (0..count).step_by(2) {
+        marked.cmd("LSET").arg("spliced").arg(at).arg("x").ignore();
+    }
+    marked.query::<()>(&mut c).expect("LSET");
+    let odd: Vec<String> = all.iter().skip(1).step_by(2).cloned().collect();
+    assert_eq!(
+        q::<usize>(&mut c, &["LREM", "spliced", "0", "x"]),
+        count.div_ceil(2)
+    );
+    assert_eq!(range(&mut c, "spliced"), odd);
+    fill(&mut c, "RPUSH", "inserted");
+    let middle = &all[count / 2];
+    let len: usize = q(&mut c, &["LINSERT", "inserted", "BEFORE", middle, "new"]);
+    assert_eq!(len, count + 1);
+    let mut expected = all[..count / 2].to_vec();
+    expected.push("new".to_string());
+    expected.extend_from_slice(&all[count / 2..]);
+    assert_eq!(range(&mut c, "inserted"), expected);
+
     // Removals of named elements, one absent and one named twice among them, counted.
     let remove = |c: &mut redis::Connection, command: &str, key: &str, names: &[String]| {
         let mut cmd = redis::cmd(command);

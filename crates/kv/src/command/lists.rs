@@ -14,7 +14,7 @@ use tailstore_resp::Reply;
 
 use super::blocking::{multi_pop, parse_timeout, pop_first};
 use super::hashes::wrong_arity;
-use super::rebuild::{keep_only, Kept};
+use super::rebuild::{keep_only, rewrite_list, Kept};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
@@ -123,6 +123,13 @@ fn splice(
     range: std::ops::Range<usize>,
     with: &[Vec<u8>],
 ) -> Result<(), Fault> {
+    if ctx.rebuilds_removals {
+        // Past what a commit may rewrite: the whole list afresh under a new owner.
+        let mut elements = all[..range.start].to_vec();
+        elements.extend_from_slice(with);
+        elements.extend_from_slice(&all[range.end..]);
+        return rewrite_list(ctx, meta, &elements);
+    }
     let head = meta.head;
     if all.len() - range.start <= range.end {
         // The head stays: everything from `range.start` on is rewritten.

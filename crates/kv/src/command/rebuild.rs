@@ -18,8 +18,9 @@ use std::ops::Range;
 
 use tailstore_storage::Value;
 
+use super::staging::{piece_bytes, runs, write_staged, Piece};
 use super::{Ctx, Fault};
-use crate::keyspace::{seq_of_field, KeyMeta};
+use crate::keyspace::{seq_of_field, KeyMeta, Kind};
 
 /// The element rows a rebuilt collection keeps.
 pub(super) enum Kept<'a> {
@@ -132,4 +133,27 @@ pub(super) fn remove_named(
     }
     keep_only(ctx, meta, Kept::AllBut(&held))?;
     Ok(held.len() as i64)
+}
+
+/// Gives the list `meta` a new owner that holds `elements` (numbered afresh), written in
+/// pieces of transactions of their own as a large RESTORE writes a list (decision 140),
+/// and queues its old owner for the lazy free; `meta` (not saved) then describes the new
+/// list. For a splice (LREM, LINSERT) that would rewrite more than a commit may.
+pub(super) fn rewrite_list(
+    ctx: &mut Ctx,
+    meta: &mut KeyMeta,
+    elements: &[Vec<u8>],
+) -> Result<(), Fault> {
+    let pieces: Vec<Piece> = runs(elements, piece_bytes(ctx), Vec::len)
+        .into_iter()
+        .map(Piece::List)
+        .collect();
+    let staged = write_staged(ctx, Kind::List, &pieces)?;
+    ctx.ks.forget_garbage(ctx.txn, staged.id)?;
+    ctx.ks.queue_garbage(ctx.txn, meta.id, Kind::List)?;
+    meta.id = staged.id;
+    meta.head = staged.head;
+    meta.tail = staged.tail;
+    meta.len = staged.len;
+    Ok(())
 }
