@@ -11,7 +11,9 @@
 //! free (decision 45). The command still runs as one moment: every row it copies is read
 //! in its own transaction, which validates them at its commit, and the key's row changes
 //! only there. Its cost is the rows kept instead of the rows removed, and the lazy free
-//! removes the old rows later, a batch at a time.
+//! removes the old rows later, a batch at a time. A list spliced in the middle (LREM,
+//! LINSERT), whose kept elements are renumbered, is written afresh instead, in pieces as a
+//! large RESTORE writes one (`rewrite_list`).
 
 use std::collections::HashSet;
 use std::ops::Range;
