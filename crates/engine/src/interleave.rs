@@ -29,6 +29,9 @@ pub(crate) enum Point {
     LoggedStillLatched,
     /// Step 4 has released the key locks; the commit has yet to wait for durability.
     Unlocked,
+    /// Not in a commit: a scan of a secondary index has read the index's entries and not
+    /// yet the rows they name (`Transaction::scan_index`).
+    IndexScanned,
 }
 
 impl Point {
@@ -42,6 +45,7 @@ impl Point {
             Point::BetweenCommitParts => "engine: between commit parts",
             Point::LoggedStillLatched => "engine: logged, still latched",
             Point::Unlocked => "engine: unlocked",
+            Point::IndexScanned => "engine: index scanned, rows not read",
         }
     }
 }

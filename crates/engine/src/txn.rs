@@ -813,15 +813,20 @@ impl<'db> Transaction<'db> {
         let index_keys = self.scan_tree(tree, lower, upper, direction, limit, |key, _| {
             Ok(key.to_vec())
         })?;
+        interleave::reached(Point::IndexScanned);
         let mut rows = Vec::with_capacity(index_keys.len());
         for index_key in index_keys {
             let pk = schema.primary_key_from_index_key(position, &index_key)?;
-            let value = self.read_row(slot, pk)?.ok_or_else(|| {
-                EngineError::Corrupt(format!(
+            let Some(value) = self.read_row(slot, pk)? else {
+                // A commit may have deleted the row, and its entry, since the index was
+                // read: then the scan's range changed and this is a retryable abort, not
+                // damage.
+                let missing = EngineError::Corrupt(format!(
                     "index `{index}` of table `{}` names a missing row",
                     table.name()
-                ))
-            })?;
+                ));
+                return Err(self.unless_stale(missing));
+            };
             rows.push(schema.decode_row(pk, &value)?);
         }
         Ok(rows)
@@ -848,12 +853,14 @@ impl<'db> Transaction<'db> {
                 self.validate()?;
             }
             // Whatever this transaction read may have been written by a commit not yet
-            // durable: it waits for everything appended so far.
+            // durable: it waits for every record handed out so far. Not only the filled
+            // prefix: a later record may be published and its changes readable while an
+            // earlier one is still being written (`tests/durable_reads.rs`).
             let lsn = if cfg!(feature = "planted-read-only-without-wait") {
                 // Planted so that CI sees `txn/histories.rs` catch it: no wait at all.
                 0
             } else {
-                db.log.appended_lsn()
+                db.log.reserved_lsn()
             };
             return Ok(PendingCommit {
                 db,

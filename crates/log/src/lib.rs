@@ -28,6 +28,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "append-pauses")]
+pub mod append_pauses;
 mod completion;
 pub mod config;
 mod counters;

@@ -271,6 +271,8 @@ impl Shared {
         }
         let start = self.reserved.fetch_add(size, Ordering::Relaxed);
         let end = start + size;
+        #[cfg(feature = "append-pauses")]
+        crate::append_pauses::after_reserving();
         self.wait_for_space(end)?;
         if self.persistent_ring() {
             self.persist_record(start, payload)?;
@@ -801,6 +803,14 @@ impl LogManager {
     /// boundary.
     pub fn appended_lsn(&self) -> u64 {
         self.shared.filled.load(Ordering::Acquire)
+    }
+
+    /// The end of every record handed out so far, written or not. Records finish out of
+    /// order (a later one is parked behind an earlier one still being written, and the
+    /// caller of the later one may already show its changes), so a reader that must wait
+    /// for whatever it could have seen waits for this, not for [`LogManager::appended_lsn`].
+    pub fn reserved_lsn(&self) -> u64 {
+        self.shared.reserved.load(Ordering::Acquire)
     }
 
     /// Everything below this LSN survives a crash the medium survives.

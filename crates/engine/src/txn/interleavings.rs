@@ -19,7 +19,7 @@ use std::sync::{Arc, Barrier};
 use tailstore_log::CommitMode;
 use tailstore_media::scaled_growth::ScaledGrowth;
 use tailstore_media::sim::SimStorage;
-use tailstore_storage::{Column, ColumnType, ScanDirection, Schema, Value, PAGE_SIZE};
+use tailstore_storage::{Column, ColumnType, IndexDef, ScanDirection, Schema, Value, PAGE_SIZE};
 
 use crate::interleave::{self, Point};
 use crate::{AbortCause, Database, DbConfig, EngineError, KeyRange, Table};
@@ -169,4 +169,31 @@ fn a_writer_between_the_checks_of_a_point_read_is_caught() {
 )]
 fn a_writer_between_the_checks_of_a_scan_is_caught() {
     assert_one_commits(Read::Scan, AbortCause::Phantom);
+}
+
+/// A commit that deletes a row, and its index entry, between a secondary-index scan's read
+/// of the index and its reads of the rows the index named: the scan's transaction aborts,
+/// retryably (the range it scanned changed). It reported the database corrupt, which no
+/// runner retries (a sorted-set range read beside a ZREM answered "database is corrupt").
+#[test]
+fn a_row_deleted_under_an_index_scan_is_a_retryable_abort() {
+    let storage = SimStorage::new();
+    let db = Arc::new(open_sim(&storage, &sim_config(CommitMode::Fsync)));
+    let indexes = vec![IndexDef::new("by_group", vec![1], false)];
+    let schema = Schema::new(integer_columns(&["id", "group"]), vec![0], indexes).expect("schema");
+    let table = db.create_table("rows", &schema).expect("create");
+    db.run(1, |txn| txn.insert(&table, &[Value::Int(1), Value::Int(7)]))
+        .expect("the row");
+    let (deleter, rows) = (db.clone(), table.clone());
+    interleave::at(Point::IndexScanned, move || {
+        deleter
+            .run(1, |txn| txn.delete(&rows, &[Value::Int(1)]).map(drop))
+            .expect("the delete");
+    });
+    let mut txn = db.begin();
+    let all = KeyRange::all();
+    match txn.scan_index(&table, "by_group", &all, ScanDirection::Ascending, 10) {
+        Err(err) => assert!(err.is_retryable(), "not retryable: {err:?}"),
+        Ok(rows) => panic!("the scan read {rows:?} from under a delete"),
+    }
 }
