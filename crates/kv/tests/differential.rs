@@ -2535,6 +2535,15 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
     const NOT_FLOAT: &str = "ERR value is not a valid float";
     vec![
+        // A script may not call a command flagged `noscript`: the blocking pops and moves
+        // (BLMPOP and BZMPOP, not so flagged, return nil as in Redis).
+        (
+            &[&["EVAL", "return redis.call('blpop', 'k', 0)", "0"]],
+            error(
+                "ERR This Redis command is not allowed from script script: \
+                 a81e3ab411a00f657652825e230ac5a481d1936e, on @user_script:1.",
+            ),
+        ),
         // The server's own commands read integers as Redis's `string2ll` does: no leading
         // `+` (found by a review, decision 190).
         (

@@ -811,6 +811,11 @@ impl Call<'_, '_, '_> {
                 "ERR Wrong number of args calling Redis command from script"
             });
         }
+        // The blocking pops and moves (BLPOP, BRPOPLPUSH, BZPOPMIN…), as Redis refuses
+        // every command flagged `noscript`, before its ACL check.
+        if matches!(command.run, Run::Data(_)) && command.flags.contains(&"noscript") {
+            return Reply::error("ERR This Redis command is not allowed from script");
+        }
         if let Some(refusal) = self.host.denied(command, args) {
             return refusal;
         }
