@@ -284,16 +284,22 @@ fn from_json(lua: &Lua, json: Json) -> mlua::Result<Value> {
 mod tests {
     use super::*;
 
+    /// A Lua state with the library as the global `cjson`, as scripts have it.
+    fn lua_with_cjson() -> Lua {
+        let lua = Lua::new();
+        lua.globals()
+            .set("cjson", library(&lua).expect("cjson"))
+            .expect("set");
+        lua
+    }
+
     fn eval(lua: &Lua, code: &str) -> String {
         lua.load(code).eval::<String>().expect(code)
     }
 
     #[test]
     fn values_round_trip_as_lua_cjson_writes_them() {
-        let lua = Lua::new();
-        lua.globals()
-            .set("cjson", library(&lua).expect("cjson"))
-            .expect("set");
+        let lua = lua_with_cjson();
         assert_eq!(
             eval(&lua, "return cjson.encode({1, 2, 'x'})"),
             "[1,2,\"x\"]"
@@ -324,10 +330,7 @@ mod tests {
     /// What Redis 7.0.15's lua-cjson wrote for each (`EVAL "return cjson.encode(…)" 0`).
     #[test]
     fn encodes_as_redis_lua_cjson_does() {
-        let lua = Lua::new();
-        lua.globals()
-            .set("cjson", library(&lua).expect("cjson"))
-            .expect("set");
+        let lua = lua_with_cjson();
         for (value, redis) in [
             ("1/3", "0.33333333333333"),
             ("123456789012345", "1.2345678901234e+14"),
@@ -385,10 +388,7 @@ mod tests {
 
     #[test]
     fn what_json_cannot_hold_is_an_error() {
-        let lua = Lua::new();
-        lua.globals()
-            .set("cjson", library(&lua).expect("cjson"))
-            .expect("set");
+        let lua = lua_with_cjson();
         for code in [
             "return cjson.encode(0/0)",
             "return cjson.encode(function() end)",
