@@ -409,6 +409,11 @@ impl Database {
         // The log's headers only: redo's walk finds the end of its valid prefix (`LogReplay`).
         let replay = LogReplay::open(storage.clone(), &config.log)?;
         let meta = Meta::read_latest(file.as_ref())?;
+        // The sync above writes only what the page cache holds dirty: a meta page whose
+        // write-back failed (the crashed process stopped on that error) is clean there and
+        // not on the disk, which Linux no longer reports to a new descriptor. Writing the
+        // page read again makes it durable before the log below it is released.
+        meta.write(file.as_ref())?;
         // Torn pages are restored before anything reads a page.
         let doublewrite = open_doublewrite(storage.as_ref(), &config, replay.db_id(), created)?;
         let restored = match &doublewrite {

@@ -383,11 +383,42 @@ const RING_CHUNK: usize = 1 << 20;
 /// and faulting it in was half of this repair's time on the restart's critical path
 /// (docs/benchmarks.md, "Where a restart's time goes: fresh memory").
 fn copy_ring_to_file(ring: &Ring, file: &dyn File, from: u64, to: u64) -> Result<()> {
-    let mut chunk = vec![0u8; RING_CHUNK.min((to - from) as usize)];
+    copy_to_file(file, from, to, &mut |at, chunk| {
+        ring.read(at, chunk);
+        Ok(())
+    })
+}
+
+/// Writes the log file's `[from, to)` again with the bytes it reads back.
+fn rewrite_file_range(file: &dyn File, from: u64, to: u64) -> Result<()> {
+    copy_to_file(file, from, to, &mut |at, chunk| {
+        if file.read_exact_at(at, chunk)? {
+            Ok(())
+        } else {
+            Err(corrupt(
+                file.path(),
+                format!(
+                    "the log file ends before LSN {}, which recovery read",
+                    at + chunk.len() as u64
+                ),
+            ))
+        }
+    })
+}
+
+/// Writes `[from, to)` of the log to the file at the same offsets, chunk by chunk as `read`
+/// fills them.
+fn copy_to_file(
+    file: &dyn File,
+    from: u64,
+    to: u64,
+    read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let mut chunk = vec![0u8; RING_CHUNK.min(to.saturating_sub(from) as usize)];
     let mut at = from;
     while at < to {
         let n = chunk.len().min((to - at) as usize);
-        ring.read(at, &mut chunk[..n]);
+        read(at, &mut chunk[..n])?;
         file.write_at(at, &chunk[..n])?;
         at += n as u64;
     }
@@ -650,7 +681,17 @@ fn repair(
             let stale = (start + capacity - end) as usize;
             ring.zero_persistent(end, stale)?;
         }
-        (_, Some(file), _) => file.set_len(end)?,
+        (_, Some(file), _) => {
+            // A failed `fdatasync` of the crashed process may have lost the write-back of its
+            // last round, which the page cache still reads back, and which no sync from this
+            // process would write (Linux marks such pages clean). Redo is about to rely on
+            // those records and new ones to follow them, so they are written again. A round
+            // writes at most the append window past the durable end.
+            let from = end.saturating_sub(window).max(recovery.start_lsn);
+            rewrite_file_range(file.as_ref(), from, end)?;
+            file.sync_data()?;
+            file.set_len(end)?;
+        }
         _ => {}
     }
     Ok(())

@@ -31,7 +31,8 @@
 //! * [`SimStorage::set_sync_latency`] makes syncs slow, so that a log lags its commits as on a
 //!   disk and a crash can find them applied and not yet durable;
 //! * [`SimStorage::fail_nth_write`], [`SimStorage::fail_nth_sync`] and
-//!   [`SimStorage::fail_region_fences_after`] inject fail-stop errors.
+//!   [`SimStorage::fail_region_fences_after`] inject fail-stop errors; a failed sync fails
+//!   as Linux's does: the file's unsynced writes are lost from the disk and yet read back.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -354,14 +355,31 @@ impl FileState {
         self.unsynced.push(start..end);
     }
 
-    /// `durable` becomes `current`. Only writes make them differ, and writes only lengthen
-    /// `current`, so copying the ranges written is enough.
+    /// `durable` becomes `current`, but for writes a failed sync lost
+    /// ([`FileState::lose_unsynced`]). Only writes make them differ otherwise, so copying the
+    /// ranges written is enough.
     fn sync(&mut self) {
-        debug_assert!(self.durable.len() <= self.current.len());
         self.durable.resize(self.current.len(), 0);
         for range in self.unsynced.drain(..) {
             self.durable[range.clone()].copy_from_slice(&self.current[range]);
         }
+    }
+
+    /// `ftruncate` then `fsync`, as the real backend's `set_len`: a sync like any other,
+    /// which does not bring back lost writes.
+    fn set_len(&mut self, len: usize) {
+        self.current.resize(len, 0);
+        for range in &mut self.unsynced {
+            *range = range.start.min(len)..range.end.min(len);
+        }
+        self.sync();
+    }
+
+    /// A failed write-back, as Linux leaves it: the pages are marked clean, so a later sync
+    /// finds nothing to write, while reads still see the bytes in the page cache. The
+    /// writes are lost from the disk (`durable` keeps what it had) until written again.
+    fn lose_unsynced(&mut self) {
+        self.unsynced.clear();
     }
 
     /// The sectors where `current` may differ from `durable`, in order.
@@ -611,7 +629,9 @@ impl SimStorage {
     }
 
     /// Makes the `n`-th [`File::sync_data`] call from now (1-based) fail with
-    /// `MediaError::Injected("sync")`, changing nothing. `n = 0` disarms.
+    /// `MediaError::Injected("sync")` the way a failed write-back fails on Linux: what the
+    /// file had not synced is lost from the disk and yet still read back, and no later sync
+    /// writes it (PostgreSQL's "fsyncgate"). `n = 0` disarms.
     pub fn fail_nth_sync(&self, n: u64) {
         let mut state = self.shared.lock();
         state.fail_sync_at = (n > 0).then(|| state.syncs_seen + n);
@@ -843,6 +863,7 @@ impl File for SimFile {
         state.syncs_seen += 1;
         if state.fail_sync_at == Some(state.syncs_seen) {
             state.fail_sync_at = None;
+            state.file_mut(&self.path)?.lose_unsynced();
             return Err(MediaError::Injected("sync"));
         }
         state.file_mut(&self.path)?.sync();
@@ -859,10 +880,7 @@ impl File for SimFile {
         if !state.tick() {
             return Err(MediaError::PowerCut);
         }
-        let file = state.file_mut(&self.path)?;
-        file.current.resize(len as usize, 0);
-        file.durable = file.current.clone();
-        file.unsynced.clear();
+        state.file_mut(&self.path)?.set_len(len as usize);
         Ok(())
     }
 
@@ -1401,14 +1419,22 @@ mod tests {
         assert_eq!(storage.file_bytes("/data/f").unwrap(), b"ab");
         f.write_at(2, b"d").unwrap();
         assert!(matches!(f.sync_data(), Err(MediaError::Injected("sync"))));
-        // The failed sync made nothing durable: a power cut may leave an empty file.
-        assert!((0..SEEDS).any(|seed| storage
-            .power_cut(seed)
-            .file_bytes("/data/f")
-            .unwrap()
-            .is_empty()));
-        f.sync_data().unwrap();
+        // The failed sync made nothing durable, and nothing is pending any more: no power
+        // cut leaves a byte of "abd" (the length may survive), while the page cache still
+        // reads it.
+        for seed in 0..SEEDS {
+            let bytes = storage.power_cut(seed).file_bytes("/data/f").unwrap();
+            assert!(bytes.iter().all(|&b| b == 0), "seed {seed}: {bytes:?}");
+        }
+        assert_eq!(storage.file_bytes("/data/f").unwrap(), b"abd");
+        // A later sync does not write them back; only writing them again does.
         f.write_at(3, b"e").unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(
+            storage.power_cut(0).file_bytes("/data/f").unwrap(),
+            b"\0\0\0e"
+        );
+        f.write_at(0, b"abd").unwrap();
         f.sync_data().unwrap();
         assert_eq!(storage.power_cut(0).file_bytes("/data/f").unwrap(), b"abde");
         assert!(!storage.is_dead());
