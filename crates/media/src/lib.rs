@@ -149,6 +149,33 @@ impl fmt::Display for FlushKind {
     }
 }
 
+/// The syncs of one file handle, one at a time, and the first failure kept: Linux reports a
+/// lost write-back to one `fdatasync` only, marks the pages clean, and lets a later one
+/// return success with them still lost. Run one at a time, a sync that overlapped the
+/// failing one cannot return its success before the failure is noted; kept, the failure
+/// answers every later sync, whoever calls it (the double-write area, a checkpoint's meta
+/// page, the log). A new process's handle starts afresh, as Linux's descriptors do: what
+/// it reads and relies on it writes again (ARCHITECTURE.md, decision 197).
+#[derive(Debug, Default)]
+pub struct SyncGuard {
+    failed: parking_lot::Mutex<bool>,
+}
+
+impl SyncGuard {
+    /// Runs `sync` for the file named `path`, unless an earlier one failed.
+    pub fn run(&self, path: &str, sync: impl FnOnce() -> Result<()>) -> Result<()> {
+        let mut failed = self.failed.lock();
+        if *failed {
+            return Err(MediaError::SyncFailedBefore {
+                path: path.to_string(),
+            });
+        }
+        let result = sync();
+        *failed = result.is_err();
+        result
+    }
+}
+
 /// A file on a block device (or tmpfs), accessed with positioned I/O.
 ///
 /// Durability contract: bytes written with [`File::write_at`] are durable once a later
@@ -165,7 +192,8 @@ pub trait File: Send + Sync {
     /// must be multiples of [`direct_io::DIRECT_ALIGN`] ([`MediaError::Misaligned`]
     /// otherwise). Same durability contract: durable once a later `sync_data` returns.
     fn write_direct_at(&self, offset: u64, data: &[u8]) -> Result<()>;
-    /// `fdatasync`: makes every completed write durable.
+    /// `fdatasync`: makes every completed write durable. Once one has failed, every later
+    /// one on this handle fails with [`MediaError::SyncFailedBefore`] (see [`SyncGuard`]).
     fn sync_data(&self) -> Result<()>;
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;
@@ -353,5 +381,45 @@ mod tests {
         assert_eq!(cache_lines(63, 2), 0..128);
         assert_eq!(cache_lines(64, 64), 64..128);
         assert_eq!(cache_lines(100, 0), 64..64);
+    }
+
+    /// A sync that starts while another runs waits for it, and after a failure none runs:
+    /// the failure is never answered by a success that overlapped it or came after it.
+    #[test]
+    fn a_sync_guard_runs_one_sync_at_a_time_and_keeps_the_first_failure() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::Duration;
+        let guard = SyncGuard::default();
+        let running = AtomicBool::new(false);
+        let second = std::thread::scope(|scope| {
+            let failing = scope.spawn(|| {
+                guard.run("f", || {
+                    running.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(100));
+                    Err(MediaError::Injected("sync"))
+                })
+            });
+            while !running.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let second = guard.run("f", || Ok(()));
+            assert!(matches!(
+                failing.join(),
+                Ok(Err(MediaError::Injected("sync")))
+            ));
+            second
+        });
+        assert!(
+            matches!(second, Err(MediaError::SyncFailedBefore { .. })),
+            "{second:?}"
+        );
+        let ran = AtomicBool::new(false);
+        let third = guard.run("f", || {
+            ran.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        assert!(matches!(third, Err(MediaError::SyncFailedBefore { .. })));
+        assert!(!ran.load(Ordering::SeqCst), "no sync runs after a failure");
+        assert!(SyncGuard::default().run("g", || Ok(())).is_ok());
     }
 }

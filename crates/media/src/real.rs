@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::direct_io::check_direct_aligned;
 use crate::pmem::MappedRegion;
-use crate::{File, MediaError, OpenMode, Region, Result, Storage};
+use crate::{File, MediaError, OpenMode, Region, Result, Storage, SyncGuard};
 
 /// The operating system's file system.
 #[derive(Clone, Copy, Debug, Default)]
@@ -21,6 +21,7 @@ struct RealFile {
     /// just as correct).
     direct: OnceLock<Option<std::fs::File>>,
     location: PathBuf,
+    syncs: SyncGuard,
 }
 
 impl RealFile {
@@ -73,7 +74,9 @@ impl File for RealFile {
     }
 
     fn sync_data(&self) -> Result<()> {
-        self.file.sync_data().map_err(self.err("fdatasync"))
+        self.syncs.run(&self.path, || {
+            self.file.sync_data().map_err(self.err("fdatasync"))
+        })
     }
 
     fn len(&self) -> Result<u64> {
@@ -82,7 +85,9 @@ impl File for RealFile {
 
     fn set_len(&self, len: u64) -> Result<()> {
         self.file.set_len(len).map_err(self.err("truncate"))?;
-        self.file.sync_all().map_err(self.err("fsync"))
+        self.syncs.run(&self.path, || {
+            self.file.sync_all().map_err(self.err("fsync"))
+        })
     }
 
     fn path(&self) -> &str {
@@ -141,6 +146,7 @@ impl Storage for RealStorage {
             path: name,
             direct: OnceLock::new(),
             location: path.to_path_buf(),
+            syncs: SyncGuard::default(),
         }))
     }
 

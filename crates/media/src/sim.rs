@@ -47,7 +47,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::direct_io::check_direct_aligned;
-use crate::{cache_lines, File, FlushKind, MediaError, Medium, OpenMode, Region, Result, Storage};
+use crate::{
+    cache_lines, File, FlushKind, MediaError, Medium, OpenMode, Region, Result, Storage, SyncGuard,
+};
 
 /// Size of the unit a file survives a power cut in: a whole sector or nothing of it.
 const SECTOR: usize = 512;
@@ -727,6 +729,7 @@ impl Storage for SimStorage {
             shared: Arc::clone(&self.shared),
             path: path.to_path_buf(),
             display: path.display().to_string(),
+            syncs: SyncGuard::default(),
         }))
     }
 
@@ -807,9 +810,30 @@ pub struct SimFile {
     shared: Arc<Mutex<State>>,
     path: PathBuf,
     display: String,
+    syncs: SyncGuard,
 }
 
 impl SimFile {
+    /// A sync as the medium takes it (see [`SimStorage::fail_nth_sync`]).
+    fn sync_now(&self) -> Result<()> {
+        let latency = self.shared.lock().sync_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
+        let mut state = self.shared.lock();
+        if !state.tick() {
+            return Err(MediaError::PowerCut);
+        }
+        state.syncs_seen += 1;
+        if state.fail_sync_at == Some(state.syncs_seen) {
+            state.fail_sync_at = None;
+            state.file_mut(&self.path)?.lose_unsynced();
+            return Err(MediaError::Injected("sync"));
+        }
+        state.file_mut(&self.path)?.sync();
+        Ok(())
+    }
+
     /// A write (direct or not: the simulated medium has no page cache; both keep the same
     /// durability contract).
     fn write(&self, offset: u64, data: &[u8], direct: bool) -> Result<()> {
@@ -852,22 +876,7 @@ impl File for SimFile {
     }
 
     fn sync_data(&self) -> Result<()> {
-        let latency = self.shared.lock().sync_latency;
-        if !latency.is_zero() {
-            std::thread::sleep(latency);
-        }
-        let mut state = self.shared.lock();
-        if !state.tick() {
-            return Err(MediaError::PowerCut);
-        }
-        state.syncs_seen += 1;
-        if state.fail_sync_at == Some(state.syncs_seen) {
-            state.fail_sync_at = None;
-            state.file_mut(&self.path)?.lose_unsynced();
-            return Err(MediaError::Injected("sync"));
-        }
-        state.file_mut(&self.path)?.sync();
-        Ok(())
+        self.syncs.run(&self.display, || self.sync_now())
     }
 
     fn len(&self) -> Result<u64> {
@@ -876,12 +885,14 @@ impl File for SimFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        let mut state = self.shared.lock();
-        if !state.tick() {
-            return Err(MediaError::PowerCut);
-        }
-        state.file_mut(&self.path)?.set_len(len as usize);
-        Ok(())
+        self.syncs.run(&self.display, || {
+            let mut state = self.shared.lock();
+            if !state.tick() {
+                return Err(MediaError::PowerCut);
+            }
+            state.file_mut(&self.path)?.set_len(len as usize);
+            Ok(())
+        })
     }
 
     fn path(&self) -> &str {
@@ -1350,6 +1361,8 @@ mod tests {
         let storage = SimStorage::new();
         let r = region(&storage, "/pmem/log", 128); // sizing its file: op 1
         let f = file(&storage, "/data/f");
+        // A second handle: `f`'s failed sync fails its later ones without reaching the medium.
+        let g = file(&storage, "/data/f");
         storage.crash_after(4);
         r.store_u64(0, 1); // op 1 (from now)
         r.persist(0, 8).unwrap(); // ops 2 (flush) and 3 (fence)
@@ -1365,7 +1378,7 @@ mod tests {
         assert!(matches!(r.flush(0, 8), Err(MediaError::PowerCut)));
         assert!(matches!(r.fence(), Err(MediaError::PowerCut)));
         assert!(matches!(f.sync_data(), Err(MediaError::PowerCut)));
-        assert!(matches!(f.set_len(0), Err(MediaError::PowerCut)));
+        assert!(matches!(g.set_len(0), Err(MediaError::PowerCut)));
         assert!(matches!(
             storage.sync_dir(Path::new("/data")),
             Err(MediaError::PowerCut)
@@ -1427,7 +1440,13 @@ mod tests {
             assert!(bytes.iter().all(|&b| b == 0), "seed {seed}: {bytes:?}");
         }
         assert_eq!(storage.file_bytes("/data/f").unwrap(), b"abd");
-        // A later sync does not write them back; only writing them again does.
+        // This handle's later syncs fail; another's (a new process's) succeed but do not
+        // write them back. Only writing them again does.
+        assert!(matches!(
+            f.sync_data(),
+            Err(MediaError::SyncFailedBefore { .. })
+        ));
+        let f = file(&storage, "/data/f");
         f.write_at(3, b"e").unwrap();
         f.sync_data().unwrap();
         assert_eq!(

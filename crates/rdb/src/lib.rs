@@ -70,6 +70,46 @@ const COUNT_NOT_KEPT: usize = u16::MAX as usize;
 /// The longest string a payload may hold (Redis's proto-max-bulk-len default).
 const MAX_STRING: usize = 512 << 20;
 
+/// What a payload may decode to: its elements' bytes, each counted with
+/// [`ELEMENT_OVERHEAD`] more, at most [`BUDGET_PER_BYTE`] times the payload's length plus
+/// [`BUDGET_BASE`]. A packed encoding holds an element in a byte or two, LZF compresses 88
+/// to 1, and a stream names its fields once for a node of entries: a payload of a few MB
+/// decoded to gigabytes before this bound. Redis keeps these encodings as they are.
+const BUDGET_PER_BYTE: usize = 16;
+const BUDGET_BASE: usize = 256 << 20;
+/// What an element costs beyond its bytes (a vector's header and its allocation's).
+const ELEMENT_OVERHEAD: usize = 32;
+
+/// What is left of a payload's decoding budget (see [`BUDGET_PER_BYTE`]).
+pub(crate) struct Budget {
+    left: usize,
+}
+
+impl Budget {
+    fn for_payload(len: usize) -> Self {
+        Budget {
+            left: BUDGET_BASE.saturating_add(len.saturating_mul(BUDGET_PER_BYTE)),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn unlimited() -> Self {
+        Budget { left: usize::MAX }
+    }
+
+    #[cfg(test)]
+    fn of(left: usize) -> Self {
+        Budget { left }
+    }
+
+    /// Takes an element of `len` bytes from the budget, before it is made.
+    pub(crate) fn charge(&mut self, len: usize) -> Result<(), RdbError> {
+        let cost = len.saturating_add(ELEMENT_OVERHEAD);
+        self.left = self.left.checked_sub(cost).ok_or(RdbError::TooLarge)?;
+        Ok(())
+    }
+}
+
 static CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
 
 /// RDB's value types (rdb.h).
@@ -107,6 +147,8 @@ pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 /// One entry of a listpack or ziplist, read from the start of what it is given: its
 /// element and the bytes it took.
 type EntryReader = fn(&[u8]) -> Result<(Vec<u8>, usize), RdbError>;
+/// [`listpack::elements`] or [`ziplist::elements`].
+type PackedReader = fn(&[u8], &mut Budget) -> Result<Vec<Vec<u8>>, RdbError>;
 
 /// One key's value, as a payload carries it.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,6 +168,12 @@ pub enum RdbError {
     VersionOrChecksum,
     #[error("Bad data format ({0})")]
     BadFormat(&'static str),
+    #[error(
+        "Bad data format (tailstore decodes at most {per_byte} times a payload's length plus \
+         {base} MiB, counting {overhead} bytes more per element)",
+        per_byte = BUDGET_PER_BYTE, base = BUDGET_BASE >> 20, overhead = ELEMENT_OVERHEAD
+    )]
+    TooLarge,
     #[error("Bad data format: tailstore does not restore {0}")]
     Unsupported(&'static str),
     /// FUNCTION RESTORE: a payload holding something other than libraries.
@@ -213,8 +261,13 @@ fn put_string(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// The value a DUMP payload (of this server or of Redis) carries.
 pub fn restore(payload: &[u8]) -> Result<Object, RdbError> {
+    restore_within(payload, Budget::for_payload(payload.len()))
+}
+
+/// [`restore`], decoding at most what `budget` allows.
+fn restore_within(payload: &[u8], budget: Budget) -> Result<Object, RdbError> {
     let body = verified_body(payload)?;
-    let mut reader = Reader { bytes: body, at: 0 };
+    let mut reader = Reader::new(body, budget);
     let object = reader.object()?;
     if reader.at != body.len() {
         return Err(bad("bytes after the value"));
@@ -249,9 +302,19 @@ enum Length {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    budget: Budget,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `body`, a payload's object, that may decode what `budget` allows.
+    fn new(body: &'a [u8], budget: Budget) -> Self {
+        Reader {
+            bytes: body,
+            at: 0,
+            budget,
+        }
+    }
+
     fn take(&mut self, len: u64) -> Result<&'a [u8], RdbError> {
         let end = usize::try_from(len)
             .ok()
@@ -303,7 +366,11 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Result<Vec<u8>, RdbError> {
         let int = |bytes: &[u8]| listpack::int_text(listpack::little_endian_int(bytes));
         match self.length()? {
-            Length::Plain(len) => Ok(self.take(len)?.to_vec()),
+            Length::Plain(len) => {
+                let bytes = self.take(len)?;
+                self.budget.charge(bytes.len())?;
+                Ok(bytes.to_vec())
+            }
             Length::Encoded(0) => Ok(int(self.take(1)?)),
             Length::Encoded(1) => Ok(int(self.take(2)?)),
             Length::Encoded(2) => Ok(int(self.take(4)?)),
@@ -313,6 +380,7 @@ impl<'a> Reader<'a> {
                     .ok()
                     .filter(|&len| len <= MAX_STRING)
                     .ok_or(bad("a compressed string longer than 512 MiB"))?;
+                self.budget.charge(len)?;
                 lzf::decompress(self.take(compressed)?, len)
             }
             Length::Encoded(_) => Err(bad("a string of an unknown encoding")),
@@ -350,20 +418,23 @@ impl<'a> Reader<'a> {
                     .collect::<Result<_, RdbError>>()?;
                 zset(members)
             }
-            code::LIST_ZIPLIST => list(ziplist::elements(&self.string()?)?),
-            code::SET_INTSET => set(intset(&self.string()?)?),
-            code::ZSET_ZIPLIST => zset(scored(ziplist::elements(&self.string()?)?)?),
-            code::HASH_ZIPLIST => hash(pairs(ziplist::elements(&self.string()?)?)?),
+            code::LIST_ZIPLIST => list(self.packed(ziplist::elements)?),
+            code::SET_INTSET => {
+                let blob = self.string()?;
+                set(intset(&blob, &mut self.budget)?)
+            }
+            code::ZSET_ZIPLIST => zset(scored(self.packed(ziplist::elements)?)?),
+            code::HASH_ZIPLIST => hash(pairs(self.packed(ziplist::elements)?)?),
             code::LIST_QUICKLIST => {
                 let mut items = Vec::new();
                 for _ in 0..self.count(1)? {
-                    items.extend(ziplist::elements(&self.string()?)?);
+                    items.extend(self.packed(ziplist::elements)?);
                 }
                 list(items)
             }
-            code::HASH_LISTPACK => hash(pairs(listpack::elements(&self.string()?)?)?),
-            code::ZSET_LISTPACK => zset(scored(listpack::elements(&self.string()?)?)?),
-            code::SET_LISTPACK => set(listpack::elements(&self.string()?)?),
+            code::HASH_LISTPACK => hash(pairs(self.packed(listpack::elements)?)?),
+            code::ZSET_LISTPACK => zset(scored(self.packed(listpack::elements)?)?),
+            code::SET_LISTPACK => set(self.packed(listpack::elements)?),
             code::LIST_QUICKLIST_2 => list(self.quicklist_2()?),
             code::HASH_ZIPMAP => Err(RdbError::Unsupported(
                 "a zipmap hash (written by Redis before 2.6)",
@@ -374,6 +445,12 @@ impl<'a> Reader<'a> {
             code::MODULE | code::MODULE_2 => Err(RdbError::Unsupported("a module's value")),
             _ => Err(bad("a value of an unknown type")),
         }
+    }
+
+    /// The elements of the listpack or ziplist the next string holds, read by `elements`.
+    fn packed(&mut self, elements: PackedReader) -> Result<Vec<Vec<u8>>, RdbError> {
+        let blob = self.string()?;
+        elements(&blob, &mut self.budget)
     }
 
     /// A count of strings that come in twos (a hash's fields and values), then the strings.
@@ -400,7 +477,7 @@ impl<'a> Reader<'a> {
             let node = self.string()?;
             match container {
                 PLAIN_NODE => items.push(node),
-                PACKED_NODE => items.extend(listpack::elements(&node)?),
+                PACKED_NODE => items.extend(listpack::elements(&node, &mut self.budget)?),
                 _ => return Err(bad("a list node of an unknown container")),
             }
         }
@@ -415,6 +492,7 @@ fn packed_elements(
     blob: &[u8],
     header: usize,
     entry: EntryReader,
+    budget: &mut Budget,
 ) -> Result<Vec<Vec<u8>>, RdbError> {
     let head = blob
         .get(..=header)
@@ -430,6 +508,7 @@ fn packed_elements(
     // the end marker until it reaches it.
     while blob[at] != END {
         let (element, size) = entry(&blob[at..blob.len() - 1])?;
+        budget.charge(element.len())?;
         out.push(element);
         at += size;
     }
@@ -440,7 +519,7 @@ fn packed_elements(
 }
 
 /// The members of an intset: `width:u32le count:u32le` then the integers, little-endian.
-fn intset(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+fn intset(blob: &[u8], budget: &mut Budget) -> Result<Vec<Vec<u8>>, RdbError> {
     let head = blob
         .get(..8)
         .ok_or(bad("an intset shorter than its header"))?;
@@ -450,10 +529,13 @@ fn intset(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     if !matches!(width, 2 | 4 | 8) || Some(body.len()) != count.checked_mul(width) {
         return Err(bad("an intset's width or count is wrong"));
     }
-    Ok(body
-        .chunks(width)
-        .map(|int| listpack::int_text(listpack::little_endian_int(int)))
-        .collect())
+    body.chunks(width)
+        .map(|int| {
+            let text = listpack::int_text(listpack::little_endian_int(int));
+            budget.charge(text.len())?;
+            Ok(text)
+        })
+        .collect()
 }
 
 /// `raw`'s low `bits` bits as a two's complement integer.

@@ -11,7 +11,7 @@
 //! candidates, which Redis itself no longer reads; it is refused by name. Strings may be
 //! LZF-compressed, as Redis compresses code longer than 20 bytes.
 
-use super::{frame, put_string, verified_body, RdbError, Reader};
+use super::{frame, put_string, verified_body, Budget, RdbError, Reader};
 
 /// The version FUNCTION DUMP writes: Redis 7.0's RDB version, the first that has
 /// opcode 245.
@@ -34,7 +34,7 @@ pub fn dump_libraries<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> 
 /// in its order.
 pub fn restore_libraries(payload: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     let body = verified_body(payload)?;
-    let mut reader = Reader { bytes: body, at: 0 };
+    let mut reader = Reader::new(body, Budget::for_payload(payload.len()));
     let mut codes = Vec::new();
     while reader.at < body.len() {
         match reader.byte()? {

@@ -12,13 +12,13 @@
 //! 11110001 .. 11110100        16, 24, 32, 64-bit signed integer, little-endian
 //! ```
 
-use super::{bad, sign_extend, RdbError, COUNT_NOT_KEPT};
+use super::{bad, sign_extend, Budget, RdbError, COUNT_NOT_KEPT};
 
 const HEADER: usize = 6;
 
 /// The elements of the listpack `blob`.
-pub fn elements(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
-    super::packed_elements(blob, HEADER, entry)
+pub fn elements(blob: &[u8], budget: &mut Budget) -> Result<Vec<Vec<u8>>, RdbError> {
+    super::packed_elements(blob, HEADER, entry, budget)
 }
 
 /// The entry at the start of `rest` and its whole size (with its back length).
@@ -200,7 +200,7 @@ mod tests {
             .map(|s| s.as_bytes().to_vec())
             .chain([i64::MIN.to_string().into_bytes()])
             .collect();
-        assert_eq!(elements(&blob).unwrap(), expected);
+        assert_eq!(elements(&blob, &mut Budget::unlimited()).unwrap(), expected);
     }
 
     /// The entries' sizes read from the right, by their back lengths, as Redis walks a
@@ -254,7 +254,7 @@ mod tests {
                 .iter()
                 .map(|(int, text)| int.map_or_else(|| text.clone(), int_text))
                 .collect();
-            proptest::prop_assert_eq!(elements(&blob).unwrap(), expected);
+            proptest::prop_assert_eq!(elements(&blob, &mut Budget::unlimited()).unwrap(), expected);
             proptest::prop_assert_eq!(walk_back(&blob), items.len());
         }
     }
@@ -267,14 +267,14 @@ mod tests {
             let text = vec![b'x'; len];
             let blob = write(&[Item::Str(&text), Item::Int(1)]);
             assert_eq!(walk_back(&blob), 2, "{len}");
-            assert_eq!(elements(&blob).unwrap()[0], text);
+            assert_eq!(elements(&blob, &mut Budget::unlimited()).unwrap()[0], text);
         }
     }
 
     #[test]
     fn damaged_listpacks_are_refused() {
         let good = listpack(1, &[&[0x82, b'h', b'i', 0x03]]);
-        assert!(elements(&good).is_ok());
+        assert!(elements(&good, &mut Budget::unlimited()).is_ok());
         let mut wrong_total = good.clone();
         wrong_total[0] += 1;
         let mut wrong_count = good.clone();
@@ -290,7 +290,7 @@ mod tests {
             (unknown, "unknown encoding"),
             (good[..good.len() - 1].to_vec(), "no end marker"),
         ] {
-            assert!(elements(&blob).is_err(), "{what}");
+            assert!(elements(&blob, &mut Budget::unlimited()).is_err(), "{what}");
         }
     }
 }

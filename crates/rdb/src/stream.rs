@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::listpack::{self, Item};
-use super::{bad, code, put_length, put_string, RdbError, Reader};
+use super::{bad, code, put_length, put_string, Budget, RdbError, Reader};
 
 /// Entries per listpack node that DUMP writes (Redis's stream-node-max-entries default).
 const ENTRIES_PER_NODE: usize = 100;
@@ -256,7 +256,8 @@ impl Reader<'_> {
         let mut entries = Vec::new();
         for _ in 0..self.count(2)? {
             let master = StreamId::of_bytes(&self.string()?)?;
-            read_node(master, listpack::elements(&self.string()?)?, &mut entries)?;
+            let elements = self.packed(listpack::elements)?;
+            read_node(master, elements, &mut entries, &mut self.budget)?;
         }
         let length = self.plain_length()?;
         let last_id = self.id()?;
@@ -335,6 +336,7 @@ impl Reader<'_> {
                 if std::mem::replace(&mut owned[*slot], true) {
                     return Err(bad("a pending entry of two consumers"));
                 }
+                self.budget.charge(name.len())?;
                 pending[*slot].consumer = name.clone();
             }
             consumers.push(Consumer { name, seen_at });
@@ -357,6 +359,7 @@ fn read_node(
     master: StreamId,
     elements: Vec<Vec<u8>>,
     entries: &mut Vec<StreamEntry>,
+    budget: &mut Budget,
 ) -> Result<(), RdbError> {
     let mut items = elements.into_iter();
     let mut next = || {
@@ -387,6 +390,7 @@ fn read_node(
         let mut fields = Vec::new();
         if flags & SAME_FIELDS != 0 {
             for name in &names {
+                budget.charge(name.len())?;
                 fields.push(name.clone());
                 fields.push(next()?);
             }

@@ -474,3 +474,93 @@ proptest! {
         let _ = restore(&framed(&body, DUMP_VERSION));
     }
 }
+
+/// `data` LZF-compressed the simple way: one literal run of its first `period` bytes, then
+/// copies of the longest kind from `period` bytes back (for data that repeats with that
+/// period, and whose length past the literal is a multiple of 264).
+fn lzf_periodic(data: &[u8], period: usize) -> Vec<u8> {
+    assert!((1..=32).contains(&period) && (data.len() - period).is_multiple_of(264));
+    let mut out = vec![(period - 1) as u8];
+    out.extend_from_slice(&data[..period]);
+    let back = period - 1;
+    for _ in 0..(data.len() - period) / 264 {
+        out.extend_from_slice(&[0xe0 | (back >> 8) as u8, 255, back as u8]);
+    }
+    out
+}
+
+/// A payload whose elements take far more memory than its bytes is refused once the
+/// decoding has used its budget, before the rest is decoded: a packed set compressed
+/// 88 to 1, whose 2-byte elements cost 33 bytes each, and a stream whose entries reuse
+/// one long field name of their node's.
+#[test]
+fn a_payload_decoding_past_its_budget_is_refused() {
+    let elements = 132 * 80 + 1;
+    let mut packed = vec![0u8; 6];
+    for _ in 0..elements {
+        packed.extend_from_slice(&[1, 1]);
+    }
+    packed.push(END);
+    let total = packed.len() as u32;
+    packed[..4].copy_from_slice(&total.to_le_bytes());
+    packed[4..6].copy_from_slice(&u16::MAX.to_le_bytes());
+    // The header and the end marker as literals around the entries' copies.
+    let entries = &packed[6..packed.len() - 1];
+    let mut compressed = vec![5];
+    compressed.extend_from_slice(&packed[..6]);
+    compressed.extend(lzf_periodic(entries, 2));
+    compressed.extend_from_slice(&[0, END]);
+    let mut body = vec![code::SET_LISTPACK, 0xc3];
+    put_length(&mut body, compressed.len() as u64);
+    put_length(&mut body, packed.len() as u64);
+    body.extend_from_slice(&compressed);
+    let payload = framed(&body, NEWEST_VERSION);
+    assert!(payload.len() < 400, "{} bytes", payload.len());
+    let need = packed.len() + 32 + elements * (1 + 32);
+    assert_eq!(
+        restore_within(&payload, Budget::of(need)),
+        Err(bad("a set member twice")),
+        "decoded in full within its budget"
+    );
+    assert_eq!(
+        restore_within(&payload, Budget::of(need - 1)),
+        Err(RdbError::TooLarge)
+    );
+
+    let name = vec![b'n'; 4096];
+    let entries = 100;
+    let mut items = vec![
+        listpack::Item::Int(entries),
+        listpack::Item::Int(0),
+        listpack::Item::Int(1),
+        listpack::Item::Str(&name),
+        listpack::Item::Int(0),
+    ];
+    for seq in 0..entries {
+        items.extend([
+            listpack::Item::Int(2),
+            listpack::Item::Int(0),
+            listpack::Item::Int(seq),
+            listpack::Item::Str(b"v"),
+            listpack::Item::Int(4),
+        ]);
+    }
+    let node = listpack::write(&items);
+    let mut body = vec![code::STREAM_LISTPACKS, 1];
+    put_string(&mut body, &[0; 16]);
+    put_string(&mut body, &node);
+    // Its length, its last ID (ms, seq), no groups.
+    for length in [entries, 0, entries - 1, 0] {
+        put_length(&mut body, length as u64);
+    }
+    let payload = framed(&body, 9);
+    let names = entries as usize * (name.len() + 32);
+    let within = restore_within(&payload, Budget::of(names + 1_000_000));
+    assert!(matches!(within, Ok(Object::Stream(_))), "{within:?}");
+    assert_eq!(
+        restore_within(&payload, Budget::of(names)),
+        Err(RdbError::TooLarge)
+    );
+    // The budget restore itself gives: 16 times the payload plus 256 MiB.
+    assert!(restore(&payload).is_ok());
+}

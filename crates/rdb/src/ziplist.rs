@@ -13,13 +13,13 @@
 //! ```
 
 use super::listpack::{int_text, little_endian_int};
-use super::{bad, RdbError};
+use super::{bad, Budget, RdbError};
 
 const HEADER: usize = 10;
 
 /// The elements of the ziplist `blob`.
-pub fn elements(blob: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
-    super::packed_elements(blob, HEADER, entry)
+pub fn elements(blob: &[u8], budget: &mut Budget) -> Result<Vec<Vec<u8>>, RdbError> {
+    super::packed_elements(blob, HEADER, entry, budget)
 }
 
 /// The entry at the start of `rest` and its whole size.
@@ -101,13 +101,13 @@ mod tests {
         .iter()
         .map(|s| s.as_bytes().to_vec())
         .collect();
-        assert_eq!(elements(&blob).unwrap(), expected);
+        assert_eq!(elements(&blob, &mut Budget::unlimited()).unwrap(), expected);
     }
 
     #[test]
     fn damaged_ziplists_are_refused() {
         let good = ziplist(1, &[&[0x00, 0x02, b'h', b'i']]);
-        assert!(elements(&good).is_ok());
+        assert!(elements(&good, &mut Budget::unlimited()).is_ok());
         let mut wrong_count = good.clone();
         wrong_count[8] = 3;
         let mut past_end = good.clone();
@@ -120,7 +120,7 @@ mod tests {
             (unknown, "unknown encoding"),
             (good[..good.len() - 1].to_vec(), "no end marker"),
         ] {
-            assert!(elements(&blob).is_err(), "{what}");
+            assert!(elements(&blob, &mut Budget::unlimited()).is_err(), "{what}");
         }
     }
 }

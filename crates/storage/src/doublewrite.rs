@@ -79,9 +79,9 @@
 //! life of the process (its slot is not reused by then: the pool stops writing after a
 //! failure). A *sync* that failed may have lost every in-place write it covered (Linux
 //! drops their write-back and reports it to that one `fdatasync`, whichever thread's, and
-//! a later one succeeds), so after one no sync frees a slot or moves the mark: each is
-//! refused with [`MediaError::SyncFailedBefore`], also one that was running on another
-//! thread when the failure came. A mark that fails its crc (torn, or of another database) or claims writes the
+//! a later one succeeds), so after one no sync frees a slot or moves the mark: the file
+//! handle refuses every later sync ([`tailstore_media::SyncGuard`], which also runs them
+//! one at a time, so that none that overlapped the failing one returns success first). A mark that fails its crc (torn, or of another database) or claims writes the
 //! area never made counts as none: every slot is checked, as before the mark. Why: a
 //! restart after SIGKILL used to read and check all 4,096 copies (64 MiB) and the pages
 //! they name, about a fifth of a restart that replayed 250 MB; a sync every 2,048 writes
@@ -94,7 +94,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use tailstore_media::{File, MediaError, Region};
+use tailstore_media::{File, Region};
 
 use tailstore_media::Result as MediaResult;
 
@@ -156,8 +156,6 @@ struct Ring {
     in_flight: Vec<u64>,
     /// The lowest write that failed in place: the synced mark stays below it.
     failed: Option<u64>,
-    /// A sync of the data file failed: no later sync may free a slot or move the mark.
-    sync_failed: bool,
 }
 
 impl Ring {
@@ -174,35 +172,15 @@ impl Ring {
             failed.min(self.synced_through)
         })
     }
-
-    /// Refuses a sync's success once any sync of `file` has failed: Linux reports a lost
-    /// write-back to one `fdatasync` only, and a later one returns success with the pages
-    /// still lost, whichever thread's sync it was.
-    fn vouch(&self, file: &dyn File) -> MediaResult<()> {
-        if self.sync_failed {
-            return Err(MediaError::SyncFailedBefore {
-                path: file.path().to_string(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The outcome of a sync of `file`, remembered if it failed (see [`Ring::vouch`]).
-    fn settle(&mut self, synced: MediaResult<()>, file: &dyn File) -> MediaResult<()> {
-        if synced.is_err() {
-            self.sync_failed = true;
-        }
-        synced?;
-        self.vouch(file)
-    }
 }
 
 /// What [`DoubleWrite::restore`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Restored {
-    /// Valid copies found in the area (the latest of each page).
+    /// Valid copies found in the area (the latest of each page), each written in place
+    /// again.
     pub copies: usize,
-    /// Pages that were torn (or missing) in place and were written back from their copy.
+    /// Of those pages, the ones that were torn (or missing) in place.
     pub pages: usize,
 }
 
@@ -267,7 +245,6 @@ impl DoubleWrite {
                 syncing_ahead: false,
                 in_flight: Vec::new(),
                 failed: None,
-                sync_failed: false,
             }),
             finished: Condvar::new(),
         };
@@ -369,23 +346,23 @@ impl DoubleWrite {
         Ok(restored)
     }
 
-    /// Writes back from its copy in `slot` each of `pages` that is not whole in place; returns
-    /// how many it wrote.
+    /// Writes each of `pages` in place again from its copy in `slot`, whole in place or not;
+    /// returns how many were not (torn or missing). A page whose write-back a failed sync
+    /// lost reads back whole from the page cache and is not on the disk; only a new write
+    /// makes the sync that ends the restore put it there (ARCHITECTURE.md, decision 198).
     fn restore_torn(&self, file: &dyn File, pages: &[(PageId, u64)]) -> Result<usize> {
-        let mut restored = 0;
+        let mut torn = 0;
         let mut copy = Page::zeroed();
         let mut in_place = Page::zeroed();
         for &(id, slot) in pages {
             let whole = file.read_exact_at(id.offset(), in_place.bytes_mut_for_read())?
                 && in_place.verify(id).is_ok();
-            if !whole {
-                // Checked when it was chosen; nothing writes the area before restore ends.
-                assert!(self.read_valid_copy(slot, id, &mut copy));
-                file.write_at(id.offset(), copy.bytes())?;
-                restored += 1;
-            }
+            torn += usize::from(!whole);
+            // Checked when it was chosen; nothing writes the area before restore ends.
+            assert!(self.read_valid_copy(slot, id, &mut copy));
+            file.write_at(id.offset(), copy.bytes())?;
         }
-        Ok(restored)
+        Ok(torn)
     }
 
     /// Writes the sealed `page` (page `id`) in place in `file`, after its copy is persistent
@@ -453,16 +430,13 @@ impl DoubleWrite {
         if ring.syncing_ahead || ring.next - ring.synced_through < self.slots / 2 {
             return Ok(());
         }
-        ring.vouch(file)?;
         ring.syncing_ahead = true;
         let target = ring.finished_below();
         drop(ring);
         let synced = file.sync_data();
         let mut ring = self.ring.lock();
         ring.syncing_ahead = false;
-        // Another thread's sync may have failed while this one ran: then this one's
-        // success covers nothing (see `Ring::vouch`).
-        ring.settle(synced, file)?;
+        synced?;
         self.note_synced(&mut ring, target)
     }
 
@@ -489,10 +463,8 @@ impl DoubleWrite {
     /// Syncs `file` with the ring locked: every slot below the lowest write in flight when
     /// the sync began is free afterwards.
     fn sync_finished(&self, ring: &mut Ring, file: &dyn File) -> MediaResult<()> {
-        ring.vouch(file)?;
         let target = ring.finished_below();
-        let synced = file.sync_data();
-        ring.settle(synced, file)?;
+        file.sync_data()?;
         self.note_synced(ring, target)
     }
 
@@ -644,7 +616,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use tailstore_media::sim::SimStorage;
-    use tailstore_media::{OpenMode, Storage};
+    use tailstore_media::{MediaError, OpenMode, Storage};
 
     use super::*;
     use crate::page::PageKind;
@@ -852,13 +824,35 @@ mod tests {
             matches!(later, Err(MediaError::SyncFailedBefore { .. })),
             "{later:?}"
         );
-        // The file's own sync would make the torn page durable, as Linux's would.
-        file.sync_data().unwrap();
+        // A new process's handle would sync, and make the torn page durable, as Linux's.
+        data(&storage).sync_data().unwrap();
         let restart = storage.power_cut(7);
         let (area, file) = reopen(&restart, 16);
         let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
         assert_eq!(restored.pages, 1, "the torn page is restored");
         assert_eq!(in_place(file.as_ref(), 6).expect("whole").lsn(), 20);
+    }
+
+    /// A restart after a failed sync (the crashed process stopped on it): the page whose
+    /// write-back it lost reads back whole from the page cache and is not on the disk. The
+    /// restore, which moves the synced mark past its copy, must write it again first.
+    #[test]
+    fn a_restore_writes_again_what_a_failed_sync_lost() {
+        let (storage, area, file) = new_area(16);
+        write_all(&area, file.as_ref(), 5..7, 10);
+        area.sync(file.as_ref()).unwrap();
+        write_all(&area, file.as_ref(), 6..7, 20);
+        storage.fail_nth_sync(1);
+        assert!(area.sync(file.as_ref()).is_err());
+        let restart = storage.process_crash();
+        let (area, file) = reopen(&restart, 16);
+        let restored = area.restore(file.as_ref(), ANY_PAGE).unwrap();
+        assert_eq!(restored.pages, 0, "whole in the page cache");
+        for seed in 0..8 {
+            let file = data(&restart.power_cut(seed));
+            let page = in_place(file.as_ref(), 6);
+            assert_eq!(page.map(|p| p.lsn()), Some(20), "seed {seed}");
+        }
     }
 
     /// A new area of 8 slots after one write (page 9 at LSN 10), and the slot that holds it:
