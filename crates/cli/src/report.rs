@@ -136,12 +136,12 @@ pub fn run_interleaved<C, R>(
     Ok(results)
 }
 
-/// The run with the median `rate` (the upper one of an even count), and the rate of every
-/// run in the order given. `runs` must not be empty.
+/// The run with the median `rate` (the lower one of an even count: of two runs, never the
+/// better one), and the rate of every run in the order given. `runs` must not be empty.
 pub fn median_run<R>(mut runs: Vec<R>, rate: impl Fn(&R) -> f64) -> (R, Vec<f64>) {
     let rates: Vec<f64> = runs.iter().map(&rate).collect();
     runs.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
-    let median = runs.swap_remove(runs.len() / 2);
+    let median = runs.swap_remove((runs.len() - 1) / 2);
     (median, rates)
 }
 
@@ -199,6 +199,8 @@ mod tests {
         let (m, rates) = median_run(vec![3.0, 1.0, 2.0], |&r| r);
         assert_eq!(m, 2.0);
         assert_eq!(rates, vec![3.0, 1.0, 2.0]);
+        assert_eq!(median_run(vec![4.0, 1.0, 3.0, 2.0], |&r| r).0, 2.0);
+        assert_eq!(median_run(vec![5.0, 1.0], |&r| r).0, 1.0);
         assert_eq!(group(1_000_000), "1,000,000");
         assert_eq!(group(999), "999");
     }

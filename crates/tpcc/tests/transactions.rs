@@ -168,9 +168,26 @@ fn new_order_with_an_unused_item_rolls_back(db: &Database, t: &Tables) {
         entry_d: 1_000,
     };
     assert!(input.rolls_back());
-    let done =
-        execute(db, &RetryPolicy::default(), |txn| new_order(txn, t, &input)).expect("new-order");
+    let placed_before_the_rollback = std::cell::Cell::new(false);
+    let done = execute(db, &RetryPolicy::default(), |txn| {
+        let decision = new_order(txn, t, &input)?;
+        // Clause 2.4.2.3: the work before the unused item is done, then rolled back.
+        let at = |key: &[i64]| key.iter().map(|&k| Value::Int(k)).collect::<Vec<_>>();
+        let district = txn.get(&t.district, &at(&[1, 4]))?.expect("district");
+        placed_before_the_rollback.set(
+            num(&district[d::D_NEXT_O_ID]) == next + 1
+                && txn.get(&t.orders, &at(&[1, 4, next]))?.is_some()
+                && txn.get(&t.new_order, &at(&[1, 4, next]))?.is_some()
+                && txn.get(&t.order_line, &at(&[1, 4, next, 1]))?.is_some(),
+        );
+        Ok(decision)
+    })
+    .expect("new-order");
     assert_eq!(done.outcome, TxnOutcome::RolledBack);
+    assert!(
+        placed_before_the_rollback.get(),
+        "the order and its first line were placed before the rollback"
+    );
     assert_eq!(
         num(&must(db, &t.district, &[1, 4])[d::D_NEXT_O_ID]),
         next,

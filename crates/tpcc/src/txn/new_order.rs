@@ -117,8 +117,9 @@ pub struct NewOrderOutput {
     pub lines: Vec<LineOutput>,
 }
 
-/// Clause 2.4.2.2. Rolls back when an item id is unused (after doing the work of the lines
-/// before it, as the specification requires).
+/// Clause 2.4.2.2. Rolls back when an item id is unused, after doing the work that comes
+/// before it in the clause's order (the warehouse, district and customer, the order and the
+/// lines before it), as clause 2.4.2.3 requires of the 1% of orders that roll back.
 ///
 /// The lines' items and stock come first and the district's next order id last, so that the
 /// stretch in which another New-Order of the same district conflicts with this one (from
@@ -133,10 +134,22 @@ pub fn new_order(
     let mut supplied = Vec::with_capacity(input.lines.len());
     for line in &input.lines {
         let Some(item_row) = txn.get(&tables.item, &[id(line.i_id)])? else {
+            place_order(txn, tables, input, supplied)?;
             return Ok(Decision::Rollback);
         };
         supplied.push(supply_line(txn, tables, input, line, &item_row)?);
     }
+    place_order(txn, tables, input, supplied).map(Decision::Commit)
+}
+
+/// The order of `input` whose first lines are `supplied`: the warehouse's, district's and
+/// customer's part, the ORDER and NEW-ORDER rows, and a line for each supplied one.
+fn place_order(
+    txn: &mut Transaction<'_>,
+    tables: &Tables,
+    input: &NewOrderInput,
+    supplied: Vec<(LineOutput, Value)>,
+) -> Result<NewOrderOutput> {
     let (w, d) = (id(input.w_id), id(input.d_id));
     // Column reads and changes: Payment's additions to `w_ytd` and `d_ytd` in the same rows
     // do not conflict with them.
@@ -173,12 +186,12 @@ pub fn new_order(
         lines.push(output);
     }
     let sum: i64 = lines.iter().map(|l| l.amount).sum();
-    Ok(Decision::Commit(NewOrderOutput {
+    Ok(NewOrderOutput {
         o_id,
         all_local: input.remote_lines() == 0,
         total_amount: total_amount(sum, c_discount, w_tax, d_tax),
         lines,
-    }))
+    })
 }
 
 /// The ORDER row and its NEW-ORDER row.
