@@ -1234,12 +1234,43 @@ fn large_values(limit: usize) -> Vec<(&'static str, tailstore_rdb::Object)> {
             ],
         }],
     };
+    // One group whose pending entries alone are past the commit limit (every entry
+    // delivered and none acknowledged, as after a consumer read it all and died).
+    let many = limit / 20;
+    let delivered = Stream {
+        entries: (0..many)
+            .map(|i| StreamEntry {
+                id: id(i),
+                fields: vec![b"f".to_vec(), b"v".to_vec()],
+            })
+            .collect(),
+        last_id: id(many - 1),
+        counts: None,
+        groups: vec![Group {
+            name: b"readers".to_vec(),
+            last_id: id(many - 1),
+            entries_read: None,
+            pending: (0..many)
+                .map(|i| PendingEntry {
+                    id: id(i),
+                    consumer: b"carol".to_vec(),
+                    delivered_at: 1_700_000_000_000,
+                    deliveries: 1,
+                })
+                .collect(),
+            consumers: vec![Consumer {
+                name: b"carol".to_vec(),
+                seen_at: 1_700_000_000_000,
+            }],
+        }],
+    };
     vec![
         ("list", Object::List(list)),
         ("set", Object::Set(set)),
         ("hash", Object::Hash(hash)),
         ("zset", Object::ZSet(zset)),
         ("stream", Object::Stream(stream)),
+        ("delivered", Object::Stream(delivered)),
     ]
 }
 

@@ -267,6 +267,12 @@ fn check_names(object: &Object) -> Result<(), Fault> {
     }
 }
 
+/// What a pending entry's row holds besides the row's own bytes: its ID, its times and
+/// count, and its consumer's name.
+fn pending_bytes(entry: &PendingEntry) -> usize {
+    32 + entry.consumer.len()
+}
+
 /// A collection's elements as pieces of about `budget` bytes each (one piece when they fit).
 fn pieces(object: &Object, budget: usize) -> Vec<Piece<'_>> {
     let pairs = |(a, b): &(Vec<u8>, Vec<u8>)| a.len() + b.len();
@@ -296,15 +302,29 @@ fn pieces(object: &Object, budget: usize) -> Vec<Piece<'_>> {
                     .iter()
                     .map(|c| c.name.len() + ROW_BYTES)
                     .sum::<usize>();
-                names + g.pending.len() * (ROW_BYTES + 32) + g.name.len()
+                let pending = g.pending.iter().map(pending_bytes).sum::<usize>();
+                names + pending + g.pending.len() * ROW_BYTES + g.name.len()
             };
             let entries = runs(&stream.entries, budget, entry)
                 .into_iter()
                 .map(Piece::Entries);
-            let groups = runs(&stream.groups, budget, group)
-                .into_iter()
-                .map(Piece::Groups);
-            entries.chain(groups).collect()
+            let mut pieces: Vec<Piece<'_>> = entries.collect();
+            // A group larger than a piece is alone in its run: its pending entries, which
+            // can number millions, go in pieces of their own after it.
+            for run in runs(&stream.groups, budget, group) {
+                match run {
+                    [large] if group(large) > budget => {
+                        pieces.push(Piece::GroupHead(large));
+                        let pending = runs(&large.pending, budget, pending_bytes);
+                        pieces.extend(pending.into_iter().map(|entries| Piece::Pending {
+                            group: &large.name,
+                            entries,
+                        }));
+                    }
+                    _ => pieces.push(Piece::Groups(run)),
+                }
+            }
+            pieces
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use tailstore_rdb::{Group, StreamEntry};
+use tailstore_rdb::{Group, PendingEntry, StreamEntry};
 
 use super::lists::push_one;
 use super::{Ctx, Fault};
@@ -52,6 +52,13 @@ pub(super) enum Piece<'a> {
     ZSet(&'a [(Vec<u8>, f64)]),
     Entries(&'a [StreamEntry]),
     Groups(&'a [Group]),
+    /// A group too large for one piece, without its pending entries ...
+    GroupHead(&'a Group),
+    /// ... which follow in pieces of their own.
+    Pending {
+        group: &'a [u8],
+        entries: &'a [PendingEntry],
+    },
     /// Parts `parts` of a string `value` (each of `Keyspace::part_capacity` bytes).
     StringParts {
         value: &'a [u8],
@@ -114,9 +121,12 @@ pub(super) fn write_piece(ctx: &mut Ctx, meta: &mut KeyMeta, piece: &Piece) -> R
         }
         Piece::Groups(groups) => {
             for group in groups {
-                write_group(ctx, owner, group)?;
+                write_group_head(ctx, owner, group)?;
+                write_pending(ctx, owner, &group.name, &group.pending)?;
             }
         }
+        Piece::GroupHead(group) => write_group_head(ctx, owner, group)?,
+        Piece::Pending { group, entries } => write_pending(ctx, owner, group, entries)?,
         Piece::StringParts { value, ref parts } => {
             ctx.ks
                 .write_value_parts(ctx.txn, owner, b"", value, parts.clone())?;
@@ -126,7 +136,8 @@ pub(super) fn write_piece(ctx: &mut Ctx, meta: &mut KeyMeta, piece: &Piece) -> R
     Ok(())
 }
 
-fn write_group(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
+/// A group and its consumers; its pending entries are [`write_pending`]'s.
+fn write_group_head(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
     let name = &group.name;
     ctx.ks
         .put_group(ctx.txn, owner, name, group.last_id.into())?;
@@ -134,7 +145,17 @@ fn write_group(ctx: &mut Ctx, owner: i64, group: &Group) -> Result<(), Fault> {
         ctx.ks
             .put_consumer(ctx.txn, owner, name, &consumer.name, consumer.seen_at)?;
     }
-    for entry in &group.pending {
+    Ok(())
+}
+
+/// `entries`, pending in the group `name` (written before, consumers included).
+fn write_pending(
+    ctx: &mut Ctx,
+    owner: i64,
+    name: &[u8],
+    entries: &[PendingEntry],
+) -> Result<(), Fault> {
+    for entry in entries {
         let pending = Pending {
             id: entry.id.into(),
             consumer: entry.consumer.clone(),
