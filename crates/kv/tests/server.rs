@@ -1455,6 +1455,36 @@ fn removals_larger_than_a_commit_rebuild_what_they_keep() {
     assert_eq!(ids, kept);
     let pending: (usize, String, String, Value) = q(&mut c, &["XPENDING", "stream", "g"]);
     assert_eq!((pending.0, pending.1.as_str()), (3, "1-0"));
+    // XDEL of all but the first and last entries, one ID absent and one named twice.
+    let mut deleting = redis::pipe();
+    for (i, element) in all.iter().enumerate() {
+        deleting
+            .cmd("XADD")
+            .arg("deleted")
+            .arg(format!("{}-0", i + 1))
+            .arg("f")
+            .arg(element);
+    }
+    deleting.query::<()>(&mut c).expect("XADD");
+    let mut xdel = redis::cmd("XDEL");
+    xdel.arg("deleted").arg("999999999-0").arg("2-0");
+    for i in 2..count {
+        xdel.arg(format!("{i}-0"));
+    }
+    assert_eq!(xdel.query::<usize>(&mut c).expect("XDEL"), count - 2);
+    let entries: Vec<(String, Vec<String>)> = q(&mut c, &["XRANGE", "deleted", "-", "+"]);
+    let ids: Vec<String> = entries.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["1-0".to_string(), format!("{count}-0")]);
+    assert_eq!(q::<usize>(&mut c, &["XLEN", "deleted"]), 2);
+    let info: Vec<Value> = q(&mut c, &["XINFO", "STREAM", "deleted"]);
+    let max_deleted = info
+        .iter()
+        .position(|v| *v == Value::BulkString(b"max-deleted-entry-id".to_vec()))
+        .map(|at| info[at + 1].clone());
+    assert_eq!(
+        max_deleted,
+        Some(Value::BulkString(format!("{}-0", count - 1).into_bytes()))
+    );
 
     // A third removed (past the limit), two thirds kept: copied over several pieces.
     fill(&mut c, "RPUSH", "long");

@@ -14,7 +14,7 @@ use tailstore_resp::Reply;
 use tailstore_storage::ScanDirection;
 
 use super::hashes::wrong_arity;
-use super::rebuild::{keep_only, Kept};
+use super::rebuild::{keep_only, remove_held, Elements, Kept};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
 use crate::keyspace::stream::{decode_entry, encode_entry, StreamId};
@@ -502,14 +502,23 @@ pub fn xdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .map(|arg| parse_strict_id(arg))
         .collect::<Result<Vec<_>, _>>()?;
     let mut counts = ctx.ks.stream_counts(ctx.txn, &meta)?;
-    let mut deleted = 0;
+    // The named entries the stream holds, each once (an ID named twice counts once).
+    let mut held = std::collections::BTreeSet::new();
     for id in ids {
-        if ctx.ks.delete_value(ctx.txn, meta.id, &id.field())? {
-            deleted += 1;
+        let field = id.field();
+        if !held.contains(&field) && ctx.ks.value_len(ctx.txn, meta.id, &field)?.is_some() {
             counts.max_deleted = counts.max_deleted.max(id);
+            held.insert(field);
         }
     }
+    let deleted = held.len() as i64;
     if deleted > 0 {
+        remove_held(
+            ctx,
+            &mut meta,
+            held.iter().map(|f| &f[..]),
+            Elements::Values,
+        )?;
         meta.len -= deleted;
         ctx.ks.put_stream_counts(ctx.txn, &meta, counts)?;
         ctx.save(key, &mut meta)?;
