@@ -38,6 +38,25 @@ const CASES: &[&[&str]] = &[
     &["eval", "return nil", "0"],
     &["eval", "return {err='My Error'}", "0"],
     &["eval", "return redis.error_reply('My Error')", "0"],
+    // Numbers reach commands as `%.17g` writes them.
+    &["eval", "return redis.call('incrby', 'big', 100000000000000)", "0"],
+    &["eval", "redis.call('set', 'ts', 1700000000123456) return redis.call('get', 'ts')", "0"],
+    &["eval", "redis.call('set', 'third', 1/3) return redis.call('get', 'third')", "0"],
+    &["eval", "redis.call('set', 'f', 2^60) return redis.call('get', 'f')", "0"],
+    &["eval", "redis.call('set', 'f', -1.5e-7) return redis.call('get', 'f')", "0"],
+    // Replication flags and the debugger's calls, accepted with no effect.
+    &[
+        "eval",
+        "redis.set_repl(redis.REPL_ALL) redis.debug('x', 1) \
+         return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_REPLICA, redis.REPL_SLAVE, \
+         redis.REPL_ALL, redis.breakpoint()}",
+        "0",
+    ],
+    &["eval", "return redis.pcall(function() redis.set_repl(7) end)", "0"],
+    &["eval", "redis.set_repl(7)", "0"],
+    // KEYS and ARGV are new tables for each script: a metatable one sets is gone.
+    &["eval", "setmetatable(ARGV, {__index = function() return 'planted' end}) return 1", "0"],
+    &["eval", "return ARGV[1] or 'fresh'", "0"],
     // error_reply's code: the first word when a space follows it, else ERR; a '-' and
     // line ends around the message taken off; line ends inside it sent as spaces.
     &["eval", "return redis.error_reply('Error')", "0"],
@@ -435,6 +454,8 @@ fn concurrent_scripts_lose_no_update() {
     assert_eq!(total, clients * each);
 }
 
+/// SCRIPT KILL stops a script, also one that catches every error with `pcall` (whose
+/// `pcall` swallowed the stop before, so that nothing could stop it).
 #[test]
 fn a_script_killed_leaves_nothing_behind() {
     // A minute: the script must still run when SCRIPT KILL comes, however slow the machine.
@@ -442,29 +463,65 @@ fn a_script_killed_leaves_nothing_behind() {
         script_time_limit: Duration::from_secs(60),
         ..Options::default()
     });
-    let mut runner = server.client();
-    let mut other = server.client();
-    let killed = thread::spawn(move || {
-        err(
-            &mut runner,
-            &[
-                "eval",
-                "redis.call('set', 'half', '1') while true do end",
-                "0",
-            ],
-        )
-    });
-    assert!(
-        eventually(Duration::from_secs(30), || {
-            command(&["script", "kill"]).query::<()>(&mut other).is_ok()
-        }),
-        "SCRIPT KILL never found the script running"
+    for script in [
+        "redis.call('set', 'half', '1') while true do end",
+        "redis.call('set', 'half', '1') while true do pcall(function() while true do end end) end",
+        "redis.call('set', 'half', '1') \
+         while true do xpcall(function() while true do end end, function() return 1 end) end",
+    ] {
+        let mut runner = server.client();
+        let mut other = server.client();
+        let (done, answer) = std::sync::mpsc::channel();
+        thread::spawn(move || done.send(err(&mut runner, &["eval", script, "0"])));
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                command(&["script", "kill"]).query::<()>(&mut other).is_ok()
+            }),
+            "SCRIPT KILL never found the script running"
+        );
+        let Ok(text) = answer.recv_timeout(Duration::from_secs(30)) else {
+            // A panic would wait for the server to shut down, which waits for the script.
+            use std::io::Write;
+            let message = format!("{script}: still running 30 s after SCRIPT KILL\n");
+            let _ = std::io::stderr().write_all(message.as_bytes());
+            std::process::exit(101);
+        };
+        assert!(text.contains("SCRIPT KILL"), "{script}: {text}");
+        assert!(text.contains("undone"), "{script}: {text}");
+        let half: Option<String> = q(&mut other, &["get", "half"]);
+        assert_eq!(half, None, "a killed script's write was kept");
+    }
+}
+
+/// Lua's bytecode is never loaded: Lua 5.1 trusts it, and crafted bytecode reads and
+/// writes memory outside the sandbox.
+#[test]
+fn a_script_cannot_load_bytecode() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let dumped: Option<String> = q(
+        &mut c,
+        &[
+            "eval",
+            "return loadstring(string.dump(function() return 7 end))",
+            "0",
+        ],
     );
-    let text = killed.join().expect("runner");
-    assert!(text.contains("SCRIPT KILL"), "{text}");
-    assert!(text.contains("undone"), "{text}");
-    let half: Option<String> = q(&mut other, &["get", "half"]);
-    assert_eq!(half, None, "a killed script's write was kept");
+    assert_eq!(dumped, None, "loadstring compiled bytecode");
+    let bytecode: Vec<u8> = q(
+        &mut c,
+        &["eval", "return string.dump(function() return 42 end)", "0"],
+    );
+    assert_eq!(bytecode[0], 27);
+    let refused = redis::cmd("EVAL")
+        .arg(&bytecode)
+        .arg(0)
+        .query::<i64>(&mut c)
+        .expect_err("a script of bytecode ran");
+    assert!(
+        refused.to_string().contains("Error compiling script"),
+        "{refused}"
+    );
 }
 
 #[test]
@@ -635,4 +692,45 @@ fn one_call_cannot_take_the_lua_state_past_its_memory_limit() {
     assert!(text.contains("more than 32 MiB"), "{text}");
     let mark: Option<i64> = q(&mut con, &["get", "mark"]);
     assert_eq!(mark, None, "the stopped script's SET was undone");
+}
+
+/// A transaction that keeps conflicting runs alone after a few conflicts, after one when
+/// it ran long: here a script that reads a key and then loops for 20 ms while another
+/// client writes that key every millisecond, so that every attempt beside the writer
+/// conflicts. Before, it ran out of its 1,000 attempts (about 20 s) and answered that it
+/// kept conflicting.
+#[test]
+fn a_long_script_that_keeps_conflicting_runs_alone() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let _: () = command(&["SET", "k", "0"]).query(&mut c).expect("SET");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (mut w, stop) = (server.client(), stop.clone());
+        thread::spawn(move || {
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: () = command(&["SET", "k", &writes.to_string()])
+                    .query(&mut w)
+                    .expect("SET");
+                writes += 1;
+                thread::sleep(Duration::from_millis(1));
+            }
+            writes
+        })
+    };
+    let script = "local v = redis.call('GET', KEYS[1]) \
+        local t0 = redis.call('TIME') \
+        repeat local t = redis.call('TIME') \
+        until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= 20000 \
+        return v";
+    thread::sleep(Duration::from_millis(20));
+    let began = Instant::now();
+    let read: redis::RedisResult<String> = command(&["EVAL", script, "1", "k"]).query(&mut c);
+    let took = began.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writer.join().expect("the writer");
+    assert!(read.is_ok(), "{read:?}");
+    assert!(writes > 10, "the writer wrote {writes} times");
+    assert!(took < Duration::from_secs(2), "the script took {took:?}");
 }

@@ -16,6 +16,14 @@ use crate::keyspace::Keyspace;
 /// conflicts only, running out takes a key hammered by many clients at once).
 const ATTEMPTS: usize = 1000;
 
+/// Conflicts after which a transaction's next attempt runs alone, under the map of
+/// databases' exclusive hold: no other transaction starts or commits meanwhile, so it
+/// cannot conflict again. One conflict suffices for an attempt that ran [`LONG_ATTEMPT`]
+/// or more: a long read (KEYS, DBSIZE, a script's loop) overlaps some commit of the active
+/// expiry or of a writer almost every time, and ran 10–20 times over before this.
+const ALONE_AFTER: usize = 3;
+const LONG_ATTEMPT: Duration = Duration::from_millis(5);
+
 /// Why [`Keyspace::run_retried`] gave up.
 enum Failure {
     /// The body's or the engine's error that retrying cannot cure.
@@ -250,8 +258,16 @@ impl Keyspace {
         let count = |stats| self.key_stats.add(stats);
         let (mut torn, mut abort) = (None, None);
         let mut rebuilds_removals = false;
+        let (mut conflicts, mut last_took, mut alone) = (0, Duration::ZERO, None);
         for attempt in 0..ATTEMPTS {
-            tailstore_engine::pause_before_retry(attempt);
+            let long = conflicts > 0 && last_took >= LONG_ATTEMPT;
+            if alone.is_none() && (conflicts >= ALONE_AFTER || long) {
+                alone = self.hold_to_run_alone();
+            }
+            if alone.is_none() {
+                tailstore_engine::pause_before_retry(attempt);
+            }
+            let began = Instant::now();
             // Held to the commit: one map for the whole transaction (SWAPDB waits).
             let _map = self.hold_databases();
             let mut txn = self.database().begin();
@@ -296,6 +312,7 @@ impl Keyspace {
                         Ok(false) => torn = Some(detail),
                         Err(err) => return Err(Failure::Fault(Fault::Engine(err))),
                     }
+                    (conflicts, last_took) = (conflicts + 1, began.elapsed());
                     continue;
                 }
                 Err(fault) => {
@@ -317,6 +334,7 @@ impl Keyspace {
                 return Err(Failure::Fault(Fault::Engine(err)));
             }
             abort = Some(err);
+            (conflicts, last_took) = (conflicts + 1, began.elapsed());
         }
         Err(Failure::Exhausted { torn, abort })
     }

@@ -37,6 +37,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_engine::{PendingCommit, Transaction};
@@ -83,14 +84,29 @@ pub(super) struct Taken {
     unseen: HashSet<u32>,
 }
 
+/// The longest a transaction that keeps conflicting waits for the map's exclusive hold
+/// before it goes on without it.
+const ALONE_WAIT: Duration = Duration::from_millis(50);
+
 /// A shared hold of the map: no SWAPDB or flush changes it while this lives (`None` on the
 /// thread that holds it exclusively).
 pub(crate) type MapHold<'a> = Option<RwLockReadGuard<'a, ()>>;
 
+/// Why this thread holds the map exclusively, if it does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    No,
+    /// To change it (SWAPDB or a flush in a client's transaction).
+    ForChange,
+    /// To run a transaction that keeps conflicting while no other runs: it may not change
+    /// the map, which only the runner that restores it on failure may let a body do.
+    ToRunAlone,
+}
+
 thread_local! {
     /// Whether this thread holds the map exclusively: its transactions (an EXEC block that
     /// changes the map, and those a command in it runs inside its own) take no shared hold.
-    static HELD_EXCLUSIVELY: Cell<bool> = const { Cell::new(false) };
+    static HELD_EXCLUSIVELY: Cell<Held> = const { Cell::new(Held::No) };
 }
 
 /// The exclusive hold of the map: every shard's lock, in order.
@@ -100,7 +116,7 @@ pub(crate) struct ExclusiveHold<'a> {
 
 impl Drop for ExclusiveHold<'_> {
     fn drop(&mut self) {
-        HELD_EXCLUSIVELY.with(|held| held.set(false));
+        HELD_EXCLUSIVELY.with(|held| held.set(Held::No));
     }
 }
 
@@ -125,7 +141,7 @@ impl DatabaseMap {
 
     /// The shared hold of this thread's lock.
     pub(crate) fn hold(&self) -> MapHold<'_> {
-        if HELD_EXCLUSIVELY.with(Cell::get) {
+        if HELD_EXCLUSIVELY.with(Cell::get) != Held::No {
             return None;
         }
         Some(self.shards[shard()].read_recursive())
@@ -157,7 +173,7 @@ impl DatabaseMap {
 
     /// Whether this thread holds the map exclusively.
     fn held_exclusively(&self) -> bool {
-        HELD_EXCLUSIVELY.with(Cell::get)
+        HELD_EXCLUSIVELY.with(Cell::get) == Held::ForChange
     }
 
     /// Asserts that this thread holds the map exclusively (it changes it in a transaction
@@ -172,12 +188,28 @@ impl DatabaseMap {
     /// Every shard's lock, exclusively, in order.
     pub(super) fn hold_exclusively(&self) -> ExclusiveHold<'_> {
         assert!(
-            !HELD_EXCLUSIVELY.with(Cell::get),
+            HELD_EXCLUSIVELY.with(Cell::get) == Held::No,
             "the map is held exclusively once"
         );
         let shards = self.shards.iter().map(RwLock::write).collect();
-        HELD_EXCLUSIVELY.with(|held| held.set(true));
+        HELD_EXCLUSIVELY.with(|held| held.set(Held::ForChange));
         ExclusiveHold { _shards: shards }
+    }
+
+    /// Every shard's lock, exclusively, if they are all free before `deadline`; `None` if
+    /// this thread holds the map already, or a shard stays held (by a transaction running
+    /// long, or by this thread's own shared hold further up its stack, which waiting would
+    /// deadlock on).
+    fn try_hold_exclusively(&self, deadline: Instant) -> Option<ExclusiveHold<'_>> {
+        if HELD_EXCLUSIVELY.with(Cell::get) != Held::No {
+            return None;
+        }
+        let mut shards = Vec::with_capacity(self.shards.len());
+        for shard in &self.shards {
+            shards.push(shard.try_write_until(deadline)?);
+        }
+        HELD_EXCLUSIVELY.with(|held| held.set(Held::ToRunAlone));
+        Some(ExclusiveHold { _shards: shards })
     }
 
     /// The map as it is now (under the exclusive hold).
@@ -315,6 +347,13 @@ impl Keyspace {
     /// flush in an EXEC block or a script), and the map as it was: the transaction changes
     /// the map as it runs, so that what it does next sees the change, and each attempt of
     /// it and one that did not commit set the map back to it ([`Keyspace::set_map`]).
+    /// The map's exclusive hold for a transaction that keeps conflicting, so that its next
+    /// attempt runs while no other transaction does (see `Keyspace::run_retried`); `None`
+    /// if it cannot be had within [`ALONE_WAIT`].
+    pub(crate) fn hold_to_run_alone(&self) -> Option<ExclusiveHold<'_>> {
+        self.map.try_hold_exclusively(Instant::now() + ALONE_WAIT)
+    }
+
     pub(crate) fn hold_map_for_change(&self) -> (ExclusiveHold<'_>, MapState) {
         let exclusive = self.map.hold_exclusively();
         (exclusive, self.map.state())

@@ -115,20 +115,29 @@ fn number(x: f64, out: &mut Vec<u8>) -> Result<(), String> {
     if !x.is_finite() {
         return Err("Cannot serialise number: must not be NaN or Inf".into());
     }
-    out.extend_from_slice(g14(x).as_bytes());
+    out.extend_from_slice(c_g(x, 14).as_bytes());
     Ok(())
 }
 
-fn g14(x: f64) -> String {
-    const PRECISION: i32 = 14;
+/// `x` as C's `%.{precision}g` writes it (`precision` at least 1): that many significant
+/// digits, trailing zeros dropped, an exponent of at least two digits from 10^precision up
+/// and below 1e-4; `inf`, `-inf` and `nan` as glibc writes them.
+pub(super) fn c_g(x: f64, precision: i32) -> String {
+    assert!(precision >= 1);
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
     if x == 0.0 {
         return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
     }
-    // The exponent of `x` rounded to 14 digits decides the form, as C's %g decides it.
-    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, x);
+    // The exponent of `x` rounded to `precision` digits decides the form, as C's %g does.
+    let scientific = format!("{:.*e}", (precision - 1) as usize, x);
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    if !(-4..PRECISION).contains(&exponent) {
+    if !(-4..precision).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         format!(
             "{}e{sign}{:02}",
@@ -136,7 +145,7 @@ fn g14(x: f64) -> String {
             exponent.unsigned_abs()
         )
     } else {
-        let decimals = (PRECISION - 1 - exponent) as usize;
+        let decimals = (precision - 1 - exponent) as usize;
         without_trailing_zeros(&format!("{x:.decimals$}")).to_string()
     }
 }

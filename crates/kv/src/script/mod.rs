@@ -35,7 +35,11 @@
 //! `loadstring`, `dofile`), so one client's script cannot change another's. The libraries
 //! are Lua's base, `string`, `table` and `math`, Redis's `cjson`, `cmsgpack` and `bit`, and
 //! the `redis` table (`call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log`,
-//! `setresp`, `replicate_commands`); Redis's `struct` is not provided.
+//! `setresp`, `replicate_commands`, and `set_repl`, `debug` and `breakpoint`, which do
+//! nothing here); Redis's `struct` is not provided. KEYS and ARGV are new tables for each
+//! script, and neither `loadstring` nor EVAL loads Lua's bytecode (Lua 5.1 trusts what it
+//! loads, and crafted bytecode escapes any sandbox). Once the server stops a script (its
+//! time limit, SCRIPT KILL) no `pcall` or `xpcall` catches the stop.
 //! A loop's Lua state never holds more than its memory limit ([`DEFAULT_MEMORY_LIMIT`]
 //! unless `serve --script-memory` says otherwise): Lua's allocator refuses what would pass
 //! it, so one call cannot overshoot (`string.rep`, a doubling `..` loop). A script whose

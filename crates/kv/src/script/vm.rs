@@ -29,7 +29,7 @@ use crate::keyspace::notifications::KeyEvent;
 /// runner that calls a script under the error handler. `catch` turns an error raised by
 /// `redis.call` into the text Redis 7.0's `pcall` hands a script.
 const PRELUDE: &str = r#"
-local real, redis, catch, handler, cjson, cmsgpack, bit = ...
+local real, redis, catch, handler, cjson, cmsgpack, bit, stopped = ...
 local error, setmetatable, tostring, pcall, xpcall = error, setmetatable, tostring, pcall, xpcall
 
 local function readonly(t)
@@ -51,8 +51,11 @@ for _, name in ipairs({'assert', 'error', 'getmetatable', 'ipairs', 'next', 'pai
     'unpack'}) do
   visible[name] = real[name]
 end
+-- Once the server has stopped the script (its time limit, SCRIPT KILL), no `pcall` may
+-- catch that: its error goes on up, out of every `pcall` the script is in.
 local function caught(ok, ...)
   if ok then return ok, ... end
+  if stopped() then error((...), 0) end
   return ok, catch((...))
 end
 visible.pcall = function(f, ...) return caught(pcall(f, ...)) end
@@ -64,7 +67,12 @@ function redis.pcall(...)
   return {err = catch(reply)}
 end
 local loadstring, setfenv = loadstring, setfenv
-visible.xpcall = function(f, h) return xpcall(f, function(e) return h(catch(e)) end) end
+visible.xpcall = function(f, h)
+  return caught(xpcall(f, function(e)
+    if stopped() then return e end
+    return h(catch(e))
+  end))
+end
 -- Strings' methods are the real string library: their metatable is out of reach too.
 getmetatable('').__metatable = false
 
@@ -87,7 +95,12 @@ end
 local env = guarded(function(name) return visible[name] end)
 visible._G = env
 -- Code a script compiles runs in the scripts' globals, not the real ones.
+-- Text only: Lua 5.1 trusts the bytecode it loads, and crafted bytecode reads and writes
+-- memory outside the sandbox (Redis's Lua refuses it the same way).
 visible.loadstring = function(code, name)
+  if type(code) == 'string' and code:byte(1) == 27 then
+    return nil, 'binary chunks are not loaded'
+  end
   local f, err = loadstring(code, name)
   if f then setfenv(f, env) end
   return f, err
@@ -285,9 +298,9 @@ struct Sandbox {
     limits: Rc<Limits>,
     /// The globals scripts see (read-only).
     env: Table,
-    /// KEYS and ARGV, refilled for each script.
-    keys: Table,
-    argv: Table,
+    /// What the scripts' globals look up: KEYS and ARGV, new tables for each script (one
+    /// script's metatable on them would otherwise run in the next, another user's too).
+    visible: Table,
     /// The `redis` table behind its read-only view.
     redis: Table,
     /// Whether the running script asked for RESP3 replies (`redis.setresp(3)`).
@@ -406,6 +419,10 @@ impl Sandbox {
             _ => Ok(error),
         })?;
         let handler = lua.create_function(locate_error)?;
+        let stopped = {
+            let limits = limits.clone();
+            lua.create_function(move |_, ()| Ok(limits.stopped.get().is_some()))?
+        };
         let (env, visible, runner, functions_env, load_redis, set_loading, run_function): (
             Table,
             Table,
@@ -422,17 +439,14 @@ impl Sandbox {
             cjson::library(&lua)?,
             cmsgpack::library(&lua)?,
             bit::library(&lua)?,
+            stopped,
         ))?;
-        let (keys, argv) = (lua.create_table()?, lua.create_table()?);
-        visible.raw_set("KEYS", &keys)?;
-        visible.raw_set("ARGV", &argv)?;
         fill_library_api(&lua, &load_redis)?;
         Ok(Sandbox {
             lua,
             limits,
             env,
-            keys,
-            argv,
+            visible,
             redis,
             resp3,
             runner,
@@ -483,6 +497,7 @@ impl Sandbox {
     fn compile_in(&self, code: &[u8], chunk: &str, env: &Table) -> Result<Function, String> {
         self.lua
             .load(code)
+            .set_mode(mlua::chunk::ChunkMode::Text)
             .set_name(format!("@{chunk}"))
             .set_environment(env.clone())
             .into_function()
@@ -664,14 +679,8 @@ impl Sandbox {
     }
 
     fn set_arguments(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
-        for (table, items) in [(&self.keys, keys), (&self.argv, argv)] {
-            // Cleared whole: a script may have added to it (even fields other than 1…n).
-            table.clear()?;
-            for (at, item) in items.iter().enumerate() {
-                table.raw_set(at + 1, self.lua.create_string(item)?)?;
-            }
-        }
-        Ok(())
+        self.visible.raw_set("KEYS", self.sequence(keys)?)?;
+        self.visible.raw_set("ARGV", self.sequence(argv)?)
     }
 }
 
@@ -783,7 +792,7 @@ impl Call<'_, '_, '_> {
         if self.fault.is_some() {
             return Err(mlua::Error::runtime("tailstore: the transaction failed"));
         }
-        let reply = match arguments(lua, args) {
+        let reply = match arguments(args) {
             Ok(args) => self.run(&args),
             Err(reply) => reply,
         };
@@ -889,19 +898,19 @@ impl Call<'_, '_, '_> {
 }
 
 /// `redis.call`'s arguments as a command: strings and numbers (as Lua writes them) only.
-fn arguments(lua: &Lua, args: Variadic<Value>) -> Result<Vec<Vec<u8>>, Reply> {
+fn arguments(args: Variadic<Value>) -> Result<Vec<Vec<u8>>, Reply> {
     if args.is_empty() {
         return Err(Reply::error(
             "ERR Please specify at least one argument for this redis lib call",
         ));
     }
+    // A number goes as `%.17g` writes it, as Redis 7.0 sends one: Lua's own `%.14g` would
+    // turn 1700000000123456 into 1.7000000001235e+15.
     args.into_iter()
         .map(|arg| match arg {
-            Value::String(_) | Value::Integer(_) | Value::Number(_) => lua
-                .coerce_string(arg)
-                .ok()
-                .flatten()
-                .map(|s| s.as_bytes().to_vec()),
+            Value::String(s) => Some(s.as_bytes().to_vec()),
+            Value::Integer(i) => Some(cjson::c_g(i as f64, 17).into_bytes()),
+            Value::Number(x) => Some(cjson::c_g(x, 17).into_bytes()),
             _ => None,
         })
         .collect::<Option<Vec<_>>>()
@@ -1020,7 +1029,51 @@ fn redis_table(lua: &Lua, resp3: Rc<Cell<bool>>) -> mlua::Result<Table> {
     })?;
     redis.raw_set("setresp", setresp)?;
     redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    fill_replication_api(lua, &redis)?;
     Ok(redis)
+}
+
+/// Redis's replication flags and the calls that take them or serve its script debugger:
+/// accepted and without effect here (no replicas, no AOF; no debugger session), so that
+/// scripts written for Redis run.
+fn fill_replication_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
+    const REPL_ALL: i64 = 3;
+    for (name, flags) in [
+        ("REPL_NONE", 0),
+        ("REPL_AOF", 1),
+        ("REPL_SLAVE", 2),
+        ("REPL_REPLICA", 2),
+        ("REPL_ALL", REPL_ALL),
+    ] {
+        redis.raw_set(name, flags)?;
+    }
+    let set_repl = lua.create_function(|lua, args: Variadic<Value>| {
+        let flags = match &args[..] {
+            [Value::Integer(flags)] => *flags as f64,
+            [Value::Number(flags)] => *flags,
+            [_] => f64::NAN,
+            _ => {
+                return Err(Raised::error(
+                    lua,
+                    "ERR redis.set_repl() requires two arguments.",
+                ))
+            }
+        };
+        if (0.0..=REPL_ALL as f64).contains(&flags) {
+            Ok(())
+        } else {
+            Err(Raised::error(
+                lua,
+                "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+            ))
+        }
+    })?;
+    redis.raw_set("set_repl", set_repl)?;
+    redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    redis.raw_set(
+        "debug",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )
 }
 
 /// What Lua's allocator failure says (its `MEMERRMSG`).
