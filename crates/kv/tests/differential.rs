@@ -2544,6 +2544,28 @@ fn found() -> Vec<(&'static [&'static [&'static str]], Answer)> {
                  a81e3ab411a00f657652825e230ac5a481d1936e, on @user_script:1.",
             ),
         ),
+        // A scan's cursor is read with C's `strtoul`, as Redis reads it: "" is 0, a sign
+        // may lead (found by a review).
+        (
+            &[&["SET", "k", "v"], &["SCAN", ""]],
+            Ok(Value::Array(vec![
+                bulk_value("0"),
+                Value::Array(vec![bulk_value("k")]),
+            ])),
+        ),
+        (
+            &[&["SET", "k", "v"], &["SCAN", "-0"]],
+            Ok(Value::Array(vec![
+                bulk_value("0"),
+                Value::Array(vec![bulk_value("k")]),
+            ])),
+        ),
+        (&[&["SCAN", "+"]], error("ERR invalid cursor")),
+        (&[&["SCAN", " 1"]], error("ERR invalid cursor")),
+        (
+            &[&["SCAN", "18446744073709551616"]],
+            error("ERR invalid cursor"),
+        ),
         // The server's own commands read integers as Redis's `string2ll` does: no leading
         // `+` (found by a review, decision 190).
         (

@@ -104,11 +104,26 @@ fn parse_scan_options(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOptions<
 }
 
 /// SCAN's cursor is the slot to resume at: keys are stored in slot order, so a key present
-/// for the whole iteration is returned exactly once, whatever else changes.
+/// for the whole iteration is returned exactly once, whatever else changes. Read as
+/// Redis reads it, with C's `strtoul`: "" is 0, a sign may lead, and a negative number
+/// wraps around (a cursor past the last slot: the scan is over).
 pub fn parse_cursor(arg: &[u8]) -> Result<i64, Fault> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
+    let (negative, digits) = match arg {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, arg),
+    };
+    let value = if arg.is_empty() {
+        Some(0)
+    } else if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        None
+    } else {
+        digits.iter().try_fold(0u64, |value, digit| {
+            value.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+        })
+    };
+    value
+        .map(|c| if negative { c.wrapping_neg() } else { c })
         .map(|c| c.min(SLOTS as u64) as i64)
         .ok_or_else(|| Fault::err("ERR invalid cursor"))
 }
