@@ -259,10 +259,14 @@ impl Keyspace {
         let (mut torn, mut abort) = (None, None);
         let mut rebuilds_removals = false;
         let (mut conflicts, mut last_took, mut alone) = (0, Duration::ZERO, None);
+        // Tried once: a transaction inside another's body (a large value's pieces) finds
+        // its own thread's shared hold in the way, and would wait for it every attempt.
+        let mut may_run_alone = true;
         for attempt in 0..ATTEMPTS {
             let long = conflicts > 0 && last_took >= LONG_ATTEMPT;
-            if alone.is_none() && (conflicts >= ALONE_AFTER || long) {
+            if may_run_alone && (conflicts >= ALONE_AFTER || long) {
                 alone = self.hold_to_run_alone();
+                may_run_alone = false;
             }
             if alone.is_none() {
                 tailstore_engine::pause_before_retry(attempt);
