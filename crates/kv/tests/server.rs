@@ -2602,6 +2602,22 @@ fn watch_aborts_exec_when_a_key_changed() {
     ok(raw_value(&mut c, &["MULTI"]));
     assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
 
+    // Absent when watched, created and deleted again meanwhile: absent at EXEC too, and
+    // still a change (it ran before decision 205). Untouched, EXEC runs.
+    ok(raw_value(&mut c, &["WATCH", "absent"]));
+    ok(raw_value(&mut other, &["SET", "absent", "briefly"]));
+    assert_eq!(q::<i64>(&mut other, &["DEL", "absent"]), 1);
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["INCR", "counter"]);
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    ok(raw_value(&mut c, &["WATCH", "absent"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["INCR", "counter"]);
+    assert_eq!(
+        raw_value(&mut c, &["EXEC"]),
+        Value::Array(vec![Value::Int(1)])
+    );
+
     // UNWATCH forgets; DISCARD forgets too.
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut c, &["UNWATCH"]));

@@ -75,6 +75,9 @@ pub struct Watched {
     pub db: u32,
     pub key: Vec<u8>,
     pub version: Option<i64>,
+    /// The deletions counted in the key's bucket when it was watched (see
+    /// `WatchGate::deletions`), for a key that was absent.
+    deletions: u64,
     _live: WatchToken,
 }
 
@@ -366,6 +369,7 @@ impl Keyspace {
             db,
             key: key.to_vec(),
             version: meta.map(|m| m.version),
+            deletions: self.watches.deletions(key),
             _live: live,
         })
     }
@@ -407,7 +411,8 @@ fn run_block(
             Err(Fault::Reply(_)) => None,
             Err(fault) => return Err(fault),
         };
-        if now != watch.version {
+        let deleted_since = || ctx.ks.watches.deletions(&watch.key) != watch.deletions;
+        if now != watch.version || (now.is_none() && deleted_since()) {
             return Ok(Reply::NullArray);
         }
     }

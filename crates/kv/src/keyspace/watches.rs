@@ -23,16 +23,34 @@
 //! take the shared hold at once (a watch is starting) takes the full path too, so neither
 //! side ever waits on a hold the other cannot release.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
 /// The count of live watches and the gate between them and writes that skip the row.
-#[derive(Default)]
 pub struct WatchGate {
     live: AtomicUsize,
     gate: RwLock<()>,
+    /// Deletions of keys, counted per bucket of their hash: a watched key that was absent
+    /// has no version to compare, and one created and deleted again after WATCH is absent
+    /// again at EXEC; its bucket's count tells that it was deleted meanwhile (a deletion of
+    /// another key of the bucket makes EXEC fail too: an abort the client retries, never
+    /// a write that goes through).
+    deletions: Box<[AtomicU64]>,
+}
+
+/// Buckets of [`WatchGate`]'s deletion counts.
+const DELETION_BUCKETS: usize = 4096;
+
+impl Default for WatchGate {
+    fn default() -> Self {
+        WatchGate {
+            live: AtomicUsize::new(0),
+            gate: RwLock::new(()),
+            deletions: (0..DELETION_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
 }
 
 /// One watched key; the watch ends when it is dropped (UNWATCH, EXEC, DISCARD, a closed
@@ -68,6 +86,20 @@ impl WatchGate {
     pub fn live(&self) -> usize {
         self.live.load(Ordering::Acquire)
     }
+
+    /// Counts a deletion of `key`, before the transaction that deletes it is applied.
+    pub fn note_deletion(&self, key: &[u8]) {
+        self.deletions[bucket(key)].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The deletions counted in `key`'s bucket: WATCH reads it after the key's row.
+    pub fn deletions(&self, key: &[u8]) -> u64 {
+        self.deletions[bucket(key)].load(Ordering::Acquire)
+    }
+}
+
+fn bucket(key: &[u8]) -> usize {
+    crc32c::crc32c(key) as usize % DELETION_BUCKETS
 }
 
 #[cfg(test)]
