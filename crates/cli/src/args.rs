@@ -50,6 +50,23 @@ impl fmt::Display for ByteSize {
     }
 }
 
+/// The longest time an option in seconds takes (about 31 years): a longer one would not
+/// fit the clocks' durations, and is a typing mistake anyway.
+const MAX_SECONDS: f64 = 1e9;
+
+/// A number of seconds: finite, not negative, at most [`MAX_SECONDS`] (each option checks
+/// its own lower bound, zero or more).
+pub fn seconds(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.0..=MAX_SECONDS).contains(&value) {
+        return Err(format!("{text} is not between 0 and {MAX_SECONDS} seconds"));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,7 +98,7 @@ pub struct BenchEngineArgs {
     #[arg(long, value_name = "SIZE", default_value = "512MiB")]
     insert_pool: ByteSize,
     /// Measured seconds per case (after a warm-up of a fifth of this, at most 0.5 s).
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 2.0)]
     seconds: f64,
     /// Runs of every case; the run with the median ops/s is reported.
     #[arg(long, value_name = "N", default_value_t = 3)]
@@ -685,12 +685,12 @@ fn compare_with_async(reports: &mut [CaseReport]) {
         if let (Some(base), "insert") = (base, r.case.as_str()) {
             let pairs = r.runs_ops_per_sec.iter().zip(&base.runs_ops_per_sec);
             r.vs_async_runs = pairs.map(|(a, b)| a / b).collect();
-            let mut sorted = r.vs_async_runs.clone();
-            sorted.sort_by(f64::total_cmp);
-            r.vs_async = sorted
-                .get(sorted.len() / 2)
-                .copied()
-                .or(Some(r.ops_per_sec / base.ops_per_sec));
+            // The same median as every other figure's (the lower of two middle runs).
+            r.vs_async = Some(if r.vs_async_runs.is_empty() {
+                r.ops_per_sec / base.ops_per_sec
+            } else {
+                median_run(r.vs_async_runs.clone(), |&ratio| ratio).0
+            });
         }
     }
 }

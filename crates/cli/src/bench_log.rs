@@ -32,7 +32,7 @@ pub struct BenchLogArgs {
     #[arg(long, value_name = "B", default_value_t = 128)]
     record_bytes: usize,
     /// Measured seconds per case (after a short warm-up).
-    #[arg(long, value_name = "S", default_value_t = 1.5)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 1.5)]
     seconds: f64,
     /// Runs of every case; the run with the median commits/s is reported.
     #[arg(long, value_name = "N", default_value_t = 3)]

@@ -150,6 +150,22 @@ fn bad_options_and_unreachable_servers_are_refused() {
     );
     refused(&["bench", "kv", "--clients", "0"], &["at least 1"]);
     refused(
+        &["bench", "kv", "--test-time", "1e30"],
+        &["not between 0 and"],
+    );
+    refused(
+        &["bench", "kv", "--warmup", "1", "--requests", "5"],
+        &["--test-time"],
+    );
+    refused(
+        &["bench", "log", "--seconds", "1e30"],
+        &["not between 0 and"],
+    );
+    refused(
+        &["tpcc", "run", "--duration", "nan"],
+        &["not between 0 and"],
+    );
+    refused(
         &["kv", "compare", "--servers", "redis"],
         &["unknown server 'redis'"],
     );
@@ -543,6 +559,35 @@ fn the_tools_log_in_as_acl_users() {
         bench("mover"),
         "refused the password (--password): WRONGPASS",
     );
+    // A user whose every GET is refused (its keys are key:*, the load's are others): the
+    // errors are no operations, and the run fails saying so.
+    let out = tailstore(&[
+        "bench",
+        "kv",
+        "--server",
+        &from_addr,
+        "--requests",
+        "50",
+        "--user",
+        "loader",
+        "--password",
+        "lp",
+        "--ratio",
+        "0:1",
+        "--clients",
+        "1",
+        "--threads",
+        "1",
+        "--key-prefix",
+        "other:",
+        "--json",
+        support::path(&dir.path().join("refused.json")),
+    ]);
+    refused_with(out, "were answered with an error (the first: GET: NOPERM");
+    let report = std::fs::read_to_string(dir.path().join("refused.json")).expect("the JSON");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["ops"], 0, "{report}");
+    assert_eq!(report["errors"], 50, "{report}");
     refused_with(
         tailstore(&["bench", "kv", "--server", &from_addr, "--user", "loader"]),
         "--password",

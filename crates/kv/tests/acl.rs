@@ -359,6 +359,8 @@ fn the_acl_file_keeps_users_across_restarts() {
 
     let mut bobs = again.raw();
     support::exchange(&mut bobs, b"AUTH bob x\r\n", b"+OK\r\n");
+    let mut alices = again.raw();
+    support::exchange(&mut alices, b"AUTH alice pw\r\n", b"+OK\r\n");
     std::fs::write(&path, "user alice on >pw ~k* +get\nuser carl on bogus\n").expect("write");
     let refused = err(&mut admin, &["ACL", "LOAD"]);
     assert!(
@@ -387,6 +389,14 @@ fn the_acl_file_keeps_users_across_restarts() {
     assert!(
         closed_by_server(&mut bobs),
         "a user the file no longer has stays connected"
+    );
+    // A user the file keeps (its rights may be others now) is logged out too, as in Redis.
+    alices
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    assert!(
+        closed_by_server(&mut alices),
+        "a user the file kept stays connected after ACL LOAD"
     );
     std::fs::write(&path, "user default on nopass ~* +@all\n").expect("write");
     assert!(err(&mut admin, &["ACL", "LOAD"]).contains("'default' user"));

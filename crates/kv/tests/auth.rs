@@ -340,6 +340,11 @@ fn the_slow_log_keeps_no_password() {
     q::<()>(&mut con, &["AUTH", "hunter2"]);
     q::<()>(&mut con, &["AUTH", "default", "hunter2"]);
     let _: redis::Value = q(&mut con, &["HELLO", "2", "AUTH", "default", "hunter2"]);
+    let hash = "#".to_string() + &"ab".repeat(32);
+    q::<()>(
+        &mut con,
+        &["ACL", "SETUSER", "carol", "on", &hash, ">hunter3", "~*"],
+    );
     let entries: Vec<redis::Value> = q(&mut con, &["SLOWLOG", "GET", "-1"]);
     let logged: Vec<Vec<String>> = entries
         .iter()
@@ -372,8 +377,15 @@ fn the_slow_log_keeps_no_password() {
         redacted(&["HELLO", "2", "AUTH", "(redacted)", "(redacted)"]),
         "{logged:?}"
     );
+    // ACL SETUSER's user and every rule, `#hash` ones too, as Redis hides them.
+    let redacted_rules = ["(redacted)"; 5];
+    let setuser = [&["ACL", "SETUSER"][..], &redacted_rules[..]].concat();
+    assert!(redacted(&setuser), "{logged:?}");
     assert!(
-        !logged.iter().flatten().any(|arg| arg.contains("hunter2")),
+        !logged
+            .iter()
+            .flatten()
+            .any(|arg| arg.contains("hunter") || arg.contains("abab")),
         "{logged:?}"
     );
 }

@@ -1292,6 +1292,12 @@ fn monitor_lines_are_the_lines_redis_sends() {
         &["EXEC"],
         &["CONFIG", "GET", "save"],
         &["SLOWLOG", "LEN"],
+        // Admin subcommands are not shown: ACL SETUSER's rules hold password hashes.
+        &["ACL", "SETUSER", "carol", "on", ">pw", "~*"],
+        &["ACL", "GETUSER", "carol"],
+        &["ACL", "WHOAMI"],
+        &["CLIENT", "LIST"],
+        &["CLIENT", "GETNAME"],
         &["AUTH", "secret"],
         &["WATCH", "w"],
         &["MULTI"],

@@ -76,12 +76,13 @@ pub struct BenchKvArgs {
     #[arg(long, value_name = "N", conflicts_with = "test_time")]
     pub requests: Option<u64>,
     /// Run for this many seconds instead of a number of requests.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::args::seconds)]
     pub test_time: Option<f64>,
     /// Seconds at the start of a timed run whose requests are not counted.
     #[arg(
         long,
         value_name = "SECONDS",
+        value_parser = crate::args::seconds,
         default_value_t = 0.0,
         requires = "test_time"
     )]
@@ -162,7 +163,8 @@ pub struct BenchReport {
     pub warmup_s: f64,
     /// Length of the measured window.
     pub seconds: f64,
-    /// Replies received to requests sent in the measured window (errors included).
+    /// Replies received to requests sent in the measured window, error replies not
+    /// included (they are `errors`).
     pub ops: u64,
     pub sets: u64,
     pub gets: u64,
@@ -183,6 +185,10 @@ pub struct BenchReport {
 impl BenchKvArgs {
     /// Checks the options and resolves the server's address.
     pub fn config(&self) -> CliResult<BenchConfig> {
+        if self.warmup > 0.0 && self.test_time.is_none() {
+            // A run of a number of requests counts them all; a warm-up would be ignored.
+            return Err("--warmup needs --test-time".into());
+        }
         let stop = match (self.requests, self.test_time) {
             (Some(_), Some(_)) => {
                 return Err("give either --requests or --test-time, not both".into())
@@ -258,7 +264,25 @@ pub fn run(args: &BenchKvArgs) -> CliResult<()> {
     if let Some(path) = &args.json {
         write_json(path, &report)?;
     }
-    Ok(())
+    report.without_errors().map(|_| ())
+}
+
+impl BenchReport {
+    /// This report, or an error if the server answered any request with an error: the
+    /// figures then measure something else than the load asked for, and a comparison
+    /// must not use them.
+    pub fn without_errors(self) -> CliResult<BenchReport> {
+        if self.errors == 0 {
+            return Ok(self);
+        }
+        Err(format!(
+            "{} of the measured requests were answered with an error (the first: {}); the \
+             figures count only the others",
+            group(self.errors),
+            self.first_error.as_deref().unwrap_or("not kept")
+        )
+        .into())
+    }
 }
 
 /// One line on what a run does.
@@ -296,7 +320,7 @@ struct ThreadResult {
 
 /// Runs the load and measures it. Fails when the server cannot be reached, closes a
 /// connection, sends what does not parse or stops answering; error replies are counted, not
-/// failures.
+/// failures (see [`BenchReport::without_errors`]).
 pub fn run_bench(config: &BenchConfig) -> CliResult<BenchReport> {
     config.validate()?;
     // One connection first, so that an unreachable server, or one that wants a password,
@@ -356,7 +380,7 @@ fn ready<S: Read + Write>(stream: S, config: &BenchConfig) -> Result<S, String> 
     let user = config.user.as_deref();
     link.authenticate(&config.server, user, config.password.as_ref(), "--password")
         .map_err(|e| e.to_string())?;
-    Ok(link.into_stream())
+    link.into_stream().map_err(|e| e.to_string())
 }
 
 /// One thread: connects its clients, waits for the other threads, then runs the event loop.

@@ -53,10 +53,10 @@ const RESTART_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct CompareArgs {
     /// Measured seconds of each workload run (after --warmup). The defaults make the whole
     /// comparison take about three minutes.
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 2.0)]
     pub test_time: f64,
     /// Seconds of each run whose requests are not counted.
-    #[arg(long, value_name = "S", default_value_t = 0.2)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 0.2)]
     pub warmup: f64,
     /// Distinct keys of the workloads (filled before the first run that reads).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
@@ -533,16 +533,7 @@ fn fill(
             Stop::Requests(keys.div_ceil(connections)),
         )
     };
-    let report = run_bench(&config)?;
-    if report.errors > 0 {
-        return Err(format!(
-            "{} error(s) while writing the data; first: {}",
-            report.errors,
-            report.first_error.as_deref().unwrap_or("?")
-        )
-        .into());
-    }
-    Ok(report)
+    run_bench(&config)?.without_errors()
 }
 
 fn measure_server(
@@ -629,7 +620,7 @@ fn run_workloads(
                 args.key_space,
                 stop,
             );
-            let run = match run_bench(&config) {
+            let run = match run_bench(&config).and_then(BenchReport::without_errors) {
                 Ok(report) => {
                     println!(
                         "{name:<19} SET {pct:>3}% {:<10} {:>9} ops/s  p50 {:>7.3} ms  p99 {:>7.3} ms  hits {:>8}  misses {:>6}  errors {}",

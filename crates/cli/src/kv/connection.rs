@@ -331,32 +331,29 @@ impl Connection {
     }
 }
 
-/// Counts one reply to `request`.
+/// Counts one reply to `request`: an error (or a reply of the wrong kind) as an error,
+/// never as an operation done, nor in the latencies; only replies to requests sent after
+/// the warm-up count.
 fn record(ctx: &mut ThreadContext<'_>, request: InFlight, value: Value, now: Instant) {
     let stats = &mut ctx.stats;
-    let measured = request.sent >= ctx.measure_from;
+    if request.sent < ctx.measure_from {
+        return;
+    }
+    let verb = if request.op == Op::Set { "SET" } else { "GET" };
     match (&value, request.op) {
-        (Value::Error(text), op) => {
-            let verb = if op == Op::Set { "SET" } else { "GET" };
+        (Value::Error(text), _) => {
             stats.error(format!("{verb}: {}", String::from_utf8_lossy(text)));
+            return;
         }
         (Value::Simple(_), Op::Set) => {}
-        (Value::Bulk(_), Op::Get) => {
-            if measured {
-                stats.hits += 1;
-            }
-        }
-        (Value::Null, Op::Get) => {
-            if measured {
-                stats.misses += 1;
-            }
-        }
-        (other, op) => {
-            let verb = if op == Op::Set { "SET" } else { "GET" };
+        (Value::Bulk(_), Op::Get) => stats.hits += 1,
+        (Value::Null, Op::Get) => stats.misses += 1,
+        (other, _) => {
             stats.error(format!("{verb}: unexpected reply {other:?}"));
+            return;
         }
     }
-    if measured {
+    {
         match request.op {
             Op::Set => stats.sets += 1,
             Op::Get => stats.gets += 1,

@@ -124,11 +124,19 @@ impl<S: Read + Write> Link<S> {
         }
     }
 
-    /// The connection, for a caller that goes on without a `Link` (nothing unread may be
-    /// left: every reply asked for was received).
-    pub fn into_stream(self) -> S {
-        assert!(self.input.is_empty(), "bytes left unread in a link");
-        self.stream
+    /// The connection, for a caller that goes on without a `Link`: every reply asked for
+    /// was received, so bytes left unread are a reply nobody asked for, and the replies
+    /// that follow would answer the wrong requests.
+    pub fn into_stream(self) -> CliResult<S> {
+        if !self.input.is_empty() {
+            return Err(format!(
+                "the server sent {} bytes more than the replies asked for: {:?}",
+                self.input.len(),
+                String::from_utf8_lossy(&self.input[..self.input.len().min(64)])
+            )
+            .into());
+        }
+        Ok(self.stream)
     }
 
     /// Writes `commands` in one go, without waiting for their replies.
@@ -151,7 +159,13 @@ impl<S: Read + Write> Link<S> {
                 self.input.drain(..used);
                 return Ok(value);
             }
-            let n = self.stream.read(&mut chunk)?;
+            let n = self.stream.read(&mut chunk).map_err(|e| match e.kind() {
+                // The socket's read timeout (set by whoever connected it) ran out.
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    format!("the server did not answer in time ({e}): is it a RESP server?")
+                }
+                _ => e.to_string(),
+            })?;
             if n == 0 {
                 return Err("the server closed the connection".into());
             }

@@ -50,10 +50,10 @@ pub struct CompareArgs {
     pub users: usize,
     /// Seconds of each run's timed window. The default keeps the whole comparison under
     /// three minutes on a 2-core machine; the reference run is 60.
-    #[arg(long, value_name = "S", default_value_t = 18.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 18.0)]
     pub duration: f64,
     /// Seconds of ramp-up before each timed window.
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 3.0)]
     pub rampup: f64,
     /// Runs of every configuration (interleaved); the median run (by NOPM) is reported. The
     /// reference experiments use 3.
@@ -92,7 +92,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Seconds between progress lines within a run (0: one line per run).
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 0.0)]
     pub progress: f64,
     /// Seed of the load and of the users. Default: fixed (42), so that every configuration
     /// and every invocation runs the same database.
@@ -107,7 +107,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "SIZE", default_value = "1GiB")]
     pub checkpoint_log: ByteSize,
     /// Checkpoint at least every S seconds (0: only by log volume).
-    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 30.0)]
     pub checkpoint_every: f64,
     /// Size of pmem-log's PMEM region (which only a checkpoint frees): room for
     /// --checkpoint-log of log with a margin.

@@ -180,7 +180,7 @@ pub struct TuningArgs {
     #[arg(long, value_name = "SIZE")]
     pub checkpoint_log: Option<ByteSize>,
     /// Checkpoint at least every S seconds (0: only by log volume). Default: the engine's, 30.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds)]
     pub checkpoint_every: Option<f64>,
     /// A checkpoint leaves dirty the pages first changed in about the last SIZE of log, for
     /// a later one to write, and a restart replays that much more: a page changed again and

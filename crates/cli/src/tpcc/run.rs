@@ -27,10 +27,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub users: usize,
     /// Seconds of ramp-up: users run, nothing is counted.
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 10.0)]
     pub rampup: f64,
     /// Seconds of the timed window every figure comes from.
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 60.0)]
     pub duration: f64,
     /// Wait the specification's keying time before and a think time after each transaction
     /// (clause 5.2.5.7; a user then runs about one transaction every 20 s).
@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub execution: ExecutionArgs,
     /// Seconds between progress lines (0: none).
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", value_parser = crate::args::seconds, default_value_t = 5.0)]
     pub progress: f64,
     /// Seed of the users' random choices. Default: from the clock.
     #[arg(long, value_name = "N")]

@@ -975,9 +975,9 @@ fn aclfile(shared: &Shared, conn: &mut Connection, sub: &str) -> Reply {
     if let Err(reason) = users.load(path, password) {
         return Reply::error(format!("ERR {reason}"));
     }
-    // Connections of users the file no longer has go now (the others read their user
-    // again at their next command).
-    for name in before.iter().filter(|name| users.get(name).is_none()) {
+    // Every connection of a user other than `default` goes now, whether the file kept the
+    // user or not (its rights, passwords or channels may be others now), as in Redis.
+    for name in before.iter().filter(|name| name.as_slice() != b"default") {
         super::admin::kill_clients(shared, conn, &ClientFilter::of_user(name));
     }
     Reply::ok()

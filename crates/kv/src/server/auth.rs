@@ -267,13 +267,9 @@ pub fn secret_arguments(args: &[Vec<u8>]) -> Vec<usize> {
             .iter()
             .position(|a| is(a, "auth"))
             .map_or_else(Vec::new, |at| vec![at + 2, at + 3]),
-        // ACL SETUSER's password rules (`>password`, `<password`).
-        [command, sub, _, rules @ ..] if is(command, "acl") && is(sub, "setuser") => rules
-            .iter()
-            .enumerate()
-            .filter(|(_, rule)| rule.first().is_some_and(|b| matches!(b, b'>' | b'<')))
-            .map(|(n, _)| 3 + n)
-            .collect(),
+        // ACL SETUSER: the user and every rule, as Redis hides them (`#hash` rules are as
+        // secret as `>password` ones).
+        [command, sub, ..] if is(command, "acl") && is(sub, "setuser") => (2..args.len()).collect(),
         [command, sub, pairs @ ..] if is(command, "config") && is(sub, "set") => pairs
             .chunks_exact(2)
             .enumerate()

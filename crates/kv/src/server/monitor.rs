@@ -57,7 +57,7 @@ impl Monitors {
         args: &[Vec<u8>],
         outbox: &mut Vec<(Subscriber, Message)>,
     ) {
-        if !self.any.load(Ordering::Relaxed) || !shown(command) {
+        if !self.any.load(Ordering::Relaxed) || !shown(command, args) {
             return;
         }
         let line: Arc<str> = line(db, source, args).into();
@@ -67,9 +67,13 @@ impl Monitors {
     }
 }
 
-/// Whether monitors see `command` (Redis hides its admin commands).
-fn shown(command: &Command) -> bool {
-    !command.flags.contains(&"admin")
+/// Whether monitors see `command` (Redis hides its admin commands, and the admin
+/// subcommands of a container: ACL SETUSER, whose rules hold password hashes, CLIENT KILL).
+fn shown(command: &Command, args: &[Vec<u8>]) -> bool {
+    let subcommand = args
+        .get(1)
+        .and_then(|typed| crate::command::subcommands::find(command.name, typed));
+    !command.flags.contains(&"admin") && !subcommand.is_some_and(|s| s.flags.contains(&"admin"))
 }
 
 fn line(db: u32, source: &str, args: &[Vec<u8>]) -> String {
