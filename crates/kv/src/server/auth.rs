@@ -495,7 +495,7 @@ mod tests {
             secret_arguments(&args(&[
                 "ACL", "SETUSER", "bob", "on", ">pw", "+@all", "<old"
             ])),
-            [4, 6]
+            [2, 3, 4, 5, 6]
         );
     }
 
