@@ -369,7 +369,7 @@ impl Keyspace {
             db,
             key: key.to_vec(),
             version: meta.map(|m| m.version),
-            deletions: self.watches.deletions(key),
+            deletions: self.watches.deletions(self.stored_db(db), key),
             _live: live,
         })
     }
@@ -411,7 +411,8 @@ fn run_block(
             Err(Fault::Reply(_)) => None,
             Err(fault) => return Err(fault),
         };
-        let deleted_since = || ctx.ks.watches.deletions(&watch.key) != watch.deletions;
+        let stored = ctx.ks.stored_db(watch.db);
+        let deleted_since = || ctx.ks.watches.deletions(stored, &watch.key) != watch.deletions;
         if now != watch.version || (now.is_none() && deleted_since()) {
             return Ok(Reply::NullArray);
         }

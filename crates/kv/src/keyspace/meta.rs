@@ -164,7 +164,7 @@ impl Keyspace {
         meta: &KeyMeta,
     ) -> Result<(), Fault> {
         assert!(meta.stored, "deleting the row of a key that has none");
-        self.watches.note_deletion(key);
+        self.watches.note_deletion(self.stored_db(db), key);
         txn.remove(&self.keys, &key_columns(self.stored_db(db), key))?;
         self.count(txn, db, CountDelta::of_delete(meta))
     }

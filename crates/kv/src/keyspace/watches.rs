@@ -87,19 +87,25 @@ impl WatchGate {
         self.live.load(Ordering::Acquire)
     }
 
-    /// Counts a deletion of `key`, before the transaction that deletes it is applied.
-    pub fn note_deletion(&self, key: &[u8]) {
-        self.deletions[bucket(key)].fetch_add(1, Ordering::AcqRel);
+    /// Counts a deletion of `key` of the stored database `stored_db`, before the
+    /// transaction that deletes it is applied.
+    pub fn note_deletion(&self, stored_db: u32, key: &[u8]) {
+        self.deletions[bucket(stored_db, key)].fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The deletions counted in `key`'s bucket: WATCH reads it after the key's row.
-    pub fn deletions(&self, key: &[u8]) -> u64 {
-        self.deletions[bucket(key)].load(Ordering::Acquire)
+    /// The deletions counted in the bucket of `key` of the stored database `stored_db`:
+    /// WATCH reads it after the key's row.
+    pub fn deletions(&self, stored_db: u32, key: &[u8]) -> u64 {
+        self.deletions[bucket(stored_db, key)].load(Ordering::Acquire)
     }
 }
 
-fn bucket(key: &[u8]) -> usize {
-    crc32c::crc32c(key) as usize % DELETION_BUCKETS
+/// The bucket of a key of a stored database: the database counts, or the lazy free of a
+/// flushed database's keys (stored apart from the live one's) would count as deletions
+/// of the live database's keys of the same names.
+fn bucket(stored_db: u32, key: &[u8]) -> usize {
+    let hash = crc32c::crc32c(key) ^ stored_db.wrapping_mul(0x9e37_79b9);
+    hash as usize % DELETION_BUCKETS
 }
 
 #[cfg(test)]
