@@ -766,3 +766,94 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
         "{said}"
     );
 }
+
+#[test]
+fn compare_interrupted_by_sigterm_kills_its_server_and_removes_its_scratch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pmem = support::pmem_dir();
+    let mut compare = std::process::Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .args([
+            "kv",
+            "compare",
+            "--servers",
+            "tailstore-buffer",
+            "--ratios",
+            "100",
+        ])
+        .args([
+            "--test-time",
+            "120",
+            "--warmup",
+            "0",
+            "--restart-data-mb",
+            "0",
+        ])
+        .args(["--dir", support::path(dir.path())])
+        .args(["--pmem-dir", support::path(pmem.path())])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kv compare");
+    let scratch = wait_for_listening_server(dir.path());
+    let server_pids = pids_naming(&scratch);
+    assert!(!server_pids.is_empty(), "no process serves {scratch:?}");
+
+    let pid = rustix::process::Pid::from_raw(compare.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let waited = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = compare.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            waited.elapsed().as_secs() < 30,
+            "kv compare still runs 30 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut compare.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    assert!(!status.success(), "exit status {status} after SIGTERM");
+    assert!(err.contains("interrupted by SIGTERM"), "stderr: {err}");
+    let alive: Vec<u32> = server_pids
+        .into_iter()
+        .filter(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+        .collect();
+    assert!(alive.is_empty(), "servers still running: {alive:?}");
+    let left = |d: &std::path::Path| std::fs::read_dir(d).expect("read_dir").count();
+    assert_eq!(left(dir.path()), 0, "scratch directories left behind");
+    assert_eq!(left(pmem.path()), 0, "PMEM files left behind");
+}
+
+/// The scratch directory under `parent` whose server says it is listening.
+fn wait_for_listening_server(parent: &std::path::Path) -> std::path::PathBuf {
+    let start = std::time::Instant::now();
+    loop {
+        for entry in std::fs::read_dir(parent).expect("read_dir").flatten() {
+            let log = std::fs::read_to_string(entry.path().join("server.log")).unwrap_or_default();
+            if log.contains("listening on") {
+                return entry.path();
+            }
+        }
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no server started in {parent:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The processes whose command line names `path`.
+fn pids_naming(path: &std::path::Path) -> Vec<u32> {
+    let needle = path.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .collect()
+}

@@ -18,7 +18,9 @@ use serde::Serialize;
 
 use super::address::ServerAddress;
 use super::bench::{run_bench, BenchConfig, BenchReport, Stop};
-use super::server::{free_port, on_path, reply_text, ServerProcess};
+use super::server::{
+    free_port, interrupted, on_path, reply_text, stop_servers_on_signals, ServerProcess,
+};
 use super::workload::{KeyPattern, Ratio};
 use crate::report::{self, default_scratch_parent, filesystem_of, group, settle_disk, write_json};
 use crate::CliResult;
@@ -241,6 +243,7 @@ struct Plan {
 
 pub fn run(args: &CompareArgs) -> CliResult<()> {
     let plan = plan(args)?;
+    stop_servers_on_signals()?;
     let data_medium = filesystem_of(&plan.parent);
     println!(
         "tailstore kv compare: {} server(s); SET {}% with {}-byte values over {} keys; {} s per run after {} s warm-up",
@@ -287,6 +290,12 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
             },
             _ => measure_server(args, &plan, name, server),
         };
+        if let Some(signal) = interrupted() {
+            return Err(format!(
+                "interrupted by {signal} while measuring {name}: its server was killed and the scratch directories removed"
+            )
+            .into());
+        }
         results.push(result);
     }
     add_ratios(&mut results);
@@ -557,7 +566,7 @@ fn measure_server(
         println!("{name}: {e}");
         result.error = Some(e.to_string());
     }
-    if args.restart_data_mb > 0 && result.start_ms.is_some() {
+    if args.restart_data_mb > 0 && result.start_ms.is_some() && interrupted().is_none() {
         settle_disk();
         let restart = measure_restart(args, plan, name, server);
         match (&restart.restart_ms, &restart.error) {
@@ -612,6 +621,9 @@ fn run_workloads(
     };
     for &pct in &plan.ratios {
         for settings in [THROUGHPUT, LATENCY] {
+            if let Some(signal) = interrupted() {
+                return Err(format!("interrupted by {signal}").into());
+            }
             let config = bench_config(
                 &process,
                 settings,

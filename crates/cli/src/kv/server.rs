@@ -1,10 +1,19 @@
 //! Servers `kv compare` starts: how each is spawned, waited for (first reply to PING), asked a
-//! question, stopped, and killed.
+//! question, stopped, and killed — also when `kv compare` itself is interrupted.
+//!
+//! Why a registry of live servers: SIGINT or SIGTERM would end `kv compare` without running
+//! any destructor, leaving its servers running (a SIGTERM reaches only our process) and their
+//! scratch directories and PMEM files behind. Instead a thread waits for those signals, kills
+//! every registered server, and leaves the rest to the main thread: its next request fails,
+//! it sees [`interrupted`], and unwinds through the destructors that remove the scratch.
+//! The registry's lock is held while a child is reaped, so a pid is never signalled after it
+//! was reaped (and possibly reused).
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,6 +32,62 @@ pub struct ServerProcess {
     pub log: PathBuf,
     /// When it was spawned.
     pub spawned: Instant,
+}
+
+/// The servers alive now, and the signal that interrupted us, if one did.
+struct Live {
+    pids: Vec<u32>,
+    interrupted_by: Option<&'static str>,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    pids: Vec::new(),
+    interrupted_by: None,
+});
+
+fn live() -> std::sync::MutexGuard<'static, Live> {
+    // A panic while holding it leaves plain data behind: still usable.
+    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// From now on SIGINT and SIGTERM kill every server spawned here and make [`interrupted`]
+/// say so, instead of ending the process.
+pub fn stop_servers_on_signals() -> CliResult<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot handle SIGINT and SIGTERM: {e}"))?;
+    thread::Builder::new()
+        .name("kv-compare-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let name = if signal == SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                let mut live = live();
+                live.interrupted_by.get_or_insert(name);
+                for &pid in &live.pids {
+                    kill_pid(pid, rustix::process::Signal::KILL);
+                }
+                live.pids.clear();
+            }
+        })?;
+    Ok(())
+}
+
+/// The signal that interrupted this run, if one did.
+pub fn interrupted() -> Option<&'static str> {
+    live().interrupted_by
+}
+
+fn kill_pid(pid: u32, signal: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
 }
 
 /// A free TCP port on loopback (free when asked: the port is released for the server).
@@ -50,6 +115,10 @@ impl ServerProcess {
             .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone()?;
         let spawned = Instant::now();
+        let mut live = live();
+        if let Some(signal) = live.interrupted_by {
+            return Err(format!("interrupted by {signal}").into());
+        }
         let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -57,6 +126,8 @@ impl ServerProcess {
             .stderr(err)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        live.pids.push(child.id());
+        drop(live);
         Ok(ServerProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -72,7 +143,7 @@ impl ServerProcess {
     pub fn wait_ready(&mut self, timeout: Duration) -> CliResult<Duration> {
         let limit = self.spawned + timeout;
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            if let Some(status) = self.try_wait()? {
                 return Err(
                     format!("exited ({status}) before answering: {}", self.log_tail(6)).into(),
                 );
@@ -109,25 +180,36 @@ impl ServerProcess {
         Link::new(stream).call(args)
     }
 
+    /// Reaps the process if it has exited, unregistering it first.
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let mut live = live();
+        let status = self.child.try_wait()?;
+        if status.is_some() {
+            let pid = self.child.id();
+            live.pids.retain(|&p| p != pid);
+        }
+        Ok(status)
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
+        {
+            let mut live = live();
+            let _ = self.child.kill();
+            let pid = self.child.id();
+            live.pids.retain(|&p| p != pid);
+        }
         let _ = self.child.wait();
     }
 
     /// Asks the process to stop (SIGTERM), waits up to `grace` for it, then kills it.
     pub fn stop(&mut self, grace: Duration) {
-        if let Ok(None) = self.child.try_wait() {
+        if let Ok(None) = self.try_wait() {
             // Our own child, not reaped yet: its pid cannot have been reused.
-            let pid = i32::try_from(self.child.id())
-                .ok()
-                .and_then(rustix::process::Pid::from_raw);
-            if let Some(pid) = pid {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
+            kill_pid(self.child.id(), rustix::process::Signal::TERM);
             let limit = Instant::now() + grace;
             while Instant::now() < limit {
-                if let Ok(Some(_)) = self.child.try_wait() {
+                if let Ok(Some(_)) = self.try_wait() {
                     return;
                 }
                 thread::sleep(Duration::from_millis(10));
@@ -151,7 +233,7 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        if let Ok(None) = self.try_wait() {
             self.kill();
         }
     }
