@@ -741,6 +741,9 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
                 )));
             }
         }
+        // A process that crashed while creating the database may have left the name
+        // unsynced: a power cut would take the file away under what is committed from now.
+        storage.sync_dir(&config.data_dir)?;
         return Ok(false);
     }
     if log_exists {

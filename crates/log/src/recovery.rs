@@ -149,7 +149,7 @@ impl LogReplay {
             ),
         };
         if !created && !TRUSTS_THE_CRASH {
-            make_found_durable(&layout)?;
+            make_found_durable(storage.as_ref(), config, &layout)?;
         }
         let pmem_start = pmem_start(&layout)?;
         let start_lsn = match (config.mode, pmem_start) {
@@ -283,13 +283,20 @@ impl LogReplay {
 /// hardening stored and not flushed: recovery reads the new start, and `pmem-log`'s repair
 /// then zeroes the slots of the records below it, which the old one, back after a power cut,
 /// would point to). The ring's records are made durable as they are read
-/// ([`Scanner::persisting`]). Cheap after a power cut: nothing is left unsynced then.
-fn make_found_durable(layout: &Layout) -> Result<()> {
+/// ([`Scanner::persisting`]). Their names too: a process that crashed while creating the log
+/// may have left a name its directory's sync had not yet made durable, which a power cut
+/// would take away under every commit made since. Cheap after a power cut: nothing is left
+/// unsynced then.
+fn make_found_durable(storage: &dyn Storage, config: &LogConfig, layout: &Layout) -> Result<()> {
     if let Some(region) = &layout.pmem {
         region.persist(0, HEADER_BYTES)?;
+        if let Some(path) = config.pmem_path.as_deref() {
+            storage.sync_name(path)?;
+        }
     }
     if let Some(file) = &layout.file {
         file.sync_data()?;
+        storage.sync_name(&config.log_file())?;
     }
     Ok(())
 }
@@ -614,9 +621,7 @@ fn create(storage: &dyn Storage, config: &LogConfig) -> Result<Layout> {
         region.persist(0, HEADER_BYTES)?;
         region.write(0, &header[..8]);
         region.persist(0, 8)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            storage.sync_dir(dir)?;
-        }
+        storage.sync_name(path)?;
         pmem = Some(region);
     }
     let mut file = None;

@@ -342,14 +342,18 @@ pub trait Storage: Send + Sync {
     fn map_region(&self, path: &Path, len: usize, mode: OpenMode) -> Result<Arc<dyn Region>>;
     /// Maps the region at `path` whatever its size, or creates it with `len` zero bytes if it
     /// is missing or empty. Creating makes the file, then sizes it: a crash in between
-    /// leaves an empty file, which holds nothing to keep.
+    /// leaves an empty file, which holds nothing to keep. Found or created, the region's
+    /// name is durable when this returns: one found may have been created by a process that
+    /// crashed before it synced the name.
     fn map_or_create_region(&self, path: &Path, len: usize) -> Result<Arc<dyn Region>> {
-        match self.map_region(path, 0, OpenMode::Existing) {
+        let region = match self.map_region(path, 0, OpenMode::Existing) {
             Err(MediaError::MissingFile(_) | MediaError::TooSmall { actual: 0, .. }) => {
-                self.map_region(path, len, OpenMode::CreateIfMissing)
+                self.map_region(path, len, OpenMode::CreateIfMissing)?
             }
-            mapped => mapped,
-        }
+            mapped => mapped?,
+        };
+        self.sync_name(path)?;
+        Ok(region)
     }
     /// A region in ordinary memory, for commit modes that keep the log buffer in DRAM.
     fn volatile_region(&self, len: usize) -> Result<Arc<dyn Region>>;
@@ -359,6 +363,19 @@ pub trait Storage: Send + Sync {
     fn is_dir(&self, path: &Path) -> bool;
     /// Makes a directory's entries (newly created files) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes the name of the file or region at `path` durable: syncs the directory that
+    /// holds it. Syncing a file's data does not (POSIX; ext4 happens to, XFS need not).
+    fn sync_name(&self, path: &Path) -> Result<()> {
+        self.sync_dir(directory_of(path))
+    }
+}
+
+/// The directory that holds `path`'s name: its parent, or `.` for a bare file name.
+pub fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
 }
 
 /// Rounds `[offset, offset + len)` out to whole cache lines.

@@ -21,12 +21,18 @@
 //! A **file** keeps the page-cache view (`current`) and what is on disk (`durable`);
 //! [`File::sync_data`] and [`File::set_len`] make `current` durable.
 //!
+//! A **name** (the directory entry of a file or region) created by `open_file` or
+//! `map_region` is durable only once [`Storage::sync_dir`] syncs its directory, as POSIX
+//! has it (ext4 happens to commit it with the file's own fsync; XFS and others need not).
+//! Syncing the file's data does not make its name durable.
+//!
 //! # Crashes and faults
 //!
 //! * [`SimStorage::process_crash`] keeps every completed store and write;
 //! * [`SimStorage::power_cut`] keeps what was persisted plus a seeded random subset of the rest:
 //!   each pending 8-byte word of a region independently, and of each file's differing
-//!   512-byte sectors a random half (writes tear), or all (written back), or none;
+//!   512-byte sectors a random half (writes tear), or all (written back), or none; a name
+//!   whose directory was not synced since its creation is kept or lost, at random;
 //! * [`SimStorage::crash_after`] kills the medium at a chosen mutating operation;
 //! * [`SimStorage::set_sync_latency`] makes syncs slow, so that a log lags its commits as on a
 //!   disk and a crash can find them applied and not yet durable;
@@ -445,6 +451,9 @@ struct State {
     regions: Vec<RegionState>,
     volatile: HashMap<u64, RegionState>,
     next_volatile: u64,
+    /// Files and regions created since their directory was last synced: a power cut may
+    /// lose them whole.
+    unsynced_names: BTreeSet<PathBuf>,
 
     /// Mutating operations that took effect.
     ops_done: u64,
@@ -551,20 +560,29 @@ impl SimStorage {
             .region_paths
             .iter()
             .map(|(path, &index)| (path.clone(), state.regions[index].after_process_crash()));
-        SimStorage::from_state(State::from_images(files, regions))
+        let mut after = State::from_images(files, regions);
+        after.unsynced_names = state.unsynced_names.clone();
+        SimStorage::from_state(after)
     }
 
     /// What a restart after a power cut finds, chosen at random (deterministically for a given
     /// `seed` and history): every persisted byte, plus each pending region word independently
     /// with probability 1/2, and of each file's unsynced sectors a random half, or all, or
-    /// none (drawn per file). Volatile regions are gone.
+    /// none (drawn per file). A file or region whose name was created and its directory not
+    /// synced since is lost whole with probability 1/2. Volatile regions are gone.
     /// In the new storage nothing is pending and no fault or crash point is armed.
     pub fn power_cut(&self, seed: u64) -> SimStorage {
         let state = self.shared.lock();
         let mut rng = StdRng::seed_from_u64(seed);
+        let lost: BTreeSet<&PathBuf> = state
+            .unsynced_names
+            .iter()
+            .filter(|_| rng.gen_bool(0.5))
+            .collect();
         let regions: Vec<(PathBuf, RegionState)> = state
             .region_paths
             .iter()
+            .filter(|(path, _)| !lost.contains(path))
             .map(|(path, &index)| {
                 let image = state.regions[index].power_cut_image(&mut rng);
                 (path.clone(), RegionState::from_image(image))
@@ -573,6 +591,7 @@ impl SimStorage {
         let files: Vec<(PathBuf, FileState)> = state
             .files
             .iter()
+            .filter(|(path, _)| !lost.contains(path))
             .map(|(path, file)| {
                 let image = file.power_cut_image(&mut rng);
                 (path.clone(), FileState::from_image(image))
@@ -722,6 +741,7 @@ impl Storage for SimStorage {
                     state
                         .files
                         .insert(path.to_path_buf(), FileState::from_image(Vec::new()));
+                    state.unsynced_names.insert(path.to_path_buf());
                 }
             }
         }
@@ -751,6 +771,7 @@ impl Storage for SimStorage {
                 let index = state.regions.len();
                 state.regions.push(RegionState::zeroed(0));
                 state.region_paths.insert(path.to_path_buf(), index);
+                state.unsynced_names.insert(path.to_path_buf());
                 index
             }
         };
@@ -796,11 +817,19 @@ impl Storage for SimStorage {
         true
     }
 
-    fn sync_dir(&self, _dir: &Path) -> Result<()> {
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
         let mut state = self.shared.lock();
         if !state.tick() {
             return Err(MediaError::PowerCut);
         }
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        state
+            .unsynced_names
+            .retain(|name| crate::directory_of(name) != dir);
         Ok(())
     }
 }
@@ -1072,16 +1101,67 @@ mod tests {
 
     const SEEDS: u64 = 64;
 
+    /// A new region whose name is durable.
     fn region(storage: &SimStorage, path: &str, len: usize) -> Arc<dyn Region> {
-        storage
+        let region = storage
             .map_region(Path::new(path), len, OpenMode::CreateIfMissing)
-            .unwrap()
+            .unwrap();
+        storage.sync_name(Path::new(path)).unwrap();
+        region
     }
 
+    /// A new file whose name is durable.
     fn file(storage: &SimStorage, path: &str) -> Arc<dyn File> {
-        storage
+        let file = storage
             .open_file(Path::new(path), OpenMode::CreateIfMissing)
-            .unwrap()
+            .unwrap();
+        storage.sync_name(Path::new(path)).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_new_name_survives_a_power_cut_only_once_its_directory_is_synced() {
+        let storage = SimStorage::new();
+        let f = storage
+            .open_file(Path::new("/data/f"), OpenMode::CreateIfMissing)
+            .unwrap();
+        f.write_at(0, b"synced data").unwrap();
+        f.sync_data().unwrap();
+        let _r = storage
+            .map_region(Path::new("/pmem/r"), 64, OpenMode::CreateIfMissing)
+            .unwrap();
+        let survivors = |storage: &SimStorage, path: &str| -> BTreeSet<bool> {
+            (0..SEEDS)
+                .map(|seed| storage.power_cut(seed).exists(Path::new(path)))
+                .collect()
+        };
+        // Neither name is durable yet, whatever was synced of the file's data; a process
+        // crash keeps both and leaves them as undecided as before.
+        for storage in [storage.clone(), storage.process_crash()] {
+            assert_eq!(
+                survivors(&storage, "/data/f"),
+                BTreeSet::from([false, true])
+            );
+            assert_eq!(
+                survivors(&storage, "/pmem/r"),
+                BTreeSet::from([false, true])
+            );
+        }
+        // Syncing one directory makes only the names in it durable.
+        storage.sync_dir(Path::new("/data")).unwrap();
+        assert_eq!(survivors(&storage, "/data/f"), BTreeSet::from([true]));
+        assert_eq!(
+            survivors(&storage, "/pmem/r"),
+            BTreeSet::from([false, true])
+        );
+        storage.sync_name(Path::new("/pmem/r")).unwrap();
+        assert_eq!(survivors(&storage, "/pmem/r"), BTreeSet::from([true]));
+        // A bare name lives in the current directory.
+        storage
+            .open_file(Path::new("bare"), OpenMode::CreateIfMissing)
+            .unwrap();
+        storage.sync_dir(Path::new(".")).unwrap();
+        assert_eq!(survivors(&storage, "bare"), BTreeSet::from([true]));
     }
 
     /// The value of the word at `offset` of region `path` after a power cut with each seed.
@@ -1359,18 +1439,20 @@ mod tests {
     #[test]
     fn crash_after_kills_the_nth_op_and_ignores_later_stores() {
         let storage = SimStorage::new();
-        let r = region(&storage, "/pmem/log", 128); // sizing its file: op 1
-        let f = file(&storage, "/data/f");
-        // A second handle: `f`'s failed sync fails its later ones without reaching the medium.
-        let g = file(&storage, "/data/f");
+        let r = region(&storage, "/pmem/log", 128); // sizing its file, syncing its name: ops 1, 2
+        let f = file(&storage, "/data/f"); // syncing its name: op 3
+                                           // A second handle: `f`'s failed sync fails its later ones without reaching the medium.
+        let g = storage
+            .open_file(Path::new("/data/f"), OpenMode::Existing)
+            .unwrap();
         storage.crash_after(4);
         r.store_u64(0, 1); // op 1 (from now)
         r.persist(0, 8).unwrap(); // ops 2 (flush) and 3 (fence)
-        assert_eq!(storage.ops_done(), 1 + 3);
+        assert_eq!(storage.ops_done(), 3 + 3);
         assert!(!storage.is_dead());
         assert!(matches!(f.write_at(0, b"x"), Err(MediaError::PowerCut))); // op 4 dies
         assert!(storage.is_dead());
-        assert_eq!(storage.ops_done(), 1 + 3);
+        assert_eq!(storage.ops_done(), 3 + 3);
         r.store_u64(0, 2); // ignored
         r.write(8, b"late"); // ignored
         r.zero(0, 8); // ignored
@@ -1392,7 +1474,7 @@ mod tests {
             Err(MediaError::PowerCut)
         ));
         assert_eq!(f.len().unwrap(), 0);
-        assert_eq!(storage.ops_done(), 1 + 3);
+        assert_eq!(storage.ops_done(), 3 + 3);
         // The state as of the death: the persisted store always survives.
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 0), BTreeSet::from([1]));
         assert_eq!(outcomes_u64(&storage, "/pmem/log", 8), BTreeSet::from([0]));
@@ -1503,7 +1585,11 @@ mod tests {
         ));
         let region = after.map_or_create_region(path, 64).unwrap();
         assert_eq!(region.len(), 64);
-        assert_eq!(after.ops_done(), 1, "sizing the file is one operation");
+        assert_eq!(
+            after.ops_done(),
+            2,
+            "sizing the file and syncing its name: one operation each"
+        );
         let again = after.map_or_create_region(path, 128).unwrap();
         assert_eq!(again.len(), 64, "an existing region keeps its size");
     }

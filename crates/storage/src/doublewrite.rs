@@ -632,10 +632,13 @@ mod tests {
         DoubleWrite::open(region, AREA, DB, new_database)
     }
 
+    /// The data file, its name durable (as the engine makes it).
     fn data(storage: &SimStorage) -> Arc<dyn File> {
-        storage
+        let file = storage
             .open_file(Path::new(DATA), OpenMode::CreateIfMissing)
-            .expect("data file")
+            .expect("data file");
+        storage.sync_name(Path::new(DATA)).expect("sync name");
+        file
     }
 
     /// Version `lsn` of page `id`: a page whose payload is derived from both (a free page's:
