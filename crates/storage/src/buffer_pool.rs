@@ -104,8 +104,9 @@
 //!
 //! A thread must not ask for a page it already holds a write guard on (self-deadlock), must
 //! acquire latches of several pages in a consistent order, and must hold no guard while
-//! calling [`BufferPool::flush_all`]. When every frame is pinned, requests fail with
-//! [`StorageError::PoolExhausted`] instead of waiting.
+//! calling [`BufferPool::flush_all`]. When no frame can be reused (pinned, latched, or
+//! holding a change whose log record is not appended yet), a request waits up to 100 ms
+//! for one, then fails with [`StorageError::PoolExhausted`].
 //!
 //! # Fail-stop
 //!
@@ -118,6 +119,7 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tailstore_media::File;
@@ -148,6 +150,9 @@ pub trait PendingRedo: Send + Sync {
 }
 
 /// log2 of the number of page-table shards.
+/// How long a request waits for a frame to become usable before the pool is exhausted.
+const VICTIM_PATIENCE: Duration = Duration::from_millis(100);
+
 const SHARD_BITS: u32 = 6;
 /// Number of page-table shards (a power of two).
 const SHARDS: usize = 1 << SHARD_BITS;
@@ -597,6 +602,18 @@ impl BufferPool {
             .is_some_and(|v| v.load(Ordering::SeqCst) == version.count)
     }
 
+    /// [`BufferPool::is_unchanged`], for a copy about to be used in the page's place: the
+    /// use counts as a request of the page for the eviction clock. Otherwise the inner nodes
+    /// every descent routes through, read from copies and no longer from the pool, would
+    /// look unused and be evicted first, each eviction a read (and the copies made again).
+    pub fn is_unchanged_for_use(&self, version: FrameVersion) -> bool {
+        let unchanged = self.is_unchanged(version);
+        if unchanged {
+            set_referenced(&self.frames[version.frame]);
+        }
+        unchanged
+    }
+
     /// Frame `index`'s write latch, counted in its version before anything can change.
     fn write_latch(&self, index: usize) -> RwLockWriteGuard<'_, FrameData> {
         let guard = self.frames[index].latch.write();
@@ -949,6 +966,25 @@ impl BufferPool {
     /// enters the pool with its bit clear and earns the second chance only when it is
     /// requested again, so a one-off scan does not push out the working set.
     fn claim_victim(&self) -> Result<Victim<'_>> {
+        // A frame may be unusable for a moment only: latched by a reader's hit or by the
+        // checkpointer's write, its transaction's record not appended yet. A failed claim
+        // inside a commit stops the database, so a pool short of frames waits a little for
+        // them before it says so.
+        let mut wait = Duration::from_micros(50);
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.claim_victim_in_two_sweeps() {
+                Err(StorageError::PoolExhausted { .. }) if waited < VICTIM_PATIENCE => {
+                    std::thread::sleep(wait);
+                    waited += wait;
+                    wait = (wait * 2).min(Duration::from_millis(10));
+                }
+                claimed => return claimed,
+            }
+        }
+    }
+
+    fn claim_victim_in_two_sweeps(&self) -> Result<Victim<'_>> {
         let mut hand = self.clock.lock();
         let n = self.frames.len();
         // Two sweeps: the first may only clear reference bits.

@@ -925,6 +925,41 @@ fn deep_tree_grows_to_height_three_and_shrinks_back() {
     assert_eq!(tree.get(&key(1)).expect("get"), None);
 }
 
+/// Keys inserted in ascending order fill their leaves (a full leaf keeps its keys and the
+/// new one starts a page); keys inserted in descending order just above a full leaf and below
+/// its sibling (LPUSH's new heads, below a list whose first element starts a leaf) share
+/// leaves too. Before the quick split asked for a sibling at least half full, each of those
+/// got a leaf of its own: 1,000 inserts made 1,000 leaves of one entry.
+#[test]
+fn ascending_loads_fill_leaves_and_descending_inserts_below_them_share_leaves() {
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 256)).expect("create");
+    let key = |k: u64| k.to_be_bytes();
+    let value = [7u8; 200 * SCALE];
+    let mut k = 0;
+    while tree.check().expect("check").leaves < 3 {
+        k += 1_000_000;
+        tree.insert(&key(k), &value).expect("insert");
+    }
+    let loaded = tree.check().expect("check");
+    let per_leaf = (k / 1_000_000) as usize / 2;
+    // The first two leaves are full: the load filled them before moving on.
+    assert!(per_leaf >= 30, "{loaded:?}");
+    // Below the third leaf's first key (the last one inserted), above all of the second's.
+    let below = k;
+    for j in 1..=1_000 {
+        tree.insert(&key(below - j), &value).expect("insert");
+    }
+    let shape = tree.check().expect("check");
+    assert_eq!(shape.entries, loaded.entries + 1_000);
+    assert!(
+        shape.leaves <= loaded.leaves + 2 * 1_000 / per_leaf + 2,
+        "1,000 descending inserts below a full leaf made {} leaves ({} entries each when full)",
+        shape.leaves - loaded.leaves,
+        per_leaf
+    );
+}
+
 /// Once warm, a point read of a tree with about as many inner nodes as a `kv` table of
 /// 100,000 4 KiB values (~170) reads only its leaf from the pool: every inner node routes
 /// from the thread's copy. With the copies direct-mapped into 256 slots, nodes that shared a
@@ -966,6 +1001,39 @@ fn warm_point_reads_route_through_copies_of_every_inner_node() {
         extra * 100 <= keys.len() as u64,
         "{extra} of {} warm reads read an inner node from the pool ({shape:?})",
         keys.len()
+    );
+}
+
+/// Inner nodes that every descent routes through stay in the pool while cold leaves pass
+/// through it: a read from the thread's copy counts as a use for the eviction clock. Before,
+/// only reads from the pool did, so the copies' nodes looked unused and went first.
+#[test]
+fn inner_nodes_read_from_copies_stay_in_the_pool() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 64);
+    let tree = BTree::create(Arc::clone(&pool)).expect("create");
+    let key = |k: u32| k.to_be_bytes();
+    for k in 0..6_000u32 {
+        tree.insert(&key(k), &[1; 1000]).expect("insert");
+    }
+    let shape = tree.check().expect("check");
+    assert!(
+        shape.leaves > 4 * 64,
+        "the tree must outgrow the pool: {shape:?}"
+    );
+    assert!(tree.get(&key(0)).expect("get").is_some()); // copies of the path to it
+    let mut cold: Vec<u32> = (0..6_000).collect();
+    cold.shuffle(&mut StdRng::seed_from_u64(3));
+    let requests = || pool.stats().hits + pool.stats().misses;
+    let before = requests();
+    for &k in &cold {
+        assert!(tree.get(&key(k)).expect("get").is_some());
+    }
+    // One leaf per read is the floor; each eviction of the root costs one read more.
+    let inner_reads = requests() - before - cold.len() as u64;
+    assert!(
+        inner_reads <= 1,
+        "{inner_reads} reads of inner nodes from the pool ({shape:?})"
     );
 }
 
@@ -1248,6 +1316,12 @@ fn a_root_that_is_its_own_child_is_reported_not_followed() {
     let last = 299u32.to_be_bytes();
     reported_as(
         tree.get(&last).expect_err("a cycle"),
+        "deeper than any B+tree",
+    );
+    // A writer's own reads descend under the latch, by another walk.
+    let t = Arc::clone(&tree);
+    reported_as(
+        within_30s(move || t.writer()?.get(&last)).expect_err("a cycle"),
         "deeper than any B+tree",
     );
     let t = Arc::clone(&tree);

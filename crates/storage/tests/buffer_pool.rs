@@ -322,6 +322,30 @@ fn pinned_pages_stay_and_a_fully_pinned_pool_fails_cleanly() {
     drop(pinned);
 }
 
+/// A request that finds every frame pinned waits a little for one (a reader's pin, a
+/// checkpoint's write), rather than failing at once: inside a commit, a failure stops the
+/// database.
+#[test]
+fn a_request_waits_for_a_frame_released_soon() {
+    let storage = SimStorage::new();
+    let pool = pool(&storage, 4);
+    let ids = allocate_with_pattern(&pool, 8);
+    pool.flush_all().expect("flush");
+    let mut pinned: Vec<_> = ids[..4]
+        .iter()
+        .map(|&id| pool.read(id).expect("pin"))
+        .collect();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| pool.read(ids[6]).map(|page| page.page_id()));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        pinned.pop();
+        assert_eq!(
+            waiter.join().expect("no panic").expect("a frame came free"),
+            ids[6]
+        );
+    });
+}
+
 #[test]
 fn real_file_round_trip_and_bit_flip_detection() {
     use tailstore_media::real::RealStorage;

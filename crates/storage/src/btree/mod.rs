@@ -205,7 +205,7 @@ pub(crate) fn check_node_structure(page: &Page) -> std::result::Result<(), Strin
 pub type Entry = (Vec<u8>, Vec<u8>);
 
 /// Largest key + value, in bytes: the most that lets three of the largest inner-node entries
-/// (slot + key + child id) fit in one node, about a third of a page (5,425 bytes), so that a
+/// (slot + key + child id) fit in one node, about a third of a page (5,427 bytes), so that a
 /// 4 KiB value and its key are one entry.
 pub const MAX_ENTRY: usize = (PAYLOAD - NODE_HEADER) / 3 - node::SLOT - CHILD;
 
@@ -291,7 +291,7 @@ fn with_copy<R>(
         let way = set.iter().position(|slot| holds(slot, tree, page))?;
         set[..=way].rotate_right(1);
         let copy = set[0].as_ref()?;
-        pool.is_unchanged(copy.version)
+        pool.is_unchanged_for_use(copy.version)
             .then(|| f(&copy.payload[..], copy.version))
     })
 }
@@ -362,8 +362,13 @@ struct Change<'k> {
 
 /// Where a key leads in a node.
 enum Route {
-    /// An inner node: follow the child at position `at`.
-    Inner { at: usize, child: PageId },
+    /// An inner node: follow the child at position `at`; `right` is the child after it,
+    /// if it is not the node's last.
+    Inner {
+        at: usize,
+        child: PageId,
+        right: Option<PageId>,
+    },
     /// A leaf: the slot holding the key, or where it would go.
     Leaf {
         slot: std::result::Result<usize, usize>,
@@ -511,12 +516,16 @@ impl Probe<'_> {
 
 /// The position and id of the child of inner node `p` that holds `key`, narrowing `range`
 /// (when given) to that child's keys.
-fn route_inner(p: &[u8], key: &[u8], range: Option<&mut LeafRange>) -> (usize, PageId) {
+fn route_inner(p: &[u8], key: &[u8], range: Option<&mut LeafRange>) -> Route {
     let at = node::child_index(p, key);
     if let Some(range) = range {
         range.narrow(p, at);
     }
-    (at, node::child(p, at))
+    Route::Inner {
+        at,
+        child: node::child(p, at),
+        right: (at < node::count(p)).then(|| node::child(p, at + 1)),
+    }
 }
 
 /// The slot a change of `key` takes in its leaf, given where a search found or would put it,
@@ -779,7 +788,8 @@ impl BTree {
     /// The leaf for `key`, read-latched. The caller holds the tree latch (either mode).
     fn descend(&self, key: &[u8]) -> Result<(PageId, PageReadGuard<'_>)> {
         let mut id = self.root;
-        loop {
+        // Bounded, as every walk is: a page damaged on disk may lead back up the tree.
+        for _ in 0..MAX_HEIGHT {
             let page = self.pool.read(id)?;
             match kind_of(&page, id)? {
                 PageKind::BTreeInner => {
@@ -789,6 +799,7 @@ impl BTree {
                 _ => return Ok((id, page)),
             }
         }
+        Err(self.corrupt(id, "deeper than any B+tree"))
     }
 
     /// One optimistic descent without the tree latch (see "Optimistic point reads"): the
@@ -1116,7 +1127,7 @@ impl BTree {
         last.forget();
         let change = Change { key, value, mode };
         // The root absorbs its own split (see `split`), so nothing comes back up.
-        self.modify_in(self.root, 0, &change, redo, last)
+        self.modify_in(self.root, None, 0, &change, redo, last)
             .map(|_| ())
     }
 
@@ -1131,11 +1142,11 @@ impl BTree {
         redo: &mut Redo,
     ) -> Result<bool> {
         let mut page = self.pool.write(id)?;
-        assert_eq!(
-            kind_of(&page, id)?,
-            PageKind::BTreeLeaf,
-            "a writer's last leaf stays a leaf while the writer holds the tree"
-        );
+        // A writer's last leaf stays a leaf while the writer holds the tree: another kind
+        // here was read back from a data file damaged since.
+        if kind_of(&page, id)? != PageKind::BTreeLeaf {
+            return Err(self.corrupt(id, "a writer's last leaf is no longer a leaf"));
+        }
         // Refused before the page is marked, as `modify_leaf` refuses it.
         leaf_position(node::search(page.payload(), key), mode)?;
         self.mark(&mut page, id, redo);
@@ -1160,12 +1171,13 @@ impl BTree {
         Ok((id, page))
     }
 
-    /// Inserts or updates below `id`, `depth` levels below the root. If `id` had to split,
-    /// it keeps the lower half and the result is the separator and the new page holding the
-    /// upper half.
+    /// Inserts or updates below `id`, `depth` levels below the root; `right` is the next
+    /// child of `id`'s parent, if `id` is not its last. If `id` had to split, it keeps the
+    /// lower half and the result is the separator and the new page holding the upper half.
     fn modify_in(
         &self,
         id: PageId,
+        right: Option<PageId>,
         depth: usize,
         change: &Change<'_>,
         redo: &mut Redo,
@@ -1174,10 +1186,10 @@ impl BTree {
         if depth >= MAX_HEIGHT {
             return Err(self.corrupt(id, "deeper than any B+tree"));
         }
-        let (at, child) = match self.route(id, change.key, Some(last))? {
-            Route::Inner { at, child } => (at, child),
+        let (at, child, next) = match self.route(id, change.key, Some(last))? {
+            Route::Inner { at, child, right } => (at, child, right),
             Route::Leaf { slot } => {
-                let split = self.modify_leaf(id, slot, change, redo)?;
+                let split = self.modify_leaf(id, right, slot, change, redo)?;
                 // A leaf that split no longer holds all of the range its parent gave it, and
                 // a root leaf that split became an inner node (returning no split: the root
                 // absorbs its own), so neither is recorded.
@@ -1187,7 +1199,9 @@ impl BTree {
                 return Ok(split);
             }
         };
-        let Some((separator, right)) = self.modify_in(child, depth + 1, change, redo, last)? else {
+        let Some((separator, right)) =
+            self.modify_in(child, next, depth + 1, change, redo, last)?
+        else {
             return Ok(None);
         };
         interleave::reached(Point::ChildSplitBeforeLink);
@@ -1233,10 +1247,12 @@ impl BTree {
         self.split(page, PageKind::BTreeInner, entries, upper, false, redo)
     }
 
-    /// Makes `change` in leaf `id`, where `slot` is the result of searching for its key.
+    /// Makes `change` in leaf `id`, where `slot` is the result of searching for its key;
+    /// `right` is the leaf's next sibling under the same parent, if it has one.
     fn modify_leaf(
         &self,
         id: PageId,
+        right: Option<PageId>,
         slot: std::result::Result<usize, usize>,
         change: &Change<'_>,
         redo: &mut Redo,
@@ -1255,8 +1271,24 @@ impl BTree {
         } else {
             entries.insert(at, entry);
         }
-        let append = !replaced && at + 1 == entries.len();
+        let append = !replaced && at + 1 == entries.len() && self.may_split_off_the_last(right)?;
         self.split(page, PageKind::BTreeLeaf, entries, PageId(0), append, redo)
+    }
+
+    /// Whether a full leaf whose new key is above all of its keys may keep them all and give
+    /// the new key a page of its own (see `split`): only if its next sibling under the same
+    /// parent, if any, is at least half full. Otherwise descending inserts just below a full
+    /// leaf (LPUSH: the new head below the old one) would each get a page of their own: the
+    /// first one's page becomes the sibling, bounding the leaf's keys from above, and each
+    /// next key is again above all of the full leaf's keys. With the rule, every quick split
+    /// leaves its leaf a sibling with one entry, and that leaf splits in halves until the
+    /// sibling fills to half: at most one leaf less than half full beside each full one.
+    fn may_split_off_the_last(&self, right: Option<PageId>) -> Result<bool> {
+        let Some(right) = right else {
+            return Ok(true);
+        };
+        let page = self.pool.read(right)?;
+        Ok(node::used(page.payload()) >= node::PAYLOAD / 2)
     }
 
     /// Splits the node in `page`, whose new contents would be `entries` (and `upper` for an
@@ -1404,10 +1436,7 @@ impl BTree {
     /// was made (as optimistic reads do): the caller holds the tree latch, so that copy is the
     /// page as it is now, and the shared cache lines of the page's latch are left alone.
     fn route(&self, id: PageId, key: &[u8], mut range: Option<&mut LeafRange>) -> Result<Route> {
-        let inner = |p: &[u8], range: Option<&mut LeafRange>| {
-            let (at, child) = route_inner(p, key, range);
-            Route::Inner { at, child }
-        };
+        let inner = |p: &[u8], range: Option<&mut LeafRange>| route_inner(p, key, range);
         let copied = with_copy(&self.pool, self.uid, id, |p, _| {
             inner(p, range.as_deref_mut())
         });
@@ -1457,7 +1486,7 @@ impl BTree {
             return Err(self.corrupt(id, "deeper than any B+tree"));
         }
         let (at, child) = match self.route(id, key, None)? {
-            Route::Inner { at, child } => (at, child),
+            Route::Inner { at, child, .. } => (at, child),
             Route::Leaf { slot: Err(_) } => return Ok(false),
             Route::Leaf { slot: Ok(at) } => {
                 node::remove_at(self.write_page(id, redo)?.payload_mut(), at);
