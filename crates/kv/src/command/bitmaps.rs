@@ -3,10 +3,12 @@
 //! most significant bit of the first byte. A string is read whole and written whole, as
 //! SETRANGE does.
 
+use std::collections::HashMap;
+
 use tailstore_resp::Reply;
 
-use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::notifications;
+use super::{is, parse_int, strings, Ctx, Fault, Outcome, SYNTAX};
+use crate::keyspace::{notifications, Kind};
 
 /// The largest string a bit offset may reach: Redis's `proto-max-bulk-len` default.
 const MAX_BYTES: u64 = 512 * 1024 * 1024;
@@ -170,22 +172,29 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 /// BITOP AND|OR|XOR|NOT destkey key [key …]: the result's length; the destination is
 /// replaced (no deadline), or deleted when every source is empty.
+///
+/// Each named key is looked up as Redis does (a read lookup per name), but each distinct
+/// key is read once and folded into the result before the next is read: a BITOP naming one
+/// large key many times holds the result and one source, not a copy per name.
 pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let op = args[1].to_ascii_lowercase();
-    if !matches!(op.as_slice(), b"and" | b"or" | b"xor" | b"not") {
-        return Err(Fault::err(SYNTAX));
-    }
-    if op == b"not" && args.len() != 4 {
+    let op = BitOp::parse(&args[1])?;
+    if op == BitOp::Not && args.len() != 4 {
         return Err(Fault::err(
             "ERR BITOP NOT must be called with a single source key.",
         ));
     }
-    // A key of another kind is WRONGTYPE (from `Ctx::string`) before anything is written.
-    let mut sources = Vec::with_capacity(args.len() - 3);
-    for key in &args[3..] {
-        sources.push(ctx.read_string(key)?.unwrap_or_default());
+    let names = &args[3..];
+    // A key of another kind is WRONGTYPE before anything is read or written.
+    let mut metas = Vec::with_capacity(names.len());
+    for name in names {
+        metas.push(ctx.read_meta_of(name, Kind::String)?);
     }
-    let len = sources.iter().map(Vec::len).max().unwrap_or(0);
+    let len = metas
+        .iter()
+        .flatten()
+        .map(|meta| meta.len.max(0) as usize)
+        .max();
+    let len = len.unwrap_or(0);
     let destination = &args[2];
     if len == 0 {
         if let Some(old) = ctx.meta(destination)? {
@@ -196,20 +205,187 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     // No check of the result's size: it is no longer than its longest source, which is
     // stored already (a long one written in pieces, decision 148).
-    let byte = |source: &Vec<u8>, at: usize| source.get(at).copied().unwrap_or(0);
-    let result: Vec<u8> = (0..len)
-        .map(|at| {
-            let mut bytes = sources.iter().map(|source| byte(source, at));
-            let first = bytes.next().unwrap_or(0);
-            match op.as_slice() {
-                b"and" => bytes.fold(first, |a, b| a & b),
-                b"or" => bytes.fold(first, |a, b| a | b),
-                b"xor" => bytes.fold(first, |a, b| a ^ b),
-                _ => !first,
-            }
-        })
-        .collect();
-    ctx.put_string(destination, &result, Some(0))?;
+    let mut folding = Folding::new(op, len);
+    for (first, times) in distinct(names) {
+        let source = match &metas[first] {
+            Some(meta) => strings::string_of(ctx, meta)?.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        folding.add(&source, times);
+    }
+    ctx.put_string(destination, &folding.result, Some(0))?;
     ctx.notify(notifications::STRING, "set", destination);
     Ok(Reply::Int(len as i64))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BitOp {
+    And,
+    Or,
+    Xor,
+    Not,
+}
+
+impl BitOp {
+    fn parse(arg: &[u8]) -> Result<BitOp, Fault> {
+        Ok(match arg.to_ascii_lowercase().as_slice() {
+            b"and" => BitOp::And,
+            b"or" => BitOp::Or,
+            b"xor" => BitOp::Xor,
+            b"not" => BitOp::Not,
+            _ => return Err(Fault::err(SYNTAX)),
+        })
+    }
+}
+
+/// Each distinct name of `names`: the position of its first mention and how many times it
+/// is named, in the order of first mentions.
+fn distinct(names: &[Vec<u8>]) -> Vec<(usize, usize)> {
+    let mut at: HashMap<&[u8], usize> = HashMap::with_capacity(names.len());
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    for (position, name) in names.iter().enumerate() {
+        match at.get(name.as_slice()) {
+            Some(&index) => found[index].1 += 1,
+            None => {
+                at.insert(name, found.len());
+                found.push((position, 1));
+            }
+        }
+    }
+    found
+}
+
+/// BITOP's result built one source at a time, each source shorter than the result padded
+/// with zero bytes, as Redis reads it. The operations are associative and commutative, so
+/// the sources may come in any order; a source named several times counts once in AND and
+/// OR and cancels out in pairs in XOR.
+struct Folding {
+    op: BitOp,
+    result: Vec<u8>,
+}
+
+impl Folding {
+    fn new(op: BitOp, len: usize) -> Folding {
+        // The identity of AND is all ones; of OR and XOR all zeros (NOT overwrites it).
+        let fill = if op == BitOp::And { 0xFF } else { 0 };
+        Folding {
+            op,
+            result: vec![fill; len],
+        }
+    }
+
+    /// Folds in `source`, named `times` times.
+    fn add(&mut self, source: &[u8], times: usize) {
+        let (covered, past) = self.result.split_at_mut(source.len());
+        match self.op {
+            BitOp::And => {
+                combine(covered, source, |r, s| r & s);
+                past.fill(0);
+            }
+            BitOp::Or => combine(covered, source, |r, s| r | s),
+            BitOp::Xor if times % 2 == 1 => combine(covered, source, |r, s| r ^ s),
+            BitOp::Xor => {}
+            BitOp::Not => combine(covered, source, |_, s| !s),
+        }
+    }
+}
+
+/// `result[i] = f(result[i], source[i])` over two slices of one length, eight bytes at a
+/// time (the operations are bitwise, so the bytes' order in a word does not matter).
+fn combine(result: &mut [u8], source: &[u8], f: impl Fn(u64, u64) -> u64) {
+    let mut result_words = result.chunks_exact_mut(8);
+    let mut source_words = source.chunks_exact(8);
+    for (r, s) in (&mut result_words).zip(&mut source_words) {
+        r.copy_from_slice(&f(word(r), word(s)).to_ne_bytes());
+    }
+    let rest = result_words.into_remainder().iter_mut();
+    for (r, s) in rest.zip(source_words.remainder()) {
+        // The low byte of the word's result is the byte's.
+        *r = f(u64::from(*r), u64::from(*s)) as u8;
+    }
+}
+
+fn word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(bytes);
+    u64::from_ne_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Redis's byte-wise BITOP over every named source, in order: each output byte starts
+    /// from the first source's (NOT: inverted) and takes in the others', a missing byte 0.
+    fn reference(op: BitOp, sources: &[&[u8]]) -> Vec<u8> {
+        let len = sources.iter().map(|s| s.len()).max().unwrap_or(0);
+        let byte = |source: &[u8], at: usize| source.get(at).copied().unwrap_or(0);
+        (0..len)
+            .map(|at| {
+                let mut bytes = sources.iter().map(|source| byte(source, at));
+                let first = bytes.next().unwrap_or(0);
+                match op {
+                    BitOp::And => bytes.fold(first, |a, b| a & b),
+                    BitOp::Or => bytes.fold(first, |a, b| a | b),
+                    BitOp::Xor => bytes.fold(first, |a, b| a ^ b),
+                    BitOp::Not => !first,
+                }
+            })
+            .collect()
+    }
+
+    /// What `bitop` computes for `names` whose strings `values` holds (absent: missing).
+    fn folded(op: BitOp, names: &[Vec<u8>], values: &HashMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
+        let value = |name: &Vec<u8>| values.get(name).cloned().unwrap_or_default();
+        let len = names
+            .iter()
+            .map(|name| value(name).len())
+            .max()
+            .unwrap_or(0);
+        let mut folding = Folding::new(op, len);
+        for (first, times) in distinct(names) {
+            folding.add(&value(&names[first]), times);
+        }
+        folding.result
+    }
+
+    #[test]
+    fn folding_distinct_sources_answers_what_byte_wise_bitop_answers() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(148);
+        for round in 0..3000 {
+            // Lengths around the word size, some empty; "gone" is never stored.
+            let mut values = HashMap::new();
+            for name in ["a", "b", "c", "d"] {
+                let len = rng.gen_range(0..40);
+                let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                values.insert(name.as_bytes().to_vec(), bytes);
+            }
+            let op = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Not][round % 4];
+            let count = if op == BitOp::Not {
+                1
+            } else {
+                rng.gen_range(1..8)
+            };
+            let names: Vec<Vec<u8>> = (0..count)
+                .map(|_| ["a", "b", "c", "d", "gone"][rng.gen_range(0..5)].into())
+                .collect();
+            let sources: Vec<Vec<u8>> = names
+                .iter()
+                .map(|name| values.get(name).cloned().unwrap_or_default())
+                .collect();
+            let sources: Vec<&[u8]> = sources.iter().map(Vec::as_slice).collect();
+            assert_eq!(
+                folded(op, &names, &values),
+                reference(op, &sources),
+                "{op:?} of {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_named_again_is_read_once_and_counted() {
+        let names: Vec<Vec<u8>> = ["x", "y", "x", "x", "z", "y"].map(Vec::from).into();
+        assert_eq!(distinct(&names), vec![(0, 3), (1, 2), (4, 1)]);
+    }
 }

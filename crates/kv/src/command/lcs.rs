@@ -7,10 +7,13 @@ use tailstore_resp::Reply;
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::{KeyMeta, Kind};
 
-/// The most cells (one per pair of prefix lengths) the table may have: a bit each, so 128
-/// MiB (two strings of 32 KB). Redis allocates four bytes a cell, whatever two strings ask
-/// (two 1 MB strings: 4 TB).
-const MAX_CELLS: u64 = 1 << 30;
+/// The most bytes Redis lets LCS's table (four a cell) take: `proto-max-bulk-len`, at its
+/// default, since a command does not see tailstore's `--max-bulk`. The table here keeps a
+/// bit a cell, but the refusal is Redis's, so that both servers compute the same LCSs.
+const MAX_TABLE_BYTES: u64 = 512 * 1024 * 1024;
+
+const TABLE_TOO_LARGE: &str =
+    "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
 
 struct Options {
     idx: bool,
@@ -23,15 +26,12 @@ struct Options {
 pub fn lcs(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     // Both keys are looked up before either's kind is checked, as in Redis.
     let looked_up = [ctx.meta(&args[1])?, ctx.meta(&args[2])?];
-    let [a, b] = looked_up.map(|meta| operand(ctx, meta));
+    let [a, b] = looked_up.map(string_meta);
     let (a, b) = (a?, b?);
     let options = parse_options(&args[3..])?;
-    let cells = (a.len() as u64 + 1).saturating_mul(b.len() as u64 + 1);
-    if cells > MAX_CELLS {
-        return Err(Fault::err(format!(
-            "ERR LCS of strings this long needs {cells} table cells, beyond tailstore's limit of {MAX_CELLS}"
-        )));
-    }
+    // From the stored lengths, before either string is read.
+    check_table_size(stored_len(&a), stored_len(&b))?;
+    let (a, b) = (operand(ctx, a)?, operand(ctx, b)?);
     let table = Table::of(&a, &b);
     if options.len && !options.idx {
         return Ok(Reply::Int(i64::from(table.length())));
@@ -46,13 +46,34 @@ pub fn lcs(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     ]))
 }
 
-/// The string of a key LCS looked up (`meta`): empty if absent; Redis's error of its own for
-/// another kind.
-fn operand(ctx: &mut Ctx, meta: Option<KeyMeta>) -> Result<Vec<u8>, Fault> {
+/// A key LCS looked up (`meta`), if it holds a string; Redis's error of its own for another
+/// kind.
+fn string_meta(meta: Option<KeyMeta>) -> Result<Option<KeyMeta>, Fault> {
     match meta {
         Some(meta) if meta.kind != Kind::String => Err(Fault::err(
             "ERR The specified keys must contain string values",
         )),
+        meta => Ok(meta),
+    }
+}
+
+fn stored_len(meta: &Option<KeyMeta>) -> u64 {
+    meta.as_ref().map_or(0, |meta| meta.len.max(0) as u64)
+}
+
+/// Redis's refusal of a table of `(a_len + 1) × (b_len + 1)` cells of four bytes past
+/// `proto-max-bulk-len`.
+fn check_table_size(a_len: u64, b_len: u64) -> Result<(), Fault> {
+    let bytes = (a_len + 1).saturating_mul(b_len + 1).saturating_mul(4);
+    if bytes > MAX_TABLE_BYTES {
+        return Err(Fault::err(TABLE_TOO_LARGE));
+    }
+    Ok(())
+}
+
+/// The string of a key LCS looked up: empty if absent.
+fn operand(ctx: &mut Ctx, meta: Option<KeyMeta>) -> Result<Vec<u8>, Fault> {
+    match meta {
         Some(meta) => Ok(super::strings::string_of(ctx, &meta)?.unwrap_or_default()),
         None => Ok(Vec::new()),
     }
@@ -270,6 +291,20 @@ mod tests {
             ranges("ohmytext", "mynewtext", 4),
             vec![vec![4, 7, 5, 8, 4]]
         );
+    }
+
+    #[test]
+    fn the_table_is_refused_where_redis_refuses_it() {
+        // Redis 7.0.15 with proto-max-bulk-len 512 MiB computes two 11,584-byte strings and
+        // refuses two of 11,585 bytes: 11,586² × 4 bytes is past 512 MiB.
+        assert!(check_table_size(11_584, 11_584).is_ok());
+        for (a, b) in [(11_585, 11_584), (1 << 27, 0), (u64::MAX - 1, u64::MAX - 1)] {
+            match check_table_size(a, b) {
+                Err(Fault::Reply(Reply::Error(text))) => assert_eq!(text, TABLE_TOO_LARGE),
+                other => panic!("{a} × {b}: {other:?}"),
+            }
+        }
+        assert!(check_table_size((1 << 27) - 1, 0).is_ok());
     }
 
     #[test]

@@ -438,7 +438,21 @@ fn estimate(histogram: &[u64; 64]) -> u64 {
         z *= 0.5;
     }
     z += m * sigma(histogram[0] as f64 / m);
-    (ALPHA_INF * m * m / z).round() as u64
+    redis_rounding(ALPHA_INF * m * m / z)
+}
+
+/// Redis's `(uint64_t) llroundl(e)` on x86-64: to the nearest integer, halves away from
+/// zero; an estimate past a long long's range (an infinity, when every register is above
+/// those the histogram reads) is LLONG_MIN, 2^63 here, which PFCOUNT answers as
+/// -9223372036854775808 and which, cached, reads as a stale count.
+fn redis_rounding(estimate: f64) -> u64 {
+    const LONG_LONG_END: f64 = 9_223_372_036_854_775_808.0;
+    let rounded = estimate.round();
+    if (0.0..LONG_LONG_END).contains(&rounded) {
+        rounded as u64
+    } else {
+        1 << 63
+    }
 }
 
 fn sigma(mut x: f64) -> f64 {
@@ -667,6 +681,23 @@ mod tests {
         assert!(is_dense(&sketch));
         assert_eq!(dense_get(&sketch[HEADER..], 7), 63);
         assert_eq!(count_registers(&registers), count(&dense).expect("dense"));
+    }
+
+    #[test]
+    fn an_infinite_estimate_is_redis_s_llroundl_of_it() {
+        // Every register 63: none in the histogram Redis reads, so its estimate is an
+        // infinity, which Redis 7.0.15's PFCOUNT answers as -9223372036854775808.
+        let mut dense = empty();
+        to_dense(&mut dense).expect("valid");
+        dense[HEADER..].fill(0xff);
+        assert_eq!(count(&dense), Ok(1 << 63));
+        assert_eq!(count_registers(&vec![63; REGISTERS]), 1 << 63);
+        // Cached, it reads as stale (its top bit is the stale mark), as in Redis.
+        set_cache(&mut dense, 1 << 63);
+        assert_eq!(cached(&dense), None);
+        assert_eq!(redis_rounding(2.5), 3);
+        assert_eq!(redis_rounding(f64::NAN), 1 << 63);
+        assert_eq!(redis_rounding(9.3e18), 1 << 63);
     }
 
     #[test]

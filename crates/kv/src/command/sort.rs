@@ -4,8 +4,10 @@
 //! as Redis 7.0's `sort.c` does:
 //!
 //! * Numbers are read with plain strtod (leading spaces allowed, the empty string is 0); one
-//!   that does not read, is NaN or out of range fails the command with "One or more scores
-//!   can't be converted into double". Equal numbers are ordered by the elements' bytes.
+//!   that does not read, is NaN, out of range, or a subnormal a double cannot hold exactly
+//!   (`1e-310`: glibc's strtod sets ERANGE, which Redis checks) fails the command with "One
+//!   or more scores can't be converted into double". Equal numbers are ordered by the
+//!   elements' bytes.
 //! * A BY pattern with no `*` does not sort, even with another BY after it: a list or
 //!   sorted set comes in its own order (reversed by DESC), with LIMIT applied to that order. A missing BY key weighs 0 (or, with
 //!   ALPHA, comes first).

@@ -55,6 +55,13 @@ impl Command {
         self.flags.contains(&"readonly")
     }
 
+    /// Whether the command may change data or send messages though not a write: Redis's
+    /// `may-replicate` flag, which COMMAND INFO does not show (so it is not among `flags`).
+    /// A WRITE pause holds such a command and a read-only script may not call it.
+    pub fn may_replicate(&self) -> bool {
+        MAY_REPLICATE.contains(&self.name)
+    }
+
     /// Whether the server waits when one run of the command finds nothing (BLPOP…).
     pub fn is_blocking(&self) -> bool {
         self.flags.contains(&"blocking")
@@ -131,6 +138,10 @@ impl Command {
         key_specs::has_keys(&key_specs::full_name(self, args))
     }
 }
+
+/// The commands Redis flags `may-replicate` that are not writes and that a script may call:
+/// PFCOUNT writes the count it caches in its sketch; PUBLISH and SPUBLISH send messages.
+const MAY_REPLICATE: &[&str] = &["pfcount", "publish", "spublish"];
 
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];

@@ -828,7 +828,10 @@ impl Call<'_, '_, '_> {
         if let Some(refusal) = self.host.denied(command, args) {
             return refusal;
         }
-        if self.read_only && command.is_write() {
+        // As Redis, a command that may replicate (PFCOUNT writes its cached count, PUBLISH
+        // sends) counts as a write here, so that read-only scripts may run during a WRITE
+        // pause.
+        if self.read_only && (command.is_write() || command.may_replicate()) {
             return Reply::error("ERR Write commands are not allowed from read-only scripts.");
         }
         if let Some(refusal) = refused_in_script(command, args) {

@@ -3,8 +3,9 @@
 //!
 //! A command that the pause holds (every command in ALL mode; in WRITE mode those that may
 //! change data or send messages: writes, scripts and functions but their read-only forms
-//! and those declared `no-writes`, PUBLISH, SPUBLISH, the FUNCTION subcommands that change
-//! libraries, an EXEC whose queue holds one) is not run: it waits on its connection, which takes no further command (so a
+//! and those declared `no-writes`, PUBLISH, SPUBLISH, PFCOUNT (which writes the count it
+//! caches), the FUNCTION subcommands that change libraries, an EXEC whose queue holds one)
+//! is not run: it waits on its connection, which takes no further command (so a
 //! pipeline keeps its order), until the pause ends. Its event loop sleeps no longer than
 //! the pause, and CLIENT UNPAUSE wakes every loop. The active expiry waits too, so that a
 //! paused server's data does not change, which is what the pause promises. As in Redis, the
@@ -110,7 +111,8 @@ fn may_write(args: &[Vec<u8>], queued: Option<&[Queued]>) -> bool {
                 .iter()
                 .any(|name| sub.eq_ignore_ascii_case(name.as_bytes()))
         }),
-        _ => is_data_write(command),
+        // PFCOUNT, which writes the count it caches: a read Redis flags `may-replicate`.
+        _ => is_data_write(command) || command.may_replicate(),
     }
 }
 
@@ -135,6 +137,7 @@ mod tests {
         pause.start(Instant::now() + Duration::from_secs(60), true);
         for held in [
             "SET k v",
+            "PFCOUNT h",
             "DEL k",
             "EVAL x 0",
             "PUBLISH c m",
@@ -157,6 +160,8 @@ mod tests {
         );
         let queue = [words("GET k"), words("INCR k")].map(|args| Queued { args });
         assert!(pause.holds(&words("EXEC"), Some(&queue), |_| false));
+        let counts = [words("PFCOUNT h")].map(|args| Queued { args });
+        assert!(pause.holds(&words("EXEC"), Some(&counts), |_| false));
         assert!(!pause.holds(&words("EXEC"), Some(&queue[..1]), |_| false));
         pause.end();
         assert!(!pause.holds(&words("SET k v"), None, |_| false));
