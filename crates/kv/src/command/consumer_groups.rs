@@ -15,7 +15,7 @@ use super::streams::{
     ReadArgs,
 };
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::groups::Pending;
+use crate::keyspace::groups::{GroupRows, Pending};
 use crate::keyspace::notifications;
 use crate::keyspace::stream::StreamId;
 use crate::keyspace::{KeyMeta, Kind, MAX_FIELD};
@@ -116,7 +116,7 @@ const XGROUP_HELP: &[&str] = &[
     "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
     "    Set the current group ID and entries_read counter.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// XGROUP subcommand key group …
@@ -170,10 +170,14 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
             Ok(Reply::ok())
         }
         ("destroy", 4) => {
-            let Some(meta) = meta.filter(|_| last.is_some()) else {
+            let Some(mut meta) = meta.filter(|_| last.is_some()) else {
                 return Ok(Reply::Int(0));
             };
-            ctx.ks.delete_group(ctx.txn, meta.id, group)?;
+            if ctx.rebuilds_removals {
+                rebuild_without(ctx, key, &mut meta, GroupRows::Group(group))?;
+            } else {
+                ctx.ks.delete_group(ctx.txn, meta.id, group)?;
+            }
             ctx.notify(notifications::STREAM, "xgroup-destroy", key);
             Ok(Reply::Int(1))
         }
@@ -192,7 +196,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
         ("delconsumer", 5) => {
             let meta = meta.ok_or_else(syntax)?;
-            let Some(pending) = delete_consumer(ctx, meta, group, &args[4])? else {
+            let Some(pending) = delete_consumer(ctx, key, meta, group, &args[4])? else {
                 return Ok(Reply::Int(0));
             };
             ctx.notify(notifications::STREAM, "xgroup-delconsumer", key);
@@ -267,7 +271,8 @@ fn create_group(
 /// there was no such consumer.
 fn delete_consumer(
     ctx: &mut Ctx,
-    meta: KeyMeta,
+    key: &[u8],
+    mut meta: KeyMeta,
     group: &[u8],
     consumer: &[u8],
 ) -> Result<Option<i64>, Fault> {
@@ -285,11 +290,33 @@ fn delete_consumer(
         .pending_range(ctx.txn, meta.id, group, all, usize::MAX, |p| {
             p.consumer == consumer
         })?;
-    for entry in &owned {
-        ctx.ks.delete_pending(ctx.txn, meta.id, group, entry.id)?;
+    if ctx.rebuilds_removals {
+        rebuild_without(ctx, key, &mut meta, GroupRows::Consumer(group, consumer))?;
+    } else {
+        for entry in &owned {
+            ctx.ks.delete_pending(ctx.txn, meta.id, group, entry.id)?;
+        }
+        ctx.ks.delete_consumer(ctx.txn, meta.id, group, consumer)?;
     }
-    ctx.ks.delete_consumer(ctx.txn, meta.id, group, consumer)?;
     Ok(Some(owned.len() as i64))
+}
+
+/// Removes `rows` from the stream `key` (`meta`, saved with its new owner) in an attempt
+/// after one refused as larger than a commit may be: the stream is rebuilt under a new
+/// owner from every other row and the old one queued for the lazy free, as XTRIM rebuilds
+/// (`rebuild.rs`), since deleting the rows would be as large again. Unlike the deletion,
+/// this changes the key's row (its owner), which a WATCH of the stream sees.
+fn rebuild_without(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: &mut KeyMeta,
+    rows: GroupRows,
+) -> Result<(), Fault> {
+    let to = ctx.ks.new_version();
+    super::keys::copy_elements(ctx, meta, to, |table, row| rows.keeps(table, row))?;
+    ctx.ks.queue_garbage(ctx.txn, meta.id, meta.kind)?;
+    meta.id = to;
+    ctx.save(key, meta)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -306,34 +333,24 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     check_name(consumer, "consumer")?;
     let mut targets = Vec::with_capacity(read.keys.len());
     for (key, id) in read.keys.iter().zip(read.ids) {
-        let meta = ctx.read_meta_of(key, Kind::Stream)?;
-        let last = match &meta {
-            Some(meta) => ctx.ks.group(ctx.txn, meta.id, group)?,
-            None => None,
-        };
-        let (Some(meta), Some(last)) = (meta, last) else {
-            return Err(Fault::err(format!(
-                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                String::from_utf8_lossy(key),
-                String::from_utf8_lossy(group)
-            )));
-        };
+        let meta = read_target(ctx, key, group)?;
         let after = match id.as_slice() {
             b"$" => return Err(Fault::err(
                 "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
             )),
             b">" => None,
-            id => Some(parse_strict_id(id)?),
+            // Redis reads `>` as this ID, so naming it is asking for new entries too.
+            id => Some(parse_strict_id(id)?).filter(|after| *after != StreamId::MAX),
         };
-        targets.push((key, meta, last, after));
+        targets.push((key, meta, after));
     }
     let mut streams = Vec::new();
-    for (key, meta, last, after) in targets {
+    for (key, meta, after) in targets {
         // Redis looks each stream up again (a read) as it serves it.
         ctx.count_lookup(key, true);
         let served = match after {
             Some(after) => Some(history(ctx, key, &meta, (group, consumer), after, &read)?),
-            None => deliver_new(ctx, key, &meta, (group, consumer), last, &read)?,
+            None => deliver_new(ctx, key, &meta, (group, consumer), &read)?,
         };
         if let Some(entries) = served {
             streams.push((bulk(key.clone()), Reply::Array(entries)));
@@ -343,6 +360,43 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(Reply::NullArray);
     }
     Ok(Reply::Keyed(streams))
+}
+
+/// The stream at `key` that XREADGROUP reads with `group`, which it must have: else
+/// Redis's NOGROUP, or, when a blocked XREADGROUP runs again and finds its stream or group
+/// gone, the errors Redis unblocks it with.
+fn read_target(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> Result<KeyMeta, Fault> {
+    let looked_up = ctx.read_meta(key)?;
+    // A key deleted, or replaced by one of another kind, is no longer the stream waited on.
+    let stream_gone = looked_up
+        .as_ref()
+        .is_none_or(|meta| meta.kind != Kind::Stream);
+    if stream_gone && is_blocked_rerun(ctx) {
+        return Err(Fault::err("UNBLOCKED the stream key no longer exists"));
+    }
+    let meta = super::of_kind(looked_up, Kind::Stream)?;
+    let found = match &meta {
+        Some(meta) => ctx.ks.group(ctx.txn, meta.id, group)?.is_some(),
+        None => false,
+    };
+    match meta.filter(|_| found) {
+        Some(meta) => Ok(meta),
+        None if is_blocked_rerun(ctx) => Err(Fault::err(
+            "NOGROUP the consumer group this client was blocked on no longer exists",
+        )),
+        None => Err(Fault::err(format!(
+            "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+            String::from_utf8_lossy(key),
+            String::from_utf8_lossy(group)
+        ))),
+    }
+}
+
+/// Whether this run is a blocked command's run after its first: the server counts no read
+/// lookups of those alone among clients' commands (`CountLookups`), as Redis serves them
+/// from the key they wake on rather than as a command sent.
+fn is_blocked_rerun(ctx: &Ctx) -> bool {
+    !ctx.counts_lookups
 }
 
 /// The consumer's pending entries after `after` (each delivered again: its delivery time
@@ -388,15 +442,19 @@ fn history(
 }
 
 /// The entries after the group's last delivered ID, delivered to the consumer; `None` if
-/// there are none.
+/// there are none. The ID is read now, not when the command's keys were checked: a key
+/// named twice is served twice, the second time after what the first delivered.
 fn deliver_new(
     ctx: &mut Ctx,
     key: &[u8],
     meta: &KeyMeta,
     (group, consumer): (&[u8], &[u8]),
-    last: StreamId,
     read: &ReadArgs,
 ) -> Result<Option<Vec<Reply>>, Fault> {
+    let last = ctx
+        .ks
+        .group(ctx.txn, meta.id, group)?
+        .ok_or_else(|| no_group(key, group))?;
     let Some(first) = last.next() else {
         return Ok(None);
     };

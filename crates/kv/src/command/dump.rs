@@ -133,12 +133,10 @@ fn counts_kept(position: &StreamPosition, groups: &[Group]) -> bool {
 fn store_stream_counts(ctx: &mut Ctx, meta: &KeyMeta, stream: &Stream) -> Result<(), Fault> {
     let len = stream.entries.len() as i64;
     let counts = match stream.counts {
-        // A payload cannot have had fewer entries added than it holds (Redis never writes
-        // one): such a count is taken as the entries it holds.
+        // Taken as Redis loads it, unchecked: the count wraps (`StreamCounts`), so one
+        // past `i64::MAX`, or below the entries held, is a stream Redis could have saved.
         Some(counts) => StreamCounts {
-            entries_added: i64::try_from(counts.entries_added)
-                .unwrap_or(i64::MAX)
-                .max(len),
+            entries_added: counts.entries_added as i64,
             max_deleted: counts.max_deleted.into(),
         },
         None => StreamCounts::of_entries(len),

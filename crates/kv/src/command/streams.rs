@@ -352,10 +352,12 @@ fn next_id(
                 last.next().ok_or_else(too_small)?
             }
         }
+        // No sequence number is left in that ms: Redis 7.0 fails the append without
+        // saying why, and XADD answers its catch-all text.
         Some((id, false)) if id.ms == last.ms => last
             .next()
             .filter(|n| n.ms == id.ms)
-            .ok_or_else(too_small)?,
+            .ok_or_else(|| Fault::err("ERR Elements are too large to be stored"))?,
         Some((id, _)) => id,
     };
     if id <= last {
@@ -629,11 +631,6 @@ pub fn parse_read(args: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs<'_>, Fa
         keys: &[],
         ids: &[],
     };
-    let (name, symbol) = if xreadgroup {
-        ("xreadgroup", '>')
-    } else {
-        ("xread", '$')
-    };
     let mut i = 1;
     let mut streams = None;
     while i < args.len() {
@@ -648,9 +645,10 @@ pub fn parse_read(args: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs<'_>, Fa
         } else if is(option, "streams") && more > 0 {
             let listed = &args[i + 1..];
             if !listed.len().is_multiple_of(2) {
-                return Err(Fault::err(format!(
-                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified."
-                )));
+                // Redis 7.0 names XREAD and `$` for XREADGROUP too.
+                return Err(Fault::err(
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+                ));
             }
             streams = Some(listed.split_at(listed.len() / 2));
             break;
@@ -680,6 +678,25 @@ pub fn parse_read(args: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs<'_>, Fa
     }
     (read.keys, read.ids) = (keys, ids);
     Ok(read)
+}
+
+/// What the server blocks an XREAD or XREADGROUP (`xreadgroup`) on: `args`, with `COUNT
+/// 1000` before STREAMS when they ask for every entry (no COUNT, or 0). Redis serves a
+/// blocked read at most that many entries per stream, so that an ID far in the past, or a
+/// burst of entries while it waited, does not make one huge reply (here also a
+/// transaction larger than a commit may be).
+pub fn with_blocked_count(mut args: Vec<Vec<u8>>, xreadgroup: bool) -> Vec<Vec<u8>> {
+    const BLOCKED_DEFAULT_COUNT: &[u8] = b"1000";
+    let Ok(read) = parse_read(&args, xreadgroup) else {
+        return args; // its run answers the error
+    };
+    if read.count != 0 {
+        return args;
+    }
+    let streams_at = args.len() - 2 * read.keys.len() - 1;
+    let count = [b"COUNT".to_vec(), BLOCKED_DEFAULT_COUNT.to_vec()];
+    args.splice(streams_at..streams_at, count);
+    args
 }
 
 /// XREAD's options ([`parse_read`]).

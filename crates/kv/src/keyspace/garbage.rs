@@ -155,18 +155,21 @@ impl Keyspace {
     }
 
     /// The tables a key of `kind` keeps its elements in: every one's key starts with the
-    /// owner, its first column.
+    /// owner, its first column. A stream's are in the order [`stream_tables`] numbers.
     fn element_tables(&self, kind: Kind) -> Vec<&Table> {
         match kind {
             Kind::ZSet => vec![&self.zset],
-            Kind::Stream => vec![
-                &self.parts,
-                &self.groups,
-                &self.consumers,
-                &self.pending,
-                &self.streams,
-                &self.group_reads,
-            ],
+            Kind::Stream => {
+                use stream_tables::*;
+                let mut tables = vec![&self.parts; 6];
+                tables[ENTRIES] = &self.parts;
+                tables[GROUPS] = &self.groups;
+                tables[CONSUMERS] = &self.consumers;
+                tables[PENDING] = &self.pending;
+                tables[COUNTS] = &self.streams;
+                tables[GROUP_READS] = &self.group_reads;
+                tables
+            }
             _ => vec![&self.parts],
         }
     }
@@ -368,6 +371,17 @@ fn row_bytes(row: &[Value]) -> usize {
             _ => 8,
         })
         .sum()
+}
+
+/// The place of each of a stream's tables among its [`Keyspace::element_tables`], for code
+/// that tells a copied stream's rows apart (`keyspace/groups.rs` `GroupRows`).
+pub(crate) mod stream_tables {
+    pub const ENTRIES: usize = 0;
+    pub const GROUPS: usize = 1;
+    pub const CONSUMERS: usize = 2;
+    pub const PENDING: usize = 3;
+    pub const COUNTS: usize = 4;
+    pub const GROUP_READS: usize = 5;
 }
 
 #[cfg(test)]

@@ -56,6 +56,44 @@ fn pending_of(row: &[Value]) -> Result<Pending, Fault> {
     })
 }
 
+/// The rows a removal of a group, or of one consumer, takes from a stream rebuilt under a
+/// new owner (XGROUP DESTROY and DELCONSUMER of more pending entries than one commit may
+/// delete: `command/consumer_groups.rs`).
+pub(crate) enum GroupRows<'a> {
+    /// The group: its row, its count of entries read, its consumers and pending entries.
+    Group(&'a [u8]),
+    /// A consumer of a group (group, consumer), with the group's pending entries it has.
+    Consumer(&'a [u8], &'a [u8]),
+}
+
+impl GroupRows<'_> {
+    /// Whether the rebuilt stream keeps `row` of its table `table`, numbered as the copy of
+    /// a stream's rows numbers them (`Keyspace::element_tables`): its entries, groups,
+    /// consumers, pending entries, counts, then its groups' counts.
+    pub(crate) fn keeps(&self, table: usize, row: &[Value]) -> Result<bool, Fault> {
+        use super::garbage::stream_tables::{CONSUMERS, GROUPS, GROUP_READS, PENDING};
+        // The column naming a row's consumer, in the tables that have one.
+        let consumer_at = match table {
+            GROUPS | GROUP_READS => None,
+            CONSUMERS => Some(2),
+            PENDING => Some(3),
+            _ => return Ok(true),
+        };
+        let column = |at: usize| {
+            let missing = || Fault::corrupt(format!("group row {row:?} has no column {at}"));
+            bytes(row.get(at).ok_or_else(missing)?)
+        };
+        let group = column(1)?;
+        Ok(match (self, consumer_at) {
+            (GroupRows::Group(removed), _) => group != *removed,
+            (GroupRows::Consumer(removed, consumer), Some(at)) => {
+                group != *removed || column(at)? != *consumer
+            }
+            (GroupRows::Consumer(..), None) => true,
+        })
+    }
+}
+
 impl Keyspace {
     /// The last ID delivered to `group`, if the stream has that group.
     pub(crate) fn group(
