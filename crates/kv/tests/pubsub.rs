@@ -13,7 +13,9 @@ use support::{eventually, expect_bytes, q, read_exactly, Options, TestServer};
 
 /// Subscriptions, messages by channel and by pattern, the RESP2 subscribed context (only
 /// pub/sub commands, PING as a message), unsubscribing from everything, RESP3's push
-/// frames, PUBSUB's answers and errors, RESET.
+/// frames, PUBSUB's answers and errors, RESET, CLIENT REPLY SKIP before SUBSCRIBE (used up
+/// by it, its confirmations sent), refusals in the subscribed context (PING's arity, a
+/// subcommand by its full name).
 const CONVERSATION: &[Step] = &[
     (0, b"SUBSCRIBE ch1 ch2\r\n"),
     (1, b"PUBLISH ch1 hello\r\nPUBSUB NUMSUB ch1 ch3\r\nPUBSUB CHANNELS *2\r\nPUBSUB CHANNELS c*1\r\nPUBSUB NUMPAT\r\n"),
@@ -25,6 +27,8 @@ const CONVERSATION: &[Step] = &[
     (1, b"PUBLISH z msg\r\nPUBLISH nobody m\r\n"),
     (2, b"RESET\r\n"),
     (1, b"PUBLISH z m3\r\n"),
+    (0, b"CLIENT REPLY SKIP\r\nSUBSCRIBE c d\r\nPING\r\nPING a b\r\nCLIENT ID\r\nCONFIG GET x\r\n"),
+    (1, b"PUBLISH d m4\r\n"),
 ];
 
 /// Sharded pub/sub (Redis 7): shard channels apart from channels of the same name, their
@@ -157,6 +161,109 @@ fn a_message_comes_before_the_reply_to_a_later_command() {
             String::from_utf8_lossy(&got)
         );
     }
+}
+
+/// A subscriber of many patterns that all match one channel, which reads nothing: one
+/// pipelined batch of PUBLISHes addresses it ten million messages (10 GiB of frames). They are
+/// counted as they are addressed, so the server holds at most the limit's worth before it
+/// disconnects the subscriber. Before, every copy was held (the publisher's outbox, then
+/// the subscriber's loop's queue) before the limit was looked at: the process grew by
+/// 294 MiB here (by gigabytes with longer patterns, each copied per message then).
+#[test]
+fn a_fan_out_to_a_subscriber_that_does_not_read_is_bounded() {
+    let server = TestServer::start();
+    let mut subscriber = server.raw();
+    // 20,000 patterns, each matching the channel by its first letter.
+    let mut psubscribe = vec!["PSUBSCRIBE".to_string()];
+    psubscribe.extend((0..20_000).map(|i| format!("[c{i}]*")));
+    let words: Vec<&str> = psubscribe.iter().map(String::as_str).collect();
+    subscriber
+        .write_all(&support::command(&words).get_packed_command())
+        .expect("write");
+    let mut publisher = server.raw();
+    let subscribed = eventually(Duration::from_secs(30), || {
+        publisher.write_all(b"PUBSUB NUMPAT\r\n").expect("write");
+        read_line(&mut publisher) == b":20000\r\n"
+    });
+    assert!(subscribed, "the patterns were not subscribed");
+    let peak_before = peak_resident_bytes();
+    let payload = "p".repeat(1 << 10);
+    let one = format!("*3\r\n$7\r\nPUBLISH\r\n$11\r\nc0123456789\r\n$1024\r\n{payload}\r\n");
+    publisher
+        .write_all(one.repeat(500).as_bytes())
+        .expect("write");
+    for _ in 0..500 {
+        read_line(&mut publisher);
+    }
+    let grown = peak_resident_bytes().saturating_sub(peak_before);
+    assert!(
+        grown < 100 << 20,
+        "the server grew by {} MiB for one subscriber",
+        grown >> 20
+    );
+    let gone = eventually(Duration::from_secs(30), || {
+        publisher
+            .write_all(b"PUBLISH c0123456789 x\r\n")
+            .expect("write");
+        read_line(&mut publisher) == b":0\r\n"
+    });
+    assert!(gone, "the subscriber is still connected");
+}
+
+/// One line of a reply, with its CRLF.
+fn read_line(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        line.extend(read_exactly(stream, 1));
+    }
+    line
+}
+
+/// This process's peak resident memory (the server runs in it).
+fn peak_resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib << 10
+}
+
+/// A message published while the subscriber was still subscribed, and not yet in its output
+/// when it unsubscribed, is not sent: after the confirmation a RESP2 client may send any
+/// command, and would read the message as its reply. Before, it came after the PONG.
+#[test]
+fn no_message_follows_the_confirmation_of_an_unsubscribe() {
+    let server = TestServer::start();
+    // Dealt to the two loops in turn: the publisher's script holds only the other one.
+    let mut subscriber = server.raw();
+    let mut publisher = server.client();
+    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    // Publishes, then holds its loop (and the message) for 300 ms.
+    const SCRIPT: &str = "redis.call('publish', 'ch', 'late') \
+        local s = redis.call('time') \
+        repeat local n = redis.call('time') \
+        until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 300000 \
+        return 1";
+    let script = std::thread::spawn(move || {
+        let done: i64 = q(&mut publisher, &["EVAL", SCRIPT, "0"]);
+        done
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    subscriber.write_all(b"UNSUBSCRIBE ch\r\n").expect("write");
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n",
+    );
+    assert_eq!(script.join().expect("the script's client"), 1);
+    std::thread::sleep(Duration::from_millis(50));
+    subscriber.write_all(b"PING\r\n").expect("write");
+    expect_bytes(&mut subscriber, b"+PONG\r\n");
 }
 
 /// Its unread messages show in CLIENT LIST (`omem`, `events=rw`), as Redis shows them, to

@@ -18,7 +18,9 @@ use tailstore_resp::{parse_reply, Limits, Value};
 /// subscribed). Refusals of modes, default tracking (a registration per read, ended by the
 /// first write; the writer's own invalidation after its reply; a write that changes
 /// nothing sends none; MULTI, scripts' keys, collections), FLUSHALL, BCAST with prefixes
-/// and NOLOOP, OPTIN with CACHING, REDIRECT to a RESP2 subscriber, RESET.
+/// and NOLOOP, OPTIN with CACHING, REDIRECT to a RESP2 subscriber, NOLOOP's read after its
+/// own write in a block (still invalidated by another client's write), CACHING yes kept
+/// across another CLIENT command, RESET.
 const CONVERSATION: &[Step] = &[
     (2, b"SUBSCRIBE __redis__:invalidate\r\n"),
     (0, b"HELLO 3\r\n"),
@@ -46,6 +48,10 @@ const CONVERSATION: &[Step] = &[
     (1, b"MSET o1 1 o2 2\r\n"),
     (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on REDIRECT $ID2\r\nGET r1\r\nGET r2\r\n"),
     (1, b"SET r1 1\r\nSET r2 1\r\n"),
+    (0, b"CLIENT TRACKING off\r\nHELLO 3\r\nCLIENT TRACKING on NOLOOP\r\nMULTI\r\nSET n1 v1\r\nGET n1\r\nEXEC\r\nEVAL \"redis.call('set', KEYS[1], 'v1') return redis.call('get', KEYS[1])\" 1 n2\r\n"),
+    (1, b"SET n1 v2\r\nSET n2 v2\r\n"),
+    (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on OPTIN\r\nCLIENT CACHING yes\r\nCLIENT SETNAME x\r\nGET c1\r\n"),
+    (1, b"SET c1 1\r\n"),
     (0, b"CLIENT TRACKING off\r\nCLIENT TRACKING on\r\nGET s\r\nRESET\r\n"),
     (1, b"SET s 1\r\n"),
 ];

@@ -8,7 +8,9 @@ use tailstore_resp::Reply;
 
 use super::hashes::wrong_arity;
 use super::streams::parse_read;
-use super::{bulk, is, parse_int, parse_long_double, Command, Ctx, Fault, Outcome, SYNTAX};
+use super::{
+    bulk, is, of_kind, parse_int, parse_long_double, Command, Ctx, Fault, Outcome, SYNTAX,
+};
 use crate::keyspace::{KeyMeta, Kind};
 
 /// The keys a blocked command waits on: the ones it pops from (BLMOVE's and BRPOPLPUSH's
@@ -65,7 +67,7 @@ pub(super) fn pop_first(
     let (timeout, keys) = args[1..].split_last().ok_or_else(|| wrong_arity(args))?;
     parse_timeout(timeout)?;
     for key in keys {
-        if let Some(meta) = ctx.meta_of(key, kind)? {
+        if let Some(meta) = waited_meta_of(ctx, key, kind)? {
             let popped = pop(ctx, key, meta)?;
             if !popped.is_empty() {
                 let reply = std::iter::once(bulk(key.clone())).chain(popped);
@@ -76,10 +78,25 @@ pub(super) fn pop_first(
     Ok(Reply::NullArray)
 }
 
-/// A blocking command's timeout in seconds (its last argument), as Redis 7.0 reads it: a
-/// long double, times 1,000, truncated to whole milliseconds (so `0.0001` is 0, which waits
-/// forever); what truncates below zero, or does not fit an i64 (`inf`, `1e17`), is
-/// "negative". `None` is no deadline.
+/// The meta of a key a blocking command pops from, if it holds `kind`. Another kind is
+/// WRONGTYPE on the command's first run; on a blocked client's later runs it is passed
+/// over, as Redis leaves a client blocked (or serves it from another of its keys) when a
+/// key it waits on is written with another type.
+pub(super) fn waited_meta_of(
+    ctx: &mut Ctx,
+    key: &[u8],
+    kind: Kind,
+) -> Result<Option<KeyMeta>, Fault> {
+    match ctx.meta(key)? {
+        Some(meta) if meta.kind != kind && ctx.is_blocked_rerun() => Ok(None),
+        meta => of_kind(meta, kind),
+    }
+}
+
+/// A blocking command's timeout in seconds (its last argument), as Redis 7.0.15 reads it: a
+/// long double, times 1,000, rounded up to whole milliseconds (so `0.0001` waits 1 ms, and
+/// only 0, or a fraction of a millisecond below it, waits forever); what rounds below zero,
+/// or does not fit an i64 (`inf`, `1e17`), is "negative". `None` is no deadline.
 pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
     let seconds = parse_long_double(arg)
         .map_err(|_| Fault::err("ERR timeout is not a float or out of range"))?;
@@ -89,7 +106,7 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Option<u64>, Fault> {
     if !(-LIMIT..LIMIT).contains(&ms) || ms <= -1.0 {
         return Err(Fault::err("ERR timeout is negative"));
     }
-    let millis = ms.trunc() as u64;
+    let millis = ms.ceil() as u64;
     Ok((millis > 0).then_some(millis))
 }
 
@@ -139,7 +156,7 @@ pub(super) fn multi_pop(
         parse_timeout(&args[1])?;
     }
     for key in &args[numkeys_at + 1..end_at] {
-        let Some(meta) = ctx.meta_of(key, kind)? else {
+        let Some(meta) = waited_meta_of(ctx, key, kind)? else {
             continue;
         };
         if meta.len > 0 {

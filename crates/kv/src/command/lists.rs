@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use tailstore_resp::Reply;
 
-use super::blocking::{multi_pop, parse_timeout, pop_first};
+use super::blocking::{multi_pop, parse_timeout, pop_first, waited_meta_of};
 use super::hashes::wrong_arity;
 use super::rebuild::{keep_only, rewrite_list, Kept};
 use super::strings::clamp_range;
@@ -429,12 +429,18 @@ pub fn blmove(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let from_left = parse_end(&args[3])?;
     let to_left = parse_end(&args[4])?;
     parse_timeout(&args[5])?;
+    if ctx.is_blocked_rerun() && waited_meta_of(ctx, &args[1], Kind::List)?.is_none() {
+        return Ok(Reply::Null); // a source of another kind is waited on, as if absent
+    }
     move_element(ctx, &args[1], &args[2], from_left, to_left)
 }
 
 /// BRPOPLPUSH source destination timeout: BLMOVE source destination RIGHT LEFT timeout.
 pub fn brpoplpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     parse_timeout(&args[3])?;
+    if ctx.is_blocked_rerun() && waited_meta_of(ctx, &args[1], Kind::List)?.is_none() {
+        return Ok(Reply::Null); // a source of another kind is waited on, as if absent
+    }
     move_element(ctx, &args[1], &args[2], false, true)
 }
 

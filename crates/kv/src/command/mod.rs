@@ -58,7 +58,7 @@ pub use execute::{
 pub use float::{parse_float, parse_long_double, parse_score_bound};
 pub use keys::Expired;
 pub use pattern::matches;
-pub use streams::resolve_last_ids;
+pub use streams::{resolve_last_ids, with_blocked_count};
 pub use table::{lookup, tips, Command, Run, COMMANDS};
 
 /// A container command's check of its subcommand, before it runs or is queued: Redis's
@@ -252,6 +252,13 @@ impl Ctx<'_, '_> {
     pub fn meta_of(&mut self, key: &[u8], kind: Kind) -> Result<Option<KeyMeta>, Fault> {
         let meta = self.meta(key)?;
         of_kind(meta, kind)
+    }
+
+    /// Whether this run is a blocked command's run after its first: those alone among a
+    /// client's commands count no read lookups (`CountLookups`), as Redis serves them from
+    /// the key they wake on rather than as a command sent.
+    pub fn is_blocked_rerun(&self) -> bool {
+        !self.counts_lookups
     }
 
     /// [`Ctx::meta_of`] as a read lookup whatever the command ([`Ctx::read_meta`]).

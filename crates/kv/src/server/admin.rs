@@ -1104,14 +1104,18 @@ fn swap_indexes(shared: &Shared, args: &[Vec<u8>]) -> Result<(u32, u32), Reply> 
 }
 
 /// What others are told once a change of the map is committed: clients blocked on keys of
-/// swapped databases run their commands again, and every tracking client is told to drop
+/// swapped or flushed databases run their commands again (an XREADGROUP whose stream is
+/// gone is answered so, as Redis answers it), and every tracking client is told to drop
 /// what it cached (keys are tracked by name, whatever their database).
 pub fn map_changed(shared: &Shared, conn: &mut Connection, change: MapChange) {
-    if let MapChange::Swap(a, b) = change {
-        for db in [a, b] {
-            let keys = shared.waiters.waited_keys(db);
-            shared.signal(db, keys.iter().map(Vec::as_slice));
-        }
+    let changed: Vec<u32> = match change {
+        MapChange::Swap(a, b) => vec![a, b],
+        MapChange::Flush(Some(db)) => vec![db],
+        MapChange::Flush(None) => (0..shared.ks.databases()).collect(),
+    };
+    for db in changed {
+        let keys = shared.waiters.waited_keys(db);
+        shared.signal(db, keys.iter().map(Vec::as_slice));
     }
     let outbox = &mut conn.published;
     shared.tracking.flushed(&shared.client_list, outbox);

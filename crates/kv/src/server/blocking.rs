@@ -33,12 +33,25 @@
 //! Across loops the longest-waiting client is served first only within its loop: two
 //! loops woken by one push race for the element (Redis, single-threaded, serves the
 //! longest-waiting client of the key).
+//!
+//! # Why a push costs one run
+//!
+//! Every client waiting on a written key is due to run again. With thousands of clients
+//! blocked on one queue, each push ran them all, one transaction each, though the first
+//! took the element. So a pass notes the keys a woken client's pop found empty
+//! ([`FoundEmpty`]), and a client woken later in the pass for those keys alone waits on
+//! without running: a list or sorted set empty for one pop is empty for every pop of its
+//! kind. No wake-up is lost by it: the key was found empty after the write that woke the
+//! client, and a later write signals it again. Stream reads are always run (another
+//! group or ID may find entries), as are a client's last run and its run after it
+//! registered.
 
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::command::Command;
+use crate::keyspace::Kind;
 
 /// A database number and a key.
 pub type DbKey = (u32, Vec<u8>);
@@ -83,6 +96,45 @@ impl Blocked {
 
     pub fn waits_on(&self, (db, key): &DbKey) -> bool {
         *db == self.db && self.keys.binary_search(key).is_ok()
+    }
+
+    /// What a run that found nothing says of its keys for other waiters: for the pops
+    /// of lists and of sorted sets, that each key holds no element for any of them (of
+    /// the kind named here). A stream read says nothing of the others' (another group,
+    /// another ID may find entries).
+    pub fn pops(&self) -> Option<Kind> {
+        match self.command.name {
+            "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => Some(Kind::List),
+            "bzpopmin" | "bzpopmax" | "bzmpop" => Some(Kind::ZSet),
+            _ => None,
+        }
+    }
+}
+
+/// The keys a pass found empty for one kind of pop, running woken clients again: the
+/// other clients woken for those keys alone wait on (see "Why a push costs one run").
+#[derive(Default)]
+pub struct FoundEmpty(Vec<(Kind, DbKey)>);
+
+impl FoundEmpty {
+    /// Notes the keys of `blocked`, whose run found nothing.
+    pub fn note(&mut self, blocked: &Blocked) {
+        if let Some(kind) = blocked.pops() {
+            let keys = blocked.keys.iter().map(|k| (kind, (blocked.db, k.clone())));
+            self.0.extend(keys);
+        }
+    }
+
+    /// Whether every key `blocked` waits on was found empty for its kind of pop.
+    pub fn covers(&self, blocked: &Blocked) -> bool {
+        let Some(kind) = blocked.pops() else {
+            return false;
+        };
+        blocked.keys.iter().all(|key| {
+            self.0
+                .iter()
+                .any(|(k, (db, found))| *k == kind && *db == blocked.db && found == key)
+        })
     }
 }
 
@@ -133,7 +185,8 @@ impl Waiters {
         assert!(before > 0, "a blocked client unregistered twice");
     }
 
-    /// The keys of database `db` some client waits on (for SWAPDB, which changes them all).
+    /// The keys of database `db` some client waits on (for SWAPDB and the flushes, which
+    /// change them all).
     pub fn waited_keys(&self, db: u32) -> Vec<Vec<u8>> {
         let waiting = self.keys.lock();
         let keys = waiting.keys().filter(|(at, _)| *at == db);

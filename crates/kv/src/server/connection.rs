@@ -12,7 +12,7 @@ use tailstore_resp::{Limits, Protocol, RequestParser};
 use std::collections::BTreeSet;
 
 use super::blocking::Blocked;
-use super::pubsub::{Message, Subscriber, Target};
+use super::pubsub::{Backlog, Message, Subscriber, Target};
 use super::socket::Socket;
 use super::tls::{receive_records, send_records};
 use crate::command::CommandCode;
@@ -27,8 +27,11 @@ const READ_CHUNK: usize = 16 * 1024;
 /// An emptied read buffer larger than this is given back rather than kept for the next read.
 const KEPT_INPUT: usize = 1024 * 1024;
 /// A blocked connection is read (so that its close is seen) until this many bytes of
-/// commands wait behind the blocked one; then not until it is answered.
-const BLOCKED_INPUT: usize = 1024 * 1024;
+/// commands wait behind the blocked one; a client that sends more is closed, as Redis
+/// closes one past its query buffer limit. Reading stopped at a limit instead would leave
+/// the rest of the stream, and its end, in the socket: a client gone meanwhile would look
+/// alive, and a push would pop an element for it that nobody gets.
+const BLOCKED_INPUT: usize = 64 * 1024 * 1024;
 
 /// A command queued by MULTI.
 pub struct Queued {
@@ -56,6 +59,8 @@ pub struct Connection {
     pub channels: BTreeSet<Vec<u8>>,
     pub patterns: BTreeSet<Vec<u8>>,
     pub shard_channels: BTreeSet<Vec<u8>>,
+    /// The messages addressed to it and not yet in its output (`server/pubsub.rs`).
+    pub backlog: Arc<Backlog>,
     /// Messages this connection's PUBLISHes addressed in this pass: handed to their
     /// subscribers' loops only after the pass's durability wait, like its replies.
     pub published: Vec<(Subscriber, Message)>,
@@ -168,6 +173,7 @@ impl Connection {
             channels: BTreeSet::new(),
             patterns: BTreeSet::new(),
             shard_channels: BTreeSet::new(),
+            backlog: Arc::default(),
             published: Vec::new(),
             peer,
             local,
@@ -226,7 +232,10 @@ impl Connection {
             return Ok(true);
         }
         if self.blocked.is_some() && self.filled - self.parsed >= BLOCKED_INPUT {
-            return Ok(true); // read again once unblocked (`unread` is set then)
+            return Err(io::Error::other(format!(
+                "more than {} MiB of commands sent behind a blocked command",
+                BLOCKED_INPUT >> 20
+            )));
         }
         self.traffic.reads += 1;
         if self.tls.is_some() {

@@ -22,8 +22,8 @@ use super::tracking;
 use super::transaction;
 use super::Shared;
 use crate::command::{
-    blocking_timeout, lookup, resolve_last_ids, subcommand_check, Command, CommandCode,
-    CountLookups, Run,
+    blocking_timeout, lookup, resolve_last_ids, subcommand_check, with_blocked_count, Command,
+    CommandCode, CountLookups, Run,
 };
 use crate::script::Vm;
 use crate::Executed;
@@ -96,12 +96,12 @@ pub fn serve<'s>(
                 }
             }
         }
-        let caching_word = conn.tracking.is_some() && tracking::is_client_caching(&args);
+        let keeps_caching = conn.tracking.is_some() && tracking::is_client_command(&args);
         if let Some(reply) = one(shared, conn, vm, args, pending) {
             send(shared, conn, &reply);
         }
         if conn.tracking.is_some() {
-            tracking::command_done(conn, caching_word);
+            tracking::command_done(conn, keeps_caching);
         }
     }
     // Stopped for backpressure: pick up the rest once the output drains.
@@ -252,6 +252,9 @@ fn one<'s>(
     }
     if conn.multi.is_none() {
         if let Some(change) = pubsub::Change::of(command.name) {
+            // Its confirmations are sent whatever CLIENT REPLY said, as Redis sends them;
+            // a SKIP is used up by this command all the same, not by the next one.
+            let _ = sending(conn);
             pubsub::change(shared, conn, change, &args[1..]);
             shared.client_list.update(conn); // CLIENT KILL TYPE pubsub sees it
             monitored(shared, conn, command, &args);
@@ -505,6 +508,10 @@ fn block_or_reply<'s>(
         return Some(reply);
     }
     let deadline = timeout.and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
+    let args = match command.name {
+        "xread" | "xreadgroup" => with_blocked_count(args, command.name == "xreadgroup"),
+        _ => args,
+    };
     conn.blocked = Some(Blocked::new(command, args, conn.db, deadline));
     None
 }
@@ -544,8 +551,15 @@ fn retry<'s>(
     let (db, command, args) = (blocked.db, blocked.command, &blocked.args);
     let again = (db, CountLookups::No);
     let reply = execute_blocking(shared, conn, again, command, args, pending);
-    if is_nil(&reply) && !last {
-        return false;
+    if is_nil(&reply) {
+        if !last {
+            return false;
+        }
+        // A wait that ends with nothing is answered a nil array whatever the command's own
+        // nil (BLMOVE's and BRPOPLPUSH's is a nil bulk string), as Redis answers a timed
+        // out client.
+        send(shared, conn, &Reply::NullArray);
+        return true;
     }
     send(shared, conn, &reply);
     true

@@ -404,7 +404,10 @@ impl Server {
             let handle = thread::Builder::new()
                 .name(format!("kv-worker-{index}"))
                 .stack_size(LOOP_STACK)
-                .spawn(move || worker::Worker::new(shared, index, poll, endpoints)?.run())?;
+                .spawn(move || {
+                    let _stops = StopWhenGone(shared.stop.clone());
+                    worker::Worker::new(shared, index, poll, endpoints)?.run()
+                })?;
             handles.push(handle);
         }
         let expiry = shared.clone();
@@ -412,6 +415,7 @@ impl Server {
             thread::Builder::new()
                 .name("kv-housekeeping".into())
                 .spawn(move || {
+                    let _stops = StopWhenGone(expiry.stop.clone());
                     // Beside the database's own background threads.
                     if let Some(cpus) = expiry.ks.database().background_cpus() {
                         cpus.keep_current_thread();
@@ -460,6 +464,29 @@ impl Server {
     /// The Unix domain socket the server listens on, if any.
     pub fn unix_socket(&self) -> Option<&Path> {
         self.unix_path.as_deref()
+    }
+}
+
+/// Held by each server thread: when the thread ends for any reason (an error, or a panic,
+/// which is a bug) the whole server stops, and [`Server::wait`] reports why. Otherwise the
+/// process lived on with a loop gone: the connections dealt to that loop hung, and a
+/// supervisor saw nothing to restart.
+struct StopWhenGone(Arc<AtomicBool>);
+
+impl Drop for StopWhenGone {
+    fn drop(&mut self) {
+        if !self.0.swap(true, Ordering::SeqCst) {
+            let name = thread::current()
+                .name()
+                .unwrap_or("a server thread")
+                .to_string();
+            let how = if thread::panicking() {
+                "panicked"
+            } else {
+                "ended"
+            };
+            eprintln!("tailstore serve: {name} {how}; stopping the server");
+        }
     }
 }
 
@@ -578,4 +605,32 @@ pub(crate) fn unix_seconds() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_thread_that_panics_or_ends_stops_the_server() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let held = stop.clone();
+        let panicked = thread::spawn(move || {
+            let _stops = StopWhenGone(held);
+            panic!("a bug in a handler");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(
+            stop.load(Ordering::SeqCst),
+            "a panic left the server running"
+        );
+
+        let stop = Arc::new(AtomicBool::new(false));
+        drop(StopWhenGone(stop.clone()));
+        assert!(
+            stop.load(Ordering::SeqCst),
+            "an ended thread left the server running"
+        );
+    }
 }

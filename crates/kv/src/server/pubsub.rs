@@ -25,8 +25,20 @@
 //! subscribers' included, only after the AOF's fsync. A subscriber that does not read its
 //! messages is disconnected once `PUBSUB_OUTPUT_LIMIT` of them wait unsent (Redis's
 //! `client-output-buffer-limit pubsub` hard limit, 32 MiB).
+//!
+//! # Why messages are counted before they reach the subscriber
+//!
+//! A message waits in its publisher's outbox (for the pass) and in the subscriber's loop's
+//! queue (until that loop's next pass) before the subscriber's output, where the limit used
+//! to be checked. Meanwhile one pipelined batch of PUBLISHes, each matching thousands of a
+//! subscriber's patterns, could queue gigabytes. So each subscriber has a [`Backlog`]: the
+//! bytes addressed to it and not yet in its output. A message that would take it past the
+//! limit is not addressed, the backlog is marked overflowed, and the subscriber's loop
+//! disconnects it, as it disconnects one whose output passed the limit. A message's share
+//! is released when the message is dropped, wherever that happens.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use mio::Token;
@@ -40,6 +52,50 @@ use crate::command::{matches, Command};
 
 /// Unsent output above which a subscriber is disconnected (Redis's default hard limit).
 pub const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
+
+/// The bytes of the messages addressed to one connection and not yet in its output.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    bytes: AtomicUsize,
+    overflowed: AtomicBool,
+}
+
+impl Backlog {
+    /// Counts `bytes` more, if that keeps the backlog within the limit; otherwise marks it
+    /// overflowed. The result is the count's share, released when dropped, and whether
+    /// this call is the one that marked the backlog overflowed.
+    fn reserve(self: &Arc<Self>, bytes: usize) -> (Option<Share>, bool) {
+        let before = self.bytes.fetch_add(bytes, Ordering::AcqRel);
+        if before + bytes <= PUBSUB_OUTPUT_LIMIT && !self.overflowed() {
+            let share = Share {
+                backlog: Arc::clone(self),
+                bytes,
+            };
+            return (Some(share), false);
+        }
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        (None, !self.overflowed.swap(true, Ordering::AcqRel))
+    }
+
+    /// Whether a message was refused for taking it past the limit: the connection is to be
+    /// disconnected.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+}
+
+/// A message's share of its subscriber's [`Backlog`], released when the message is dropped.
+#[derive(Debug)]
+pub struct Share {
+    backlog: Arc<Backlog>,
+    bytes: usize,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.backlog.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
 
 /// A subscribed connection: its event loop and its token there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,10 +139,14 @@ pub enum Message {
         /// What the subscription named: a channel (a `message`), a shard channel (an
         /// `smessage`), or the pattern that matched (a `pmessage`, with the pattern).
         via: Target,
-        pattern: Option<Vec<u8>>,
+        pattern: Option<Arc<[u8]>>,
         channel: Arc<[u8]>,
         payload: Arc<[u8]>,
+        /// Its share of the subscriber's backlog (`None` where none is counted).
+        share: Option<Share>,
     },
+    /// To a subscriber whose backlog overflowed: it is to be disconnected.
+    Overflowed,
     Monitored(Arc<str>),
     /// Client-side caching's invalidation of `keys` (`None`: every key), to the tracking
     /// client or to the client it redirects to (`server/tracking.rs`).
@@ -107,7 +167,29 @@ impl Message {
                 tracking::invalidation_frame(conn, keys.as_ref(), *redirected)
             }
             Message::RedirectBroken(id) => tracking::redirect_broken_frame(conn, *id),
+            Message::Published { .. } if !self.still_subscribed(conn) => None,
             _ => self.frame(),
+        }
+    }
+
+    /// Whether `conn` still holds the subscription a published message was addressed by.
+    /// A message is addressed when PUBLISH runs and reaches the subscriber's output later:
+    /// one that unsubscribed meanwhile has had its confirmation, and after it (in RESP2,
+    /// where it may now send any command) a message would be read as a reply.
+    fn still_subscribed(&self, conn: &Connection) -> bool {
+        let Message::Published {
+            via,
+            pattern,
+            channel,
+            ..
+        } = self
+        else {
+            return true;
+        };
+        match (via, pattern) {
+            (Target::Pattern, Some(pattern)) => conn.patterns.contains(&pattern[..]),
+            (Target::Shard, _) => conn.shard_channels.contains(&channel[..]),
+            _ => conn.channels.contains(&channel[..]),
         }
     }
 
@@ -117,16 +199,19 @@ impl Message {
         let bulk = |bytes: &[u8]| Reply::Bulk(bytes.to_vec());
         Some(match self {
             Message::Monitored(line) => Reply::Status(line.to_string()),
-            Message::Invalidated { .. } | Message::RedirectBroken(_) => return None,
+            Message::Invalidated { .. } | Message::RedirectBroken(_) | Message::Overflowed => {
+                return None
+            }
             Message::Published {
                 via,
                 pattern,
                 channel,
                 payload,
+                ..
             } => {
                 let mut items = Vec::with_capacity(4);
                 match (via, pattern) {
-                    (_, Some(pattern)) => items.extend([bulk(b"pmessage"), bulk(pattern)]),
+                    (_, Some(pattern)) => items.extend([bulk(b"pmessage"), bulk(&pattern[..])]),
                     (Target::Shard, None) => items.push(bulk(b"smessage")),
                     _ => items.push(bulk(b"message")),
                 }
@@ -145,7 +230,8 @@ pub struct PubSub {
     shards: RwLock<Subscriptions>,
 }
 
-type Subscriptions = HashMap<Vec<u8>, Vec<Subscriber>>;
+/// By name: each subscriber, with the backlog its messages are counted in.
+type Subscriptions = HashMap<Arc<[u8]>, Vec<(Subscriber, Arc<Backlog>)>>;
 
 impl PubSub {
     fn of(&self, target: Target) -> &RwLock<Subscriptions> {
@@ -157,15 +243,16 @@ impl PubSub {
     }
 
     /// Adds a subscription (the connection keeps its own set, so it never asks twice).
-    pub fn subscribe(&self, target: Target, name: &[u8], who: Subscriber) {
+    pub fn subscribe(&self, target: Target, name: &[u8], who: Subscriber, backlog: &Arc<Backlog>) {
         let mut map = self.of(target).write();
-        map.entry(name.to_vec()).or_default().push(who);
+        let entry = map.entry(Arc::from(name)).or_default();
+        entry.push((who, Arc::clone(backlog)));
     }
 
     pub fn unsubscribe(&self, target: Target, name: &[u8], who: Subscriber) {
         let mut map = self.of(target).write();
         if let Some(subscribers) = map.get_mut(name) {
-            subscribers.retain(|s| *s != who);
+            subscribers.retain(|(s, _)| *s != who);
             if subscribers.is_empty() {
                 map.remove(name);
             }
@@ -187,14 +274,14 @@ impl PubSub {
             if !matches(pattern, channel) {
                 continue;
             }
-            for who in subscribers {
-                let message = Message::Published {
+            for (who, backlog) in subscribers {
+                let addressed = Addressed {
                     via: Target::Pattern,
-                    pattern: Some(pattern.clone()),
-                    channel: channel_name.clone(),
-                    payload: payload.clone(),
+                    pattern: Some(pattern),
+                    channel: &channel_name,
+                    payload: &payload,
                 };
-                deliver(*who, message);
+                addressed.deliver(*who, backlog, &mut deliver);
                 delivered += 1;
             }
         }
@@ -227,14 +314,14 @@ impl PubSub {
     ) -> usize {
         let map = self.of(target).read();
         let subscribers = map.get(&channel[..]).map_or(&[][..], Vec::as_slice);
-        for who in subscribers {
-            let message = Message::Published {
+        for (who, backlog) in subscribers {
+            let addressed = Addressed {
                 via: target,
                 pattern: None,
-                channel: channel.clone(),
-                payload: payload.clone(),
+                channel,
+                payload,
             };
-            deliver(*who, message);
+            addressed.deliver(*who, backlog, deliver);
         }
         subscribers.len()
     }
@@ -247,7 +334,7 @@ impl PubSub {
             .read()
             .keys()
             .filter(|name| pattern.is_none_or(|p| matches(p, name)))
-            .cloned()
+            .map(|name| name.to_vec())
             .collect();
         names.sort_unstable();
         names
@@ -275,14 +362,20 @@ impl PubSub {
 /// reply to any other command; `None` to run it.
 pub fn in_subscribed_context(command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
     match command.name {
+        // PING's own check of its arguments, as its handler makes it.
+        "ping" if args.len() > 2 => Some(Reply::error(
+            "ERR wrong number of arguments for 'ping' command",
+        )),
         "ping" => {
             let payload = args.get(1).cloned().unwrap_or_default();
             Some(Reply::Array(vec![Reply::Bulk(b"pong".to_vec()), Reply::Bulk(payload)]))
         }
         "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ssubscribe"
         | "sunsubscribe" | "quit" | "reset" => None,
-        name => Some(Reply::error(format!(
-            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        // A container's subcommand by its full name (`client|id`), as Redis names it.
+        _ => Some(Reply::error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            crate::command::key_specs::full_name(command, args)
         ))),
     }
 }
@@ -316,6 +409,46 @@ impl Change {
     }
 }
 
+/// A published message on its way to one subscriber.
+struct Addressed<'a> {
+    via: Target,
+    pattern: Option<&'a Arc<[u8]>>,
+    channel: &'a Arc<[u8]>,
+    payload: &'a Arc<[u8]>,
+}
+
+impl Addressed<'_> {
+    /// About the bytes of its frame in the subscriber's output.
+    fn bytes(&self) -> usize {
+        let pattern = self.pattern.map_or(0, |p| p.len());
+        64 + pattern + self.channel.len() + self.payload.len()
+    }
+
+    /// Hands the message to `deliver` with its share of `backlog`; if the backlog has no
+    /// room for it, only the news of that, once.
+    fn deliver(
+        self,
+        who: Subscriber,
+        backlog: &Arc<Backlog>,
+        deliver: &mut impl FnMut(Subscriber, Message),
+    ) {
+        match backlog.reserve(self.bytes()) {
+            (Some(share), _) => deliver(
+                who,
+                Message::Published {
+                    via: self.via,
+                    pattern: self.pattern.cloned(),
+                    channel: Arc::clone(self.channel),
+                    payload: Arc::clone(self.payload),
+                    share: Some(share),
+                },
+            ),
+            (None, true) => deliver(who, Message::Overflowed),
+            (None, false) => {}
+        }
+    }
+}
+
 /// SUBSCRIBE / PSUBSCRIBE names…, UNSUBSCRIBE / PUNSUBSCRIBE [names…] (none: every one):
 /// one confirmation per name, with the connection's subscriptions after it, as Redis does.
 pub fn change(shared: &Shared, conn: &mut Connection, change: Change, names: &[Vec<u8>]) {
@@ -323,7 +456,9 @@ pub fn change(shared: &Shared, conn: &mut Connection, change: Change, names: &[V
     if change.subscribe {
         for channel in names {
             if conn.subscribed(target).insert(channel.clone()) {
-                shared.pubsub.subscribe(target, channel, conn.home);
+                shared
+                    .pubsub
+                    .subscribe(target, channel, conn.home, &conn.backlog);
             }
             confirm(conn, target, target.subscribe_word(), Some(channel));
         }
@@ -405,10 +540,10 @@ mod tests {
     fn a_message_reaches_channel_and_pattern_subscribers_until_they_leave() {
         let pubsub = PubSub::default();
         assert!(published(&pubsub, "news").is_empty());
-        pubsub.subscribe(Target::Channel, b"news", who(0, 5));
-        pubsub.subscribe(Target::Channel, b"news", who(1, 7));
-        pubsub.subscribe(Target::Pattern, b"n*", who(1, 7));
-        pubsub.subscribe(Target::Pattern, b"x*", who(0, 5));
+        pubsub.subscribe(Target::Channel, b"news", who(0, 5), &Arc::default());
+        pubsub.subscribe(Target::Channel, b"news", who(1, 7), &Arc::default());
+        pubsub.subscribe(Target::Pattern, b"n*", who(1, 7), &Arc::default());
+        pubsub.subscribe(Target::Pattern, b"x*", who(0, 5), &Arc::default());
         assert_eq!(
             published(&pubsub, "news"),
             vec![(0, 5, None), (1, 7, None), (1, 7, Some("n*".into()))]
@@ -433,8 +568,8 @@ mod tests {
     #[test]
     fn shard_channels_are_apart_from_channels_of_the_same_name() {
         let pubsub = PubSub::default();
-        pubsub.subscribe(Target::Shard, b"news", who(0, 5));
-        pubsub.subscribe(Target::Pattern, b"n*", who(1, 7));
+        pubsub.subscribe(Target::Shard, b"news", who(0, 5), &Arc::default());
+        pubsub.subscribe(Target::Pattern, b"n*", who(1, 7), &Arc::default());
         assert!(published(&pubsub, "news")
             .iter()
             .all(|(_, _, p)| p.is_some()));
@@ -453,13 +588,50 @@ mod tests {
         assert_eq!(pubsub.channel_count(Target::Shard), 1);
     }
 
+    /// Messages count in their subscriber's backlog until they are dropped; one past the
+    /// limit is refused, and the subscriber hears of it once, to be disconnected.
+    #[test]
+    fn a_backlog_past_the_limit_refuses_messages_and_says_so_once() {
+        let pubsub = PubSub::default();
+        let backlog = Arc::new(Backlog::default());
+        pubsub.subscribe(Target::Channel, b"c", who(0, 5), &backlog);
+        let payload = vec![0u8; PUBSUB_OUTPUT_LIMIT / 4];
+        let mut queued = Vec::new();
+        for _ in 0..6 {
+            let count = pubsub.publish(b"c", &payload, |_, m| queued.push(m));
+            assert_eq!(count, 1, "a refused message still counts as received");
+        }
+        let published = |q: &[Message]| {
+            q.iter()
+                .filter(|m| matches!(m, Message::Published { .. }))
+                .count()
+        };
+        assert_eq!(published(&queued), 3, "only what fits the limit is queued");
+        assert_eq!(
+            queued
+                .iter()
+                .filter(|m| matches!(m, Message::Overflowed))
+                .count(),
+            1
+        );
+        assert!(backlog.overflowed());
+        assert!(backlog.bytes.load(Ordering::Acquire) > 0);
+        queued.clear();
+        assert_eq!(
+            backlog.bytes.load(Ordering::Acquire),
+            0,
+            "dropped, released"
+        );
+    }
+
     #[test]
     fn frames_are_redis_push_arrays() {
         let message = Message::Published {
             via: Target::Pattern,
-            pattern: Some(b"n*".to_vec()),
+            pattern: Some(Arc::from(&b"n*"[..])),
             channel: Arc::from(&b"news"[..]),
             payload: Arc::from(&b"hi"[..]),
+            share: None,
         };
         let mut out = Vec::new();
         message

@@ -299,17 +299,30 @@ impl Table {
         due
     }
 
-    /// Default mode: each client that read one of `keys` is told, once per key (not
-    /// `writer` if it asked for NOLOOP), and the registrations end.
+    /// Default mode: each client that read one of `keys` is told, once per key, and the
+    /// registrations end; but `writer`, if it asked for NOLOOP, is not told and stays
+    /// registered. A MULTI block's or a script's reads are registered before the block
+    /// runs and its writes invalidated after, so a read after a write of the same key in
+    /// one block (whose value the client caches) would otherwise be forgotten, and a later
+    /// write by another client would leave that copy stale. Redis registers such a read
+    /// after the write; keeping the registration costs at most one message more.
     fn forget_reads(&mut self, writer: u64, keys: &[&[u8]]) -> Vec<Due> {
         let mut due = Vec::new();
         for key in keys {
+            let mut writer_stays = false;
             for id in self.keys.remove(*key).unwrap_or_default() {
-                let wants = self.clients.get(&id).filter(|l| !l.bcast);
-                if let Some(to) = wants.filter(|l| !(l.noloop && id == writer)) {
+                let Some(to) = self.clients.get(&id).filter(|l| !l.bcast) else {
+                    continue;
+                };
+                if to.noloop && id == writer {
+                    writer_stays = true;
+                } else {
                     let keys = Some(Arc::from(vec![key.to_vec()]));
                     due.push(Due { to: *to, keys });
                 }
+            }
+            if writer_stays {
+                self.keys.entry(key.to_vec()).or_default().insert(writer);
             }
         }
         due
@@ -603,10 +616,11 @@ pub fn client_trackinginfo(conn: &Connection) -> Reply {
     ])
 }
 
-/// After a command of `conn` ran: CLIENT CACHING's word lasts for one command, or for a
-/// whole MULTI block (it is kept while commands are queued).
-pub fn command_done(conn: &mut Connection, was_client_caching: bool) {
-    if was_client_caching || conn.multi.is_some() {
+/// After a command of `conn` ran: CLIENT CACHING's word lasts until a command other than
+/// CLIENT runs, or for a whole MULTI block (it is kept while commands are queued), as in
+/// Redis.
+pub fn command_done(conn: &mut Connection, was_client_command: bool) {
+    if was_client_command || conn.multi.is_some() {
         return;
     }
     if let Some(mode) = conn.tracking.as_mut() {
@@ -614,9 +628,9 @@ pub fn command_done(conn: &mut Connection, was_client_caching: bool) {
     }
 }
 
-/// Whether `args` is CLIENT CACHING (whose word is for the command after it).
-pub fn is_client_caching(args: &[Vec<u8>]) -> bool {
-    args.len() > 1 && is(&args[0], "client") && is(&args[1], "caching")
+/// Whether `args` is a CLIENT command: CLIENT CACHING's word outlasts it.
+pub fn is_client_command(args: &[Vec<u8>]) -> bool {
+    !args.is_empty() && is(&args[0], "client")
 }
 
 #[cfg(test)]
@@ -774,11 +788,23 @@ mod tests {
             table.keys.entry(b"k".to_vec()).or_default().insert(id);
         }
         table.prefixes.entry(b"k".to_vec()).or_default().insert(3);
-        // Client 2 wrote: it does not hear of its own write (NOLOOP); 1 and 3 do.
+        // Client 2 wrote: it does not hear of its own write (NOLOOP) and stays registered
+        // (its block may have read the key after writing it); 1 and 3 hear of it.
         let due = table.written(2, [&b"k"[..], b"x"]);
         let k = vec!["k".to_string()];
         assert_eq!(due_keys(&due), vec![(1, k.clone()), (3, k.clone())]);
-        assert!(table.keys.is_empty(), "a registration ends at its write");
+        let registered: Vec<u64> = table.keys[&b"k"[..]].iter().copied().collect();
+        assert_eq!(
+            registered,
+            [2],
+            "1's registration ends at the write, 2's stays"
+        );
+        let due = table.written(1, [&b"k"[..]]);
+        assert_eq!(due_keys(&due), vec![(2, k.clone()), (3, k.clone())]);
+        assert!(
+            table.keys.is_empty(),
+            "a registration ends at another's write"
+        );
         assert!(table.written(2, [&b"k"[..]]).len() == 1, "the prefix stays");
         // Client 3's own write under its prefix is left out (NOLOOP); two keys are one message.
         assert!(table.written(3, [&b"k1"[..]]).is_empty());

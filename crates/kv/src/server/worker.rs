@@ -52,7 +52,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Limits, Reply};
 
-use super::blocking::DbKey;
+use super::blocking::{DbKey, FoundEmpty};
 use super::connection::{Connection, Traffic};
 use super::dispatch;
 use super::interleave::{self, Point};
@@ -190,6 +190,15 @@ pub struct Endpoint {
     pub tls: bool,
 }
 
+/// A blocked client to run again in a pass: whether it is its last run (its deadline
+/// passed), and whether it is due only because a key it waits on was written (not its
+/// deadline, nor its run after it registered).
+struct Due {
+    token: Token,
+    last: bool,
+    only_woken: bool,
+}
+
 /// A connection just accepted, on its way to the worker whose turn it is.
 struct Accepted {
     stream: Socket,
@@ -316,7 +325,7 @@ impl Worker {
             } else {
                 Vec::new()
             };
-            ready.extend(due.iter().map(|(token, _)| *token));
+            ready.extend(due.iter().map(|d| d.token));
             ready.sort_unstable();
             ready.dedup();
             self.pass(&ready, &due);
@@ -383,7 +392,7 @@ impl Worker {
     /// with whether this is its last run (its deadline passed): those waiting on a key
     /// written since (see `server/blocking.rs`), those blocked in the last pass, and those
     /// whose deadline has come.
-    fn due_blocked(&mut self) -> Vec<(Token, bool)> {
+    fn due_blocked(&mut self) -> Vec<Due> {
         let woken = self.shared.loops[self.index].take_woken();
         let recheck = std::mem::take(&mut self.recheck);
         let now = Instant::now();
@@ -393,8 +402,13 @@ impl Worker {
                 continue;
             };
             let last = blocked.deadline.is_some_and(|deadline| deadline <= now);
-            if last || recheck.contains(token) || woken.iter().any(|k| blocked.waits_on(k)) {
-                due.push((*token, last));
+            let must = last || recheck.contains(token);
+            if must || woken.iter().any(|k| blocked.waits_on(k)) {
+                due.push(Due {
+                    token: *token,
+                    last,
+                    only_woken: !must,
+                });
             }
         }
         due
@@ -414,7 +428,7 @@ impl Worker {
     /// Serves the connections in `ready`: the blocked ones `due` to run again first, the
     /// longest-waiting first; then every command they sent; then one durability wait; then
     /// their replies.
-    fn pass(&mut self, ready: &[Token], due: &[(Token, bool)]) {
+    fn pass(&mut self, ready: &[Token], due: &[Due]) {
         let shared = self.shared.clone();
         let mut pending: Vec<PendingCommit<'_>> = Vec::new();
         let mut dead: Vec<Token> = Vec::new();
@@ -445,12 +459,30 @@ impl Worker {
         // Likewise, a client killed before it sent what was just read runs none of it (Redis
         // frees a killed client at once).
         self.take_kills();
-        for (token, last) in due {
+        let mut found_empty = FoundEmpty::default();
+        for &Due {
+            ref token,
+            last,
+            only_woken,
+        } in due
+        {
             let Some(conn) = self.connections.get_mut(token) else {
                 continue;
             };
-            if !dead.contains(token) && dispatch::retry_blocked(&shared, conn, &mut pending, *last)
-            {
+            if dead.contains(token) {
+                continue;
+            }
+            let Some(blocked) = conn.blocked.as_ref() else {
+                continue;
+            };
+            if only_woken && found_empty.covers(blocked) {
+                continue;
+            }
+            if !dispatch::retry_blocked(&shared, conn, &mut pending, last) {
+                if let Some(blocked) = conn.blocked.as_ref() {
+                    found_empty.note(blocked);
+                }
+            } else {
                 let blocked = conn.blocked.take();
                 conn.unread = true; // the commands sent after it, read or not
                 if let Some(blocked) = blocked {
@@ -674,7 +706,7 @@ impl Worker {
             let Some(conn) = self.connections.get_mut(&token) else {
                 continue; // closed since it subscribed
             };
-            if conn.unsent() > PUBSUB_OUTPUT_LIMIT {
+            if conn.unsent() > PUBSUB_OUTPUT_LIMIT || conn.backlog.overflowed() {
                 slow.push(token);
                 continue;
             }
