@@ -281,14 +281,9 @@ fn inside_multi_a_blocking_command_answers_at_once() {
     assert_eq!(blocked_clients(&server), 0);
 }
 
-#[test]
-fn a_client_gone_while_blocked_takes_nothing() {
-    let server = TestServer::start();
-    let mut raw = server.raw();
-    raw.write_all(b"BLPOP k 0\r\n").expect("write");
-    wait_for_blocked(&server, 1);
-    drop(raw);
-    wait_for_blocked(&server, 0);
+/// Once no client is blocked, an element pushed to `k` stays there.
+fn no_one_takes_the_next_push(server: &TestServer) {
+    wait_for_blocked(server, 0);
     let mut con = server.client();
     let _: i64 = q(&mut con, &["rpush", "k", "kept"]);
     assert_eq!(
@@ -297,9 +292,19 @@ fn a_client_gone_while_blocked_takes_nothing() {
     );
 }
 
-/// The same, when the client sent more behind its blocked command than the server reads
-/// while it is blocked (1 MiB): before, its end of stream went unseen, and a push's element
-/// was popped for it.
+#[test]
+fn a_client_gone_while_blocked_takes_nothing() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.write_all(b"BLPOP k 0\r\n").expect("write");
+    wait_for_blocked(&server, 1);
+    drop(raw);
+    no_one_takes_the_next_push(&server);
+}
+
+/// The same, when the client sent more behind its blocked command than the server used to
+/// read while it was blocked (1 MiB): its end of stream went unseen behind the rest, and a
+/// push's element was popped for it.
 #[test]
 fn a_client_gone_while_blocked_behind_a_full_input_takes_nothing() {
     let server = TestServer::start();
@@ -308,13 +313,7 @@ fn a_client_gone_while_blocked_behind_a_full_input_takes_nothing() {
     wait_for_blocked(&server, 1);
     raw.write_all(&b"PING\r\n".repeat(700_000)).expect("write");
     drop(raw);
-    wait_for_blocked(&server, 0);
-    let mut con = server.client();
-    let _: i64 = q(&mut con, &["rpush", "k", "kept"]);
-    assert_eq!(
-        q::<Vec<String>>(&mut con, &["lrange", "k", "0", "-1"]),
-        ["kept"]
-    );
+    no_one_takes_the_next_push(&server);
 }
 
 /// A client that sends more than 64 MiB behind its blocked command is closed, as Redis
@@ -327,10 +326,7 @@ fn a_blocked_client_that_sends_too_much_behind_is_closed() {
     wait_for_blocked(&server, 1);
     // The server closes the connection part way: the rest of the write may fail.
     let _ = raw.write_all(&b"PING\r\n".repeat(11_500_000));
-    wait_for_blocked(&server, 0);
-    let mut con = server.client();
-    let _: i64 = q(&mut con, &["rpush", "k", "kept"]);
-    assert_eq!(q::<i64>(&mut con, &["llen", "k"]), 1);
+    no_one_takes_the_next_push(&server);
 }
 
 /// A key waited on that a write turns into another type leaves the client waiting, and

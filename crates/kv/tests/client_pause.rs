@@ -171,3 +171,26 @@ fn client_pause_refuses_what_redis_refuses() {
         answers(servers.redis.address())
     );
 }
+
+/// PFCOUNT writes the count it caches (Redis flags it `may-replicate`): a WRITE pause holds
+/// it, and an EXEC that queued it, as Redis 7.0.15 does.
+#[test]
+fn a_write_pause_holds_pfcount() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    q::<i64>(&mut admin, &["PFADD", "h", "a", "b", "c"]);
+    let mut block = server.raw();
+    block.write_all(b"MULTI\r\nPFCOUNT h\r\n").expect("write");
+    read_exactly(&mut block, b"+OK\r\n+QUEUED\r\n");
+    q::<()>(&mut admin, &["CLIENT", "PAUSE", "1000", "WRITE"]);
+    let paused_at = Instant::now();
+    block.write_all(b"EXEC\r\n").expect("write");
+    let waited = timed(&server, b"PFCOUNT h\r\n", b":3\r\n");
+    assert!(waited >= Duration::from_millis(700), "{waited:?}");
+    read_exactly(&mut block, b"*1\r\n:3\r\n");
+    assert!(paused_at.elapsed() >= Duration::from_millis(900));
+    // Reads are not held.
+    q::<()>(&mut admin, &["CLIENT", "PAUSE", "1000", "WRITE"]);
+    let waited = timed(&server, b"GET h\r\n", b"$");
+    assert!(waited < Duration::from_millis(700), "{waited:?}");
+}

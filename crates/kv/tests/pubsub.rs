@@ -6,10 +6,13 @@
 mod support;
 
 use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use support::conversation::{compare, Step};
-use support::{eventually, expect_bytes, q, read_exactly, Options, TestServer};
+use support::{
+    eventually, expect_bytes, peak_resident_bytes, q, read_exactly, Options, TestServer,
+};
 
 /// Subscriptions, messages by channel and by pattern, the RESP2 subscribed context (only
 /// pub/sub commands, PING as a message), unsubscribing from everything, RESP3's push
@@ -127,14 +130,7 @@ fn messages_reach_subscribers_on_every_loop_through_a_client_library() {
 )]
 fn a_message_comes_before_the_reply_to_a_later_command() {
     let server = TestServer::start();
-    // Connections are dealt to the two loops in turn: the publisher is served by the other.
-    let mut subscriber = server.raw();
-    let mut publisher = server.client();
-    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
-    expect_bytes(
-        &mut subscriber,
-        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
-    );
+    let (mut subscriber, mut publisher) = subscriber_of_ch_and_publisher(&server);
     for round in 0..5 {
         subscriber.write_all(b"PING busy\r\n").expect("write");
         // The subscriber's loop is reading PING busy (a pause, in the planted build).
@@ -210,24 +206,26 @@ fn a_fan_out_to_a_subscriber_that_does_not_read_is_bounded() {
     assert!(gone, "the subscriber is still connected");
 }
 
+/// A raw connection subscribed to `ch`, and a client: connections are dealt to the two
+/// event loops in turn, so the publisher is served by the other loop.
+fn subscriber_of_ch_and_publisher(server: &TestServer) -> (TcpStream, redis::Connection) {
+    let mut subscriber = server.raw();
+    let publisher = server.client();
+    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
+    expect_bytes(
+        &mut subscriber,
+        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    (subscriber, publisher)
+}
+
 /// One line of a reply, with its CRLF.
-fn read_line(stream: &mut std::net::TcpStream) -> Vec<u8> {
+fn read_line(stream: &mut TcpStream) -> Vec<u8> {
     let mut line = Vec::new();
     while !line.ends_with(b"\r\n") {
         line.extend(read_exactly(stream, 1));
     }
     line
-}
-
-/// This process's peak resident memory (the server runs in it).
-fn peak_resident_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
-    kib << 10
 }
 
 /// A message published while the subscriber was still subscribed, and not yet in its output
@@ -236,14 +234,8 @@ fn peak_resident_bytes() -> u64 {
 #[test]
 fn no_message_follows_the_confirmation_of_an_unsubscribe() {
     let server = TestServer::start();
-    // Dealt to the two loops in turn: the publisher's script holds only the other one.
-    let mut subscriber = server.raw();
-    let mut publisher = server.client();
-    subscriber.write_all(b"SUBSCRIBE ch\r\n").expect("write");
-    expect_bytes(
-        &mut subscriber,
-        b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
-    );
+    // The publisher's script holds only its own loop.
+    let (mut subscriber, mut publisher) = subscriber_of_ch_and_publisher(&server);
     // Publishes, then holds its loop (and the message) for 300 ms.
     const SCRIPT: &str = "redis.call('publish', 'ch', 'late') \
         local s = redis.call('time') \

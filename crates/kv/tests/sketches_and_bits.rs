@@ -1,16 +1,13 @@
-//! LCS's table limit, BITOP over keys named many times, PFCOUNT's cached count (a write
-//! during a WRITE pause and in read-only scripts), PFCOUNT of an infinite estimate, and the
+//! LCS's table limit, BITOP over keys named many times, PFCOUNT's cached count (a write: in
+//! read-only scripts; its WRITE pause is in `client_pause.rs`), PFCOUNT of an infinite
+//! estimate, and the
 //! numbers SORT refuses: each as Redis 7.0.15 answers it (checked against a real
 //! `redis-server`, and by `same_replies` where one is installed).
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
 use support::real_redis::same_replies;
-use support::{err, q, Options, TestServer};
+use support::{err, peak_resident_bytes, q, Options, TestServer};
 
 const LCS_TOO_LARGE: &str =
     "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
@@ -35,16 +32,6 @@ fn lcs_refuses_a_table_past_proto_max_bulk_len_as_redis_does() {
     assert_eq!(q::<i64>(&mut con, &["LCS", "a", "nokey", "LEN"]), 0);
 }
 
-/// The process's peak resident memory so far, in KiB (`VmHWM` in /proc/self/status).
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
-}
-
 /// BITOP copied every source once per name: an 8 MiB key named 64 times took 512 MiB at
 /// once (200 times: 1.7 GB and 24.5 s). Each distinct key is read once now.
 #[test]
@@ -57,12 +44,12 @@ fn bitop_reads_a_key_named_many_times_once() {
     q::<i64>(&mut con, &["SETBIT", "big", "67108863", "1"]);
     // Once with one name, so that the allocator's steady state is in the baseline.
     assert_eq!(q::<i64>(&mut con, &["BITOP", "OR", "d", "big"]), 8 << 20);
-    let before = peak_rss_kib();
+    let before = peak_resident_bytes();
     let mut args = vec!["BITOP", "OR", "d"];
     args.extend(std::iter::repeat_n("big", 64));
     assert_eq!(q::<i64>(&mut con, &args), 8 << 20);
     // Saturating: VmHWM may read lower than before (see hostile_arguments.rs).
-    let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    let grew_mib = peak_resident_bytes().saturating_sub(before) >> 20;
     assert!(grew_mib < 128, "peak memory grew by {grew_mib} MiB");
     assert_eq!(q::<i64>(&mut con, &["BITCOUNT", "d"]), 1);
     assert_eq!(q::<i64>(&mut con, &["GETBIT", "d", "67108863"]), 1);
@@ -159,47 +146,6 @@ fn bitop_lcs_and_sort_answer_as_a_real_redis_does() {
             &["SORT", "n"],
         ],
     );
-}
-
-/// Sends `request` on a new raw connection and reads `expected`: how long that took.
-fn timed(server: &TestServer, request: &[u8], expected: &[u8]) -> Duration {
-    let mut stream = server.raw();
-    let started = Instant::now();
-    stream.write_all(request).expect("write");
-    read_exactly(&mut stream, expected);
-    started.elapsed()
-}
-
-fn read_exactly(stream: &mut TcpStream, expected: &[u8]) {
-    let mut got = vec![0u8; expected.len()];
-    stream.read_exact(&mut got).expect("the replies");
-    assert_eq!(
-        String::from_utf8_lossy(&got),
-        String::from_utf8_lossy(expected)
-    );
-}
-
-/// PFCOUNT writes the count it caches (Redis flags it `may-replicate`): a WRITE pause holds
-/// it, and an EXEC that queued it, as Redis 7.0.15 does.
-#[test]
-fn a_write_pause_holds_pfcount() {
-    let server = TestServer::start();
-    let mut admin = server.client();
-    q::<i64>(&mut admin, &["PFADD", "h", "a", "b", "c"]);
-    let mut block = server.raw();
-    block.write_all(b"MULTI\r\nPFCOUNT h\r\n").expect("write");
-    read_exactly(&mut block, b"+OK\r\n+QUEUED\r\n");
-    q::<()>(&mut admin, &["CLIENT", "PAUSE", "1000", "WRITE"]);
-    let paused_at = Instant::now();
-    block.write_all(b"EXEC\r\n").expect("write");
-    let waited = timed(&server, b"PFCOUNT h\r\n", b":3\r\n");
-    assert!(waited >= Duration::from_millis(700), "{waited:?}");
-    read_exactly(&mut block, b"*1\r\n:3\r\n");
-    assert!(paused_at.elapsed() >= Duration::from_millis(900));
-    // Reads are not held.
-    q::<()>(&mut admin, &["CLIENT", "PAUSE", "1000", "WRITE"]);
-    let waited = timed(&server, b"GET h\r\n", b"$");
-    assert!(waited < Duration::from_millis(700), "{waited:?}");
 }
 
 /// Redis 7.0.15 refuses PFCOUNT (and PUBLISH, SPUBLISH) in EVAL_RO and in scripts declared

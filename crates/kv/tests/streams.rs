@@ -312,8 +312,18 @@ fn blocked_clients(server: &TestServer) -> u64 {
 /// Blocks an XREADGROUP on `key`'s group `g` (new entries), runs `change` on another
 /// connection once it waits, and answers the blocked client's reply.
 fn blocked_then(server: &TestServer, key: &str, change: &[&str]) -> Result<Value, String> {
+    blocked_at_then(server, key, ">", change)
+}
+
+/// [`blocked_then`] with the ID the XREADGROUP names.
+fn blocked_at_then(
+    server: &TestServer,
+    key: &str,
+    id: &str,
+    change: &[&str],
+) -> Result<Value, String> {
     let mut blocked = server.client();
-    let key = key.to_string();
+    let (key, id) = (key.to_string(), id.to_string());
     let waiting = thread::spawn(move || {
         let read = [
             "XREADGROUP",
@@ -324,7 +334,7 @@ fn blocked_then(server: &TestServer, key: &str, change: &[&str]) -> Result<Value
             "10000",
             "STREAMS",
             &key,
-            ">",
+            &id,
         ];
         reply_or_error(&mut blocked, &read)
     });
@@ -401,28 +411,8 @@ fn a_blocked_xreadgroup_on_the_largest_id_waits_for_new_entries() {
     let server = TestServer::start();
     let mut con = server.client();
     let _: String = q(&mut con, &["XGROUP", "CREATE", "b", "g", "$", "MKSTREAM"]);
-    let mut blocked = server.client();
-    let waiting = thread::spawn(move || {
-        let max = "18446744073709551615-18446744073709551615";
-        let read = [
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "c",
-            "BLOCK",
-            "10000",
-            "STREAMS",
-            "b",
-            max,
-        ];
-        reply_or_error(&mut blocked, &read)
-    });
-    assert!(
-        eventually(Duration::from_secs(10), || blocked_clients(&server) == 1),
-        "the XREADGROUP never blocked"
-    );
-    let _: String = q(&mut con, &["XADD", "b", "1-1", "f", "v"]);
-    let reply = waiting.join().expect("the blocked client's thread");
+    let max = "18446744073709551615-18446744073709551615";
+    let reply = blocked_at_then(&server, "b", max, &["XADD", "b", "1-1", "f", "v"]);
     assert_eq!(
         read_ids(&reply.expect("entries")),
         pairs(&[("b", &["1-1"])])

@@ -135,7 +135,8 @@ fn decimal(body: &str) -> Option<CDouble> {
 /// them if any later digit is not 0; `None` for zero.
 fn decimal_exact(body: &str) -> Option<Exact> {
     let (mantissa, exponent) = match body.find(['e', 'E']) {
-        Some(at) => (&body[..at], decimal_exponent(&body[at + 1..])?),
+        // Unbounded: the digits before it may make up for any exponent.
+        Some(at) => (&body[..at], signed_exponent(&body[at + 1..], i64::MAX)?),
         None => (body, 0),
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -161,9 +162,9 @@ fn decimal_exact(body: &str) -> Option<Exact> {
     Exact::new(digits, exponent)
 }
 
-/// A decimal exponent with an optional sign, saturated (no bound: the digits before it may
-/// make up for any exponent).
-fn decimal_exponent(text: &str) -> Option<i64> {
+/// An exponent (written in decimal) with an optional sign, its magnitude saturated at
+/// `limit`: strtod reads any number of digits.
+fn signed_exponent(text: &str, limit: i64) -> Option<i64> {
     let (negative, digits) = match text.as_bytes().first()? {
         b'-' => (true, &text[1..]),
         b'+' => (false, &text[1..]),
@@ -173,7 +174,9 @@ fn decimal_exponent(text: &str) -> Option<i64> {
         return None;
     }
     let magnitude = digits.bytes().fold(0i64, |n, b| {
-        n.saturating_mul(10).saturating_add(i64::from(b - b'0'))
+        n.saturating_mul(10)
+            .saturating_add(i64::from(b - b'0'))
+            .min(limit)
     });
     Some(if negative { -magnitude } else { magnitude })
 }
@@ -194,7 +197,7 @@ fn hexadecimal(digits: &str) -> Option<CDouble> {
         return None;
     }
     let power = match exponent {
-        Some(text) => binary_exponent(text)?,
+        Some(text) => signed_exponent(text, EXPONENT_LIMIT)?,
         None => 0,
     };
     let (bits, shift) = hex_mantissa(whole, fraction);
@@ -287,24 +290,6 @@ fn hex_mantissa(whole: &str, fraction: &str) -> (u64, i64) {
         }
     }
     (bits | u64::from(sticky), shift)
-}
-
-/// A decimal exponent with an optional sign, saturated (strtod reads any number of digits).
-fn binary_exponent(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.as_bytes().first()? {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let magnitude = digits.bytes().fold(0i64, |n, b| {
-        n.saturating_mul(10)
-            .saturating_add(i64::from(b - b'0'))
-            .min(EXPONENT_LIMIT)
-    });
-    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// Whether glibc's strtod reports ERANGE for the nonzero decimal `exact` it read as `value`

@@ -628,3 +628,15 @@ pub fn msets_are_read_whole(
     }
     rounds
 }
+
+/// This process's peak resident memory so far, in bytes (`VmHWM` in /proc/self/status): the
+/// test servers run in it, so a test can bound what one request made the server hold.
+pub fn peak_resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib << 10
+}
