@@ -447,3 +447,25 @@ fn a_running_function_is_listed_by_stats_and_stopped_by_kill() {
         "a killed function's writes are undone"
     );
 }
+
+/// A loop holds any number of compiled scripts and functions. Each used to take a slot of
+/// mlua's reference stack, about 8,000 in all: past them every new EVAL script failed with
+/// "out of Lua stack", and a library of that many functions did not load.
+#[test]
+fn a_loop_holds_more_scripts_and_functions_than_lua_has_references() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut pipe = redis::pipe();
+    for n in 0..9_000 {
+        pipe.cmd("EVAL").arg(format!("return {n}")).arg(0);
+    }
+    let answers: Vec<i64> = pipe.query(&mut con).expect("9,000 scripts");
+    assert_eq!(answers.last(), Some(&8_999));
+    let registrations: String = (0..9_000)
+        .map(|n| format!("redis.register_function('f{n}', function() return {n} end)\n"))
+        .collect();
+    let library = format!("#!lua name=many\n{registrations}");
+    let _: String = q(&mut con, &["FUNCTION", "LOAD", &library]);
+    assert_eq!(q::<i64>(&mut con, &["FCALL", "f8999", "0"]), 8_999);
+    assert_eq!(q::<i64>(&mut con, &["FCALL", "F0", "0"]), 0);
+}

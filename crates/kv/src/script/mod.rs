@@ -66,7 +66,7 @@ use parking_lot::Mutex;
 use sha1::{Digest, Sha1};
 
 pub use cache::{BlockScripts, ScriptCache};
-pub use vm::{Host, Invocation, Registered, Target, Vm};
+pub use vm::{Host, Invocation, Target, Vm};
 
 /// How long a script may run before the server stops it and undoes its writes, unless the
 /// server is told otherwise (`ServerConfig::script_time_limit`): Redis's default

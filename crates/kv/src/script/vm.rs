@@ -1,7 +1,7 @@
 //! One event loop's Lua state, and a script's run in a transaction's context.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -278,12 +278,23 @@ impl Target<'_> {
 /// The chunk names scripts' and libraries' code is compiled under: what Lua's error
 /// messages and Redis's replies call them (`user_script:3: …`).
 const SCRIPT_CHUNK: &str = "user_script";
+
+/// How long a stored library's code may run at the server's start (see
+/// [`Vm::load_stored_library`]).
+const STORED_LOAD_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 const FUNCTION_CHUNK: &str = "user_function";
 
-/// A function a library's code registered, as this loop's Lua state holds it.
-pub struct Registered {
-    pub spec: FunctionSpec,
-    callback: Function,
+/// What a library's load registered: each function's spec, and its callbacks in a Lua
+/// table by lowercase name.
+///
+/// Why Lua tables, not Rust handles: each `mlua::Function` held from Rust takes a slot of
+/// mlua's reference stack, which Lua 5.1 bounds at about 8,000; past that every new script
+/// and function failed with "out of Lua stack" (a loop that had compiled 8,000 distinct
+/// EVAL scripts ran no new one, and a library of 10,000 functions did not load). A table
+/// holds any number of them behind one slot, and a call takes one out for its run.
+struct Loaded {
+    specs: Vec<FunctionSpec>,
+    callbacks: Table,
 }
 
 /// An event loop's Lua state, made at its first script.
@@ -307,8 +318,9 @@ struct Sandbox {
     resp3: Rc<Cell<bool>>,
     /// Calls a script under the error handler: `ok, result`.
     runner: Function,
-    /// The loop's compiled scripts by SHA1, and the SCRIPT FLUSH count they belong to.
-    compiled: RefCell<HashMap<String, Function>>,
+    /// The loop's compiled scripts by SHA1 (a Lua table: see [`Loaded`]), and the SCRIPT
+    /// FLUSH count they belong to.
+    compiled: RefCell<Table>,
     flushes: Cell<u64>,
     /// Functions' globals (see the prelude), the `redis` table a library's code sees,
     /// the switch between a library's load and its functions' runs, and their runner.
@@ -316,10 +328,12 @@ struct Sandbox {
     load_redis: Table,
     set_loading: Function,
     run_function: Function,
-    /// The loop's functions by name in lowercase, loaded from the libraries' version
-    /// `functions_version`.
-    functions: RefCell<HashMap<String, Function>>,
+    /// The loop's functions by name in lowercase (a Lua table), loaded from the libraries'
+    /// version `functions_version`, and the libraries of that version that did not load
+    /// here, with why.
+    functions: RefCell<Table>,
     functions_version: Cell<Option<u64>>,
+    failed_libraries: RefCell<HashMap<String, String>>,
 }
 
 /// A run's state that `redis.call` works with.
@@ -348,12 +362,37 @@ impl Vm {
         scripts: &Scripts,
         code: &[u8],
         code_start: usize,
-    ) -> Result<Vec<Registered>, String> {
+    ) -> Result<Vec<FunctionSpec>, String> {
+        self.load_library_within(scripts, code, code_start, LOAD_TIME_LIMIT)
+    }
+
+    /// [`Vm::load_library`] for a library stored in the database, at the server's start:
+    /// FUNCTION LOAD accepted it within [`LOAD_TIME_LIMIT`] on a loop that was not busy,
+    /// and a start on a busy machine must not refuse it for running longer. Only code that
+    /// never ends is stopped, after [`STORED_LOAD_TIME_LIMIT`].
+    pub fn load_stored_library(
+        &self,
+        scripts: &Scripts,
+        code: &[u8],
+        code_start: usize,
+    ) -> Result<Vec<FunctionSpec>, String> {
+        self.load_library_within(scripts, code, code_start, STORED_LOAD_TIME_LIMIT)
+    }
+
+    fn load_library_within(
+        &self,
+        scripts: &Scripts,
+        code: &[u8],
+        code_start: usize,
+        limit: std::time::Duration,
+    ) -> Result<Vec<FunctionSpec>, String> {
         let sandbox = self.sandbox(scripts).map_err(|reply| match reply {
             Reply::Error(text) => text,
             other => format!("{other:?}"),
         })?;
-        sandbox.load_library(&code[code_start..])
+        sandbox
+            .load_library(&code[code_start..], limit)
+            .map(|loaded| loaded.specs)
     }
 
     /// Runs the script in `ctx`'s transaction: its reply (an error reply when it failed, its
@@ -443,21 +482,22 @@ impl Sandbox {
         ))?;
         fill_library_api(&lua, &load_redis)?;
         Ok(Sandbox {
-            lua,
             limits,
             env,
             visible,
             redis,
             resp3,
             runner,
-            compiled: RefCell::new(HashMap::new()),
+            compiled: RefCell::new(lua.create_table()?),
             flushes: Cell::new(0),
             functions_env,
             load_redis,
             set_loading,
             run_function,
-            functions: RefCell::new(HashMap::new()),
+            functions: RefCell::new(lua.create_table()?),
             functions_version: Cell::new(None),
+            failed_libraries: RefCell::new(HashMap::new()),
+            lua,
         })
     }
 
@@ -469,12 +509,15 @@ impl Sandbox {
         body: &[u8],
     ) -> Result<(Function, bool), Reply> {
         let flushes = scripts.flushes();
-        let mut compiled = self.compiled.borrow_mut();
         if self.flushes.replace(flushes) != flushes {
-            compiled.clear();
+            *self.compiled.borrow_mut() = self.lua.create_table().map_err(lua_fault)?;
         }
-        if let Some(function) = compiled.get(sha) {
-            return Ok((function.clone(), false));
+        let compiled = self.compiled.borrow();
+        if let Some(function) = compiled
+            .raw_get::<Option<Function>>(sha)
+            .map_err(lua_fault)?
+        {
+            return Ok((function, false));
         }
         let code = match script_header(body) {
             Ok(None) => body,
@@ -488,7 +531,7 @@ impl Sandbox {
                     "ERR Error compiling script (new function): {message}"
                 ))
             })?;
-        compiled.insert(sha.to_string(), function.clone());
+        compiled.raw_set(sha, function.clone()).map_err(lua_fault)?;
         Ok((function, true))
     }
 
@@ -514,54 +557,89 @@ impl Sandbox {
     fn function_of_block(&self, set: &LibrarySet, name: &str) -> Result<Function, Reply> {
         let not_found = || Reply::error("ERR Function not found");
         let (library, _) = function_in(set, name.as_bytes()).ok_or_else(not_found)?;
-        let registered = self
-            .load_library(&library.code[library.code_start..])
+        let loaded = self
+            .load_library(&library.code[library.code_start..], LOAD_TIME_LIMIT)
             .map_err(|text| Reply::Error(format!("ERR {text}")))?;
-        registered
-            .into_iter()
-            .find(|r| r.spec.name.eq_ignore_ascii_case(name))
-            .map(|r| r.callback)
-            .ok_or_else(not_found)
+        let callback: Option<Function> = loaded
+            .callbacks
+            .raw_get(name.to_ascii_lowercase())
+            .map_err(lua_fault)?;
+        callback.ok_or_else(not_found)
     }
 
     /// The loop's function `name` (any case), loading the libraries again if they changed
     /// since it last did.
     fn function_named(&self, libraries: &Libraries, name: &str) -> Result<Function, Reply> {
         if self.functions_version.get() != Some(libraries.version()) {
-            let (set, version) = libraries.all();
-            let mut loaded = HashMap::new();
-            for library in set.values() {
-                // Each loaded on another loop first; it loads here too unless the loop's
-                // memory is short, which is told rather than hidden.
-                match self.load_library(&library.code[library.code_start..]) {
-                    Ok(registered) => loaded.extend(
-                        registered
-                            .into_iter()
-                            .map(|r| (r.spec.name.to_ascii_lowercase(), r.callback)),
-                    ),
-                    Err(text) => eprintln!(
+            self.load_functions(libraries).map_err(lua_fault)?;
+        }
+        let found: Option<Function> = self
+            .functions
+            .borrow()
+            .raw_get(name.to_ascii_lowercase())
+            .map_err(lua_fault)?;
+        found.ok_or_else(|| self.not_found(libraries, name))
+    }
+
+    /// Loads every installed library into a new table of the loop's functions. A library
+    /// loaded on another loop first loads here too unless this loop's memory is short,
+    /// which is told (in the log, and to each FCALL of its functions) rather than hidden.
+    fn load_functions(&self, libraries: &Libraries) -> mlua::Result<()> {
+        let (set, version) = libraries.all();
+        let functions = self.lua.create_table()?;
+        let mut failed = HashMap::new();
+        for library in set.values() {
+            match self.load_library(&library.code[library.code_start..], LOAD_TIME_LIMIT) {
+                Ok(loaded) => {
+                    for pair in loaded.callbacks.pairs::<Value, Value>() {
+                        let (name, callback) = pair?;
+                        functions.raw_set(name, callback)?;
+                    }
+                }
+                Err(text) => {
+                    eprintln!(
                         "tailstore: library '{}' did not load on an event loop: {text}",
                         library.name
-                    ),
+                    );
+                    failed.insert(library.name.clone(), text);
                 }
             }
-            *self.functions.borrow_mut() = loaded;
-            self.functions_version.set(Some(version));
         }
-        let name = name.to_ascii_lowercase();
-        let found = self.functions.borrow().get(&name).cloned();
-        found.ok_or_else(|| Reply::error("ERR Function not found"))
+        *self.functions.borrow_mut() = functions;
+        *self.failed_libraries.borrow_mut() = failed;
+        self.functions_version.set(Some(version));
+        Ok(())
+    }
+
+    /// FCALL's answer for a function this loop does not have: its library's failure to
+    /// load here, if that is why, else Redis's "not found".
+    fn not_found(&self, libraries: &Libraries, name: &str) -> Reply {
+        let (set, _) = libraries.all();
+        let failure = function_in(&set, name.as_bytes()).and_then(|(library, _)| {
+            let failed = self.failed_libraries.borrow();
+            Some((library.name.clone(), failed.get(&library.name)?.clone()))
+        });
+        match failure {
+            Some((library, text)) => Reply::Error(format!(
+                "ERR tailstore: library '{library}' did not load on this event loop: {text}"
+            )),
+            None => Reply::error("ERR Function not found"),
+        }
     }
 
     /// Runs a library's Lua code (after its `#!lua` line) with the library API: the
     /// functions it registered, or Redis's error text.
-    fn load_library(&self, code: &[u8]) -> Result<Vec<Registered>, String> {
+    fn load_library(&self, code: &[u8], limit: std::time::Duration) -> Result<Loaded, String> {
         let chunk = self
             .compile_in(code, FUNCTION_CHUNK, &self.functions_env)
             .map_err(|message| format!("Error compiling function: {message}"))?;
-        let registered = RefCell::new(Vec::new());
-        self.limits.start_for(LOAD_TIME_LIMIT);
         let lua_error = |err: mlua::Error| format!("tailstore: Lua: {err}");
+        let registered = RefCell::new(Registrations {
+            specs: Vec::new(),
+            names: HashSet::new(),
+            callbacks: self.lua.create_table().map_err(lua_error)?,
+        });
+        self.limits.start_for(limit);
         self.set_loading.call::<()>(true).map_err(lua_error)?;
         let outcome = self.lua.scope(|scope| {
             let registered = &registered;
@@ -588,10 +666,13 @@ impl Sandbox {
             return Err(format!("Error registering functions: {text}"));
         }
         let registered = registered.into_inner();
-        if registered.is_empty() {
+        if registered.specs.is_empty() {
             return Err("No functions registered".into());
         }
-        Ok(registered)
+        Ok(Loaded {
+            specs: registered.specs,
+            callbacks: registered.callbacks,
+        })
     }
 
     fn run(
@@ -1212,10 +1293,19 @@ fn redis_version_num() -> i64 {
 /// `redis.register_function(name, callback)` or `redis.register_function{function_name =
 /// …, callback = …, flags = {…}, description = …}`, during a library's load: the function
 /// added to `registered`, or Redis's error.
+/// The functions a library's load has registered so far.
+struct Registrations {
+    specs: Vec<FunctionSpec>,
+    /// Their names in lowercase: FCALL finds a function in any case.
+    names: HashSet<String>,
+    /// Their callbacks by lowercase name (see [`Loaded`]).
+    callbacks: Table,
+}
+
 fn register_function(
     lua: &Lua,
     args: Variadic<Value>,
-    registered: &mut Vec<Registered>,
+    registered: &mut Registrations,
 ) -> mlua::Result<()> {
     let refuse = |text: &str| library_error(lua, text, false);
     let (name, callback, description, flags) = match &args[..] {
@@ -1235,19 +1325,15 @@ fn register_function(
     check_name(&name).map_err(|text| refuse(&text))?;
     // Redis 7.0.15 crashes on two names differing in case only; they would collide in
     // FCALL's lookup, so they are refused.
-    if registered
-        .iter()
-        .any(|r| r.spec.name.eq_ignore_ascii_case(&name))
-    {
+    let lowercase = name.to_ascii_lowercase();
+    if !registered.names.insert(lowercase.clone()) {
         return Err(refuse("Function already exists in the library"));
     }
-    registered.push(Registered {
-        spec: FunctionSpec {
-            name,
-            description,
-            flags,
-        },
-        callback,
+    registered.callbacks.raw_set(lowercase, callback)?;
+    registered.specs.push(FunctionSpec {
+        name,
+        description,
+        flags,
     });
     Ok(())
 }
@@ -1317,4 +1403,10 @@ fn named_registration(lua: &Lua, named: &Table) -> mlua::Result<Registration> {
     let callback =
         callback.ok_or_else(|| refuse("redis.register_function must get a callback argument"))?;
     Ok((name, callback, description, flags))
+}
+
+/// An error of the Lua state itself (not of a script): out of memory, or a reference it
+/// could not take.
+fn lua_fault(err: mlua::Error) -> Reply {
+    Reply::Error(format!("ERR tailstore: Lua: {}", first_line(&err)))
 }

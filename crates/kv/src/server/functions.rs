@@ -22,7 +22,7 @@ use super::Shared;
 use crate::command::{is, matches, BlockBody, Ctx, Fault, Outcome};
 use crate::keyspace::MAX_LIBRARY_NAME;
 use crate::script::library::{
-    library_header, merged, without, BlockLibraries, Library, LibrarySet, Policy,
+    library_header, merged, without, BlockLibraries, FunctionSpec, Library, LibrarySet, Policy,
 };
 use crate::script::{Scripts, Vm};
 use crate::Executed;
@@ -202,6 +202,18 @@ fn compiled(
     code: &[u8],
     check_name: impl FnOnce(&str) -> Result<(), String>,
 ) -> Result<Library, String> {
+    library_of(code, check_name, |start| {
+        vm.load_library(scripts, code, start)
+    })
+}
+
+/// A library of `code`, its `#!lua` line read, `check_name` asked, and its functions
+/// learnt from `load` (given where its code starts).
+fn library_of(
+    code: &[u8],
+    check_name: impl FnOnce(&str) -> Result<(), String>,
+    load: impl FnOnce(usize) -> Result<Vec<FunctionSpec>, String>,
+) -> Result<Library, String> {
     let header = library_header(code)?;
     if header.name.len() > MAX_LIBRARY_NAME {
         return Err(format!(
@@ -209,14 +221,22 @@ fn compiled(
         ));
     }
     check_name(&header.name)?;
-    let registered = vm.load_library(scripts, code, header.code_start)?;
     let library = Library {
+        functions: load(header.code_start)?,
         name: header.name,
         code: Arc::from(code),
         code_start: header.code_start,
-        functions: registered.into_iter().map(|r| r.spec).collect(),
     };
     Ok(library.in_name_order())
+}
+
+/// A stored library, read at the server's start (see [`load_stored`]).
+fn stored_library(scripts: &Scripts, code: &[u8]) -> Result<Library, String> {
+    library_of(
+        code,
+        |_| Ok(()),
+        |start| Vm::default().load_stored_library(scripts, code, start),
+    )
 }
 
 /// FUNCTION DELETE library.
@@ -477,19 +497,22 @@ const FUNCTION_HELP: &[&str] = &[
 ];
 
 /// Loads the libraries stored in the database into `shared.libraries`, at the server's
-/// start. A stored library that no longer loads stops the start with an error naming
-/// it, as Redis refuses an RDB file whose functions do not load.
+/// start. Each loads in a Lua state of its own, as FUNCTION LOAD checked it (what one
+/// library's code keeps does not count against the next's memory), and without LOAD's
+/// half-second limit (a busy machine must not refuse what it accepted). A stored library
+/// that still does not load stops the start with an error naming it, as Redis refuses an
+/// RDB file whose functions do not load.
 pub fn load_stored(shared: &Shared) -> Result<usize, String> {
     let stored = shared
         .ks
         .run_internal(0, |ctx| ctx.ks.stored_libraries(ctx.txn))
         .map_err(|err| format!("the stored function libraries could not be read: {err}"))?;
-    let vm = Vm::default();
     let mut libraries = Vec::with_capacity(stored.len());
     for (name, code) in &stored {
-        let library = compiled(&shared.scripts, &vm, code, |_| Ok(())).map_err(|text| {
+        let library = stored_library(&shared.scripts, code).map_err(|text| {
             format!(
-                "the function library '{}' stored in the database does not load: {text}",
+                "the function library '{}' stored in the database does not load: {text} \
+                 (a larger --script-memory may let it)",
                 String::from_utf8_lossy(name)
             )
         })?;
