@@ -386,6 +386,7 @@ pub fn run(args: &BenchEngineArgs) -> CliResult<()> {
 }
 
 fn plan(args: &BenchEngineArgs) -> CliResult<Plan> {
+    crate::report::check_output("--json", args.json.as_deref())?;
     check_numbers(args)?;
     let cases = plan_cases(args)?;
     let parent = match &args.dir {
@@ -423,8 +424,10 @@ fn check_numbers(args: &BenchEngineArgs) -> CliResult<()> {
         )
         .into());
     }
-    if args.batch == 0 {
-        return Err("--batch must be at least 1".into());
+    // One transaction holds a batch's reads, and the time window is looked at between
+    // transactions: a batch of billions never ended.
+    if !(1..=MAX_BATCH).contains(&args.batch) {
+        return Err(format!("--batch must be between 1 and {MAX_BATCH}").into());
     }
     if args.insert_pool.0 < 1 << 20 {
         return Err("--insert-pool must be at least 1MiB".into());
@@ -432,17 +435,15 @@ fn check_numbers(args: &BenchEngineArgs) -> CliResult<()> {
     Ok(())
 }
 
+/// The most gets `lookup-batch` puts in one transaction.
+const MAX_BATCH: usize = 100_000;
+
 fn plan_cases(args: &BenchEngineArgs) -> CliResult<Vec<Case>> {
     let wants = |name| args.cases.contains(&name) || args.cases.contains(&CaseName::All);
     let mut threads = args.threads.clone();
     threads.sort_unstable();
     threads.dedup();
-    let mut modes: Vec<CommitMode> = Vec::new();
-    for &mode in &args.commit {
-        if !modes.contains(&mode) {
-            modes.push(mode);
-        }
-    }
+    let modes = crate::report::distinct(&args.commit);
     if wants(CaseName::Insert) && modes.is_empty() {
         return Err("--commit needs at least one mode for the insert case".into());
     }

@@ -104,10 +104,9 @@ struct Plan {
 
 pub fn run(args: &BenchLogArgs) -> CliResult<()> {
     let plan = plan(args)?;
-    let cases: Vec<(CommitMode, usize)> = args
-        .threads
-        .iter()
-        .flat_map(|&t| plan.modes.iter().map(move |&m| (m, t)))
+    let cases: Vec<(CommitMode, usize)> = crate::report::distinct(&args.threads)
+        .into_iter()
+        .flat_map(|t| plan.modes.iter().map(move |&m| (m, t)))
         .collect();
     print_header(args, &plan);
     // Logs are deleted only at the end: deleting a large file keeps the file system busy and
@@ -137,6 +136,7 @@ pub fn run(args: &BenchLogArgs) -> CliResult<()> {
 }
 
 fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
+    crate::report::check_output("--json", args.json.as_deref())?;
     crate::report::check_run_options(&args.threads, args.seconds, args.runs)?;
     let mut modes = Vec::new();
     for name in &args.commit {
@@ -146,7 +146,7 @@ fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
             modes.push(name.parse::<CommitMode>()?);
         }
     }
-    modes.dedup();
+    let modes = crate::report::distinct(&modes);
     let (log_parent, log_tmp) = match &args.log_dir {
         Some(dir) if !dir.is_dir() => {
             return Err(format!("log directory does not exist: {}", dir.display()).into())

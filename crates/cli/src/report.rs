@@ -157,9 +157,22 @@ pub fn case_progress(len: u64) -> ProgressBar {
 /// Writes `reports` as pretty JSON to `path` and says so.
 pub fn write_json<T: Serialize>(path: &Path, reports: &T) -> CliResult<()> {
     let text = serde_json::to_string_pretty(reports)?;
-    std::fs::write(path, text + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write_whole(path, (text + "\n").as_bytes())?;
     println!("\nJSON written to {}", path.display());
+    Ok(())
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a file beside it, renamed over it
+/// once written, so that a full disk leaves no truncated result that reads as complete.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> CliResult<()> {
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut partial = tempfile::NamedTempFile::new_in(dir).map_err(cannot)?;
+    std::io::Write::write_all(&mut partial, bytes).map_err(cannot)?;
+    partial.persist(path).map_err(|e| cannot(e.error))?;
     Ok(())
 }
 
@@ -177,6 +190,35 @@ pub fn group(n: u64) -> String {
 }
 
 /// Checks the options every benchmark shares: thread counts, seconds per case, runs.
+/// Refuses an output file (`flag`'s) that could not be written, before the work whose
+/// results it would hold: its directory missing, or the path a directory. Found only at
+/// the end, such a mistake threw the whole run away.
+pub fn check_output(flag: &str, path: Option<&Path>) -> CliResult<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    if path.is_dir() {
+        return Err(format!("{flag}: {} is a directory", path.display()).into());
+    }
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => {
+            Err(format!("{flag}: directory does not exist: {}", parent.display()).into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `items` without repeats, in the order each first came: a case named twice runs once.
+pub fn distinct<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::with_capacity(items.len());
+    for &item in items {
+        if !kept.contains(&item) {
+            kept.push(item);
+        }
+    }
+    kept
+}
+
 pub fn check_run_options(threads: &[usize], seconds: f64, runs: usize) -> CliResult<()> {
     if threads.is_empty() || threads.contains(&0) {
         return Err("--threads needs counts of at least 1".into());
@@ -203,6 +245,7 @@ mod tests {
         assert_eq!(median_run(vec![5.0, 1.0], |&r| r).0, 1.0);
         assert_eq!(group(1_000_000), "1,000,000");
         assert_eq!(group(999), "999");
+        assert_eq!(distinct(&[3, 1, 3, 2, 1]), vec![3, 1, 2]);
     }
 
     #[test]

@@ -161,6 +161,30 @@ fn bad_options_and_unreachable_servers_are_refused() {
         &["bench", "log", "--seconds", "1e30"],
         &["not between 0 and"],
     );
+    // An output file that could not be written is refused before the run, not after it.
+    for command in [
+        &["tpcc", "run", "--db", "/tmp"][..],
+        &["bench", "kv"],
+        &["bench", "log"],
+        &["bench", "engine"],
+    ] {
+        let args = [command, &["--json", "/no/such/dir/out.json"]].concat();
+        refused(&args, &["--json: directory does not exist: /no/such/dir"]);
+        let args = [command, &["--json", "/tmp"]].concat();
+        refused(&args, &["--json: /tmp is a directory"]);
+    }
+    // A batch too large to end (one transaction holds it) is refused up front.
+    refused(
+        &[
+            "bench",
+            "engine",
+            "--cases",
+            "lookup-batch",
+            "--batch",
+            "100000000000",
+        ],
+        &["--batch must be between 1 and"],
+    );
     refused(
         &["tpcc", "run", "--duration", "nan"],
         &["not between 0 and"],

@@ -102,6 +102,41 @@ fn missing_or_occupied_databases_are_refused() {
     );
 }
 
+/// A load that cannot fit: more warehouses than the disk has room for, a buffer pool larger
+/// than the machine's memory. Both are refused before anything is written; before, the
+/// first went on until the disk filled, the second took all memory (or aborted).
+#[test]
+fn loads_that_cannot_fit_are_refused_up_front() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("db");
+    refused(
+        &[
+            "tpcc",
+            "load",
+            "--db",
+            path(&db),
+            "--warehouses",
+            "4000000000",
+        ],
+        &["need at least", "free"],
+    );
+    assert!(!db.exists(), "the refusal created {}", db.display());
+    refused(
+        &[
+            "tpcc",
+            "load",
+            "--db",
+            path(&db),
+            "--warehouses",
+            "1",
+            "--buffer-pool",
+            "1000000GiB",
+        ],
+        &["larger than this machine's memory"],
+    );
+    assert!(!db.join("tailstore.db").exists());
+}
+
 /// A one-warehouse database: load, a two-second run, all conditions checked; then a second
 /// load into the same directory is refused.
 #[test]

@@ -395,6 +395,7 @@ impl Database {
             )));
         }
         check_files_are_distinct(&config)?;
+        check_pool_fits_memory(&config)?;
         let created = prepare_data_file(storage.as_ref(), &config)?;
         // Before anything reads or repairs the log: a second process opening the database
         // while the first still runs (or still closes) would recover from half-written
@@ -729,6 +730,14 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
                     storage.sync_dir(&config.data_dir)?;
                     return Ok(true);
                 }
+                Err(EngineError::Corrupt(why)) => {
+                    return Err(EngineError::Open(format!(
+                        "{} is not a tailstore data file, or a damaged one, and there is no \
+                         log ({}) beside it: left as it is ({why})",
+                        data.display(),
+                        describe_log(&config.log)
+                    )))
+                }
                 read => read?,
             };
             // Creation writes the data file first: an empty one may just be missing its log.
@@ -759,23 +768,46 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
     Ok(true)
 }
 
-/// Writes the meta page of a new, empty database (and syncs it).
-fn write_first_meta(file: &dyn File) -> Result<()> {
+/// The meta record of a new, empty database.
+fn first_meta() -> Meta {
     Meta {
         seq: 1,
         checkpoint_lsn: LOG_START_LSN,
         page_count: FIRST_DATA_PAGE,
         catalog: Vec::new(),
     }
-    .write(file)
 }
 
-/// Whether `file` ends within the meta pages. A data file without a log and without a
-/// valid meta page that does is what a crash during creation left: creation writes the
-/// meta page before it creates the log, and no data page is ever written before the log
-/// exists, so it never held a committed transaction; a longer one is corrupt.
+/// Writes the meta page of a new, empty database (and syncs it).
+fn write_first_meta(file: &dyn File) -> Result<()> {
+    first_meta().write(file)
+}
+
+/// Whether `file` is what a crash while creating a database left: within the meta pages,
+/// and each 512-byte sector either zeros (not written yet) or what creation writes there
+/// (a torn write of the first meta record keeps whole sectors). Creation writes the meta
+/// page before it creates the log, and no data page is ever written before the log
+/// exists, so such a file never held a committed transaction. Anything else, a file of
+/// another program among them, is not rewritten.
 fn holds_only_meta_pages(file: &dyn File) -> Result<bool> {
-    Ok(file.len()? <= FIRST_DATA_PAGE * PAGE_SIZE as u64)
+    const SECTOR: usize = 512;
+    let len = file.len()?;
+    if len > FIRST_DATA_PAGE * PAGE_SIZE as u64 {
+        return Ok(false);
+    }
+    let mut found = vec![0u8; len as usize];
+    if !file.read_exact_at(0, &mut found)? {
+        return Ok(false);
+    }
+    let mut expected = vec![0u8; FIRST_DATA_PAGE as usize * PAGE_SIZE];
+    for page in first_meta().pages()? {
+        let at = page.page_id().offset() as usize;
+        expected[at..at + PAGE_SIZE].copy_from_slice(page.bytes());
+    }
+    let sectors = found.chunks(SECTOR).zip(expected.chunks(SECTOR));
+    Ok(sectors
+        .into_iter()
+        .all(|(got, written)| got.iter().all(|&b| b == 0) || got == &written[..got.len()]))
 }
 
 fn log_exists(storage: &dyn Storage, log: &LogConfig) -> bool {
@@ -790,6 +822,28 @@ fn describe_log(log: &LogConfig) -> String {
         (CommitMode::PmemLog, Some(p)) => p.display().to_string(),
         _ => log.log_file().display().to_string(),
     }
+}
+
+/// Refuses a buffer pool larger than the machine's memory before anything is created: its
+/// frames are allocated as it opens, and a mistyped size (or a default derived from a
+/// mistyped warehouse count) would take every byte of memory, or abort the process.
+fn check_pool_fits_memory(config: &DbConfig) -> Result<()> {
+    let memory = physical_memory_bytes();
+    let pool = config.buffer_pool_bytes as u64;
+    if memory > 0 && pool > memory {
+        return Err(EngineError::Open(format!(
+            "a buffer pool of {} MiB is larger than this machine's memory ({} MiB)",
+            pool >> 20,
+            memory >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// This machine's memory in bytes (0 if the kernel does not say).
+pub fn physical_memory_bytes() -> u64 {
+    let info = rustix::system::sysinfo();
+    u64::from(info.mem_unit).saturating_mul(info.totalram)
 }
 
 /// Refuses a PMEM file (or its double-write area) that names the data file or the log file:

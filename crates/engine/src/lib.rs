@@ -86,8 +86,9 @@ mod txn;
 mod wal;
 
 pub use database::{
-    doublewrite_path, pause_before_retry, remove_pmem_files, BackgroundRedo, Database, DbConfig,
-    EngineStats, OpenReport, RestartRedo, DATA_FILE_NAME, DEFAULT_DOUBLEWRITE_SLOTS,
+    doublewrite_path, pause_before_retry, physical_memory_bytes, remove_pmem_files, BackgroundRedo,
+    Database, DbConfig, EngineStats, OpenReport, RestartRedo, DATA_FILE_NAME,
+    DEFAULT_DOUBLEWRITE_SLOTS,
 };
 pub use error::{AbortCause, EngineError, Result};
 pub use patch::ColumnChange;

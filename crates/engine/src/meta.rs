@@ -109,18 +109,25 @@ impl Meta {
 
     /// Writes this record into slot `seq % 2` and syncs the file.
     pub fn write(&self, file: &dyn File) -> Result<()> {
-        let bytes = self.encode()?;
-        let first = (self.seq % 2) * SLOT_PAGES;
-        let mut page = Page::zeroed();
-        for (i, chunk) in bytes.chunks(PAYLOAD).enumerate() {
-            let id = PageId(first + i as u64);
-            page.format(id, PageKind::Meta);
-            page.payload_mut()[..chunk.len()].copy_from_slice(chunk);
-            page.seal();
-            file.write_at(id.offset(), page.bytes())?;
+        for page in self.pages()? {
+            file.write_at(page.page_id().offset(), page.bytes())?;
         }
         file.sync_data()?;
         Ok(())
+    }
+
+    /// The sealed pages of this record, in its slot.
+    pub fn pages(&self) -> Result<Vec<Page>> {
+        let bytes = self.encode()?;
+        let first = (self.seq % 2) * SLOT_PAGES;
+        let pages = bytes.chunks(PAYLOAD).enumerate().map(|(i, chunk)| {
+            let mut page = Page::zeroed();
+            page.format(PageId(first + i as u64), PageKind::Meta);
+            page.payload_mut()[..chunk.len()].copy_from_slice(chunk);
+            page.seal();
+            page
+        });
+        Ok(pages.collect())
     }
 
     /// The valid slot with the highest `seq`, or an error saying why neither is valid.

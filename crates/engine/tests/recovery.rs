@@ -2006,6 +2006,29 @@ fn garbage_meta_pages_are_a_corrupt_error() {
     ));
 }
 
+/// A file of another program where the data file goes, with no log, is refused and left as
+/// it is. Any such file of up to eight pages used to be taken for a creation cut short and
+/// written over with an empty database.
+#[test]
+fn a_foreign_file_in_the_data_file_s_place_is_left_as_it_is() {
+    for mode in [CommitMode::Fsync, CommitMode::Buffer] {
+        let dir = TempDb::new("foreign");
+        let path = dir.dir.path().join(DATA_FILE_NAME);
+        let notes = b"my important notes\n".repeat(100);
+        std::fs::write(&path, &notes).unwrap();
+        match Database::open(dir.config(mode)) {
+            Err(EngineError::Open(why)) => {
+                assert!(why.contains("is not a tailstore data file"), "{why}")
+            }
+            other => panic!(
+                "{mode}: expected an Open error, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), notes, "{mode}");
+    }
+}
+
 #[test]
 fn a_data_file_of_another_page_size_is_refused_naming_both_sizes() {
     // A data file written by a build of other pages, as the builds of 8 KiB pages wrote it

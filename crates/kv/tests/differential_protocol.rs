@@ -1520,3 +1520,35 @@ fn object_and_command_getkeys_answer_as_redis_does() {
     let cases: Vec<&[&str]> = cases.iter().map(Vec::as_slice).collect();
     same_replies("object_and_command_getkeys_answer_as_redis_does", &cases);
 }
+
+/// Differences a randomized comparison with Redis 7.0.15 found: SRANDMEMBER of the whole
+/// set is an array in RESP3 too; ZINCRBY with one of ZADD's flag words for its increment
+/// is a syntax error (ZADD's parser takes it); LMPOP and ZMPOP check a COUNT's value before
+/// the words after it.
+#[test]
+fn replies_a_randomized_comparison_found_different_are_redis_s() {
+    let cases: &[&[&str]] = &[
+        &["sadd", "s", "a"],
+        &["hello", "3"],
+        &["srandmember", "s", "10"],
+        &["srandmember", "s", "1"],
+        &["hello", "2"],
+        &["zadd", "z", "1", "a"],
+        &["zincrby", "z", "GT", "a"],
+        &["zincrby", "z", "nx", "a"],
+        &["zincrby", "z", "2", "a"],
+        &["rpush", "l", "a", "b"],
+        &["lmpop", "1", "l", "LEFT", "COUNT", "-1", "BAD"],
+        &["lmpop", "1", "l", "LEFT", "COUNT", "abc", "COUNT", "1"],
+        &["lmpop", "1", "l", "LEFT", "COUNT", "0", "COUNT", "1"],
+        &["lmpop", "1", "l", "LEFT", "COUNT", "1", "COUNT", "1"],
+        &["lmpop", "1", "l", "LEFT", "BAD"],
+        &["lmpop", "1", "l", "LEFT", "COUNT"],
+        &["zmpop", "1", "z", "MIN", "COUNT", "-1", "BAD"],
+        &["lmpop", "1", "l", "RIGHT", "COUNT", "5"],
+    ];
+    same_replies(
+        "replies_a_randomized_comparison_found_different_are_redis_s",
+        cases,
+    );
+}

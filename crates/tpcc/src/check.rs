@@ -80,7 +80,14 @@ pub fn check_conditions(db: &Database, conditions: &[u8]) -> Result<CheckReport>
     let began = Instant::now();
     let wanted: BTreeSet<u8> = conditions.iter().copied().collect();
     let tables = Tables::open(db)?;
-    let warehouses = LoadParameters::read(db, &tables)?.warehouses;
+    let load = LoadParameters::read(db, &tables)?;
+    if !load.complete {
+        // Its conditions would fail on what was never loaded, not on what was.
+        return Err(TpccError::NotLoaded(
+            "the load did not finish; load again into an empty database".into(),
+        ));
+    }
+    let warehouses = load.warehouses;
     let history = if wanted.iter().any(|n| [8, 9, 10].contains(n)) {
         HistorySums::read(db, &tables.history)?
     } else {

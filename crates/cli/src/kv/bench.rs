@@ -257,6 +257,7 @@ impl BenchConfig {
 }
 
 pub fn run(args: &BenchKvArgs) -> CliResult<()> {
+    crate::report::check_output("--json", args.json.as_deref())?;
     let config = args.config()?;
     println!("{}", describe(&config));
     let report = run_bench(&config)?;

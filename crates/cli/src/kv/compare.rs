@@ -319,8 +319,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         write_json(path, &report)?;
     }
     if let Some(path) = &args.markdown {
-        std::fs::write(path, markdown(&report))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        report::write_whole(path, markdown(&report).as_bytes())?;
         println!("Markdown written to {}", path.display());
     }
     Ok(())
@@ -365,15 +364,8 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
     if let Some(dir) = args.dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(format!("--dir: directory does not exist: {}", dir.display()).into());
     }
-    for (flag, file) in [("--json", &args.json), ("--markdown", &args.markdown)] {
-        if let Some(parent) = file
-            .as_deref()
-            .and_then(Path::parent)
-            .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return Err(format!("{flag}: directory does not exist: {}", parent.display()).into());
-        }
-    }
+    report::check_output("--json", args.json.as_deref())?;
+    report::check_output("--markdown", args.markdown.as_deref())?;
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
     // A server's 1 GiB log buffer (buffer) or 768 MiB log region (pmem-log) and its 64 MiB
     // double-write area, one server at a time, and as much to spare.

@@ -332,8 +332,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         write_json(&dir.join("compare.json"), &summary)?;
     }
     if let Some(path) = &args.markdown {
-        std::fs::write(path, markdown(&summary))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        crate::report::write_whole(path, markdown(&summary).as_bytes())?;
         println!("Markdown written to {}", path.display());
     }
     Ok(())
@@ -375,14 +374,7 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
             return Err(format!("{flag}: directory does not exist: {}", dir.display()).into());
         }
     }
-    if let Some(parent) = args
-        .markdown
-        .as_deref()
-        .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
-    {
-        return Err(format!("--markdown: directory does not exist: {}", parent.display()).into());
-    }
+    crate::report::check_output("--markdown", args.markdown.as_deref())?;
     let parent = args.dir.clone().unwrap_or_else(default_scratch_parent);
     let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), &parent, 0)?;
     let scratch = tempfile::Builder::new()
@@ -558,9 +550,7 @@ fn run_config(plan: &Plan, golden: &Golden, config: Config, seq: usize) -> CliRe
 
 fn write_json_quiet<T: Serialize>(path: &Path, value: &T) -> CliResult<()> {
     let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(())
+    crate::report::write_whole(path, (text + "\n").as_bytes())
 }
 
 fn summarize(

@@ -50,6 +50,7 @@ pub fn run(args: &LoadArgs) -> CliResult<()> {
     // Every instance is checked before any is created: a refusal leaves nothing behind.
     for instance in &instances {
         check_new(instance, args.db.commit)?;
+        check_room(instance, args.warehouses)?;
     }
     let threads = args.threads.unwrap_or_else(cores);
     let pool = args
@@ -90,6 +91,36 @@ pub fn run(args: &LoadArgs) -> CliResult<()> {
             filesystem_of(&instance.data_dir),
             config.seed
         );
+    }
+    Ok(())
+}
+
+/// The least a warehouse takes in the data file (its rows alone are about 85 MB by the
+/// specification's sizes): a load that cannot fit is refused before it starts, rather
+/// than stopped by a full disk hours in.
+const LEAST_BYTES_PER_WAREHOUSE: u64 = 64 << 20;
+
+/// Refuses a load whose data cannot fit the free space where the instance's data goes.
+fn check_room(instance: &Instance, warehouses: u32) -> CliResult<()> {
+    let dir = instance
+        .data_dir
+        .ancestors()
+        .find(|d| d.is_dir())
+        .unwrap_or(&instance.data_dir);
+    let Ok(stats) = rustix::fs::statvfs(dir) else {
+        return Ok(()); // what cannot be asked is found out by the load
+    };
+    let free = stats.f_bavail.saturating_mul(stats.f_frsize);
+    let needed = u64::from(warehouses).saturating_mul(LEAST_BYTES_PER_WAREHOUSE);
+    if needed > free {
+        return Err(format!(
+            "{} warehouse(s) need at least {} and {} has {} free",
+            warehouses,
+            bytes(needed),
+            dir.display(),
+            bytes(free)
+        )
+        .into());
     }
     Ok(())
 }

@@ -404,12 +404,23 @@ pub fn numbered(path: &Path, n: usize) -> PathBuf {
 
 /// The pool that holds a load of `warehouses`: what the kit's own tests use.
 pub fn load_pool_bytes(warehouses: u32) -> usize {
-    (64 << 20) + warehouses as usize * (192 << 20)
+    within_memory((64 << 20) + warehouses as usize * (192 << 20))
 }
 
 /// The pool that holds a loaded data file and its growth during a run.
 pub fn run_pool_bytes(data_file_bytes: u64) -> usize {
-    (data_file_bytes as usize).saturating_mul(3) / 2 + (64 << 20)
+    within_memory((data_file_bytes as usize).saturating_mul(3) / 2 + (64 << 20))
+}
+
+/// A default pool of `bytes`, at most half of this machine's memory: more data than that
+/// is paged to the data file (the engine refuses a pool larger than the memory).
+fn within_memory(bytes: usize) -> usize {
+    let half = usize::try_from(tailstore_engine::physical_memory_bytes() / 2).unwrap_or(usize::MAX);
+    if half == 0 {
+        bytes
+    } else {
+        bytes.min(half)
+    }
 }
 
 /// Opens an existing database; refuses (instead of creating one) when its data file is

@@ -348,6 +348,7 @@ pub fn build_report(m: &Measured, setup: &RunSetup) -> RunReport {
 }
 
 pub fn run(args: &RunArgs) -> CliResult<()> {
+    crate::report::check_output("--json", args.json.as_deref())?;
     args.db.validate()?;
     let mut options = driver_options(args)?;
     let instances = args.db.instances();

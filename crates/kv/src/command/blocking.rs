@@ -78,6 +78,26 @@ pub(super) fn pop_first(
     Ok(Reply::NullArray)
 }
 
+/// The options after LMPOP's or ZMPOP's end, read as Redis reads them: a first COUNT with a
+/// value is checked at once (so a bad count is told before a word after it); any other
+/// word, or a second COUNT, is a syntax error. 1 without COUNT.
+fn multi_pop_count(options: &[Vec<u8>]) -> Result<i64, Fault> {
+    let mut count = None;
+    let mut at = 0;
+    while at < options.len() {
+        let more = at + 1 < options.len();
+        if count.is_none() && is(&options[at], "count") && more {
+            at += 1;
+            let value = parse_int(&options[at]).ok().filter(|&c| c > 0);
+            count = Some(value.ok_or_else(|| Fault::err("ERR count should be greater than 0"))?);
+        } else {
+            return Err(Fault::err(SYNTAX));
+        }
+        at += 1;
+    }
+    Ok(count.unwrap_or(1))
+}
+
 /// The meta of a key a blocking command pops from, if it holds `kind`. Another kind is
 /// WRONGTYPE on the command's first run; on a blocked client's later runs it is passed
 /// over, as Redis leaves a client blocked (or serves it from another of its keys) when a
@@ -144,14 +164,7 @@ pub(super) fn multi_pop(
         end if is(end, ends[1]) => false,
         _ => return Err(Fault::err(SYNTAX)),
     };
-    let count = match &args[end_at + 1..] {
-        [] => 1,
-        [option, count] if is(option, "count") => parse_int(count)
-            .ok()
-            .filter(|&c| c > 0)
-            .ok_or_else(|| Fault::err("ERR count should be greater than 0"))?,
-        _ => return Err(Fault::err(SYNTAX)),
-    };
+    let count = multi_pop_count(&args[end_at + 1..])?;
     if numkeys_at == 2 {
         parse_timeout(&args[1])?;
     }

@@ -174,11 +174,9 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(count) = count else {
         return Ok(pick_one(all).map_or(Reply::Null, bulk));
     };
-    match pick_by_count(all, count)? {
-        // The whole set: Redis answers this case as SMEMBERS does (a set in RESP3).
-        (all, true) => Ok(set_reply(all)),
-        (picks, false) => Ok(Reply::Array(picks.into_iter().map(bulk).collect())),
-    }
+    // The whole set too is an array, as Redis 7.0.15 answers it (7.2 answers a RESP3 set).
+    let (picks, _whole) = pick_by_count(all, count)?;
+    Ok(Reply::Array(picks.into_iter().map(bulk).collect()))
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -341,6 +341,14 @@ pub fn zadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (key, member) = (&args[1], &args[3]);
+    // Redis runs ZINCRBY through ZADD's parser, which takes these words for its flags and
+    // then finds the member missing.
+    if ["nx", "xx", "gt", "lt", "ch", "incr"]
+        .iter()
+        .any(|flag| is(&args[2], flag))
+    {
+        return Err(Fault::err(SYNTAX));
+    }
     let delta = parse_float(&args[2])?;
     check_field(member, "member")?;
     let current = match ctx.meta_of(key, Kind::ZSet)? {
