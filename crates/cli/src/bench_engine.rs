@@ -401,6 +401,10 @@ fn plan(args: &BenchEngineArgs) -> CliResult<Plan> {
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
     let pmem_dir = report::pmem_dir(args.pmem_dir.as_ref(), scratch.path(), 0)?;
+    crate::interrupt::clean_up_on_signals("tailstore bench engine")?;
+    crate::interrupt::remove_dir_on_interrupt(scratch.path());
+    let own_files = format!("tailstore-bench-engine-{}-", std::process::id());
+    crate::interrupt::remove_named_on_interrupt(&pmem_dir, &own_files);
     Ok(Plan {
         cases,
         rows: Rows {

@@ -177,6 +177,13 @@ fn plan(args: &BenchLogArgs) -> CliResult<Plan> {
             return Err(format!("PMEM directory does not exist: {}", dir.display()).into());
         }
     }
+    crate::interrupt::clean_up_on_signals("tailstore bench log")?;
+    if let Some(tmp) = &log_tmp {
+        crate::interrupt::remove_dir_on_interrupt(tmp.path());
+    }
+    if let (Some(dir), Some(name)) = (pmem_path.parent(), pmem_path.file_name()) {
+        crate::interrupt::remove_named_on_interrupt(dir, &name.to_string_lossy());
+    }
     Ok(Plan {
         modes,
         log_parent,

@@ -8,6 +8,7 @@
 mod args;
 mod bench_engine;
 mod bench_log;
+mod interrupt;
 mod kv;
 mod latency;
 mod report;

@@ -881,3 +881,32 @@ fn pids_naming(path: &std::path::Path) -> Vec<u32> {
         })
         .collect()
 }
+
+/// `bench log` interrupted removes its scratch: the log directory it made and its PMEM
+/// file (a gigabyte of memory on tmpfs). Before, both stayed.
+#[test]
+fn bench_log_interrupted_by_sigterm_removes_its_scratch() {
+    let pmem = support::pmem_dir();
+    let file = pmem.path().join("bench.pmem");
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_tailstore"))
+        .args(["bench", "log", "--commit", "buffer", "--threads", "1"])
+        .args(["--seconds", "60", "--runs", "1"])
+        .args(["--pmem", support::path(&file)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn bench log");
+    let started = std::time::Instant::now();
+    while !file.exists() {
+        assert!(started.elapsed().as_secs() < 60, "the PMEM file never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(bench.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let out = bench.wait_with_output().expect("wait");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(pmem.path()).expect("read_dir").collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -1,9 +1,9 @@
 //! Servers `kv compare` starts: how each is spawned, waited for (first reply to PING), asked a
 //! question, stopped, and killed — also when `kv compare` itself is interrupted.
 //!
-//! Why a registry of live servers: SIGINT or SIGTERM would end `kv compare` without running
-//! any destructor, leaving its servers running (a SIGTERM reaches only our process) and their
-//! scratch directories and PMEM files behind. Instead a thread waits for those signals, kills
+//! Why a registry of live servers: SIGINT, SIGTERM or SIGHUP would end `kv compare` without
+//! running any destructor, leaving its servers running (a SIGTERM reaches only our process)
+//! and their scratch directories and PMEM files behind. Instead a thread waits for those signals, kills
 //! every registered server, and leaves the rest to the main thread: its next request fails,
 //! it sees [`interrupted`], and unwinds through the destructors that remove the scratch.
 //! The registry's lock is held while a child is reaped, so a pid is never signalled after it
@@ -50,20 +50,20 @@ fn live() -> std::sync::MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// From now on SIGINT and SIGTERM kill every server spawned here and make [`interrupted`]
-/// say so, instead of ending the process.
+/// From now on SIGINT, SIGTERM and SIGHUP (a closed terminal) kill every server spawned
+/// here and make [`interrupted`] say so, instead of ending the process.
 pub fn stop_servers_on_signals() -> CliResult<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
-        .map_err(|e| format!("cannot handle SIGINT and SIGTERM: {e}"))?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| format!("cannot handle SIGINT, SIGTERM and SIGHUP: {e}"))?;
     thread::Builder::new()
         .name("kv-compare-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                let name = if signal == SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
+                let name = match signal {
+                    SIGINT => "SIGINT",
+                    SIGTERM => "SIGTERM",
+                    _ => "SIGHUP",
                 };
                 let mut live = live();
                 live.interrupted_by.get_or_insert(name);

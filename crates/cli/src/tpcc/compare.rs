@@ -381,6 +381,10 @@ fn plan(args: &CompareArgs) -> CliResult<Plan> {
         .prefix("tailstore-tpcc-compare-")
         .tempdir_in(&parent)
         .map_err(|e| format!("cannot create a directory in {}: {e}", parent.display()))?;
+    crate::interrupt::clean_up_on_signals("tailstore tpcc compare")?;
+    crate::interrupt::remove_dir_on_interrupt(scratch.path());
+    let own_files = format!("tailstore-tpcc-{}-", std::process::id());
+    crate::interrupt::remove_named_on_interrupt(&pmem_dir, &own_files);
     let progress = Duration::from_secs_f64(args.progress);
     let tuning = TuningArgs {
         checkpoint_log: Some(args.checkpoint_log),
