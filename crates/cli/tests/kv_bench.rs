@@ -898,7 +898,10 @@ fn bench_log_interrupted_by_sigterm_removes_its_scratch() {
         .expect("spawn bench log");
     let started = std::time::Instant::now();
     while !file.exists() {
-        assert!(started.elapsed().as_secs() < 60, "the PMEM file never appeared");
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the PMEM file never appeared"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = rustix::process::Pid::from_raw(bench.id() as i32).expect("pid");
