@@ -278,11 +278,11 @@ impl Target<'_> {
 /// The chunk names scripts' and libraries' code is compiled under: what Lua's error
 /// messages and Redis's replies call them (`user_script:3: …`).
 const SCRIPT_CHUNK: &str = "user_script";
+const FUNCTION_CHUNK: &str = "user_function";
 
 /// How long a stored library's code may run at the server's start (see
 /// [`Vm::load_stored_library`]).
 const STORED_LOAD_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
-const FUNCTION_CHUNK: &str = "user_function";
 
 /// What a library's load registered: each function's spec, and its callbacks in a Lua
 /// table by lowercase name.
