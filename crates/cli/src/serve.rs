@@ -234,6 +234,18 @@ const RECORD_REPLAY_FLOOR: u64 = 1 << 10;
 /// "The whole log in PMEM, with room").
 const PMEM_LOG_REGION: usize = 768 << 20;
 
+/// Refuses a `--listen` or `--tls-listen` address that cannot be bound, before the database
+/// is opened: a new one would otherwise be created (with its PMEM files, a GiB on /dev/shm)
+/// and left behind by a server that then failed to listen. The port is free again when
+/// this returns; one taken in the moment before the server binds it is still refused then.
+fn check_ports_free(args: &ServeArgs) -> CliResult<()> {
+    for address in std::iter::once(args.listen).chain(args.tls_listen) {
+        std::net::TcpListener::bind(address)
+            .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    }
+    Ok(())
+}
+
 pub fn run(args: &ServeArgs) -> CliResult<()> {
     let allowed = CpuList::allowed()?;
     let cores = allowed.cores(CpuList::core_siblings);
@@ -260,6 +272,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         tailstore_kv::server::check_acl_file(path, password.as_ref())
             .map_err(|e| format!("--aclfile: {e}"))?;
     }
+    check_ports_free(args)?;
     validate(args)?;
     let mut config = db_config(args);
     config.background_cpus = background_cpus.clone();

@@ -333,6 +333,32 @@ fn background_threads_run_apart_from_the_event_loops() {
     }
 }
 
+/// A port in use is refused before the database is opened: nothing is created. Before, a
+/// new database and its PMEM files (a GiB on /dev/shm) were made, then left behind.
+#[test]
+fn a_port_in_use_is_refused_before_the_database_is_created() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let shm = support::pmem_dir();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("address").to_string();
+    let db = dir.path().join("db");
+    let pmem = shm.path().join("db.pmem");
+    serve_refused(
+        &[
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--listen",
+            &address,
+        ],
+        &format!("cannot listen on {address}"),
+    );
+    assert!(!db.exists(), "the database was created");
+    let left: Vec<_> = std::fs::read_dir(shm.path()).expect("read_dir").collect();
+    assert!(left.is_empty(), "PMEM files left behind: {left:?}");
+}
+
 /// A second server given a copy of the first's database and the same PMEM file is refused:
 /// two processes appending to one PMEM log overwrite each other's durable records (before the
 /// PMEM files were locked, that left the first database unopenable after a crash: "the log
