@@ -92,7 +92,8 @@ fn remove_all() -> usize {
     removed
 }
 
-fn name_of(signal: i32) -> &'static str {
+/// The name of one of the signals handled here.
+pub fn name_of(signal: i32) -> &'static str {
     match signal {
         signal_hook::consts::SIGINT => "SIGINT",
         signal_hook::consts::SIGTERM => "SIGTERM",

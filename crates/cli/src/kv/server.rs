@@ -60,11 +60,7 @@ pub fn stop_servers_on_signals() -> CliResult<()> {
         .name("kv-compare-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                let name = match signal {
-                    SIGINT => "SIGINT",
-                    SIGTERM => "SIGTERM",
-                    _ => "SIGHUP",
-                };
+                let name = crate::interrupt::name_of(signal);
                 let mut live = live();
                 live.interrupted_by.get_or_insert(name);
                 for &pid in &live.pids {

@@ -371,7 +371,7 @@ fn read_target(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> Result<KeyMeta, Fault
     let stream_gone = looked_up
         .as_ref()
         .is_none_or(|meta| meta.kind != Kind::Stream);
-    if stream_gone && is_blocked_rerun(ctx) {
+    if stream_gone && ctx.is_blocked_rerun() {
         return Err(Fault::err("UNBLOCKED the stream key no longer exists"));
     }
     let meta = super::of_kind(looked_up, Kind::Stream)?;
@@ -381,7 +381,7 @@ fn read_target(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> Result<KeyMeta, Fault
     };
     match meta.filter(|_| found) {
         Some(meta) => Ok(meta),
-        None if is_blocked_rerun(ctx) => Err(Fault::err(
+        None if ctx.is_blocked_rerun() => Err(Fault::err(
             "NOGROUP the consumer group this client was blocked on no longer exists",
         )),
         None => Err(Fault::err(format!(
@@ -390,13 +390,6 @@ fn read_target(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> Result<KeyMeta, Fault
             String::from_utf8_lossy(group)
         ))),
     }
-}
-
-/// Whether this run is a blocked command's run after its first: the server counts no read
-/// lookups of those alone among clients' commands (`CountLookups`), as Redis serves them
-/// from the key they wake on rather than as a command sent.
-fn is_blocked_rerun(ctx: &Ctx) -> bool {
-    !ctx.counts_lookups
 }
 
 /// The consumer's pending entries after `after` (each delivered again: its delivery time
