@@ -446,6 +446,7 @@ impl Database {
         // may rebuild.
         let pending = Arc::new(PendingPages::new(log.clone(), scanned.pages));
         pool.set_pending_redo(pending.clone());
+        pool.bound_page_lsns(log.appended_lsn());
         // A crash between a checkpoint's meta page and its release left the log longer than
         // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;

@@ -33,6 +33,9 @@ use support::{
 /// `transaction_changing_more_pages_than_the_pool_holds_is_refused_without_a_change`).
 /// Sized in bytes (256 KiB) because the workloads are: rows of the same sizes fill half as
 /// many pages twice as large.
+/// The log file of the simulated databases (in `fsync` mode, the whole log).
+const SIM_LOG_FILE: &str = "/db/tailstore.log";
+
 const SMALL_POOL: usize = (256 << 10) / PAGE_SIZE;
 
 // ---------------------------------------------------------------------------------------------
@@ -1716,6 +1719,42 @@ fn corrupt_page_without_an_image_in_the_log_is_reported() {
             assert!(err.to_string().contains(&format!("page {ROOT}")), "{err}");
         }
         Ok(_) => panic!("opening must not succeed with a corrupt root page"),
+    }
+}
+
+/// A log copied back from an older state of the database (or one whose tail the media
+/// dropped) beside a data file that already holds pages written after it: such a page is
+/// reported as corrupt, naming why, and never used. Used, it would hide commits: redo skips a
+/// record whose LSN is at or below the page's, and the commits logged next take those LSNs.
+#[test]
+fn pages_newer_than_an_older_copy_of_the_log_are_refused() {
+    let mode = CommitMode::Fsync;
+    let (storage, db, table, mut workload) = loaded(mode, SMALL_POOL, 20);
+    db.checkpoint().unwrap();
+    let mut step = |db: &Database| {
+        if let Err(f) = workload.step(db, &table) {
+            panic!("{mode}: {}", f.error);
+        }
+    };
+    (0..10).for_each(|_| step(&db));
+    let older_log = storage.file_bytes(SIM_LOG_FILE).expect("the log file");
+    let evicted = db.stats().pool.evictions;
+    (0..150).for_each(|_| step(&db));
+    assert!(
+        db.stats().pool.evictions > evicted + 50,
+        "pages changed after the copy must reach the data file"
+    );
+    let after = crash_and_drop(&storage, db, Crash::Process);
+    after.set_file_bytes(SIM_LOG_FILE, older_log);
+    let opened_and_read = open_sim(&after, &sim_config(mode, SMALL_POOL)).and_then(|(db, _)| {
+        db.check()?;
+        db.close()
+    });
+    match opened_and_read {
+        Err(EngineError::Storage(StorageError::Corrupt { reason, .. })) => {
+            assert!(reason.contains("past the log's end"), "{reason}")
+        }
+        other => panic!("a page newer than the log must be refused: {other:?}"),
     }
 }
 

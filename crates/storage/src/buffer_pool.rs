@@ -289,6 +289,9 @@ pub struct BufferPool {
     /// Whether `pending_redo` is set, so that a miss need not lock it once recovery is done.
     redo_pending: AtomicBool,
     pending_redo: RwLock<Option<Arc<dyn PendingRedo>>>,
+    /// No page read from the data file may carry an LSN past this: the log's end at open,
+    /// raised by every page written since (see [`BufferPool::bound_page_lsns`]).
+    lsn_ceiling: AtomicU64,
     fresh: FreshFrames,
 }
 
@@ -381,6 +384,7 @@ impl BufferPool {
             failure: Mutex::new(None),
             redo_pending: AtomicBool::new(false),
             pending_redo: RwLock::new(None),
+            lsn_ceiling: AtomicU64::new(Lsn::MAX),
             fresh: FreshFrames {
                 without_memory: AtomicUsize::new(capacity),
                 ready: Mutex::new(Vec::new()),
@@ -451,6 +455,17 @@ impl BufferPool {
         );
         *self.pending_redo.write() = Some(pending);
         self.redo_pending.store(true, Ordering::Release);
+    }
+
+    /// From now on a page read from the data file whose LSN is past `log_end` (the end of
+    /// the log an open recovered), or past the LSN of every page written since, is corrupt.
+    /// The write-ahead rule puts every page's changes in the log before the page, so such a
+    /// page holds changes the log lost: a log copied back from an older state, or a tail the
+    /// media dropped. Used anyway it would be worse than damaged: redo skips a record whose
+    /// LSN is at or below the page's, so the commits logged next at those LSNs would be
+    /// skipped for this page by the next recovery. Set before any page is read.
+    pub fn bound_page_lsns(&self, log_end: Lsn) {
+        self.lsn_ceiling.store(log_end, Ordering::SeqCst);
     }
 
     /// Loads no longer consult the pending redo: every page it held is redone.
@@ -1077,7 +1092,20 @@ impl BufferPool {
                 reason: format!("{} ends before the page", self.file.path()),
             });
         }
-        page.verify(id)
+        page.verify(id)?;
+        let ceiling = self.lsn_ceiling.load(Ordering::SeqCst);
+        if page.lsn() > ceiling {
+            return Err(StorageError::Corrupt {
+                page_id: id,
+                reason: format!(
+                    "its LSN {} is past the log's end ({ceiling}): the data file holds \
+                     changes the log does not (a log from an older copy of the database, \
+                     or one that lost its tail)",
+                    page.lsn()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Writes the frame's page if it is dirty (under the write latch, for an eviction):
@@ -1110,6 +1138,8 @@ impl BufferPool {
 
     /// Writes the sealed image of page `id` to its place in the data file.
     fn write_sealed(&self, id: PageId, page: &Page) -> Result<()> {
+        // Before the write: a read of the page that follows it must find the ceiling raised.
+        self.lsn_ceiling.fetch_max(page.lsn(), Ordering::SeqCst);
         let written = match &self.doublewrite {
             Some(area) => area.write(self.file.as_ref(), id, page),
             None => self.file.write_at(id.offset(), page.bytes()),
