@@ -38,6 +38,11 @@ impl FromStr for ByteSize {
     }
 }
 
+/// [`ByteSize`]'s parser for an option kept as a plain byte count.
+pub fn byte_count(text: &str) -> Result<usize, String> {
+    text.parse::<ByteSize>().map(|size| size.0)
+}
+
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;

@@ -33,7 +33,7 @@ fn runs_exactly_the_requests_against_redis() {
         "--threads",
         "1",
         "--data-size",
-        "100",
+        "1KiB",
         "--ratio",
         "1:1",
         "--json",
@@ -58,7 +58,7 @@ fn runs_exactly_the_requests_against_redis() {
     assert_eq!(num("threads"), 1.0);
     assert_eq!(num("pipeline"), 1.0);
     assert_eq!(report["ratio"], "1:1");
-    assert_eq!(num("data_size"), 100.0);
+    assert_eq!(num("data_size"), 1024.0);
     assert_eq!(num("key_space"), 100_000.0);
     assert_eq!(num("ops"), 800.0, "4 connections x 200 requests: {report}");
     assert_eq!(num("errors"), 0.0, "{report}");
@@ -789,6 +789,52 @@ fn serve_takes_plain_tcp_and_tls_side_by_side() {
         keys > 0 && said.contains(&format!("copied {keys} keys")),
         "{said}"
     );
+}
+
+#[test]
+fn compare_reports_what_each_server_says_of_its_durability() {
+    // The report named the PMEM medium without asking: "PMEM emulated" even on a DAX file
+    // system. Each tailstore server's own account (INFO's `tailstore_durability`) is shown.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pmem = support::pmem_dir();
+    let markdown = dir.path().join("compare.md");
+    let out = tailstore(&[
+        "kv",
+        "compare",
+        "--servers",
+        "tailstore-buffer",
+        "--ratios",
+        "100",
+        "--test-time",
+        "0.2",
+        "--warmup",
+        "0",
+        "--restart-data-mb",
+        "0",
+        "--key-space",
+        "100",
+        "--data-size",
+        "1KiB",
+        "--dir",
+        support::path(dir.path()),
+        "--pmem-dir",
+        support::path(pmem.path()),
+        "--markdown",
+        support::path(&markdown),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let report = std::fs::read_to_string(&markdown).expect("the markdown report");
+    let line = report
+        .lines()
+        .find(|line| line.starts_with("- `tailstore-buffer`"))
+        .unwrap_or_else(|| panic!("no line for the server: {report}"));
+    assert!(line.contains("(it reports: buffer ("), "{line}");
+    assert!(report.contains("1024-byte values"), "{report}");
 }
 
 #[test]

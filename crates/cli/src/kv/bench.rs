@@ -59,8 +59,8 @@ pub struct BenchKvArgs {
     /// SETs to GETs: 1:10 is one SET for every ten GETs, 1:0 only SETs, 0:1 only GETs.
     #[arg(long, value_name = "SET:GET", default_value = "1:10")]
     pub ratio: Ratio,
-    /// Bytes of each SET's value.
-    #[arg(long, value_name = "BYTES", default_value_t = 32)]
+    /// Bytes of each SET's value (4096, 4KiB, 1MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 32, value_parser = crate::args::byte_count)]
     pub data_size: usize,
     /// Number of distinct keys: PREFIX0 … PREFIX(N-1).
     #[arg(long, value_name = "N", default_value_t = 100_000)]

@@ -63,8 +63,8 @@ pub struct CompareArgs {
     /// Distinct keys of the workloads (filled before the first run that reads).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub key_space: u64,
-    /// Bytes of each value.
-    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    /// Bytes of each value (4096, 4KiB, 1MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096, value_parser = crate::args::byte_count)]
     pub data_size: usize,
     /// SET shares of the workloads, in percent, comma-separated (the rest are GETs).
     #[arg(
@@ -209,6 +209,9 @@ struct ServerResult {
     /// Why the server was not measured (not started, not installed), or stopped early.
     error: Option<String>,
     start_ms: Option<f64>,
+    /// What a tailstore server says of its durability once started (INFO's
+    /// `tailstore_durability`: the commit mode and the medium under its PMEM file).
+    durability: Option<String>,
     runs: Vec<RunResult>,
     restart: Option<RestartResult>,
 }
@@ -285,6 +288,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
                 skipped: true,
                 error: Some("redis-server not found".into()),
                 start_ms: None,
+                durability: None,
                 runs: Vec::new(),
                 restart: None,
             },
@@ -550,6 +554,7 @@ fn measure_server(
         skipped: false,
         error: None,
         start_ms: None,
+        durability: None,
         runs: Vec::new(),
         restart: None,
     };
@@ -580,6 +585,25 @@ fn measure_server(
     result
 }
 
+/// The `tailstore_durability` line of a tailstore server's INFO, if it answers one.
+fn reported_durability(process: &ServerProcess) -> Option<String> {
+    let info = reply_text(&process.command(&["INFO", "persistence"]).ok()?);
+    info.lines()
+        .find_map(|line| line.strip_prefix("tailstore_durability:"))
+        .map(|line| line.trim_end().to_string())
+}
+
+/// How the report describes a server: what it is, what it said of its durability, and
+/// whether an acknowledged write can be lost.
+fn description(result: &ServerResult, not_durable: &str) -> String {
+    let reported = result
+        .durability
+        .as_deref()
+        .map_or(String::new(), |line| format!(" (it reports: {line})"));
+    let lossy = if result.durable { "" } else { not_durable };
+    format!("{}{reported}{lossy}", result.meaning)
+}
+
 fn count(n: Option<i64>) -> String {
     n.map_or("?".into(), |n| group(n.max(0) as u64))
 }
@@ -597,6 +621,9 @@ fn run_workloads(
         .start(plan, server, "server.log", START_TIMEOUT)
         .map_err(|e| format!("could not start: {e}"))?;
     result.start_ms = Some(ready.as_secs_f64() * 1000.0);
+    if let Server::Tailstore(_) = server {
+        result.durability = reported_durability(&process);
+    }
     if plan.ratios.iter().any(|&pct| pct < 100) {
         let filled = fill(&process, "key:", args.key_space, args.data_size)
             .map_err(|e| format!("filling the key space: {e}"))?;
@@ -954,10 +981,9 @@ fn text_tables(report: &CompareReport) -> String {
     }
     for result in report.servers.iter().filter(|r| !r.skipped) {
         out.push_str(&format!(
-            "{:<19} {}{}\n",
+            "{:<19} {}\n",
             result.server,
-            result.meaning,
-            if result.durable { "" } else { " [not durable]" }
+            description(result, " [not durable]")
         ));
     }
     for note in notes(report) {
@@ -969,7 +995,7 @@ fn text_tables(report: &CompareReport) -> String {
 fn markdown(report: &CompareReport) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "`tailstore kv compare`: {}-byte values, {} keys (filled before the first run that reads), {} s per run after a {} s warm-up; server directories on {}, PMEM emulated in {}. Ratios are against `{BASELINE}` in the same workload.\n\n",
+        "`tailstore kv compare`: {}-byte values, {} keys (filled before the first run that reads), {} s per run after a {} s warm-up; server directories on {}, PMEM files in {} (each server's medium below). Ratios are against `{BASELINE}` in the same workload.\n\n",
         report.data_size,
         group(report.key_space),
         report.test_time_s,
@@ -995,10 +1021,9 @@ fn markdown(report: &CompareReport) -> String {
     }
     for result in report.servers.iter().filter(|r| !r.skipped) {
         out.push_str(&format!(
-            "- `{}`: {}{}.\n",
+            "- `{}`: {}.\n",
             result.server,
-            result.meaning,
-            if result.durable { "" } else { " (not durable)" }
+            description(result, "; not durable")
         ));
     }
     for note in notes(report) {
