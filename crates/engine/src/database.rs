@@ -23,7 +23,7 @@ use crate::catalog::{encode_def, Catalog, TableDef, TableState, MAX_INDEXES};
 use crate::cpus::CpuList;
 use crate::error::{AbortCause, EngineError, Result};
 use crate::interleave::{self, Point};
-use crate::meta::{Meta, FIRST_DATA_PAGE};
+use crate::meta::{Meta, FIRST_DATA_PAGE, MAX_CATALOG};
 use crate::pending_redo::{self, PendingPages};
 use crate::recovery::{self, RecoveryReport};
 use crate::replay_weight::ReplayWeight;
@@ -410,11 +410,7 @@ impl Database {
         // The log's headers only: redo's walk finds the end of its valid prefix (`LogReplay`).
         let replay = LogReplay::open(storage.clone(), &config.log)?;
         let meta = Meta::read_latest(file.as_ref())?;
-        // The sync above writes only what the page cache holds dirty: a meta page whose
-        // write-back failed (the crashed process stopped on that error) is clean there and
-        // not on the disk, which Linux no longer reports to a new descriptor. Writing the
-        // page read again makes it durable before the log below it is released.
-        meta.write(file.as_ref())?;
+        let meta = tie_to_log(file.as_ref(), meta, replay.db_id(), &config)?;
         // Torn pages are restored before anything reads a page.
         let doublewrite = open_doublewrite(storage.as_ref(), &config, replay.db_id(), created)?;
         let restored = match &doublewrite {
@@ -742,10 +738,15 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
                 read => read?,
             };
             // Creation writes the data file first: an empty one may just be missing its log.
-            if meta.seq != 1 || !meta.catalog.is_empty() {
+            // Once the log exists its id is in the data file, and the data file may hold
+            // tables and commits that only the log has (before the first checkpoint).
+            if meta.seq != 1 || !meta.catalog.is_empty() || meta.db_id.is_some() {
+                let named = meta
+                    .db_id
+                    .map_or(String::new(), |id| format!(" (database {id:016x})"));
                 return Err(EngineError::Open(format!(
-                    "{} exists but its log ({}) is missing: opening would lose committed \
-                     transactions",
+                    "{}{named} exists but its log ({}) is missing: opening would lose \
+                     committed transactions",
                     data.display(),
                     describe_log(&config.log)
                 )));
@@ -769,14 +770,70 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
     Ok(true)
 }
 
-/// The meta record of a new, empty database.
+/// Refuses a table whose definition would make the catalog larger than a meta slot holds:
+/// created, it would make every checkpoint fail (and stop the database), at every open
+/// again, since recovery rebuilds the same catalog from the log. Measured with the largest
+/// root page ids, before any page is allocated.
+fn check_catalog_room(catalog: &Catalog, name: &str, schema: &Schema) -> Result<()> {
+    let def = TableDef {
+        id: catalog.next_id(),
+        name: name.to_string(),
+        columns: schema.columns().to_vec(),
+        primary_key: schema.primary_key().to_vec(),
+        indexes: schema.indexes().to_vec(),
+        roots: vec![u64::MAX; 1 + schema.indexes().len()],
+    };
+    let bytes = catalog.encode_with(Some(&def)).len();
+    if bytes > MAX_CATALOG {
+        return Err(EngineError::CatalogFull {
+            table: name.to_string(),
+            bytes,
+            limit: MAX_CATALOG,
+        });
+    }
+    Ok(())
+}
+
+/// The meta record of a new, empty database (whose log does not exist yet).
 fn first_meta() -> Meta {
     Meta {
         seq: 1,
         checkpoint_lsn: LOG_START_LSN,
         page_count: FIRST_DATA_PAGE,
+        db_id: None,
         catalog: Vec::new(),
     }
+}
+
+/// The meta record `meta`, read from `file`, once it is known to belong with the log of
+/// database `log_db_id`: refused if it names another database; if it names none yet (a
+/// new database, or a file of meta format 1), the id is recorded as the next checkpoint
+/// number, in the other slot, so that a crash while it is written leaves `meta` as it was.
+/// Either way the record is written and synced: the sync before this writes only what the
+/// page cache holds dirty, and a meta page whose write-back failed (the crashed process
+/// stopped on that error) is clean there and not on the disk, which Linux no longer
+/// reports to a new descriptor. Written again, it is durable before the log below it is
+/// released.
+fn tie_to_log(file: &dyn File, meta: Meta, log_db_id: u64, config: &DbConfig) -> Result<Meta> {
+    let meta = match meta.db_id {
+        Some(id) if id != log_db_id => {
+            return Err(EngineError::Open(format!(
+                "{} belongs to database {id:016x} and the log ({}) to database \
+                 {log_db_id:016x}: not opened (is the log directory or the PMEM file that \
+                 of another database?)",
+                file.path(),
+                describe_log(&config.log)
+            )))
+        }
+        Some(_) => meta,
+        None => Meta {
+            seq: meta.seq + 1,
+            db_id: Some(log_db_id),
+            ..meta
+        },
+    };
+    meta.write(file)?;
+    Ok(meta)
 }
 
 /// Writes the meta page of a new, empty database (and syncs it).
@@ -1093,16 +1150,22 @@ impl Shared {
         self.log
             .force_durable(redo_from.lsn)
             .map_err(|e| self.fail_stop(e.into()))?;
+        interleave::reached(Point::CheckpointFlushed);
         // The meta is what makes the log below `redo_from` unneeded: not written once any
         // page write or sync of the pool has failed (see `BufferPool::flush_dirty_before`).
         self.pool
             .check_running()
             .map_err(|e| self.fail_stop(e.into()))?;
+        let (catalog, catalog_logged_to) = self.catalog.read().snapshot();
+        self.log
+            .force_durable(catalog_logged_to)
+            .map_err(|e| self.fail_stop(e.into()))?;
         let meta = Meta {
             seq: state.seq + 1,
             checkpoint_lsn: redo_from.lsn,
             page_count: self.pool.page_count(),
-            catalog: self.catalog.read().encode(),
+            db_id: Some(self.log.db_id()),
+            catalog,
         };
         meta.write(self.file.as_ref())
             .map_err(|e| self.fail_stop(e))?;
@@ -1167,6 +1230,7 @@ impl Shared {
         if catalog.get(name).is_some() {
             return Err(EngineError::TableExists(name.to_string()));
         }
+        check_catalog_room(&catalog, name, schema)?;
         let intent = self.log.intend_commit();
         let mut redo = tailstore_storage::Redo::new();
         let mut roots = Vec::new();
@@ -1190,7 +1254,7 @@ impl Shared {
             self.log_and_stamp(&payload, &redo, &append)?
         };
         let state = TableState::open(def, &self.pool)?;
-        catalog.add(state);
+        catalog.add_logged(state, lsn);
         let table = catalog.get(name).map(|t| {
             self.register(t);
             Table::new(t.clone())

@@ -86,6 +86,13 @@ pub enum EngineError {
     /// A write in a read-committed transaction, whose reads are not validated.
     #[error("a read-committed transaction only reads; run writes in a serializable one (`Database::begin`)")]
     ReadCommittedWrite,
+    /// The catalog (every table's definition) is stored whole in a meta slot.
+    #[error("table `{table}` not created: the catalog would take {bytes} bytes, more than the {limit} a meta page slot holds")]
+    CatalogFull {
+        table: String,
+        bytes: usize,
+        limit: usize,
+    },
     #[error("database is corrupt: {0}")]
     Corrupt(String),
     /// The database was opened with something it cannot use.

@@ -32,6 +32,10 @@ pub(crate) enum Point {
     /// Not in a commit: a scan of a secondary index has read the index's entries and not
     /// yet the rows they name (`Transaction::scan_index`).
     IndexScanned,
+    /// Not in a commit: a checkpoint has written its pages and made the log durable up to
+    /// where redo will start; it has not read the catalog for its meta page yet
+    /// (`Shared::checkpoint_if`).
+    CheckpointFlushed,
 }
 
 impl Point {
@@ -46,6 +50,7 @@ impl Point {
             Point::LoggedStillLatched => "engine: logged, still latched",
             Point::Unlocked => "engine: unlocked",
             Point::IndexScanned => "engine: index scanned, rows not read",
+            Point::CheckpointFlushed => "engine: checkpoint flushed, catalog not read",
         }
     }
 }

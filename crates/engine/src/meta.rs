@@ -14,7 +14,7 @@
 //! ```text
 //! offset size field
 //!      0    8 magic           "TSDBMETA"
-//!      8    4 format          FORMAT (1)
+//!      8    4 format          FORMAT (2; 1 in files written before `db_id` was recorded)
 //!     12    4 page_size       PAGE_SIZE of the build that wrote it (zero in files written
 //!                             before it was recorded, all of 8,192-byte pages)
 //!     16    8 seq             checkpoint number, from 1
@@ -24,8 +24,20 @@
 //!                             length, `recovery::rebuild_free_pages`)
 //!     40    4 catalog_len     bytes of catalog that follow
 //!     44    4 catalog_crc     CRC32C of the catalog bytes
-//!     48    … catalog         JSON (see `catalog.rs`)
+//!     48    8 db_id           the database's id, which its log's headers (and the PMEM
+//!                             files') carry too; 0 until the database's log exists
+//!     56    … catalog         JSON (see `catalog.rs`)
 //! ```
+//!
+//! Format 1 has no `db_id`: its catalog starts at 48. Such a file is read as one whose
+//! `db_id` is not recorded yet, and the open that finds it records it (`Meta::db_id`).
+//!
+//! **Why the data file names its log.** Before it did, a data file would open with any log
+//! of the right shape: one of another database (after a mistyped `--log-dir`) replayed its
+//! records onto these pages whenever the LSNs happened to line up, and a database that had
+//! not checkpointed yet, whose log was missing, looked like a creation cut short and was
+//! opened empty over a new log. A data file whose `db_id` is recorded is opened only with
+//! the log of that id, and never without one.
 
 use tailstore_media::File;
 use tailstore_storage::page::HEADER_SIZE;
@@ -39,8 +51,11 @@ pub const SLOT_PAGES: u64 = 4;
 pub const FIRST_DATA_PAGE: u64 = 2 * SLOT_PAGES;
 
 const MAGIC: &[u8; 8] = b"TSDBMETA";
-const FORMAT: u32 = 1;
-const FIXED: usize = 48;
+const FORMAT: u32 = 2;
+/// The fixed part of a record, before its catalog.
+const FIXED: usize = 56;
+/// The same in format 1 (no `db_id`).
+const FIXED_FORMAT_1: usize = 48;
 /// The page size of files whose meta record has zero at `page_size`.
 const UNRECORDED_PAGE_SIZE: usize = 8192;
 /// Page sizes a meta record is believed to name; anything else is damage.
@@ -55,6 +70,8 @@ pub struct Meta {
     pub seq: u64,
     pub checkpoint_lsn: u64,
     pub page_count: u64,
+    /// The id of the database's log, once it has one (see the module documentation).
+    pub db_id: Option<u64>,
     pub catalog: Vec<u8>,
 }
 
@@ -75,6 +92,7 @@ impl Meta {
         out.extend_from_slice(&self.page_count.to_le_bytes());
         out.extend_from_slice(&(self.catalog.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc32c::crc32c(&self.catalog).to_le_bytes());
+        out.extend_from_slice(&self.db_id.unwrap_or(0).to_le_bytes());
         out.extend_from_slice(&self.catalog);
         Ok(out)
     }
@@ -85,16 +103,14 @@ impl Meta {
         if &bytes[..8] != MAGIC {
             return Err("bad magic".into());
         }
-        if u32_at(8) != FORMAT {
-            return Err(format!("unsupported meta format {}", u32_at(8)));
-        }
+        let fixed = fixed_len(bytes)?;
         let page_size = recorded_page_size(bytes);
         if page_size != PAGE_SIZE {
             return Err(format!("records {page_size}-byte pages"));
         }
         let len = u32_at(40) as usize;
         let catalog = bytes
-            .get(FIXED..FIXED + len)
+            .get(fixed..fixed + len)
             .ok_or_else(|| format!("catalog length {len} runs past the slot"))?;
         if crc32c::crc32c(catalog) != u32_at(44) {
             return Err("catalog checksum mismatch".into());
@@ -103,6 +119,7 @@ impl Meta {
             seq: u64_at(16),
             checkpoint_lsn: u64_at(24),
             page_count: u64_at(32),
+            db_id: Some(u64_at(48)).filter(|&id| fixed == FIXED && id != 0),
             catalog: catalog.to_vec(),
         })
     }
@@ -175,12 +192,24 @@ impl Meta {
             }
             bytes.extend_from_slice(page.payload());
             if i == 0 {
-                needed =
-                    FIXED + u32::from_le_bytes(bytes[40..44].try_into().unwrap_or([0; 4])) as usize;
+                if &bytes[..8] != MAGIC {
+                    return Err("bad magic".into());
+                }
+                let catalog_len = u32::from_le_bytes(bytes[40..44].try_into().unwrap_or([0; 4]));
+                needed = fixed_len(&bytes)? + catalog_len as usize;
             }
             i += 1;
         }
         Self::decode(&bytes)
+    }
+}
+
+/// The length of a record's fixed part by its format, which must be one this build reads.
+fn fixed_len(record: &[u8]) -> std::result::Result<usize, String> {
+    match u32::from_le_bytes([record[8], record[9], record[10], record[11]]) {
+        FORMAT => Ok(FIXED),
+        1 => Ok(FIXED_FORMAT_1),
+        other => Err(format!("unsupported meta format {other}")),
     }
 }
 
@@ -213,4 +242,55 @@ fn check_page_size(file: &dyn File) -> Result<()> {
          {PAGE_SIZE}-byte pages; open it with a build of the same page size",
         file.path()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Meta {
+        Meta {
+            seq: 7,
+            checkpoint_lsn: 4096,
+            page_count: 12,
+            db_id: Some(0x5eed),
+            catalog: br#"{"tables":[]}"#.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let meta = record();
+        assert_eq!(Meta::decode(&meta.encode().unwrap()), Ok(meta.clone()));
+        let unnamed = Meta {
+            db_id: None,
+            ..meta
+        };
+        assert_eq!(Meta::decode(&unnamed.encode().unwrap()), Ok(unnamed));
+    }
+
+    #[test]
+    fn a_format_1_record_reads_without_a_db_id() {
+        let meta = record();
+        let mut old = meta.encode().unwrap();
+        old[8..12].copy_from_slice(&1u32.to_le_bytes());
+        old.drain(FIXED_FORMAT_1..FIXED);
+        assert_eq!(
+            Meta::decode(&old),
+            Ok(Meta {
+                db_id: None,
+                ..meta
+            })
+        );
+    }
+
+    #[test]
+    fn an_unknown_format_is_refused() {
+        let mut bytes = record().encode().unwrap();
+        bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(
+            Meta::decode(&bytes),
+            Err("unsupported meta format 3".into())
+        );
+    }
 }

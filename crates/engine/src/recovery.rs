@@ -191,11 +191,18 @@ pub fn scan(
         EngineError::Corrupt("the log's walk stopped before the end of its valid prefix".into())
     })?;
     if !walked.reached_from() {
-        return Err(EngineError::Open(format!(
-            "the data file's checkpoint (LSN {from}) is not a record boundary of the log, \
-             which ends at LSN {}: the log does not belong to this data file or lost its tail",
-            walked.end()
-        )));
+        let end = walked.end();
+        return Err(EngineError::Open(if end < from {
+            format!(
+                "the log's valid records end at LSN {end}, before the data file's checkpoint \
+                 (LSN {from}): the log is damaged at LSN {end}, or lost its tail"
+            )
+        } else {
+            format!(
+                "the data file's checkpoint (LSN {from}) is not a record boundary of the log, \
+                 which ends at LSN {end}: the log does not belong to this data file"
+            )
+        }));
     }
     if let Some(id) = highest {
         // Allocated before the crash, whether or not it reached the data file.

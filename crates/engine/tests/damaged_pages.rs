@@ -69,7 +69,7 @@ const META_LSN_AT: usize = 24;
 const META_PAGE_COUNT_AT: usize = 32;
 const META_CATALOG_LEN_AT: usize = 40;
 const META_CATALOG_CRC_AT: usize = 44;
-const META_CATALOG_AT: usize = 48;
+const META_CATALOG_AT: usize = 56;
 
 /// Cases per database of the PMEM modes' test; `DAMAGED_PMEM_CASES` runs more.
 const PMEM_CASES: u64 = 150;
