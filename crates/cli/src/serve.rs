@@ -238,10 +238,14 @@ const PMEM_LOG_REGION: usize = 768 << 20;
 /// is opened: a new one would otherwise be created (with its PMEM files, a GiB on /dev/shm)
 /// and left behind by a server that then failed to listen. The port is free again when
 /// this returns; one taken in the moment before the server binds it is still refused then.
+/// Every address stays bound until all are: `--tls-listen` on the port of `--listen` is
+/// refused too.
 fn check_ports_free(args: &ServeArgs) -> CliResult<()> {
+    let mut bound = Vec::new();
     for address in std::iter::once(args.listen).chain(args.tls_listen) {
-        std::net::TcpListener::bind(address)
+        let listener = std::net::TcpListener::bind(address)
             .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        bound.push(listener);
     }
     Ok(())
 }

@@ -357,6 +357,38 @@ fn a_port_in_use_is_refused_before_the_database_is_created() {
     assert!(!db.exists(), "the database was created");
     let left: Vec<_> = std::fs::read_dir(shm.path()).expect("read_dir").collect();
     assert!(left.is_empty(), "PMEM files left behind: {left:?}");
+
+    // A free port given to both --listen and --tls-listen: the second cannot be bound once
+    // the first is, which the check must find too.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let certificates = tailstore_crash::certificates::Certificates::new();
+    let file = |name: &str| certificates.path(name).to_string_lossy().into_owned();
+    serve_refused(
+        &[
+            "--db",
+            support::path(&db),
+            "--pmem",
+            support::path(&pmem),
+            "--listen",
+            &free,
+            "--tls-listen",
+            &free,
+            "--tls-cert-file",
+            &file("server.crt"),
+            "--tls-key-file",
+            &file("server.key"),
+        ],
+        &format!("cannot listen on {free}"),
+    );
+    assert!(
+        !db.exists(),
+        "the database was created (one port for both listeners)"
+    );
+    let left: Vec<_> = std::fs::read_dir(shm.path()).expect("read_dir").collect();
+    assert!(left.is_empty(), "PMEM files left behind: {left:?}");
 }
 
 /// A second server given a copy of the first's database and the same PMEM file is refused:
