@@ -496,14 +496,11 @@ impl Drop for StopWhenGone {
 /// keys (`Keyspace::free_flushed`), for at most
 /// [`FREE_BUDGET`] per round so that it never hogs a core.
 fn housekeeping(shared: &Shared) {
-    // A failure that persists (a database that stopped accepting writes) is told once, not
-    // ten times a second.
-    let mut last_failure = String::new();
+    let mut told = ToldFailure::default();
     let mut report = |what: &str, err: tailstore_engine::EngineError| {
-        let failure = format!("{what} failed: {err}");
-        if failure != last_failure {
-            eprintln!("tailstore serve: {failure}");
-            last_failure = failure;
+        let cause = err.to_string();
+        if told.is_new(&cause) {
+            eprintln!("tailstore serve: {what} failed: {cause}");
         }
     };
     let mut redo_pending = true;
@@ -544,6 +541,25 @@ fn housekeeping(shared: &Shared) {
                 }
             }
         }
+    }
+}
+
+/// The cause of the housekeeping's last failure told. A failure that persists (a database
+/// that stopped accepting writes) fails each of its tasks ten times a second, with one
+/// cause: told once, not once per task and round.
+#[derive(Default)]
+struct ToldFailure {
+    cause: String,
+}
+
+impl ToldFailure {
+    /// Whether `cause` differs from the last one told (and is now the last one).
+    fn is_new(&mut self, cause: &str) -> bool {
+        if self.cause == cause {
+            return false;
+        }
+        self.cause = cause.to_string();
+        true
     }
 }
 
@@ -610,6 +626,17 @@ pub(crate) fn unix_seconds() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_is_told_once_whichever_task_meets_it() {
+        let mut told = ToldFailure::default();
+        let stopped = "the database stopped accepting writes";
+        // The expiry and the lazy free alternate, each meeting the same cause.
+        let new: Vec<bool> = (0..6).map(|_| told.is_new(stopped)).collect();
+        assert_eq!(new, [true, false, false, false, false, false]);
+        assert!(told.is_new("another cause"));
+        assert!(told.is_new(stopped), "a cause told again after another");
+    }
 
     #[test]
     fn a_server_thread_that_panics_or_ends_stops_the_server() {
