@@ -447,7 +447,7 @@ impl Database {
         // it needs to be: finish the release (`wait_for_checkpoint_room` counts from the checkpoint).
         log.release(meta.checkpoint_lsn)?;
         let catalog = Catalog::open(tables, &pool)?;
-        recovery::rebuild_free_pages(&pool, &catalog)?;
+        recovery::rebuild_free_pages(&pool, &catalog, meta.page_count)?;
         // With nothing left (a clean shutdown, or every page the log changed was needed to
         // open the trees), no load need ask.
         let pending = if config.redo_at_first_load && pending.remaining() > 0 {

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use tailstore_log::{LogReplay, RecordRef, Walked};
 use tailstore_storage::btree::redo::decode_spans;
-use tailstore_storage::{BufferPool, PageId, PageIdSet};
+use tailstore_storage::{BufferPool, PageId, PageIdSet, StorageError};
 
 use crate::catalog::{decode_def, Catalog, TableDef};
 use crate::error::{EngineError, Result};
@@ -341,16 +341,36 @@ impl RedoPages {
 /// Step 3 of the protocol. The high-water mark is the data file's end, or the highest page
 /// redo wrote past it (the pool's count after redo): every page a tree uses lies below it,
 /// since the checkpoint wrote each page it had and redo rewrote each one changed since. The
-/// checkpoint's own page count is not needed (it is higher only by free pages never
-/// written). A page past the mark, among the meta pages, or in two trees is damage behind
+/// checkpoint's own page count (`recorded`) is not needed (it is higher only by free pages
+/// never written); it only names the likely cause when a tree's page lies past the file's
+/// end, a file cut short. A page past the mark, among the meta pages, or in two trees is damage behind
 /// valid checksums, reported here rather than met later (a child id of 2^40 once made this
 /// list 2^40 pages long).
-pub fn rebuild_free_pages(pool: &BufferPool, catalog: &Catalog) -> Result<()> {
+pub fn rebuild_free_pages(pool: &BufferPool, catalog: &Catalog, recorded: u64) -> Result<()> {
     let next = pool.page_count().max(FIRST_DATA_PAGE);
     let mut used = PageIdSet::default();
     for table in catalog.tables() {
         for tree in &table.trees {
-            for page in tree.btree.page_ids()? {
+            let cut_short = |page: PageId| {
+                (page.0 >= next && recorded > next).then(|| {
+                    EngineError::Corrupt(format!(
+                        "table `{}` has page {page}, past the data file's end: the file holds \
+                         {next} pages and its checkpoint recorded {recorded} (was it cut \
+                         short, or copied in part?)",
+                        table.def.name
+                    ))
+                })
+            };
+            let pages = tree.btree.page_ids().map_err(|e| match e {
+                StorageError::Corrupt { page_id, .. } => {
+                    cut_short(page_id).unwrap_or(EngineError::Storage(e))
+                }
+                other => other.into(),
+            })?;
+            for page in pages {
+                if let Some(err) = cut_short(page) {
+                    return Err(err);
+                }
                 if !(FIRST_DATA_PAGE..next).contains(&page.0) {
                     return Err(EngineError::Corrupt(format!(
                         "table `{}` has page {page}, outside the data pages {FIRST_DATA_PAGE}..{next}",

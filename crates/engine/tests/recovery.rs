@@ -2162,6 +2162,31 @@ fn a_log_ending_before_the_checkpoint_is_an_error() {
     }
 }
 
+/// A data file cut short (a partial copy, a truncate) past its trees' roots: the open names
+/// the page past the end and the page count the checkpoint recorded, rather than only
+/// "outside the data pages".
+#[test]
+fn a_data_file_cut_short_is_named_as_such() {
+    let mode = CommitMode::Fsync;
+    let (storage, db, _, _) = loaded(mode, SMALL_POOL, 120);
+    db.close().unwrap();
+    let mut bytes = storage.file_bytes(SIM_DATA_FILE).expect("the data file");
+    let roots_end = (ROOT + 2 * support::ITEM_TREES) as usize * PAGE_SIZE;
+    assert!(
+        bytes.len() > 2 * roots_end,
+        "the trees have pages past their roots"
+    );
+    bytes.truncate(roots_end);
+    storage.set_file_bytes(SIM_DATA_FILE, bytes);
+    match open_sim(&storage, &sim_config(mode, SMALL_POOL)) {
+        Err(EngineError::Corrupt(why)) => {
+            assert!(why.contains("past the data file's end"), "{why}");
+            assert!(why.contains("cut short"), "{why}");
+        }
+        other => panic!("expected a corrupt file, got {:?}", other.map(|_| ())),
+    }
+}
+
 /// A crash at any point while a database is being created (the medium dying at each of the
 /// creation's operations in turn, then a process crash or a power cut) leaves a directory
 /// that opens as an empty database: nothing was ever committed there.
