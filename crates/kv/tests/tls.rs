@@ -1,11 +1,13 @@
 //! TLS on the server's connections (`server/tls.rs`): pipelined commands and values many
 //! records long, a plaintext client refused without harm to the others, client
-//! certificates when asked for, and `redis-cli --tls` against it.
+//! certificates when asked for, replies that go on once the socket takes them again
+//! without the client speaking, a reply buffer that stays bounded under a deep pipeline,
+//! damaged certificate and key files named with their fault, and `redis-cli --tls`.
 
 mod support;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,13 +58,66 @@ type Secure = StreamOwned<ClientConnection, TcpStream>;
 
 /// A TLS connection to the test server's `port` on loopback.
 fn connect(port: u16, config: Arc<ClientConfig>) -> Secure {
+    let socket = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    secure(socket, config)
+}
+
+fn secure(socket: TcpStream, config: Arc<ClientConfig>) -> Secure {
     let name = ServerName::try_from("127.0.0.1").expect("a name");
     let session = ClientConnection::new(config, name).expect("a client session");
-    let socket = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     socket
         .set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
     StreamOwned::new(session, socket)
+}
+
+/// A TCP connection to `port` on loopback whose receive buffer is `bytes` (set before the
+/// connect, so that the window it offers is that small).
+fn connect_with_receive_buffer(port: u16, bytes: usize) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let socket =
+        rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).expect("socket");
+    sockopt::set_socket_recv_buffer_size(&socket, bytes).expect("SO_RCVBUF");
+    let address = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    rustix::net::connect(&socket, &address).expect("connect");
+    TcpStream::from(socket)
+}
+
+/// The command `args` in RESP, for values that are not text.
+fn command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend(format!("${}\r\n", arg.len()).bytes());
+        out.extend(*arg);
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+/// Sets `key` to `value` through `stream`.
+fn set(stream: &mut Secure, key: &str, value: &[u8]) {
+    stream
+        .write_all(&command(&[b"SET", key.as_bytes(), value]))
+        .expect("write");
+    expect(stream, b"+OK\r\n");
+}
+
+/// Reads until `want` bytes came, the stream ends or a read waits `patience`: the bytes
+/// read.
+fn read_up_to(stream: &mut Secure, want: usize, patience: Duration) -> usize {
+    stream
+        .sock
+        .set_read_timeout(Some(patience))
+        .expect("timeout");
+    let mut chunk = vec![0; 1 << 20];
+    let mut got = 0;
+    while got < want {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
 }
 
 /// Reads exactly `expected.len()` bytes, which must be `expected`.
@@ -236,6 +291,161 @@ fn bad_tls_files_are_refused_with_the_file_named() {
     assert!(no_key.contains("holds no PEM private key"), "{no_key}");
     let mismatch = error(files("server.crt", "client.key"));
     assert!(mismatch.contains("do not make a TLS server"), "{mismatch}");
+}
+
+/// A reply larger than what the sockets hold, to a client that does not read it at first
+/// and sends more commands meanwhile: once it reads, all of it comes, without the client
+/// having to speak again. (Each command's pass found the session's buffer still full of
+/// records the socket had refused; writing them out emptied it without the socket saying
+/// "would block", and the flush stopped there, waiting for a writable event that
+/// edge-triggered polling never sent.)
+#[test]
+fn a_long_reply_goes_on_after_the_client_sent_more_without_reading() {
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, false);
+    let config = client_config(&certificates, false);
+    let value = vec![b'z'; 8_000_000];
+    set(&mut connect(server.port(), config.clone()), "big", &value);
+
+    let socket = connect_with_receive_buffer(server.port(), 64 << 10);
+    let mut stream = secure(socket, config);
+    stream.write_all(b"GET big\r\n").expect("write");
+    let pings = 3;
+    for _ in 0..pings {
+        std::thread::sleep(Duration::from_millis(300));
+        stream.write_all(b"PING\r\n").expect("write");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let want = format!("${}\r\n", value.len()).len() + value.len() + 2 + 7 * pings;
+    let got = read_up_to(&mut stream, want, Duration::from_secs(3));
+    assert_eq!(
+        got, want,
+        "got {got} of {want} bytes: the rest waited for the client to speak again"
+    );
+}
+
+/// A client that pipelines many long GETs while it reads them: its reply buffer holds
+/// what is unsent, not every reply since the buffer was last empty (300 GETs of 1 MiB
+/// made a buffer of 512 MiB).
+#[test]
+fn the_reply_buffer_of_a_deep_pipeline_stays_bounded() {
+    let certificates = Certificates::new();
+    let server = tls_server(&certificates, false);
+    let config = client_config(&certificates, false);
+    let mut stream = connect(server.port(), config.clone());
+    let value = vec![b'v'; 1 << 20];
+    set(&mut stream, "bv", &value);
+    let gets = 150; // past twice the high-water mark, which the buffer may double to
+    stream
+        .write_all(&b"GET bv\r\n".repeat(gets))
+        .expect("write");
+    let reply = format!("${}\r\n", value.len()).len() + value.len() + 2;
+    let got = read_up_to(&mut stream, gets * reply, Duration::from_secs(10));
+    assert_eq!(got, gets * reply, "the replies");
+
+    let mut other = connect(server.port(), config);
+    other.write_all(b"CLIENT LIST\r\n").expect("write");
+    let list = read_bulk(&mut other);
+    let line = list
+        .lines()
+        .find(|line| line.contains("cmd=get"))
+        .unwrap_or_else(|| panic!("no GET client in {list}"));
+    let field = |name: &str| -> usize {
+        let value = line
+            .split(' ')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {line}"));
+        value.parse().expect("a number")
+    };
+    // The buffer takes no more replies once it holds the 64 MiB high-water mark (the
+    // last reply taken may pass it); `Vec` doubles its capacity as it grows, to 128 MiB.
+    let (size, peak) = (field("rbs"), field("rbp"));
+    assert!(
+        peak <= (64 + 2) << 20 && size <= (128 + 1) << 20,
+        "a reply buffer of {} MiB (peak {} MiB) for {gets} MiB of replies: {line}",
+        size >> 20,
+        peak >> 20
+    );
+}
+
+/// Reads one bulk string reply.
+fn read_bulk(stream: &mut Secure) -> String {
+    let mut header = Vec::new();
+    let mut byte = [0];
+    while !header.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte).expect("the reply");
+        header.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&header);
+    let len: usize = text
+        .trim()
+        .strip_prefix('$')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a bulk string: {text}"));
+    let mut body = vec![0; len + 2];
+    stream.read_exact(&mut body).expect("the reply");
+    body.truncate(len);
+    String::from_utf8(body).expect("text")
+}
+
+/// Certificate and key files that are damaged, each refused with its file named and its
+/// fault said in words: bad DER in a certificate (not a "peer certificate"), a key that
+/// does not parse, a file cut short (its section's name as text, not as byte values), an
+/// encrypted key (said to be encrypted, not missing).
+#[test]
+fn damaged_tls_files_are_refused_with_the_file_and_the_fault_named() {
+    let certificates = Certificates::new();
+    let write = |name: &str, text: &str| {
+        let path = certificates.path(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let pem = |label: &str| format!("-----BEGIN {label}-----\nAAAA\n-----END {label}-----\n");
+    let garbage_cert = write("garbage.crt", &pem("CERTIFICATE"));
+    let garbage_key = write("garbage.key", &pem("PRIVATE KEY"));
+    let real = std::fs::read_to_string(certificates.path("server.crt")).expect("read");
+    let cut = write("cut.crt", &real[..real.len() / 2]);
+    let encrypted = write("encrypted.key", &pem("ENCRYPTED PRIVATE KEY"));
+    let load = |cert: &Path, key: &Path| {
+        let files = TlsFiles {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            client_ca: None,
+        };
+        match Tls::load(&files) {
+            Ok(_) => panic!("{files:?} loaded"),
+            Err(error) => error.to_string(),
+        }
+    };
+    let (cert, key) = (
+        certificates.path("server.crt"),
+        certificates.path("server.key"),
+    );
+    let cases = [
+        (
+            load(&garbage_cert, &key),
+            &garbage_cert,
+            "not a valid X.509 certificate",
+        ),
+        (
+            load(&cert, &garbage_key),
+            &garbage_key,
+            "private key cannot be used",
+        ),
+        (
+            load(&cut, &key),
+            &cut,
+            "CERTIFICATE section has no end line",
+        ),
+        (load(&cert, &encrypted), &encrypted, "encrypted private key"),
+    ];
+    for (said, file, fault) in cases {
+        assert!(
+            said.contains(path(file)) && said.contains(fault),
+            "{file:?}: {fault:?} not said, with the file, in: {said}"
+        );
+        assert!(!said.contains("peer") && !said.contains("[67,"), "{said}");
+    }
 }
 
 #[test]

@@ -195,25 +195,26 @@ impl Connection {
         };
         let failed = |e: io::Error| format!("cannot send to the server: {e}");
         loop {
-            let unsent = &self.out[self.out_pos..];
-            let taken = if unsent.is_empty() {
-                0
-            } else {
-                tls.writer().write(unsent).map_err(failed)?
-            };
-            self.out_pos += taken;
-            ctx.stats.tx_bytes += taken as u64;
+            // The records already made go first: a session whose buffer is full takes
+            // nothing, and stopping there would leave part of a request in `out` with
+            // both sockets' queues empty, the server waiting for the rest of it.
             if !send_records(tls, &mut self.stream).map_err(failed)? {
                 return Ok(()); // the poller says when the socket takes more
             }
-            if self.out_pos == self.out.len() {
+            let unsent = &self.out[self.out_pos..];
+            if unsent.is_empty() {
                 self.out.clear();
                 self.out_pos = 0;
                 return Ok(());
             }
+            let taken = tls.writer().write(unsent).map_err(failed)?;
             if taken == 0 {
-                return Ok(());
+                // The handshake is done (`TlsClient::secure`), so an empty session buffer
+                // takes data: a refusal would stall the run, better said now.
+                return Err("cannot send to the server: the TLS session takes no data".into());
             }
+            self.out_pos += taken;
+            ctx.stats.tx_bytes += taken as u64;
         }
     }
 

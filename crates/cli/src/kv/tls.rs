@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
@@ -69,7 +69,7 @@ impl TlsClient {
             return Err(format!("{} needs {}", option("tls"), option("tls-ca-cert-file")).into());
         };
         let mut roots = RootCertStore::empty();
-        for certificate in certificates(ca)? {
+        for certificate in certificates(ca, &option("tls-ca-cert-file"))? {
             roots
                 .add(certificate)
                 .map_err(|e| format!("{} {}: {e}", option("tls-ca-cert-file"), ca.display()))?;
@@ -81,14 +81,19 @@ impl TlsClient {
             .with_root_certificates(roots);
         let config = match (&args.tls_cert_file, &args.tls_key_file) {
             (Some(cert), Some(key)) => {
-                let key = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| format!("{} {}: {e}", option("tls-key-file"), key.display()))?;
-                builder
-                    .with_client_auth_cert(certificates(cert)?, key)
-                    .map_err(|e| {
-                        let (cert, key) = (option("tls-cert-file"), option("tls-key-file"));
-                        format!("{cert} and {key}: {e}")
-                    })?
+                let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                    format!(
+                        "{} {}: {}",
+                        option("tls-key-file"),
+                        key.display(),
+                        pem_reason(&e)
+                    )
+                })?;
+                let chain = certificates(cert, &option("tls-cert-file"))?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    let (cert, key) = (option("tls-cert-file"), option("tls-key-file"));
+                    format!("{cert} and {key}: {e}")
+                })?
             }
             _ => builder.with_no_client_auth(),
         };
@@ -113,14 +118,31 @@ impl TlsClient {
     }
 }
 
-fn certificates(path: &Path) -> CliResult<Vec<CertificateDer<'static>>> {
+/// The certificates of `path`, which the option `option` named (the errors say which).
+fn certificates(path: &Path, option: &str) -> CliResult<Vec<CertificateDer<'static>>> {
     let chain = CertificateDer::pem_file_iter(path)
         .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| format!("{option} {}: {}", path.display(), pem_reason(&e)))?;
     if chain.is_empty() {
-        return Err(format!("{} holds no PEM certificate", path.display()).into());
+        return Err(format!("{option} {} holds no PEM certificate", path.display()).into());
     }
     Ok(chain)
+}
+
+/// What is wrong with a PEM file, its section names as text (the PEM crate shows them as
+/// lists of byte values).
+fn pem_reason(error: &pem::Error) -> String {
+    match error {
+        pem::Error::NoItemsFound => "holds no PEM private key".into(),
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "its {} section has no end line: is the file cut short?",
+            String::from_utf8_lossy(end_marker)
+        ),
+        pem::Error::IllegalSectionStart { line } => {
+            format!("a bad section start: {}", String::from_utf8_lossy(line))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The host of HOST:PORT (an IPv6 address in brackets too), as the certificate must name it.

@@ -20,9 +20,13 @@ use crate::Watched;
 
 /// Bytes read from one connection per pass before the others get their turn.
 const READ_PER_PASS: usize = 256 * 1024;
-/// Above this many bytes of unsent replies, the connection is not read until they drain:
+/// Above this many bytes in its reply buffer (unsent replies, and a written prefix not yet
+/// dropped: see [`Connection::drop_written`]), the connection is not read until they drain:
 /// a client that sends without reading cannot make the server buffer without bound.
 pub const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+/// A written prefix of the reply buffer shorter than this is kept until the whole buffer
+/// is written (then it is cleared at no cost): dropping it would move the unsent rest.
+const KEPT_WRITTEN: usize = 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// An emptied read buffer larger than this is given back rather than kept for the next read.
 const KEPT_INPUT: usize = 1024 * 1024;
@@ -385,9 +389,12 @@ impl Connection {
         self.output.len() - self.written
     }
 
-    /// Whether unsent replies are past the high-water mark.
+    /// Whether the reply buffer is past the high-water mark. Its written prefix counts:
+    /// a client that reads as fast as it pipelines keeps the unsent part below the mark,
+    /// and without the prefix counted the buffer would grow by every reply until it
+    /// drained.
     pub fn backlogged(&self) -> bool {
-        self.unsent() > OUTPUT_HIGH_WATER
+        self.output.len() > OUTPUT_HIGH_WATER
     }
 
     /// The bytes read and written since the last call.
@@ -411,7 +418,10 @@ impl Connection {
                     self.written += n;
                     self.traffic.written += n as u64;
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    self.drop_written();
+                    return Ok(false);
+                }
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
             }
@@ -419,6 +429,19 @@ impl Connection {
         self.output.clear();
         self.written = 0;
         Ok(true)
+    }
+
+    /// After a flush the socket stopped: drops the written prefix of the output once it is
+    /// at least [`KEPT_WRITTEN`] and at least as long as the unsent rest. Each byte moved
+    /// is then paid for by a byte written before it, so the copying stays linear in the
+    /// output; and the buffer stays within twice its unsent part (or that plus
+    /// `KEPT_WRITTEN`), where keeping every reply until all were written let a client
+    /// that pipelines deeply while it reads grow it by every reply.
+    fn drop_written(&mut self) {
+        if self.written >= KEPT_WRITTEN && self.written >= self.unsent() {
+            self.output.drain(..self.written);
+            self.written = 0;
+        }
     }
 
     /// [`Connection::flush`] through the TLS session: the output is handed to the session
@@ -429,23 +452,27 @@ impl Connection {
             return Ok(true);
         };
         loop {
-            let taken = match self.output.get(self.written..) {
-                Some(unsent) if !unsent.is_empty() => tls.writer().write(unsent)?,
-                _ => 0,
-            };
-            self.written += taken;
-            self.traffic.written += taken as u64;
+            // The records already made go first: a session whose buffer is full takes
+            // nothing more, and `taken == 0` below must mean only the handshake's hold.
             if !send_records(tls, &mut self.stream)? {
+                self.drop_written();
                 return Ok(false);
             }
-            if self.written == self.output.len() {
-                self.output.clear();
-                self.written = 0;
-                return Ok(true);
-            }
+            let unsent = match self.output.get(self.written..) {
+                Some(unsent) if !unsent.is_empty() => unsent,
+                _ => {
+                    self.output.clear();
+                    self.written = 0;
+                    return Ok(true);
+                }
+            };
+            let taken = tls.writer().write(unsent)?;
+            self.written += taken;
+            self.traffic.written += taken as u64;
             if taken == 0 {
-                // Nothing taken and nothing to send: the handshake has not finished, so
-                // the session holds the replies back until the client speaks again.
+                // An empty session buffer that takes nothing: the handshake has not
+                // finished, and the session holds the replies back until the client
+                // speaks again (whose reads lead to the next flush).
                 return Ok(false);
             }
         }

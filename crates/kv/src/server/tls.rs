@@ -14,9 +14,10 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{ConnectionCommon, RootCertStore, ServerConfig, ServerConnection};
 
 /// The files `serve`'s TLS options name.
@@ -36,13 +37,30 @@ pub struct TlsFiles {
 pub enum TlsError {
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
+    #[error("{path} is not a valid PEM file: {reason}")]
+    BadPem { path: PathBuf, reason: String },
     #[error("{path} holds no PEM certificate")]
     NoCertificate { path: PathBuf },
+    #[error("{path}: its first certificate is not a valid X.509 certificate ({reason})")]
+    BadCertificate { path: PathBuf, reason: String },
     #[error("{path} holds no PEM private key")]
     NoKey { path: PathBuf },
+    #[error(
+        "{path} holds an encrypted private key (ENCRYPTED PRIVATE KEY); tailstore needs it \
+         unencrypted (openssl pkey -in KEY -out UNENCRYPTED-KEY writes one)"
+    )]
+    EncryptedKey { path: PathBuf },
+    #[error("{path}: its private key cannot be used: {reason}")]
+    BadKey { path: PathBuf, reason: String },
     #[error("the certificates of {path} cannot verify clients: {reason}")]
     ClientAuthorities { path: PathBuf, reason: String },
-    #[error("the certificate and key do not make a TLS server: {0}")]
+    #[error("the certificate of {cert} and the key of {key} do not make a TLS server: {reason}")]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+    #[error("no TLS server can be made: {0}")]
     Rejected(rustls::Error),
 }
 
@@ -61,11 +79,13 @@ impl fmt::Debug for Tls {
 impl Tls {
     /// Reads and checks `files`.
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
-        let chain = certificates(&files.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_error(&files.key, e))?;
         // The provider named, not the process default (which panics if a dependency
         // enables a second one).
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        // Each file checked on its own first: rustls's own errors name neither file, and
+        // call a bad certificate of ours a "peer certificate".
+        let chain = server_chain(&files.cert)?;
+        let key = private_key(&files.key, &provider)?;
         let builder = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Rejected)?;
@@ -88,7 +108,11 @@ impl Tls {
         };
         let config = builder
             .with_single_cert(chain, key)
-            .map_err(TlsError::Rejected)?;
+            .map_err(|e| TlsError::Mismatch {
+                cert: files.cert.clone(),
+                key: files.key.clone(),
+                reason: rustls_reason(e),
+            })?;
         Ok(Tls {
             config: Arc::new(config),
         })
@@ -132,6 +156,18 @@ pub fn send_records<D>(tls: &mut ConnectionCommon<D>, socket: &mut impl Write) -
     Ok(true)
 }
 
+/// The server's certificate chain, its own certificate checked as rustls will parse it.
+fn server_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let chain = certificates(path)?;
+    if let Some(own) = chain.first() {
+        ParsedCertificate::try_from(own).map_err(|e| TlsError::BadCertificate {
+            path: path.to_path_buf(),
+            reason: rustls_reason(e),
+        })?;
+    }
+    Ok(chain)
+}
+
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let chain = CertificateDer::pem_file_iter(path)
         .map_err(|e| pem_error(path, e))?
@@ -145,15 +181,72 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(chain)
 }
 
-fn pem_error(path: &Path, error: rustls::pki_types::pem::Error) -> TlsError {
+/// The private key of `path`, checked as `provider` will load it.
+fn private_key(path: &Path, provider: &CryptoProvider) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let key = PrivateKeyDer::from_pem_file(path).map_err(|e| match e {
+        // PEM sections of other kinds are skipped, an encrypted key's among them.
+        pem::Error::NoItemsFound if holds_encrypted_key(path) => TlsError::EncryptedKey {
+            path: path.to_path_buf(),
+        },
+        pem::Error::NoItemsFound => TlsError::NoKey {
+            path: path.to_path_buf(),
+        },
+        other => pem_error(path, other),
+    })?;
+    provider
+        .key_provider
+        .load_private_key(key.clone_key())
+        .map_err(|e| TlsError::BadKey {
+            path: path.to_path_buf(),
+            reason: rustls_reason(e),
+        })?;
+    Ok(key)
+}
+
+/// A rustls error in words for the files' owner: without the prefixes written for a
+/// session's peer ("invalid peer certificate", "unexpected error").
+fn rustls_reason(error: rustls::Error) -> String {
     match error {
-        rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoKey {
-            path: path.to_path_buf(),
+        rustls::Error::InvalidCertificate(reason) => reason.to_string(),
+        rustls::Error::General(reason) => reason,
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            "the private key is not the certificate's".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+fn holds_encrypted_key(path: &Path) -> bool {
+    const BEGIN: &[u8] = b"-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    std::fs::read(path).is_ok_and(|text| text.windows(BEGIN.len()).any(|w| w == BEGIN))
+}
+
+fn pem_error(path: &Path, error: pem::Error) -> TlsError {
+    let path = path.to_path_buf();
+    match error {
+        pem::Error::Io(err) => TlsError::Unreadable {
+            path,
+            reason: err.to_string(),
         },
-        other => TlsError::Unreadable {
-            path: path.to_path_buf(),
-            reason: other.to_string(),
+        other => TlsError::BadPem {
+            path,
+            reason: pem_reason(&other),
         },
+    }
+}
+
+/// What is wrong with a PEM file, its section names as text (the PEM crate shows them as
+/// lists of byte values).
+fn pem_reason(error: &pem::Error) -> String {
+    match error {
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "its {} section has no end line (-----END {0}-----): is the file cut short?",
+            String::from_utf8_lossy(end_marker)
+        ),
+        pem::Error::IllegalSectionStart { line } => {
+            format!("a bad section start: {}", String::from_utf8_lossy(line))
+        }
+        other => other.to_string(),
     }
 }
 
