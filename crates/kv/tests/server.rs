@@ -2793,6 +2793,30 @@ fn exec_sees_the_watched_key_as_read_after_watch() {
     assert!(ran > 0, "every EXEC was aborted");
 }
 
+/// A watched key created and deleted again after a SWAPDB or a flush: EXEC fails, as in
+/// Redis (whose SET of the key touches the watch). Before the map's change was counted,
+/// EXEC compared the key's bucket of deletions in another stored database, where the count
+/// could match: the block ran.
+#[test]
+fn watch_aborts_exec_across_a_swapdb_or_a_flush() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut other = server.client();
+    for change in [&["SWAPDB", "0", "1"][..], &["FLUSHDB"][..], &["FLUSHALL"][..]] {
+        // The key once existed, so its bucket counts a deletion in this database.
+        ok(raw_value(&mut other, &["SET", "k", "old"]));
+        assert_eq!(q::<i64>(&mut other, &["DEL", "k"]), 1);
+        ok(raw_value(&mut c, &["WATCH", "k"]));
+        ok(raw_value(&mut other, change));
+        ok(raw_value(&mut other, &["SET", "k", "new"]));
+        assert_eq!(q::<i64>(&mut other, &["DEL", "k"]), 1);
+        ok(raw_value(&mut c, &["MULTI"]));
+        queued(&mut c, &["SET", "marker", "1"]);
+        assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil, "after {change:?}");
+        assert_eq!(q::<i64>(&mut c, &["EXISTS", "marker"]), 0, "after {change:?}");
+    }
+}
+
 /// Many clients incrementing one counter through WATCH/MULTI/EXEC with retries: no
 /// increment is lost (optimistic locking works across connections and worker threads).
 #[test]

@@ -78,6 +78,13 @@ pub struct Watched {
     /// The deletions counted in the key's bucket when it was watched (see
     /// `WatchGate::deletions`), for a key that was absent.
     deletions: u64,
+    /// How many times the database's stored number had changed (`Keyspace::map_epoch`):
+    /// once it changes, the version and the deletions above describe another stored
+    /// database, and EXEC fails. Redis fails it only if the key existed in either database
+    /// of the SWAPDB (or in the flushed one), or was written after; which keys existed then
+    /// is not known here, so an absent key watched across a SWAPDB or a flush fails EXEC
+    /// too: an abort the client retries, never a block that runs after a change.
+    map_epoch: u64,
     _live: WatchToken,
 }
 
@@ -364,12 +371,18 @@ impl Keyspace {
     pub fn watch(&self, db: u32, key: &[u8]) -> Result<Watched, Reply> {
         // First: from now on every write of the key gives it a new version.
         let live = self.watches.begin();
-        let meta = self.peek(db, |ctx| ctx.meta(key))?;
+        // Under the map's hold (the peek's), so that the count and the rows read agree.
+        let (meta, map_epoch, deletions) = self.peek(db, |ctx| {
+            let epoch = ctx.ks.map_epoch(db);
+            let deletions = ctx.ks.watches.deletions(ctx.ks.stored_db(db), key);
+            Ok((ctx.meta(key)?, epoch, deletions))
+        })?;
         Ok(Watched {
             db,
             key: key.to_vec(),
             version: meta.map(|m| m.version),
-            deletions: self.watches.deletions(self.stored_db(db), key),
+            deletions,
+            map_epoch,
             _live: live,
         })
     }
@@ -413,7 +426,8 @@ fn run_block(
         };
         let stored = ctx.ks.stored_db(watch.db);
         let deleted_since = || ctx.ks.watches.deletions(stored, &watch.key) != watch.deletions;
-        if now != watch.version || (now.is_none() && deleted_since()) {
+        let remapped = ctx.ks.map_epoch(watch.db) != watch.map_epoch;
+        if remapped || now != watch.version || (now.is_none() && deleted_since()) {
             return Ok(Reply::NullArray);
         }
     }

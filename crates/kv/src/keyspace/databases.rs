@@ -36,7 +36,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -74,6 +74,12 @@ pub(crate) struct DatabaseMap {
     /// freed (see [`super::flushes`]), and those the stored map names for databases past
     /// `--databases` (their keys stay stored, unseen, as any database past it).
     pub(super) taken: Mutex<Taken>,
+    /// Per selectable database, how many times its stored number changed (SWAPDB, a flush,
+    /// a block's change set back). WATCH remembers its database's count: a key watched
+    /// before such a change was compared, at EXEC, with rows and deletion counts of another
+    /// stored database, which could match by chance (a key created and deleted again after
+    /// a SWAPDB ran the block, where Redis aborts it).
+    epochs: Vec<AtomicU64>,
     shards: [RwLock<()>; SHARDS],
 }
 
@@ -135,6 +141,7 @@ impl DatabaseMap {
             stored: (0..databases).map(AtomicU32::new).collect(),
             moved: RwLock::default(),
             taken: Mutex::default(),
+            epochs: (0..databases).map(|_| AtomicU64::new(0)).collect(),
             shards: Default::default(),
         }
     }
@@ -155,6 +162,21 @@ impl DatabaseMap {
             Some(stored) => stored.load(Ordering::Acquire),
             None if db >= HIDDEN => db - HIDDEN,
             None => db,
+        }
+    }
+
+    /// How many times logical database `db`'s stored number has changed (see
+    /// [`DatabaseMap::epochs`]); 0 for a number past the map.
+    pub(crate) fn epoch(&self, db: u32) -> u64 {
+        self.epochs
+            .get(db as usize)
+            .map_or(0, |epoch| epoch.load(Ordering::Acquire))
+    }
+
+    /// Counts a change of logical database `db`'s stored number.
+    fn count_change(&self, db: usize) {
+        if let Some(epoch) = self.epochs.get(db) {
+            epoch.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -227,8 +249,10 @@ impl DatabaseMap {
 
     /// Sets the map back to `state` (under the exclusive hold).
     fn set_state(&self, state: &MapState) {
-        for (slot, &stored) in self.stored.iter().zip(&state.stored) {
-            slot.store(stored, Ordering::Release);
+        for (db, (slot, &stored)) in self.stored.iter().zip(&state.stored).enumerate() {
+            if slot.swap(stored, Ordering::AcqRel) != stored {
+                self.count_change(db);
+            }
         }
         self.moved.write().clone_from(&state.moved);
         self.taken.lock().clone_from(&state.taken);
@@ -239,6 +263,9 @@ impl DatabaseMap {
     pub(super) fn assign(&self, db: u32, stored: u32) {
         let mut moved = self.moved.write();
         let old = self.stored[db as usize].swap(stored, Ordering::AcqRel);
+        if old != stored {
+            self.count_change(db as usize);
+        }
         if moved.get(&old) == Some(&db) {
             moved.remove(&old);
         }
@@ -288,6 +315,12 @@ impl Keyspace {
     /// The stored number of logical database `db`, as rows name it.
     pub(crate) fn stored_db(&self, db: u32) -> u32 {
         self.map.stored(db)
+    }
+
+    /// How many times logical database `db`'s stored number has changed (SWAPDB, flushes):
+    /// what WATCH remembers of the map.
+    pub(crate) fn map_epoch(&self, db: u32) -> u64 {
+        self.map.epoch(db)
     }
 
     /// The logical number of stored database `stored`.
