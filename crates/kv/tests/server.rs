@@ -2802,7 +2802,11 @@ fn watch_aborts_exec_across_a_swapdb_or_a_flush() {
     let server = TestServer::start();
     let mut c = server.client();
     let mut other = server.client();
-    for change in [&["SWAPDB", "0", "1"][..], &["FLUSHDB"][..], &["FLUSHALL"][..]] {
+    for change in [
+        &["SWAPDB", "0", "1"][..],
+        &["FLUSHDB"][..],
+        &["FLUSHALL"][..],
+    ] {
         // The key once existed, so its bucket counts a deletion in this database.
         ok(raw_value(&mut other, &["SET", "k", "old"]));
         assert_eq!(q::<i64>(&mut other, &["DEL", "k"]), 1);
@@ -2813,7 +2817,11 @@ fn watch_aborts_exec_across_a_swapdb_or_a_flush() {
         ok(raw_value(&mut c, &["MULTI"]));
         queued(&mut c, &["SET", "marker", "1"]);
         assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil, "after {change:?}");
-        assert_eq!(q::<i64>(&mut c, &["EXISTS", "marker"]), 0, "after {change:?}");
+        assert_eq!(
+            q::<i64>(&mut c, &["EXISTS", "marker"]),
+            0,
+            "after {change:?}"
+        );
     }
 }
 

@@ -9,9 +9,6 @@ use tailstore_resp::Reply;
 use super::{is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
 
-/// The largest string a field may reach: Redis's `proto-max-bulk-len` default.
-const MAX_BYTES: u64 = 512 * 1024 * 1024;
-
 const BAD_TYPE: &str =
     "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
 const BAD_OFFSET: &str = "ERR bit offset is not an integer or out of range";
@@ -50,7 +47,7 @@ pub fn bitfield_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 
 fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
     let key = &args[1];
-    let ops = parse_ops(&args[2..])?;
+    let ops = parse_ops(&args[2..], ctx.ks.max_bulk() as u64)?;
     let last_written = ops
         .iter()
         .filter(|op| !matches!(op.action, Action::Get))
@@ -59,8 +56,7 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
     let Some(last_written) = last_written else {
         // Only reads: a missing key reads as zeros and is not created (a read lookup, as
         // Redis's for a BITFIELD of GETs).
-        let value = ctx.read_string(key)?.unwrap_or_default();
-        return Ok(Reply::Array(ops.iter().map(|op| get(&value, op)).collect()));
+        return read_only_fields(ctx, key, &ops);
     };
     if read_only {
         return Err(Fault::err(
@@ -100,9 +96,31 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
     Ok(Reply::Array(replies))
 }
 
+/// A BITFIELD of GETs only: each reads the bytes that hold its field (at most nine), from
+/// the parts that hold them, not the whole string.
+fn read_only_fields(ctx: &mut Ctx, key: &[u8], ops: &[Op]) -> Outcome {
+    let Some((meta, total)) = ctx.read_string_total(key)? else {
+        return Ok(Reply::Array(ops.iter().map(|op| get(&[], op)).collect()));
+    };
+    let mut replies = Vec::with_capacity(ops.len());
+    for op in ops {
+        let first = (op.offset >> 3) as usize;
+        let last = ((op.offset + u64::from(op.bits) - 1) >> 3) as usize;
+        let bytes = ctx.string_bytes(&meta, total, first..last + 1)?;
+        // The field's offset in the bytes read; past them, the string reads as zeros.
+        let field = Op {
+            offset: op.offset & 7,
+            ..*op
+        };
+        replies.push(get(&bytes, &field));
+    }
+    Ok(Reply::Array(replies))
+}
+
 /// The operations in order, with the OVERFLOW in force for each; errors as Redis checks
-/// them, operation by operation.
-fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
+/// them, operation by operation. A field's byte must lie inside `max_bytes`
+/// (`proto-max-bulk-len`).
+fn parse_ops(args: &[Vec<u8>], max_bytes: u64) -> Result<Vec<Op>, Fault> {
     let mut ops = Vec::new();
     let mut overflow = Overflow::Wrap;
     let mut at = 0;
@@ -124,7 +142,7 @@ fn parse_ops(args: &[Vec<u8>]) -> Result<Vec<Op>, Fault> {
             return Err(Fault::err(SYNTAX));
         };
         let (signed, bits) = parse_type(&args[at + 1])?;
-        let offset = parse_offset(&args[at + 2], bits)?;
+        let offset = parse_offset(&args[at + 2], bits, max_bytes)?;
         let action = match write {
             None => Action::Get,
             Some(make) => make(
@@ -173,7 +191,7 @@ fn parse_type(arg: &[u8]) -> Result<(bool, u32), Fault> {
 }
 
 /// A bit offset, or `#N`: the N-th field of this width.
-fn parse_offset(arg: &[u8], bits: u32) -> Result<u64, Fault> {
+fn parse_offset(arg: &[u8], bits: u32, max_bytes: u64) -> Result<u64, Fault> {
     let bad = || Fault::err(BAD_OFFSET);
     let (index, digits) = match arg.split_first() {
         Some((b'#', digits)) => (true, digits),
@@ -187,7 +205,7 @@ fn parse_offset(arg: &[u8], bits: u32) -> Result<u64, Fault> {
     };
     u64::try_from(offset)
         .ok()
-        .filter(|offset| offset >> 3 < MAX_BYTES)
+        .filter(|offset| offset >> 3 < max_bytes)
         .ok_or_else(bad)
 }
 

@@ -1,24 +1,26 @@
 //! Bitmaps, strings read and written bit by bit: SETBIT, GETBIT, BITCOUNT, BITPOS and
 //! BITOP, as Redis 7.0 answers them (ranges in bytes or, with BIT, in bits). Bit 0 is the
-//! most significant bit of the first byte. A string is read whole and written whole, as
-//! SETRANGE does.
+//! most significant bit of the first byte. GETBIT and a range of BITCOUNT or BITPOS read
+//! only the parts of the string that hold their bytes, a whole-string count or search reads
+//! it a part at a time, and a SETBIT inside the string rewrites only the part it touches;
+//! a SETBIT that grows the string, and BITOP, write it whole.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use tailstore_resp::Reply;
 
 use super::{is, parse_int, strings, Ctx, Fault, Outcome, SYNTAX};
-use crate::keyspace::{notifications, Kind};
+use crate::keyspace::{notifications, KeyMeta, Kind};
 
-/// The largest string a bit offset may reach: Redis's `proto-max-bulk-len` default.
-const MAX_BYTES: u64 = 512 * 1024 * 1024;
-
-/// A bit offset as Redis reads it: a strict integer from 0, inside 512 MiB.
-fn parse_offset(arg: &[u8]) -> Result<u64, Fault> {
+/// A bit offset as Redis reads it: a strict integer from 0 whose byte lies inside
+/// `proto-max-bulk-len` (`serve --max-bulk`).
+fn parse_offset(ctx: &Ctx, arg: &[u8]) -> Result<u64, Fault> {
+    let max_bytes = ctx.ks.max_bulk() as u64;
     parse_int(arg)
         .ok()
         .and_then(|offset| u64::try_from(offset).ok())
-        .filter(|offset| offset >> 3 < MAX_BYTES)
+        .filter(|offset| offset >> 3 < max_bytes)
         .ok_or_else(|| Fault::err("ERR bit offset is not an integer or out of range"))
 }
 
@@ -31,28 +33,70 @@ fn bit_at(value: &[u8], offset: u64) -> bool {
 /// reach the offset and keeps its deadline.
 pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
-    let offset = parse_offset(&args[2])?;
+    let offset = parse_offset(ctx, &args[2])?;
     let on = match parse_int(&args[3]) {
         Ok(0) => false,
         Ok(1) => true,
         _ => return Err(Fault::err("ERR bit is not an integer or out of range")),
     };
-    let stored = ctx.string(key)?;
-    let existed = stored.is_some();
-    let mut value = stored.unwrap_or_default();
     let byte = (offset >> 3) as usize;
-    let grown = value.len() <= byte;
-    if grown {
+    let mask = 0x80 >> (offset & 7);
+    let was = match ctx.string_total(key)? {
+        Some((meta, total)) if byte < total => {
+            setbit_inside(ctx, key, meta, total, byte, mask, on)?
+        }
+        found => setbit_growing(ctx, key, found, byte, mask, on)?,
+    };
+    Ok(Reply::Int(i64::from(was)))
+}
+
+/// SETBIT of a bit inside the string `meta` of `total` bytes: only the part that holds it
+/// is read and rewritten. The bit's previous value.
+fn setbit_inside(
+    ctx: &mut Ctx,
+    key: &[u8],
+    meta: KeyMeta,
+    total: usize,
+    byte: usize,
+    mask: u8,
+    on: bool,
+) -> Result<bool, Fault> {
+    let old = ctx.string_bytes(&meta, total, byte..byte + 1)?;
+    let old = old.first().copied().unwrap_or(0);
+    let was = old & mask != 0;
+    // As Redis 7: a bit set to what it was changes nothing (no write, no event, no
+    // WATCH's failure).
+    if was == on {
+        return Ok(was);
+    }
+    let new = if on { old | mask } else { old & !mask };
+    ctx.patch_string(key, meta, total, byte, &[new])?;
+    ctx.notify(notifications::STRING, "setbit", key);
+    Ok(was)
+}
+
+/// SETBIT that creates the string or grows it to reach `byte`: written whole, since its
+/// length is in every part row. The bit's previous value (0: past the end).
+fn setbit_growing(
+    ctx: &mut Ctx,
+    key: &[u8],
+    found: Option<(KeyMeta, usize)>,
+    byte: usize,
+    mask: u8,
+    on: bool,
+) -> Result<bool, Fault> {
+    let mut value = match found {
+        Some((meta, total)) => ctx
+            .ks
+            .read_value(ctx.txn, meta.id, b"", Some(total))?
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    if value.len() <= byte {
         ctx.check_commit_room(byte + 1)?;
         value.resize(byte + 1, 0);
     }
-    let mask = 0x80 >> (offset & 7);
     let was = value[byte] & mask != 0;
-    // As Redis 7: a bit set to what it was changes nothing (no write, no event, no
-    // WATCH's failure).
-    if existed && !grown && was == on {
-        return Ok(Reply::Int(i64::from(was)));
-    }
     if on {
         value[byte] |= mask;
     } else {
@@ -60,14 +104,18 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     ctx.put_string(key, &value, None)?;
     ctx.notify(notifications::STRING, "setbit", key);
-    Ok(Reply::Int(i64::from(was)))
+    Ok(was)
 }
 
-/// GETBIT key offset: 0 past the end, or for no key.
+/// GETBIT key offset: 0 past the end, or for no key. Reads the one byte's part.
 pub fn getbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let offset = parse_offset(&args[2])?;
-    let value = ctx.string(&args[1])?.unwrap_or_default();
-    Ok(Reply::Int(i64::from(bit_at(&value, offset))))
+    let offset = parse_offset(ctx, &args[2])?;
+    let byte = (offset >> 3) as usize;
+    let value = match ctx.string_total(&args[1])? {
+        Some((meta, total)) => ctx.string_bytes(&meta, total, byte..byte + 1)?,
+        None => Vec::new(),
+    };
+    Ok(Reply::Int(i64::from(bit_at(&value, offset & 7))))
 }
 
 /// A `start end [BYTE|BIT]` range, as bits `first..=last` of a string of `len` bytes;
@@ -103,50 +151,75 @@ fn parse_unit(arg: Option<&Vec<u8>>) -> Result<bool, Fault> {
     }
 }
 
-fn count_ones(value: &[u8], (first, last): (u64, u64)) -> u64 {
-    let (first_byte, last_byte) = ((first >> 3) as usize, (last >> 3) as usize);
-    let whole: u64 = value[first_byte..=last_byte]
-        .iter()
-        .map(|b| u64::from(b.count_ones()))
-        .sum();
-    // Bits of the edge bytes outside the range.
-    let before = value[first_byte] & !(0xFFu8 >> (first & 7));
-    let after = value[last_byte] & (0x7Fu8 >> (last & 7));
+/// The bytes that hold bits `first..=last`.
+fn byte_span((first, last): (u64, u64)) -> std::ops::Range<usize> {
+    (first >> 3) as usize..(last >> 3) as usize + 1
+}
+
+/// The ones among bits `first..=last` that lie in `bytes`, which start at byte `at` of the
+/// string and lie inside the range's bytes.
+fn count_ones(bytes: &[u8], at: usize, (first, last): (u64, u64)) -> u64 {
+    let whole: u64 = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
+    let span = byte_span((first, last));
+    // Bits of the edge bytes outside the range, where this run holds them.
+    let before = match span.start.checked_sub(at).and_then(|i| bytes.get(i)) {
+        Some(byte) => byte & !(0xFFu8 >> (first & 7)),
+        None => 0,
+    };
+    let after = match (span.end - 1).checked_sub(at).and_then(|i| bytes.get(i)) {
+        Some(byte) => byte & (0x7Fu8 >> (last & 7)),
+        None => 0,
+    };
     whole - u64::from(before.count_ones()) - u64::from(after.count_ones())
 }
 
-/// BITCOUNT key [start end [BYTE|BIT]]: 0 for no key, whatever the range says.
+/// BITCOUNT key [start end [BYTE|BIT]]: 0 for no key, whatever the range says. Reads the
+/// parts that hold the range, one at a time.
 pub fn bitcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let Some(value) = ctx.string(&args[1])? else {
+    let Some((meta, total)) = ctx.string_total(&args[1])? else {
         return Ok(Reply::Int(0));
     };
     let range = match args.len() {
-        2 => bit_range(0, -1, value.len(), false),
+        2 => bit_range(0, -1, total, false),
         4 | 5 => {
             let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
             if start < 0 && end < 0 && start > end {
                 return Ok(Reply::Int(0));
             }
             let in_bits = parse_unit(args.get(4))?;
-            bit_range(start, end, value.len(), in_bits)
+            bit_range(start, end, total, in_bits)
         }
         _ => return Err(Fault::err(SYNTAX)),
     };
-    Ok(Reply::Int(
-        range.map_or(0, |range| count_ones(&value, range)) as i64,
-    ))
+    let Some(range) = range else {
+        return Ok(Reply::Int(0));
+    };
+    let mut ones = 0;
+    ctx.ks.visit_value_range(
+        ctx.txn,
+        meta.id,
+        b"",
+        total,
+        byte_span(range),
+        |at, bytes| {
+            ones += count_ones(bytes, at, range);
+            ControlFlow::Continue(())
+        },
+    )?;
+    Ok(Reply::Int(ones as i64))
 }
 
 /// BITPOS key 0|1 [start [end [BYTE|BIT]]]: the first bit of that value in the range, or
 /// -1. No key is all zeros; a search for 0 without an end finds the bit after the string
-/// when the string is all ones (its zero padding).
+/// when the string is all ones (its zero padding). Reads the range's parts in order until
+/// it finds the bit.
 pub fn bitpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let wanted = match parse_int(&args[2])? {
         0 => false,
         1 => true,
         _ => return Err(Fault::err("ERR The bit argument must be 1 or 0.")),
     };
-    let Some(value) = ctx.string(&args[1])? else {
+    let Some((meta, total)) = ctx.string_total(&args[1])? else {
         return Ok(Reply::Int(if wanted { -1 } else { 0 }));
     };
     if args.len() > 6 {
@@ -159,15 +232,50 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         .unwrap_or(0);
     let in_bits = parse_unit(args.get(5))?;
     let end = args.get(4).map(|arg| parse_int(arg)).transpose()?;
-    let Some((first, last)) = bit_range(start, end.unwrap_or(-1), value.len(), in_bits) else {
+    let Some((first, last)) = bit_range(start, end.unwrap_or(-1), total, in_bits) else {
         return Ok(Reply::Int(-1));
     };
-    let found = (first..=last).find(|&bit| bit_at(&value, bit) == wanted);
+    let mut found = None;
+    let span = byte_span((first, last));
+    ctx.ks
+        .visit_value_range(ctx.txn, meta.id, b"", total, span, |at, bytes| {
+            found = find_bit(bytes, at, (first, last), wanted);
+            if found.is_some() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
     Ok(Reply::Int(match found {
         Some(bit) => bit as i64,
         None if !wanted && end.is_none() => last as i64 + 1,
         None => -1,
     }))
+}
+
+/// The first bit of value `wanted` among bits `first..=last` that lie in `bytes`, which
+/// start at byte `at` of the string. Whole bytes that cannot hold it are skipped.
+fn find_bit(bytes: &[u8], at: usize, (first, last): (u64, u64), wanted: bool) -> Option<u64> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let skip = if wanted { 0x00 } else { 0xFF };
+    let base = at as u64 * 8;
+    let from = first.max(base);
+    let to = last.min(base + bytes.len() as u64 * 8 - 1);
+    let mut bit = from;
+    while bit <= to {
+        let byte = bytes[((bit - base) >> 3) as usize];
+        if bit & 7 == 0 && byte == skip && bit + 7 <= to {
+            bit += 8;
+            continue;
+        }
+        if bit_at(bytes, bit - base) == wanted {
+            return Some(bit);
+        }
+        bit += 1;
+    }
+    None
 }
 
 /// BITOP AND|OR|XOR|NOT destkey key [key …]: the result's length; the destination is

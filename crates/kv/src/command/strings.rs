@@ -8,9 +8,6 @@ use super::{
 use crate::keyspace::notifications;
 use crate::keyspace::{KeyMeta, Kind};
 
-/// The longest string Redis allows (proto-max-bulk-len's default, and SETRANGE's limit).
-const MAX_STRING: i64 = 512 * 1024 * 1024;
-
 impl Ctx<'_, '_> {
     /// The string at `key`, `None` if absent; WRONGTYPE for another kind. A lookup of the
     /// running command's kind, as [`Ctx::meta`]'s.
@@ -23,6 +20,89 @@ impl Ctx<'_, '_> {
     pub fn read_string(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Fault> {
         let meta = self.read_meta(key)?;
         self.string_in(meta)
+    }
+
+    /// The string at `key` as its meta row and its length (part 0's, which decides, as in
+    /// [`Ctx::string`]), for a command that reads or writes a few of its bytes
+    /// (`Keyspace::visit_value_range`); `None` if absent, WRONGTYPE for another kind.
+    pub(super) fn string_total(&mut self, key: &[u8]) -> Result<Option<(KeyMeta, usize)>, Fault> {
+        let meta = self.meta(key)?;
+        self.string_total_in(meta)
+    }
+
+    /// [`Ctx::string_total`] as a read lookup whatever the command ([`Ctx::read_meta`]).
+    pub(super) fn read_string_total(
+        &mut self,
+        key: &[u8],
+    ) -> Result<Option<(KeyMeta, usize)>, Fault> {
+        let meta = self.read_meta(key)?;
+        self.string_total_in(meta)
+    }
+
+    fn string_total_in(
+        &mut self,
+        meta: Option<KeyMeta>,
+    ) -> Result<Option<(KeyMeta, usize)>, Fault> {
+        let Some(meta) = super::of_kind(meta, Kind::String)? else {
+            return Ok(None);
+        };
+        // No part 0 reads as no string, as `read_value` answers.
+        let total = self.ks.value_len(self.txn, meta.id, b"")?;
+        Ok(total.map(|total| (meta, total)))
+    }
+
+    /// Bytes `range` of the string `meta` of `total` bytes ([`Ctx::string_total`]'s).
+    pub(super) fn string_bytes(
+        &mut self,
+        meta: &KeyMeta,
+        total: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<u8>, Fault> {
+        self.ks
+            .read_value_range(self.txn, meta.id, b"", total, range)
+    }
+
+    /// Writes `patch` at `offset` inside the live string `meta` of `total` bytes
+    /// ([`Ctx::string_total`]'s), which it does not grow: only the part rows it touches are
+    /// rewritten (`Keyspace::patch_value`). A write that grows a string is
+    /// [`Ctx::put_string`]'s, since every part row holds the string's length; so is one
+    /// larger than a piece, which its command's own transaction must not write (decision
+    /// 148; `put_string` writes it in pieces).
+    pub(super) fn patch_string(
+        &mut self,
+        key: &[u8],
+        mut meta: KeyMeta,
+        total: usize,
+        offset: usize,
+        patch: &[u8],
+    ) -> Result<(), Fault> {
+        self.ks
+            .patch_value(self.txn, meta.id, b"", total, offset, patch)?;
+        // As `put_string_over`: same length, same deadline, so the row would differ only in
+        // its version, which only a WATCH needs.
+        if string_len(&meta) == Some(total) && self.may_keep_row() {
+            return Ok(());
+        }
+        meta.len = total as i64;
+        self.store_meta(key, &mut meta)
+    }
+
+    /// Whether a patch of `len` bytes inside a string may be written in place
+    /// ([`Ctx::patch_string`]): not one larger than a piece.
+    pub(super) fn patches_in_place(&self, len: usize) -> bool {
+        len <= super::staging::piece_bytes(self)
+    }
+
+    /// Refuses a string of `len` bytes longer than `proto-max-bulk-len` (`serve
+    /// --max-bulk`), with Redis's error (APPEND, SETRANGE).
+    fn check_size(&self, len: i64) -> Result<(), Fault> {
+        let limit = i64::try_from(self.ks.max_bulk()).unwrap_or(i64::MAX);
+        if len > limit {
+            return Err(Fault::err(
+                "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+            ));
+        }
+        Ok(())
     }
 
     /// The string of the live key `meta` (if any); WRONGTYPE for another kind.
@@ -563,20 +643,11 @@ pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     let (value, row) = ctx.string_and_row(key)?;
     let mut value = value.unwrap_or_default();
-    check_size(value.len() as i64 + args[2].len() as i64)?;
+    ctx.check_size(value.len() as i64 + args[2].len() as i64)?;
     value.extend_from_slice(&args[2]);
     ctx.put_string_over(key, row, &value, None)?;
     ctx.notify(notifications::STRING, "append", key);
     Ok(Reply::Int(value.len() as i64))
-}
-
-fn check_size(len: i64) -> Result<(), Fault> {
-    if len > MAX_STRING {
-        return Err(Fault::err(
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
-        ));
-    }
-    Ok(())
 }
 
 pub fn strlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -609,15 +680,20 @@ fn string_range(start: i64, end: i64, len: i64) -> Option<(usize, usize)> {
     (start <= end && len > 0).then_some((start as usize, end as usize))
 }
 
+/// GETRANGE key start end (and SUBSTR): reads only the parts that hold the range.
 pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let (start, end) = (parse_int(&args[2])?, parse_int(&args[3])?);
-    let value = ctx.string(&args[1])?.unwrap_or_default();
-    Ok(match string_range(start, end, value.len() as i64) {
-        Some((from, to)) => bulk(&value[from..=to]),
+    let Some((meta, total)) = ctx.string_total(&args[1])? else {
+        return Ok(bulk(Vec::new()));
+    };
+    Ok(match string_range(start, end, total as i64) {
+        Some((from, to)) => bulk(ctx.string_bytes(&meta, total, from..to + 1)?),
         None => bulk(Vec::new()),
     })
 }
 
+/// SETRANGE key offset value: a change inside the string rewrites only the parts it
+/// touches ([`Ctx::patch_string`]); one that grows it rewrites the whole string.
 pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     let offset = parse_int(&args[2])?;
@@ -625,21 +701,49 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Err(Fault::err("ERR offset is out of range"));
     }
     let patch = &args[3];
-    let mut value = ctx.string(key)?.unwrap_or_default();
+    let found = ctx.string_total(key)?;
     if patch.is_empty() {
-        return Ok(Reply::Int(value.len() as i64));
+        return Ok(Reply::Int(found.map_or(0, |(_, total)| total as i64)));
     }
     // Saturating: an offset near i64::MAX must be refused, not wrap to a small size.
-    check_size(offset.saturating_add(patch.len() as i64))?;
-    let end = offset as usize + patch.len();
+    ctx.check_size(offset.saturating_add(patch.len() as i64))?;
+    let (offset, end) = (offset as usize, offset as usize + patch.len());
+    let len = match found {
+        Some((meta, total)) if end <= total && ctx.patches_in_place(patch.len()) => {
+            ctx.patch_string(key, meta, total, offset, patch)?;
+            total
+        }
+        found => setrange_whole(ctx, key, found, offset, patch)?,
+    };
+    ctx.notify(notifications::STRING, "setrange", key);
+    Ok(Reply::Int(len as i64))
+}
+
+/// SETRANGE's write of the whole string (`found`, if any, as [`Ctx::string_total`] gave
+/// it): for a string it creates or grows, or a patch too large to write in place. Its
+/// length.
+fn setrange_whole(
+    ctx: &mut Ctx,
+    key: &[u8],
+    found: Option<(KeyMeta, usize)>,
+    offset: usize,
+    patch: &[u8],
+) -> Result<usize, Fault> {
+    let mut value = match found {
+        Some((meta, total)) => ctx
+            .ks
+            .read_value(ctx.txn, meta.id, b"", Some(total))?
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let end = offset + patch.len();
     // SETRANGE is how a short request asks for a huge value: one growing past what a
     // commit holds is refused before it is built. A change inside a long string is not.
     if value.len() < end {
         ctx.check_commit_room(end)?;
         value.resize(end, 0);
     }
-    value[offset as usize..end].copy_from_slice(patch);
+    value[offset..end].copy_from_slice(patch);
     ctx.put_string(key, &value, None)?;
-    ctx.notify(notifications::STRING, "setrange", key);
-    Ok(Reply::Int(value.len() as i64))
+    Ok(value.len())
 }

@@ -44,7 +44,7 @@ pub mod stream;
 pub mod watches;
 mod zset;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -75,6 +75,9 @@ pub enum KvError {
     #[error("{0}")]
     DatabaseMap(String),
 }
+
+/// Redis's default `proto-max-bulk-len`, until the server sets its own.
+const DEFAULT_MAX_BULK: usize = 512 << 20;
 
 /// The keyspace's tables and clocks, shared by every connection.
 pub struct Keyspace {
@@ -109,6 +112,8 @@ pub struct Keyspace {
     pub notifications: notifications::Notifications,
     /// Read lookups' hits and misses and expired keys, for INFO (see [`key_stats`]).
     pub key_stats: key_stats::KeyStatTotals,
+    /// `proto-max-bulk-len` (`serve --max-bulk`): how long a command may make a string.
+    max_bulk: AtomicUsize,
 }
 
 impl Keyspace {
@@ -156,6 +161,7 @@ impl Keyspace {
             map: databases::DatabaseMap::identity(databases),
             notifications: notifications::Notifications::default(),
             key_stats: key_stats::KeyStatTotals::default(),
+            max_bulk: AtomicUsize::new(DEFAULT_MAX_BULK),
         };
         // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;
@@ -175,6 +181,17 @@ impl Keyspace {
     /// How many numbered databases SELECT accepts.
     pub fn databases(&self) -> u32 {
         self.databases
+    }
+
+    /// Sets `proto-max-bulk-len`: as in Redis, APPEND and SETRANGE refuse to make a string
+    /// longer, and SETBIT, GETBIT and BITFIELD refuse a bit offset past it.
+    pub fn set_max_bulk(&self, bytes: usize) {
+        self.max_bulk.store(bytes, Ordering::Relaxed);
+    }
+
+    /// `proto-max-bulk-len` ([`Keyspace::set_max_bulk`]).
+    pub(crate) fn max_bulk(&self) -> usize {
+        self.max_bulk.load(Ordering::Relaxed)
     }
 
     /// A fresh key version (see [`KeyMeta::version`]).

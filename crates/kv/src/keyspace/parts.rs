@@ -5,6 +5,8 @@
 //! empty; a hash field's is the field name; a list element's is its sequence number
 //! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
 
+use std::ops::ControlFlow;
+
 use tailstore_engine::{KeyRange, Transaction};
 use tailstore_storage::{ScanDirection, Value};
 
@@ -204,6 +206,128 @@ impl Keyspace {
         Ok(Some(int(&first[TOTAL])?.max(0) as usize))
     }
 
+    /// Calls `visit(offset, bytes)` with bytes `range` of the value under (owner, field),
+    /// in order, a part at a time, until it breaks: a GETRANGE, GETBIT or BITCOUNT of a few
+    /// bytes reads the parts that hold them (`range.start / capacity ..= (range.end - 1) /
+    /// capacity`), in batched descents as [`Keyspace::read_value`]'s, and never holds a
+    /// copy of the whole value. `total` is the value's length as its part 0 has it
+    /// ([`Keyspace::value_len`]), which the caller read in the same transaction; a part
+    /// that disagrees with it is a torn (or damaged) read.
+    ///
+    /// Why reading only these rows is as serializable as reading every part: what the
+    /// caller answers depends on the key's meta row (read by its lookup), on part 0 (the
+    /// length, hence the clamped range) and on these parts' bytes, and every write that
+    /// could change it writes one of those rows. A new value under a new owner (SET of a
+    /// long string, DEL, RESTORE…) writes the meta row; a rewrite under the same owner that
+    /// changes the length writes every part, part 0 included; one that keeps the length
+    /// writes the parts whose bytes change, and if those are not among the rows read, the
+    /// answer did not depend on them. Validation at commit then fails exactly when a row
+    /// the answer depends on changed.
+    pub(crate) fn visit_value_range(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        field: &[u8],
+        total: usize,
+        range: std::ops::Range<usize>,
+        mut visit: impl FnMut(usize, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), Fault> {
+        let range = range.start..range.end.min(total);
+        if range.is_empty() {
+            return Ok(());
+        }
+        let capacity = self.part_capacity(field);
+        let parts = range.start / capacity..(range.end - 1) / capacity + 1;
+        let mut first = parts.start;
+        while first < parts.end {
+            let last = (first + MAX_PARTS_AT_ONCE).min(parts.end);
+            let keys: Vec<Vec<Value>> = (first..last)
+                .map(|part| part_key(owner, field, part as i64))
+                .collect();
+            let rows = txn.get_many(&self.parts, &keys)?;
+            for (part, row) in (first..last).zip(rows) {
+                let data = part_data(row, part, total, capacity)?;
+                let start = part * capacity;
+                // The bytes of this part inside the range.
+                let from = range.start.max(start) - start;
+                let to = range.end.min(start + data.len()) - start;
+                if visit(start + from, &data[from..to]).is_break() {
+                    return Ok(());
+                }
+            }
+            first = last;
+        }
+        Ok(())
+    }
+
+    /// Bytes `range` of the value of `total` bytes under (owner, field), as
+    /// [`Keyspace::visit_value_range`] reads them (the range is cut at the value's end).
+    pub(crate) fn read_value_range(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        field: &[u8],
+        total: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<u8>, Fault> {
+        let mut out = Vec::with_capacity(range.len().min(total).min(PREALLOCATED));
+        self.visit_value_range(txn, owner, field, total, range, |_, bytes| {
+            out.extend_from_slice(bytes);
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
+    }
+
+    /// Writes `patch` over the value of `total` bytes under (owner, field) at `offset`,
+    /// where it fits inside the value (`offset + patch.len() <= total`): only the part rows
+    /// that hold those bytes are rewritten. Every part row carries the value's length, which
+    /// does not change, so the other rows stay as they are and stay valid. A write that
+    /// grows the value changes that length in every part: it is a whole-value write.
+    pub(crate) fn patch_value(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        field: &[u8],
+        total: usize,
+        offset: usize,
+        patch: &[u8],
+    ) -> Result<(), Fault> {
+        let end = offset.saturating_add(patch.len());
+        if end > total {
+            return Err(Fault::corrupt(format!(
+                "a patch of bytes {offset}..{end} past a value of {total}"
+            )));
+        }
+        if patch.is_empty() {
+            return Ok(());
+        }
+        let capacity = self.part_capacity(field);
+        // Whole parts: the bytes of the first and last that the patch leaves are kept.
+        let start = offset / capacity * capacity;
+        let stop = ((end - 1) / capacity + 1)
+            .saturating_mul(capacity)
+            .min(total);
+        let mut parts = self.read_value_range(txn, owner, field, total, start..stop)?;
+        if parts.len() != stop - start {
+            return Err(Fault::corrupt(format!(
+                "value parts {start}..{stop} hold {} bytes",
+                parts.len()
+            )));
+        }
+        parts[offset - start..end - start].copy_from_slice(patch);
+        for (at, data) in parts.chunks(capacity).enumerate() {
+            let row = [
+                Value::Int(owner),
+                Value::Bytes(field.to_vec()),
+                Value::Int((start / capacity + at) as i64),
+                Value::Bytes(data.to_vec()),
+                Value::Int(total as i64),
+            ];
+            txn.put(&self.parts, &row)?;
+        }
+        Ok(())
+    }
+
     /// Deletes the value under (owner, field); returns whether there was one.
     pub(crate) fn delete_value(
         &self,
@@ -354,6 +478,25 @@ impl Keyspace {
         })?;
         torn.map_or(Ok(out), Err)
     }
+}
+
+/// The bytes of part `part` of a value of `total` bytes cut `capacity` a part, from its
+/// row; a missing row, or one whose length or bytes do not fit that value, is torn.
+fn part_data(
+    row: Option<Vec<Value>>,
+    part: usize,
+    total: usize,
+    capacity: usize,
+) -> Result<Vec<u8>, Fault> {
+    let mut row = row.ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
+    let expected = total.saturating_sub(part * capacity).min(capacity);
+    let data = take_bytes(&mut row[DATA])?;
+    if int(&row[TOTAL])? != total as i64 || data.len() != expected {
+        return Err(Fault::corrupt(format!(
+            "value part {part} does not fit a value of {total} bytes"
+        )));
+    }
+    Ok(data)
 }
 
 /// The part rows of `owner`'s values whose fields lie in `first..=last`.

@@ -326,6 +326,8 @@ impl Server {
             },
             ..config
         };
+        // Commands that grow a string refuse one past it, as Redis's do.
+        ks.set_max_bulk(config.max_bulk);
         let tls_only = config.tls.is_some() && tls_listener.is_none();
         let unix = match &config.unix_socket {
             Some(socket) => Some((listen_unix(socket)?, socket.path.clone())),
