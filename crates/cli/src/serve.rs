@@ -336,6 +336,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         listen: args.listen,
         max_clients,
         max_bulk: args.max_bulk.0,
+        query_limit: tailstore_kv::server::DEFAULT_QUERY_LIMIT,
         script_memory: args.script_memory.0,
         script_time_limit: Duration::from_millis(args.script_time_limit),
         threads: loops,

@@ -3304,6 +3304,96 @@ fn announced_lengths_are_not_allocated_before_the_bytes_arrive() {
     assert_memory_within(before, "after those connections closed");
 }
 
+/// `$<len>\r\n<value>\r\n` for each value.
+fn bulks(values: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for value in values {
+        out.extend_from_slice(format!("${}\r\n", value.len()).as_bytes());
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// The numeric `field` of `client`'s line in CLIENT LIST (asked on `lister`).
+fn client_list_field(lister: &mut redis::Connection, client: &TcpStream, field: &str) -> usize {
+    let addr = format!("addr={} ", client.local_addr().expect("local address"));
+    let list: String = q(lister, &["CLIENT", "LIST"]);
+    let line = list
+        .lines()
+        .find(|line| line.contains(&addr))
+        .unwrap_or_else(|| panic!("no {addr}in {list}"));
+    let prefix = format!("{field}=");
+    line.split(' ')
+        .find_map(|f| f.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no numeric {field} in {line}"))
+}
+
+/// The arguments read of a command not all arrived are held once, as arguments, not also in
+/// the client's input: CLIENT LIST's `qbuf` stays small while `argv-mem` grows (as in Redis),
+/// and the command, once whole, gets its arguments intact.
+#[test]
+fn an_unfinished_commands_arguments_are_held_once() {
+    let server = TestServer::start();
+    let mut lister = server.client();
+    let values: Vec<Vec<u8>> = (0..6u8).map(|n| vec![b'a' + n; 1 << 20]).collect();
+    let mut s = server.raw();
+    s.write_all(b"*8\r\n$5\r\nRPUSH\r\n$4\r\nlist\r\n").unwrap();
+    s.write_all(&bulks(&values[..5])).unwrap();
+    let argv = 5 + 4 + (5 << 20);
+    let read_all = eventually(Duration::from_secs(10), || {
+        client_list_field(&mut lister, &s, "argv-mem") == argv
+    });
+    assert!(read_all, "the five values were not all read");
+    let qbuf = client_list_field(&mut lister, &s, "qbuf");
+    let total = client_list_field(&mut lister, &s, "tot-mem");
+    assert!(
+        qbuf < 64 << 10,
+        "qbuf={qbuf} with {argv} bytes of arguments read"
+    );
+    assert!(
+        total < argv + (2 << 20),
+        "tot-mem={total} with {argv} bytes of arguments read"
+    );
+    exchange(&mut s, &bulks(&values[5..]), b":6\r\n");
+    for (at, value) in values.iter().enumerate() {
+        let got: Vec<u8> = q(&mut lister, &["LINDEX", "list", &at.to_string()]);
+        assert!(got == *value, "element {at} differs");
+    }
+}
+
+/// A client whose unfinished command holds more than the query limit (Redis's
+/// `client-query-buffer-limit`) is closed, and the others are served on.
+#[test]
+fn a_client_past_the_query_limit_is_closed() {
+    let server = TestServer::with(Options {
+        query_limit: 8 << 20,
+        ..Options::default()
+    });
+    let mut c = server.client();
+    let mut s = server.raw();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let value = bulks(&[vec![b'v'; 1 << 20]]);
+    // 16 MiB, twice the limit; the server may close the connection before it is all sent.
+    let mut open = s.write_all(b"*100000000\r\n").is_ok();
+    for _ in 0..16 {
+        open = open && s.write_all(&value).is_ok();
+    }
+    assert!(
+        closed_by_server(&mut s),
+        "a client holding 16 MiB of an unfinished command is not closed (limit 8 MiB)"
+    );
+    let closed = eventually(Duration::from_secs(5), || {
+        q::<String>(&mut c, &["INFO", "clients"]).contains("connected_clients:1\r\n")
+    });
+    assert!(closed, "the client is still listed");
+    assert_eq!(
+        raw_value(&mut c, &["PING"]),
+        Value::SimpleString("PONG".into())
+    );
+}
+
 /// The CPU time this process has used (user + system), from /proc/self/stat.
 fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");

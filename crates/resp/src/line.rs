@@ -51,6 +51,13 @@ impl LineScanner {
         }
     }
 
+    /// The caller dropped the first `dropped` bytes of the buffer, all before the open line:
+    /// where the search stopped moves back by as much.
+    pub(crate) fn rebase(&mut self, dropped: usize) {
+        // 0 (nothing searched) stays 0: the next search starts at the line's start.
+        self.searched = self.searched.saturating_sub(dropped);
+    }
+
     /// Forgets the open line, for when the next call brings a different buffer.
     pub(crate) fn reset(&mut self) {
         self.searched = 0;

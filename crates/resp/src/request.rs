@@ -19,8 +19,11 @@ const MAX_PRESIZED_ARGS: usize = 1024;
 ///
 /// Between a call that returned `Ok(None)` and the next, the caller keeps the unconsumed bytes
 /// and appends what it reads, so the next `buf` starts with the same bytes; the parser uses that
-/// to resume where it stopped. After `Ok(Some((_, consumed)))` the caller drops `consumed` bytes
-/// from the front. After an error the connection is unusable (reply with the error and close).
+/// to resume where it stopped. Meanwhile it may drop the [`RequestParser::consumed`] front
+/// bytes, the ones the command being assembled has already taken, and say so with
+/// [`RequestParser::discard`], so that an argument is not held both in its input and as an
+/// argument. After `Ok(Some((_, consumed)))` the caller drops `consumed` bytes from the front.
+/// After an error the connection is unusable (reply with the error and close).
 #[derive(Debug)]
 pub struct RequestParser {
     limits: Limits,
@@ -46,9 +49,42 @@ impl RequestParser {
     /// The bytes of the arguments read so far of a command whose arguments have not all
     /// arrived (Redis's `argv-mem` of such a client); 0 between commands.
     pub fn partial_arg_bytes(&self) -> usize {
-        self.command
-            .as_ref()
-            .map_or(0, |command| command.args.iter().map(Vec::len).sum())
+        self.command.as_ref().map_or(0, |command| command.arg_bytes)
+    }
+
+    /// The memory those arguments hold: their bytes and the slot of each in the argument
+    /// list, so that a command of many tiny arguments counts for more than its bytes.
+    pub fn partial_arg_memory(&self) -> usize {
+        self.command.as_ref().map_or(0, |command| {
+            let slots = command.args.capacity() * std::mem::size_of::<Vec<u8>>();
+            command.arg_bytes.saturating_add(slots)
+        })
+    }
+
+    /// How many bytes at the front of the buffer the command being assembled has taken
+    /// (its count line, and its arguments and length lines read so far): the caller may
+    /// drop them before the next call (see [`RequestParser::discard`]). 0 between commands.
+    pub fn consumed(&self) -> usize {
+        self.command.as_ref().map_or(0, |command| command.pos)
+    }
+
+    /// The caller dropped the first `dropped` bytes of the buffer (at most
+    /// [`RequestParser::consumed`]): the offsets kept to resume are moved back by as much,
+    /// so that the next call, with the shorter buffer, resumes where this one stopped.
+    pub fn discard(&mut self, dropped: usize) {
+        if dropped == 0 {
+            return;
+        }
+        match self.command.as_mut() {
+            Some(command) if dropped <= command.pos => command.pos -= dropped,
+            _ => {
+                // Bytes not yet taken are gone: nothing kept can be trusted any more.
+                self.reset();
+                return;
+            }
+        }
+        self.scanner.rebase(dropped);
+        self.seen = self.seen.saturating_sub(dropped);
     }
 
     /// Parses one complete command from the front of `buf`. `Ok(None)`: more bytes are needed.
@@ -163,6 +199,9 @@ struct Multibulk {
     /// Arguments still to read.
     remaining: usize,
     args: Vec<Vec<u8>>,
+    /// The sum of `args`' lengths, kept as they are read: CLIENT LIST and the query limit
+    /// ask for it at every pass, and a command may have millions of arguments.
+    arg_bytes: usize,
     /// Length of the bulk whose length line has been read but whose payload has not all arrived.
     bulk: Option<usize>,
     /// Offset in the buffer of the next unread byte.
@@ -174,6 +213,7 @@ impl Multibulk {
         Multibulk {
             remaining: count,
             args: Vec::with_capacity(count.min(MAX_PRESIZED_ARGS)),
+            arg_bytes: 0,
             bulk: None,
             pos,
         }
@@ -251,6 +291,7 @@ impl Multibulk {
             return Err(ProtocolError::UnterminatedBulk);
         }
         self.args.push(payload.to_vec());
+        self.arg_bytes += len;
         self.pos = end + 2;
         self.bulk = None;
         self.remaining -= 1;
@@ -277,6 +318,50 @@ mod tests {
         }
     }
 
+    /// Feeds `stream` in pieces of `chunk` bytes as the connection does, dropping the bytes the
+    /// parser has taken after each incomplete parse; returns the arguments, the bytes the line
+    /// scanner looked at and the most bytes the buffer held.
+    fn feed_dropping_consumed(stream: &[u8], chunk: usize) -> (Vec<Vec<u8>>, usize, usize) {
+        let mut parser = RequestParser::new(Limits::default());
+        let mut buffer = Vec::new();
+        let mut most_held = 0;
+        for piece in stream.chunks(chunk) {
+            buffer.extend_from_slice(piece);
+            most_held = most_held.max(buffer.len());
+            if let Some((args, consumed)) = parser.parse(&buffer).expect("valid") {
+                assert_eq!(consumed, buffer.len());
+                return (args, parser.scanner.examined, most_held);
+            }
+            let taken = parser.consumed();
+            buffer.drain(..taken);
+            parser.discard(taken);
+        }
+        panic!("stream ended without a command");
+    }
+
+    /// A command's arguments come out the same when the bytes the parser has taken are
+    /// dropped between reads, however the reads split it, and the buffer then holds only
+    /// what has not been taken: about one argument and one read, not the whole command.
+    #[test]
+    fn dropping_taken_bytes_between_reads_gives_the_same_arguments() {
+        let args: Vec<Vec<u8>> = (0..40u8)
+            .map(|n| vec![b'a' + n % 26; usize::from(n) * 37])
+            .collect();
+        let mut stream = Vec::new();
+        crate::encode_command(&args, &mut stream);
+        let longest = args.iter().map(Vec::len).max().unwrap_or(0);
+        for chunk in [1, 2, 5, 13, 64, 1000] {
+            let (got, _, most_held) = feed_dropping_consumed(&stream, chunk);
+            assert_eq!(got, args, "in reads of {chunk} bytes");
+            let bound = longest + chunk + 16;
+            assert!(
+                most_held <= bound,
+                "in reads of {chunk} bytes the buffer held {most_held} of {} bytes",
+                stream.len()
+            );
+        }
+    }
+
     /// The arguments read of a command not all arrived count, and nothing once it is whole.
     #[test]
     fn partial_arg_bytes_counts_the_arguments_read_so_far() {
@@ -300,6 +385,10 @@ mod tests {
         assert_eq!(args[1].len(), 4 << 20);
         // Only the length lines are ever searched, never the payload.
         assert!(examined <= header, "examined {examined} bytes");
+        // Nor when the bytes taken (the header) are dropped between reads.
+        let (args, examined, _) = feed_dropping_consumed(&stream, 16 * 1024);
+        assert_eq!(args[1].len(), 4 << 20);
+        assert!(examined <= header, "examined {examined} bytes, dropping");
     }
 
     #[test]

@@ -72,7 +72,9 @@ pub struct Connection {
     /// The server's end of the connection (CLIENT KILL LADDR).
     pub local: String,
     /// Read buffer: all of it initialized (zeroed once, when it grows), so that a read
-    /// does not clear the room it reads into; `input[parsed..filled]` is unparsed.
+    /// does not clear the room it reads into; `input[parsed..filled]` is unparsed, less
+    /// what the parser took of a command not all arrived, which [`Connection::compact`]
+    /// drops: an argument read is held as an argument, not in the buffer as well.
     input: Vec<u8>,
     /// Bytes of `input` holding data read from the socket.
     filled: usize,
@@ -360,14 +362,38 @@ impl Connection {
         }
     }
 
-    /// Moves the unparsed bytes to the front so a long-lived connection's buffer does not
-    /// grow.
+    /// Drops the bytes parsed into commands and those the parser took of the command not
+    /// all arrived (its arguments read so far), moving the rest to the front: a long-lived
+    /// connection's buffer does not grow, and a command's arguments are not held twice
+    /// while it arrives. Once the rest is a bulk's payload, nothing is taken until the
+    /// bulk is whole, so a large bulk arriving in many reads is moved at most once.
     fn compact(&mut self) {
-        if self.parsed > 0 {
-            self.input.copy_within(self.parsed..self.filled, 0);
-            self.filled -= self.parsed;
-            self.parsed = 0;
+        let taken = self.parser.consumed();
+        let dropped = self.parsed + taken;
+        if dropped == 0 {
+            return;
         }
+        self.input.copy_within(dropped..self.filled, 0);
+        self.filled -= dropped;
+        self.parsed = 0;
+        self.parser.discard(taken);
+        self.shrink_input();
+    }
+
+    /// Gives back most of a buffer that a large request grew and that now holds little
+    /// (the start of the next command), rather than keep it for the connection's life.
+    fn shrink_input(&mut self) {
+        if self.input.len() > KEPT_INPUT && self.filled < self.input.len() / 4 {
+            self.input.truncate(self.filled.max(KEPT_INPUT));
+            self.input.shrink_to_fit();
+        }
+    }
+
+    /// The bytes held for the commands not yet run: the unparsed input and what the
+    /// arguments read of a command not all arrived hold (what the server's query limit,
+    /// Redis's `client-query-buffer-limit`, caps).
+    pub fn query_bytes(&self) -> usize {
+        (self.filled - self.parsed).saturating_add(self.parser.partial_arg_memory())
     }
 
     /// Channels, patterns and shard channels subscribed to.

@@ -58,6 +58,9 @@ use crate::command::{Command, Expired};
 use crate::keyspace::notifications::{self, KeyEvent};
 use crate::Keyspace;
 
+/// Redis's default `client-query-buffer-limit`, 1 GiB.
+pub const DEFAULT_QUERY_LIMIT: usize = 1 << 30;
+
 /// What `tailstore serve` was asked for.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -65,6 +68,10 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// The largest bulk string a request may carry (Redis's proto-max-bulk-len).
     pub max_bulk: usize,
+    /// The most bytes one client may have held for commands not yet run, the arguments
+    /// read of an unfinished command included (Redis's `client-query-buffer-limit`): a
+    /// client past it is closed. `serve` uses [`DEFAULT_QUERY_LIMIT`].
+    pub query_limit: usize,
     /// The most memory each event loop's Lua state may hold (see `crate::script`).
     pub script_memory: usize,
     /// How long a script may run before the server stops it (see `crate::script`).

@@ -548,6 +548,12 @@ impl Worker {
             let flushed = conn.flush();
             traffic += conn.take_traffic();
             conn.note_buffers(now, None);
+            // Checked once the pass has read, parsed and answered what it could: what is
+            // held now waits for bytes the client has not sent.
+            if past_query_limit(shared.config.query_limit, conn) {
+                dead.push(*token);
+                continue;
+            }
             match flushed {
                 Ok(true) if conn.closing => dead.push(*token),
                 // A client that has not logged in and does not read its refusals is
@@ -794,6 +800,22 @@ impl Worker {
 /// The token a worker polls its listening socket `at` with.
 fn listener_token(at: usize) -> Token {
     Token(HANDOFF.0 + 1 + at)
+}
+
+/// Whether `conn` holds more than `limit` bytes for commands it has not finished sending
+/// or that have not run (Redis's `client-query-buffer-limit`); if so it is logged, as Redis
+/// logs the client it closes for that, for the caller to close it.
+fn past_query_limit(limit: usize, conn: &Connection) -> bool {
+    let held = conn.query_bytes();
+    if held <= limit {
+        return false;
+    }
+    eprintln!(
+        "tailstore serve: closing client that reached max query buffer length: id={} addr={} \
+         ({held} bytes held, limit {limit})",
+        conn.id, conn.peer
+    );
+    true
 }
 
 /// Waits for every commit of the pass, the highest LSN first (so the rest return at once).

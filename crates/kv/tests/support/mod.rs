@@ -89,6 +89,8 @@ pub struct Options {
     pub mode: CommitMode,
     pub max_clients: usize,
     pub max_bulk: usize,
+    /// `ServerConfig::query_limit`.
+    pub query_limit: usize,
     /// Each event loop's Lua memory limit.
     pub script_memory: usize,
     pub script_time_limit: Duration,
@@ -117,6 +119,7 @@ impl Default for Options {
             mode: CommitMode::Buffer,
             max_clients: 10_000,
             max_bulk: 512 << 20,
+            query_limit: tailstore_kv::server::DEFAULT_QUERY_LIMIT,
             script_memory: 512 << 20,
             script_time_limit: tailstore_kv::script::DEFAULT_TIME_LIMIT,
             threads: 2,
@@ -188,6 +191,7 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().unwrap(),
             max_clients: options.max_clients,
             max_bulk: options.max_bulk,
+            query_limit: options.query_limit,
             script_memory: options.script_memory,
             script_time_limit: options.script_time_limit,
             threads: options.threads,
