@@ -27,6 +27,20 @@ pub struct TableDef {
     pub roots: Vec<u64>,
 }
 
+impl TableDef {
+    /// Table `name` of `schema`, numbered `id`, its trees rooted at `roots`.
+    pub fn new(id: u32, name: &str, schema: &Schema, roots: Vec<u64>) -> TableDef {
+        TableDef {
+            id,
+            name: name.to_string(),
+            columns: schema.columns().to_vec(),
+            primary_key: schema.primary_key().to_vec(),
+            indexes: schema.indexes().to_vec(),
+            roots,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Default)]
 struct Stored {
     tables: Vec<TableDef>,

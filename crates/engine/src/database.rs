@@ -775,14 +775,8 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
 /// again, since recovery rebuilds the same catalog from the log. Measured with the largest
 /// root page ids, before any page is allocated.
 fn check_catalog_room(catalog: &Catalog, name: &str, schema: &Schema) -> Result<()> {
-    let def = TableDef {
-        id: catalog.next_id(),
-        name: name.to_string(),
-        columns: schema.columns().to_vec(),
-        primary_key: schema.primary_key().to_vec(),
-        indexes: schema.indexes().to_vec(),
-        roots: vec![u64::MAX; 1 + schema.indexes().len()],
-    };
+    let roots = vec![u64::MAX; 1 + schema.indexes().len()];
+    let def = TableDef::new(catalog.next_id(), name, schema, roots);
     let bytes = catalog.encode_with(Some(&def)).len();
     if bytes > MAX_CATALOG {
         return Err(EngineError::CatalogFull {
@@ -1239,14 +1233,7 @@ impl Shared {
                 .map_err(|e| self.fail_stop(e.into()))?;
             roots.push(tree.root().0);
         }
-        let def = TableDef {
-            id: catalog.next_id(),
-            name: name.to_string(),
-            columns: schema.columns().to_vec(),
-            primary_key: schema.primary_key().to_vec(),
-            indexes: schema.indexes().to_vec(),
-            roots,
-        };
+        let def = TableDef::new(catalog.next_id(), name, schema, roots);
         let payload = wal::create_table_record(&encode_def(&def), redo.bytes());
         // Only images (new roots): no full-page image needed, but appends hold the gate.
         let lsn = {

@@ -85,13 +85,7 @@ fn setbit_growing(
     mask: u8,
     on: bool,
 ) -> Result<bool, Fault> {
-    let mut value = match found {
-        Some((meta, total)) => ctx
-            .ks
-            .read_value(ctx.txn, meta.id, b"", Some(total))?
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let mut value = ctx.whole_string(found)?;
     if value.len() <= byte {
         ctx.check_commit_room(byte + 1)?;
         value.resize(byte + 1, 0);

@@ -52,6 +52,21 @@ impl Ctx<'_, '_> {
     }
 
     /// Bytes `range` of the string `meta` of `total` bytes ([`Ctx::string_total`]'s).
+    /// The whole string `found` ([`Ctx::string_total`]) names, empty if none: what a write
+    /// that grows it rewrites.
+    pub(super) fn whole_string(
+        &mut self,
+        found: Option<(KeyMeta, usize)>,
+    ) -> Result<Vec<u8>, Fault> {
+        match found {
+            Some((meta, total)) => Ok(self
+                .ks
+                .read_value(self.txn, meta.id, b"", Some(total))?
+                .unwrap_or_default()),
+            None => Ok(Vec::new()),
+        }
+    }
+
     pub(super) fn string_bytes(
         &mut self,
         meta: &KeyMeta,
@@ -729,13 +744,7 @@ fn setrange_whole(
     offset: usize,
     patch: &[u8],
 ) -> Result<usize, Fault> {
-    let mut value = match found {
-        Some((meta, total)) => ctx
-            .ks
-            .read_value(ctx.txn, meta.id, b"", Some(total))?
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let mut value = ctx.whole_string(found)?;
     let end = offset + patch.len();
     // SETRANGE is how a short request asks for a huge value: one growing past what a
     // commit holds is refused before it is built. A change inside a long string is not.
