@@ -231,7 +231,7 @@ mod tests {
 
     fn schema(columns: usize) -> Schema {
         let columns = (0..columns)
-            .map(|i| Column::new(&format!("a_column_with_a_long_name_{i}"), ColumnType::Int64))
+            .map(|i| Column::new(format!("a_column_with_a_long_name_{i}"), ColumnType::Int64))
             .collect();
         Schema::new(columns, vec![0], vec![]).expect("schema")
     }
