@@ -129,19 +129,12 @@ fn certificates(path: &Path, option: &str) -> CliResult<Vec<CertificateDer<'stat
     Ok(chain)
 }
 
-/// What is wrong with a PEM file, its section names as text (the PEM crate shows them as
-/// lists of byte values).
+/// What is wrong with a PEM file: the server's account of it (`tailstore_kv::server::
+/// pem_reason`), but for a file with nothing in it, which here can only be a key file.
 fn pem_reason(error: &pem::Error) -> String {
     match error {
         pem::Error::NoItemsFound => "holds no PEM private key".into(),
-        pem::Error::MissingSectionEnd { end_marker } => format!(
-            "its {} section has no end line: is the file cut short?",
-            String::from_utf8_lossy(end_marker)
-        ),
-        pem::Error::IllegalSectionStart { line } => {
-            format!("a bad section start: {}", String::from_utf8_lossy(line))
-        }
-        other => other.to_string(),
+        other => tailstore_kv::server::pem_reason(other),
     }
 }
 

@@ -61,6 +61,18 @@ fn part_key(owner: i64, field: &[u8], part: i64) -> Vec<Value> {
     ]
 }
 
+/// Part `part` of a value of `total` bytes under (owner, field), holding `data`: every
+/// part row carries the whole value's length.
+fn part_row(owner: i64, field: &[u8], part: usize, data: &[u8], total: usize) -> [Value; 5] {
+    [
+        Value::Int(owner),
+        Value::Bytes(field.to_vec()),
+        Value::Int(part as i64),
+        Value::Bytes(data.to_vec()),
+        Value::Int(total as i64),
+    ]
+}
+
 fn owner_prefix(owner: i64) -> Vec<Value> {
     vec![Value::Int(owner)]
 }
@@ -135,15 +147,11 @@ impl Keyspace {
         for part in parts {
             let start = (part * capacity).min(value.len());
             let data = &value[start..(start + capacity).min(value.len())];
-            let row = [
-                Value::Int(owner),
-                Value::Bytes(field.to_vec()),
-                Value::Int(part as i64),
-                Value::Bytes(data.to_vec()),
-                Value::Int(value.len() as i64),
-            ];
             // A blind write: whether the part existed is the caller's knowledge.
-            txn.put(&self.parts, &row)?;
+            txn.put(
+                &self.parts,
+                &part_row(owner, field, part, data, value.len()),
+            )?;
         }
         Ok(())
     }
@@ -316,14 +324,8 @@ impl Keyspace {
         }
         parts[offset - start..end - start].copy_from_slice(patch);
         for (at, data) in parts.chunks(capacity).enumerate() {
-            let row = [
-                Value::Int(owner),
-                Value::Bytes(field.to_vec()),
-                Value::Int((start / capacity + at) as i64),
-                Value::Bytes(data.to_vec()),
-                Value::Int(total as i64),
-            ];
-            txn.put(&self.parts, &row)?;
+            let part = start / capacity + at;
+            txn.put(&self.parts, &part_row(owner, field, part, data, total))?;
         }
         Ok(())
     }

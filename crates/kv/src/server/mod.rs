@@ -38,7 +38,7 @@ mod worker;
 
 pub use auth::Secret;
 pub use socket::Socket;
-pub use tls::{receive_records, send_records, Tls, TlsError, TlsFiles};
+pub use tls::{pem_reason, receive_records, send_records, Tls, TlsError, TlsFiles};
 
 use socket::Listener;
 

@@ -236,8 +236,8 @@ fn pem_error(path: &Path, error: pem::Error) -> TlsError {
 }
 
 /// What is wrong with a PEM file, its section names as text (the PEM crate shows them as
-/// lists of byte values).
-fn pem_reason(error: &pem::Error) -> String {
+/// lists of byte values). Also `bench kv --tls`'s (`tailstore` cli).
+pub fn pem_reason(error: &pem::Error) -> String {
     match error {
         pem::Error::MissingSectionEnd { end_marker } => format!(
             "its {} section has no end line (-----END {0}-----): is the file cut short?",
