@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
 use support::{command, eventually, q, TestServer, WritesOfEveryKey};
+use tailstore_kv::server::CHAOS_PAUSES_VAR;
 use tailstore_resp::{parse_reply, Limits, Value};
 
 /// Connection 0 tracks (RESP3), 1 writes (RESP2), 2 takes redirected invalidations (RESP2,
@@ -290,9 +291,9 @@ fn an_invalidation_comes_before_the_reply_to_a_later_command() {
 #[test]
 fn caching_readers_end_each_round_with_no_stale_copy() {
     const KEYS: usize = 8;
-    // Under the event loops' random pauses (CI's `chaos-pauses` step), more rounds: the
-    // pauses widen the windows, the rounds give them chances.
-    const ROUNDS: usize = if cfg!(feature = "chaos-pauses") {
+    // Under the event loops' random pauses (CI's step with `CHAOS_PAUSES_VAR` set), more
+    // rounds: the pauses widen the windows, the rounds give them chances.
+    let rounds = if std::env::var_os(CHAOS_PAUSES_VAR).is_some() {
         200
     } else {
         40
@@ -308,7 +309,7 @@ fn caching_readers_end_each_round_with_no_stale_copy() {
     let mut checker = server.client();
     let mut caches: Vec<HashMap<Vec<u8>, Option<Vec<u8>>>> = vec![HashMap::new(); readers];
     let (mut stale, mut held) = (0, 0);
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         let start = std::sync::Barrier::new(readers + writers);
         std::thread::scope(|scope| {
             for (w, stream) in writing.iter_mut().enumerate() {
@@ -354,7 +355,7 @@ fn caching_readers_end_each_round_with_no_stale_copy() {
             }
         }
     }
-    println!("{ROUNDS} rounds: {held} copies checked, {stale} stale");
+    println!("{rounds} rounds: {held} copies checked, {stale} stale");
     assert_eq!(stale, 0, "stale copies survived their rounds");
 }
 

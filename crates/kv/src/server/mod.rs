@@ -37,6 +37,7 @@ mod transaction;
 mod worker;
 
 pub use auth::Secret;
+pub use interleave::CHAOS_PAUSES_VAR;
 pub use socket::Socket;
 pub use tls::{pem_reason, receive_records, send_records, Tls, TlsError, TlsFiles};
 
