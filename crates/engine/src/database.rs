@@ -409,8 +409,8 @@ impl Database {
         file.sync_data()?;
         // The log's headers only: redo's walk finds the end of its valid prefix (`LogReplay`).
         let replay = LogReplay::open(storage.clone(), &config.log)?;
-        let meta = Meta::read_latest(file.as_ref())?;
-        let meta = tie_to_log(file.as_ref(), meta, replay.db_id(), &config)?;
+        let latest = Meta::read_latest(file.as_ref())?;
+        let meta = tie_to_log(file.as_ref(), latest.meta, replay.db_id(), &config)?;
         // Torn pages are restored before anything reads a page.
         let doublewrite = open_doublewrite(storage.as_ref(), &config, replay.db_id(), created)?;
         let restored = match &doublewrite {
@@ -429,8 +429,10 @@ impl Database {
         }
         let pool = Arc::new(pool);
         let mut tables = Catalog::decode_defs(&meta.catalog)?;
-        let scanned = recovery::scan(&pool, &replay, &mut tables, meta.checkpoint_lsn)?;
+        let scanned = recovery::scan(&pool, &replay, &mut tables, meta.checkpoint_lsn)
+            .map_err(|err| name_the_slot_passed_over(err, latest.passed_over.as_deref()))?;
         let mut report = scanned.report;
+        report.meta_slot_passed_over = latest.passed_over;
         report.torn_pages_restored = restored.pages;
         report.pages_checked_against_copies = restored.copies;
         let (log, log_recovery) = replay.finish(scanned.walked)?;
@@ -735,7 +737,7 @@ fn prepare_data_file(storage: &dyn Storage, config: &DbConfig) -> Result<bool> {
                         describe_log(&config.log)
                     )))
                 }
-                read => read?,
+                read => read?.meta,
             };
             // Creation writes the data file first: an empty one may just be missing its log.
             // Once the log exists its id is in the data file, and the data file may hold
@@ -831,6 +833,20 @@ fn tie_to_log(file: &dyn File, meta: Meta, log_db_id: u64, config: &DbConfig) ->
 }
 
 /// Writes the meta page of a new, empty database (and syncs it).
+/// An open that found the log not reaching back to its checkpoint says, when it took that
+/// checkpoint from the older meta slot because the newer would not read, that this is why:
+/// a newer record damaged after its checkpoint released the log below it.
+fn name_the_slot_passed_over(err: EngineError, passed_over: Option<&str>) -> EngineError {
+    match (err, passed_over) {
+        (EngineError::Open(why), Some(slot)) => EngineError::Open(format!(
+            "{why} (the open started from the checkpoint in the older meta slot because the \
+             newer one does not read back, {slot}; the log below the newer checkpoint was \
+             released when it was written)"
+        )),
+        (err, _) => err,
+    }
+}
+
 fn write_first_meta(file: &dyn File) -> Result<()> {
     first_meta().write(file)
 }

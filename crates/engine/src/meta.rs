@@ -148,26 +148,46 @@ impl Meta {
     }
 
     /// The valid slot with the highest `seq`, or an error saying why neither is valid.
-    pub fn read_latest(file: &dyn File) -> Result<Meta> {
+    pub fn read_latest(file: &dyn File) -> Result<Latest> {
         check_page_size(file)?;
         let slots = [Self::read_slot(file, 0), Self::read_slot(file, 1)];
-        let best = slots
+        let Some(meta) = slots
             .iter()
             .filter_map(|s| s.as_ref().ok())
             .max_by_key(|m| m.seq)
-            .cloned();
-        best.ok_or_else(|| {
+            .cloned()
+        else {
             let why: Vec<String> = slots
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| s.as_ref().err().map(|e| format!("slot {i}: {e}")))
                 .collect();
-            EngineError::Corrupt(format!(
+            return Err(EngineError::Corrupt(format!(
                 "{}: no valid meta page ({})",
                 file.path(),
                 why.join("; ")
-            ))
-        })
+            )));
+        };
+        let mut passed_over = None;
+        for (slot, read) in (0..).zip(&slots) {
+            if let Err(why) = read {
+                if !Self::slot_is_blank(file, slot) {
+                    passed_over = Some(format!("meta slot {slot}: {why}"));
+                }
+            }
+        }
+        Ok(Latest { meta, passed_over })
+    }
+
+    /// Whether `slot` was never written: a database's first checkpoints fill one slot
+    /// before the other is used, so an unwritten slot is no damage to report.
+    fn slot_is_blank(file: &dyn File, slot: u64) -> bool {
+        let mut first = vec![0u8; PAGE_SIZE];
+        match file.read_exact_at(PageId(slot * SLOT_PAGES).offset(), &mut first) {
+            Ok(true) => first.iter().all(|&b| b == 0),
+            Ok(false) => true,
+            Err(_) => false,
+        }
     }
 
     fn read_slot(file: &dyn File, slot: u64) -> std::result::Result<Meta, String> {
@@ -202,6 +222,17 @@ impl Meta {
         }
         Self::decode(&bytes)
     }
+}
+
+/// What [`Meta::read_latest`] found: the checkpoint to open at, and the slot it passed over
+/// as unreadable, if any.
+#[derive(Debug)]
+pub struct Latest {
+    pub meta: Meta,
+    /// Why the other slot, written once, does not read back: a crash while a checkpoint
+    /// wrote it (the checkpoint before it is then the one to open at, and its log is still
+    /// there), or damage since. Said when the database opens, never silently.
+    pub passed_over: Option<String>,
 }
 
 /// The length of a record's fixed part by its format, which must be one this build reads.

@@ -74,6 +74,8 @@ pub struct RecoveryReport {
     /// Pages the replayed records change: each is redone at its first load
     /// ([`crate::pending_redo`]).
     pub pages_to_redo: u64,
+    /// The meta slot the open passed over as unreadable, and why ([`crate::meta::Latest`]).
+    pub meta_slot_passed_over: Option<String>,
     /// Pages torn by the crash and restored from the double-write area before redo.
     pub torn_pages_restored: usize,
     /// Pages checked in place against their latest copy in the double-write area: those
@@ -119,6 +121,12 @@ impl std::fmt::Display for RecoveryReport {
                 f,
                 "; restored {} torn pages from the double-write area",
                 self.torn_pages_restored
+            )?;
+        }
+        if let Some(why) = &self.meta_slot_passed_over {
+            write!(
+                f,
+                "; opened at the checkpoint recorded in the other meta slot, {why}"
             )?;
         }
         Ok(())

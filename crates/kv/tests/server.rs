@@ -3363,6 +3363,37 @@ fn an_unfinished_commands_arguments_are_held_once() {
     }
 }
 
+/// A reply buffer that a large reply grew is given back once the reply is written: a
+/// connection that read a large value and then idles (a pooled one) does not go on holding
+/// the value's size. CLIENT LIST's `rbs` is the buffer's size.
+#[test]
+fn a_reply_buffer_grown_by_a_large_reply_is_given_back() {
+    let server = TestServer::start();
+    let mut lister = server.client();
+    let value = vec![b'v'; 6 << 20];
+    exchange(
+        &mut server.raw(),
+        &[
+            b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n".as_slice(),
+            &bulks(&[value.clone()]),
+        ]
+        .concat(),
+        b"+OK\r\n",
+    );
+    let mut s = server.raw();
+    exchange(
+        &mut s,
+        b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n",
+        &bulks(&[value]),
+    );
+    let given_back = eventually(Duration::from_secs(10), || {
+        client_list_field(&mut lister, &s, "rbs") <= 1 << 20
+    });
+    let rbs = client_list_field(&mut lister, &s, "rbs");
+    assert!(given_back, "rbs={rbs} after a 6 MiB reply was written");
+    exchange(&mut s, b"PING\r\n", b"+PONG\r\n");
+}
+
 /// A client whose unfinished command holds more than the query limit (Redis's
 /// `client-query-buffer-limit`) is closed, and the others are served on.
 #[test]
@@ -3373,25 +3404,71 @@ fn a_client_past_the_query_limit_is_closed() {
     });
     let mut c = server.client();
     let mut s = server.raw();
+    closed_past_an_8_mib_limit(&mut c, &mut s);
+}
+
+/// `client-query-buffer-limit` is Redis's CONFIG setting too: CONFIG GET gives it in bytes,
+/// CONFIG SET takes Redis's memory values and refuses others with Redis's words (as Redis
+/// 7.0 does, checked by hand), and a limit set so holds for the clients already connected.
+#[test]
+fn the_query_limit_is_a_config_setting() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut s = server.raw();
+    let limit = |c: &mut redis::Connection| -> Vec<String> {
+        q(c, &["CONFIG", "GET", "client-query-buffer-limit"])
+    };
+    assert_eq!(limit(&mut c), ["client-query-buffer-limit", "1073741824"]);
+    let prefix = "ERR CONFIG SET failed (possibly related to argument 'client-query-buffer-limit')";
+    let range = "argument must be between 1048576 and 9223372036854775807 inclusive";
+    let memory = "argument must be a memory value";
+    for (value, why) in [
+        ("100", range),
+        ("1m", range),
+        ("9223372036854775808", range),
+        ("99999999999999999999", range),
+        ("1.5mb", memory),
+        ("-1", memory),
+        ("8 mb", memory),
+    ] {
+        let refused = err(
+            &mut c,
+            &["CONFIG", "SET", "client-query-buffer-limit", value],
+        );
+        assert_eq!(
+            refused,
+            format!("{prefix} - {why}"),
+            "CONFIG SET to {value:?}"
+        );
+    }
+    assert_eq!(limit(&mut c), ["client-query-buffer-limit", "1073741824"]);
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "client-query-buffer-limit", "8MB"],
+    );
+    assert_eq!(limit(&mut c), ["client-query-buffer-limit", "8388608"]);
+    closed_past_an_8_mib_limit(&mut c, &mut s);
+}
+
+/// `s` sends 16 MiB of a command it never finishes: the server, whose query limit is
+/// 8 MiB, closes it and serves `c` on.
+fn closed_past_an_8_mib_limit(c: &mut redis::Connection, s: &mut TcpStream) {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let value = bulks(&[vec![b'v'; 1 << 20]]);
-    // 16 MiB, twice the limit; the server may close the connection before it is all sent.
+    // The server may close the connection before it is all sent.
     let mut open = s.write_all(b"*100000000\r\n").is_ok();
     for _ in 0..16 {
         open = open && s.write_all(&value).is_ok();
     }
     assert!(
-        closed_by_server(&mut s),
+        closed_by_server(s),
         "a client holding 16 MiB of an unfinished command is not closed (limit 8 MiB)"
     );
     let closed = eventually(Duration::from_secs(5), || {
-        q::<String>(&mut c, &["INFO", "clients"]).contains("connected_clients:1\r\n")
+        q::<String>(c, &["INFO", "clients"]).contains("connected_clients:1\r\n")
     });
     assert!(closed, "the client is still listed");
-    assert_eq!(
-        raw_value(&mut c, &["PING"]),
-        Value::SimpleString("PONG".into())
-    );
+    assert_eq!(raw_value(c, &["PING"]), Value::SimpleString("PONG".into()));
 }
 
 /// The CPU time this process has used (user + system), from /proc/self/stat.

@@ -1,6 +1,7 @@
 //! Commands the connection answers itself: PING, HELLO, SELECT, CLIENT, COMMAND, CONFIG,
 //! INFO, TIME, FLUSHDB/FLUSHALL, SAVE.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -868,6 +869,10 @@ fn settings(shared: &Shared) -> Vec<(&'static str, String)> {
         ),
         ("databases", shared.ks.databases().to_string()),
         ("maxclients", config.max_clients.to_string()),
+        (
+            "client-query-buffer-limit",
+            shared.query_limit.load(Ordering::Relaxed).to_string(),
+        ),
         ("proto-max-bulk-len", config.max_bulk.to_string()),
         // How long a script runs before the server stops it (`serve --script-time-limit`),
         // under Redis 7's name and its older alias, in milliseconds as Redis gives them.
@@ -967,8 +972,8 @@ fn config(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// CONFIG SET of (name, value) pairs. The slow log's two settings, `requirepass` and
-/// `notify-keyspace-events` change at run time; the others are command-line options, so a
+/// CONFIG SET of (name, value) pairs. The slow log's two settings, `requirepass`,
+/// `notify-keyspace-events` and `client-query-buffer-limit` change at run time; the others are command-line options, so a
 /// pair that would change one is refused and nothing is set; pairs whose values are
 /// already in effect (a client making sure of `appendfsync always` before it relies on it,
 /// say) are accepted and change nothing, as Redis accepts setting a value it already has.
@@ -977,8 +982,16 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     let mut changes = Vec::new();
     let mut password = None;
     let mut notify = None;
+    let mut query_limit = None;
     for pair in pairs.chunks_exact(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if name == "client-query-buffer-limit" {
+            match query_limit_value(&pair[1]) {
+                Ok(limit) => query_limit = Some(limit),
+                Err(refused) => return config_set_refused(&name, refused),
+            }
+            continue;
+        }
         if name == "requirepass" {
             password = Some(pair[1].clone());
             continue;
@@ -986,12 +999,7 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
         if name == "notify-keyspace-events" {
             match notifications::parse(&pair[1]) {
                 Ok(flags) => notify = Some(flags),
-                Err(refused) => {
-                    return Reply::error(format!(
-                        "ERR CONFIG SET failed (possibly related to argument '{name}') - \
-                         {refused}"
-                    ))
-                }
+                Err(refused) => return config_set_refused(&name, &refused.to_string()),
             }
             continue;
         }
@@ -1023,7 +1031,61 @@ fn config_set(shared: &Shared, pairs: &[Vec<u8>]) -> Reply {
     if let Some(flags) = notify {
         shared.ks.notifications.set(flags);
     }
+    if let Some(limit) = query_limit {
+        shared.query_limit.store(limit, Ordering::Relaxed);
+    }
     Reply::ok()
+}
+
+/// Redis's refusal of a CONFIG SET pair whose value `name` does not take.
+fn config_set_refused(name: &str, why: &str) -> Reply {
+    Reply::error(format!(
+        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+    ))
+}
+
+/// The smallest `client-query-buffer-limit` Redis takes, 1 MiB.
+const MIN_QUERY_LIMIT: u64 = 1 << 20;
+
+/// A `client-query-buffer-limit` value: a memory value (bytes, or a number with Redis's
+/// units, `k`/`kb` … `g`/`gb`) from 1 MiB to `i64::MAX`, refused with Redis's words.
+fn query_limit_value(text: &[u8]) -> Result<usize, &'static str> {
+    let bytes = memory_value(text).ok_or("argument must be a memory value")?;
+    if !(MIN_QUERY_LIMIT..=i64::MAX as u64).contains(&bytes) {
+        return Err("argument must be between 1048576 and 9223372036854775807 inclusive");
+    }
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
+/// A memory value as Redis reads one: digits, then no unit (bytes) or one of `b`, `k`
+/// (1,000), `kb` (1,024), `m`, `mb`, `g`, `gb`, in any case; `None` for anything else. A
+/// value past `u64` is `u64::MAX`, out of every range, as Redis finds such digits.
+fn memory_value(text: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(text).ok()?.to_ascii_lowercase();
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    let unit: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Digits alone fail to parse only past `u64`.
+    Some(
+        digits
+            .parse::<u64>()
+            .unwrap_or(u64::MAX)
+            .saturating_mul(unit),
+    )
 }
 
 fn save(shared: &Shared, name: &str, in_exec: bool) -> Reply {

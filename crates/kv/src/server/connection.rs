@@ -30,6 +30,10 @@ const KEPT_WRITTEN: usize = 1024 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// An emptied read buffer larger than this is given back rather than kept for the next read.
 const KEPT_INPUT: usize = 1024 * 1024;
+/// A reply buffer that a large reply grew past this is given back down to it once the
+/// reply is written, rather than kept for the connection's life (a pooled connection that
+/// once read a large value would hold its size while idle).
+const KEPT_OUTPUT: usize = 1024 * 1024;
 /// A blocked connection is read (so that its close is seen) until this many bytes of
 /// commands wait behind the blocked one; a client that sends more is closed, as Redis
 /// closes one past its query buffer limit. Reading stopped at a limit instead would leave
@@ -452,9 +456,18 @@ impl Connection {
                 Err(err) => return Err(err),
             }
         }
+        self.output_written();
+        Ok(true)
+    }
+
+    /// Every reply is written: the buffer is emptied, and shrunk to [`KEPT_OUTPUT`] if a
+    /// large reply grew it past that.
+    fn output_written(&mut self) {
         self.output.clear();
         self.written = 0;
-        Ok(true)
+        if self.output.capacity() > KEPT_OUTPUT {
+            self.output.shrink_to(KEPT_OUTPUT);
+        }
     }
 
     /// After a flush the socket stopped: drops the written prefix of the output once it is
@@ -487,8 +500,7 @@ impl Connection {
             let unsent = match self.output.get(self.written..) {
                 Some(unsent) if !unsent.is_empty() => unsent,
                 _ => {
-                    self.output.clear();
-                    self.written = 0;
+                    self.output_written();
                     return Ok(true);
                 }
             };

@@ -206,6 +206,9 @@ pub struct Shared {
     pub password: auth::Password,
     /// The ACL users besides `default` (`server/acl.rs`).
     pub users: acl::Users,
+    /// `client-query-buffer-limit`: [`ServerConfig::query_limit`] at start, then what
+    /// CONFIG SET made it.
+    pub query_limit: AtomicUsize,
 }
 
 impl Shared {
@@ -357,6 +360,7 @@ impl Server {
                 .map_err(io::Error::other)?;
         }
         let shared = Arc::new(Shared {
+            query_limit: AtomicUsize::new(config.query_limit),
             ks,
             started: Instant::now(),
             clients: AtomicUsize::new(0),

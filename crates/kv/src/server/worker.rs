@@ -550,7 +550,7 @@ impl Worker {
             conn.note_buffers(now, None);
             // Checked once the pass has read, parsed and answered what it could: what is
             // held now waits for bytes the client has not sent.
-            if past_query_limit(shared.config.query_limit, conn) {
+            if past_query_limit(shared.query_limit.load(Ordering::Relaxed), conn) {
                 dead.push(*token);
                 continue;
             }
