@@ -3375,7 +3375,7 @@ fn a_reply_buffer_grown_by_a_large_reply_is_given_back() {
         &mut server.raw(),
         &[
             b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n".as_slice(),
-            &bulks(&[value.clone()]),
+            &bulks(std::slice::from_ref(&value)),
         ]
         .concat(),
         b"+OK\r\n",
