@@ -91,6 +91,9 @@ pub struct DbConfig {
     /// writer), which must all be among those the process may run on; `None`: wherever the
     /// scheduler puts them (see [`crate::cpus`]).
     pub background_cpus: Option<CpuList>,
+    /// Bugs this crate's unit tests plant in the database ([`crate::plant`]).
+    #[cfg(test)]
+    pub(crate) plants: Vec<crate::plant::Plant>,
 }
 
 impl DbConfig {
@@ -119,6 +122,19 @@ impl DbConfig {
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
             redo_at_first_load: false,
             background_cpus: None,
+            #[cfg(test)]
+            plants: Vec::new(),
+        }
+    }
+
+    /// Whether this crate's unit tests planted `plant` in the database; never outside them.
+    pub(crate) fn planted(&self, plant: crate::plant::Plant) -> bool {
+        #[cfg(test)]
+        return self.plants.contains(&plant);
+        #[cfg(not(test))]
+        {
+            let _ = plant;
+            false
         }
     }
 

@@ -80,6 +80,7 @@ mod locks;
 mod meta;
 mod patch;
 mod pending_redo;
+mod plant;
 mod recovery;
 mod replay_weight;
 mod txn;

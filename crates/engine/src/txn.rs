@@ -137,6 +137,7 @@ use crate::database::Shared;
 use crate::error::{AbortCause, EngineError, Result};
 use crate::interleave::{self, Point};
 use crate::patch::{check_columns, project, ColumnChange, ColumnMask, Patch};
+use crate::plant::Plant;
 use crate::wal;
 
 const VERSION_BYTES: usize = 8;
@@ -856,8 +857,8 @@ impl<'db> Transaction<'db> {
             // durable: it waits for every record handed out so far. Not only the filled
             // prefix: a later record may be published and its changes readable while an
             // earlier one is still being written (`tests/durable_reads.rs`).
-            let lsn = if cfg!(feature = "planted-read-only-without-wait") {
-                // Planted so that CI sees `txn/histories.rs` catch it: no wait at all.
+            let lsn = if db.config.planted(Plant::ReadOnlyWithoutWait) {
+                // Planted so that `txn/histories.rs` is seen to catch it: no wait at all.
                 0
             } else {
                 db.log.reserved_lsn()
@@ -1399,8 +1400,8 @@ impl<'db> Transaction<'db> {
     /// Whether the stored row still gives `read` what it read: the same version, or for a
     /// column read, the same values in those columns.
     fn still_reads_the_same(&self, read: &PointRead) -> Result<bool> {
-        if cfg!(feature = "planted-absent-reads-unchecked") && read.version.is_none() {
-            // Planted so that CI sees `txn/histories.rs` catch it (decision 85).
+        if read.version.is_none() && self.db.config.planted(Plant::AbsentReadsUnchecked) {
+            // Planted so that `txn/histories.rs` is seen to catch it (decision 85).
             return Ok(true);
         }
         let Some(bytes) = self.tree(read.tree).btree.get(&read.key)? else {
@@ -1430,8 +1431,8 @@ impl<'db> Transaction<'db> {
     /// applied just after it, and the lock check find that row's writer already gone: write
     /// skew (`txn/interleavings.rs` stops a writer exactly there).
     fn validate_scan(&self, scan: &RangeRead) -> Result<()> {
-        if cfg!(feature = "planted-rescan-before-lock-check") {
-            // The old, wrong order, planted so that CI sees `txn/interleavings.rs` catch it.
+        if self.db.config.planted(Plant::RescanBeforeLockCheck) {
+            // The old, wrong order, planted so that `txn/interleavings.rs` is seen to catch it.
             self.check_scan_returns_the_same(scan)?;
             interleave::reached(Point::BetweenTheChecksOfAScan);
             return self.check_scan_range_unlocked(scan);

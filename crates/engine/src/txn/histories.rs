@@ -25,6 +25,7 @@ use tailstore_storage::{Column, ColumnType, ScanDirection, Schema, Value};
 
 use super::interleavings::{database_in, integer_columns, open_sim, sim_config};
 use crate::interleave;
+use crate::plant::Plant;
 use crate::{ColumnChange, Database, DbConfig, KeyRange, Table};
 
 /// A committed transaction of [`random_history`], as the checker sees it. The objects are
@@ -114,14 +115,16 @@ impl Tables {
     }
 }
 
-fn history_database(mode: CommitMode, keys: i64) -> HistoryDb {
+fn history_database(mode: CommitMode, keys: i64, plant: Option<Plant>) -> HistoryDb {
     let rows: Vec<Vec<Value>> = (0..keys)
         .filter(|&id| initially_present(id))
         .map(|id| row_of(id, [INITIAL, ABSENT], [INITIAL, ABSENT]))
         .collect();
     let mut columns = integer_columns(&["id", "w0", "p0", "w1", "p1"]);
     columns.push(Column::new("pad", ColumnType::Varchar(PAD as u32)));
-    let (storage, db, _) = database_in(&history_config(mode), columns, &rows);
+    let mut config = history_config(mode);
+    config.plants.extend(plant);
+    let (storage, db, _) = database_in(&config, columns, &rows);
     let schema = Schema::new(integer_columns(&["id", "deleter"]), vec![0], vec![]).expect("schema");
     let graves = db.create_table("graves", &schema).expect("create");
     let mut txn = db.begin();
@@ -341,6 +344,9 @@ struct Shape {
     per_thread: i64,
     keys: i64,
     seed: u64,
+    /// A bug planted in the history's database ([`crate::plant`]), its restart images
+    /// opened without it.
+    plant: Option<Plant>,
 }
 
 impl Shape {
@@ -351,6 +357,7 @@ impl Shape {
             per_thread,
             keys: 12,
             seed,
+            plant: None,
         }
     }
 }
@@ -439,7 +446,7 @@ fn final_writers(db: &Database, tables: &Tables, keys: i64) -> Vec<(i64, i64)> {
 /// The history of `shape` in `fsync` mode; returns the committed transactions and the rows'
 /// final writers.
 fn random_history(shape: Shape) -> (Vec<Committed>, Vec<(i64, i64)>) {
-    let history = history_database(CommitMode::Fsync, shape.keys);
+    let history = history_database(CommitMode::Fsync, shape.keys, shape.plant);
     let (committed, ()) = run_history(&history, shape, |_, _, _| ());
     let finals = final_writers(&history.db, &history.tables, shape.keys);
     (committed, finals)
@@ -449,7 +456,7 @@ fn random_history(shape: Shape) -> (Vec<Committed>, Vec<(i64, i64)>) {
 /// the run, at random; process crashes and power cuts in turn); returns the committed
 /// transactions and the cuts.
 fn random_history_cut(mode: CommitMode, shape: Shape, cuts: usize) -> (Vec<Committed>, Vec<Cut>) {
-    let history = history_database(mode, shape.keys);
+    let history = history_database(mode, shape.keys, shape.plant);
     // A slow disk: in `fsync` mode the log then lags the commits by a sync or two, so that
     // cuts often fall between a commit's apply and its durability.
     history.storage.set_sync_latency(SYNC_LATENCY);
@@ -725,13 +732,23 @@ fn assert_recovered(
 /// steps of every commit: the committed history must be serializable. It found nothing
 /// deterministic tests had not, but it is the net for orders nobody thought to stop at.
 #[test]
-#[cfg_attr(
-    feature = "planted-absent-reads-unchecked",
-    should_panic(expected = "not serializable")
-)]
 fn random_histories_with_pauses_between_commit_steps_are_serializable() {
+    random_histories_are_serializable(None);
+}
+
+/// The test above, with reads of missing rows never validated again: it must fail.
+#[test]
+#[should_panic(expected = "not serializable")]
+fn planted_absent_reads_unchecked_are_caught() {
+    random_histories_are_serializable(Some(Plant::AbsentReadsUnchecked));
+}
+
+fn random_histories_are_serializable(plant: Option<Plant>) {
     for seed in 1..=6u64 {
-        let shape = Shape::four_threads_over_twelve_rows(1500, seed);
+        let shape = Shape {
+            plant,
+            ..Shape::four_threads_over_twelve_rows(1500, seed)
+        };
         let (history, finals) = random_history(shape);
         assert!(
             history.len() > 1000,
@@ -751,14 +768,25 @@ fn random_histories_with_pauses_between_commit_steps_are_serializable() {
 /// every restart image must recover a closed, atomic set of commits holding every
 /// acknowledged one and everything an acknowledged transaction read ([`assert_recovered`]).
 #[test]
-#[cfg_attr(
-    feature = "planted-read-only-without-wait",
-    should_panic(expected = "which the cut lost")
-)]
 fn random_histories_cut_by_power_failures_recover_what_was_acknowledged_and_seen() {
+    cut_histories_recover_what_was_acknowledged_and_seen(None);
+}
+
+/// The test above, with read-only commits acknowledged before what they read is durable:
+/// it must fail.
+#[test]
+#[should_panic(expected = "which the cut lost")]
+fn planted_read_only_without_wait_is_caught() {
+    cut_histories_recover_what_was_acknowledged_and_seen(Some(Plant::ReadOnlyWithoutWait));
+}
+
+fn cut_histories_recover_what_was_acknowledged_and_seen(plant: Option<Plant>) {
     for mode in [CommitMode::Fsync, CommitMode::Buffer, CommitMode::PmemLog] {
         for seed in 1..=3u64 {
-            let shape = Shape::four_threads_over_twelve_rows(600, seed);
+            let shape = Shape {
+                plant,
+                ..Shape::four_threads_over_twelve_rows(600, seed)
+            };
             let (history, cuts) = random_history_cut(mode, shape, 12);
             assert!(cuts.len() >= 6, "{mode:?} seed {seed}: {} cuts", cuts.len());
             let versions = Versions::of(&history);
