@@ -11,7 +11,9 @@ use clap::Args;
 use tailstore_engine::cpus::{CpuError, CpuList};
 use tailstore_engine::DbConfig;
 use tailstore_kv::keyspace::notifications;
-use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket};
+use tailstore_kv::server::{
+    Plant, Secret, Server, ServerConfig, Tls, TlsFiles, UnixSocket, PLANT_VAR,
+};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 
@@ -260,6 +262,8 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         .map_err(|e| format!("--background-cpus: {e}"))?;
     let password = password(args)?;
     let tls = tls(args)?;
+    // Before the database is touched, as a bad setting is.
+    let plants = plants()?;
     let max_clients = open_files_for(args.max_clients)?;
     let unix_socket = args.unixsocket.clone().map(|path| UnixSocket {
         path,
@@ -349,6 +353,7 @@ pub fn run(args: &ServeArgs) -> CliResult<()> {
         tls_listen: args.tls_listen,
         unix_socket,
         aclfile: args.aclfile.clone(),
+        plants,
     };
     let server = Server::start(ks.clone(), server_config, stop).map_err(|e| {
         let mut addresses = args.listen.to_string();
@@ -446,6 +451,31 @@ fn protocols(server: &Server, tls: bool, certified_clients: bool) -> String {
         true => format!("{spoken}, TLS clients must present a certificate"),
         false => spoken,
     }
+}
+
+/// The bugs a test plants in this server (`TAILSTORE_PLANT`, plant names separated by
+/// commas; see `tailstore_kv::server::Plant`), read only in builds with debug assertions:
+/// a release build ignores the variable and plants nothing. An unknown name is refused, so
+/// that a test's plant cannot go missing unnoticed.
+fn plants() -> CliResult<Vec<Plant>> {
+    if !cfg!(debug_assertions) {
+        return Ok(Vec::new());
+    }
+    let Some(list) = std::env::var_os(PLANT_VAR) else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .into_string()
+        .map_err(|_| format!("{PLANT_VAR}: not UTF-8"))?;
+    let plants = Plant::parse_list(&list).map_err(|e| format!("{PLANT_VAR}: {e}"))?;
+    if !plants.is_empty() {
+        let names: Vec<&str> = plants.iter().map(|p| p.name()).collect();
+        eprintln!(
+            "tailstore serve: planted bugs (for a test): {}",
+            names.join(", ")
+        );
+    }
+    Ok(plants)
 }
 
 /// A file mode in octal, as `--unixsocketperm` takes it (Redis's unixsocketperm).

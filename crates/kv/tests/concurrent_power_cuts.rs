@@ -12,10 +12,9 @@
 //!
 //! `TAILSTORE_CUT_RUNS=N` runs each mode N times (default: 2 for `fsync`, 1 for the others).
 //!
-//! Built with the `planted-early-reply` feature (the server answers before its commits are
-//! durable), only `planted_early_reply_is_caught` runs, and it must fail in `fsync` mode.
-
-#![cfg_attr(feature = "planted-early-reply", allow(dead_code))]
+//! `planted_early_reply_is_caught` plants in its server the bug of answers sent before
+//! their commits are durable (`Plant::EarlyReply`, in builds with debug assertions): its
+//! `fsync` runs must fail.
 
 mod support;
 
@@ -28,6 +27,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::{Options, TestServer};
+use tailstore_kv::server::Plant;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
 
@@ -162,14 +162,16 @@ impl Survivors {
 }
 
 /// Four clients write and a fifth checkpoints while the power is cut `CUTS` times; each
-/// cut's image is then restarted and checked. Returns the writes answered in all.
-fn writes_survive_concurrent_power_cuts(mode: CommitMode, seed: u64) -> usize {
+/// cut's image is then restarted and checked. Returns the writes answered in all. `plants`:
+/// the bugs planted in the server under the cuts (not in the restarted ones).
+fn writes_survive_concurrent_power_cuts(mode: CommitMode, seed: u64, plants: &[Plant]) -> usize {
     let began = std::time::Instant::now();
     let storage = SimStorage::new();
     storage.set_sync_latency(SYNC_LATENCY);
     let server = TestServer::on_sim(
         Options {
             mode,
+            plants: plants.to_vec(),
             ..Options::default()
         },
         &storage,
@@ -252,37 +254,37 @@ fn runs(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-#[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn fsync_writes_survive_concurrent_power_cuts() {
     for seed in 0..runs(2) {
-        writes_survive_concurrent_power_cuts(CommitMode::Fsync, seed);
+        writes_survive_concurrent_power_cuts(CommitMode::Fsync, seed, &[]);
     }
 }
 
-#[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn buffer_writes_survive_concurrent_power_cuts() {
     for seed in 0..runs(1) {
-        writes_survive_concurrent_power_cuts(CommitMode::Buffer, seed);
+        writes_survive_concurrent_power_cuts(CommitMode::Buffer, seed, &[]);
     }
 }
 
-#[cfg(not(feature = "planted-early-reply"))]
 #[test]
 fn pmem_log_writes_survive_concurrent_power_cuts() {
     for seed in 0..runs(1) {
-        writes_survive_concurrent_power_cuts(CommitMode::PmemLog, seed);
+        writes_survive_concurrent_power_cuts(CommitMode::PmemLog, seed, &[]);
     }
 }
 
 /// With replies sent before durability, an `fsync` cut loses answered writes: the syncs
 /// take 300 µs, and a cut keeps only some of what was written and not synced.
-#[cfg(feature = "planted-early-reply")]
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
 #[should_panic(expected = "below")]
 fn planted_early_reply_is_caught() {
     for seed in 0..3 {
-        writes_survive_concurrent_power_cuts(CommitMode::Fsync, seed);
+        writes_survive_concurrent_power_cuts(CommitMode::Fsync, seed, &[Plant::EarlyReply]);
     }
 }

@@ -13,6 +13,7 @@ use support::conversation::{compare, Step};
 use support::{
     eventually, expect_bytes, peak_resident_bytes, q, read_exactly, Options, TestServer,
 };
+use tailstore_kv::server::Plant;
 
 /// Subscriptions, messages by channel and by pattern, the RESP2 subscribed context (only
 /// pub/sub commands, PING as a message), unsubscribing from everything, RESP3's push
@@ -124,16 +125,32 @@ fn messages_reach_subscribers_on_every_loop_through_a_client_library() {
 /// travel the same way: the planted bug takes a loop's messages before reading its
 /// connections and pauses in between, while this test's PUBLISH and PING arrive).
 #[test]
-#[cfg_attr(
-    feature = "planted-messages-before-reads",
-    should_panic(expected = "came after the reply to the later PING")
-)]
 fn a_message_comes_before_the_reply_to_a_later_command() {
-    let server = TestServer::start();
+    messages_come_before_later_replies(Vec::new());
+}
+
+/// The same on a loop that takes its messages before it reads its connections, the bug it
+/// exists to catch (`Plant::MessagesBeforeReads`).
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
+#[should_panic(expected = "came after the reply to the later PING")]
+fn planted_messages_before_reads_is_caught_by_the_subscriber() {
+    messages_come_before_later_replies(vec![Plant::MessagesBeforeReads]);
+}
+
+/// `a_message_comes_before_the_reply_to_a_later_command`, on a server with `plants`.
+fn messages_come_before_later_replies(plants: Vec<Plant>) {
+    let server = TestServer::with(Options {
+        plants,
+        ..Options::default()
+    });
     let (mut subscriber, mut publisher) = subscriber_of_ch_and_publisher(&server);
     for round in 0..5 {
         subscriber.write_all(b"PING busy\r\n").expect("write");
-        // The subscriber's loop is reading PING busy (a pause, in the planted build).
+        // The subscriber's loop is reading PING busy (a pause, with the plant).
         std::thread::sleep(Duration::from_millis(2));
         let message = format!("m{round}");
         let delivered: i64 = q(&mut publisher, &["PUBLISH", "ch", &message]);

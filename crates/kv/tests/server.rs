@@ -2718,13 +2718,27 @@ fn an_aborted_exec_leaves_the_connection_as_it_was() {
 /// matter of chance per attempt: with 300 attempts per watcher a CI run once missed the
 /// planted bug, and on a loaded machine 1 run in 15 did; with 1,500, none of 12 under load.
 #[test]
-#[cfg_attr(
-    feature = "planted-early-gate-release",
-    should_panic(expected = "EXEC ran though the watched key changed after WATCH")
-)]
 fn exec_sees_the_watched_key_as_read_after_watch() {
+    watchers_see_the_key_as_read_after_watch(Vec::new());
+}
+
+/// The same with a write's WATCH gate released before its changes apply, the bug it exists
+/// to catch (`Plant::EarlyGateRelease`).
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
+#[should_panic(expected = "EXEC ran though the watched key changed after WATCH")]
+fn planted_early_gate_release_is_caught_by_the_watchers() {
+    watchers_see_the_key_as_read_after_watch(vec![tailstore_kv::server::Plant::EarlyGateRelease]);
+}
+
+/// `exec_sees_the_watched_key_as_read_after_watch`, on a server with `plants`.
+fn watchers_see_the_key_as_read_after_watch(plants: Vec<tailstore_kv::server::Plant>) {
     let server = TestServer::with(Options {
         threads: 4,
+        plants,
         ..Options::default()
     });
     ok(raw_value(&mut server.client(), &["SET", "k", "w0000000"]));

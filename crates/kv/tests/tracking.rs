@@ -11,8 +11,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::conversation::{compare, Step};
-use support::{command, eventually, q, TestServer, WritesOfEveryKey};
-use tailstore_kv::server::CHAOS_PAUSES_VAR;
+use support::{command, eventually, q, Options, TestServer, WritesOfEveryKey};
+use tailstore_kv::server::{Plant, CHAOS_PAUSES_VAR};
 use tailstore_resp::{parse_reply, Limits, Value};
 
 /// Connection 0 tracks (RESP3), 1 writes (RESP2), 2 takes redirected invalidations (RESP2,
@@ -255,12 +255,28 @@ fn redirection_names_its_client_until_that_client_is_gone() {
 /// command, not only when it wakes. (The planted bug takes them before reading and pauses in
 /// between, while this test's write and PING arrive.)
 #[test]
-#[cfg_attr(
-    feature = "planted-messages-before-reads",
-    should_panic(expected = "the invalidation of k came after PONG")
-)]
 fn an_invalidation_comes_before_the_reply_to_a_later_command() {
-    let server = TestServer::start();
+    invalidations_come_before_later_replies(Vec::new());
+}
+
+/// The same on a loop that takes its messages before it reads its connections, the bug it
+/// exists to catch (`Plant::MessagesBeforeReads`).
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
+#[should_panic(expected = "the invalidation of k came after PONG")]
+fn planted_messages_before_reads_is_caught_by_the_invalidations() {
+    invalidations_come_before_later_replies(vec![Plant::MessagesBeforeReads]);
+}
+
+/// `an_invalidation_comes_before_the_reply_to_a_later_command`, on a server with `plants`.
+fn invalidations_come_before_later_replies(plants: Vec<Plant>) {
+    let server = TestServer::with(Options {
+        plants,
+        ..Options::default()
+    });
     // Connections are dealt to the two loops in turn: the writer is served by the other.
     let mut reader = Caching::connect(&server);
     let mut writer = server.client();
@@ -268,7 +284,7 @@ fn an_invalidation_comes_before_the_reply_to_a_later_command() {
     for round in 0..5 {
         reader.call(&["GET", "k"]);
         reader.send(&["ECHO", "busy"]);
-        // The reader's loop is reading ECHO (a pause, in the planted build).
+        // The reader's loop is reading ECHO (a pause, with the plant).
         std::thread::sleep(Duration::from_millis(2));
         let () = q(&mut writer, &["SET", "k", &round.to_string()]);
         reader.send(&["PING"]);

@@ -64,9 +64,16 @@ pub struct Server {
 
 /// `tailstore serve ARGS…`, started, its stderr piped (where it says what it does).
 pub fn spawn_serve(args: &[&str], stdout: Stdio) -> Child {
+    spawn_serve_with_env(&[], args, stdout)
+}
+
+/// As [`spawn_serve`], with `vars` added to the server's environment alone (not this
+/// process's, whose other tests start servers of their own meanwhile).
+pub fn spawn_serve_with_env(vars: &[(&str, &str)], args: &[&str], stdout: Stdio) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tailstore"))
         .arg("serve")
         .args(args)
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::piped())
@@ -78,7 +85,14 @@ impl Server {
     /// Starts `tailstore serve --listen 127.0.0.1:0 ARGS…` and learns its address from the
     /// "listening on" line.
     pub fn start(args: &[&str]) -> Server {
-        let child = spawn_serve(
+        Server::start_with_env(&[], args)
+    }
+
+    /// As [`Server::start`], with `vars` added to the server's environment (a bug planted
+    /// in it for a test, `TAILSTORE_PLANT`).
+    pub fn start_with_env(vars: &[(&str, &str)], args: &[&str]) -> Server {
+        let child = spawn_serve_with_env(
+            vars,
             &[&["--listen", "127.0.0.1:0"][..], args].concat(),
             Stdio::null(),
         );

@@ -292,9 +292,11 @@ impl Keyspace {
                 Ok(value) => {
                     // Kept until the changes are applied (see `keyspace::watches`).
                     let mut unwatched = ctx.unwatched.take();
-                    if cfg!(feature = "planted-early-gate-release") && unwatched.take().is_some() {
-                        // The planted bug (test builds only): released before the apply,
-                        // with time for a WATCH to begin and read in between.
+                    let planted = cfg!(debug_assertions) && self.early_gate_release_planted();
+                    if planted && unwatched.take().is_some() {
+                        // The planted bug (a test's, in builds with debug assertions only):
+                        // released before the apply, with time for a WATCH to begin and read
+                        // in between.
                         std::thread::sleep(std::time::Duration::from_micros(300));
                     }
                     let _unwatched = unwatched;

@@ -114,6 +114,10 @@ pub struct Keyspace {
     pub key_stats: key_stats::KeyStatTotals,
     /// `proto-max-bulk-len` (`serve --max-bulk`): how long a command may make a string.
     max_bulk: AtomicUsize,
+    /// A bug planted by a test (`server::Plant::EarlyGateRelease`, set by the server that
+    /// serves this keyspace): only builds with debug assertions have it.
+    #[cfg(debug_assertions)]
+    early_gate_release: std::sync::atomic::AtomicBool,
 }
 
 impl Keyspace {
@@ -162,6 +166,8 @@ impl Keyspace {
             notifications: notifications::Notifications::default(),
             key_stats: key_stats::KeyStatTotals::default(),
             max_bulk: AtomicUsize::new(DEFAULT_MAX_BULK),
+            #[cfg(debug_assertions)]
+            early_gate_release: std::sync::atomic::AtomicBool::new(false),
         };
         // Before the map is read: a store that counts its keys here has never been swapped.
         counts::ensure_rows(&ks, databases)?;
@@ -192,6 +198,23 @@ impl Keyspace {
     /// `proto-max-bulk-len` ([`Keyspace::set_max_bulk`]).
     pub(crate) fn max_bulk(&self) -> usize {
         self.max_bulk.load(Ordering::Relaxed)
+    }
+
+    /// Plants, or uproots, the bug of a write that releases its WATCH gate before its
+    /// changes apply (`server::Plant::EarlyGateRelease`): the server serving this keyspace
+    /// sets it from its plants when it starts.
+    #[cfg(debug_assertions)]
+    pub(crate) fn set_early_gate_release_planted(&self, planted: bool) {
+        self.early_gate_release.store(planted, Ordering::Relaxed);
+    }
+
+    /// Whether a write releases its WATCH gate before its changes apply (a bug planted by
+    /// a test): never without debug assertions.
+    pub(crate) fn early_gate_release_planted(&self) -> bool {
+        #[cfg(debug_assertions)]
+        return self.early_gate_release.load(Ordering::Relaxed);
+        #[cfg(not(debug_assertions))]
+        false
     }
 
     /// A fresh key version (see [`KeyMeta::version`]).

@@ -26,6 +26,7 @@ mod interleave;
 mod metrics;
 mod monitor;
 mod pause;
+mod plant;
 mod pubsub;
 mod saves;
 mod slowlog;
@@ -38,6 +39,7 @@ mod worker;
 
 pub use auth::Secret;
 pub use interleave::CHAOS_PAUSES_VAR;
+pub use plant::{Plant, PlantError, PLANT_VAR};
 pub use socket::Socket;
 pub use tls::{pem_reason, receive_records, send_records, Tls, TlsError, TlsFiles};
 
@@ -103,6 +105,9 @@ pub struct ServerConfig {
     /// The ACL file (Redis's `aclfile`): its users are loaded at start and by ACL LOAD,
     /// and ACL SAVE writes them there (`server/acl.rs`).
     pub aclfile: Option<PathBuf>,
+    /// Bugs planted in this server by a test, to see its checks catch them (`plant.rs`);
+    /// empty but in such tests. Only builds with debug assertions act on them.
+    pub plants: Vec<Plant>,
 }
 
 /// Whether the ACL file at `path` reads (for a server whose default password is
@@ -156,6 +161,12 @@ impl ServerConfig {
     pub fn tls_address(&self) -> Option<SocketAddr> {
         self.tls.as_ref()?;
         Some(self.tls_listen.unwrap_or(self.listen))
+    }
+
+    /// Whether `plant` is planted in this server and acted on: never without debug
+    /// assertions, so that a release build compiles every planted bug away.
+    pub(crate) fn planted(&self, plant: Plant) -> bool {
+        cfg!(debug_assertions) && self.plants.contains(&plant)
     }
 }
 
@@ -339,6 +350,9 @@ impl Server {
         };
         // Commands that grow a string refuse one past it, as Redis's do.
         ks.set_max_bulk(config.max_bulk);
+        // The one planted bug that lives in the keyspace's code rather than the server's.
+        #[cfg(debug_assertions)]
+        ks.set_early_gate_release_planted(config.planted(Plant::EarlyGateRelease));
         let tls_only = config.tls.is_some() && tls_listener.is_none();
         let unix = match &config.unix_socket {
             Some(socket) => Some((listen_unix(socket)?, socket.path.clone())),

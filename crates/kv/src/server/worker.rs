@@ -56,6 +56,7 @@ use super::blocking::{DbKey, FoundEmpty};
 use super::connection::{Connection, Traffic};
 use super::dispatch;
 use super::interleave::{self, Point};
+use super::plant::Plant;
 use super::pubsub::{self, Message, Subscriber, PUBSUB_OUTPUT_LIMIT};
 use super::socket::{Listener, Socket};
 use super::tls::Tls;
@@ -516,8 +517,9 @@ impl Worker {
             self.register_blocked(token);
         }
         interleave::reached(Point::BeforeTheWait);
-        let durable = if cfg!(feature = "planted-early-reply") {
-            // The planted bug (test builds only): reply without waiting.
+        let durable = if shared.config.planted(Plant::EarlyReply) {
+            // The planted bug (a test's, in builds with debug assertions only): reply
+            // without waiting.
             drop(pending);
             Ok(())
         } else {
@@ -575,13 +577,13 @@ impl Worker {
         }
     }
 
-    /// The planted bug (test builds only, `None` otherwise): the messages taken before the
-    /// pass reads its connections, as the loop once took them, and a pause in between when
-    /// a tracking or subscribed client is to be read, so that a write's invalidation (a
-    /// published message) and that client's next command can both arrive in that window
-    /// (`tracking.rs` and `pubsub.rs` must catch it).
+    /// The planted bug (a test's, in builds with debug assertions only; `None` otherwise):
+    /// the messages taken before the pass reads its connections, as the loop once took
+    /// them, and a pause in between when a tracking or subscribed client is to be read, so
+    /// that a write's invalidation (a published message) and that client's next command can
+    /// both arrive in that window (`tracking.rs` and `pubsub.rs` must catch it).
     fn planted_messages_before_reads(&mut self, ready: &[Token]) -> Option<Vec<Token>> {
-        if !cfg!(feature = "planted-messages-before-reads") {
+        if !self.shared.config.planted(Plant::MessagesBeforeReads) {
             return None;
         }
         let early = self.take_messages();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, FromRedisValue, Value};
 use tailstore_engine::{Database, DbConfig};
-use tailstore_kv::server::{Secret, Server, ServerConfig, Tls, UnixSocket};
+use tailstore_kv::server::{Plant, Secret, Server, ServerConfig, Tls, UnixSocket};
 use tailstore_kv::Keyspace;
 use tailstore_log::CommitMode;
 use tailstore_media::sim::SimStorage;
@@ -111,6 +111,8 @@ pub struct Options {
     pub unix_socket: Option<UnixSocket>,
     /// `ServerConfig::aclfile`.
     pub aclfile: Option<std::path::PathBuf>,
+    /// Bugs planted in the server, for a test that must catch them (`ServerConfig::plants`).
+    pub plants: Vec<Plant>,
 }
 
 impl Default for Options {
@@ -131,6 +133,7 @@ impl Default for Options {
             tls_beside_plain: false,
             unix_socket: None,
             aclfile: None,
+            plants: Vec::new(),
         }
     }
 }
@@ -206,6 +209,7 @@ impl TestServer {
                 .then(|| "127.0.0.1:0".parse().unwrap()),
             unix_socket: options.unix_socket.clone(),
             aclfile: options.aclfile.clone(),
+            plants: options.plants.clone(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let server =
