@@ -631,8 +631,9 @@ const SLOTS_AT: usize = 4096;
 const SLOT_HEADER: usize = 64;
 const SLOT_BYTES: usize = tailstore_storage::doublewrite::SLOT_BYTES;
 const PAGE_ID_AT: usize = 8;
-/// The double-write area's synced mark (`doublewrite.rs`): a seq and its crc.
-const SYNCED_MARK_AT: usize = 64;
+/// The double-write area's two records of its synced mark (`doublewrite.rs`): each a seq
+/// and its crc.
+const SYNCED_MARKS_AT: [usize; 2] = [64, 128];
 
 /// A database of `mode` (`buffer` or `pmem-log`) as [`crashed_database`] makes one, with
 /// a few small commits more, whose last commits are, in `buffer` mode, still only in the
@@ -931,7 +932,9 @@ fn used_slots(area: &[u8]) -> Vec<usize> {
 /// database's were all synced by its checkpoint).
 fn damage_doublewrite_copy(storage: &SimStorage, rng: &mut Rng) -> String {
     let mut area = doublewrite_area(storage);
-    area[SYNCED_MARK_AT..SYNCED_MARK_AT + 12].fill(0);
+    for at in SYNCED_MARKS_AT {
+        area[at..at + 12].fill(0);
+    }
     let mut file = storage.file_bytes(SIM_DATA_FILE).expect("data file");
     let pages = (file.len() / PAGE_SIZE) as u64;
     let used = used_slots(&area);

@@ -1809,7 +1809,10 @@ fn torn_page_changed_after_the_checkpoint_is_rebuilt_from_its_full_page_image() 
 fn forget_synced_mark(storage: &SimStorage) {
     let area = tailstore_engine::doublewrite_path(std::path::Path::new(SIM_PMEM));
     let mut bytes = storage.region_bytes(&area).expect("double-write area");
-    bytes[64..76].fill(0);
+    // Both of its records (`doublewrite.rs`).
+    for at in [64, 128] {
+        bytes[at..at + 12].fill(0);
+    }
     storage.set_region_bytes(&area, bytes);
 }
 
