@@ -1,8 +1,9 @@
 //! Commands that read or write a few bytes of a long string: GETRANGE, GETBIT, BITCOUNT and
 //! BITPOS with a range and BITFIELD GET read only the part rows that hold those bytes;
-//! SETRANGE and SETBIT inside the string rewrite only the part rows they touch. Each was a
-//! read (and a rewrite) of the whole string: on a 400 MiB string, seconds each. And the
-//! limits of a string's growth follow `proto-max-bulk-len` (`serve --max-bulk`), as Redis's.
+//! SETRANGE, SETBIT, BITFIELD and APPEND rewrite only the part rows they touch (and part 0
+//! when they grow the string). Each was a read (and a rewrite) of the whole string: on a
+//! 400 MiB string, seconds each. And the limits of a string's growth follow
+//! `proto-max-bulk-len` (`serve --max-bulk`), as Redis's.
 
 mod support;
 
@@ -124,26 +125,189 @@ fn writes_inside_a_string_rewrite_only_their_parts() {
     value[LONG - 1] |= 0x80;
     eprintln!("SETBIT in {LONG}: {logged} bytes logged");
     assert!(logged < 64 << 10, "SETBIT logged {logged} bytes");
+    let (logged, reply) = log_bytes_written(&ks, &["BITFIELD", "big", "SET", "u8", &bit, "7"]);
+    assert_eq!(
+        reply,
+        Reply::Array(vec![Reply::Int(i64::from(value[LONG - 1]))])
+    );
+    value[LONG - 1] = 7;
+    eprintln!("BITFIELD SET in {LONG}: {logged} bytes logged");
+    assert!(logged < 64 << 10, "BITFIELD SET logged {logged} bytes");
     assert_eq!(run_on(&ks, &["GET", "big"]), Reply::Bulk(value));
     assert_eq!(run_on(&ks, &["STRLEN", "big"]), Reply::Int(LONG as i64));
-    // Growing is a whole-string write, as before (one of several parts here: growing the
-    // long string past what a commit holds is refused before it is built).
-    let small = "s".repeat(20_000);
-    assert_eq!(run_on(&ks, &["SET", "small", &small]), Reply::ok());
-    assert_eq!(
-        run_on(&ks, &["SETRANGE", "small", "20000", "!"]),
-        Reply::Int(20_001)
-    );
-    assert_eq!(
-        run_on(&ks, &["SETBIT", "small", "160015", "1"]),
-        Reply::Int(0)
-    );
-    let mut grown = small.into_bytes();
-    grown.extend([b'!', 1]);
-    assert_eq!(run_on(&ks, &["GET", "small"]), Reply::Bulk(grown));
 }
 
-/// A SETRANGE or SETBIT that rewrites parts in place still changes the key for a WATCH.
+/// APPEND, and SETRANGE, SETBIT and BITFIELD past the end, grow a long string by
+/// rewriting its last part and part 0 (decision 235): each rewrote the whole string, so
+/// that appending to a string took time in its length.
+#[test]
+fn growths_rewrite_only_their_parts() {
+    let (ks, _dir) = open_keyspace();
+    let mut value = long_string(&ks);
+    let far_bit = (8 * (LONG + 20) + 7).to_string();
+    let field = (8 * (LONG + 21)).to_string();
+    let growths: [(&[&str], &[u8], Reply); 4] = [
+        (
+            &["APPEND", "big", "tail"],
+            b"tail",
+            Reply::Int(LONG as i64 + 4),
+        ),
+        (
+            &["SETRANGE", "big", &(LONG + 10).to_string(), "far"],
+            b"\0\0\0\0\0\0far",
+            Reply::Int(LONG as i64 + 13),
+        ),
+        (
+            &["SETBIT", "big", &far_bit, "1"],
+            b"\0\0\0\0\0\0\0\x01",
+            Reply::Int(0),
+        ),
+        (
+            &["BITFIELD", "big", "SET", "u8", &field, "65"],
+            b"A",
+            Reply::Array(vec![Reply::Int(0)]),
+        ),
+    ];
+    for (args, added, expected) in growths {
+        let (logged, reply) = log_bytes_written(&ks, args);
+        value.extend_from_slice(added);
+        eprintln!("{:?}: {logged} bytes logged", args[0]);
+        assert_eq!(reply, expected, "{args:?}");
+        // A whole rewrite logs the whole string (4 MiB); a part is about 5 KB.
+        assert!(logged < 64 << 10, "{args:?} logged {logged} bytes");
+    }
+    let Reply::Bulk(stored) = run_on(&ks, &["GET", "big"]) else {
+        panic!("GET big");
+    };
+    assert_eq!(stored.len(), value.len());
+    assert!(stored == value, "GET: ends {:?}, not {:?}", &stored[LONG - 4..], &value[LONG - 4..]);
+    // The parts a growth left as they were still read as the string's (their rows hold the
+    // shorter length they were written with).
+    let tail = (LONG - 20_000).to_string();
+    assert_eq!(
+        run_on(&ks, &["GETRANGE", "big", &tail, "-1"]),
+        Reply::Bulk(value[LONG - 20_000..].to_vec())
+    );
+    assert_eq!(run_on(&ks, &["BITCOUNT", "big"]), Reply::Int(ones(&value)));
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| arg.to_string()).collect()
+}
+
+/// Random APPENDs, SETRANGEs, SETBITs and BITFIELDs in and past the end of a string of a
+/// few parts answer, and leave the string, as a model of Redis's rules says, whether a
+/// write goes in place or whole; random range reads see it at every step.
+#[test]
+fn random_writes_and_growths_of_a_string_of_a_few_parts_match_a_model() {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = std::env::var("STRING_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("STRING_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for round in 0..8 {
+        let (ks, _dir) = open_keyspace();
+        let mut model: Vec<u8> = Vec::new();
+        for step in 0..40 {
+            let len = model.len();
+            let at = |rng: &mut rand::rngs::StdRng| rng.gen_range(0..len + 12_000);
+            let text: String = (0..rng.gen_range(0..7_000))
+                .map(|i| char::from(b'a' + ((i + step) % 26) as u8))
+                .collect();
+            let (args, expected) = match rng.gen_range(0..4) {
+                0 => {
+                    model.extend_from_slice(text.as_bytes());
+                    (
+                        strings(&["APPEND", "s", &text]),
+                        Reply::Int(model.len() as i64),
+                    )
+                }
+                1 => {
+                    let offset = at(&mut rng);
+                    if !text.is_empty() {
+                        put_bytes(&mut model, offset, text.as_bytes());
+                    }
+                    let args = strings(&["SETRANGE", "s", &offset.to_string(), &text]);
+                    (args, Reply::Int(model.len() as i64))
+                }
+                2 => {
+                    let (bit, on) = (at(&mut rng) * 8 + rng.gen_range(0..8), rng.gen_bool(0.5));
+                    let mask = 0x80u8 >> (bit % 8);
+                    let was = model.get(bit / 8).is_some_and(|byte| byte & mask != 0);
+                    put_bytes(&mut model, bit / 8, &[]);
+                    let byte = &mut model[bit / 8];
+                    *byte = if on { *byte | mask } else { *byte & !mask };
+                    let args =
+                        strings(&["SETBIT", "s", &bit.to_string(), if on { "1" } else { "0" }]);
+                    (args, Reply::Int(i64::from(was)))
+                }
+                _ => {
+                    let (byte, number) = (at(&mut rng), rng.gen_range(0..256u16));
+                    // Read after the write, and never grows the string.
+                    let looked = rng.gen_range(0..len + 40_000);
+                    let old = model.get(byte).copied().unwrap_or(0);
+                    put_bytes(&mut model, byte, &[number as u8]);
+                    let read = model.get(looked).copied().unwrap_or(0);
+                    let args = strings(&[
+                        "BITFIELD",
+                        "s",
+                        "SET",
+                        "u8",
+                        &(8 * byte).to_string(),
+                        &number.to_string(),
+                        "GET",
+                        "u8",
+                        &(8 * looked).to_string(),
+                    ]);
+                    let replies = vec![Reply::Int(i64::from(old)), Reply::Int(i64::from(read))];
+                    (args, Reply::Array(replies))
+                }
+            };
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let context = format!("seed {seed}, round {round}, step {step}: {}", args[0]);
+            assert_eq!(run_on(&ks, &args), expected, "{context}");
+            let model_len = model.len();
+            assert_eq!(
+                run_on(&ks, &["STRLEN", "s"]),
+                Reply::Int(model_len as i64),
+                "{context}"
+            );
+            let start = rng.gen_range(0..model_len.max(1));
+            let stop = rng.gen_range(start..model_len.max(1) + 10);
+            let range = run_on(
+                &ks,
+                &["GETRANGE", "s", &start.to_string(), &stop.to_string()],
+            );
+            let expected = model
+                .get(start..(stop + 1).min(model_len))
+                .unwrap_or_default();
+            assert_eq!(
+                range,
+                Reply::Bulk(expected.to_vec()),
+                "{context}: GETRANGE {start} {stop}"
+            );
+        }
+        assert_eq!(
+            run_on(&ks, &["GET", "s"]),
+            Reply::Bulk(model),
+            "seed {seed}, round {round}"
+        );
+    }
+}
+
+/// `bytes` written at `offset` of `value`, which grows zero-filled to reach past them.
+fn put_bytes(value: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    let end = offset + bytes.len().max(1);
+    if value.len() < end {
+        value.resize(end, 0);
+    }
+    value[offset..offset + bytes.len()].copy_from_slice(bytes);
+}
+
+/// A SETRANGE, SETBIT or APPEND that rewrites parts in place (growing the string or not)
+/// still changes the key for a WATCH.
 #[test]
 fn writes_in_place_fail_a_watch() {
     let server = TestServer::start();
@@ -153,6 +317,9 @@ fn writes_in_place_fail_a_watch() {
     for write in [
         &["SETRANGE", "k", "15000", "b"][..],
         &["SETBIT", "k", "100", "1"],
+        &["APPEND", "k", "c"],
+        &["SETRANGE", "k", "25000", "d"],
+        &["SETBIT", "k", "240000", "1"],
     ] {
         q::<()>(&mut watcher, &["WATCH", "k"]);
         q::<i64>(&mut writer, write);

@@ -63,37 +63,77 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let stored = ctx.string(key)?;
-    let existed = stored.is_some();
-    let mut value = stored.unwrap_or_default();
-    let len = (last_written >> 3) as usize + 1;
-    let grown = value.len() < len;
-    if grown {
-        ctx.check_commit_room(len)?;
-        value.resize(len, 0);
-    }
-    // As Redis 7 counts changes: a write that an overflow refused (FAIL: a nil reply)
-    // changed nothing, nor did one that left its field as it was, unless the command
-    // created or grew the string.
-    let dirty = !existed || grown;
-    let mut changes = 0;
-    let mut replies = Vec::with_capacity(ops.len());
-    for op in &ops {
-        let old = read_bits(&value, op.offset, op.bits);
-        let reply = apply(&mut value, op);
-        let written = !matches!(op.action, Action::Get) && reply != Reply::Null;
-        if written && (dirty || read_bits(&value, op.offset, op.bits) != old) {
-            changes += 1;
+    let written_end = (last_written >> 3) as usize + 1;
+    let first = ops
+        .iter()
+        .map(|op| (op.offset >> 3) as usize)
+        .min()
+        .unwrap_or(0);
+    let span_end = ops.iter().map(field_end).max().unwrap_or(0);
+    let (replies, changes) = match ctx.string_total(key)? {
+        // The bytes every operation reads or writes, cut at the string's end unless a write
+        // grows it: only their parts (and part 0 if it grows) are read and rewritten.
+        Some((meta, total))
+            if ctx.patches_in_place(total, first, written_end.max(span_end.min(total)) - first) =>
+        {
+            let end = written_end.max(span_end.min(total));
+            let mut bytes = ctx.string_bytes(&meta, total, first..end)?;
+            bytes.resize(end - first, 0);
+            let grown = total < written_end;
+            let (replies, changes) = run_ops(&mut bytes, &ops, first, grown);
+            if grown || changes > 0 {
+                ctx.patch_string(key, meta, total, first, &bytes)?;
+            }
+            (replies, changes)
         }
-        replies.push(reply);
-    }
-    if dirty || changes > 0 {
-        ctx.put_string(key, &value, None)?;
-    }
+        found => {
+            let existed = found.is_some();
+            let mut value = ctx.whole_string(found)?;
+            let grown = value.len() < written_end;
+            if grown {
+                ctx.check_commit_room(written_end)?;
+                value.resize(written_end, 0);
+            }
+            let dirty = !existed || grown;
+            let (replies, changes) = run_ops(&mut value, &ops, 0, dirty);
+            if dirty || changes > 0 {
+                ctx.put_string(key, &value, None)?;
+            }
+            (replies, changes)
+        }
+    };
     if changes > 0 {
         ctx.notify(notifications::STRING, "setbit", key);
     }
     Ok(Reply::Array(replies))
+}
+
+/// One past the last byte of `op`'s field.
+fn field_end(op: &Op) -> usize {
+    ((op.offset + u64::from(op.bits) - 1) >> 3) as usize + 1
+}
+
+/// Runs `ops` over `bytes`, the string's bytes from byte `first` on: their replies, and how
+/// many writes changed the string. As Redis 7 counts changes: a write that an overflow
+/// refused (FAIL: a nil reply) changed nothing, nor did one that left its field as it was,
+/// unless the command created or grew the string (`dirty`).
+fn run_ops(bytes: &mut [u8], ops: &[Op], first: usize, dirty: bool) -> (Vec<Reply>, usize) {
+    let mut changes = 0;
+    let mut replies = Vec::with_capacity(ops.len());
+    for op in ops {
+        let op = Op {
+            offset: op.offset - 8 * first as u64,
+            ..*op
+        };
+        let old = read_bits(bytes, op.offset, op.bits);
+        let reply = apply(bytes, &op);
+        let written = !matches!(op.action, Action::Get) && reply != Reply::Null;
+        if written && (dirty || read_bits(bytes, op.offset, op.bits) != old) {
+            changes += 1;
+        }
+        replies.push(reply);
+    }
+    (replies, changes)
 }
 
 /// A BITFIELD of GETs only: each reads the bytes that hold its field (at most nine), from

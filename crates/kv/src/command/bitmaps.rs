@@ -2,8 +2,8 @@
 //! BITOP, as Redis 7.0 answers them (ranges in bytes or, with BIT, in bits). Bit 0 is the
 //! most significant bit of the first byte. GETBIT and a range of BITCOUNT or BITPOS read
 //! only the parts of the string that hold their bytes, a whole-string count or search reads
-//! it a part at a time, and a SETBIT inside the string rewrites only the part it touches;
-//! a SETBIT that grows the string, and BITOP, write it whole.
+//! it a part at a time, and a SETBIT rewrites only the part it touches (and part 0 if it
+//! grows the string); a SETBIT that creates the string, and BITOP, write it whole.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -42,17 +42,18 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let byte = (offset >> 3) as usize;
     let mask = 0x80 >> (offset & 7);
     let was = match ctx.string_total(key)? {
-        Some((meta, total)) if byte < total => {
-            setbit_inside(ctx, key, meta, total, byte, mask, on)?
+        Some((meta, total)) if ctx.patches_in_place(total, byte, 1) => {
+            setbit_in_place(ctx, key, meta, total, byte, mask, on)?
         }
-        found => setbit_growing(ctx, key, found, byte, mask, on)?,
+        found => setbit_whole(ctx, key, found, byte, mask, on)?,
     };
     Ok(Reply::Int(i64::from(was)))
 }
 
-/// SETBIT of a bit inside the string `meta` of `total` bytes: only the part that holds it
-/// is read and rewritten. The bit's previous value.
-fn setbit_inside(
+/// SETBIT of a bit in the string `meta` of `total` bytes, or just past its end: only the
+/// part that holds it is read and rewritten (with part 0, and the zeros before the bit,
+/// if the string grows). The bit's previous value (0: past the end).
+fn setbit_in_place(
     ctx: &mut Ctx,
     key: &[u8],
     meta: KeyMeta,
@@ -64,9 +65,9 @@ fn setbit_inside(
     let old = ctx.string_bytes(&meta, total, byte..byte + 1)?;
     let old = old.first().copied().unwrap_or(0);
     let was = old & mask != 0;
-    // As Redis 7: a bit set to what it was changes nothing (no write, no event, no
-    // WATCH's failure).
-    if was == on {
+    // As Redis 7: a bit set to what it was inside the string changes nothing (no write, no
+    // event, no WATCH's failure); past the end, the string still grows.
+    if was == on && byte < total {
         return Ok(was);
     }
     let new = if on { old | mask } else { old & !mask };
@@ -75,9 +76,10 @@ fn setbit_inside(
     Ok(was)
 }
 
-/// SETBIT that creates the string or grows it to reach `byte`: written whole, since its
-/// length is in every part row. The bit's previous value (0: past the end).
-fn setbit_growing(
+/// SETBIT that creates the string, or grows it by more than a piece to reach `byte`:
+/// written whole (`put_string` writes it in pieces). The bit's previous value (0: past the
+/// end).
+fn setbit_whole(
     ctx: &mut Ctx,
     key: &[u8],
     found: Option<(KeyMeta, usize)>,

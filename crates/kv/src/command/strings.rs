@@ -77,12 +77,11 @@ impl Ctx<'_, '_> {
             .read_value_range(self.txn, meta.id, b"", total, range)
     }
 
-    /// Writes `patch` at `offset` inside the live string `meta` of `total` bytes
-    /// ([`Ctx::string_total`]'s), which it does not grow: only the part rows it touches are
-    /// rewritten (`Keyspace::patch_value`). A write that grows a string is
-    /// [`Ctx::put_string`]'s, since every part row holds the string's length; so is one
-    /// larger than a piece, which its command's own transaction must not write (decision
-    /// 148; `put_string` writes it in pieces).
+    /// Writes `patch` at `offset` into the live string `meta` of `total` bytes
+    /// ([`Ctx::string_total`]'s), zero-filling and growing it if the patch ends past it: only
+    /// the part rows that hold changed bytes are rewritten, and part 0 if the length changes
+    /// (`Keyspace::patch_value`). The string's new length. Only for a write
+    /// [`Ctx::patches_in_place`] allows.
     pub(super) fn patch_string(
         &mut self,
         key: &[u8],
@@ -90,22 +89,28 @@ impl Ctx<'_, '_> {
         total: usize,
         offset: usize,
         patch: &[u8],
-    ) -> Result<(), Fault> {
-        self.ks
+    ) -> Result<usize, Fault> {
+        let new_total = self
+            .ks
             .patch_value(self.txn, meta.id, b"", total, offset, patch)?;
         // As `put_string_over`: same length, same deadline, so the row would differ only in
         // its version, which only a WATCH needs.
-        if string_len(&meta) == Some(total) && self.may_keep_row() {
-            return Ok(());
+        if string_len(&meta) == Some(new_total) && self.may_keep_row() {
+            return Ok(new_total);
         }
-        meta.len = total as i64;
-        self.store_meta(key, &mut meta)
+        meta.len = new_total as i64;
+        self.store_meta(key, &mut meta)?;
+        Ok(new_total)
     }
 
-    /// Whether a patch of `len` bytes inside a string may be written in place
-    /// ([`Ctx::patch_string`]): not one larger than a piece.
-    pub(super) fn patches_in_place(&self, len: usize) -> bool {
-        len <= super::staging::piece_bytes(self)
+    /// Whether `len` bytes written at `offset` into a string of `total` bytes may be
+    /// written in place ([`Ctx::patch_string`]): not when the bytes it changes (with the
+    /// zeros between the string's end and `offset`) are more than a piece, which its
+    /// command's own transaction must not write (decision 148); `put_string` writes such a
+    /// string whole, in pieces.
+    pub(super) fn patches_in_place(&self, total: usize, offset: usize, len: usize) -> bool {
+        let changed = offset.saturating_add(len) - offset.min(total);
+        changed <= super::staging::piece_bytes(self)
     }
 
     /// Refuses a string of `len` bytes longer than `proto-max-bulk-len` (`serve
@@ -655,14 +660,23 @@ pub(super) fn string_of(ctx: &mut Ctx, meta: &KeyMeta) -> Result<Option<Vec<u8>>
 }
 
 pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
-    let key = &args[1];
-    let (value, row) = ctx.string_and_row(key)?;
-    let mut value = value.unwrap_or_default();
-    ctx.check_size(value.len() as i64 + args[2].len() as i64)?;
-    value.extend_from_slice(&args[2]);
-    ctx.put_string_over(key, row, &value, None)?;
+    let (key, tail) = (&args[1], &args[2]);
+    let found = ctx.string_total(key)?;
+    let total = found.as_ref().map_or(0, |(_, total)| *total);
+    ctx.check_size(total as i64 + tail.len() as i64)?;
+    let len = match found {
+        Some((meta, total)) if ctx.patches_in_place(total, total, tail.len()) => {
+            ctx.patch_string(key, meta, total, total, tail)?
+        }
+        found => {
+            let mut value = ctx.whole_string(found)?;
+            value.extend_from_slice(tail);
+            ctx.put_string(key, &value, None)?;
+            value.len()
+        }
+    };
     ctx.notify(notifications::STRING, "append", key);
-    Ok(Reply::Int(value.len() as i64))
+    Ok(Reply::Int(len as i64))
 }
 
 pub fn strlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -707,8 +721,9 @@ pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     })
 }
 
-/// SETRANGE key offset value: a change inside the string rewrites only the parts it
-/// touches ([`Ctx::patch_string`]); one that grows it rewrites the whole string.
+/// SETRANGE key offset value: rewrites only the parts it touches, and part 0 if it grows
+/// the string ([`Ctx::patch_string`]); one that creates the string, or writes more than a
+/// piece, writes the whole string.
 pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     let offset = parse_int(&args[2])?;
@@ -722,11 +737,10 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     // Saturating: an offset near i64::MAX must be refused, not wrap to a small size.
     ctx.check_size(offset.saturating_add(patch.len() as i64))?;
-    let (offset, end) = (offset as usize, offset as usize + patch.len());
+    let offset = offset as usize;
     let len = match found {
-        Some((meta, total)) if end <= total && ctx.patches_in_place(patch.len()) => {
-            ctx.patch_string(key, meta, total, offset, patch)?;
-            total
+        Some((meta, total)) if ctx.patches_in_place(total, offset, patch.len()) => {
+            ctx.patch_string(key, meta, total, offset, patch)?
         }
         found => setrange_whole(ctx, key, found, offset, patch)?,
     };
@@ -735,8 +749,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
 }
 
 /// SETRANGE's write of the whole string (`found`, if any, as [`Ctx::string_total`] gave
-/// it): for a string it creates or grows, or a patch too large to write in place. Its
-/// length.
+/// it): for a string it creates, or a patch too large to write in place. Its length.
 fn setrange_whole(
     ctx: &mut Ctx,
     key: &[u8],

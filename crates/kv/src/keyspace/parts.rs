@@ -1,9 +1,12 @@
 //! Values of any size, cut into parts that each fit a B+tree entry.
 //!
 //! A value is stored under (owner, field) as rows `part = 0, 1, …`, where the owner is the
-//! id of the key's incarnation (`KeyMeta::id`); part 0 also holds the value's total length, so a reader knows when it has every part. A string's field is
-//! empty; a hash field's is the field name; a list element's is its sequence number
-//! (order-preserving, see [`seq_field`]); a set member's is the member (with an empty value).
+//! id of the key's incarnation (`KeyMeta::id`); each part row also holds the value's length
+//! when the row was written, and part 0's is the value's length, so a reader knows when it
+//! has every part (a growth in place rewrites part 0, not every part: decision 235). A
+//! string's field is empty; a hash field's is the field name; a list element's is its
+//! sequence number (order-preserving, see [`seq_field`]); a set member's is the member (with
+//! an empty value).
 
 use std::ops::ControlFlow;
 
@@ -134,7 +137,7 @@ impl Keyspace {
     /// Writes parts `parts` of `value` under (owner, field): all of them for
     /// [`Keyspace::write_value`], a run of them for a string written in pieces whose other
     /// parts other transactions write (decision 148). Each part row carries the whole
-    /// value's length.
+    /// value's length, as [`part_data`] expects.
     pub(crate) fn write_value_parts(
         &self,
         txn: &mut Transaction<'_>,
@@ -226,8 +229,8 @@ impl Keyspace {
     /// caller answers depends on the key's meta row (read by its lookup), on part 0 (the
     /// length, hence the clamped range) and on these parts' bytes, and every write that
     /// could change it writes one of those rows. A new value under a new owner (SET of a
-    /// long string, DEL, RESTORE…) writes the meta row; a rewrite under the same owner that
-    /// changes the length writes every part, part 0 included; one that keeps the length
+    /// long string, DEL, RESTORE…) writes the meta row; a write under the same owner that
+    /// changes the length writes part 0 (and the meta row); one that keeps the length
     /// writes the parts whose bytes change, and if those are not among the rows read, the
     /// answer did not depend on them. Validation at commit then fails exactly when a row
     /// the answer depends on changed.
@@ -287,10 +290,11 @@ impl Keyspace {
     }
 
     /// Writes `patch` over the value of `total` bytes under (owner, field) at `offset`,
-    /// where it fits inside the value (`offset + patch.len() <= total`): only the part rows
-    /// that hold those bytes are rewritten. Every part row carries the value's length, which
-    /// does not change, so the other rows stay as they are and stay valid. A write that
-    /// grows the value changes that length in every part: it is a whole-value write.
+    /// zero-filling from the value's end to `offset` and growing it when the patch ends past
+    /// it; the value's new length. Only the part rows that hold changed bytes are rewritten,
+    /// and part 0 when the length changes: readers go by part 0's length, and a part row
+    /// keeps the length the value had when the row was written ([`part_data`]). An APPEND to
+    /// a long string so rewrites its last part and part 0, not the whole string.
     pub(crate) fn patch_value(
         &self,
         txn: &mut Transaction<'_>,
@@ -299,35 +303,46 @@ impl Keyspace {
         total: usize,
         offset: usize,
         patch: &[u8],
-    ) -> Result<(), Fault> {
-        let end = offset.saturating_add(patch.len());
-        if end > total {
-            return Err(Fault::corrupt(format!(
-                "a patch of bytes {offset}..{end} past a value of {total}"
-            )));
-        }
+    ) -> Result<usize, Fault> {
         if patch.is_empty() {
-            return Ok(());
+            return Ok(total);
         }
+        let end = offset
+            .checked_add(patch.len())
+            .ok_or_else(|| Fault::corrupt(format!("a patch at {offset} past any length")))?;
+        let new_total = total.max(end);
         let capacity = self.part_capacity(field);
-        // Whole parts: the bytes of the first and last that the patch leaves are kept.
-        let start = offset / capacity * capacity;
-        let stop = ((end - 1) / capacity + 1)
+        // Whole parts, from the one holding the first changed byte (a zero of the gap, if the
+        // patch starts past the end): the bytes of the first and last that the patch leaves
+        // are kept.
+        let start = offset.min(total) / capacity * capacity;
+        let stop = end
+            .div_ceil(capacity)
             .saturating_mul(capacity)
-            .min(total);
-        let mut parts = self.read_value_range(txn, owner, field, total, start..stop)?;
-        if parts.len() != stop - start {
+            .min(new_total);
+        let kept = stop.min(total) - start;
+        let mut parts = self.read_value_range(txn, owner, field, total, start..start + kept)?;
+        if parts.len() != kept {
             return Err(Fault::corrupt(format!(
-                "value parts {start}..{stop} hold {} bytes",
+                "value parts {start}..{} hold {} bytes",
+                start + kept,
                 parts.len()
             )));
         }
+        parts.resize(stop - start, 0);
         parts[offset - start..end - start].copy_from_slice(patch);
+        let first_part = start / capacity;
         for (at, data) in parts.chunks(capacity).enumerate() {
-            let part = start / capacity + at;
-            txn.put(&self.parts, &part_row(owner, field, part, data, total))?;
+            txn.put(
+                &self.parts,
+                &part_row(owner, field, first_part + at, data, new_total),
+            )?;
         }
-        Ok(())
+        if new_total != total && first_part > 0 {
+            let head = self.read_value_range(txn, owner, field, total, 0..capacity)?;
+            txn.put(&self.parts, &part_row(owner, field, 0, &head, new_total))?;
+        }
+        Ok(new_total)
     }
 
     /// Deletes the value under (owner, field); returns whether there was one.
@@ -483,7 +498,10 @@ impl Keyspace {
 }
 
 /// The bytes of part `part` of a value of `total` bytes cut `capacity` a part, from its
-/// row; a missing row, or one whose length or bytes do not fit that value, is torn.
+/// row; a missing row, or one whose length or bytes do not fit that value, is torn. A row
+/// holds the value's length when the row was written: the current length, or (for a
+/// full part that a growth left as it was, [`Keyspace::patch_value`]) a shorter one that
+/// still reaches past the part's bytes.
 fn part_data(
     row: Option<Vec<Value>>,
     part: usize,
@@ -493,7 +511,9 @@ fn part_data(
     let mut row = row.ok_or_else(|| Fault::corrupt(format!("value part {part} is missing")))?;
     let expected = total.saturating_sub(part * capacity).min(capacity);
     let data = take_bytes(&mut row[DATA])?;
-    if int(&row[TOTAL])? != total as i64 || data.len() != expected {
+    let written_at = int(&row[TOTAL])?;
+    let reached = (part * capacity + data.len()) as i64;
+    if data.len() != expected || written_at > total as i64 || written_at < reached {
         return Err(Fault::corrupt(format!(
             "value part {part} does not fit a value of {total} bytes"
         )));
