@@ -91,6 +91,9 @@ pub struct DbConfig {
     /// writer), which must all be among those the process may run on; `None`: wherever the
     /// scheduler puts them (see [`crate::cpus`]).
     pub background_cpus: Option<CpuList>,
+    /// Bugs a test plants in the buffer pool (`tailstore_storage::Plant`; the log's are
+    /// `log.plants`); without effect in a build without debug assertions.
+    pub pool_plants: Vec<tailstore_storage::Plant>,
     /// Bugs this crate's unit tests plant in the database ([`crate::plant`]).
     #[cfg(test)]
     pub(crate) plants: Vec<crate::plant::Plant>,
@@ -122,6 +125,7 @@ impl DbConfig {
             doublewrite_slots: DEFAULT_DOUBLEWRITE_SLOTS,
             redo_at_first_load: false,
             background_cpus: None,
+            pool_plants: Vec::new(),
             #[cfg(test)]
             plants: Vec::new(),
         }
@@ -989,7 +993,7 @@ fn open_pool(
         Some(log) => log.force_durable(lsn).map_err(|e| e.into()),
         None => Ok(()),
     });
-    let pool = BufferPool::new(file, frames, hook)?;
+    let pool = BufferPool::new(file, frames, hook)?.with_plants(&config.pool_plants);
     if pool.page_count() < FIRST_DATA_PAGE {
         pool.set_allocation(FIRST_DATA_PAGE, Vec::new());
     }

@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tailstore_engine::{Database, EngineError, KeyRange, RestartRedo, Table, DATA_FILE_NAME};
-use tailstore_log::CommitMode;
+use tailstore_log::{CommitMode, Plant as LogPlant};
 use tailstore_media::sim::SimStorage;
 use tailstore_storage::page::HEADER_SIZE;
-use tailstore_storage::{ScanDirection, StorageError, PAGE_SIZE};
+use tailstore_storage::{Plant, ScanDirection, StorageError, PAGE_SIZE};
 
 use support::{
     crash_and_drop, image, items_schema, key, mix, open_sim, sim_config, try_verify, verify, Crash,
@@ -917,12 +917,24 @@ fn async_crash_recovers_a_prefix_of_the_commits() {
 /// prefix of the commits. A page written ahead of its log leaves changes whose records are
 /// gone: rows of no prefix, or a tree that does not open.
 #[test]
-#[cfg_attr(
-    feature = "planted-page-before-its-log",
-    should_panic(expected = "ahead of its log")
-)]
 fn pages_evicted_before_the_log_is_flushed_recover_a_prefix() {
+    pages_evicted_before_the_log_is_flushed(&[]);
+}
+
+/// The write-ahead rule broken (`Plant::PageBeforeItsLog`): the test above must fail.
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
+#[should_panic(expected = "ahead of its log")]
+fn planted_page_before_its_log_is_caught() {
+    pages_evicted_before_the_log_is_flushed(&[Plant::PageBeforeItsLog]);
+}
+
+fn pages_evicted_before_the_log_is_flushed(plants: &[Plant]) {
     let mut config = sim_config(CommitMode::Async, SMALL_POOL);
+    config.pool_plants = plants.to_vec();
     config.log.async_interval = std::time::Duration::from_secs(3600);
     config.log.ring_bytes = 64 << 20;
     let storage = SimStorage::new();
@@ -1100,8 +1112,17 @@ fn unsynced_tail_config(mode: CommitMode, pool_pages: usize) -> tailstore_engine
 /// find the state before or after the transaction not made durable, or in `async`, which may
 /// lose any suffix of the commits, the state after one of them.
 fn power_cut_while_redoing_unsynced_records(mode: CommitMode, seed: u64) {
+    power_cut_while_redoing_unsynced_records_planted(mode, seed, &[]);
+}
+
+fn power_cut_while_redoing_unsynced_records_planted(
+    mode: CommitMode,
+    seed: u64,
+    plants: &[LogPlant],
+) {
     // Fewer frames than the unsynced transactions change: redo evicts some of their pages.
-    let config = unsynced_tail_config(mode, 16);
+    let mut config = unsynced_tail_config(mode, 16);
+    config.log.plants = plants.to_vec();
     let (crashed, history) = unsynced_tail(mode, seed);
     let probe = crashed.process_crash();
     let (db, _) = open_sim(&probe, &config).expect("recovery");
@@ -1155,12 +1176,24 @@ fn power_cut_while_redoing_unsynced_records_buffer() {
 // rows that are no prefix of the commits or, since decision 221, as a page newer than the
 // log's end the power cut left: either way a recovery cut short that the test reports.
 #[test]
-#[cfg_attr(
-    feature = "planted-recovery-trusts-the-crash",
-    should_panic(expected = "pmem-log: recovery dies at operation")
-)]
 fn power_cut_while_redoing_unsynced_records_pmem_log() {
     power_cut_while_redoing_unsynced_records(CommitMode::PmemLog, 44);
+}
+
+/// The log's open trusting what the crash left (`Plant::RecoveryTrustsTheCrash`): the test
+/// above must fail.
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
+#[should_panic(expected = "pmem-log: recovery dies at operation")]
+fn planted_recovery_trusts_the_crash_is_caught() {
+    power_cut_while_redoing_unsynced_records_planted(
+        CommitMode::PmemLog,
+        44,
+        &[LogPlant::RecoveryTrustsTheCrash],
+    );
 }
 
 #[test]

@@ -180,7 +180,12 @@ fn growths_rewrite_only_their_parts() {
         panic!("GET big");
     };
     assert_eq!(stored.len(), value.len());
-    assert!(stored == value, "GET: ends {:?}, not {:?}", &stored[LONG - 4..], &value[LONG - 4..]);
+    assert!(
+        stored == value,
+        "GET: ends {:?}, not {:?}",
+        &stored[LONG - 4..],
+        &value[LONG - 4..]
+    );
     // The parts a growth left as they were still read as the string's (their rows hold the
     // shorter length they were written with).
     let tail = (LONG - 20_000).to_string();

@@ -131,6 +131,8 @@ pub struct LogConfig {
     /// times; the open that recovers a log must use the value of the process that wrote it
     /// (recovery clears that much past the end of the valid prefix).
     pub append_window_bytes: Option<usize>,
+    /// Bugs a test plants in this log ([`crate::Plant`]); without effect in a release build.
+    pub plants: Vec<crate::Plant>,
 }
 
 pub const KIB: usize = 1024;
@@ -152,6 +154,7 @@ impl LogConfig {
             release_step_bytes: 64 * MIB as u64,
             writer_setup: None,
             append_window_bytes: None,
+            plants: Vec::new(),
         }
     }
 

@@ -18,10 +18,11 @@ use crate::record::salt;
 use crate::ring::Ring;
 use crate::scan::{FileReader, Lap, Records, Scanner, Source};
 
-/// The planted bug of `planted-recovery-trusts-the-crash`: an open that relies on what a
-/// crashed process left without making it durable first ([`make_found_durable`],
-/// [`Scanner::persisting`]). Exists only so that the recovery tests can prove they catch it.
-const TRUSTS_THE_CRASH: bool = cfg!(feature = "planted-recovery-trusts-the-crash");
+/// Whether `config` plants an open that relies on what a crashed process left without
+/// making it durable first ([`make_found_durable`], [`Scanner::persisting`]).
+fn trusts_the_crash(config: &LogConfig) -> bool {
+    crate::plant::planted(&config.plants, crate::Plant::RecoveryTrustsTheCrash)
+}
 
 /// What opening the log found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,7 +149,7 @@ impl LogReplay {
                 layout.ring_bytes,
             ),
         };
-        if !created && !TRUSTS_THE_CRASH {
+        if !created && !trusts_the_crash(config) {
             make_found_durable(storage.as_ref(), config, &layout)?;
         }
         let pmem_start = pmem_start(&layout)?;
@@ -196,7 +197,7 @@ impl LogReplay {
             _ => self.start_lsn,
         };
         let scanner = Scanner::new(self.source()?, self.salt, walk_from);
-        let scanner = if TRUSTS_THE_CRASH {
+        let scanner = if trusts_the_crash(&self.config) {
             scanner
         } else {
             scanner.persisting()

@@ -10,12 +10,6 @@
 //! * after a process crash (and after power cuts) every commit acknowledged before the fault
 //!   is recovered, every recovered record is one that was appended, and the reopened log
 //!   accepts commits again.
-//!
-//! The tests of the PMEM-ring modes (`buffer`, `pmem-log`) are compiled out with the
-//! `planted-missing-fence` feature: it removes the fence these tests inject failures into, and
-//! the acknowledged commits they check for (see `power_cut.rs`).
-
-#![cfg_attr(feature = "planted-missing-fence", allow(dead_code, unused_imports))]
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -394,14 +388,10 @@ fn failed_write_and_sync_with_real_preallocation() {
         (CommitMode::Fsync, Fault::Sync(1)),
         (CommitMode::Buffer, Fault::Sync(1)),
     ] {
-        if cfg!(feature = "planted-missing-fence") && mode.uses_pmem() {
-            continue;
-        }
         single_thread_with(mode, fault, 10, QUICK, true);
     }
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_write_stops_the_log() {
     for (before, n, age) in [(0, 1, QUICK), (30, 1, QUICK), (30, 2, QUICK), (5, 1, NEVER)] {
@@ -409,7 +399,6 @@ fn buffer_failed_write_stops_the_log() {
     }
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_sync_stops_the_log() {
     for (before, n, age) in [(0, 1, QUICK), (30, 1, QUICK), (30, 2, QUICK), (5, 1, NEVER)] {
@@ -417,7 +406,6 @@ fn buffer_failed_sync_stops_the_log() {
     }
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_fence_stops_the_log() {
     // The writer never runs (records stay in the first block, harden age an hour): the
@@ -432,7 +420,6 @@ fn buffer_failed_fence_stops_the_log() {
     }
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn pmem_log_failed_fence_stops_the_log() {
     for (before, n) in [(0, 1), (10, 1), (10, 3), (60, 5)] {
@@ -442,7 +429,6 @@ fn pmem_log_failed_fence_stops_the_log() {
 }
 
 /// A failed fence while releasing a prefix (pmem-log) stops the log too.
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn pmem_log_failed_fence_in_release_stops_the_log() {
     let config = config(CommitMode::PmemLog, QUICK);
@@ -565,25 +551,21 @@ fn fsync_failed_write_stops_every_committer() {
     many_threads(CommitMode::Fsync, Fault::Write(5), QUICK);
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_write_stops_every_committer() {
     many_threads(CommitMode::Buffer, Fault::Write(2), QUICK);
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_sync_stops_every_committer() {
     many_threads(CommitMode::Buffer, Fault::Sync(2), QUICK);
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn buffer_failed_fence_stops_every_committer() {
     many_threads(CommitMode::Buffer, Fault::Fence(10), QUICK);
 }
 
-#[cfg(not(feature = "planted-missing-fence"))]
 #[test]
 fn pmem_log_failed_fence_stops_every_committer() {
     many_threads(CommitMode::PmemLog, Fault::Fence(3), QUICK);

@@ -38,11 +38,9 @@
 //! sweep (long runs); `TAILSTORE_CRASH_SEED=S` changes their base seeds;
 //! `TAILSTORE_REAL_GROWTH=1` makes them use the real preallocation (slow).
 //!
-//! With the `planted-missing-fence` feature (the log no longer fences an appended record before
-//! acknowledging it) the normal sweeps are compiled out and `planted_missing_fence_is_caught`
-//! asserts that the harness reports lost acknowledged commits.
-
-#![cfg_attr(feature = "planted-missing-fence", allow(dead_code, unused_imports))]
+//! `planted_missing_fence_is_caught` plants a bug in the logs it opens ([`Plant::MissingFence`]:
+//! no fence after an appended record is flushed, so a commit is acknowledged before it is
+//! persistent) and asserts that the harness reports lost acknowledged commits.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -56,7 +54,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tailstore_log::{
-    record_size, CommitMode, LogConfig, LogManager, Record, Recovery, KIB, LOG_START_LSN,
+    record_size, CommitMode, LogConfig, LogManager, Plant, Record, Recovery, KIB, LOG_START_LSN,
 };
 use tailstore_media::sim::SimStorage;
 
@@ -211,6 +209,8 @@ struct Point {
     /// A crash during the first recovery, at its operation `1 + nested % ops`.
     nested: Option<u64>,
     growth: Growth,
+    /// The log's fence after an append planted away ([`Plant::MissingFence`]).
+    missing_fence: bool,
 }
 
 impl fmt::Display for Point {
@@ -235,7 +235,11 @@ impl fmt::Display for Point {
                 Growth::Scaled => "scaled",
                 Growth::Real => "real",
             },
-        )
+        )?;
+        if self.missing_fence {
+            write!(f, " fence=missing")?;
+        }
+        Ok(())
     }
 }
 
@@ -274,6 +278,11 @@ impl FromStr for Point {
                 "scaled" => Growth::Scaled,
                 "real" => Growth::Real,
                 other => return Err(format!("growth={other}: expected scaled or real")),
+            },
+            missing_fence: match fields.get("fence").copied().unwrap_or("kept") {
+                "kept" => false,
+                "missing" => true,
+                other => return Err(format!("fence={other}: expected kept or missing")),
             },
         })
     }
@@ -592,7 +601,10 @@ fn run_point(p: &Point) -> (Outcome, Result<(), Violation>) {
 }
 
 fn run_point_into(p: &Point, outcome: &mut Outcome) -> Result<(), Violation> {
-    let config = config(p.mode, Duration::from_micros(p.harden_age_us));
+    let mut config = config(p.mode, Duration::from_micros(p.harden_age_us));
+    if p.missing_fence {
+        config.plants.push(Plant::MissingFence);
+    }
     let storage = SimStorage::new();
     if let Some(k) = p.crash_at {
         storage.crash_after(k);
@@ -970,6 +982,8 @@ struct Sweep {
     growth: Growth,
     /// `buffer` mode's harden age; `None`: one of `HARDEN_AGES_US` per point.
     harden_age_us: Option<u64>,
+    /// Every point with the fence planted away ([`Point::missing_fence`]).
+    missing_fence: bool,
 }
 
 #[derive(Debug, Default)]
@@ -1015,6 +1029,7 @@ impl Sweep {
             harden_age_us,
             nested: None,
             growth: self.growth,
+            missing_fence: self.missing_fence,
         }
     }
 
@@ -1073,6 +1088,7 @@ impl Sweep {
                 harden_age_us,
                 nested: nested.filter(|_| crash_at > open_ops),
                 growth: self.growth,
+                missing_fence: self.missing_fence,
             };
             let (outcome, go_on) = run(&point, &mut stats);
             if !outcome.died {
@@ -1201,6 +1217,7 @@ fn sweep(mode: CommitMode, threads: usize, crash: Crash, points: usize, seed: u6
         commits: 0,
         growth: sweep_growth(),
         harden_age_us: None,
+        missing_fence: false,
     }
 }
 
@@ -1246,6 +1263,7 @@ fn early_crashes(
                 harden_age_us: 1000,
                 nested: nest.then_some(selector),
                 growth: sweep_growth(),
+                missing_fence: false,
             };
             set_current(&point);
             points += 1;
@@ -1274,7 +1292,6 @@ fn early_crashes(
 // The tests
 // ---------------------------------------------------------------------------------------------
 
-#[cfg(not(feature = "planted-missing-fence"))]
 mod durable {
     use super::*;
 
@@ -1511,6 +1528,7 @@ mod durable {
                 commits,
                 growth: Growth::Real,
                 harden_age_us: Some(250),
+                missing_fence: false,
                 ..sweep(mode, threads, Crash::PowerCut, REAL_GROWTH_POINTS, seed)
             };
             let name = format!("{mode} threads={threads} real preallocation");
@@ -1534,6 +1552,7 @@ mod durable {
                 harden_age_us: 250,
                 nested: Some(5),
                 growth: Growth::Scaled,
+                missing_fence: false,
             };
             assert_eq!(point.to_string().parse::<Point>(), Ok(point.clone()));
             let (outcome, result) = run_point(&point);
@@ -1563,6 +1582,7 @@ mod durable {
                 harden_age_us: 1000,
                 nested: None,
                 growth: Growth::Scaled,
+                missing_fence: false,
             };
             let ops = run_point(&full).0.ops;
             for crash_at in [ops / 9, ops / 2, ops - 3] {
@@ -1577,6 +1597,7 @@ mod durable {
                     harden_age_us: 1000,
                     nested: Some(9),
                     growth: Growth::Scaled,
+                    missing_fence: false,
                 };
                 let (a, ra) = run_point(&point);
                 let (b, rb) = run_point(&point);
@@ -1617,8 +1638,11 @@ fn repro() {
 /// (in `buffer` mode a record straddling the hardened boundary loses its unfenced half in
 /// the ring, and recovery calls the log corrupt) loses every acknowledged commit, so it
 /// counts too; but at least one point must show a plain lost commit.
-#[cfg(feature = "planted-missing-fence")]
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "only builds with debug assertions plant bugs"
+)]
 fn planted_missing_fence_is_caught() {
     const POINTS: usize = 200;
     let mut lost_total = 0;
@@ -1638,6 +1662,7 @@ fn planted_missing_fence_is_caught() {
             commits: 0,
             growth: sweep_growth(),
             harden_age_us: None,
+            missing_fence: true,
         };
         let (stats, first, kinds) = with_watchdog(WATCHDOG, move || {
             let mut first: Option<(usize, String, Point)> = None;

@@ -293,6 +293,8 @@ pub struct BufferPool {
     /// raised by every page written since (see [`BufferPool::bound_page_lsns`]).
     lsn_ceiling: AtomicU64,
     fresh: FreshFrames,
+    /// [`crate::Plant::PageBeforeItsLog`] planted: pages are written without the log.
+    page_before_its_log: bool,
 }
 
 /// Memory for the frames that have never held a page, made ready ahead of them (see
@@ -390,6 +392,7 @@ impl BufferPool {
                 ready: Mutex::new(Vec::new()),
                 ready_count: AtomicUsize::new(0),
             },
+            page_before_its_log: false,
         })
     }
 
@@ -493,6 +496,14 @@ impl BufferPool {
     /// have restored the data file already.
     pub fn with_doublewrite(mut self, area: Arc<DoubleWrite>) -> Self {
         self.doublewrite = Some(area);
+        self
+    }
+
+    /// Plants `plants` in the pool (`plant.rs`); without effect in a build without debug
+    /// assertions.
+    pub fn with_plants(mut self, plants: &[crate::Plant]) -> Self {
+        self.page_before_its_log =
+            cfg!(debug_assertions) && plants.contains(&crate::Plant::PageBeforeItsLog);
         self
     }
 
@@ -1125,8 +1136,7 @@ impl BufferPool {
     /// LSN.
     fn write_ahead_of(&self, id: PageId, page: &Page) -> Result<()> {
         let lsn = page.lsn();
-        if cfg!(feature = "planted-page-before-its-log") {
-            // Planted so that CI sees the engine's crash tests catch it.
+        if cfg!(debug_assertions) && self.page_before_its_log {
             return Ok(());
         }
         (self.write_ahead)(lsn).map_err(|source| StorageError::WriteAhead {

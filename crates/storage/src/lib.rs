@@ -31,6 +31,7 @@ pub mod error;
 mod interleave;
 pub mod key;
 pub mod page;
+mod plant;
 pub mod row;
 pub mod schema;
 
@@ -44,5 +45,6 @@ pub use buffer_pool::{
 pub use doublewrite::{DoubleWrite, Restored};
 pub use error::{HookError, Result, StorageError};
 pub use page::{Lsn, Page, PageId, PageIdMap, PageIdSet, PageKind, PAGE_SIZE};
+pub use plant::Plant;
 pub use row::{RowError, Value};
 pub use schema::{Column, ColumnType, IndexDef, Schema, SchemaError};
