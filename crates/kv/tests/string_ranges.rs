@@ -311,8 +311,8 @@ fn put_bytes(value: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     value[offset..offset + bytes.len()].copy_from_slice(bytes);
 }
 
-/// A SETRANGE, SETBIT or APPEND that rewrites parts in place (growing the string or not)
-/// still changes the key for a WATCH.
+/// A SETRANGE, SETBIT, APPEND or BITFIELD that rewrites parts in place (growing the string
+/// or not) still changes the key for a WATCH.
 #[test]
 fn writes_in_place_fail_a_watch() {
     let server = TestServer::start();
@@ -325,9 +325,11 @@ fn writes_in_place_fail_a_watch() {
         &["APPEND", "k", "c"],
         &["SETRANGE", "k", "25000", "d"],
         &["SETBIT", "k", "240000", "1"],
+        &["BITFIELD", "k", "SET", "u8", "800", "7"],
+        &["BITFIELD", "k", "SET", "u8", "250000", "7"],
     ] {
         q::<()>(&mut watcher, &["WATCH", "k"]);
-        q::<i64>(&mut writer, write);
+        q::<redis::Value>(&mut writer, write);
         q::<()>(&mut watcher, &["MULTI"]);
         q::<()>(&mut watcher, &["GET", "k"]);
         let exec: Option<Vec<String>> = q(&mut watcher, &["EXEC"]);
