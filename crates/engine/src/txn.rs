@@ -501,6 +501,82 @@ impl<'db> Transaction<'db> {
             .iter()
             .map(|key| self.full_primary_key(table, key))
             .collect::<Result<Vec<_>>>()?;
+        self.get_many_stored(table, pks)
+    }
+
+    /// The rows at `positions` (strictly increasing) among the rows whose primary key lies
+    /// in `range`, in key order: position 0 is the range's first row. A position past the
+    /// range's last row finds none, so fewer rows may come back. The rows between positions
+    /// are passed over in the tree, neither copied nor recorded: a random member of a set
+    /// of a million costs the visit of the leaves before it (SPOP, SRANDMEMBER).
+    ///
+    /// Only the rows returned are recorded, as point reads: which rows hold which positions
+    /// is *not* validated. A caller whose answer depends on the positions (not only on the
+    /// rows it got) must also read a row that every insert or delete in `range` writes (a
+    /// set's key row, with its count), so that such a change aborts it. With writes of its
+    /// own in `range`, the transaction reads the range as a [`Transaction::scan`] does,
+    /// through them, and the scan is validated.
+    pub fn rows_at(
+        &mut self,
+        table: &Table,
+        range: &KeyRange,
+        positions: &[usize],
+    ) -> Result<Vec<Vec<Value>>> {
+        let slot = self.slot(table);
+        let schema = table.schema();
+        let (lower, upper) = byte_bounds(range, |values| schema.primary_key_prefix(values))?;
+        if is_empty_range(&lower, &upper) || positions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let id = self.tree_id(TreeRef {
+            table: slot,
+            tree: 0,
+        });
+        let own_writes = self
+            .writes
+            .range(write_bounds(id, &lower, &upper))
+            .next()
+            .is_some();
+        if own_writes {
+            let last = positions[positions.len() - 1];
+            let mut rows = self.scan(
+                table,
+                range,
+                ScanDirection::Ascending,
+                last.saturating_add(1),
+            )?;
+            let mut taken = Vec::with_capacity(positions.len());
+            for &at in positions {
+                if let Some(row) = rows.get_mut(at) {
+                    taken.push(std::mem::take(row));
+                }
+            }
+            return Ok(taken);
+        }
+        let tree = TreeRef {
+            table: slot,
+            tree: 0,
+        };
+        let pks = self
+            .tree(tree)
+            .btree
+            .keys_at(as_ref(&lower), as_ref(&upper), positions)?;
+        // Read again as point reads, each recorded with the version it saw. A row gone in
+        // between (another commit deleted it) is left out.
+        Ok(self
+            .get_many_stored(table, pks)?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    /// [`Transaction::get_many`] of encoded primary keys, for a transaction without writes
+    /// to read through.
+    fn get_many_stored(
+        &mut self,
+        table: &Table,
+        pks: Vec<Vec<u8>>,
+    ) -> Result<Vec<Option<Vec<Value>>>> {
         let slot = self.slot(table);
         let tree = TreeRef {
             table: slot,

@@ -1,6 +1,6 @@
 //! Model-based property test: random single-threaded sequences of transactions (inserts,
-//! updates, deletes, point reads, primary-key scans in both directions with limits, index
-//! scans; commit or roll back), compared step by step with a `BTreeMap` model, with
+//! updates, deletes, point reads, primary-key scans in both directions with limits, rows at
+//! positions of a range, index scans; commit or roll back), compared step by step with a `BTreeMap` model, with
 //! checkpoints, clean reopens and simulated crashes (process crash or power cut) in between.
 //! After a reopen or a crash the database must hold exactly the committed state of the model
 //! (every acknowledged commit, nothing of the transaction that was open), in every index too.
@@ -41,6 +41,12 @@ enum Op {
         hi: i64,
         desc: bool,
         limit: usize,
+    },
+    /// `Transaction::rows_at`: the rows at these positions (strictly increasing) of `lo..hi`.
+    RowsAt {
+        lo: i64,
+        hi: i64,
+        positions: Vec<usize>,
     },
     ScanGroup {
         grp: i64,
@@ -84,6 +90,12 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..IDS + 2).prop_map(|id| Op::Get(id - 1)),
         4 => (0..IDS, 0..IDS, any::<bool>(), limit())
             .prop_map(|(a, b, desc, limit)| Op::Scan { lo: a.min(b), hi: a.max(b) + 1, desc, limit }),
+        2 => (0..IDS, 0..IDS, prop::collection::btree_set(0..IDS as usize + 2, 0..6))
+            .prop_map(|(a, b, positions)| Op::RowsAt {
+                lo: a.min(b),
+                hi: a.max(b) + 1,
+                positions: positions.into_iter().collect(),
+            }),
         2 => (0..GROUPS, any::<bool>(), limit())
             .prop_map(|(grp, desc, limit)| Op::ScanGroup { grp, desc, limit }),
         1 => (0..VALS, any::<bool>(), limit())
@@ -226,6 +238,19 @@ fn step(
                 direction(*desc),
                 *limit,
             );
+            prop_assert_eq!(got, want, "{:?}", op);
+        }
+        Op::RowsAt { lo, hi, positions } => {
+            let range = KeyRange::new(
+                Bound::Included(vec![Value::Int(*lo)]),
+                Bound::Excluded(vec![Value::Int(*hi)]),
+            );
+            let got = items(txn.rows_at(table, &range, positions), "rows_at")?;
+            let in_range: Vec<Item> = view.range(*lo..*hi).map(|(_, item)| item.clone()).collect();
+            let want: Vec<Item> = positions
+                .iter()
+                .filter_map(|&at| in_range.get(at).cloned())
+                .collect();
             prop_assert_eq!(got, want, "{:?}", op);
         }
         Op::ScanGroup { grp, desc, limit } => {

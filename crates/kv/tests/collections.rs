@@ -2015,3 +2015,92 @@ fn move_takes_a_key_to_another_database_with_its_deadline() {
     assert_eq!(llen.reply, int(2));
     assert_eq!(kv.run(&["move", "l", "3"]), int(0), "no such key left here");
 }
+
+/// A set of more than 1,024 members gives its random members by position (`fields_at`)
+/// rather than by reading every member: SRANDMEMBER and SPOP still answer with members of
+/// the set, distinct where Redis's are, every member as likely as any other (a chi-square
+/// test over 60,000 draws), SPOP takes each member once, and an EXEC block that added a
+/// member before its SRANDMEMBER (writes of its own in the set's range) can draw it.
+#[test]
+fn random_members_of_a_large_set_are_picked_by_position() {
+    const MEMBERS: usize = 3_000;
+    let kv = kv();
+    let all: Vec<String> = (0..MEMBERS).map(|i| format!("m{i:05}")).collect();
+    for batch in all.chunks(500) {
+        let mut args = vec!["sadd", "s"];
+        args.extend(batch.iter().map(String::as_str));
+        assert_eq!(kv.run(&args), int(batch.len() as i64));
+    }
+    let index = |member: &str| -> usize {
+        all.binary_search_by(|m| m.as_str().cmp(member))
+            .unwrap_or_else(|_| panic!("{member} is not a member"))
+    };
+
+    // Draws with repeats: each member's count against the 20 expected.
+    let mut counts = vec![0u64; MEMBERS];
+    for _ in 0..60 {
+        let drawn = strings(&kv.run(&["srandmember", "s", "-1000"]));
+        assert_eq!(
+            drawn.len(),
+            1000,
+            "a negative count gives exactly that many"
+        );
+        for member in &drawn {
+            counts[index(member)] += 1;
+        }
+    }
+    let expected = 60_000.0 / MEMBERS as f64;
+    let chi_square: f64 = counts
+        .iter()
+        .map(|&n| (n as f64 - expected).powi(2) / expected)
+        .sum();
+    // 2,999 degrees of freedom: mean 2,999, standard deviation 77.5; six of them above.
+    eprintln!("chi-square over {MEMBERS} members: {chi_square:.0}");
+    assert!(
+        chi_square < 3_464.0,
+        "picks far from uniform: chi-square {chi_square:.0}"
+    );
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "a member never drawn in 60,000 draws"
+    );
+
+    let distinct = strings(&kv.run(&["srandmember", "s", "1000"]));
+    let mut sorted: Vec<usize> = distinct.iter().map(|m| index(m)).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        1000,
+        "a positive count gives distinct members"
+    );
+    let one = strings(&Reply::Array(vec![kv.run(&["srandmember", "s"])]));
+    index(&one[0]);
+    assert_eq!(kv.run(&["srandmember", "s", "0"]), arr(&[]));
+
+    // Added in the block, before the draw: the block's own write is in the set's range.
+    let replies = kv.block(&[&["sadd", "s", "zz-new"], &["srandmember", "s", "-1000"]]);
+    assert_eq!(replies[0], int(1));
+    let drawn = strings(&replies[1]);
+    assert_eq!(drawn.len(), 1000);
+    assert!(drawn
+        .iter()
+        .all(|m| m == "zz-new" || all.binary_search(m).is_ok()));
+    assert_eq!(kv.run(&["srem", "s", "zz-new"]), int(1));
+
+    // SPOP one at a time, then by counts, down to an empty set: every member once.
+    let mut popped = Vec::new();
+    for _ in 0..1_500 {
+        popped.extend(strings(&Reply::Array(vec![kv.run(&["spop", "s"])])));
+    }
+    while kv.exists("s") {
+        popped.extend(strings(&kv.run(&["spop", "s", "400"])));
+    }
+    let mut taken: Vec<usize> = popped.iter().map(|m| index(m)).collect();
+    taken.sort_unstable();
+    assert_eq!(
+        taken,
+        (0..MEMBERS).collect::<Vec<_>>(),
+        "each member popped once"
+    );
+}

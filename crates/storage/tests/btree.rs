@@ -335,6 +335,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// `keys_at` finds the keys at random positions of random ranges of a tree of many
+    /// leaves, as the range's keys in order would have them; positions past the range's end
+    /// find none. (Its pairs passed over between positions cross leaves.)
+    #[test]
+    fn keys_at_positions_are_the_ranges_keys_at_them(
+        keys in prop::collection::btree_set(key(), 50..600),
+        lower in bound(),
+        upper in bound(),
+        picks in prop::collection::btree_set(0usize..700, 0..40),
+    ) {
+        let storage = SimStorage::new();
+        let tree = BTree::create(pool(&storage, 16)).expect("create");
+        let mut model = Model::new();
+        for key in keys {
+            let value = value_for(&key, 200, key.len());
+            tree.insert(&key, &value).expect("insert");
+            model.insert(key, value);
+        }
+        prop_assert!(tree.check().expect("check").leaves > 1);
+        let (lower, upper) = (as_bound(&lower), as_bound(&upper));
+        let in_range: Vec<Vec<u8>> =
+            model_range(&model, lower, upper, ScanDirection::Ascending, usize::MAX)
+                .into_iter()
+                .map(|(key, _)| key)
+                .collect();
+        let positions: Vec<usize> = picks.into_iter().collect();
+        let want: Vec<Vec<u8>> = positions
+            .iter()
+            .filter_map(|&at| in_range.get(at).cloned())
+            .collect();
+        prop_assert_eq!(tree.keys_at(lower, upper, &positions).expect("keys_at"), want);
+    }
+}
+
 /// A writer makes memory ready for the pool's fresh frames before it takes the tree's latch
 /// (`BufferPool::prepare_fresh_frames`), and its splits' new pages take it.
 #[test]

@@ -42,6 +42,20 @@ impl Rng {
         (self.next() % n as u64) as usize
     }
 
+    /// `k` distinct numbers of `0..n` (`k <= n`), in increasing order: Floyd's sampling, `k`
+    /// draws whatever `n` (a set's positions, `Keyspace::fields_at`).
+    pub fn distinct_below(&mut self, n: usize, k: usize) -> Vec<usize> {
+        assert!(k <= n, "{k} distinct numbers below {n}");
+        let mut chosen = std::collections::BTreeSet::new();
+        for j in n - k..n {
+            let t = self.below(j + 1);
+            if !chosen.insert(t) {
+                chosen.insert(j);
+            }
+        }
+        chosen.into_iter().collect()
+    }
+
     /// `k` distinct items of `items` (`k <= items.len()`), in random order.
     pub fn pick<T>(&mut self, mut items: Vec<T>, k: usize) -> Vec<T> {
         for i in 0..k {

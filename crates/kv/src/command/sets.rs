@@ -143,11 +143,14 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         // lookup counts a hit.
         ctx.count_lookup(key, true);
     }
-    let all = members(ctx, meta.id)?;
-    let wanted = count.map_or(1, |c| {
-        usize::try_from(c).unwrap_or(usize::MAX).min(all.len())
-    });
-    let popped = Rng::new().pick(all, wanted);
+    let picks = count.map_or(1, |c| c.unsigned_abs());
+    let popped = if by_position(&meta, picks) {
+        distinct_members(ctx, &meta, picks as usize)?
+    } else {
+        let all = members(ctx, meta.id)?;
+        let wanted = usize::try_from(picks).unwrap_or(usize::MAX).min(all.len());
+        Rng::new().pick(all, wanted)
+    };
     let held = popped.iter().map(Vec::as_slice);
     remove_held(ctx, &mut meta, held, Elements::Values)?;
     meta.len -= popped.len() as i64;
@@ -170,6 +173,21 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
     };
+    match count {
+        None if by_position(&meta, 1) => {
+            let mut picked = distinct_members(ctx, &meta, 1)?;
+            return Ok(picked.pop().map_or(Reply::Null, bulk));
+        }
+        Some(count) if count >= 0 && by_position(&meta, count.unsigned_abs()) => {
+            let picked = distinct_members(ctx, &meta, count as usize)?;
+            return Ok(Reply::Array(picked.into_iter().map(bulk).collect()));
+        }
+        Some(count) if count < 0 && by_position(&meta, count.unsigned_abs()) => {
+            let picked = members_with_repeats(ctx, &meta, count.unsigned_abs() as usize)?;
+            return Ok(Reply::Array(picked.into_iter().map(bulk).collect()));
+        }
+        _ => {}
+    }
     let all = members(ctx, meta.id)?;
     let Some(count) = count else {
         return Ok(pick_one(all).map_or(Reply::Null, bulk));
@@ -177,6 +195,68 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     // The whole set too is an array, as Redis 7.0.15 answers it (7.2 answers a RESP3 set).
     let (picks, _whole) = pick_by_count(all, count)?;
     Ok(Reply::Array(picks.into_iter().map(bulk).collect()))
+}
+
+/// Sets of more members than this give random members by their positions
+/// (`Keyspace::fields_at`), not by reading every member: an SPOP of one member of a set of a
+/// million read the million.
+const PICKED_BY_POSITION_ABOVE: i64 = 1024;
+
+/// The most random members a command picks by position; more read the whole set.
+const MOST_PICKED_BY_POSITION: u64 = 1024;
+
+/// Whether `picks` random members of the set `meta` are picked by position: a large set,
+/// and fewer picks than members (a count that takes them all reads them all, in order).
+fn by_position(meta: &KeyMeta, picks: u64) -> bool {
+    meta.len > PICKED_BY_POSITION_ABOVE
+        && picks <= MOST_PICKED_BY_POSITION
+        && picks < meta.len.unsigned_abs()
+}
+
+/// The members at `positions` (strictly increasing, each below the set's count) of the set
+/// `meta`. The key's row was read (its count): a member added or removed meanwhile changed
+/// it, so the positions need no validation of their own.
+fn members_at(ctx: &mut Ctx, meta: &KeyMeta, positions: &[usize]) -> Result<Vec<Vec<u8>>, Fault> {
+    let found = ctx.ks.fields_at(ctx.txn, meta.id, positions)?;
+    if found.len() != positions.len() {
+        // The count and the rows disagree: torn by another commit (retried), or damaged.
+        return Err(Fault::corrupt(format!(
+            "set {} holds fewer than the {} members its key counts",
+            meta.id, meta.len
+        )));
+    }
+    Ok(found)
+}
+
+/// `k` distinct random members of the set `meta` ([`by_position`]), in random order.
+fn distinct_members(ctx: &mut Ctx, meta: &KeyMeta, k: usize) -> Result<Vec<Vec<u8>>, Fault> {
+    let mut rng = Rng::new();
+    let positions = rng.distinct_below(meta.len as usize, k);
+    let members = members_at(ctx, meta, &positions)?;
+    Ok(rng.pick(members, k))
+}
+
+/// `k` random members of the set `meta` ([`by_position`]), each drawn on its own (repeats
+/// allowed), in the order drawn.
+fn members_with_repeats(ctx: &mut Ctx, meta: &KeyMeta, k: usize) -> Result<Vec<Vec<u8>>, Fault> {
+    let mut rng = Rng::new();
+    let draws: Vec<usize> = (0..k).map(|_| rng.below(meta.len as usize)).collect();
+    let positions: Vec<usize> = draws
+        .iter()
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let members = members_at(ctx, meta, &positions)?;
+    draws
+        .iter()
+        .map(|draw| {
+            positions
+                .binary_search(draw)
+                .map(|at| members[at].clone())
+                .map_err(|_| Fault::corrupt("a drawn position was not looked up".to_string()))
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -384,6 +384,25 @@ impl Keyspace {
         Ok(())
     }
 
+    /// The fields at `positions` (strictly increasing) among `owner`'s, in field order, for
+    /// a key whose every field is one part row (a set's members; a field with a value of
+    /// several parts would count once per part). The rows before each position are passed
+    /// over, not read (`Transaction::rows_at`, whose caveat holds: positions are not
+    /// validated, the key's row must be read as well). A position past the last field finds
+    /// none, so fewer fields may come back.
+    pub(crate) fn fields_at(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        positions: &[usize],
+    ) -> Result<Vec<Vec<u8>>, Fault> {
+        let range = KeyRange::prefix(owner_prefix(owner));
+        txn.rows_at(&self.parts, &range, positions)?
+            .iter_mut()
+            .map(|row| take_bytes(&mut row[FIELD]))
+            .collect()
+    }
+
     /// Every (field, value) of a key, in field order (`limit` fields at most).
     pub(crate) fn fields(
         &self,

@@ -987,6 +987,62 @@ impl BTree {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
+        self.scan_passing(lower, upper, direction, limit, 0, &mut |key, value| {
+            visit(key, value).then_some(0)
+        })
+    }
+
+    /// The keys at `positions` (strictly increasing) among the keys within `(lower,
+    /// upper)` in ascending order: position 0 is the first key in the range. A position past
+    /// the range's last key has none, so fewer keys may come back. The pairs between two
+    /// positions are passed over a leaf at a time, without being copied: a key at a random
+    /// position of a range of a million keys costs a visit of the leaves before it, not a
+    /// copy of every pair (SPOP, SRANDMEMBER). The keys are exact at the moment each leaf
+    /// was read, not one snapshot of the tree, as a scan's.
+    pub fn keys_at(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        positions: &[usize],
+    ) -> Result<Vec<Vec<u8>>> {
+        assert!(
+            positions.windows(2).all(|pair| pair[0] < pair[1]),
+            "positions must be strictly increasing"
+        );
+        let Some(&first) = positions.first() else {
+            return Ok(Vec::new());
+        };
+        let mut keys = Vec::with_capacity(positions.len());
+        let mut next = positions[1..].iter();
+        let mut at = first;
+        self.scan_passing(
+            lower,
+            upper,
+            ScanDirection::Ascending,
+            usize::MAX,
+            first,
+            &mut |key, _| {
+                keys.push(key.to_vec());
+                let following = *next.next()?;
+                let passed = following - at - 1;
+                at = following;
+                Some(passed)
+            },
+        )?;
+        Ok(keys)
+    }
+
+    /// [`BTree::scan`] that passes over `skip` pairs before the first visit, and after each
+    /// visit over as many as `visit` returns (`None`: the scan stops). `limit` counts visits.
+    fn scan_passing(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: ScanDirection,
+        limit: usize,
+        skip: usize,
+        visit: &mut PassingVisit<'_>,
+    ) -> Result<usize> {
         self.usable()?;
         let mut scan = Scan {
             lower,
@@ -994,7 +1050,8 @@ impl BTree {
             direction,
             remaining: limit,
             visited: 0,
-            visit: &mut visit,
+            skip,
+            visit,
         };
         let mut resume: Option<Vec<u8>> = None;
         while scan.remaining > 0 {
@@ -1654,8 +1711,14 @@ struct Scan<'b, 'v> {
     direction: ScanDirection,
     remaining: usize,
     visited: usize,
-    visit: &'v mut dyn FnMut(&[u8], &[u8]) -> bool,
+    /// Pairs to pass over, in the scan's direction, before the next visit.
+    skip: usize,
+    visit: &'v mut PassingVisit<'v>,
 }
+
+/// Visits a scanned pair (key, value); returns how many pairs to pass over before the next,
+/// or `None` to stop the scan.
+type PassingVisit<'a> = dyn FnMut(&[u8], &[u8]) -> Option<usize> + 'a;
 
 impl<'b> Scan<'b, '_> {
     /// The leaf to read next: the first, or the one past `resume`, the end of the last
@@ -1711,21 +1774,24 @@ impl<'b> Scan<'b, '_> {
             Bound::Excluded(key) => node::lower_bound(p, key, false),
         };
         let wanted = start..end.max(start);
-        let mut visit_at = |i: usize| {
-            let go_on = (self.visit)(node::key(p, i), node::value(p, i));
+        // The pairs of `wanted` in the scan's direction, counted from 0.
+        let mut step = self.skip;
+        while step < wanted.len() {
+            let i = match self.direction {
+                ScanDirection::Ascending => wanted.start + step,
+                ScanDirection::Descending => wanted.end - 1 - step,
+            };
+            let passed = (self.visit)(node::key(p, i), node::value(p, i));
             self.visited += 1;
             self.remaining -= 1;
-            go_on && self.remaining > 0
-        };
-        let went_through = match self.direction {
-            ScanDirection::Ascending => wanted.into_iter().all(&mut visit_at),
-            ScanDirection::Descending => wanted.rev().all(&mut visit_at),
-        };
-        if went_through {
-            self.beyond(range)
-        } else {
-            None
+            match passed {
+                Some(passed) if self.remaining > 0 => step = step.saturating_add(1 + passed),
+                _ => return None,
+            }
         }
+        // What is left to pass over goes on into the next leaf.
+        self.skip = step - wanted.len();
+        self.beyond(range)
     }
 
     /// The fence past `range` in the scan's direction, if there are keys beyond it and the
