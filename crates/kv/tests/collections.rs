@@ -2104,3 +2104,52 @@ fn random_members_of_a_large_set_are_picked_by_position() {
         "each member popped once"
     );
 }
+
+/// ZRANDMEMBER of a sorted set of more than 1,024 members picks by position too (decision
+/// 237): members of the set with their own scores, distinct for a positive count, every
+/// member drawn in 30,000 draws over 2,000.
+#[test]
+fn random_members_of_a_large_sorted_set_are_picked_by_position() {
+    const MEMBERS: usize = 2_000;
+    let kv = kv();
+    let scores: Vec<(String, String)> = (0..MEMBERS)
+        .map(|i| (format!("{}", (i * 7919) % 10_007), format!("z{i:05}")))
+        .collect();
+    for batch in scores.chunks(500) {
+        let mut args = vec!["zadd", "z"];
+        for (score, member) in batch {
+            args.extend([score.as_str(), member.as_str()]);
+        }
+        assert_eq!(kv.run(&args), int(batch.len() as i64));
+    }
+    let index = |member: &str| -> usize {
+        member[1..]
+            .parse()
+            .unwrap_or_else(|_| panic!("{member} is not a member"))
+    };
+    let mut seen = vec![false; MEMBERS];
+    for _ in 0..30 {
+        let Reply::Pairs(drawn) = kv.run(&["zrandmember", "z", "-1000", "withscores"]) else {
+            panic!("ZRANDMEMBER WITHSCORES answers pairs");
+        };
+        assert_eq!(drawn.len(), 1_000, "1,000 members and their scores");
+        for (member, score) in drawn {
+            let member = strings(&Reply::Array(vec![member])).remove(0);
+            let at = index(&member);
+            let expected: f64 = scores[at].0.parse().expect("a score");
+            assert_eq!(score, Reply::Double(expected), "{member}'s score");
+            seen[at] = true;
+        }
+    }
+    assert!(
+        seen.iter().all(|&s| s),
+        "a member never drawn in 30,000 draws"
+    );
+    let distinct = strings(&kv.run(&["zrandmember", "z", "1000"]));
+    let mut at: Vec<usize> = distinct.iter().map(|m| index(m)).collect();
+    at.sort_unstable();
+    at.dedup();
+    assert_eq!(at.len(), 1000, "a positive count gives distinct members");
+    let one = strings(&Reply::Array(vec![kv.run(&["zrandmember", "z"])]));
+    index(&one[0]);
+}

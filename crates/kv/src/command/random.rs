@@ -67,6 +67,65 @@ impl Rng {
     }
 }
 
+/// Sets and sorted sets of more members than this give random members by their positions
+/// (`Keyspace::fields_at`, `Keyspace::zset_members_at`), not by reading every member: an SPOP
+/// of one member of a set of a million read the million (decision 237).
+const PICKED_BY_POSITION_ABOVE: i64 = 1024;
+
+/// The most random members one command picks by position; more read the whole collection.
+const MOST_PICKED_BY_POSITION: u64 = 1024;
+
+/// Whether `picks` random members of a collection of `len` are picked by position: a large
+/// collection, and fewer picks than members (a count that takes them all reads them all).
+pub fn by_position(len: i64, picks: u64) -> bool {
+    len > PICKED_BY_POSITION_ABOVE && picks <= MOST_PICKED_BY_POSITION && picks < len.unsigned_abs()
+}
+
+/// What `count` picks of a collection of `len` members ([`by_position`]): `k` distinct ones in
+/// random order for `count = k >= 0`, `-count` drawn each on its own (repeats allowed) in the
+/// order drawn for a negative one. `fetch` gives the members at positions (strictly
+/// increasing, each below `len`), all of them.
+pub fn pick_by_position<T: Clone>(
+    len: usize,
+    count: i64,
+    fetch: impl FnOnce(&[usize]) -> Result<Vec<T>, Fault>,
+) -> Result<Vec<T>, Fault> {
+    let mut rng = Rng::new();
+    let k = count.unsigned_abs() as usize;
+    if count >= 0 {
+        let positions = rng.distinct_below(len, k);
+        let members = fetched(fetch(&positions)?, &positions)?;
+        return Ok(rng.pick(members, k));
+    }
+    let draws: Vec<usize> = (0..k).map(|_| rng.below(len)).collect();
+    let mut positions = draws.clone();
+    positions.sort_unstable();
+    positions.dedup();
+    let members = fetched(fetch(&positions)?, &positions)?;
+    draws
+        .iter()
+        .map(|draw| {
+            let at = positions
+                .binary_search(draw)
+                .map_err(|_| Fault::corrupt("a drawn position was not looked up".to_string()))?;
+            Ok(members[at].clone())
+        })
+        .collect()
+}
+
+/// `members`, which `positions` asked for: all of them, or the count the key's row holds and
+/// its rows disagree (a torn read, retried, or damage).
+fn fetched<T>(members: Vec<T>, positions: &[usize]) -> Result<Vec<T>, Fault> {
+    if members.len() != positions.len() {
+        return Err(Fault::corrupt(format!(
+            "{} members found at {} positions below the key's count",
+            members.len(),
+            positions.len()
+        )));
+    }
+    Ok(members)
+}
+
 /// The count of SRANDMEMBER, HRANDFIELD or ZRANDMEMBER, in the range Redis accepts.
 pub fn parse_random_count(arg: &[u8]) -> Result<i64, Fault> {
     let count = parse_int(arg)?;

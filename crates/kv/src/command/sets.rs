@@ -12,7 +12,9 @@ use super::hashes::{check_field, collection_scan_options, scan_reply, wrong_arit
 use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
-use super::random::{parse_random_count, pick_by_count, pick_one, Rng};
+use super::random::{
+    by_position, parse_random_count, pick_by_count, pick_by_position, pick_one, Rng,
+};
 use super::rebuild::{remove_held, remove_named, Elements};
 use super::{bulk, is, parse_int, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
@@ -144,8 +146,8 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         ctx.count_lookup(key, true);
     }
     let picks = count.map_or(1, |c| c.unsigned_abs());
-    let popped = if by_position(&meta, picks) {
-        distinct_members(ctx, &meta, picks as usize)?
+    let popped = if by_position(meta.len, picks) {
+        members_by_position(ctx, &meta, picks as i64)?
     } else {
         let all = members(ctx, meta.id)?;
         let wanted = usize::try_from(picks).unwrap_or(usize::MAX).min(all.len());
@@ -173,20 +175,13 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(key, Kind::Set)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
     };
-    match count {
-        None if by_position(&meta, 1) => {
-            let mut picked = distinct_members(ctx, &meta, 1)?;
-            return Ok(picked.pop().map_or(Reply::Null, bulk));
-        }
-        Some(count) if count >= 0 && by_position(&meta, count.unsigned_abs()) => {
-            let picked = distinct_members(ctx, &meta, count as usize)?;
-            return Ok(Reply::Array(picked.into_iter().map(bulk).collect()));
-        }
-        Some(count) if count < 0 && by_position(&meta, count.unsigned_abs()) => {
-            let picked = members_with_repeats(ctx, &meta, count.unsigned_abs() as usize)?;
-            return Ok(Reply::Array(picked.into_iter().map(bulk).collect()));
-        }
-        _ => {}
+    let picks = count.map_or(1, i64::unsigned_abs);
+    if by_position(meta.len, picks) {
+        let picked = members_by_position(ctx, &meta, count.unwrap_or(1))?;
+        return Ok(match count {
+            None => picked.into_iter().next().map_or(Reply::Null, bulk),
+            Some(_) => Reply::Array(picked.into_iter().map(bulk).collect()),
+        });
     }
     let all = members(ctx, meta.id)?;
     let Some(count) = count else {
@@ -197,66 +192,13 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(Reply::Array(picks.into_iter().map(bulk).collect()))
 }
 
-/// Sets of more members than this give random members by their positions
-/// (`Keyspace::fields_at`), not by reading every member: an SPOP of one member of a set of a
-/// million read the million.
-const PICKED_BY_POSITION_ABOVE: i64 = 1024;
-
-/// The most random members a command picks by position; more read the whole set.
-const MOST_PICKED_BY_POSITION: u64 = 1024;
-
-/// Whether `picks` random members of the set `meta` are picked by position: a large set,
-/// and fewer picks than members (a count that takes them all reads them all, in order).
-fn by_position(meta: &KeyMeta, picks: u64) -> bool {
-    meta.len > PICKED_BY_POSITION_ABOVE
-        && picks <= MOST_PICKED_BY_POSITION
-        && picks < meta.len.unsigned_abs()
-}
-
-/// The members at `positions` (strictly increasing, each below the set's count) of the set
-/// `meta`. The key's row was read (its count): a member added or removed meanwhile changed
-/// it, so the positions need no validation of their own.
-fn members_at(ctx: &mut Ctx, meta: &KeyMeta, positions: &[usize]) -> Result<Vec<Vec<u8>>, Fault> {
-    let found = ctx.ks.fields_at(ctx.txn, meta.id, positions)?;
-    if found.len() != positions.len() {
-        // The count and the rows disagree: torn by another commit (retried), or damaged.
-        return Err(Fault::corrupt(format!(
-            "set {} holds fewer than the {} members its key counts",
-            meta.id, meta.len
-        )));
-    }
-    Ok(found)
-}
-
-/// `k` distinct random members of the set `meta` ([`by_position`]), in random order.
-fn distinct_members(ctx: &mut Ctx, meta: &KeyMeta, k: usize) -> Result<Vec<Vec<u8>>, Fault> {
-    let mut rng = Rng::new();
-    let positions = rng.distinct_below(meta.len as usize, k);
-    let members = members_at(ctx, meta, &positions)?;
-    Ok(rng.pick(members, k))
-}
-
-/// `k` random members of the set `meta` ([`by_position`]), each drawn on its own (repeats
-/// allowed), in the order drawn.
-fn members_with_repeats(ctx: &mut Ctx, meta: &KeyMeta, k: usize) -> Result<Vec<Vec<u8>>, Fault> {
-    let mut rng = Rng::new();
-    let draws: Vec<usize> = (0..k).map(|_| rng.below(meta.len as usize)).collect();
-    let positions: Vec<usize> = draws
-        .iter()
-        .copied()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let members = members_at(ctx, meta, &positions)?;
-    draws
-        .iter()
-        .map(|draw| {
-            positions
-                .binary_search(draw)
-                .map(|at| members[at].clone())
-                .map_err(|_| Fault::corrupt("a drawn position was not looked up".to_string()))
-        })
-        .collect()
+/// `count` random members of the set `meta` ([`by_position`], [`pick_by_position`]). The
+/// key's row was read (its count): a member added or removed meanwhile changed it, so the
+/// positions need no validation of their own.
+fn members_by_position(ctx: &mut Ctx, meta: &KeyMeta, count: i64) -> Result<Vec<Vec<u8>>, Fault> {
+    pick_by_position(meta.len as usize, count, |positions| {
+        ctx.ks.fields_at(ctx.txn, meta.id, positions)
+    })
 }
 
 #[derive(Clone, Copy, PartialEq)]

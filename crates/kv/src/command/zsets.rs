@@ -21,7 +21,7 @@ use super::hashes::{check_field, collection_scan_options, scan_reply};
 use super::keys::parse_cursor;
 use super::lists::parse_count;
 use super::pattern::matches;
-use super::random::{parse_count_with, pick_by_count, pick_one};
+use super::random::{by_position, parse_count_with, pick_by_count, pick_by_position, pick_one};
 use super::rebuild::{remove_held, remove_named, Elements};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
@@ -881,6 +881,22 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
     };
+    // A large set's members are picked by their positions in member order, not read whole
+    // (decision 237): the key's row was read, and every ZADD or ZREM that adds or removes a
+    // member changes its count.
+    let picks = count.map_or(1, |(count, _)| count.unsigned_abs());
+    if by_position(meta.len, picks) {
+        let picked = pick_by_position(meta.len as usize, count.map_or(1, |(c, _)| c), |at| {
+            ctx.ks.zset_members_at(ctx.txn, meta.id, at)
+        })?;
+        return Ok(match count {
+            None => picked
+                .into_iter()
+                .next()
+                .map_or(Reply::Null, |(member, _)| bulk(member)),
+            Some((_, with_scores)) => range_reply(picked, with_scores),
+        });
+    }
     let all = members_by_rank(ctx, meta.id, meta.len, 0, -1, false)?;
     let Some((count, with_scores)) = count else {
         return Ok(pick_one(all).map_or(Reply::Null, |(member, _)| bulk(member)));

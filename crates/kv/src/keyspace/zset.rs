@@ -80,6 +80,22 @@ impl Keyspace {
         Ok(txn.delete(&self.zset, &member_key(owner, member))?)
     }
 
+    /// The members, with their scores, at `positions` (strictly increasing) among the set's
+    /// members in byte order: the rows before each are passed over, not read
+    /// (`Transaction::rows_at`, whose caveat holds: the key's row must be read as well).
+    pub(crate) fn zset_members_at(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        positions: &[usize],
+    ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
+        let range = KeyRange::prefix(prefix(owner));
+        txn.rows_at(&self.zset, &range, positions)?
+            .iter()
+            .map(|row| Ok((bytes(&row[1])?.to_vec(), score_of_key(int(&row[2])?))))
+            .collect()
+    }
+
     /// Up to `limit` members with their scores from one end of the set (the lowest scores
     /// first when `direction` is ascending).
     pub(crate) fn members_from_end(

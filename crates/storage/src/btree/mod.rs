@@ -134,6 +134,11 @@
 //! range's key locks and then scanning again (engine `txn.rs`; storage.md §2), and that
 //! argument uses only that each key of the second scan is read after the lock check.
 //!
+//! [`BTree::keys_at`] is such a scan that passes over pairs instead of visiting them: each
+//! leaf's part is cut to the keys at the positions asked for, and the count of pairs passed
+//! over carries into the next leaf. The keys it returns are exact in the same sense; which
+//! key held which position is not validated by anyone (engine `Transaction::rows_at`).
+//!
 //! Tests (`storage/tests/btree.rs`): a read of a leaf that an unfinished writer changed waits
 //! for it, and one of another leaf does not; reads caught while a writer is stopped between a
 //! split and its link into the root (a leaf split; an inner node's) are exact; reads beside a
