@@ -528,13 +528,13 @@ impl<'db> Transaction<'db> {
         if is_empty_range(&lower, &upper) || positions.is_empty() {
             return Ok(Vec::new());
         }
-        let id = self.tree_id(TreeRef {
+        let tree = TreeRef {
             table: slot,
             tree: 0,
-        });
+        };
         let own_writes = self
             .writes
-            .range(write_bounds(id, &lower, &upper))
+            .range(write_bounds(self.tree_id(tree), &lower, &upper))
             .next()
             .is_some();
         if own_writes {
@@ -553,10 +553,6 @@ impl<'db> Transaction<'db> {
             }
             return Ok(taken);
         }
-        let tree = TreeRef {
-            table: slot,
-            tree: 0,
-        };
         let pks = self
             .tree(tree)
             .btree
@@ -570,8 +566,8 @@ impl<'db> Transaction<'db> {
             .collect())
     }
 
-    /// [`Transaction::get_many`] of encoded primary keys, for a transaction without writes
-    /// to read through.
+    /// [`Transaction::get_many`] of encoded primary keys, read from the tree: for keys this
+    /// transaction has not written.
     fn get_many_stored(
         &mut self,
         table: &Table,
