@@ -2153,3 +2153,48 @@ fn random_members_of_a_large_sorted_set_are_picked_by_position() {
     let one = strings(&Reply::Array(vec![kv.run(&["zrandmember", "z"])]));
     index(&one[0]);
 }
+
+/// Clients on both event loops SPOP one large set at once, one member or a few at a time,
+/// until it is empty: every member is popped exactly once, although each pop picks by
+/// position (decision 237) and two pops may pick the same one (one of them is retried).
+#[test]
+fn concurrent_pops_of_a_large_set_take_each_member_once() {
+    const MEMBERS: usize = 3_000;
+    let server = support::TestServer::start();
+    let mut con = server.client();
+    for batch in (0..MEMBERS).collect::<Vec<_>>().chunks(500) {
+        let members: Vec<String> = batch.iter().map(|i| format!("m{i:05}")).collect();
+        let mut args = vec!["SADD", "s"];
+        args.extend(members.iter().map(String::as_str));
+        let added: i64 = support::q(&mut con, &args);
+        assert_eq!(added as usize, batch.len());
+    }
+    let poppers: Vec<_> = (0..4)
+        .map(|c| {
+            let mut con = server.client();
+            std::thread::spawn(move || {
+                let mut popped: Vec<String> = Vec::new();
+                loop {
+                    let got: Vec<String> = if c % 2 == 0 {
+                        let one: Option<String> = support::q(&mut con, &["SPOP", "s"]);
+                        one.into_iter().collect()
+                    } else {
+                        support::q(&mut con, &["SPOP", "s", "3"])
+                    };
+                    if got.is_empty() {
+                        return popped;
+                    }
+                    popped.extend(got);
+                }
+            })
+        })
+        .collect();
+    let mut all: Vec<String> = poppers
+        .into_iter()
+        .flat_map(|popper| popper.join().expect("popper"))
+        .collect();
+    all.sort();
+    let expected: Vec<String> = (0..MEMBERS).map(|i| format!("m{i:05}")).collect();
+    assert_eq!(all.len(), MEMBERS, "members popped");
+    assert_eq!(all, expected, "each member popped once");
+}
