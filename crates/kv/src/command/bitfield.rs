@@ -70,13 +70,13 @@ fn run(ctx: &mut Ctx, args: &[Vec<u8>], read_only: bool) -> Outcome {
         .min()
         .unwrap_or(0);
     let span_end = ops.iter().map(field_end).max().unwrap_or(0);
+    // One past the bytes every operation reads or writes in a string of `total` bytes, cut at
+    // its end unless a write grows it: only their parts (and part 0 if it grows) are read
+    // and rewritten.
+    let bytes_end = |total: usize| written_end.max(span_end.min(total));
     let (replies, changes) = match ctx.string_total(key)? {
-        // The bytes every operation reads or writes, cut at the string's end unless a write
-        // grows it: only their parts (and part 0 if it grows) are read and rewritten.
-        Some((meta, total))
-            if ctx.patches_in_place(total, first, written_end.max(span_end.min(total)) - first) =>
-        {
-            let end = written_end.max(span_end.min(total));
+        Some((meta, total)) if ctx.patches_in_place(total, first, bytes_end(total) - first) => {
+            let end = bytes_end(total);
             let mut bytes = ctx.string_bytes(&meta, total, first..end)?;
             bytes.resize(end - first, 0);
             let grown = total < written_end;
