@@ -12,8 +12,8 @@
 #[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Plant {
-    /// A scan is validated in the old, wrong order: run again before its range's locks are
-    /// checked (`txn/interleavings.rs` must catch it).
+    /// A scan is validated in the old, wrong order: run again (a count's leaves checked)
+    /// before its range's locks are checked (`txn/interleavings.rs` must catch it).
     RescanBeforeLockCheck,
     /// A read-only commit does not wait for the log to be durable up to what it read
     /// (`txn/histories.rs`, the cut histories, must catch it).

@@ -4,8 +4,10 @@
 //!
 //! *Execution.* Reads go straight to the B+trees, without locks, and are remembered in a
 //! read set: each point read with the version of the row it saw (or "absent"), each range
-//! scan with its bounds, limit and the (key, version) pairs it returned. Writes are buffered
-//! in the transaction's write set; the trees are not touched.
+//! scan with its bounds, limit and the (key, version) pairs it returned, or, for a walk that
+//! passed over rows without returning them (a count, a rank; `walk_tree`), with the stamps
+//! of the leaves it read. Writes are buffered in the transaction's write set; the trees are
+//! not touched.
 //!
 //! *Commit* (transactions with writes):
 //! 1. Lock every written key in its tree's lock table, in (tree, key) order. A key locked by
@@ -18,7 +20,8 @@
 //!    what it read, and then still see the same version (or, for a column read, the same
 //!    values in its columns) (`read-changed`); for every scan, no key in the range it covered
 //!    may be locked by another transaction, and then the scan, run again, must return the
-//!    same pairs (`phantom`). The lock is checked first: see `validate_scan`.
+//!    same pairs, or a walk's leaves must still have their stamps (`phantom`; why that is
+//!    enough: docs/design/storage.md §2). The lock is checked first: see `validate_scan`.
 //! 3. Compute the new value of every row changed by column (see below), then, tree by tree
 //!    in *descending* tree order, take the tree's write latch and apply its writes with a
 //!    new version (a database-wide counter); log them all as one record (`wal.rs`), stamp
@@ -256,8 +259,20 @@ struct RangeRead {
     upper: ByteBound,
     direction: ScanDirection,
     limit: usize,
-    /// (key, version) as returned; index entries have version 0.
-    seen: SeenKeys,
+    proof: ScanProof,
+}
+
+/// What a scan keeps to show, at validation, that it would read the same again.
+enum ScanProof {
+    /// (key, version) as returned; index entries have version 0. Run again, the scan must
+    /// return the same pairs; the bounds are cut at the last pair if `limit` was reached.
+    Pairs(SeenKeys),
+    /// The stamps of the leaves a walk read ([`BTree::walk_stamped`]), which passed over
+    /// pairs without returning them (a count, a rank): each leaf must still have its
+    /// stamp. The bounds are already cut to the part the walk covered.
+    ///
+    /// [`BTree::walk_stamped`]: tailstore_storage::BTree::walk_stamped
+    Leaves(Vec<LeafStamp>),
 }
 
 /// The (key, version) pairs a scan returned, in scan order, the keys back to back in one
@@ -522,21 +537,11 @@ impl<'db> Transaction<'db> {
         range: &KeyRange,
         positions: &[usize],
     ) -> Result<Vec<Vec<Value>>> {
-        let slot = self.slot(table);
-        let schema = table.schema();
-        let (lower, upper) = byte_bounds(range, |values| schema.primary_key_prefix(values))?;
+        let (tree, lower, upper) = self.primary_bounds(table, range)?;
         if is_empty_range(&lower, &upper) || positions.is_empty() {
             return Ok(Vec::new());
         }
-        let tree = TreeRef {
-            table: slot,
-            tree: 0,
-        };
-        let own_writes = self
-            .writes
-            .range(write_bounds(self.tree_id(tree), &lower, &upper))
-            .next()
-            .is_some();
+        let own_writes = self.writes_in(tree, &lower, &upper);
         if own_writes {
             let last = positions[positions.len() - 1];
             let mut rows = self.scan(
@@ -564,6 +569,12 @@ impl<'db> Transaction<'db> {
             .into_iter()
             .flatten()
             .collect())
+    }
+
+    /// Whether this transaction has written a key of `tree` in `(lower, upper)`.
+    fn writes_in(&self, tree: TreeRef, lower: &ByteBound, upper: &ByteBound) -> bool {
+        let bounds = write_bounds(self.tree_id(tree), lower, upper);
+        self.writes.range(bounds).next().is_some()
     }
 
     /// [`Transaction::get_many`] of encoded primary keys, read from the tree: for keys this
@@ -847,14 +858,8 @@ impl<'db> Transaction<'db> {
         wanted: impl Fn(usize) -> bool,
         mut take: impl FnMut(&mut [Value]) -> Result<()>,
     ) -> Result<()> {
-        let slot = self.slot(table);
+        let (tree, lower, upper) = self.primary_bounds(table, range)?;
         let schema = table.schema();
-        let encode = |values: &[Value]| schema.primary_key_prefix(values);
-        let (lower, upper) = byte_bounds(range, encode)?;
-        let tree = TreeRef {
-            table: slot,
-            tree: 0,
-        };
         let mut row = vec![Value::Null; schema.columns().len()];
         self.scan_tree(tree, lower, upper, direction, limit, |key, value| {
             row.fill(Value::Null);
@@ -874,15 +879,10 @@ impl<'db> Transaction<'db> {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<Vec<Vec<Value>>> {
-        let slot = self.slot(table);
         let position = table.index_position(index)?;
+        let (tree, lower, upper) = self.index_bounds(table, index, range)?;
+        let slot = tree.table;
         let schema = table.schema();
-        let encode = |values: &[Value]| schema.index_prefix(position, values);
-        let (lower, upper) = byte_bounds(range, encode)?;
-        let tree = TreeRef {
-            table: slot,
-            tree: 1 + position,
-        };
         let index_keys = self.scan_tree(tree, lower, upper, direction, limit, |key, _| {
             Ok(key.to_vec())
         })?;
@@ -903,6 +903,98 @@ impl<'db> Transaction<'db> {
             rows.push(schema.decode_row(pk, &value)?);
         }
         Ok(rows)
+    }
+
+    /// How many rows have their primary key in `range`. The rows are counted a leaf at a
+    /// time, neither read nor recorded: counting a million costs a visit of their leaves.
+    /// The count is validated by those leaves' stamps, so a commit that changes one of
+    /// them meanwhile, even outside the range, aborts this transaction (`phantom`).
+    pub fn count(&mut self, table: &Table, range: &KeyRange) -> Result<usize> {
+        let (tree, lower, upper) = self.primary_bounds(table, range)?;
+        self.count_tree(tree, lower, upper)
+    }
+
+    /// [`Transaction::count`] of the entries of secondary index `index` in `range`.
+    pub fn count_index(&mut self, table: &Table, index: &str, range: &KeyRange) -> Result<usize> {
+        let (tree, lower, upper) = self.index_bounds(table, index, range)?;
+        self.count_tree(tree, lower, upper)
+    }
+
+    /// The keys of the entries of secondary index `index` in `range`, in `direction`,
+    /// after the first `skip`: at most `limit`, each as the index columns' values followed
+    /// by the primary key's. The rows are not read: for an index whose key holds what the
+    /// caller needs (a sorted set's score and member). The entries passed over are counted
+    /// a leaf at a time, as [`Transaction::count`] counts, and validated as it is; with
+    /// none passed over, the entries are validated as a scan's are.
+    pub fn index_entries(
+        &mut self,
+        table: &Table,
+        index: &str,
+        range: &KeyRange,
+        direction: ScanDirection,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Vec<Value>>> {
+        let position = table.index_position(index)?;
+        let (tree, lower, upper) = self.index_bounds(table, index, range)?;
+        let schema = table.schema();
+        let (_, entries) = self.walk_tree(tree, lower, upper, direction, skip, limit, |key| {
+            let (mut values, pk) = schema.decode_index_key(position, key)?;
+            values.extend(pk);
+            Ok(values)
+        })?;
+        Ok(entries)
+    }
+
+    fn count_tree(&mut self, tree: TreeRef, lower: ByteBound, upper: ByteBound) -> Result<usize> {
+        let direction = ScanDirection::Ascending;
+        let (counted, _) = self.walk_tree(
+            tree,
+            lower,
+            upper,
+            direction,
+            usize::MAX,
+            usize::MAX,
+            |_| Ok(()),
+        )?;
+        Ok(counted)
+    }
+
+    /// The table's primary tree and `range`'s bounds in it.
+    fn primary_bounds(
+        &mut self,
+        table: &Table,
+        range: &KeyRange,
+    ) -> Result<(TreeRef, ByteBound, ByteBound)> {
+        let slot = self.slot(table);
+        let schema = table.schema();
+        let (lower, upper) = byte_bounds(range, |values| schema.primary_key_prefix(values))?;
+        Ok((
+            TreeRef {
+                table: slot,
+                tree: 0,
+            },
+            lower,
+            upper,
+        ))
+    }
+
+    /// Index `index`'s tree and `range`'s bounds in it.
+    fn index_bounds(
+        &mut self,
+        table: &Table,
+        index: &str,
+        range: &KeyRange,
+    ) -> Result<(TreeRef, ByteBound, ByteBound)> {
+        let slot = self.slot(table);
+        let position = table.index_position(index)?;
+        let schema = table.schema();
+        let (lower, upper) = byte_bounds(range, |values| schema.index_prefix(position, values))?;
+        let tree = TreeRef {
+            table: slot,
+            tree: 1 + position,
+        };
+        Ok((tree, lower, upper))
     }
 
     /// Commits. On a retryable error ([`EngineError::is_retryable`]) nothing was changed.
@@ -1411,9 +1503,96 @@ impl<'db> Transaction<'db> {
             upper,
             direction,
             limit: tree_limit,
-            seen,
+            proof: ScanProof::Pairs(seen),
         });
         Ok(taken)
+    }
+
+    /// Walks a tree's range in `direction`: passes over the first `skip` keys, then gives
+    /// `take` each key of the next `limit`. Returns how many keys it passed over and what
+    /// `take` made of the keys it gave.
+    ///
+    /// Without own writes in the range the walk is validated by its leaves' stamps
+    /// ([`ScanProof::Leaves`]), so the keys passed over cost a visit of their leaves, not a
+    /// copy and a record each: a rank in a set of a million. It then runs with a leaf
+    /// latched, so `take` must not read the tree. When it passes over nothing, or with own
+    /// writes in the range (merged with the tree's keys as a scan merges them), it is a
+    /// scan validated pair by pair: a change elsewhere in its first leaf does not abort it.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_tree<T>(
+        &mut self,
+        tree: TreeRef,
+        lower: ByteBound,
+        upper: ByteBound,
+        direction: ScanDirection,
+        skip: usize,
+        limit: usize,
+        mut take: impl FnMut(&[u8]) -> Result<T>,
+    ) -> Result<(usize, Vec<T>)> {
+        if is_empty_range(&lower, &upper) || limit == 0 {
+            return Ok((0, Vec::new())); // no key can ever be in it: nothing to validate
+        }
+        let own_writes = self.writes_in(tree, &lower, &upper);
+        if skip == 0 || own_writes {
+            let mut at = 0usize;
+            let kept = self.scan_tree(
+                tree,
+                lower,
+                upper,
+                direction,
+                skip.saturating_add(limit),
+                |key, _| {
+                    at += 1;
+                    (at > skip).then(|| take(key)).transpose()
+                },
+            )?;
+            return Ok((at.min(skip), kept.into_iter().flatten().collect()));
+        }
+        let mut stamps = Vec::new();
+        let mut taken = Vec::new();
+        let mut last = Vec::new();
+        let mut failure = None;
+        let walked = self.tree(tree).btree.walk_stamped(
+            as_ref(&lower),
+            as_ref(&upper),
+            direction,
+            skip,
+            limit,
+            &mut stamps,
+            |key, _| match take(key) {
+                Ok(item) => {
+                    taken.push(item);
+                    last.clear();
+                    last.extend_from_slice(key);
+                    true
+                }
+                Err(err) => {
+                    failure = Some(err);
+                    false
+                }
+            },
+        )?;
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        // Cut at the last key given when the limit ended the walk: keys beyond it were not
+        // read, and a change among them does not change the answer.
+        let (mut lower, mut upper) = (lower, upper);
+        if walked.visited == limit {
+            match direction {
+                ScanDirection::Ascending => upper = Bound::Included(last),
+                ScanDirection::Descending => lower = Bound::Included(last),
+            }
+        }
+        self.scans.push(RangeRead {
+            tree,
+            lower,
+            upper,
+            direction,
+            limit: usize::MAX,
+            proof: ScanProof::Leaves(stamps),
+        });
+        Ok((walked.passed, taken))
     }
 
     /// Step 1: lock the write set, in order, waiting only briefly for each key.
@@ -1518,8 +1697,8 @@ impl<'db> Transaction<'db> {
     /// last key if the limit cut it.
     fn check_scan_range_unlocked(&self, scan: &RangeRead) -> Result<()> {
         let (mut lower, mut upper) = (as_ref(&scan.lower), as_ref(&scan.upper));
-        if scan.seen.len() == scan.limit {
-            if let Some((last, _)) = scan.seen.last() {
+        if let ScanProof::Pairs(seen) = &scan.proof {
+            if let Some((last, _)) = seen.last().filter(|_| seen.len() == scan.limit) {
                 match scan.direction {
                     ScanDirection::Ascending => upper = Bound::Included(last),
                     ScanDirection::Descending => lower = Bound::Included(last),
@@ -1536,8 +1715,21 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
-    /// `scan`, run again, returns the same (key, version) pairs.
+    /// `scan`, run again, returns the same (key, version) pairs; or for a walk, each of its
+    /// leaves still has its stamp.
     fn check_scan_returns_the_same(&self, scan: &RangeRead) -> Result<()> {
+        let seen = match &scan.proof {
+            ScanProof::Pairs(seen) => seen,
+            ScanProof::Leaves(stamps) => {
+                let btree = &self.tree(scan.tree).btree;
+                for &stamp in stamps {
+                    if !btree.leaf_unchanged(stamp)? {
+                        return Err(self.db.count_abort(AbortCause::Phantom));
+                    }
+                }
+                return Ok(());
+            }
+        };
         let primary = scan.tree.tree == 0;
         // Compared pair by pair as the second scan goes, which stops at the first difference.
         let mut visited = 0;
@@ -1549,15 +1741,14 @@ impl<'db> Transaction<'db> {
             scan.limit,
             |key, value| {
                 let version = scanned_version(primary, value).map_or(u64::MAX, |(v, _)| v);
-                same = scan
-                    .seen
+                same = seen
                     .get(visited)
                     .is_some_and(|(seen, v)| seen == key && v == version);
                 visited += 1;
                 same
             },
         )?;
-        if !same || visited != scan.seen.len() {
+        if !same || visited != seen.len() {
             return Err(self.db.count_abort(AbortCause::Phantom));
         }
         Ok(())
@@ -1884,3 +2075,5 @@ mod commit_parts;
 mod histories;
 #[cfg(test)]
 mod interleavings;
+#[cfg(test)]
+mod walks;

@@ -1,6 +1,7 @@
 //! Model-based property test: random single-threaded sequences of transactions (inserts,
 //! updates, deletes, point reads, primary-key scans in both directions with limits, rows at
-//! positions of a range, index scans; commit or roll back), compared step by step with a `BTreeMap` model, with
+//! positions of a range, counts of a range or an index prefix, index entries after a skip,
+//! index scans; commit or roll back), compared step by step with a `BTreeMap` model, with
 //! checkpoints, clean reopens and simulated crashes (process crash or power cut) in between.
 //! After a reopen or a crash the database must hold exactly the committed state of the model
 //! (every acknowledged commit, nothing of the transaction that was open), in every index too.
@@ -47,6 +48,20 @@ enum Op {
         lo: i64,
         hi: i64,
         positions: Vec<usize>,
+    },
+    /// `Transaction::count` of `lo..hi`.
+    Count {
+        lo: i64,
+        hi: i64,
+    },
+    /// `Transaction::count_index` of a group.
+    CountGroup(i64),
+    /// `Transaction::index_entries` of `by_val` from `from` on, after `skip`.
+    ValEntries {
+        from: i64,
+        desc: bool,
+        skip: usize,
+        limit: usize,
     },
     ScanGroup {
         grp: i64,
@@ -96,6 +111,11 @@ fn op() -> impl Strategy<Value = Op> {
                 hi: a.max(b) + 1,
                 positions: positions.into_iter().collect(),
             }),
+        1 => (0..IDS, 0..IDS)
+            .prop_map(|(a, b)| Op::Count { lo: a.min(b), hi: a.max(b) + 1 }),
+        1 => (0..GROUPS).prop_map(Op::CountGroup),
+        2 => (0..VALS, any::<bool>(), prop_oneof![Just(0usize), 0..IDS as usize + 2], limit())
+            .prop_map(|(from, desc, skip, limit)| Op::ValEntries { from, desc, skip, limit }),
         2 => (0..GROUPS, any::<bool>(), limit())
             .prop_map(|(grp, desc, limit)| Op::ScanGroup { grp, desc, limit }),
         1 => (0..VALS, any::<bool>(), limit())
@@ -251,6 +271,46 @@ fn step(
                 .iter()
                 .filter_map(|&at| in_range.get(at).cloned())
                 .collect();
+            prop_assert_eq!(got, want, "{:?}", op);
+        }
+        Op::Count { lo, hi } => {
+            let range = KeyRange::new(
+                Bound::Included(vec![Value::Int(*lo)]),
+                Bound::Excluded(vec![Value::Int(*hi)]),
+            );
+            let got = txn
+                .count(table, &range)
+                .map_err(|e| fail(format!("{op:?}: {e}")))?;
+            prop_assert_eq!(got, view.range(*lo..*hi).count(), "{:?}", op);
+        }
+        Op::CountGroup(grp) => {
+            let range = KeyRange::prefix(vec![Value::Int(*grp)]);
+            let got = txn
+                .count_index(table, "by_grp", &range)
+                .map_err(|e| fail(format!("{op:?}: {e}")))?;
+            let want = view.values().filter(|i| i.grp == *grp).count();
+            prop_assert_eq!(got, want, "{:?}", op);
+        }
+        Op::ValEntries {
+            from,
+            desc,
+            skip,
+            limit,
+        } => {
+            let range = KeyRange::new(Bound::Included(vec![Value::Int(*from)]), Bound::Unbounded);
+            let got = txn
+                .index_entries(table, "by_val", &range, direction(*desc), *skip, *limit)
+                .map_err(|e| fail(format!("{op:?}: {e}")))?;
+            let mut matching: Vec<&Item> = view.values().filter(|i| i.val >= *from).collect();
+            matching.sort_by_key(|i| i.val);
+            let mut entries: Vec<Vec<Value>> = matching
+                .into_iter()
+                .map(|i| vec![Value::Int(i.val), Value::Int(i.id)])
+                .collect();
+            if *desc {
+                entries.reverse();
+            }
+            let want: Vec<Vec<Value>> = entries.into_iter().skip(*skip).take(*limit).collect();
             prop_assert_eq!(got, want, "{:?}", op);
         }
         Op::ScanGroup { grp, desc, limit } => {

@@ -2198,3 +2198,105 @@ fn concurrent_pops_of_a_large_set_take_each_member_once() {
     assert_eq!(all.len(), MEMBERS, "members popped");
     assert_eq!(all, expected, "each member popped once");
 }
+
+/// Ranks, counts and rank ranges of a sorted set of many leaves are counted a leaf at a time
+/// (decision 238), not read member by member: each answer must still be the one the
+/// (score, member) order gives, ties broken by member, from either end, with and without
+/// writes of the same block before it.
+#[test]
+fn ranks_counts_and_rank_ranges_of_a_large_sorted_set() {
+    const MEMBERS: usize = 6_000;
+    let kv = kv();
+    // Scores with many ties: member order decides within one.
+    let mut model: Vec<(u64, String)> = (0..MEMBERS)
+        .map(|i| (((i * 7919) % 500) as u64, format!("z{i:05}")))
+        .collect();
+    for batch in model.chunks(500) {
+        let mut args = vec!["zadd".to_string(), "z".to_string()];
+        for (score, member) in batch {
+            args.extend([score.to_string(), member.clone()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(kv.run(&args), int(batch.len() as i64));
+    }
+    model.sort();
+    let last = MEMBERS as i64 - 1;
+    for at in (0..MEMBERS).step_by(397).chain([MEMBERS - 1]) {
+        let (score, member) = &model[at];
+        assert_eq!(kv.run(&["zrank", "z", member]), int(at as i64), "{member}");
+        assert_eq!(kv.run(&["zrevrank", "z", member]), int(last - at as i64));
+        let with_score = Reply::Array(vec![int(at as i64), d(*score as f64)]);
+        assert_eq!(kv.run(&["zrank", "z", member, "withscore"]), with_score);
+    }
+    assert_eq!(kv.run(&["zrank", "z", "absent"]), Reply::Null);
+
+    let in_scores =
+        |low: u64, high: u64| model.iter().filter(move |(s, _)| (low..=high).contains(s));
+    assert_eq!(
+        kv.run(&["zcount", "z", "-inf", "+inf"]),
+        int(MEMBERS as i64)
+    );
+    assert_eq!(
+        kv.run(&["zcount", "z", "100", "(300"]),
+        int(in_scores(100, 299).count() as i64)
+    );
+    assert_eq!(kv.run(&["zcount", "z", "(100", "100"]), int(0));
+    let lex = model
+        .iter()
+        .filter(|(_, m)| ("z01000".."z04000").contains(&m.as_str()));
+    assert_eq!(
+        kv.run(&["zlexcount", "z", "[z01000", "(z04000"]),
+        int(lex.count() as i64)
+    );
+    assert_eq!(kv.run(&["zlexcount", "z", "-", "+"]), int(MEMBERS as i64));
+
+    let members = |range: std::ops::Range<usize>| -> Vec<String> {
+        model[range].iter().map(|(_, m)| m.clone()).collect()
+    };
+    assert_eq!(
+        strings(&kv.run(&["zrange", "z", "2500", "2509"])),
+        members(2500..2510)
+    );
+    let mut reversed = members(MEMBERS - 2510..MEMBERS - 2500);
+    reversed.reverse();
+    assert_eq!(
+        strings(&kv.run(&["zrevrange", "z", "2500", "2509"])),
+        reversed
+    );
+    assert_eq!(
+        strings(&kv.run(&["zrange", "z", "-3", "-1"])),
+        members(MEMBERS - 3..MEMBERS)
+    );
+    let skipped: Vec<String> = in_scores(200, 499)
+        .skip(1000)
+        .take(5)
+        .map(|(_, m)| m.clone())
+        .collect();
+    let by_score = kv.run(&["zrangebyscore", "z", "200", "+inf", "limit", "1000", "5"]);
+    assert_eq!(strings(&by_score), skipped);
+    let mut below: Vec<String> = in_scores(0, 300).map(|(_, m)| m.clone()).collect();
+    below.reverse();
+    let by_score = kv.run(&["zrevrangebyscore", "z", "300", "-inf", "limit", "700", "4"]);
+    assert_eq!(strings(&by_score), below[700..704]);
+    let too_far = kv.run(&["zrangebyscore", "z", "-inf", "+inf", "limit", "6000", "1"]);
+    assert_eq!(strings(&too_far), Vec::<String>::new());
+
+    // In a block, after writes of its own in the set's range.
+    let (_, first) = model[0].clone();
+    let replies = kv.block(&[
+        &["zadd", "z", "-1", "aaa"],
+        &["zrank", "z", &first],
+        &["zcount", "z", "-inf", "0"],
+        &["zrange", "z", "1", "1"],
+    ]);
+    assert_eq!(replies[1], int(1));
+    let zeros = in_scores(0, 0).count() as i64;
+    assert_eq!(replies[2], int(zeros + 1));
+    assert_eq!(strings(&replies[3]), [first.clone()]);
+
+    // Removed by rank: the ranks after them move down.
+    assert_eq!(kv.run(&["zremrangebyrank", "z", "1001", "1010"]), int(10));
+    let (_, after) = &model[1010];
+    assert_eq!(kv.run(&["zrank", "z", after]), int(1001));
+    assert_eq!(kv.run(&["zcard", "z"]), int(MEMBERS as i64 + 1 - 10));
+}

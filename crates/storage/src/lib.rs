@@ -37,7 +37,7 @@ pub mod schema;
 
 pub use btree::{
     BTree, Entry, LeafRoom, LeafStamp, PageOp, ReadContention, Redo, ScanDirection, TreeShape,
-    TreeWriter, MAX_ENTRY,
+    TreeWriter, Walked, MAX_ENTRY,
 };
 pub use buffer_pool::{
     BufferPool, PageReadGuard, PageWriteGuard, PendingRedo, PoolStats, WriteAheadHook,

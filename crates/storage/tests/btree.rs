@@ -370,6 +370,57 @@ proptest! {
             .collect();
         prop_assert_eq!(tree.keys_at(lower, upper, &positions).expect("keys_at"), want);
     }
+
+    /// `walk_stamped` passes over the first `skip` pairs of a random range in a random
+    /// direction, visits the `limit` after them, and stamps each leaf it read once, in
+    /// order; `skip` of `usize::MAX` counts the range.
+    #[test]
+    fn walks_pass_visit_and_stamp_the_ranges_pairs(
+        keys in prop::collection::btree_set(key(), 50..600),
+        lower in bound(),
+        upper in bound(),
+        descending in any::<bool>(),
+        skip in prop_oneof![0usize..700, Just(usize::MAX)],
+        limit in 1usize..60,
+    ) {
+        let storage = SimStorage::new();
+        let tree = BTree::create(pool(&storage, 16)).expect("create");
+        let mut model = Model::new();
+        for key in keys {
+            let value = value_for(&key, 200, key.len());
+            tree.insert(&key, &value).expect("insert");
+            model.insert(key, value);
+        }
+        let leaves = tree.check().expect("check").leaves;
+        prop_assert!(leaves > 1);
+        let (lower, upper) = (as_bound(&lower), as_bound(&upper));
+        let direction = if descending {
+            ScanDirection::Descending
+        } else {
+            ScanDirection::Ascending
+        };
+        let in_range = model_range(&model, lower, upper, direction, usize::MAX);
+        let mut stamps = Vec::new();
+        let mut visited = Vec::new();
+        let walked = tree
+            .walk_stamped(lower, upper, direction, skip, limit, &mut stamps, |key, value| {
+                visited.push((key.to_vec(), value.to_vec()));
+                true
+            })
+            .expect("walk");
+        let want: Vec<_> = in_range.iter().skip(skip).take(limit).cloned().collect();
+        prop_assert_eq!(walked.passed, skip.min(in_range.len()));
+        prop_assert_eq!(walked.visited, want.len());
+        prop_assert_eq!(visited, want);
+        prop_assert!(!stamps.is_empty() && stamps.len() <= leaves, "{} stamps", stamps.len());
+        let mut pages: Vec<_> = stamps.iter().map(|stamp| stamp.leaf).collect();
+        pages.sort();
+        pages.dedup();
+        prop_assert_eq!(pages.len(), stamps.len(), "a leaf stamped twice");
+        for stamp in stamps {
+            prop_assert!(tree.leaf_unchanged(stamp).expect("stamp"));
+        }
+    }
 }
 
 /// A writer makes memory ready for the pool's fresh frames before it takes the tree's latch

@@ -86,6 +86,8 @@ fn planted_database(plants: &[Plant]) -> (Database, Table) {
 enum Read {
     Point,
     Scan,
+    /// A count of the range, validated by its leaves' stamps.
+    Count,
 }
 
 /// Runs the schedule; returns W's and T's commit outcomes.
@@ -111,18 +113,19 @@ fn write_skew_between_the_checks(
             outcome
         });
         let mut t = db.begin();
+        let around_k = KeyRange::new(
+            Bound::Excluded(vec![Value::Int(10)]),
+            Bound::Excluded(vec![Value::Int(20)]),
+        );
         match read {
             Read::Point => assert!(t.get(&table, &[Value::Int(K)]).expect("get k").is_none()),
             Read::Scan => {
-                let range = KeyRange::new(
-                    Bound::Excluded(vec![Value::Int(10)]),
-                    Bound::Excluded(vec![Value::Int(20)]),
-                );
                 let rows = t
-                    .scan(&table, &range, ScanDirection::Ascending, usize::MAX)
+                    .scan(&table, &around_k, ScanDirection::Ascending, usize::MAX)
                     .expect("scan");
                 assert!(rows.is_empty());
             }
+            Read::Count => assert_eq!(t.count(&table, &around_k).expect("count"), 0),
         }
         t.insert(&table, &[Value::Int(X), Value::Int(1)])
             .expect("insert x");
@@ -132,7 +135,7 @@ fn write_skew_between_the_checks(
         let (may_apply, applied, flag) = (w_may_apply.clone(), w_applied.clone(), stopped.clone());
         let between_the_checks = match read {
             Read::Point => Point::BetweenTheChecksOfAPointRead,
-            Read::Scan => Point::BetweenTheChecksOfAScan,
+            Read::Scan | Read::Count => Point::BetweenTheChecksOfAScan,
         };
         interleave::at(between_the_checks, move || {
             flag.store(true, Ordering::Relaxed);
@@ -175,6 +178,22 @@ fn a_writer_between_the_checks_of_a_scan_is_caught() {
 fn planted_rescan_before_lock_check_is_caught() {
     assert_one_commits(
         Read::Scan,
+        AbortCause::Phantom,
+        &[Plant::RescanBeforeLockCheck],
+    );
+}
+
+#[test]
+fn a_writer_between_the_checks_of_a_count_is_caught() {
+    assert_one_commits(Read::Count, AbortCause::Phantom, &[]);
+}
+
+/// The count's leaves checked before its range's locks: it must fail.
+#[test]
+#[should_panic(expected = "Count: T committed too")]
+fn planted_rescan_before_lock_check_is_caught_in_a_count() {
+    assert_one_commits(
+        Read::Count,
         AbortCause::Phantom,
         &[Plant::RescanBeforeLockCheck],
     );

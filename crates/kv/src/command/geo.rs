@@ -407,12 +407,13 @@ fn find(ctx: &mut Ctx, owner: i64, region: &Region, limit: usize) -> Result<Vec<
             break;
         }
         let (min, max) = cell.scores();
+        let scores = (Bound::Included(min), Bound::Excluded(max));
         let members = ctx.ks.members_by_score(
             ctx.txn,
             owner,
-            Bound::Included(min),
-            Bound::Excluded(max),
+            scores,
             ScanDirection::Ascending,
+            0,
             usize::MAX,
         )?;
         for (member, score) in members {

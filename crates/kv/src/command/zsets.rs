@@ -26,7 +26,7 @@ use super::rebuild::{remove_held, remove_named, Elements};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
-use crate::keyspace::{score_of_key, KeyMeta, Kind};
+use crate::keyspace::{score_of_key, KeyMeta, Kind, ALL_SCORES};
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -94,14 +94,9 @@ fn lex_bound(arg: &[u8]) -> Result<Lex, Fault> {
 /// Members of the sorted set with id `owner` whose member lies between `min` and `max` in
 /// byte order (meant, as in Redis, for sets whose members all have one score), at most
 /// `limit`.
-fn members_by_lex(
-    ctx: &mut Ctx,
-    owner: i64,
-    min: &Lex,
-    max: &Lex,
-    rev: bool,
-    limit: usize,
-) -> Result<Scored, Fault> {
+/// The rows of `owner`'s members from `min` to `max` in byte order; `None` if no member
+/// can be in it.
+fn lex_range(owner: i64, min: &Lex, max: &Lex) -> Option<KeyRange> {
     let prefix = vec![Value::Int(owner)];
     let with = |member: &[u8]| {
         let mut values = prefix.clone();
@@ -112,23 +107,33 @@ fn members_by_lex(
         Lex::Lowest => Bound::Included(prefix.clone()),
         Lex::Included(m) => Bound::Included(with(m)),
         Lex::Excluded(m) => Bound::Excluded(with(m)),
-        Lex::Highest => return Ok(Vec::new()),
+        Lex::Highest => return None,
     };
     let upper = match max {
         Lex::Highest => Bound::Included(prefix.clone()),
         Lex::Included(m) => Bound::Included(with(m)),
         Lex::Excluded(m) => Bound::Excluded(with(m)),
-        Lex::Lowest => return Ok(Vec::new()),
+        Lex::Lowest => return None,
     };
     let empty = match (min, max) {
         (Lex::Included(a), Lex::Included(b)) => a > b,
         (Lex::Included(a) | Lex::Excluded(a), Lex::Included(b) | Lex::Excluded(b)) => a >= b,
         _ => false,
     };
-    if empty {
+    (!empty).then(|| KeyRange::new(lower, upper))
+}
+
+fn members_by_lex(
+    ctx: &mut Ctx,
+    owner: i64,
+    min: &Lex,
+    max: &Lex,
+    rev: bool,
+    limit: usize,
+) -> Result<Scored, Fault> {
+    let Some(range) = lex_range(owner, min, max) else {
         return Ok(Vec::new());
-    }
-    let range = KeyRange::new(lower, upper);
+    };
     let rows = ctx.txn.scan(&ctx.ks.zset, &range, direction(rev), limit)?;
     rows.iter()
         .map(|row| match (&row[1], &row[2]) {
@@ -153,19 +158,19 @@ pub(super) fn members_by_rank(
     let Some((from, to)) = clamp_range(start, end, len) else {
         return Ok(Vec::new());
     };
-    // The index is walked from the nearer end: the ranks before the range are skipped one
-    // by one, so `ZREVRANGE key 1000 -1` on 1,001 members (a job queue keeping its last
-    // thousand jobs) reads one member from the far end, not a thousand from the near one.
+    // The index is walked from the nearer end, passing over the ranks before the range a
+    // leaf at a time: `ZREVRANGE key 1000 -1` on 1,001 members (a job queue keeping its last
+    // thousand jobs) passes over nothing from the far end.
     let beyond = (len as usize).saturating_sub(to + 1);
     let (near, skip, reversed) = if beyond < from {
         (!rev, beyond, true)
     } else {
         (rev, from, false)
     };
-    let rows = ctx
-        .ks
-        .members_from_end(ctx.txn, owner, direction(near), skip + (to - from) + 1)?;
-    let mut members: Scored = rows.into_iter().skip(skip).collect();
+    let count = (to - from) + 1;
+    let mut members =
+        ctx.ks
+            .members_by_score(ctx.txn, owner, ALL_SCORES, direction(near), skip, count)?;
     if reversed {
         members.reverse();
     }
@@ -189,15 +194,8 @@ fn members_in_scores(
     }
     let take = usize::try_from(limit).unwrap_or(usize::MAX);
     let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-    let rows = ctx.ks.members_by_score(
-        ctx.txn,
-        owner,
-        min,
-        max,
-        direction(rev),
-        skip.saturating_add(take),
-    )?;
-    Ok(rows.into_iter().skip(skip).take(take).collect())
+    ctx.ks
+        .members_by_score(ctx.txn, owner, (min, max), direction(rev), skip, take)
 }
 
 /// Members as an array, or with `withscores` as (member, score) pairs.
@@ -638,17 +636,13 @@ fn rank(ctx: &mut Ctx, args: &[Vec<u8>], rev: bool) -> Outcome {
     let Some(score) = ctx.ks.member_score(ctx.txn, meta.id, member)? else {
         return Ok(missing);
     };
-    let below = ctx.ks.members_by_score(
-        ctx.txn,
-        meta.id,
-        Bound::Unbounded,
-        Bound::Included(score),
-        ScanDirection::Ascending,
-        usize::MAX,
-    )?;
-    let position = below.iter().position(|(m, _)| m == member).ok_or_else(|| {
-        Fault::corrupt("sorted-set member missing from its score index".to_string())
-    })? as i64;
+    let position = ctx.ks.rank_of(ctx.txn, meta.id, member, score)? as i64;
+    if position >= meta.len {
+        return Err(Fault::corrupt(format!(
+            "sorted-set member ranked {position} of {} members",
+            meta.len
+        )));
+    }
     let rank = if rev {
         meta.len - 1 - position
     } else {
@@ -674,8 +668,11 @@ pub fn zcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
         return Ok(Reply::Int(0));
     };
-    let found = members_in_scores(ctx, meta.id, min, max, false, 0, -1)?;
-    Ok(Reply::Int(found.len() as i64))
+    if empty_score_range(min, max) {
+        return Ok(Reply::Int(0));
+    }
+    let counted = ctx.ks.count_by_score(ctx.txn, meta.id, (min, max))?;
+    Ok(Reply::Int(counted as i64))
 }
 
 pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -683,8 +680,10 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(&args[1], Kind::ZSet)? else {
         return Ok(Reply::Int(0));
     };
-    let found = members_by_lex(ctx, meta.id, &min, &max, false, usize::MAX)?;
-    Ok(Reply::Int(found.len() as i64))
+    let Some(range) = lex_range(meta.id, &min, &max) else {
+        return Ok(Reply::Int(0));
+    };
+    Ok(Reply::Int(ctx.txn.count(&ctx.ks.zset, &range)? as i64))
 }
 
 /// ZPOPMIN / ZPOPMAX key [count]. Without a count, Redis 7.0 answers one flat [member,

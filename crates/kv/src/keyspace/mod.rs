@@ -58,7 +58,7 @@ pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
 pub use parts::{seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
-pub use zset::{score_key, score_of_key};
+pub use zset::{score_key, score_of_key, ALL_SCORES};
 
 /// Why the keyspace could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -309,7 +309,7 @@ fn zset_schema() -> Result<Schema, KvError> {
         Column::new("member", Bytes(MAX_FIELD as u32)),
         Column::new("score", Int64),
     ];
-    let by_score = IndexDef::new("by_score", vec![0, 2], false);
+    let by_score = IndexDef::new(zset::BY_SCORE, vec![0, 2], false);
     schema("kv_zset", columns, vec![0, 1], vec![by_score])
 }
 

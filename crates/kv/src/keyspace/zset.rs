@@ -105,33 +105,81 @@ impl Keyspace {
         direction: ScanDirection,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
-        let all = (Bound::Unbounded, Bound::Unbounded);
-        self.members_by_score(txn, owner, all.0, all.1, direction, limit)
+        self.members_by_score(txn, owner, ALL_SCORES, direction, 0, limit)
     }
 
-    /// Members with their scores in (score, member) order, from `lower` to `upper` score
-    /// (in `direction`), at most `limit`.
-    #[allow(clippy::too_many_arguments)]
+    /// Members with their scores in (score, member) order, from `scores.0` to `scores.1`
+    /// (in `direction`), after passing over `skip` of them, at most `limit`. They are read
+    /// from the `by_score` index alone, whose keys hold both; the members passed over are
+    /// counted a leaf at a time (`Transaction::index_entries`), so ZRANGE's 500,000th rank
+    /// costs a visit of the leaves before it, not a copy of every member.
     pub(crate) fn members_by_score(
         &self,
         txn: &mut Transaction<'_>,
         owner: i64,
-        lower: Bound<f64>,
-        upper: Bound<f64>,
+        scores: (Bound<f64>, Bound<f64>),
         direction: ScanDirection,
+        skip: usize,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, f64)>, Fault> {
-        let bound = |b: Bound<f64>| match b {
-            Bound::Included(s) => Bound::Included(with_score(owner, s)),
-            Bound::Excluded(s) => Bound::Excluded(with_score(owner, s)),
-            Bound::Unbounded => Bound::Included(prefix(owner)),
-        };
-        let range = KeyRange::new(bound(lower), bound(upper));
-        let rows = txn.scan_index(&self.zset, "by_score", &range, direction, limit)?;
-        rows.iter()
-            .map(|row| Ok((bytes(&row[1])?.to_vec(), score_of_key(int(&row[2])?))))
+        let range = score_range(owner, scores);
+        let entries = txn.index_entries(&self.zset, BY_SCORE, &range, direction, skip, limit)?;
+        entries
+            .iter()
+            .map(|entry| match entry.as_slice() {
+                [_, Value::Int(score), _, Value::Bytes(member)] => {
+                    Ok((member.clone(), score_of_key(*score)))
+                }
+                _ => Err(Fault::corrupt(
+                    "kv_zset score index entry of unexpected shape".to_string(),
+                )),
+            })
             .collect()
     }
+
+    /// How many members have scores from `scores.0` to `scores.1`: counted a leaf at a time
+    /// (`Transaction::count_index`), not read (ZCOUNT).
+    pub(crate) fn count_by_score(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        scores: (Bound<f64>, Bound<f64>),
+    ) -> Result<usize, Fault> {
+        let range = score_range(owner, scores);
+        Ok(txn.count_index(&self.zset, BY_SCORE, &range)?)
+    }
+
+    /// How many members come before `member`, whose score is `score`, in (score, member)
+    /// order: its rank, counted as [`Keyspace::count_by_score`] counts (ZRANK).
+    pub(crate) fn rank_of(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        member: &[u8],
+        score: f64,
+    ) -> Result<usize, Fault> {
+        // The index key: its columns (owner, score), then the primary key (owner, member).
+        let mut entry = with_score(owner, score);
+        entry.extend(member_key(owner, member));
+        let range = KeyRange::new(Bound::Included(prefix(owner)), Bound::Excluded(entry));
+        Ok(txn.count_index(&self.zset, BY_SCORE, &range)?)
+    }
+}
+
+/// Every score, lowest to highest.
+pub const ALL_SCORES: (Bound<f64>, Bound<f64>) = (Bound::Unbounded, Bound::Unbounded);
+
+/// The index of members by (score, member).
+pub(super) const BY_SCORE: &str = "by_score";
+
+/// The `by_score` range of `owner`'s members with scores from `scores.0` to `scores.1`.
+fn score_range(owner: i64, scores: (Bound<f64>, Bound<f64>)) -> KeyRange {
+    let bound = |b: Bound<f64>| match b {
+        Bound::Included(s) => Bound::Included(with_score(owner, s)),
+        Bound::Excluded(s) => Bound::Excluded(with_score(owner, s)),
+        Bound::Unbounded => Bound::Included(prefix(owner)),
+    };
+    KeyRange::new(bound(scores.0), bound(scores.1))
 }
 
 fn with_score(owner: i64, score: f64) -> Vec<Value> {

@@ -562,6 +562,20 @@ struct CheckWalk<'s> {
     depth: usize,
 }
 
+/// What [`BTree::walk_stamped`] did: pairs passed over, then pairs visited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Walked {
+    pub passed: usize,
+    pub visited: usize,
+}
+
+/// Where a scan that passes over pairs ended: pairs visited, and pairs it was still to pass
+/// over when the range ran out.
+struct Passing {
+    visited: usize,
+    skip_left: usize,
+}
+
 /// Where a point read found its key: the leaf and the leaf's page LSN at that moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeafStamp {
@@ -992,8 +1006,49 @@ impl BTree {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_passing(lower, upper, direction, limit, 0, &mut |key, value| {
-            visit(key, value).then_some(0)
+        let walked = self.scan_passing(lower, upper, direction, limit, 0, None, &mut |k, v| {
+            visit(k, v).then_some(0)
+        })?;
+        Ok(walked.visited)
+    }
+
+    /// A scan of `(lower, upper)` in `direction` that passes over its first `skip` pairs
+    /// (a leaf at a time, without visiting them) and then visits up to `limit` pairs, and
+    /// stamps every leaf it read, in order, into `stamps`. With `skip` of `usize::MAX` it
+    /// counts the range's pairs: `passed` is their number (ZRANK, ZCOUNT).
+    ///
+    /// The stamps prove the walk: each leaf's part was exact at the moment it was read (see
+    /// "Scans, leaf by leaf"), and a leaf whose LSN is unchanged later holds the same
+    /// pairs. Every key of the range the walk covered was routed, when read, to one of
+    /// these leaves, and the routing of a key changes only by a split, a merge or a root
+    /// change, each of which rewrites (and stamps) the leaf that held its range. So if
+    /// every leaf still has its stamp, the walk run again would pass and visit the same
+    /// pairs; with no key of the range locked first, a transaction may rely on that (engine
+    /// `txn.rs`), as it relies on one leaf's stamp for a point read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn walk_stamped(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: ScanDirection,
+        skip: usize,
+        limit: usize,
+        stamps: &mut Vec<LeafStamp>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<Walked> {
+        let mut visit = |key: &[u8], value: &[u8]| visit(key, value).then_some(0);
+        let walked = self.scan_passing(
+            lower,
+            upper,
+            direction,
+            limit,
+            skip,
+            Some(stamps),
+            &mut visit,
+        )?;
+        Ok(Walked {
+            passed: skip - walked.skip_left,
+            visited: walked.visited,
         })
     }
 
@@ -1026,6 +1081,7 @@ impl BTree {
             ScanDirection::Ascending,
             usize::MAX,
             first,
+            None,
             &mut |key, _| {
                 keys.push(key.to_vec());
                 let following = *next.next()?;
@@ -1039,6 +1095,8 @@ impl BTree {
 
     /// [`BTree::scan`] that passes over `skip` pairs before the first visit, and after each
     /// visit over as many as `visit` returns (`None`: the scan stops). `limit` counts visits.
+    /// Each leaf read is stamped into `stamps` when given.
+    #[allow(clippy::too_many_arguments)]
     fn scan_passing(
         &self,
         lower: Bound<&[u8]>,
@@ -1046,8 +1104,9 @@ impl BTree {
         direction: ScanDirection,
         limit: usize,
         skip: usize,
+        mut stamps: Option<&mut Vec<LeafStamp>>,
         visit: &mut PassingVisit<'_>,
-    ) -> Result<usize> {
+    ) -> Result<Passing> {
         self.usable()?;
         let mut scan = Scan {
             lower,
@@ -1062,14 +1121,24 @@ impl BTree {
         while scan.remaining > 0 {
             let probe = scan.probe(resume.as_deref());
             let from = resume.as_deref();
-            match self
-                .with_scan_leaf(probe, |page, range| scan.leaf(page.payload(), range, from))?
-            {
+            let next = self.with_scan_leaf(probe, |page, range| {
+                if let Some(stamps) = stamps.as_deref_mut() {
+                    stamps.push(LeafStamp {
+                        leaf: page.page_id(),
+                        lsn: page.lsn(),
+                    });
+                }
+                scan.leaf(page.payload(), range, from)
+            })?;
+            match next {
                 Some(fence) => resume = Some(fence),
                 None => break,
             }
         }
-        Ok(scan.visited)
+        Ok(Passing {
+            visited: scan.visited,
+            skip_left: scan.skip,
+        })
     }
 
     /// `f` of the leaf `probe` leads to and the range of keys its path routes to it: found
@@ -1791,7 +1860,10 @@ impl<'b> Scan<'b, '_> {
             self.remaining -= 1;
             match passed {
                 Some(passed) if self.remaining > 0 => step = step.saturating_add(1 + passed),
-                _ => return None,
+                _ => {
+                    self.skip = 0; // what it was to pass over before this visit, it passed
+                    return None;
+                }
             }
         }
         // What is left to pass over goes on into the next leaf.
