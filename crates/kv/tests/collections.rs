@@ -2292,11 +2292,79 @@ fn ranks_counts_and_rank_ranges_of_a_large_sorted_set() {
     assert_eq!(replies[1], int(1));
     let zeros = in_scores(0, 0).count() as i64;
     assert_eq!(replies[2], int(zeros + 1));
-    assert_eq!(strings(&replies[3]), [first.clone()]);
+    assert_eq!(strings(&replies[3]), [first]);
 
     // Removed by rank: the ranks after them move down.
     assert_eq!(kv.run(&["zremrangebyrank", "z", "1001", "1010"]), int(10));
     let (_, after) = &model[1010];
     assert_eq!(kv.run(&["zrank", "z", after]), int(1001));
     assert_eq!(kv.run(&["zcard", "z"]), int(MEMBERS as i64 + 1 - 10));
+}
+
+/// HRANDFIELD of a hash of more than 1,024 fields picks by position (decision 239) when
+/// every value is one part row: each field comes with its own value, every field is drawn
+/// in 60,000 draws over 3,000, a positive count gives distinct fields. A hash with one value
+/// of several rows is read whole instead, and answers the same way.
+#[test]
+fn random_fields_of_a_large_hash_are_picked_by_position() {
+    const FIELDS: usize = 3_000;
+    let kv = kv();
+    let fields: Vec<(String, String)> = (0..FIELDS)
+        .map(|i| (format!("f{i:05}"), format!("value of {i}")))
+        .collect();
+    for batch in fields.chunks(500) {
+        let mut args = vec!["hset", "h"];
+        for (field, value) in batch {
+            args.extend([field.as_str(), value.as_str()]);
+        }
+        assert_eq!(kv.run(&args), int(batch.len() as i64));
+    }
+    let mut drawn = vec![false; FIELDS];
+    for _ in 0..60 {
+        let reply = kv.run(&["hrandfield", "h", "-1000", "withvalues"]);
+        assert_eq!(check_pairs(reply, &fields, &mut drawn), 1000);
+    }
+    assert!(
+        drawn.iter().all(|&d| d),
+        "a field never drawn in 60,000 draws"
+    );
+    let mut distinct = strings(&kv.run(&["hrandfield", "h", "1000"]));
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        1000,
+        "a positive count gives distinct fields"
+    );
+    let one = kv.run(&["hrandfield", "h"]);
+    assert!(matches!(one, Reply::Bulk(_)), "{one:?}");
+
+    // One value of several part rows: the hash is read whole, with the same answers.
+    let long = "x".repeat(100_000);
+    assert_eq!(kv.run(&["hset", "h", "f00007", &long]), int(0));
+    let mut fields = fields;
+    fields[7].1 = long;
+    let mut drawn = vec![false; FIELDS];
+    for _ in 0..3 {
+        let reply = kv.run(&["hrandfield", "h", "-1000", "withvalues"]);
+        assert_eq!(check_pairs(reply, &fields, &mut drawn), 1000);
+    }
+}
+
+/// The (field, value) pairs of an HRANDFIELD … WITHVALUES reply, each checked against
+/// `fields` (field `f{i:05}` is `fields[i]`) and marked in `drawn`; their number.
+fn check_pairs(reply: Reply, fields: &[(String, String)], drawn: &mut [bool]) -> usize {
+    let Reply::Pairs(pairs) = reply else {
+        panic!("HRANDFIELD WITHVALUES answers pairs");
+    };
+    for (field, value) in &pairs {
+        let field = strings(&Reply::Array(vec![field.clone()])).remove(0);
+        let at: usize = field[1..].parse().expect("a field");
+        assert!(
+            *value == b(&fields[at].1),
+            "{field} came with another's value"
+        );
+        drawn[at] = true;
+    }
+    pairs.len()
 }

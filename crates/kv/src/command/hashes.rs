@@ -8,7 +8,7 @@ use tailstore_storage::ScanDirection;
 
 use super::keys::{collection_pattern, parse_cursor};
 use super::pattern::matches;
-use super::random::{parse_count_with, pick_by_count, pick_one};
+use super::random::{by_position, parse_count_with, pick_by_count, pick_by_position, pick_one};
 use super::rebuild::{remove_named, Elements};
 use super::{bulk, is, parse_int, parse_long_double, Ctx, Fault, Outcome};
 use crate::keyspace::notifications;
@@ -306,6 +306,22 @@ pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     Ok(scan_reply(items))
 }
 
+/// `count` random fields of the hash `meta` with their values, as [`pick_by_position`]
+/// picks them, when [`by_position`] says so and every value is one part row: then positions
+/// over rows are positions over fields. `None` otherwise: a value of several rows would be
+/// drawn once per row, so those hashes are read whole.
+fn fields_by_position(ctx: &mut Ctx, meta: &KeyMeta, count: i64) -> Result<Option<Fields>, Fault> {
+    if !by_position(meta.len, count.unsigned_abs())
+        || ctx.ks.part_rows(ctx.txn, meta.id)? != meta.len as usize
+    {
+        return Ok(None);
+    }
+    let picked = pick_by_position(meta.len as usize, count, |positions| {
+        ctx.ks.field_values_at(ctx.txn, meta.id, positions)
+    })?;
+    Ok(Some(picked))
+}
+
 /// HRANDFIELD key [count [WITHVALUES]]: one random field, or by a count as SRANDMEMBER
 /// picks members (with values: [field, value] pairs in RESP3, flat in RESP2).
 pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
@@ -313,6 +329,22 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(meta) = ctx.meta_of(&args[1], Kind::Hash)? else {
         return Ok(count.map_or(Reply::Null, |_| Reply::Array(Vec::new())));
     };
+    let picks = count.map_or(1, |(count, _)| count);
+    if let Some(picked) = fields_by_position(ctx, &meta, picks)? {
+        return Ok(match count {
+            None => picked
+                .into_iter()
+                .next()
+                .map_or(Reply::Null, |(field, _)| bulk(field)),
+            Some((_, true)) => Reply::Pairs(
+                picked
+                    .into_iter()
+                    .map(|(f, v)| (bulk(f), bulk(v)))
+                    .collect(),
+            ),
+            Some((_, false)) => Reply::Array(picked.into_iter().map(|(f, _)| bulk(f)).collect()),
+        });
+    }
     let all = all_fields(ctx, meta.id)?;
     let Some((count, with_values)) = count else {
         return Ok(pick_one(all).map_or(Reply::Null, |(field, _)| bulk(field)));

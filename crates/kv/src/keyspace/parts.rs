@@ -28,6 +28,7 @@ const ROW_OVERHEAD: usize = 64;
 
 /// Columns of a `kv_parts` row: (owner, field, part) -> data, total.
 const FIELD: usize = 1;
+const PART: usize = 2;
 pub(super) const DATA: usize = 3;
 const TOTAL: usize = 4;
 
@@ -396,11 +397,39 @@ impl Keyspace {
         owner: i64,
         positions: &[usize],
     ) -> Result<Vec<Vec<u8>>, Fault> {
+        let found = self.field_values_at(txn, owner, positions)?;
+        Ok(found.into_iter().map(|(field, _)| field).collect())
+    }
+
+    /// [`Keyspace::fields_at`] with each field's value, which is the row's data: a row that
+    /// is not a whole value (a part of a longer one) is refused as torn.
+    pub(crate) fn field_values_at(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        positions: &[usize],
+    ) -> Result<FieldValues, Fault> {
         let range = KeyRange::prefix(owner_prefix(owner));
         txn.rows_at(&self.parts, &range, positions)?
             .iter_mut()
-            .map(|row| take_bytes(&mut row[FIELD]))
+            .map(|row| {
+                let (field, data) = (take_bytes(&mut row[FIELD])?, take_bytes(&mut row[DATA])?);
+                if int(&row[PART])? != 0 || int(&row[TOTAL])? != data.len() as i64 {
+                    return Err(Fault::corrupt(format!(
+                        "a value of {} bytes taken for a whole one",
+                        data.len()
+                    )));
+                }
+                Ok((field, data))
+            })
             .collect()
+    }
+
+    /// How many part rows `owner`'s values take: as many as its fields when every value is
+    /// one row. Counted a leaf at a time, not read (`Transaction::count`).
+    pub(crate) fn part_rows(&self, txn: &mut Transaction<'_>, owner: i64) -> Result<usize, Fault> {
+        let range = KeyRange::prefix(owner_prefix(owner));
+        Ok(txn.count(&self.parts, &range)?)
     }
 
     /// Every (field, value) of a key, in field order (`limit` fields at most).
