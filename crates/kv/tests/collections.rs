@@ -1579,6 +1579,8 @@ fn every_write_bumps_the_version_and_reads_do_not() {
         &["srandmember", "s", "-3"],
         &["zadd", "z", "NX", "9", "q"],
         &["zadd", "z", "1", "q"],
+        &["zincrby", "z", "0", "q"],
+        &["zadd", "z", "INCR", "0", "q"],
         &["zrange", "z", "0", "-1"],
         &["zrank", "z", "q"],
     ];

@@ -357,6 +357,11 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if new.is_nan() {
         return Err(Fault::err(NAN_SCORE));
     }
+    if current == Some(new) {
+        // As ZADD INCR, and as in Redis: a score that stays as it was is no change, to a
+        // WATCH or to a listener.
+        return Ok(Reply::Double(new));
+    }
     let mut meta = ctx.meta_for_write(key, Kind::ZSet)?;
     ctx.ks
         .put_member(ctx.txn, meta.id, member, new, current.is_some())?;
@@ -364,10 +369,7 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         meta.len += 1;
     }
     ctx.save(key, &mut meta)?;
-    // As ZADD INCR: a score that stays as it was is no change to tell.
-    if current != Some(new) {
-        ctx.notify(notifications::ZSET, "zincr", key);
-    }
+    ctx.notify(notifications::ZSET, "zincr", key);
     Ok(Reply::Double(new))
 }
 
