@@ -546,3 +546,55 @@ fn concurrent_appends_to_a_long_string_lose_nothing() {
     let len: i64 = q(&mut server.client(), &["STRLEN", "s"]);
     assert_eq!(len as usize, value.len());
 }
+
+/// PFADD to a dense HyperLogLog rewrites the part rows its changed bytes are in (the header's
+/// stale mark in part 0, and the register's), not its 12,304 bytes; so does PFCOUNT's write
+/// of its cached count (decision 240). The registers stay those a whole write gives.
+#[test]
+fn pfadd_to_a_dense_sketch_rewrites_only_its_changed_parts() {
+    let (ks, _dir) = open_keyspace();
+    let elements: Vec<String> = (0..5_000).map(|n| format!("e{n}")).collect();
+    for batch in elements.chunks(500) {
+        let mut args = vec!["PFADD", "hll"];
+        args.extend(batch.iter().map(String::as_str));
+        run_on(&ks, &args);
+    }
+    assert_eq!(run_on(&ks, &["STRLEN", "hll"]), Reply::Int(12_304), "dense");
+    // A whole write logs the sketch's three part rows: 12,488 bytes here. A part holds
+    // about 5.4 KB, so a patch logs part 0 (the header), and the register's part if another.
+    let (mut pfadds, mut raised, mut pfcounts) = (0, 0, 0);
+    for n in 0..200 {
+        let element = format!("new{n}");
+        let (logged, reply) = log_bytes_written(&ks, &["PFADD", "hll", &element]);
+        if reply == Reply::Int(1) {
+            raised += 1;
+            pfadds += logged;
+        }
+        let (logged, _) = log_bytes_written(&ks, &["PFCOUNT", "hll"]);
+        pfcounts = pfcounts.max(logged);
+    }
+    assert!(raised > 20, "only {raised} of 200 PFADDs raised a register");
+    let per_pfadd = pfadds / raised;
+    eprintln!("{raised} PFADDs raised a register, {per_pfadd} bytes logged each on average; a PFCOUNT at most {pfcounts}");
+    assert!(
+        per_pfadd < 9_500,
+        "a PFADD logged {per_pfadd} bytes on average"
+    );
+    assert!(pfcounts < 6_500, "a PFCOUNT logged {pfcounts} bytes");
+    // The same elements in one PFADD to a new key, written whole: the same registers.
+    let mut all = vec!["PFADD".to_string(), "twin".to_string()];
+    all.extend(elements);
+    all.extend((0..200).map(|n| format!("new{n}")));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    assert_eq!(run_on(&ks, &all), Reply::Int(1));
+    let (Reply::Bulk(patched), Reply::Bulk(whole)) =
+        (run_on(&ks, &["GET", "hll"]), run_on(&ks, &["GET", "twin"]))
+    else {
+        panic!("GET of the sketches");
+    };
+    // Past the 16-byte header, whose cached count only the patched one has.
+    assert!(
+        patched[16..] == whole[16..],
+        "the patched sketch's registers differ from those written whole"
+    );
+}

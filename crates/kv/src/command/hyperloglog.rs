@@ -30,10 +30,10 @@ impl From<Corrupt> for Fault {
 pub fn pfadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     let (stored, row) = ctx.string_and_row(key)?;
-    let (mut sketch, mut changed) = match stored {
+    let (mut sketch, mut changed) = match &stored {
         Some(bytes) => {
-            sketch::check(&bytes)?;
-            (bytes, false)
+            sketch::check(bytes)?;
+            (bytes.clone(), false)
         }
         None => (sketch::empty(), true),
     };
@@ -42,7 +42,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     }
     if changed {
         sketch::mark_stale(&mut sketch);
-        ctx.put_string_over(key, row, &sketch, None)?;
+        ctx.put_string_changes(key, row, stored.as_deref(), &sketch)?;
         ctx.notify(notifications::STRING, "pfadd", key);
     }
     Ok(Reply::Int(i64::from(changed)))
@@ -67,8 +67,9 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         return Ok(count_reply(count));
     }
     let count = sketch::count(&bytes)?;
+    let stale = bytes.clone();
     sketch::set_cache(&mut bytes, count);
-    ctx.put_string_over(key, row, &bytes, None)?;
+    ctx.put_string_changes(key, row, Some(&stale), &bytes)?;
     Ok(count_reply(count))
 }
 
@@ -79,7 +80,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let key = &args[1];
     let (stored, row) = ctx.string_and_row(key)?;
     // Checked as a source already: a sketch, or absent.
-    let mut sketch = stored.unwrap_or_else(sketch::empty);
+    let mut sketch = stored.clone().unwrap_or_else(sketch::empty);
     if any_dense {
         sketch::to_dense(&mut sketch)?;
     }
@@ -89,7 +90,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
         }
     }
     sketch::mark_stale(&mut sketch);
-    ctx.put_string_over(key, row, &sketch, None)?;
+    ctx.put_string_changes(key, row, stored.as_deref(), &sketch)?;
     ctx.notify(notifications::STRING, "pfadd", key);
     Ok(Reply::ok())
 }

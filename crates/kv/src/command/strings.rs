@@ -103,6 +103,49 @@ impl Ctx<'_, '_> {
         Ok(new_total)
     }
 
+    /// Replaces the string at `key`, which `stored` (its meta row as loaded, expired or not)
+    /// and `old` (its bytes, if it is a live string) describe, by `new`. When `new` has
+    /// `old`'s length, only the part rows whose bytes changed are rewritten, from `new`,
+    /// with nothing read again. Otherwise, or when those parts are more than a piece, as
+    /// [`Ctx::put_string_over`] (keeping the deadline). A PFADD to a dense HyperLogLog
+    /// changes its header and a register: one or two of its three parts (decision 240).
+    pub(super) fn put_string_changes(
+        &mut self,
+        key: &[u8],
+        stored: Option<KeyMeta>,
+        old: Option<&[u8]>,
+        new: &[u8],
+    ) -> Result<(), Fault> {
+        let live = stored
+            .as_ref()
+            .filter(|meta| meta.kind == Kind::String && !meta.is_expired(self.now));
+        let (Some(meta), Some(old)) = (live, old) else {
+            return self.put_string_over(key, stored, new, None);
+        };
+        let capacity = self.ks.part_capacity(b"");
+        let changed: Vec<usize> = old
+            .chunks(capacity)
+            .zip(new.chunks(capacity))
+            .enumerate()
+            .filter_map(|(part, (was, is))| (was != is).then_some(part))
+            .collect();
+        let rewritten = changed.len().saturating_mul(capacity);
+        if new.len() != old.len() || rewritten > super::staging::piece_bytes(self) {
+            return self.put_string_over(key, stored, new, None);
+        }
+        let mut meta = meta.clone();
+        for part in changed {
+            self.ks
+                .write_value_parts(self.txn, meta.id, b"", new, part..part + 1)?;
+        }
+        // Same length, same deadline: the row would differ only in its version, which only
+        // a WATCH needs (see `keyspace::watches`).
+        if self.may_keep_row() {
+            return Ok(());
+        }
+        self.store_meta(key, &mut meta)
+    }
+
     /// Whether `len` bytes written at `offset` into a string of `total` bytes may be
     /// written in place ([`Ctx::patch_string`]): not when the bytes it changes (with the
     /// zeros between the string's end and `offset`) are more than a piece, which its
