@@ -1,6 +1,6 @@
 //! B+tree: model-based property tests against `BTreeMap`, a deep tree, errors, persistence.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -348,14 +348,7 @@ proptest! {
         upper in bound(),
         picks in prop::collection::btree_set(0usize..700, 0..40),
     ) {
-        let storage = SimStorage::new();
-        let tree = BTree::create(pool(&storage, 16)).expect("create");
-        let mut model = Model::new();
-        for key in keys {
-            let value = value_for(&key, 200, key.len());
-            tree.insert(&key, &value).expect("insert");
-            model.insert(key, value);
-        }
+        let (_storage, tree, model) = tree_of(keys);
         prop_assert!(tree.check().expect("check").leaves > 1);
         let (lower, upper) = (as_bound(&lower), as_bound(&upper));
         let in_range: Vec<Vec<u8>> =
@@ -383,14 +376,7 @@ proptest! {
         skip in prop_oneof![0usize..700, Just(usize::MAX)],
         limit in 1usize..60,
     ) {
-        let storage = SimStorage::new();
-        let tree = BTree::create(pool(&storage, 16)).expect("create");
-        let mut model = Model::new();
-        for key in keys {
-            let value = value_for(&key, 200, key.len());
-            tree.insert(&key, &value).expect("insert");
-            model.insert(key, value);
-        }
+        let (_storage, tree, model) = tree_of(keys);
         let leaves = tree.check().expect("check").leaves;
         prop_assert!(leaves > 1);
         let (lower, upper) = (as_bound(&lower), as_bound(&upper));
@@ -421,6 +407,20 @@ proptest! {
             prop_assert!(tree.leaf_unchanged(stamp).expect("stamp"));
         }
     }
+}
+
+/// A tree of `keys` (each with a value of about 200 bytes, so that a few hundred take many
+/// leaves) in a 16-page pool, its model, and the storage it is on.
+fn tree_of(keys: BTreeSet<Vec<u8>>) -> (SimStorage, BTree, Model) {
+    let storage = SimStorage::new();
+    let tree = BTree::create(pool(&storage, 16)).expect("create");
+    let mut model = Model::new();
+    for key in keys {
+        let value = value_for(&key, 200, key.len());
+        tree.insert(&key, &value).expect("insert");
+        model.insert(key, value);
+    }
+    (storage, tree, model)
 }
 
 /// A writer makes memory ready for the pool's fresh frames before it takes the tree's latch

@@ -91,9 +91,6 @@ fn lex_bound(arg: &[u8]) -> Result<Lex, Fault> {
     }
 }
 
-/// Members of the sorted set with id `owner` whose member lies between `min` and `max` in
-/// byte order (meant, as in Redis, for sets whose members all have one score), at most
-/// `limit`.
 /// The rows of `owner`'s members from `min` to `max` in byte order; `None` if no member
 /// can be in it.
 fn lex_range(owner: i64, min: &Lex, max: &Lex) -> Option<KeyRange> {
@@ -123,6 +120,9 @@ fn lex_range(owner: i64, min: &Lex, max: &Lex) -> Option<KeyRange> {
     (!empty).then(|| KeyRange::new(lower, upper))
 }
 
+/// Members of the sorted set with id `owner` whose member lies between `min` and `max` in
+/// byte order (meant, as in Redis, for sets whose members all have one score), at most
+/// `limit`.
 fn members_by_lex(
     ctx: &mut Ctx,
     owner: i64,
