@@ -1562,8 +1562,9 @@ impl<'db> Transaction<'db> {
             |key, _| match take(key) {
                 Ok(item) => {
                     taken.push(item);
-                    last.clear();
-                    last.extend_from_slice(key);
+                    if taken.len() == limit {
+                        last = key.to_vec(); // the visit that ends the walk: its cut
+                    }
                     true
                 }
                 Err(err) => {
