@@ -124,6 +124,18 @@
 //! (descending; `Probe::Below`), cut at that fence: each key is visited at most once, in
 //! order, even when the tree changed between two leaves.
 //!
+//! *The next leaf through the parent.* A descent per leaf made a scan's leaf cost mostly
+//! binary searches of inner nodes (a rank in a sorted set of 600,000 members passes over
+//! hundreds of leaves). So a scan remembers the inner node above the leaf it read (`ScanParent`:
+//! its page, the frame version it was read at, the range its path routes to it, the
+//! tree's version before the descent and the versions of every inner node on the path) and
+//! reads the next leaf as that node's next child, from the thread's copy of the node if it
+//! is still that version. The leaf is then validated as the descent's own leaf is, by the
+//! same path with its last step moved by one child: by the tree's version unchanged since
+//! before the descent, or, beside a writer, by every inner node of the path unchanged and
+//! the leaf holding no unfinished change. So the argument below holds for it as it stands.
+//! Past the node's last child, or when anything fails, the scan descends from the root.
+//!
 //! *Why each leaf's part is exact.* The argument of "Reads beside a writer" for one key holds
 //! for every key of the range at once: at the moment of validation the inner nodes on the
 //! path are as read, so the tree routes every key of `[lower, upper)` to this leaf, which
@@ -410,6 +422,12 @@ impl Fence {
         self.key.clear();
         self.key.extend_from_slice(key);
     }
+
+    fn copy_from(&mut self, other: &Fence) {
+        self.set = other.set;
+        self.key.clear();
+        self.key.extend_from_slice(&other.key);
+    }
 }
 
 impl LeafRange {
@@ -442,6 +460,49 @@ impl LeafRange {
     fn reached(&mut self, leaf: PageId) {
         self.leaf = Some(leaf);
     }
+
+    fn copy_from(&mut self, other: &LeafRange) {
+        self.leaf = other.leaf;
+        self.lower.copy_from(&other.lower);
+        self.upper.copy_from(&other.upper);
+    }
+}
+
+/// The inner node just above the leaf a scan read last, for reaching the next leaf through
+/// it rather than from the root (see "Scans, leaf by leaf"): the node is read from the
+/// thread's copy, which must still be the version the descent routed through.
+struct ScanParent {
+    direction: ScanDirection,
+    /// Whether the fields below are those of a validated descent or sibling step.
+    usable: bool,
+    node: PageId,
+    node_version: FrameVersion,
+    /// The range of keys the path routes to the node.
+    node_range: LeafRange,
+    /// The position in the node of the leaf read last.
+    at: usize,
+    /// The tree's version before the descent, and the frame versions of its inner nodes:
+    /// what a leaf reached through the node is validated by, as the descent's leaf was.
+    tree_version: u64,
+    inners: InnerVersions,
+    /// The range of the leaf read last (reused from leaf to leaf).
+    leaf_range: LeafRange,
+}
+
+impl ScanParent {
+    fn new(direction: ScanDirection) -> ScanParent {
+        ScanParent {
+            direction,
+            usable: false,
+            node: PageId(0),
+            node_version: FrameVersion::NEVER_CURRENT,
+            node_range: LeafRange::default(),
+            at: 0,
+            tree_version: 1,
+            inners: InnerVersions::new(),
+            leaf_range: LeafRange::default(),
+        }
+    }
 }
 
 /// Inner nodes a writer's descent before the latch records ([`BTree::writer_for`]); a
@@ -457,6 +518,7 @@ struct LeafPath {
 
 /// The frame versions of the inner nodes a walk from the root went through, root first, as
 /// far as [`PATH_DEPTH`] (a deeper walk is only counted).
+#[derive(Clone, Copy)]
 struct InnerVersions {
     versions: [Option<FrameVersion>; PATH_DEPTH],
     depth: usize,
@@ -576,11 +638,24 @@ struct Passing {
     skip_left: usize,
 }
 
-/// Where a point read found its key: the leaf and the leaf's page LSN at that moment.
+/// Where a point read found its key: the leaf and the leaf's page LSN at that moment, and
+/// the version of the frame that held it (see [`BTree::leaf_unchanged`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeafStamp {
     pub leaf: PageId,
     pub lsn: crate::page::Lsn,
+    pub frame: FrameVersion,
+}
+
+impl LeafStamp {
+    /// The stamp of leaf `leaf`, read-latched in `page`.
+    fn of(leaf: PageId, page: &PageReadGuard<'_>) -> LeafStamp {
+        LeafStamp {
+            leaf,
+            lsn: page.lsn(),
+            frame: page.frame_version(),
+        }
+    }
 }
 
 /// How often point reads and scans' leaves found a writer in their way (see "Optimistic
@@ -647,17 +722,13 @@ fn kind_of(page: &Page, id: PageId) -> Result<PageKind> {
 /// Searches leaf `leaf` (latched in `page`) for `key` and calls `read` with its value.
 fn read_leaf<R>(
     leaf: PageId,
-    page: &Page,
+    page: &PageReadGuard<'_>,
     key: &[u8],
     read: impl FnOnce(Option<&[u8]>) -> R,
 ) -> (R, LeafStamp) {
     let p = page.payload();
     let value = node::find(p, key).map(|i| node::value(p, i));
-    let stamp = LeafStamp {
-        leaf,
-        lsn: page.lsn(),
-    };
-    (read(value), stamp)
+    (read(value), LeafStamp::of(leaf, page))
 }
 
 fn check_entry(key: &[u8], value: &[u8]) -> Result<()> {
@@ -788,10 +859,14 @@ impl BTree {
     /// Calls `f` with the leaf for `key`, read-latched, as a point read reaches it: by an
     /// optimistic descent (see "Optimistic point reads"), or after a few failed tries, by a
     /// descent under the tree's read latch.
-    fn with_leaf<R>(&self, key: &[u8], f: impl FnOnce(PageId, &Page) -> R) -> Result<R> {
+    fn with_leaf<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(PageId, &PageReadGuard<'_>) -> R,
+    ) -> Result<R> {
         self.usable()?;
         for _ in 0..OPTIMISTIC_TRIES {
-            if let Some(found) = self.descend_optimistic(Probe::At(key), None) {
+            if let Some(found) = self.descend_optimistic(Probe::At(key), None, None) {
                 let (leaf, page) = found?;
                 return Ok(f(leaf, &page));
             }
@@ -830,26 +905,106 @@ impl BTree {
         &self,
         probe: Probe<'_>,
         mut range: Option<&mut LeafRange>,
+        mut parent: Option<&mut ScanParent>,
     ) -> Option<Result<(PageId, PageReadGuard<'_>)>> {
         let v1 = self.version.load(Ordering::SeqCst);
         let mut inners = InnerVersions::new();
+        let mut node = self.root;
+        let mut has_parent = false;
         let found = self.walk_to_leaf(probe, |p, at, version| {
             inners.record(version);
+            if let Some(parent) = parent.as_deref_mut() {
+                parent.node = node;
+                parent.node_version = version;
+                parent.at = at;
+                if let Some(range) = range.as_deref() {
+                    parent.node_range.copy_from(range);
+                }
+                has_parent = true;
+            }
             if let Some(range) = range.as_deref_mut() {
                 range.narrow(p, at);
             }
+            node = node::child(p, at);
         });
         interleave::reached(Point::LeafBeforeValidation);
-        // Holding the leaf (when found): no writer may have been active since `v1`.
+        let page = found.as_ref().ok().map(|(_, page)| page);
+        if !self.leaf_still_routed(v1, &inners, page) {
+            return None;
+        }
+        if let Some(parent) = parent {
+            parent.usable = has_parent && range.is_some();
+            parent.tree_version = v1;
+            parent.inners = inners;
+        }
+        Some(found)
+    }
+
+    /// Whether a leaf read without the tree latch (`None`: the read failed) is the one the
+    /// path read since the tree's version `v1`, through inner nodes of `inners`' versions,
+    /// routes to, and holds only finished changes (see "Reads beside a writer"). The caller
+    /// holds the leaf's read latch.
+    fn leaf_still_routed(
+        &self,
+        v1: u64,
+        inners: &InnerVersions,
+        leaf: Option<&PageReadGuard<'_>>,
+    ) -> bool {
+        // No writer may have been active since `v1`: whatever was read stands, even a
+        // failure.
         if v1 & 1 == 0 && self.version.load(Ordering::SeqCst) == v1 {
-            return Some(found);
+            return true;
         }
         // A writer was: the leaf still serves if nothing on its path is changing.
-        let (_, page) = found.as_ref().ok()?;
-        let settled = !page.has_unlogged_change()
-            && !self.unlogged_changes.load(Ordering::SeqCst)
-            && inners.unchanged(&self.pool);
-        settled.then_some(found)
+        leaf.is_some_and(|page| {
+            !page.has_unlogged_change()
+                && !self.unlogged_changes.load(Ordering::SeqCst)
+                && inners.unchanged(&self.pool)
+        })
+    }
+
+    /// The leaf beside the one a scan read last, in the scan's direction, reached through
+    /// their parent's copy instead of from the root, its range in `parent.leaf_range`.
+    /// `None` when the parent has no child there, its copy is gone or changed, or the leaf
+    /// does not validate as [`BTree::descend_optimistic`]'s leaf would, by the same path
+    /// (see "Scans, leaf by leaf"): the caller then descends from the root.
+    fn sibling_leaf(&self, parent: &mut ScanParent) -> Option<Result<PageReadGuard<'_>>> {
+        if !parent.usable {
+            return None;
+        }
+        parent.usable = false; // until this step validates
+        let (at, child) = with_copy(&self.pool, self.uid, parent.node, |p, version| {
+            if version != parent.node_version {
+                return None;
+            }
+            let at = match parent.direction {
+                ScanDirection::Ascending => Some(parent.at + 1).filter(|&at| at <= node::count(p)),
+                ScanDirection::Descending => parent.at.checked_sub(1),
+            }?;
+            parent.leaf_range.copy_from(&parent.node_range);
+            parent.leaf_range.narrow(p, at);
+            Some((at, node::child(p, at)))
+        })
+        .flatten()?;
+        let page = match self.pool.read(child) {
+            Ok(page) => page,
+            // Reported only if the path stands, as a descent's failure is.
+            Err(err) => {
+                let routed = self.leaf_still_routed(parent.tree_version, &parent.inners, None);
+                return routed.then_some(Err(err));
+            }
+        };
+        interleave::reached(Point::LeafBeforeValidation);
+        if !self.leaf_still_routed(parent.tree_version, &parent.inners, Some(&page)) {
+            return None;
+        }
+        if page.kind() != Some(PageKind::BTreeLeaf) {
+            // Validated: the tree itself routes a leaf's range to a page that is not one.
+            return Some(Err(self.corrupt(child, "an inner node among leaves")));
+        }
+        parent.at = at;
+        parent.usable = true;
+        Some(Ok(page))
     }
 
     /// The leaf `probe` leads to, read-latched, reached from the root without the tree latch: each
@@ -930,6 +1085,12 @@ impl BTree {
     /// latch: a change being made right now is not seen, and the caller must exclude it
     /// otherwise (the engine's key locks do).
     pub fn leaf_unchanged(&self, stamp: LeafStamp) -> Result<bool> {
+        // No write latch taken on the frame since the stamp: it holds the same page as it
+        // was then (see "Frame versions" in `buffer_pool.rs`), without a latch or a lookup
+        // (a walk's validation checks hundreds of leaves).
+        if self.pool.is_unchanged(stamp.frame) {
+            return Ok(true);
+        }
         let page = self.pool.read(stamp.leaf)?;
         Ok(page.page_id() == stamp.leaf && page.lsn() == stamp.lsn)
     }
@@ -1118,15 +1279,13 @@ impl BTree {
             visit,
         };
         let mut resume: Option<Vec<u8>> = None;
+        let mut parent = ScanParent::new(direction);
         while scan.remaining > 0 {
             let probe = scan.probe(resume.as_deref());
             let from = resume.as_deref();
-            let next = self.with_scan_leaf(probe, |page, range| {
+            let next = self.with_scan_leaf(probe, &mut parent, |page, range| {
                 if let Some(stamps) = stamps.as_deref_mut() {
-                    stamps.push(LeafStamp {
-                        leaf: page.page_id(),
-                        lsn: page.lsn(),
-                    });
+                    stamps.push(LeafStamp::of(page.page_id(), page));
                 }
                 scan.leaf(page.payload(), range, from)
             })?;
@@ -1147,23 +1306,44 @@ impl BTree {
     fn with_scan_leaf<R>(
         &self,
         probe: Probe<'_>,
-        f: impl FnOnce(&Page, &LeafRange) -> R,
+        parent: &mut ScanParent,
+        f: impl FnOnce(&PageReadGuard<'_>, &LeafRange) -> R,
     ) -> Result<R> {
-        let mut range = LeafRange::default();
+        if let Some(sibling) = self.sibling_leaf(parent) {
+            let page = sibling?;
+            return Ok(f(&page, &parent.leaf_range));
+        }
+        let mut range = std::mem::take(&mut parent.leaf_range);
+        let found = self.descend_for_scan(probe, parent, &mut range);
+        parent.leaf_range = range;
+        let page = found?;
+        Ok(f(&page, &parent.leaf_range))
+    }
+
+    /// The leaf `probe` leads to and, in `range`, the range of keys its path routes to it:
+    /// found optimistically (noting the parent in `parent`), or after [`OPTIMISTIC_TRIES`]
+    /// failures under the tree's read latch (released before the caller reads the leaf,
+    /// which stays read-latched).
+    fn descend_for_scan(
+        &self,
+        probe: Probe<'_>,
+        parent: &mut ScanParent,
+        range: &mut LeafRange,
+    ) -> Result<PageReadGuard<'_>> {
         for _ in 0..OPTIMISTIC_TRIES {
             range.forget();
-            if let Some(found) = self.descend_optimistic(probe, Some(&mut range)) {
-                let (_, page) = found?;
-                return Ok(f(&page, &range));
+            if let Some(found) = self.descend_optimistic(probe, Some(range), Some(parent)) {
+                return found.map(|(_, page)| page);
             }
             self.contention.retries.fetch_add(1, Ordering::Relaxed);
         }
+        parent.usable = false;
         self.contention.latched.fetch_add(1, Ordering::Relaxed);
         let _tree = self.latch.read();
         self.usable()?;
         range.forget();
         let (_, page) = self.walk_to_leaf(probe, |p, at, _| range.narrow(p, at))?;
-        Ok(f(&page, &range))
+        Ok(page)
     }
 
     /// [`BTree::scan`] collecting copies of the pairs.
@@ -1839,13 +2019,13 @@ impl<'b> Scan<'b, '_> {
         }
         let start = match lower {
             Bound::Unbounded => 0,
-            Bound::Included(key) => node::lower_bound(p, key, false),
-            Bound::Excluded(key) => node::lower_bound(p, key, true),
+            Bound::Included(key) => node::lower_bound_from_ends(p, key, false),
+            Bound::Excluded(key) => node::lower_bound_from_ends(p, key, true),
         };
         let end = match upper {
             Bound::Unbounded => node::count(p),
-            Bound::Included(key) => node::lower_bound(p, key, true),
-            Bound::Excluded(key) => node::lower_bound(p, key, false),
+            Bound::Included(key) => node::lower_bound_from_ends(p, key, true),
+            Bound::Excluded(key) => node::lower_bound_from_ends(p, key, false),
         };
         let wanted = start..end.max(start);
         // The pairs of `wanted` in the scan's direction, counted from 0.

@@ -244,6 +244,24 @@ pub fn lower_bound(p: &[u8], key: &[u8], strict: bool) -> usize {
     }
 }
 
+/// [`lower_bound`] for a key that mostly lies outside the node's keys, as a scan's bounds and
+/// fences do for the leaves between its first and its last: the ends are compared first,
+/// and the slots searched only when the key falls among them.
+pub fn lower_bound_from_ends(p: &[u8], key: &[u8], strict: bool) -> usize {
+    let n = count(p);
+    let at_or_past = |i: usize| match self::key(p, i).cmp(key) {
+        std::cmp::Ordering::Equal => !strict,
+        order => order.is_gt(),
+    };
+    if n == 0 || at_or_past(0) {
+        0
+    } else if !at_or_past(n - 1) {
+        n
+    } else {
+        lower_bound(p, key, strict)
+    }
+}
+
 /// Inner node: the position of the child whose key range contains `key`.
 pub fn child_index(p: &[u8], key: &[u8]) -> usize {
     lower_bound(p, key, true)
@@ -513,6 +531,12 @@ mod tests {
             for probe in probes {
                 prop_assert_eq!(search(&page, &probe), sorted.binary_search(&&probe));
                 prop_assert_eq!(find(&page, &probe), sorted.binary_search(&&probe).ok());
+                for strict in [false, true] {
+                    prop_assert_eq!(
+                        lower_bound_from_ends(&page, &probe, strict),
+                        lower_bound(&page, &probe, strict)
+                    );
+                }
             }
             for (i, key) in sorted.iter().enumerate() {
                 prop_assert_eq!(find(&page, key), Some(i));
@@ -608,6 +632,7 @@ mod tests {
                 search(page, probe),
                 find(page, probe),
                 lower_bound(page, probe, true),
+                lower_bound_from_ends(page, probe, false),
             );
         }
         for probe in probes {
