@@ -2618,6 +2618,25 @@ fn watch_aborts_exec_when_a_key_changed() {
         Value::Array(vec![Value::Int(1)])
     );
 
+    // Absent when watched, created with a deadline that passes before EXEC and not yet
+    // removed (CLIENT PAUSE WRITE holds the active expiry back): still a change, as in Redis
+    // (it ran before, `[1]`). A key already expired when watched and left alone is not.
+    ok(raw_value(&mut c, &["WATCH", "fleeting"]));
+    ok(raw_value(&mut other, &["SET", "fleeting", "v", "PX", "20"]));
+    ok(raw_value(
+        &mut other,
+        &["CLIENT", "PAUSE", "10000", "WRITE"],
+    ));
+    std::thread::sleep(Duration::from_millis(60));
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["GET", "counter"]);
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Nil);
+    ok(raw_value(&mut c, &["WATCH", "fleeting"]));
+    ok(raw_value(&mut c, &["MULTI"]));
+    queued(&mut c, &["GET", "counter"]);
+    assert_eq!(raw_value(&mut c, &["EXEC"]), Value::Array(vec![bulk("1")]));
+    ok(raw_value(&mut other, &["CLIENT", "UNPAUSE"]));
+
     // UNWATCH forgets; DISCARD forgets too.
     ok(raw_value(&mut c, &["WATCH", "k"]));
     ok(raw_value(&mut c, &["UNWATCH"]));

@@ -75,6 +75,9 @@ pub struct Watched {
     pub db: u32,
     pub key: Vec<u8>,
     pub version: Option<i64>,
+    /// The version of the key's row, expired or not: one that appears or changes, though it
+    /// has expired by EXEC, was written meanwhile (Redis: the write touched the key).
+    stored_version: Option<i64>,
     /// The deletions counted in the key's bucket when it was watched (see
     /// `WatchGate::deletions`), for a key that was absent.
     deletions: u64,
@@ -374,15 +377,16 @@ impl Keyspace {
         // First: from now on every write of the key gives it a new version.
         let live = self.watches.begin();
         // Under the map's hold (the peek's), so that the count and the rows read agree.
-        let (meta, map_epoch, deletions) = self.peek(db, |ctx| {
+        let (meta, stored, map_epoch, deletions) = self.peek(db, |ctx| {
             let epoch = ctx.ks.map_epoch(db);
             let deletions = ctx.ks.watches.deletions(ctx.ks.stored_db(db), key);
-            Ok((ctx.meta(key)?, epoch, deletions))
+            Ok((ctx.meta(key)?, ctx.stored_meta(key)?, epoch, deletions))
         })?;
         Ok(Watched {
             db,
             key: key.to_vec(),
             version: meta.map(|m| m.version),
+            stored_version: stored.map(|m| m.version),
             deletions,
             map_epoch,
             _live: live,
@@ -421,15 +425,22 @@ fn run_block(
 ) -> Result<Reply, Fault> {
     for watch in watched {
         ctx.db = watch.db;
-        let now = match ctx.live_meta(&watch.key) {
-            Ok(meta) => meta.map(|m| m.version),
+        let stored_meta = match ctx.stored_meta(&watch.key) {
+            Ok(meta) => meta,
             Err(Fault::Reply(_)) => None,
             Err(fault) => return Err(fault),
         };
+        let stored_now = stored_meta.as_ref().map(|m| m.version);
+        let now = stored_meta
+            .filter(|m| !m.is_expired(ctx.now))
+            .map(|m| m.version);
+        // Created or rewritten since, though expired by now: a write touched the key. (A
+        // key already expired when watched and left alone runs, as in Redis.)
+        let rewritten = stored_now.is_some() && stored_now != watch.stored_version;
         let stored = ctx.ks.stored_db(watch.db);
         let deleted_since = || ctx.ks.watches.deletions(stored, &watch.key) != watch.deletions;
         let remapped = ctx.ks.map_epoch(watch.db) != watch.map_epoch;
-        if remapped || now != watch.version || (now.is_none() && deleted_since()) {
+        if remapped || now != watch.version || rewritten || (now.is_none() && deleted_since()) {
             return Ok(Reply::NullArray);
         }
     }

@@ -269,9 +269,14 @@ impl Ctx<'_, '_> {
 
     /// The key's live meta, without counting a lookup (EXEC's check of its watched keys).
     pub(crate) fn live_meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
-        check_key(key)?;
-        let meta = self.ks.load_meta(self.txn, self.db, key)?;
+        let meta = self.stored_meta(key)?;
         Ok(meta.filter(|m| !m.is_expired(self.now)))
+    }
+
+    /// The key's meta as stored, expired or not.
+    pub(crate) fn stored_meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
+        check_key(key)?;
+        Ok(self.ks.load_meta(self.txn, self.db, key)?)
     }
 
     /// Counts and tells (`expired`) a key this transaction removed because it had expired.
