@@ -276,7 +276,7 @@ impl Ctx<'_, '_> {
     /// The key's meta as stored, expired or not.
     pub(crate) fn stored_meta(&mut self, key: &[u8]) -> Result<Option<KeyMeta>, Fault> {
         check_key(key)?;
-        Ok(self.ks.load_meta(self.txn, self.db, key)?)
+        self.ks.load_meta(self.txn, self.db, key)
     }
 
     /// Counts and tells (`expired`) a key this transaction removed because it had expired.
