@@ -21,12 +21,6 @@ REDIS=$((PORT + 1))
 
 trap 'stop_lone; stop_plain_redis' EXIT
 
-# The overall requests per second of the last progress line in file $1.
-rate_of() {
-  tr '\r' '\n' <"$1" | awk '/overall:/ {rate = $0} END {
-    sub(/.*rps=[0-9.]+ \(overall: /, "", rate); sub(/\).*/, "", rate); print rate }'
-}
-
 # `load SECONDS PORT OUT CLIENTS COMMAND…`: a redis-benchmark load of random members.
 load() {
   local seconds=$1 port=$2 out=$3 clients=$4

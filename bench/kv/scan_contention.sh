@@ -25,12 +25,6 @@ load() {
     >"$out" 2>&1
 }
 
-# The overall requests per second of the last progress line in file $1.
-rate_of() {
-  tr '\r' '\n' <"$1" | awk '/overall:/ {rate = $0} END {
-    sub(/.*rps=[0-9.]+ \(overall: /, "", rate); sub(/\).*/, "", rate); print rate }'
-}
-
 one_run() {
   local bin=$1 before after writer
   stop_lone

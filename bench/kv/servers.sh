@@ -115,6 +115,13 @@ read_counters() {
     awk -F: '/^(total_commands_processed|tailstore_read_retries|tailstore_read_latched):/ {printf "%s ", $2}'
 }
 
+# The overall requests per second of the last progress line in file $1 (a
+# redis-benchmark run stopped by `timeout`; scan_contention.sh, leaderboard.sh).
+rate_of() {
+  tr '\r' '\n' <"$1" | awk '/overall:/ {rate = $0} END {
+    sub(/.*rps=[0-9.]+ \(overall: /, "", rate); sub(/\).*/, "", rate); print rate }'
+}
+
 # $1 per 1,000 of $2, one decimal.
 per_thousand() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", d ? 1000 * n / d : 0 }'; }
 
