@@ -920,6 +920,62 @@ impl<'db> Transaction<'db> {
         self.count_tree(tree, lower, upper)
     }
 
+    /// Roughly what share of the rows with their primary key in `whole` have it in `part` (a
+    /// range inside it), from 0 to 1, from the shape of the tree
+    /// (`BTree::position_estimate`); 0 when `whole` looks empty. Neither validated nor
+    /// recorded: for choosing between counting `part` and counting the rest of `whole`,
+    /// never for an answer.
+    pub fn share_estimate(
+        &mut self,
+        table: &Table,
+        part: &KeyRange,
+        whole: &KeyRange,
+    ) -> Result<f64> {
+        let (tree, part_lower, part_upper) = self.primary_bounds(table, part)?;
+        let (_, whole_lower, whole_upper) = self.primary_bounds(table, whole)?;
+        self.share_in_tree(
+            tree,
+            (&part_lower, &part_upper),
+            (&whole_lower, &whole_upper),
+        )
+    }
+
+    /// [`Transaction::share_estimate`] of the entries of secondary index `index`.
+    pub fn index_share_estimate(
+        &mut self,
+        table: &Table,
+        index: &str,
+        part: &KeyRange,
+        whole: &KeyRange,
+    ) -> Result<f64> {
+        let (tree, part_lower, part_upper) = self.index_bounds(table, index, part)?;
+        let (_, whole_lower, whole_upper) = self.index_bounds(table, index, whole)?;
+        self.share_in_tree(
+            tree,
+            (&part_lower, &part_upper),
+            (&whole_lower, &whole_upper),
+        )
+    }
+
+    fn share_in_tree(
+        &self,
+        tree: TreeRef,
+        part: (&ByteBound, &ByteBound),
+        whole: (&ByteBound, &ByteBound),
+    ) -> Result<f64> {
+        let btree = &self.tree(tree).btree;
+        let at = |bound: &ByteBound, unbounded: f64| match bound {
+            Bound::Unbounded => Ok(unbounded),
+            Bound::Included(key) | Bound::Excluded(key) => btree.position_estimate(key),
+        };
+        let whole_span = at(whole.1, 1.0)? - at(whole.0, 0.0)?;
+        let part_span = at(part.1, 1.0)? - at(part.0, 0.0)?;
+        if whole_span <= 0.0 {
+            return Ok(0.0);
+        }
+        Ok((part_span / whole_span).clamp(0.0, 1.0))
+    }
+
     /// The keys of the entries of secondary index `index` in `range`, in `direction`,
     /// after the first `skip`: at most `limit`, each as the index columns' values followed
     /// by the primary key's. The rows are not read: for an index whose key holds what the

@@ -409,6 +409,47 @@ proptest! {
     }
 }
 
+/// `position_estimate` rises with the key and stays near the key's true share of the keys
+/// before it, whether the tree grew in order (full left leaves) or at random (leaves two
+/// thirds full on average): what a rank relies on to count from the nearer end.
+#[test]
+fn position_estimates_rise_with_the_key_and_stay_near_its_share() {
+    for shuffled in [false, true] {
+        let storage = SimStorage::new();
+        let tree = BTree::create(pool(&storage, 4096)).expect("create");
+        let n = 30_000u32;
+        let mut order: Vec<u32> = (0..n).collect();
+        if shuffled {
+            order.shuffle(&mut StdRng::seed_from_u64(3));
+        }
+        for k in order {
+            tree.insert(&k.to_be_bytes(), &vec![0u8; 500 * SCALE])
+                .expect("insert");
+        }
+        assert!(
+            tree.check().expect("check").height >= 3,
+            "the test wants inner levels"
+        );
+        let mut last = 0.0;
+        for k in (0..n).step_by(97) {
+            let estimate = tree.position_estimate(&k.to_be_bytes()).expect("estimate");
+            let share = f64::from(k) / f64::from(n);
+            assert!(
+                estimate >= last,
+                "estimate fell at key {k}: {estimate} after {last}"
+            );
+            assert!(
+                (estimate - share).abs() < 0.08,
+                "key {k} (share {share:.3}) estimated at {estimate:.3} (shuffled: {shuffled})"
+            );
+            last = estimate;
+        }
+        let end = tree.position_estimate(&[0xff; 5]).expect("estimate");
+        assert!(end > 0.99 && end <= 1.0, "past the last key: {end}");
+        assert_eq!(tree.position_estimate(&[]).expect("estimate"), 0.0);
+    }
+}
+
 /// A tree of `keys` (each with a value of about 200 bytes, so that a few hundred take many
 /// leaves) in a 16-page pool, its model, and the storage it is on.
 fn tree_of(keys: BTreeSet<Vec<u8>>) -> (SimStorage, BTree, Model) {

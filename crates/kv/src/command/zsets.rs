@@ -26,7 +26,7 @@ use super::rebuild::{remove_held, remove_named, Elements};
 use super::strings::clamp_range;
 use super::{bulk, is, parse_float, parse_int, parse_score_bound, Ctx, Fault, Outcome, SYNTAX};
 use crate::keyspace::notifications;
-use crate::keyspace::{score_of_key, KeyMeta, Kind, ALL_SCORES};
+use crate::keyspace::{score_of_key, KeyMeta, Kind, MemberOrder, ALL_SCORES};
 
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -638,7 +638,7 @@ fn rank(ctx: &mut Ctx, args: &[Vec<u8>], rev: bool) -> Outcome {
     let Some(score) = ctx.ks.member_score(ctx.txn, meta.id, member)? else {
         return Ok(missing);
     };
-    let position = ctx.ks.rank_of(ctx.txn, meta.id, member, score)? as i64;
+    let position = ctx.ks.rank_of(ctx.txn, meta.id, meta.len, member, score)? as i64;
     if position >= meta.len {
         return Err(Fault::corrupt(format!(
             "sorted-set member ranked {position} of {} members",
@@ -673,7 +673,9 @@ pub fn zcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     if empty_score_range(min, max) {
         return Ok(Reply::Int(0));
     }
-    let counted = ctx.ks.count_by_score(ctx.txn, meta.id, (min, max))?;
+    let counted = ctx
+        .ks
+        .count_by_score(ctx.txn, meta.id, meta.len, (min, max))?;
     Ok(Reply::Int(counted as i64))
 }
 
@@ -685,7 +687,10 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> Outcome {
     let Some(range) = lex_range(meta.id, &min, &max) else {
         return Ok(Reply::Int(0));
     };
-    Ok(Reply::Int(ctx.txn.count(&ctx.ks.zset, &range)? as i64))
+    let counted = ctx
+        .ks
+        .count_members(ctx.txn, meta.id, meta.len, MemberOrder::ByName, &range)?;
+    Ok(Reply::Int(counted as i64))
 }
 
 /// ZPOPMIN / ZPOPMAX key [count]. Without a count, Redis 7.0 answers one flat [member,

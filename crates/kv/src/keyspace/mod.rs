@@ -58,6 +58,7 @@ pub use libraries::MAX_LIBRARY_NAME;
 pub use meta::slot_of;
 pub use meta::{KeyMeta, Kind};
 pub use parts::{seq_field, seq_of_field, MAX_FIELD, MAX_KEY};
+pub(crate) use zset::MemberOrder;
 pub use zset::{score_key, score_of_key, ALL_SCORES};
 
 /// Why the keyspace could not be opened.

@@ -137,33 +137,114 @@ impl Keyspace {
             .collect()
     }
 
-    /// How many members have scores from `scores.0` to `scores.1`: counted a leaf at a time
-    /// (`Transaction::count_index`), not read (ZCOUNT).
+    /// How many members have scores from `scores.0` to `scores.1` (ZCOUNT), of the `len`
+    /// members of `owner` (see [`Keyspace::count_members`]).
     pub(crate) fn count_by_score(
         &self,
         txn: &mut Transaction<'_>,
         owner: i64,
+        len: i64,
         scores: (Bound<f64>, Bound<f64>),
     ) -> Result<usize, Fault> {
         let range = score_range(owner, scores);
-        Ok(txn.count_index(&self.zset, BY_SCORE, &range)?)
+        self.count_members(txn, owner, len, MemberOrder::ByScore, &range)
     }
 
     /// How many members come before `member`, whose score is `score`, in (score, member)
-    /// order: its rank, counted as [`Keyspace::count_by_score`] counts (ZRANK).
+    /// order: its rank (ZRANK), of the `len` members of `owner`, counted as
+    /// [`Keyspace::count_by_score`] counts.
     pub(crate) fn rank_of(
         &self,
         txn: &mut Transaction<'_>,
         owner: i64,
+        len: i64,
         member: &[u8],
         score: f64,
     ) -> Result<usize, Fault> {
         // The index key: its columns (owner, score), then the primary key (owner, member).
         let mut entry = with_score(owner, score);
         entry.extend(member_key(owner, member));
-        let range = KeyRange::new(Bound::Included(prefix(owner)), Bound::Excluded(entry));
-        Ok(txn.count_index(&self.zset, BY_SCORE, &range)?)
+        let before = KeyRange::new(Bound::Included(prefix(owner)), Bound::Excluded(entry));
+        self.count_members(txn, owner, len, MemberOrder::ByScore, &before)
     }
+
+    /// How many of the `len` members of `owner` (its key's count) lie in `part` of `order`:
+    /// counted directly, or as `len` less the members either side of `part`, whichever the
+    /// tree's shape says passes over fewer leaves (decision 243): a rank near the top, or a
+    /// count of most of a set, walks the few leaves beside it. Each count is a walk a leaf
+    /// at a time (`Transaction::count`), validated by those leaves' stamps, and `len` is
+    /// validated with the key's row.
+    pub(crate) fn count_members(
+        &self,
+        txn: &mut Transaction<'_>,
+        owner: i64,
+        len: i64,
+        order: MemberOrder,
+        part: &KeyRange,
+    ) -> Result<usize, Fault> {
+        if len < COUNTED_EITHER_WAY_FROM {
+            return self.count_in(txn, order, part);
+        }
+        let all = KeyRange::new(
+            Bound::Included(prefix(owner)),
+            Bound::Included(prefix(owner)),
+        );
+        let share = match order {
+            MemberOrder::ByName => txn.share_estimate(&self.zset, part, &all)?,
+            MemberOrder::ByScore => txn.index_share_estimate(&self.zset, BY_SCORE, part, &all)?,
+        };
+        let Some((below, above)) = sides(owner, part).filter(|_| share > 0.5) else {
+            return self.count_in(txn, order, part);
+        };
+        let beside = self.count_in(txn, order, &below)? + self.count_in(txn, order, &above)?;
+        usize::try_from(len)
+            .ok()
+            .and_then(|len| len.checked_sub(beside))
+            .ok_or_else(|| {
+                Fault::corrupt(format!(
+                    "{beside} sorted-set members counted beside a range, of {len}"
+                ))
+            })
+    }
+
+    fn count_in(
+        &self,
+        txn: &mut Transaction<'_>,
+        order: MemberOrder,
+        range: &KeyRange,
+    ) -> Result<usize, Fault> {
+        Ok(match order {
+            MemberOrder::ByName => txn.count(&self.zset, range)?,
+            MemberOrder::ByScore => txn.count_index(&self.zset, BY_SCORE, range)?,
+        })
+    }
+}
+
+/// The members from which a count may walk the other way ([`Keyspace::count_members`]):
+/// a smaller set lies in a few leaves, which either way passes over sooner than the
+/// estimate's four descents are made.
+const COUNTED_EITHER_WAY_FROM: i64 = 1024;
+
+/// Which order of a sorted set's members a count walks: `kv_zset`'s rows, by member
+/// (ZLEXCOUNT), or its `by_score` index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemberOrder {
+    ByName,
+    ByScore,
+}
+
+/// The members of `owner` below and above `part`, a range of them (`None` for an
+/// unbounded side, which its ranges never have: they start and end at `owner`'s prefix).
+fn sides(owner: i64, part: &KeyRange) -> Option<(KeyRange, KeyRange)> {
+    // The complement of a bound: the keys it leaves out on its side.
+    let flip = |bound: &Bound<Vec<Value>>| match bound {
+        Bound::Included(values) => Some(Bound::Excluded(values.clone())),
+        Bound::Excluded(values) => Some(Bound::Included(values.clone())),
+        Bound::Unbounded => None,
+    };
+    let below = KeyRange::new(Bound::Included(prefix(owner)), flip(&part.lower)?);
+    let above = KeyRange::new(flip(&part.upper)?, Bound::Included(prefix(owner)));
+    Some((below, above))
 }
 
 /// Every score, lowest to highest.

@@ -1048,6 +1048,26 @@ impl BTree {
         Err(self.corrupt(id, "deeper than any B+tree"))
     }
 
+    /// Roughly what share of the tree's keys sort before `key`, from 0 to 1: the child
+    /// positions a descent to it takes, as if every child of a node held as many keys, and
+    /// the slot it would take in its leaf. For choosing the shorter of two ways to count
+    /// (a rank from the nearer end, decision 243), never for an answer: read without the
+    /// tree latch and not validated, as [`BTree::leaf_room`] is.
+    pub fn position_estimate(&self, key: &[u8]) -> Result<f64> {
+        self.usable()?;
+        let (mut before, mut share) = (0.0, 1.0);
+        let (_, leaf) = self.walk_to_leaf(Probe::At(key), |p, at, _| {
+            share /= (node::count(p) + 1) as f64;
+            before += share * at as f64;
+        })?;
+        let p = leaf.payload();
+        if leaf.kind() == Some(PageKind::BTreeLeaf) && node::count(p) > 0 {
+            let slot = node::lower_bound(p, key, false);
+            before += share * slot as f64 / node::count(p) as f64;
+        }
+        Ok(before.clamp(0.0, 1.0))
+    }
+
     /// Where a change to `key` would fall, for an estimate of the pages a commit changes
     /// (see [`LeafRoom`]). Read without the tree latch and not validated, so a writer may
     /// change the tree meanwhile; an error may be such a writer's doing too.
