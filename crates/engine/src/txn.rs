@@ -968,8 +968,19 @@ impl<'db> Transaction<'db> {
             Bound::Unbounded => Ok(unbounded),
             Bound::Included(key) | Bound::Excluded(key) => btree.position_estimate(key),
         };
-        let whole_span = at(whole.1, 1.0)? - at(whole.0, 0.0)?;
-        let part_span = at(part.1, 1.0)? - at(part.0, 0.0)?;
+        let (whole_lower, whole_upper) = (at(whole.0, 0.0)?, at(whole.1, 1.0)?);
+        // A part that shares a bound with the whole (a rank's start) reuses its descent.
+        let part_lower = if part.0 == whole.0 {
+            whole_lower
+        } else {
+            at(part.0, 0.0)?
+        };
+        let part_upper = if part.1 == whole.1 {
+            whole_upper
+        } else {
+            at(part.1, 1.0)?
+        };
+        let (whole_span, part_span) = (whole_upper - whole_lower, part_upper - part_lower);
         if whole_span <= 0.0 {
             return Ok(0.0);
         }

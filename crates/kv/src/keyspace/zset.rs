@@ -222,7 +222,7 @@ impl Keyspace {
 
 /// The members from which a count may walk the other way ([`Keyspace::count_members`]):
 /// a smaller set lies in a few leaves, which either way passes over sooner than the
-/// estimate's four descents are made.
+/// estimate's descents are made (up to four, `Transaction::index_share_estimate`).
 const COUNTED_EITHER_WAY_FROM: i64 = 1024;
 
 /// Which order of a sorted set's members a count walks: `kv_zset`'s rows, by member
