@@ -193,7 +193,7 @@ impl Keyspace {
             MemberOrder::ByName => txn.share_estimate(&self.zset, part, &all)?,
             MemberOrder::ByScore => txn.index_share_estimate(&self.zset, BY_SCORE, part, &all)?,
         };
-        let Some((below, above)) = sides(owner, part).filter(|_| share > 0.5) else {
+        let Some((below, above)) = (share > 0.5).then(|| sides(owner, part)).flatten() else {
             return self.count_in(txn, order, part);
         };
         let beside = self.count_in(txn, order, &below)? + self.count_in(txn, order, &above)?;
