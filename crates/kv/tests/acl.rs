@@ -110,6 +110,38 @@ fn acl_users_are_checked_as_redis_checks_them() {
     same_replies("ACL users against Redis", cases);
 }
 
+/// An AUTH or HELLO AUTH inside MULTI changes the user the block's later commands are
+/// checked against, scripts among them, as Redis's EXEC checks each at its turn; a refused
+/// login changes nothing.
+#[test]
+fn a_login_inside_multi_applies_to_the_commands_after_it() {
+    let cases: &[&[&str]] = &[
+        ALICE,
+        &["MULTI"],
+        &["SET", "other", "1"],
+        &["AUTH", "alice", "pw"],
+        &["SET", "x", "2"],
+        &["GET", "other"],
+        &["EVAL", "return redis.call('get', 'other')", "0"],
+        &["ACL", "WHOAMI"],
+        &["EXEC"],
+        &["ACL", "WHOAMI"],
+        &["MULTI"],
+        &["AUTH", "alice", "wrong"],
+        &["HELLO", "2", "AUTH", "default", "anything"],
+        &["DEL", "other"],
+        &["HELLO", "2", "AUTH", "alice", "pw", "SETNAME", "a b"],
+        &["DEL", "other"],
+        &["HELLO", "2", "AUTH", "alice", "pw"],
+        &["DEL", "other"],
+        &["EXEC"],
+        &["ACL", "WHOAMI"],
+        &["AUTH", "default", "anything"],
+        &["EXISTS", "other", "x"],
+    ];
+    same_replies("a login inside MULTI against Redis", cases);
+}
+
 /// A connection logged in as `user` with `password`.
 fn logged_in(server: &TestServer, user: &str, password: &str) -> redis::Connection {
     let mut con = client_at(server.address());

@@ -2027,6 +2027,22 @@ fn client_commands() {
     assert!(gone, "a closed connection stayed in CLIENT LIST");
 }
 
+/// DEBUG is refused before the ACL check and while queuing, as Redis refuses its
+/// protected commands: in MULTI the refusal fails the EXEC.
+#[test]
+fn debug_is_refused_before_acl_and_while_queuing() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let debug = &["DEBUG", "SLEEP", "0"];
+    ok(raw_value(&mut c, &["MULTI"]));
+    assert!(err(&mut c, debug).starts_with("ERR DEBUG command not allowed."));
+    assert!(err(&mut c, &["EXEC"]).starts_with("EXECABORT Transaction discarded"));
+    let user = &["ACL", "SETUSER", "ro", "on", ">pw", "~*", "+get"];
+    ok(raw_value(&mut c, user));
+    ok(raw_value(&mut c, &["AUTH", "ro", "pw"]));
+    assert!(err(&mut c, debug).starts_with("ERR DEBUG command not allowed."));
+}
+
 #[test]
 fn command_introspection() {
     let server = TestServer::start();

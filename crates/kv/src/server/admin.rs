@@ -294,36 +294,79 @@ fn wait(args: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// HELLO [protover [AUTH user pass] [SETNAME name]].
-fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
-    let mut protocol = conn.protocol;
-    if let Some(version) = args.get(1) {
-        protocol = match version.as_slice() {
-            b"2" => Protocol::Resp2,
-            b"3" => Protocol::Resp3,
-            other if crate::command::parse_int(other).is_err() => {
-                return Reply::error("ERR Protocol version is not an integer or out of range")
-            }
-            _ => return Reply::error("NOPROTO unsupported protocol version"),
-        };
-    }
-    let (mut credentials, mut name) = (None, None);
+/// What a HELLO asks for: a protocol (`None`: the connection's), a login (user, password)
+/// and a name.
+struct HelloRequest<'a> {
+    protocol: Option<Protocol>,
+    credentials: Option<(&'a [u8], &'a [u8])>,
+    name: Option<&'a [u8]>,
+}
+
+/// HELLO's arguments read, or Redis's refusal of them.
+fn hello_request(args: &[Vec<u8>]) -> Result<HelloRequest<'_>, Reply> {
+    let protocol = match args.get(1).map(Vec::as_slice) {
+        None => None,
+        Some(b"2") => Some(Protocol::Resp2),
+        Some(b"3") => Some(Protocol::Resp3),
+        Some(other) if crate::command::parse_int(other).is_err() => {
+            return Err(Reply::error(
+                "ERR Protocol version is not an integer or out of range",
+            ))
+        }
+        Some(_) => return Err(Reply::error("NOPROTO unsupported protocol version")),
+    };
+    let mut request = HelloRequest {
+        protocol,
+        credentials: None,
+        name: None,
+    };
     let mut at = 2;
     while let Some(option) = args.get(at) {
         let more = args.len() - at - 1;
         if is(option, "AUTH") && more >= 2 {
-            credentials = Some((&args[at + 1], &args[at + 2]));
+            request.credentials = Some((&args[at + 1], &args[at + 2]));
             at += 3;
         } else if is(option, "SETNAME") && more >= 1 {
-            name = Some(&args[at + 1]);
+            request.name = Some(&args[at + 1]);
             at += 2;
         } else {
-            return Reply::error(format!(
+            return Err(Reply::error(format!(
                 "ERR Syntax error in HELLO option '{}'",
                 String::from_utf8_lossy(option)
-            ));
+            )));
         }
     }
+    Ok(request)
+}
+
+/// The login an AUTH or a HELLO asks for, if it is well formed: the user (`None`: AUTH's
+/// one-argument form) and the password.
+pub(super) fn requested_login<'a>(
+    command: &Command,
+    args: &'a [Vec<u8>],
+) -> Option<(Option<&'a [u8]>, &'a [u8])> {
+    match (command.name, args) {
+        ("auth", [_, password]) => Some((None, password)),
+        ("auth", [_, user, password]) => Some((Some(user), password)),
+        ("hello", _) => {
+            let (user, password) = hello_request(args).ok()?.credentials?;
+            Some((Some(user), password))
+        }
+        _ => None,
+    }
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]].
+fn hello(shared: &Shared, conn: &mut Connection, args: &[Vec<u8>]) -> Reply {
+    let HelloRequest {
+        protocol,
+        credentials,
+        name,
+    } = match hello_request(args) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let protocol = protocol.unwrap_or(conn.protocol);
     if let Some((user, password)) = credentials {
         let client = || conn.listing().line();
         let users = &shared.users;

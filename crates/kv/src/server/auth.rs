@@ -139,16 +139,32 @@ impl Password {
                 "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
             ));
         }
-        let user = user.unwrap_or(b"default");
-        if user == b"default" && self.accepts(password) {
-            return Ok(None);
-        }
-        if let Some(named) = users.get(user).filter(|named| named.accepts(password)) {
-            return Ok(Some(named));
+        if let Some(logged_in) = self.login(users, user, password) {
+            return Ok(logged_in);
         }
         let object = command.as_bytes().to_vec();
+        let user = user.unwrap_or(b"default");
         self.note("auth", "toplevel", object, user, client());
         Err(Reply::error(WRONGPASS))
+    }
+
+    /// Whom `password` logs in as `user` (`None`: AUTH's one-argument form), recording
+    /// nothing: `Some(None)` for `default`, `None` if it is refused.
+    pub fn login(
+        &self,
+        users: &Users,
+        user: Option<&[u8]>,
+        password: &[u8],
+    ) -> Option<Option<Arc<User>>> {
+        if user.is_none() && !self.required() {
+            return None; // AUTH <password> with none set: an error, not a login
+        }
+        let user = user.unwrap_or(b"default");
+        if user == b"default" && self.accepts(password) {
+            return Some(None);
+        }
+        let named = users.get(user).filter(|named| named.accepts(password))?;
+        Some(Some(named))
     }
 
     /// Whether `password` is the default user's.

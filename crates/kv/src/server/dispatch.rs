@@ -18,6 +18,7 @@ use super::functions;
 use super::interleave::{self, Point};
 use super::pubsub;
 use super::slowlog;
+use super::standalone;
 use super::tracking;
 use super::transaction;
 use super::Shared;
@@ -57,6 +58,14 @@ pub fn serve<'s>(
                 }
             },
         };
+        if let Some((command, refusal)) = standalone::protected_refusal(&args) {
+            conn.multi_failed |= conn.multi.is_some();
+            shared.loops[conn.home.at]
+                .command_stats
+                .reject(command, &args);
+            send(shared, conn, &refusal);
+            continue;
+        }
         if unauthenticated(shared, conn) {
             if let Some((command, refusal)) = auth::refusal(&args) {
                 shared.loops[conn.home.at]

@@ -177,6 +177,13 @@ impl<'a> Prepared<'a> {
         })
     }
 
+    /// The script as queued in MULTI after an AUTH that logged `conn` in as `user`
+    /// (`None`: `default`).
+    pub fn run_as(mut self, user: &Option<Arc<User>>, conn: &Connection) -> Self {
+        self.host.user = user.clone().map(|user| (user, conn.listing().line()));
+        self
+    }
+
     /// The script as queued in MULTI after a SELECT of `db`.
     pub fn in_database(&mut self, db: u32) -> &mut Self {
         self.db = db;

@@ -8,7 +8,7 @@
 
 use tailstore_resp::Reply;
 
-use crate::command::{help, is};
+use crate::command::{help, is, lookup, Command};
 
 /// Redis's answer to the cluster commands of a server without cluster support.
 const NO_CLUSTER: &str = "ERR This instance has cluster support disabled";
@@ -23,13 +23,24 @@ pub fn answer(command: &str, args: &[Vec<u8>]) -> Option<Reply> {
         "latency" => latency(args),
         "replicaof" | "slaveof" => replicaof(args),
         "failover" => failover(args),
-        // Redis 7 refuses DEBUG unless `enable-debug-command` allows it; tailstore has none.
-        "debug" => Reply::error(
-            "ERR DEBUG command not allowed. tailstore does not implement DEBUG (its \
-             subcommands inspect and change Redis's own memory).",
-        ),
         _ => return None,
     })
+}
+
+/// The refusal of a command Redis refuses before it checks the client's login and ACL
+/// user, and while queuing in MULTI (failing the EXEC): its `protected` commands, while
+/// their settings keep them off. Of those, tailstore has DEBUG, which Redis 7 refuses
+/// unless `enable-debug-command` allows it: tailstore implements none of it.
+pub fn protected_refusal(args: &[Vec<u8>]) -> Option<(&'static Command, Reply)> {
+    let command = lookup(&args[0])?;
+    if command.name != "debug" || !command.arity_ok(args.len()) {
+        return None;
+    }
+    let refusal = Reply::error(
+        "ERR DEBUG command not allowed. tailstore does not implement DEBUG (its \
+         subcommands inspect and change Redis's own memory).",
+    );
+    Some((command, refusal))
 }
 
 /// The subcommand `args[1]` in lowercase.

@@ -3,11 +3,13 @@
 //! its commands (answered in their places once it has run) change what follows them as in
 //! Redis (decision 176).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tailstore_engine::PendingCommit;
 use tailstore_resp::{Protocol, Reply};
 
+use super::acl::User;
 use super::admin;
 use super::connection::{Connection, Queued};
 use super::dispatch::{invalidate, record_run, remember_reads, send, sending};
@@ -72,6 +74,7 @@ pub(super) fn exec<'s>(
         ));
     }
     let mut took = vec![Duration::ZERO; queue.len()];
+    let users = step_users(shared, conn, &queue);
     // Scripts are found and compiled first, and SCRIPT and FUNCTION commands run, in the
     // block's order (an EVALSHA after a SCRIPT LOAD finds its script, an FCALL after a
     // FUNCTION LOAD its function), on the block's views of the script cache and of the
@@ -82,11 +85,13 @@ pub(super) fn exec<'s>(
     let mut scripts: Vec<Result<Ready<'_>, Reply>> = queue
         .iter()
         .zip(&mut took)
-        .filter_map(|(queued, took)| {
+        .zip(&users)
+        .filter_map(|((queued, took), user)| {
             let command = lookup(&queued.args[0]).filter(|c| prepared_first(c))?;
             let started = Instant::now();
             let views = (&mut cache, &mut libraries);
-            let prepared = prepare(shared, conn, vm, (command, &queued.args), views);
+            let invocation = (command, &queued.args[..]);
+            let prepared = prepare(shared, (conn, user), vm, invocation, views);
             *took = started.elapsed();
             Some(prepared)
         })
@@ -101,12 +106,12 @@ pub(super) fn exec<'s>(
     // is followed here, for the commands after it.
     let mut deferred: Vec<(usize, Invocation<'_>)> = Vec::new();
     let mut db = conn.db;
-    for queued in &queue {
+    for (queued, user) in queue.iter().zip(&users) {
         let Some(command) = lookup(&queued.args[0]) else {
             continue;
         };
         remember_reads(shared, conn, command, &queued.args);
-        if let Some(refusal) = exec_denial(conn, command, &queued.args) {
+        if let Some(refusal) = exec_denial(user, command, &queued.args) {
             if prepared_first(command) {
                 next_script.next(); // its script is not run
             }
@@ -283,12 +288,12 @@ enum Ready<'a> {
 /// SCRIPT or FUNCTION command answered). A command its user may no longer run is not run.
 fn prepare<'a>(
     shared: &'a Shared,
-    conn: &Connection,
+    (conn, user): (&Connection, &Option<Arc<User>>),
     vm: &'a Vm,
     (command, args): Invocation<'a>,
     (cache, libraries): (&mut BlockScripts<'_>, &mut BlockLibraries<'_>),
 ) -> Result<Ready<'a>, Reply> {
-    if let Some(refusal) = exec_denial(conn, command, args) {
+    if let Some(refusal) = exec_denial(user, command, args) {
         return Err(refusal);
     }
     match command.name {
@@ -299,16 +304,37 @@ fn prepare<'a>(
                 scripts: cache,
                 block_libraries: Some(libraries),
             };
-            eval::Prepared::new(shared, conn, vm, command, args, found).map(Ready::Script)
+            let prepared = eval::Prepared::new(shared, conn, vm, command, args, found)?;
+            Ok(Ready::Script(prepared.run_as(user, conn)))
         }
     }
 }
 
-/// The refusal of a queued command its user may no longer run (EXEC read the user again).
-fn exec_denial(conn: &Connection, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
-    let user = conn.user.as_ref()?;
-    let denial = user.check(command, args).err()?;
+/// The refusal of a queued command its `user` (`None`: `default`) may not run when its
+/// turn comes (EXEC read the connection's user again).
+fn exec_denial(user: &Option<Arc<User>>, command: &Command, args: &[Vec<u8>]) -> Option<Reply> {
+    let denial = user.as_ref()?.check(command, args).err()?;
     Some(acl::exec_refusal(&denial))
+}
+
+/// The ACL user each queued command runs as (`None`: `default`): the connection's, and
+/// from the command after an AUTH or HELLO AUTH that logs in on, the user it logs in as,
+/// as Redis's EXEC checks each command against the client's user at its turn. (Connection
+/// commands are answered once the block has run, each in its place, the login among them.)
+fn step_users(shared: &Shared, conn: &Connection, queue: &[Queued]) -> Vec<Option<Arc<User>>> {
+    let mut user = conn.user.clone();
+    let mut users = Vec::with_capacity(queue.len());
+    for queued in queue {
+        users.push(user.clone());
+        let login = lookup(&queued.args[0])
+            .and_then(|command| admin::requested_login(command, &queued.args));
+        if let Some((name, password)) = login {
+            if let Some(logged_in) = shared.password.login(&shared.users, name, password) {
+                user = logged_in;
+            }
+        }
+    }
+    users
 }
 
 /// A queued command and its arguments.
