@@ -2068,12 +2068,12 @@ impl<'b> Scan<'b, '_> {
         }
         // What is left to pass over goes on into the next leaf.
         self.skip = step - wanted.len();
-        self.beyond(range)
+        self.beyond(range).map(<[u8]>::to_vec)
     }
 
     /// The fence past `range` in the scan's direction, if there are keys beyond it and the
     /// scan's bounds reach them.
-    fn beyond(&self, range: &LeafRange) -> Option<Vec<u8>> {
+    fn beyond<'r>(&self, range: &'r LeafRange) -> Option<&'r [u8]> {
         let fence = match self.direction {
             ScanDirection::Ascending => &range.upper,
             ScanDirection::Descending => &range.lower,
@@ -2090,7 +2090,7 @@ impl<'b> Scan<'b, '_> {
                 Bound::Included(key) | Bound::Excluded(key) => key < fence.key.as_slice(),
             },
         };
-        reaches.then(|| fence.key.clone())
+        reaches.then_some(fence.key.as_slice())
     }
 }
 
@@ -2102,18 +2102,17 @@ fn tighter<'a>(
     b: Bound<&'a [u8]>,
     inward: std::cmp::Ordering,
 ) -> Bound<&'a [u8]> {
-    match (a, b) {
-        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y))
-            if x != y =>
-        {
-            if x.cmp(y) == inward {
-                a
-            } else {
-                b
-            }
+    let (x, y) = match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => return other,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            (x, y)
         }
-        (Bound::Excluded(_), _) => a,
+    };
+    // One comparison: a scan compares its bounds with each leaf's fences.
+    match x.cmp(y) {
+        std::cmp::Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
+        std::cmp::Ordering::Equal => b,
+        order if order == inward => a,
         _ => b,
     }
 }
@@ -2193,3 +2192,42 @@ impl TreeWriter<'_> {
 
 #[cfg(test)]
 mod readers_beside_writers;
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use std::cmp::Ordering::{Greater, Less};
+
+    /// Whether `key` lies on the inner side of `bound`: above a lower bound (`inward` is
+    /// `Greater`) or below an upper one (`Less`).
+    fn admits(bound: Bound<&[u8]>, key: &[u8], inward: std::cmp::Ordering) -> bool {
+        match bound {
+            Bound::Unbounded => true,
+            Bound::Included(b) => key == b || key.cmp(b) == inward,
+            Bound::Excluded(b) => key.cmp(b) == inward,
+        }
+    }
+
+    #[test]
+    fn the_tighter_bound_admits_what_both_admit() {
+        let keys: [&[u8]; 5] = [b"", b"a", b"aa", b"b", b"c"];
+        let bounds: Vec<Bound<&[u8]>> = std::iter::once(Bound::Unbounded)
+            .chain(keys.iter().map(|k| Bound::Included(*k)))
+            .chain(keys.iter().map(|k| Bound::Excluded(*k)))
+            .collect();
+        for inward in [Greater, Less] {
+            for &a in &bounds {
+                for &b in &bounds {
+                    let chosen = tighter(a, b, inward);
+                    for key in keys.iter().chain([&&b"ab"[..], &&b"d"[..]]) {
+                        assert_eq!(
+                            admits(chosen, key, inward),
+                            admits(a, key, inward) && admits(b, key, inward),
+                            "tighter({a:?}, {b:?}, {inward:?}) = {chosen:?} at {key:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
