@@ -32,10 +32,11 @@ pub fn answer(command: &str, args: &[Vec<u8>]) -> Option<Reply> {
 /// their settings keep them off. Of those, tailstore has DEBUG, which Redis 7 refuses
 /// unless `enable-debug-command` allows it: tailstore implements none of it.
 pub fn protected_refusal(args: &[Vec<u8>]) -> Option<(&'static Command, Reply)> {
-    let command = lookup(&args[0])?;
-    if command.name != "debug" || !command.arity_ok(args.len()) {
+    // Every command passes here: the name is compared before any lookup.
+    if !is(&args[0], "debug") {
         return None;
     }
+    let command = lookup(&args[0]).filter(|c| c.arity_ok(args.len()))?;
     let refusal = Reply::error(
         "ERR DEBUG command not allowed. tailstore does not implement DEBUG (its \
          subcommands inspect and change Redis's own memory).",
