@@ -51,6 +51,43 @@ const SHARDED: &[Step] = &[
     (1, b"SPUBLISH z m3\r\nEVAL \"return redis.call('spublish', 'z', 'from a script')\" 0\r\n"),
 ];
 
+/// A RESP3 client that publishes to itself: a PUBLISH's, SPUBLISH's or script's messages
+/// to it (by channel, pattern and shard channel, a script's key events among them) come
+/// ahead of the command's reply, pipelined commands' each ahead of its own, as Redis sends
+/// them; another client's publish reaches it too.
+const OWN_MESSAGES: &[Step] = &[
+    (
+        0,
+        b"HELLO 3\r\nSUBSCRIBE z __keyspace@0__:k\r\nPSUBSCRIBE z*\r\nSSUBSCRIBE sz\r\n",
+    ),
+    (0, b"PUBLISH z one\r\n"),
+    (
+        0,
+        b"SPUBLISH sz two\r\nPUBLISH z three\r\nPUBLISH nobody four\r\n",
+    ),
+    (
+        0,
+        b"EVAL \"redis.call('publish', 'z', 'five') return 6\" 0\r\n",
+    ),
+    (
+        1,
+        b"CONFIG SET notify-keyspace-events KA\r\nPUBLISH z seven\r\n",
+    ),
+    (
+        0,
+        b"EVAL \"redis.call('set', 'k', 'v') return redis.call('publish', 'z', 'eight')\" 0\r\n",
+    ),
+    (0, b"PING\r\n"),
+];
+
+#[test]
+fn a_client_reads_its_own_messages_before_the_reply_as_from_redis() {
+    compare(
+        OWN_MESSAGES,
+        "a_client_reads_its_own_messages_before_the_reply_as_from_redis",
+    );
+}
+
 #[test]
 fn a_pubsub_conversation_gets_the_bytes_redis_sends() {
     compare(

@@ -106,7 +106,11 @@ pub fn serve<'s>(
             }
         }
         let keeps_caching = conn.tracking.is_some() && tracking::is_client_command(&args);
+        let own_first = pubsub::own_messages_go_first(conn, &args).then_some(conn.published.len());
         if let Some(reply) = one(shared, conn, vm, args, pending) {
+            if let Some(from) = own_first {
+                pubsub::send_own_messages(conn, from);
+            }
             send(shared, conn, &reply);
         }
         if conn.tracking.is_some() {

@@ -43,12 +43,12 @@ use std::sync::Arc;
 
 use mio::Token;
 use parking_lot::RwLock;
-use tailstore_resp::Reply;
+use tailstore_resp::{Protocol, Reply};
 
 use super::connection::Connection;
 use super::tracking;
 use super::Shared;
-use crate::command::{matches, Command};
+use crate::command::{lookup, matches, Command};
 
 /// Unsent output above which a subscriber is disconnected (Redis's default hard limit).
 pub const PUBSUB_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
@@ -445,6 +445,37 @@ impl Addressed<'_> {
             ),
             (None, true) => deliver(who, Message::Overflowed),
             (None, false) => {}
+        }
+    }
+}
+
+/// Whether the messages that the command `args` publishes to its own RESP3 connection go
+/// ahead of its reply: a PUBLISH's or SPUBLISH's, and a script's (its PUBLISHes and its
+/// writes' key events), run outside MULTI. Redis writes a subscriber's message into its
+/// output as the command publishes it, so a client that publishes to itself reads the
+/// message before the reply; an EXEC block's and other commands' own messages come after
+/// the pass's replies, as every other client's do.
+pub fn own_messages_go_first(conn: &Connection, args: &[Vec<u8>]) -> bool {
+    if conn.protocol != Protocol::Resp3 || conn.multi.is_some() || conn.subscriptions() == 0 {
+        return false;
+    }
+    let Some(command) = lookup(&args[0]) else {
+        return false;
+    };
+    matches!(command.name, "publish" | "spublish") || super::eval::is_eval(command)
+}
+
+/// Sends `conn` the published messages addressed to it from `published[from..]` now, in
+/// their order, ahead of the reply about to be sent; the other messages stay for the
+/// pass's end. (The output goes out after the pass's durability wait all the same.)
+pub fn send_own_messages(conn: &mut Connection, from: usize) {
+    let later = conn.published.split_off(from.min(conn.published.len()));
+    for (who, message) in later {
+        let own = who == conn.home && matches!(message, Message::Published { .. });
+        if !own {
+            conn.published.push((who, message));
+        } else if let Some(frame) = message.frame_for(conn) {
+            frame.encode(conn.protocol, &mut conn.output);
         }
     }
 }
