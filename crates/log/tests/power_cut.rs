@@ -296,9 +296,10 @@ enum Kind {
     Garbage,
     /// Records not contiguous, not in each thread's order, or recovery's summary disagrees.
     Order,
-    /// Opening the log after the crash failed.
+    /// Opening the log after the crash failed, or after the power cut that follows the
+    /// reopen's commit (check (d)): that commit may be the acknowledged one it lost.
     ReopenFailed,
-    /// After the reopen, a commit (or a second power cut and reopen) went wrong.
+    /// After the reopen, a commit went wrong, or the second reopen holds other records.
     NotRepeatable,
     /// Anything else: an error on a live medium, a failed open of a fresh log.
     Unexpected,
@@ -730,7 +731,7 @@ fn after_reopen(
     // flushed), and only a power cut after the reopen shows whether recovery made them so.
     let again = crash_and_drop(image, log, Crash::PowerCut, mix(p.cut_seed, 2));
     let (log, second) = open_with(&again, config, p.growth)
-        .map_err(|e| violation(Kind::NotRepeatable, format!("second reopen: {e}")))?;
+        .map_err(|e| violation(Kind::ReopenFailed, format!("second reopen: {e}")))?;
     let after = collect(&log).map_err(|e| violation(Kind::NotRepeatable, e))?;
     let mut expected: Vec<Record> = records.into_iter().filter(|r| r.lsn >= floor).collect();
     expected.push(Record {
@@ -1637,7 +1638,10 @@ fn repro() {
 /// sweep runs, to report how often the bug is caught, not only whether. A reopen that fails
 /// (in `buffer` mode a record straddling the hardened boundary loses its unfenced half in
 /// the ring, and recovery calls the log corrupt) loses every acknowledged commit, so it
-/// counts too; but at least one point must show a plain lost commit.
+/// counts too; but at least one point must show a plain lost commit. The failing reopen
+/// may be the second one, after the power cut that follows the commit check (d) makes
+/// once the log is reopened: that commit's record goes unfenced too. Which points show
+/// which depends on timing (records harden by age), so the test accepts either.
 #[test]
 #[cfg_attr(
     not(debug_assertions),
