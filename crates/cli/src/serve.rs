@@ -79,9 +79,11 @@ pub struct ServeArgs {
     /// Event-loop threads (default: one per core the process may use, hardware threads of a
     /// core counted once). Connections are dealt to them in turn. Reads run beside writers;
     /// writes to a table are applied one at a time (each takes the table's tree latch), so
-    /// a write-heavy load gains less from more loops than a read-heavy one. Fewer loops than
-    /// cores leave `--background-cpus auto` cores of its own: see ARCHITECTURE.md, decisions
-    /// 57 and 104.
+    /// a write-heavy load gains less from more loops than a read-heavy one, and on a machine
+    /// of few cores shared with its clients it sees a longer tail (a loop waiting for the
+    /// latch holds its replies): there one loop halved the p99 of 4 KiB SETs on two cores.
+    /// Fewer loops than cores leave `--background-cpus auto` cores of its own: see
+    /// ARCHITECTURE.md, decisions 57 and 104.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Microseconds an event loop that has just served requests keeps polling for more
