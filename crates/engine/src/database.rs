@@ -37,6 +37,24 @@ pub const DATA_FILE_NAME: &str = "tailstore.db";
 /// for three quarters of the region to be free ([`Shared::wait_for_checkpoint_room`]).
 const LARGE_WRITES_SHARE: u64 = 64;
 
+/// Where [`Shared::place_and_stamp`] put a commit's record.
+pub(crate) enum Placed<'a> {
+    /// Written and published already (a commit in parts); the end of its last part.
+    Written(u64),
+    /// Reserved, to be written by [`Shared::write_placed`].
+    Reserved(tailstore_log::Reservation<'a>),
+}
+
+impl Placed<'_> {
+    /// The LSN just past the record (its last part): what the touched pages are stamped with.
+    fn end(&self) -> u64 {
+        match self {
+            Placed::Written(end) => *end,
+            Placed::Reserved(place) => place.end(),
+        }
+    }
+}
+
 /// The log gate, held by an append ([`Shared::append_gate`]); released when dropped.
 #[allow(dead_code)] // the guards are held, not read
 pub(crate) enum AppendGate<'a> {
@@ -1369,13 +1387,54 @@ impl Shared {
         redo: &tailstore_storage::Redo,
         gate: &AppendGate<'_>,
     ) -> Result<u64> {
-        let lsn = self.append_commit(payload, gate)?;
+        let placed = self.place_and_stamp(payload, redo, gate)?;
+        self.write_placed(placed, payload)
+    }
+
+    /// The part of [`Shared::log_and_stamp`] that must happen under the trees' latches:
+    /// the record's place in the log, and the touched pages stamped with its end. The
+    /// record itself may be written after the latches are released ([`Shared::write_placed`];
+    /// `wal.rs`, "Reserve under the latches, write after them").
+    pub(crate) fn place_and_stamp<'a>(
+        &'a self,
+        payload: &[u8],
+        redo: &tailstore_storage::Redo,
+        gate: &AppendGate<'_>,
+    ) -> Result<Placed<'a>> {
+        let placed = self.place_commit(payload, gate)?;
+        let lsn = placed.end();
         for &id in redo.touched() {
             self.pool
                 .stamp(id, lsn)
                 .map_err(|e| self.fail_stop(e.into()))?;
         }
-        Ok(lsn)
+        Ok(placed)
+    }
+
+    /// Writes a record [`Shared::place_and_stamp`] placed; returns its end.
+    pub(crate) fn write_placed(&self, placed: Placed<'_>, payload: &[u8]) -> Result<u64> {
+        match placed {
+            Placed::Written(end) => Ok(end),
+            Placed::Reserved(place) => self
+                .log
+                .fill(place, payload)
+                .map_err(|e| self.fail_stop(e.into())),
+        }
+    }
+
+    /// A commit of one record is reserved; one in parts is appended whole here, as each
+    /// part must be written before the next is reserved (an unwritten part would be a
+    /// hole that the next part's wait for ring room could wait behind forever).
+    fn place_commit<'a>(&'a self, payload: &[u8], gate: &AppendGate<'_>) -> Result<Placed<'a>> {
+        if payload.len() > self.log.max_payload_bytes() && wal::is_commit(payload) {
+            return self.append_commit(payload, gate).map(Placed::Written);
+        }
+        let place = self
+            .log
+            .reserve(payload.len())
+            .map_err(|e| self.fail_stop(e.into()))?;
+        self.replay_weight.count(payload.len());
+        Ok(Placed::Reserved(place))
     }
 
     /// The log gate as a commit's append of `payload_len` bytes holds it: shared with the

@@ -25,8 +25,11 @@ pub(crate) enum Point {
     /// A commit too long for one record has appended a part and has more to append
     /// (`wal.rs`, "Commits in parts").
     BetweenCommitParts,
-    /// The record is appended and the pages stamped; the trees' latches are still held.
+    /// The record has its place in the log and the pages are stamped with its end; the
+    /// trees' latches are still held.
     LoggedStillLatched,
+    /// The trees' latches are released; the record, placed, is not yet written.
+    PlacedNotWritten,
     /// Step 4 has released the key locks; the commit has yet to wait for durability.
     Unlocked,
     /// Not in a commit: a scan of a secondary index has read the index's entries and not
@@ -48,6 +51,7 @@ impl Point {
             Point::AppliedNotLogged => "engine: applied, not logged",
             Point::BetweenCommitParts => "engine: between commit parts",
             Point::LoggedStillLatched => "engine: logged, still latched",
+            Point::PlacedNotWritten => "engine: placed, not written",
             Point::Unlocked => "engine: unlocked",
             Point::IndexScanned => "engine: index scanned, rows not read",
             Point::CheckpointFlushed => "engine: checkpoint flushed, catalog not read",

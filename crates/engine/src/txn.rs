@@ -1882,15 +1882,21 @@ impl<'db> Transaction<'db> {
         let redo_lsn = db.redo_lsn.load(Ordering::SeqCst);
         self.full_page_images(&mut redo, redo_lsn)
             .map_err(|e| db.fail_stop(e))?;
-        let lsn = db.log_and_stamp(redo.bytes(), &redo, &append)?;
-        drop(append);
+        let placed = db.place_and_stamp(redo.bytes(), &redo, &append)?;
         interleave::reached(Point::LoggedStillLatched);
         // Only now may another tree reuse the pages this transaction emptied: its record,
-        // which logs them as free, comes first in the log.
+        // which logs them as free, has its place in the log before any record of theirs.
         for &id in redo.freed() {
             db.pool.free(id);
         }
+        // The record is written with the latches released (`wal.rs`, "Reserve under the
+        // latches, write after them"): its place fixes its order among the pages' changes,
+        // and no one acknowledges a change that reads or follows it before it is durable.
         drop(writers);
+        interleave::reached(Point::PlacedNotWritten);
+        let lsn = db.write_placed(placed, redo.bytes())?;
+        // Held to here: a checkpoint's position is never inside a record being written.
+        drop(append);
         wal::recycle_redo(redo);
         Ok(lsn)
     }

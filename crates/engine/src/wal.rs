@@ -47,6 +47,40 @@
 //! get it. There a commit in parts holds the gate alone, so no other append takes room
 //! meanwhile, and appends its parts only if the region holds them all
 //! (`Shared::append_commit`); else the database stops.
+//!
+//! # Reserve under the latches, write after them
+//!
+//! A commit of one record takes its place in the log
+//! ([`tailstore_log::LogManager::reserve`]) and stamps its pages with the place's end while
+//! it holds its trees' latches, and writes the record ([`tailstore_log::LogManager::fill`]:
+//! the checksum, the copy, in a PMEM ring the fence) after releasing them
+//! (`Transaction::apply_and_log`, `Shared::place_and_stamp`). The write was most of the
+//! time the latches were held, so another writer of the tree waits less for them. Why
+//! nothing changes for recovery or for what is acknowledged:
+//!
+//! * *Order:* the place is taken under the latches, so per page the records' LSN order is
+//!   the order of the changes, as when the whole append ran under them: a later writer of
+//!   the page gets the latch, and then its place, after this one.
+//! * *Durability of what others read:* once the latches are released, the change is
+//!   readable while its record is not yet written. A read-only commit waits for every
+//!   place handed out (`reserved_lsn`), a writing commit for its own record's end, which
+//!   lies after every place handed out before it read; the filled prefix that durability
+//!   follows passes a place only once its record is written. So nothing that read the
+//!   change is acknowledged before the change is durable
+//!   (`txn/interleavings.rs`, `a_change_read_before_its_record_is_written_waits_for_that_record`).
+//! * *Write-ahead:* a page stamped with the place's end may be chosen for writing at once;
+//!   the pool's write-ahead wait (`force_durable` of the page's LSN) waits for the record,
+//!   which its writer is about to write and which waits for nothing (its room in the ring
+//!   was found at the reservation).
+//! * *Checkpoints:* the commit holds the log gate from before its place to after its
+//!   write, so a checkpoint's position is never inside a record not yet written.
+//! * *Failures:* a write that fails stops the log and the database; a place abandoned
+//!   unwritten (an error between the two steps) stops the log when it is dropped. Either
+//!   way every later wait ends in an error instead of waiting behind the hole, and a
+//!   restart replays only the prefix before it.
+//!
+//! A commit in parts appends each part whole under the latches, as before: a part's wait
+//! for room in the ring must not sit behind the commit's own unwritten part.
 
 use tailstore_storage::btree::redo::decode_spans;
 use tailstore_storage::Redo;

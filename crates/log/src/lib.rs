@@ -46,7 +46,7 @@ pub use config::{CommitMode, LogConfig, ThreadSetup, KIB, MIB};
 pub use counters::LogCounters;
 pub use error::{LogError, Result};
 pub use format::LOG_START_LSN;
-pub use manager::{CommitIntent, LogManager};
+pub use manager::{CommitIntent, LogManager, Reservation};
 pub use plant::Plant;
 pub use record::{record_size, MAX_PAYLOAD};
 pub use recovery::{LogReplay, Recovery, Walked};

@@ -242,7 +242,11 @@ impl Shared {
 
     /// Enters the fail-stop state: the medium's state is unknown, so nothing more is accepted.
     fn fail_stop(&self, err: MediaError) -> LogError {
-        let cause = err.to_string();
+        self.stop(err.to_string())
+    }
+
+    /// Enters the fail-stop state for `cause` (the first cause is the one reported).
+    fn stop(&self, cause: String) -> LogError {
         self.failure.lock().get_or_insert(cause.clone());
         self.failed.store(true, Ordering::Release);
         self.flush_done.notify_all();
@@ -264,11 +268,17 @@ impl Shared {
     }
 
     fn append(&self, payload: &[u8]) -> Result<u64> {
+        let place = self.reserve(payload.len())?;
+        self.fill(place, payload)
+    }
+
+    /// Hands out the log's next `payload_len`-byte record slot, once the ring has room for it.
+    fn reserve(&self, payload_len: usize) -> Result<Reservation<'_>> {
         self.check()?;
-        let size = record_size(payload.len());
+        let size = record_size(payload_len);
         if size > self.max_record {
             return Err(LogError::RecordTooLarge {
-                len: payload.len(),
+                len: payload_len,
                 max: (self.max_record as usize).saturating_sub(RECORD_HEADER),
             });
         }
@@ -277,13 +287,36 @@ impl Shared {
         #[cfg(feature = "append-pauses")]
         crate::append_pauses::after_reserving();
         self.wait_for_space(end)?;
+        Ok(Reservation {
+            log: self,
+            start,
+            end,
+            payload_len,
+            filled: false,
+        })
+    }
+
+    /// Writes the record into its reserved slot and publishes it.
+    fn fill(&self, mut place: Reservation<'_>, payload: &[u8]) -> Result<u64> {
+        assert!(
+            std::ptr::eq(place.log, self),
+            "a reservation is filled in its own log"
+        );
+        // Filled or failed: either way the slot is no longer a hole anyone waits behind
+        // silently (a failed write stops the log).
+        place.filled = true;
+        assert_eq!(
+            payload.len(),
+            place.payload_len,
+            "a record fills the slot reserved for its length"
+        );
         if self.persistent_ring() {
-            self.persist_record(start, payload)?;
+            self.persist_record(place.start, payload)?;
         } else {
-            self.ring.write_record(self.salt, start, payload);
+            self.ring.write_record(self.salt, place.start, payload);
         }
-        self.publish(start, end);
-        Ok(end)
+        self.publish(place.start, place.end);
+        Ok(place.end)
     }
 
     /// Writes the record into the PMEM ring and makes it persistent before it is published.
@@ -742,6 +775,25 @@ impl LogManager {
         self.shared.append(payload)
     }
 
+    /// The first half of [`LogManager::append`]: fixes the position of a `payload_len`-byte
+    /// record (waiting for room in the ring) without writing it. A caller that must order
+    /// its record under a latch reserves under the latch and fills after releasing it
+    /// (the engine's commit; `docs/design/log.md`, "Reserve, then fill").
+    ///
+    /// Every reservation must be filled, by [`LogManager::fill`], or the log stopped: no
+    /// record after an unfilled slot becomes durable, and waits for one never end.
+    /// Between the two, the caller must not reserve again or wait for anything the log's
+    /// progress frees (ring room, a checkpoint): its own hole would block it.
+    pub fn reserve(&self, payload_len: usize) -> Result<Reservation<'_>> {
+        self.shared.reserve(payload_len)
+    }
+
+    /// Writes `payload` into the slot `place` reserved for it (the same length) and
+    /// publishes it. Returns the LSN just past the record, as [`LogManager::append`] does.
+    pub fn fill(&self, place: Reservation<'_>, payload: &[u8]) -> Result<u64> {
+        self.shared.fill(place, payload)
+    }
+
     /// Appends a commit record and returns once it is durable in this log's commit mode
     /// (`async`: at once, not durable).
     pub fn commit(&self, payload: &[u8]) -> Result<u64> {
@@ -967,6 +1019,38 @@ impl LogManager {
         hardened?;
         s.check()?;
         Ok(unlocked?)
+    }
+}
+
+/// A record's slot in the log, handed out by [`LogManager::reserve`] and written by
+/// [`LogManager::fill`].
+/// Dropped unfilled (an error between the two calls), it stops the log: the slot would
+/// be a hole that no record after it could become durable past, and every wait for one
+/// would hang.
+#[must_use = "an unfilled reservation stops the log"]
+pub struct Reservation<'a> {
+    log: &'a Shared,
+    start: u64,
+    end: u64,
+    payload_len: usize,
+    filled: bool,
+}
+
+impl Reservation<'_> {
+    /// The LSN just past the record: what [`LogManager::fill`] will return.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.filled {
+            let _ = self.log.stop(format!(
+                "the log record reserved at LSN {} was never written",
+                self.start
+            ));
+        }
     }
 }
 

@@ -184,6 +184,32 @@ impl MappedRegion {
         unsafe { &*self.base.add(offset).cast::<AtomicU64>() }
     }
 
+    /// Streams `words` (a multiple of 8 bytes) to `at` (8-aligned, range checked by the
+    /// caller) with non-temporal stores: 16 bytes at a time where `at` allows, which drains
+    /// a 4 KiB record in ~0.41 µs against ~0.59 µs for 8-byte stores (ARCHITECTURE.md,
+    /// decision 8).
+    fn stream_words(&self, mut at: usize, mut words: &[u8]) {
+        debug_assert!(words.len() % 8 == 0 && (words.is_empty() || at % 8 == 0));
+        if at % 16 == 8 && !words.is_empty() {
+            // SAFETY: `at` is 8-aligned and `at + 8` lies inside the mapping (checked range).
+            unsafe { stream_u64(self.base.add(at), word_at(words, 0)) };
+            at += 8;
+            words = &words[8..];
+        }
+        let pairs = words.chunks_exact(16);
+        let rest = pairs.remainder();
+        for (i, pair) in pairs.enumerate() {
+            // SAFETY: `at + 16 i` is 16-aligned (page-aligned mapping) and its 16 bytes lie
+            // inside the mapping (checked range); `pair` is 16 readable bytes.
+            unsafe { stream_u128(self.base.add(at + 16 * i), pair) };
+        }
+        if !rest.is_empty() {
+            let last = at + words.len() - 8;
+            // SAFETY: `last` is 8-aligned and its 8 bytes lie inside the mapping.
+            unsafe { stream_u64(self.base.add(last), word_at(rest, 0)) };
+        }
+    }
+
     fn flush_lines(&self, offset: usize, len: usize) -> Result<()> {
         let lines = cache_lines(offset, len);
         match self.flush {
@@ -383,13 +409,7 @@ impl Region for MappedRegion {
             self.flush_lines(offset, first.len())?;
         }
         let base = offset + head;
-        for (i, word) in middle.chunks_exact(8).enumerate() {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            // SAFETY: `base + 8 i` is 8-aligned (page-aligned mapping, aligned offset) and
-            // inside the mapping (range checked above).
-            unsafe { stream_u64(self.base.add(base + 8 * i), u64::from_ne_bytes(bytes)) };
-        }
+        self.stream_words(base, middle);
         if !last.is_empty() {
             let at = base + body;
             self.write(at, last);
@@ -547,6 +567,30 @@ unsafe fn stream_u64(at: *mut u8, value: u64) {
 /// Never called: other CPUs use msync.
 unsafe fn stream_u64(_at: *mut u8, _value: u64) {}
 
+#[cfg(target_arch = "x86_64")]
+/// # Safety
+/// `at` must be 16-aligned and point to 16 bytes of mapped, writable memory; `pair` must
+/// hold at least 16 bytes.
+unsafe fn stream_u128(at: *mut u8, pair: &[u8]) {
+    use std::arch::x86_64::{_mm_loadu_si128, _mm_stream_si128};
+    debug_assert!(pair.len() >= 16);
+    // SAFETY: guaranteed by the caller; MOVDQU and MOVNTDQ are SSE2, baseline on x86-64
+    // (the load has no alignment requirement, the store's is the caller's).
+    unsafe { _mm_stream_si128(at.cast(), _mm_loadu_si128(pair.as_ptr().cast())) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+/// # Safety
+/// Never called: other CPUs use msync.
+unsafe fn stream_u128(_at: *mut u8, _pair: &[u8]) {}
+
+/// The 8 bytes of `bytes` from `from` as a native-endian word.
+fn word_at(bytes: &[u8], from: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[from..from + 8]);
+    u64::from_ne_bytes(word)
+}
+
 fn store_fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SFENCE has no preconditions (SSE is baseline on x86-64).
@@ -701,7 +745,9 @@ mod tests {
         {
             let r = MappedRegion::map_file(&path, 4096, true).expect("map");
             let mut at = 0;
-            for len in 0..40usize {
+            // Short writes at every offset in a word, and longer ones that start on either
+            // half of a 16-byte pair (the body is streamed a pair at a time).
+            for len in (0..40usize).chain([63, 64, 65, 127, 128, 129, 200, 201]) {
                 let offset = at + len % 8;
                 let data: Vec<u8> = (0..len).map(|i| (len * 31 + i) as u8 | 1).collect();
                 r.write_streaming(offset, &data).expect("stream");

@@ -225,3 +225,48 @@ fn a_row_deleted_under_an_index_scan_is_a_retryable_abort() {
         Ok(rows) => panic!("the scan read {rows:?} from under a delete"),
     }
 }
+
+/// A commit writes its record after releasing the trees' latches (`wal.rs`, "Reserve under
+/// the latches, write after them"): between the two, its change is in the tree and its
+/// record is not in the log. A read of that change, stopped exactly there, must not be
+/// acknowledged before the record is durable: its read-only commit waits at least for the
+/// end of the writer's record, which at that moment is not yet written.
+#[test]
+fn a_change_read_before_its_record_is_written_waits_for_that_record() {
+    let rows = [vec![Value::Int(10), Value::Int(0)]];
+    let config = sim_config(CommitMode::Buffer);
+    let (_storage, db, table) = database_in(&config, integer_columns(&["id", "val"]), &rows);
+    let db = Arc::new(db);
+    let seen = Arc::new(parking_lot::Mutex::new(None));
+    let (reader_db, reader_table, saw) = (db.clone(), table.clone(), seen.clone());
+    interleave::at(Point::PlacedNotWritten, move || {
+        // On the writer's thread: its latches released, its record unwritten (waiting for
+        // the read's commit here would wait for this very thread).
+        let mut reader = reader_db.begin();
+        let row = reader
+            .get(&reader_table, &[Value::Int(10)])
+            .expect("read beside the unwritten record");
+        let pending = reader.commit_pending().expect("the read-only commit");
+        *saw.lock() = Some((row, pending.lsn(), reader_db.log().appended_lsn()));
+    });
+    let mut w = db.begin();
+    w.update(&table, &[Value::Int(10), Value::Int(1)])
+        .expect("update");
+    let written = w.commit_pending().expect("the writer's commit");
+    let end = written.lsn();
+    written.wait().expect("durable");
+    let (row, read_lsn, appended) = seen.lock().take().expect("the hook ran");
+    assert_eq!(
+        row,
+        Some(vec![Value::Int(10), Value::Int(1)]),
+        "the change is readable once the latches are released"
+    );
+    assert!(
+        appended < end,
+        "the record ending at {end} was already written when the reader ran ({appended})"
+    );
+    assert!(
+        read_lsn >= end,
+        "the read of a change whose record ends at {end} waits only for {read_lsn}"
+    );
+}
