@@ -81,9 +81,10 @@ pub struct ServeArgs {
     /// writes to a table are applied one at a time (each takes the table's tree latch), so
     /// a write-heavy load gains less from more loops than a read-heavy one, and on a machine
     /// of few cores shared with its clients it sees a longer tail (a loop waiting for the
-    /// latch holds its replies): there one loop halved the p99 of 4 KiB SETs on two cores.
-    /// Fewer loops than cores leave `--background-cpus auto` cores of its own: see
-    /// ARCHITECTURE.md, decisions 57 and 104.
+    /// latch holds its replies): there one loop cut the p99 of 4 KiB SETs on two cores by
+    /// a third (half before decision 248), at 15-25% fewer SETs per second. Fewer loops
+    /// than cores leave `--background-cpus auto` cores of its own: see ARCHITECTURE.md,
+    /// decisions 57, 104 and 248.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Microseconds an event loop that has just served requests keeps polling for more
