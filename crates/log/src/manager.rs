@@ -302,14 +302,14 @@ impl Shared {
             std::ptr::eq(place.log, self),
             "a reservation is filled in its own log"
         );
-        // Filled or failed: either way the slot is no longer a hole anyone waits behind
-        // silently (a failed write stops the log).
-        place.filled = true;
         assert_eq!(
             payload.len(),
             place.payload_len,
             "a record fills the slot reserved for its length"
         );
+        // Written or failed from here: either way the slot is no longer a hole anyone waits
+        // behind silently (a failed write stops the log; a panic above drops it unfilled).
+        place.filled = true;
         if self.persistent_ring() {
             self.persist_record(place.start, payload)?;
         } else {
