@@ -1426,7 +1426,7 @@ impl Shared {
     /// part must be written before the next is reserved (an unwritten part would be a
     /// hole that the next part's wait for ring room could wait behind forever).
     fn place_commit<'a>(&'a self, payload: &[u8], gate: &AppendGate<'_>) -> Result<Placed<'a>> {
-        if payload.len() > self.log.max_payload_bytes() && wal::is_commit(payload) {
+        if self.goes_in_parts(payload) {
             return self.append_commit(payload, gate).map(Placed::Written);
         }
         let place = self
@@ -1460,10 +1460,11 @@ impl Shared {
     /// room for them all now; else the database stops, as it did for every such commit
     /// before parts. [`Shared::wait_for_checkpoint_room`] makes that room likely.
     fn append_commit(&self, payload: &[u8], gate: &AppendGate<'_>) -> Result<u64> {
+        assert!(
+            self.goes_in_parts(payload),
+            "a commit in parts is longer than a record"
+        );
         let max_payload = self.log.max_payload_bytes();
-        if payload.len() <= max_payload || !wal::is_commit(payload) {
-            return self.append_record(payload);
-        }
         let mut parts = wal::split_commit(payload, max_payload).map_err(|e| self.fail_stop(e))?;
         if let [whole] = &parts[..] {
             return self.append_record(whole);
@@ -1488,6 +1489,11 @@ impl Shared {
             .commits_in_parts
             .fetch_add(1, Ordering::Relaxed);
         Ok(end)
+    }
+
+    /// A commit record longer than the log takes is appended in parts (`wal.rs`).
+    fn goes_in_parts(&self, payload: &[u8]) -> bool {
+        payload.len() > self.log.max_payload_bytes() && wal::is_commit(payload)
     }
 
     fn append_record(&self, payload: &[u8]) -> Result<u64> {

@@ -192,7 +192,7 @@ impl MappedRegion {
         debug_assert!(words.len().is_multiple_of(8) && (words.is_empty() || at.is_multiple_of(8)));
         if at % 16 == 8 && !words.is_empty() {
             // SAFETY: `at` is 8-aligned and `at + 8` lies inside the mapping (checked range).
-            unsafe { stream_u64(self.base.add(at), word_at(words, 0)) };
+            unsafe { stream_u64(self.base.add(at), first_word(words)) };
             at += 8;
             words = &words[8..];
         }
@@ -206,7 +206,7 @@ impl MappedRegion {
         if !rest.is_empty() {
             let last = at + words.len() - 8;
             // SAFETY: `last` is 8-aligned and its 8 bytes lie inside the mapping.
-            unsafe { stream_u64(self.base.add(last), word_at(rest, 0)) };
+            unsafe { stream_u64(self.base.add(last), first_word(rest)) };
         }
     }
 
@@ -584,10 +584,10 @@ unsafe fn stream_u128(at: *mut u8, pair: &[u8]) {
 /// Never called: other CPUs use msync.
 unsafe fn stream_u128(_at: *mut u8, _pair: &[u8]) {}
 
-/// The 8 bytes of `bytes` from `from` as a native-endian word.
-fn word_at(bytes: &[u8], from: usize) -> u64 {
+/// The first 8 bytes of `bytes` as a native-endian word.
+fn first_word(bytes: &[u8]) -> u64 {
     let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[from..from + 8]);
+    word.copy_from_slice(&bytes[..8]);
     u64::from_ne_bytes(word)
 }
 
