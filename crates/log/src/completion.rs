@@ -85,23 +85,29 @@ impl Completions {
 pub(crate) struct LsnWaiters {
     count: AtomicUsize,
     parked: Mutex<Vec<(u64, Thread)>>,
+    /// Checks before parking ([`FILL_SPINS`] or none).
+    spins: u32,
 }
 
-/// Spins before parking: a watermark normally moves within a microsecond when the thread that
-/// moves it is running.
-const SPINS: u32 = 200;
+/// Spins before parking for a watermark that normally moves within a microsecond when the
+/// thread that moves it is running (`filled`).
+pub(crate) const FILL_SPINS: u32 = 200;
 
 impl LsnWaiters {
-    pub fn new() -> Self {
+    /// Waiters that check `spins` times before they park: none for a watermark that moves
+    /// once per device round trip (`hardened` in group commit), where spinning would only
+    /// take the processor from the committers a leader is gathering.
+    pub fn new(spins: u32) -> Self {
         Self {
             count: AtomicUsize::new(0),
             parked: Mutex::new(Vec::new()),
+            spins,
         }
     }
 
     /// Returns once `watermark >= lsn` or `give_up()` is true.
     pub fn wait(&self, watermark: &AtomicU64, lsn: u64, give_up: impl Fn() -> bool) {
-        for _ in 0..SPINS {
+        for _ in 0..self.spins {
             if watermark.load(SeqCst) >= lsn || give_up() {
                 return;
             }
@@ -121,6 +127,19 @@ impl LsnWaiters {
             .retain(|(waiting_for, waiter)| *waiting_for != lsn || waiter.id() != me.id());
     }
 
+    /// Wakes every thread waiting for an LSN at or below `reached`, and, first, the one
+    /// waiting for the lowest LSN above it: the one whose `give_up` sends it to move the
+    /// watermark on (the next group-commit leader), while the others keep sleeping.
+    pub fn wake_reached_and_next(&self, reached: u64) {
+        if self.count.load(SeqCst) == 0 {
+            return;
+        }
+        let parked = self.parked.lock();
+        for index in reached_and_next(&parked, reached) {
+            parked[index].1.unpark();
+        }
+    }
+
     /// Wakes every thread waiting for an LSN at or below `reached` (all of them if `None`).
     pub fn wake(&self, reached: Option<u64>) {
         if self.count.load(SeqCst) == 0 {
@@ -134,10 +153,32 @@ impl LsnWaiters {
     }
 }
 
+/// Which of `parked` [`LsnWaiters::wake_reached_and_next`] wakes, in order: the waiter for
+/// the lowest LSN above `reached`, then every waiter at or below it.
+fn reached_and_next<T>(parked: &[(u64, T)], reached: u64) -> Vec<usize> {
+    let next = (0..parked.len())
+        .filter(|&i| parked[i].0 > reached)
+        .min_by_key(|&i| parked[i].0);
+    next.into_iter()
+        .chain((0..parked.len()).filter(|&i| parked[i].0 <= reached))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A round's end wakes its next leader first, then the waiters it covered; the rest of
+    /// the uncovered keep sleeping.
+    #[test]
+    fn a_round_wakes_the_covered_and_the_next_leader_only() {
+        let parked = [(40, 'a'), (10, 'b'), (30, 'c'), (20, 'd'), (20, 'e')];
+        assert_eq!(reached_and_next(&parked, 20), vec![2, 1, 3, 4]);
+        assert_eq!(reached_and_next(&parked, 5), vec![1]);
+        assert_eq!(reached_and_next(&parked, 40), vec![0, 1, 2, 3, 4]);
+        assert!(reached_and_next::<char>(&[], 20).is_empty());
+    }
 
     #[test]
     fn out_of_order_completions_publish_in_one_pass() {
@@ -180,7 +221,7 @@ mod tests {
 
     #[test]
     fn waiters_wake_when_the_watermark_passes() {
-        let w = Arc::new(LsnWaiters::new());
+        let w = Arc::new(LsnWaiters::new(FILL_SPINS));
         let mark = Arc::new(AtomicU64::new(0));
         let waiter = {
             let (w, mark) = (w.clone(), mark.clone());

@@ -21,11 +21,11 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 use tailstore_media::direct_io::{AlignedBuffer, DIRECT_ALIGN};
 use tailstore_media::{File, MediaError, Medium};
 
-use crate::completion::{Completions, LsnWaiters};
+use crate::completion::{Completions, LsnWaiters, FILL_SPINS};
 use crate::config::{CommitMode, ThreadSetup};
 use crate::counters::{Counters, LogCounters};
 use crate::error::{LogError, Result};
@@ -75,14 +75,17 @@ pub(crate) struct Shared {
     completions: Completions,
     /// Committers waiting for `filled` (PMEM modes; fsync before it hardens).
     filled_waiters: LsnWaiters,
-    /// `fsync` mode: threads inside `commit`, and those of them that wait for a flush.
-    committing: AtomicUsize,
-    awaiting_flush: AtomicUsize,
+    /// `fsync` mode: commits that found their record not yet hardened and waited for a
+    /// round, ever (see [`Shared::gather_committers`]).
+    round_joins: AtomicU64,
+    /// The last group-commit round's view of the committers (only its leader locks it).
+    cohort: Mutex<Cohort>,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
-    /// Whether a hardening round is in progress; its end is announced on `flush_done`.
-    flushing: Mutex<bool>,
-    flush_done: Condvar,
+    /// Whether a hardening round has a leader; its end wakes `hardened_waiters`.
+    leading: CachePadded<AtomicBool>,
+    /// Threads waiting for `hardened`, or for the lead of the next round.
+    hardened_waiters: LsnWaiters,
     /// The hardening leader's state (only the leader of a round locks it).
     harden: Mutex<HardenState>,
     space: Mutex<()>,
@@ -92,6 +95,18 @@ pub(crate) struct Shared {
     writer: OnceLock<Thread>,
     stopping: AtomicBool,
     pub counters: Counters,
+}
+
+/// What a group-commit leader knows of the committers from the round before it, counted in
+/// [`Shared::round_joins`].
+#[derive(Default)]
+struct Cohort {
+    /// Joins counted when the last round chose its target: the later ones are the next
+    /// round's.
+    joins_at_target: u64,
+    /// Committers seen by the last round: those it covered and those that joined while it
+    /// ran. The ones it covered are about to commit again under a closed loop.
+    active: u64,
 }
 
 #[derive(Default)]
@@ -214,13 +229,13 @@ impl Shared {
             hardened: CachePadded::new(AtomicU64::new(start.end)),
             released: CachePadded::new(AtomicU64::new(start.released)),
             completions: Completions::new(),
-            filled_waiters: LsnWaiters::new(),
-            committing: AtomicUsize::new(0),
-            awaiting_flush: AtomicUsize::new(0),
+            filled_waiters: LsnWaiters::new(FILL_SPINS),
+            round_joins: AtomicU64::new(0),
+            cohort: Mutex::new(Cohort::default()),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
-            flushing: Mutex::new(false),
-            flush_done: Condvar::new(),
+            leading: CachePadded::new(AtomicBool::new(false)),
+            hardened_waiters: LsnWaiters::new(0),
             harden: Mutex::new(HardenState::default()),
             space: Mutex::new(()),
             space_freed: Condvar::new(),
@@ -249,7 +264,7 @@ impl Shared {
     fn stop(&self, cause: String) -> LogError {
         self.failure.lock().get_or_insert(cause.clone());
         self.failed.store(true, Ordering::Release);
-        self.flush_done.notify_all();
+        self.hardened_waiters.wake(None);
         self.wake_space_waiters();
         self.filled_waiters.wake(None);
         LogError::Stopped { cause }
@@ -432,60 +447,72 @@ impl Shared {
     /// Returns once `hardened >= lsn`. Group commit: whoever finds no round in progress leads
     /// one that covers everything filled so far; the others wait for it and share its fsync.
     /// `whole_blocks` makes the leader stop at a block boundary (the `buffer` writer).
+    ///
+    /// A round's end wakes only the waiters it covered and the first one it did not, who
+    /// leads the next round: waking them all made each pass through a lock in turn before
+    /// the next round could start (decision 249).
     fn harden_to(&self, lsn: u64, whole_blocks: bool) -> Result<()> {
-        let mut flushing = self.flushing.lock();
         loop {
             self.check()?;
             if self.hardened.load(Ordering::Acquire) >= lsn {
                 return Ok(());
             }
-            if *flushing {
-                self.flush_done.wait(&mut flushing);
+            let free = self
+                .leading
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
+            if !free {
+                self.hardened_waiters.wait(&self.hardened, lsn, || {
+                    self.failed.load(Ordering::Acquire) || !self.leading.load(Ordering::SeqCst)
+                });
                 continue;
             }
-            *flushing = true;
-            let round = MutexGuard::unlocked(&mut flushing, || {
-                if !whole_blocks {
-                    self.gather_committers();
-                }
-                let filled = self.filled.load(Ordering::Acquire);
-                let target = if whole_blocks {
-                    (filled / self.block_bytes * self.block_bytes).max(lsn)
-                } else {
-                    filled
-                };
-                self.harden_round(target.min(filled))
-            });
-            *flushing = false;
-            self.flush_done.notify_all();
+            let round = self.lead_round(lsn, whole_blocks);
+            self.leading.store(false, Ordering::SeqCst);
+            self.hardened_waiters
+                .wake_reached_and_next(self.hardened.load(Ordering::Acquire));
             round?;
         }
     }
 
-    /// [`Shared::wait_durable`] for a commit that `fsync` group commit counts (`counted`:
-    /// one inside `committing`), counted meanwhile as appended and waiting for a flush, so
-    /// that a round's leader stops gathering once every committer has appended (itself
-    /// included: uncounted, a lone committer waited out [`GATHER_LIMIT`] before each flush).
-    fn wait_counted(&self, lsn: u64, counted: bool) -> Result<()> {
-        if !counted {
-            return self.wait_durable(lsn);
+    /// One round, led by the caller: everything filled (`whole_blocks`: up to a block
+    /// boundary, at least `lsn`), after gathering the committers about to join.
+    fn lead_round(&self, lsn: u64, whole_blocks: bool) -> Result<()> {
+        if whole_blocks {
+            let filled = self.filled.load(Ordering::Acquire);
+            let target = (filled / self.block_bytes * self.block_bytes).max(lsn);
+            return self.harden_round(target.min(filled));
         }
-        self.awaiting_flush.fetch_add(1, Ordering::AcqRel);
-        let result = self.wait_durable(lsn);
-        self.awaiting_flush.fetch_sub(1, Ordering::AcqRel);
-        result
+        let mut cohort = self.cohort.lock();
+        self.gather_committers(&cohort);
+        let since = cohort.joins_at_target;
+        cohort.joins_at_target = self.round_joins.load(Ordering::Acquire);
+        let round = self.harden_round(self.filled.load(Ordering::Acquire));
+        cohort.active = self.round_joins.load(Ordering::Acquire) - since;
+        round
     }
 
-    /// Before a group-commit round starts, lets the threads that are inside `commit` but have
-    /// not appended yet (typically those the previous round just woke) join it, for at most
-    /// [`GATHER_LIMIT`]. Without this, committers split into two cohorts that alternate between
-    /// rounds, each round covering half of them. Threads not inside `commit` are never waited
-    /// for, so a lone committer never waits.
-    fn gather_committers(&self) {
+    /// [`Shared::wait_durable`] for a commit: in `fsync` mode, one that finds its record not
+    /// yet hardened joins the next round, and is counted for the leaders' gathering.
+    fn wait_commit(&self, lsn: u64) -> Result<()> {
+        if self.mode == CommitMode::Fsync && self.hardened.load(Ordering::Acquire) < lsn {
+            self.round_joins.fetch_add(1, Ordering::AcqRel);
+        }
+        self.wait_durable(lsn)
+    }
+
+    /// Before a group-commit round starts, lets committers join it, for at most
+    /// [`GATHER_LIMIT`]: as many as the last round saw (`cohort.active`: those it covered and
+    /// those that joined while it ran). Under a closed loop the ones it covered commit again
+    /// at once, but they have to be woken and run first; a leader that started its round
+    /// without them split the committers into two cohorts that took turns, each round
+    /// covering half of them (decision 249). A lone committer never waits: the last round
+    /// saw only itself, and it has joined again. Committers that do not come back cost a
+    /// round the limit once; the next round expects only those that came.
+    fn gather_committers(&self, cohort: &Cohort) {
         let deadline = Instant::now() + GATHER_LIMIT;
-        while self.committing.load(Ordering::Acquire) > self.awaiting_flush.load(Ordering::Acquire)
-            && Instant::now() < deadline
-        {
+        let joined = || self.round_joins.load(Ordering::Acquire) - cohort.joins_at_target;
+        while joined() < cohort.active && Instant::now() < deadline {
             thread::yield_now();
         }
     }
@@ -798,16 +825,9 @@ impl LogManager {
     /// (`async`: at once, not durable).
     pub fn commit(&self, payload: &[u8]) -> Result<u64> {
         let s = &self.shared;
-        let counted = s.mode == CommitMode::Fsync;
-        if counted {
-            s.committing.fetch_add(1, Ordering::AcqRel);
-        }
         let result = s
             .append(payload)
-            .and_then(|end| s.wait_counted(end, counted).map(|()| end));
-        if counted {
-            s.committing.fetch_sub(1, Ordering::AcqRel);
-        }
+            .and_then(|end| s.wait_commit(end).map(|()| end));
         if result.is_ok() {
             s.counters.commit();
         }
@@ -815,16 +835,11 @@ impl LogManager {
     }
 
     /// For a caller that appends its commit record with [`LogManager::append`] and waits for
-    /// it later (a storage engine that must stamp pages in between): announces the commit so
-    /// that `fsync` group commit gathers it into the next round, like [`LogManager::commit`].
-    /// Wait with [`CommitIntent::wait`]; dropping the intent without waiting withdraws it.
+    /// it later (a storage engine that must stamp pages in between): the commit's wait,
+    /// [`CommitIntent::wait`], counts it and joins `fsync` group commit as
+    /// [`LogManager::commit`] does; dropping the intent without waiting withdraws it.
     pub fn intend_commit(&self) -> CommitIntent<'_> {
-        let s = &self.shared;
-        let counted = s.mode == CommitMode::Fsync;
-        if counted {
-            s.committing.fetch_add(1, Ordering::AcqRel);
-        }
-        CommitIntent { log: self, counted }
+        CommitIntent { log: self }
     }
 
     /// `Err(Stopped)` once the log stopped after an I/O failure, also one that struck its
@@ -1057,7 +1072,6 @@ impl Drop for Reservation<'_> {
 /// A commit announced with [`LogManager::intend_commit`].
 pub struct CommitIntent<'a> {
     log: &'a LogManager,
-    counted: bool,
 }
 
 impl CommitIntent<'_> {
@@ -1065,19 +1079,11 @@ impl CommitIntent<'_> {
     /// counts the commit.
     pub fn wait(self, lsn: u64) -> Result<()> {
         let s = &self.log.shared;
-        let result = s.wait_counted(lsn, self.counted);
+        let result = s.wait_commit(lsn);
         if result.is_ok() {
             s.counters.commit();
         }
         result
-    }
-}
-
-impl Drop for CommitIntent<'_> {
-    fn drop(&mut self) {
-        if self.counted {
-            self.log.shared.committing.fetch_sub(1, Ordering::AcqRel);
-        }
     }
 }
 
