@@ -18,6 +18,7 @@ pub(crate) struct Counters {
     flush_wait_ns: AtomicU64,
     ring_full_waits: AtomicU64,
     ring_full_wait_ns: AtomicU64,
+    gather_wait_ns: AtomicU64,
 }
 
 impl Counters {
@@ -44,6 +45,10 @@ impl Counters {
         self.ring_full_wait_ns.fetch_add(ns, Relaxed);
     }
 
+    pub fn gather_wait(&self, ns: u64) {
+        self.gather_wait_ns.fetch_add(ns, Relaxed);
+    }
+
     pub fn snapshot(&self, log_bytes: u64) -> LogCounters {
         LogCounters {
             commits: self.commits.load(Relaxed),
@@ -55,6 +60,7 @@ impl Counters {
             flush_wait_ns: self.flush_wait_ns.load(Relaxed),
             ring_full_waits: self.ring_full_waits.load(Relaxed),
             ring_full_wait_ns: self.ring_full_wait_ns.load(Relaxed),
+            gather_wait_ns: self.gather_wait_ns.load(Relaxed),
         }
     }
 }
@@ -76,6 +82,8 @@ pub struct LogCounters {
     /// Appends that found the ring full, and the total time they waited for space.
     pub ring_full_waits: u64,
     pub ring_full_wait_ns: u64,
+    /// `fsync`: time group-commit leaders spent waiting for committers to join their round.
+    pub gather_wait_ns: u64,
 }
 
 impl LogCounters {
@@ -91,6 +99,7 @@ impl LogCounters {
             flush_wait_ns: self.flush_wait_ns - earlier.flush_wait_ns,
             ring_full_waits: self.ring_full_waits - earlier.ring_full_waits,
             ring_full_wait_ns: self.ring_full_wait_ns - earlier.ring_full_wait_ns,
+            gather_wait_ns: self.gather_wait_ns - earlier.gather_wait_ns,
         }
     }
 

@@ -97,9 +97,8 @@ pub(crate) struct Shared {
     pub counters: Counters,
 }
 
-/// What a group-commit leader knows of the committers from the round before it, counted in
+/// What a group-commit leader knows of the committers from the rounds before it, counted in
 /// [`Shared::round_joins`].
-#[derive(Default)]
 struct Cohort {
     /// Joins counted when the last round chose its target: the later ones are the next
     /// round's.
@@ -107,6 +106,20 @@ struct Cohort {
     /// Committers seen by the last round: those it covered and those that joined while it
     /// ran. The ones it covered are about to commit again under a closed loop.
     active: u64,
+    /// How long the next leader may wait for them: [`GATHER_LIMIT`] while waiting pays,
+    /// halved after each wait that no committer joined during, down to none (see
+    /// [`Shared::gather_committers`]).
+    limit: Duration,
+}
+
+impl Default for Cohort {
+    fn default() -> Self {
+        Self {
+            joins_at_target: 0,
+            active: 0,
+            limit: GATHER_LIMIT,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -152,6 +165,9 @@ fn write_around_cache(file: &dyn File, offset: u64, bytes: &[u8]) -> tailstore_m
 
 /// The longest a group-commit leader waits for committers that are about to append.
 const GATHER_LIMIT: Duration = Duration::from_micros(50);
+
+/// The shortest wait for committers a leader tries once its waits have stopped paying.
+const GATHER_PROBE: Duration = Duration::from_micros(6);
 
 /// The log file grows in steps of this many bytes.
 const FILE_GROWTH: u64 = 64 << 20;
@@ -484,9 +500,13 @@ impl Shared {
             return self.harden_round(target.min(filled));
         }
         let mut cohort = self.cohort.lock();
-        self.gather_committers(&cohort);
+        self.gather_committers(&mut cohort);
         let since = cohort.joins_at_target;
         cohort.joins_at_target = self.round_joins.load(Ordering::Acquire);
+        if cohort.joins_at_target - since > 1 && cohort.limit < GATHER_PROBE {
+            // Committers share rounds again: worth finding out whether waiting gathers more.
+            cohort.limit = GATHER_PROBE;
+        }
         let round = self.harden_round(self.filled.load(Ordering::Acquire));
         cohort.active = self.round_joins.load(Ordering::Acquire) - since;
         round
@@ -507,14 +527,31 @@ impl Shared {
     /// at once, but they have to be woken and run first; a leader that started its round
     /// without them split the committers into two cohorts that took turns, each round
     /// covering half of them (decision 249). A lone committer never waits: the last round
-    /// saw only itself, and it has joined again. Committers that do not come back cost a
-    /// round the limit once; the next round expects only those that came.
-    fn gather_committers(&self, cohort: &Cohort) {
-        let deadline = Instant::now() + GATHER_LIMIT;
+    /// saw only itself, and it has joined again. Committers that pause between commits (a
+    /// client's think time) do not come back within the limit; a wait that no one joined
+    /// during halves the next one's limit, down to none, and a round that covers more than
+    /// one commit sets it back to [`GATHER_PROBE`] at least, from where each wait that
+    /// someone joined during doubles it.
+    fn gather_committers(&self, cohort: &mut Cohort) {
+        let joins_before = self.round_joins.load(Ordering::Acquire);
         let joined = || self.round_joins.load(Ordering::Acquire) - cohort.joins_at_target;
+        if joined() >= cohort.active {
+            return;
+        }
+        let began = Instant::now();
+        let deadline = began + cohort.limit;
         while joined() < cohort.active && Instant::now() < deadline {
             thread::yield_now();
         }
+        self.counters.gather_wait(began.elapsed().as_nanos() as u64);
+        let someone_joined = self.round_joins.load(Ordering::Acquire) > joins_before;
+        cohort.limit = if someone_joined {
+            (cohort.limit * 2).clamp(GATHER_PROBE, GATHER_LIMIT)
+        } else if cohort.limit / 2 >= GATHER_PROBE {
+            cohort.limit / 2
+        } else {
+            Duration::ZERO
+        };
     }
 
     /// One hardening round: write `[hardened, target)` to the log file, `fdatasync`, then (PMEM

@@ -236,6 +236,7 @@ fn sum_counters(instances: &[InstanceMeasure]) -> LogCounters {
         total.flush_wait_ns += c.flush_wait_ns;
         total.ring_full_waits += c.ring_full_waits;
         total.ring_full_wait_ns += c.ring_full_wait_ns;
+        total.gather_wait_ns += c.gather_wait_ns;
     }
     total
 }
