@@ -38,9 +38,8 @@ fn a_lone_committer_does_not_wait_for_others_to_gather() {
     );
 }
 
-/// Commits per flush when `threads` committers commit in a closed loop for `run`, each
-/// sync taking `sync`.
-fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
+/// An `fsync` log on the simulated storage whose syncs take `sync`.
+fn fsync_log(sync: Duration) -> LogManager {
     let mut config = LogConfig::new(CommitMode::Fsync, "/db", None);
     config.block_bytes = 4 * KIB;
     config.ring_bytes = 1024 * KIB;
@@ -48,6 +47,13 @@ fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
     storage.set_sync_latency(sync);
     let (log, _) =
         LogManager::open(Arc::new(ScaledGrowth(storage)), &config).expect("open the log");
+    log
+}
+
+/// Commits per flush when `threads` committers commit in a closed loop for `run`, each
+/// sync taking `sync`.
+fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
+    let log = fsync_log(sync);
     let before = log.counters();
     let end = Instant::now() + run;
     std::thread::scope(|s| {
@@ -99,13 +105,7 @@ fn gathering_with_think_time(
     think: Duration,
     sync: Duration,
 ) -> (Duration, Duration) {
-    let mut config = LogConfig::new(CommitMode::Fsync, "/db", None);
-    config.block_bytes = 4 * KIB;
-    config.ring_bytes = 1024 * KIB;
-    let storage = SimStorage::new();
-    storage.set_sync_latency(sync);
-    let (log, _) =
-        LogManager::open(Arc::new(ScaledGrowth(storage)), &config).expect("open the log");
+    let log = fsync_log(sync);
     let before = log.counters();
     let end = Instant::now() + Duration::from_millis(400);
     let waited: Duration = std::thread::scope(|s| {
