@@ -534,10 +534,10 @@ impl Shared {
     /// someone joined during doubles it.
     fn gather_committers(&self, cohort: &mut Cohort) {
         let joins_before = self.round_joins.load(Ordering::Acquire);
-        let joined = || self.round_joins.load(Ordering::Acquire) - cohort.joins_at_target;
-        if joined() >= cohort.active {
+        if joins_before - cohort.joins_at_target >= cohort.active {
             return;
         }
+        let joined = || self.round_joins.load(Ordering::Acquire) - cohort.joins_at_target;
         let began = Instant::now();
         let deadline = began + cohort.limit;
         while joined() < cohort.active && Instant::now() < deadline {
