@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::thread::{self, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -107,8 +107,35 @@ impl LsnWaiters {
 
     /// Returns once `watermark >= lsn` or `give_up()` is true.
     pub fn wait(&self, watermark: &AtomicU64, lsn: u64, give_up: impl Fn() -> bool) {
+        // The timeout only bounds the cost of a missed `give_up` notification.
+        self.wait_parked(watermark, lsn, || {
+            (!give_up()).then_some(Duration::from_millis(1))
+        });
+    }
+
+    /// Returns once `watermark >= lsn` or `deadline` has passed. A parked thread's timer
+    /// may fire up to the kernel's timer slack (50 µs by default) late, but a thread that
+    /// moves the watermark past `lsn` and calls [`LsnWaiters::wake`] wakes it at once; a
+    /// thread that yields instead can lose its core for a whole time slice (milliseconds)
+    /// to a busy one (decision 250).
+    pub fn wait_until(&self, watermark: &AtomicU64, lsn: u64, deadline: Instant) {
+        self.wait_parked(watermark, lsn, || {
+            deadline
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())
+        });
+    }
+
+    /// Waits until `watermark >= lsn` or `park_for()` says to stop waiting (`None`); each
+    /// park lasts at most what `park_for` returned.
+    fn wait_parked(
+        &self,
+        watermark: &AtomicU64,
+        lsn: u64,
+        park_for: impl Fn() -> Option<Duration>,
+    ) {
         for _ in 0..self.spins {
-            if watermark.load(SeqCst) >= lsn || give_up() {
+            if watermark.load(SeqCst) >= lsn || park_for().is_none() {
                 return;
             }
             std::hint::spin_loop();
@@ -116,10 +143,10 @@ impl LsnWaiters {
         let me = thread::current();
         self.parked.lock().push((lsn, me.clone()));
         self.count.fetch_add(1, SeqCst);
-        while watermark.load(SeqCst) < lsn && !give_up() {
-            // An unpark that raced ahead of this park makes it return at once; the timeout
-            // only bounds the cost of a missed `give_up` notification.
-            thread::park_timeout(Duration::from_millis(1));
+        while watermark.load(SeqCst) < lsn {
+            // An unpark that raced ahead of this park makes it return at once.
+            let Some(park) = park_for() else { break };
+            thread::park_timeout(park);
         }
         self.count.fetch_sub(1, SeqCst);
         self.parked

@@ -15,7 +15,7 @@
 //! append window past the floor (in `buffer` mode at most 64 MiB of a larger ring, whose
 //! other slots keep the last lap below the floor for a restart to read: decision 109).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -78,6 +78,9 @@ pub(crate) struct Shared {
     /// `fsync` mode: commits that found their record not yet hardened and waited for a
     /// round, ever (see [`Shared::gather_committers`]).
     round_joins: AtomicU64,
+    /// The round a leader gathers committers for, which the committer that completes its
+    /// cohort starts (see [`Shared::gather_committers`]).
+    gathering: Gathering,
     /// The last group-commit round's view of the committers (only its leader locks it).
     cohort: Mutex<Cohort>,
     failed: AtomicBool,
@@ -110,6 +113,8 @@ struct Cohort {
     /// halved after each wait that no committer joined during, down to none (see
     /// [`Shared::gather_committers`]).
     limit: Duration,
+    /// The gathering in progress, if any: when it began and `round_joins` then.
+    waiting_since: Option<(Instant, u64)>,
 }
 
 impl Default for Cohort {
@@ -118,7 +123,97 @@ impl Default for Cohort {
             joins_at_target: 0,
             active: 0,
             limit: GATHER_LIMIT,
+            waiting_since: None,
         }
+    }
+}
+
+/// A round whose leader waits for committers to join it, published so that whoever finds it
+/// due starts it: the committer whose join completes the cohort, one that joins after the
+/// deadline, or the leader when its wait ends (decision 250).
+struct Gathering {
+    /// The `round_joins` count that completes the cohort; [`NO_GATHERING`] when no round is
+    /// being gathered. Taking the round (starting it) swaps it for [`NO_GATHERING`].
+    target: AtomicU64,
+    /// When the leader stops waiting, in nanoseconds since `clock`.
+    deadline_ns: AtomicU64,
+    clock: Instant,
+    /// Gatherings left whose leader sleeps instead of yielding (only leaders use it, one at
+    /// a time).
+    sleeping_leaders: AtomicU32,
+}
+
+const NO_GATHERING: u64 = u64::MAX;
+
+/// A yield that kept the gathering leader off its processor longer than this shows a
+/// saturated machine (see [`Shared::wait_for_cohort`]).
+const YIELD_OVERSHOOT: Duration = Duration::from_micros(100);
+
+/// Gatherings whose leader sleeps once a yield overshot, before yielding is tried again.
+const SLEEPING_GATHERINGS: u32 = 64;
+
+impl Gathering {
+    fn new() -> Self {
+        Self {
+            target: AtomicU64::new(NO_GATHERING),
+            deadline_ns: AtomicU64::new(0),
+            clock: Instant::now(),
+            sleeping_leaders: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether this gathering's leader sleeps (see [`Shared::wait_for_cohort`]).
+    fn leader_sleeps(&self) -> bool {
+        let left = self.sleeping_leaders.load(Ordering::Relaxed);
+        if left > 0 {
+            self.sleeping_leaders.store(left - 1, Ordering::Relaxed);
+        }
+        left > 0
+    }
+
+    /// Makes the next [`SLEEPING_GATHERINGS`] leaders sleep.
+    fn leaders_sleep(&self) {
+        self.sleeping_leaders
+            .store(SLEEPING_GATHERINGS, Ordering::Relaxed);
+    }
+
+    /// Whether the round published with `target` is still waiting to be taken.
+    fn is_published(&self, target: u64) -> bool {
+        self.target.load(Ordering::SeqCst) == target
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.clock).as_nanos() as u64
+    }
+
+    /// Publishes a round to be started once `round_joins` reaches `target` or at `deadline`.
+    fn publish(&self, target: u64, deadline: Instant) {
+        debug_assert_ne!(target, NO_GATHERING);
+        self.deadline_ns
+            .store(self.nanos(deadline), Ordering::Relaxed);
+        // SeqCst, against the joiners' increment of `round_joins` (Dekker, as in
+        // `completion.rs`): the leader re-reads the count after this store, a joiner reads
+        // the target after its increment, so at least one of them sees the cohort complete.
+        self.target.store(target, Ordering::SeqCst);
+    }
+
+    /// Whether the caller, who has seen `joins` joins, takes the published round: it is due
+    /// (its cohort is complete or its deadline has passed) and no one took it first.
+    fn take_if_due(&self, joins: u64) -> bool {
+        let target = self.target.load(Ordering::SeqCst);
+        if target == NO_GATHERING {
+            return false;
+        }
+        let due = joins >= target
+            || self.nanos(Instant::now()) >= self.deadline_ns.load(Ordering::Relaxed);
+        due && self.take(target)
+    }
+
+    /// Takes the round published with `target`; false if someone else took it.
+    fn take(&self, target: u64) -> bool {
+        self.target
+            .compare_exchange(target, NO_GATHERING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 }
 
@@ -247,6 +342,7 @@ impl Shared {
             completions: Completions::new(),
             filled_waiters: LsnWaiters::new(FILL_SPINS),
             round_joins: AtomicU64::new(0),
+            gathering: Gathering::new(),
             cohort: Mutex::new(Cohort::default()),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
@@ -483,42 +579,44 @@ impl Shared {
                 });
                 continue;
             }
-            let round = self.lead_round(lsn, whole_blocks);
-            self.leading.store(false, Ordering::SeqCst);
-            self.hardened_waiters
-                .wake_reached_and_next(self.hardened.load(Ordering::Acquire));
-            round?;
+            // A round handed to a committer is ended by it.
+            if let Some(round) = self.lead_round(lsn, whole_blocks) {
+                self.end_round();
+                round?;
+            }
         }
+    }
+
+    /// Lets the next round have a leader, and wakes the committers this one covered.
+    fn end_round(&self) {
+        self.leading.store(false, Ordering::SeqCst);
+        self.hardened_waiters
+            .wake_reached_and_next(self.hardened.load(Ordering::Acquire));
     }
 
     /// One round, led by the caller: everything filled (`whole_blocks`: up to a block
-    /// boundary, at least `lsn`), after gathering the committers about to join.
-    fn lead_round(&self, lsn: u64, whole_blocks: bool) -> Result<()> {
+    /// boundary, at least `lsn`), after gathering the committers about to join. `None`: a
+    /// committer took the round while the caller waited, and runs and ends it.
+    fn lead_round(&self, lsn: u64, whole_blocks: bool) -> Option<Result<()>> {
         if whole_blocks {
             let filled = self.filled.load(Ordering::Acquire);
             let target = (filled / self.block_bytes * self.block_bytes).max(lsn);
-            return self.harden_round(target.min(filled));
+            return Some(self.harden_round(target.min(filled)));
         }
-        let mut cohort = self.cohort.lock();
-        self.gather_committers(&mut cohort);
-        let since = cohort.joins_at_target;
-        cohort.joins_at_target = self.round_joins.load(Ordering::Acquire);
-        if cohort.joins_at_target - since > 1 && cohort.limit < GATHER_PROBE {
-            // Committers share rounds again: worth finding out whether waiting gathers more.
-            cohort.limit = GATHER_PROBE;
-        }
-        let round = self.harden_round(self.filled.load(Ordering::Acquire));
-        cohort.active = self.round_joins.load(Ordering::Acquire) - since;
-        round
+        self.gather_committers(lsn)
+            .then(|| self.run_gathered_round())
     }
 
     /// [`Shared::wait_durable`] for a commit: in `fsync` mode, one that finds its record not
-    /// yet hardened joins the next round, and is counted for the leaders' gathering.
+    /// yet hardened joins the next round, is counted for the leaders' gathering, and starts
+    /// the round being gathered if its join completes the cohort or comes after the deadline.
     fn wait_commit(&self, lsn: u64) -> Result<()> {
-        if self.mode == CommitMode::Fsync && self.hardened.load(Ordering::Acquire) < lsn {
-            self.round_joins.fetch_add(1, Ordering::AcqRel);
+        if self.mode != CommitMode::Fsync || self.hardened.load(Ordering::Acquire) >= lsn {
+            return self.wait_durable(lsn);
         }
-        self.wait_durable(lsn)
+        let joins = self.round_joins.fetch_add(1, Ordering::SeqCst) + 1;
+        self.check()?;
+        self.wait_hardened(lsn, Some(joins))
     }
 
     /// Before a group-commit round starts, lets committers join it, for at most
@@ -532,26 +630,91 @@ impl Shared {
     /// during halves the next one's limit, down to none, and a round that covers more than
     /// one commit sets it back to [`GATHER_PROBE`] at least, from where each wait that
     /// someone joined during doubles it.
-    fn gather_committers(&self, cohort: &mut Cohort) {
-        let joins_before = self.round_joins.load(Ordering::Acquire);
-        if joins_before - cohort.joins_at_target >= cohort.active {
+    ///
+    /// The leader does not wait to be woken when the cohort is complete: the committer
+    /// whose join completes it starts the round itself, as does one that joins after the
+    /// deadline. A leader that slept (or yielded) until then needed its processor back
+    /// first, and on a saturated machine a busy thread kept it for a time slice (decision
+    /// 250). Returns whether the caller runs the round: false when a committer took it.
+    fn gather_committers(&self, lsn: u64) -> bool {
+        let mut cohort = self.cohort.lock();
+        let joins_before = self.round_joins.load(Ordering::SeqCst);
+        if joins_before - cohort.joins_at_target >= cohort.active || cohort.limit.is_zero() {
+            return true;
+        }
+        let began = Instant::now();
+        let (target, deadline) = (cohort.joins_at_target + cohort.active, began + cohort.limit);
+        cohort.waiting_since = Some((began, joins_before));
+        drop(cohort);
+        self.gathering.publish(target, deadline);
+        self.wait_for_cohort(target, lsn, deadline);
+        self.gathering.take(target)
+    }
+
+    /// The leader's wait for the round it published to be taken, complete or due. It yields
+    /// its processor to the committers it waits for: a futex sleep and wake-up each round
+    /// cost `bench log` at 8 threads 5–10% of its commits (decision 250). On a saturated
+    /// machine a yield can lose the processor to a busy thread for a whole time slice; once
+    /// one has lasted longer than [`YIELD_OVERSHOOT`], the next [`SLEEPING_GATHERINGS`]
+    /// leaders sleep until their deadline instead (a sleeper's timer takes the processor
+    /// back at once), woken early by the end of the round if a committer takes it.
+    fn wait_for_cohort(&self, target: u64, lsn: u64, deadline: Instant) {
+        if self.gathering.leader_sleeps() {
+            if self.round_joins.load(Ordering::SeqCst) < target {
+                self.hardened_waiters
+                    .wait_until(&self.hardened, lsn, deadline);
+            }
             return;
         }
-        let joined = || self.round_joins.load(Ordering::Acquire) - cohort.joins_at_target;
-        let began = Instant::now();
-        let deadline = began + cohort.limit;
-        while joined() < cohort.active && Instant::now() < deadline {
+        let mut now = Instant::now();
+        while now < deadline
+            && self.round_joins.load(Ordering::SeqCst) < target
+            && self.gathering.is_published(target)
+        {
             thread::yield_now();
+            let before = now;
+            now = Instant::now();
+            if now - before > YIELD_OVERSHOOT {
+                self.gathering.leaders_sleep();
+            }
         }
-        self.counters.gather_wait(began.elapsed().as_nanos() as u64);
-        let someone_joined = self.round_joins.load(Ordering::Acquire) > joins_before;
-        cohort.limit = if someone_joined {
-            (cohort.limit * 2).clamp(GATHER_PROBE, GATHER_LIMIT)
-        } else if cohort.limit / 2 >= GATHER_PROBE {
-            cohort.limit / 2
-        } else {
-            Duration::ZERO
-        };
+    }
+
+    /// Runs the round a committer's join made due (see [`Shared::gather_committers`]), if
+    /// the caller is the one that takes it.
+    fn take_gathered_round(&self, joins: u64) -> Result<()> {
+        if !self.gathering.take_if_due(joins) {
+            return Ok(());
+        }
+        let round = self.run_gathered_round();
+        self.end_round();
+        round
+    }
+
+    /// A group-commit round once its committers are gathered: hardens everything filled and
+    /// notes, for the next leader, whom it saw and whether the gathering paid.
+    fn run_gathered_round(&self) -> Result<()> {
+        let mut cohort = self.cohort.lock();
+        if let Some((began, joins_before)) = cohort.waiting_since.take() {
+            self.counters.gather_wait(began.elapsed().as_nanos() as u64);
+            let someone_joined = self.round_joins.load(Ordering::Acquire) > joins_before;
+            cohort.limit = if someone_joined {
+                (cohort.limit * 2).clamp(GATHER_PROBE, GATHER_LIMIT)
+            } else if cohort.limit / 2 >= GATHER_PROBE {
+                cohort.limit / 2
+            } else {
+                Duration::ZERO
+            };
+        }
+        let since = cohort.joins_at_target;
+        cohort.joins_at_target = self.round_joins.load(Ordering::Acquire);
+        if cohort.joins_at_target - since > 1 && cohort.limit < GATHER_PROBE {
+            // Committers share rounds again: worth finding out whether waiting gathers more.
+            cohort.limit = GATHER_PROBE;
+        }
+        let round = self.harden_round(self.filled.load(Ordering::Acquire));
+        cohort.active = self.round_joins.load(Ordering::Acquire) - since;
+        round
     }
 
     /// One hardening round: write `[hardened, target)` to the log file, `fdatasync`, then (PMEM
@@ -601,18 +764,28 @@ impl Shared {
         match self.mode {
             CommitMode::Async => Ok(()),
             CommitMode::Buffer | CommitMode::PmemLog => self.wait_filled(lsn),
-            CommitMode::Fsync => {
-                if self.hardened.load(Ordering::Acquire) >= lsn {
-                    return Ok(());
-                }
-                let began = Instant::now();
-                let result = self
-                    .wait_filled(lsn)
-                    .and_then(|()| self.harden_to(lsn, false));
-                self.counters.flush_wait(began.elapsed().as_nanos() as u64);
-                result
-            }
+            CommitMode::Fsync => self.wait_hardened(lsn, None),
         }
+    }
+
+    /// Waits until `lsn` is hardened, leading rounds as needed; `joined`: the caller's join
+    /// of the next round (see [`Shared::wait_commit`]), which may make the round being
+    /// gathered due.
+    fn wait_hardened(&self, lsn: u64, joined: Option<u64>) -> Result<()> {
+        if self.hardened.load(Ordering::Acquire) >= lsn {
+            // A round that covered the record since it joined: the join still counts
+            // towards the cohort being gathered, and may complete it.
+            return joined.map_or(Ok(()), |joins| self.take_gathered_round(joins));
+        }
+        let began = Instant::now();
+        let result = self.wait_filled(lsn).and_then(|()| {
+            if let Some(joins) = joined {
+                self.take_gathered_round(joins)?;
+            }
+            self.harden_to(lsn, false)
+        });
+        self.counters.flush_wait(began.elapsed().as_nanos() as u64);
+        result
     }
 
     /// The background writer of `buffer` (whole blocks, or a block older than the age limit)
@@ -1127,5 +1300,51 @@ impl CommitIntent<'_> {
 impl Drop for LogManager {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A published round is taken once its cohort is complete or its deadline has passed,
+    /// and by one party only: whoever takes it runs and ends it.
+    #[test]
+    fn a_gathered_round_is_taken_once_when_due() {
+        let gathering = Gathering::new();
+        assert!(!gathering.take_if_due(u64::MAX - 1), "nothing published");
+        let later = Instant::now() + Duration::from_secs(60);
+        gathering.publish(10, later);
+        assert!(
+            !gathering.take_if_due(9),
+            "the cohort is incomplete and time remains"
+        );
+        assert!(gathering.is_published(10));
+        assert!(
+            gathering.take_if_due(10),
+            "the join that completes the cohort"
+        );
+        assert!(!gathering.take_if_due(11), "already taken");
+        assert!(!gathering.take(10), "the leader finds it taken");
+
+        gathering.publish(20, Instant::now());
+        assert!(gathering.take_if_due(12), "a join after the deadline");
+        assert!(!gathering.is_published(20));
+
+        gathering.publish(30, later);
+        assert!(gathering.take(30), "the leader whose wait ended");
+        assert!(!gathering.take_if_due(30));
+    }
+
+    /// After a yield that overshot, the next leaders sleep, then yielding is tried again.
+    #[test]
+    fn leaders_sleep_for_a_while_after_an_overshot_yield() {
+        let gathering = Gathering::new();
+        assert!(!gathering.leader_sleeps());
+        gathering.leaders_sleep();
+        let sleeping = (0..2 * SLEEPING_GATHERINGS)
+            .filter(|_| gathering.leader_sleeps())
+            .count();
+        assert_eq!(sleeping, SLEEPING_GATHERINGS as usize);
     }
 }
