@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tailstore_log::{CommitMode, LogConfig, LogManager, KIB};
+use tailstore_log::{CommitMode, LogConfig, LogCounters, LogManager, KIB};
 use tailstore_media::scaled_growth::ScaledGrowth;
 use tailstore_media::sim::SimStorage;
 
@@ -61,15 +61,12 @@ fn fsync_log(sync: Duration) -> LogManager {
     log
 }
 
-/// Commits per flush when `threads` committers commit in a closed loop for `run`, each
-/// sync taking `sync`.
-fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
-    let log = fsync_log(sync);
+/// What the log counted while `threads` committers committed in a closed loop for `run`.
+fn closed_loop(log: &LogManager, threads: usize, run: Duration) -> LogCounters {
     let before = log.counters();
     let end = Instant::now() + run;
     std::thread::scope(|s| {
         for t in 0..threads {
-            let log = &log;
             s.spawn(move || {
                 while Instant::now() < end {
                     log.commit(format!("thread {t}").as_bytes())
@@ -78,8 +75,14 @@ fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
             });
         }
     });
-    let after = log.counters();
-    (after.commits - before.commits) as f64 / (after.flushes - before.flushes).max(1) as f64
+    log.counters().since(&before)
+}
+
+/// Commits per flush when `threads` committers commit in a closed loop for `run`, each
+/// sync taking `sync`.
+fn commits_per_flush(threads: usize, sync: Duration, run: Duration) -> f64 {
+    let counted = closed_loop(&fsync_log(sync), threads, run);
+    counted.commits as f64 / counted.flushes.max(1) as f64
 }
 
 /// Committers that a round covers commit again while the next round's sync runs. A leader
@@ -179,8 +182,7 @@ fn gathering_beside_busy_threads(threads: usize, sync: Duration) -> Duration {
     let log = fsync_log(sync);
     let processors = std::thread::available_parallelism().map_or(2, |n| n.get());
     let stop = AtomicBool::new(false);
-    let before = log.counters();
-    std::thread::scope(|s| {
+    let counted = std::thread::scope(|s| {
         for _ in 0..processors {
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
@@ -188,25 +190,11 @@ fn gathering_beside_busy_threads(threads: usize, sync: Duration) -> Duration {
                 }
             });
         }
-        let end = Instant::now() + Duration::from_millis(400);
-        let committers: Vec<_> = (0..threads)
-            .map(|t| {
-                let log = &log;
-                s.spawn(move || {
-                    while Instant::now() < end {
-                        log.commit(format!("thread {t}").as_bytes())
-                            .expect("commit");
-                    }
-                })
-            })
-            .collect();
-        for committer in committers {
-            committer.join().expect("committer");
-        }
+        let counted = closed_loop(&log, threads, Duration::from_millis(400));
         stop.store(true, Ordering::Relaxed);
+        counted
     });
-    let run = log.counters().since(&before);
-    Duration::from_nanos(run.gather_wait_ns / run.flushes.max(1))
+    Duration::from_nanos(counted.gather_wait_ns / counted.flushes.max(1))
 }
 
 /// A leader waiting for committers on a saturated machine must not hold its round back for
